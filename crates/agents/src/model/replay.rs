@@ -1,0 +1,404 @@
+//! Record any model's calls to JSONL and serve them back, so tests can run real-model
+//! transcripts deterministically and offline.
+//!
+//! One line per call: `{"model": ModelInfo, "request": {...}, "response": {...}}` or, for a
+//! failed call, `{"model": …, "request": …, "error": {"kind": "context_length_exceeded", …}}`.
+//! Messages are stored in their OpenAI wire shape, so a cassette is readable and diffable.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo,
+    ToolChoice, ToolDefinition, Usage,
+};
+
+/// Errors reading or writing a cassette.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The file could not be opened, read or written.
+    #[error("cassette {path}: {source}")]
+    Io {
+        /// The cassette.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A line is not a recorded call.
+    #[error("cassette {path}, line {line}: {message}")]
+    Parse {
+        /// The cassette.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A request as recorded (the wire-visible parts of [`ChatRequest`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct RecordedRequest {
+    messages: Vec<ChatMessage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolDefinition>,
+    #[serde(default)]
+    tool_choice: ToolChoice,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+}
+
+impl From<&ChatRequest> for RecordedRequest {
+    fn from(r: &ChatRequest) -> Self {
+        RecordedRequest {
+            messages: r.messages.clone(),
+            tools: r.tools.clone(),
+            tool_choice: r.tool_choice.clone(),
+            temperature: r.temperature,
+            max_tokens: r.max_tokens,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct RecordedResponse {
+    message: ChatMessage,
+    usage: Usage,
+    finish_reason: FinishReason,
+}
+
+/// A [`ModelError`] in a stable, serialisable form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct RecordedError {
+    kind: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+}
+
+impl From<&ModelError> for RecordedError {
+    fn from(e: &ModelError) -> Self {
+        let (kind, message, status) = match e {
+            ModelError::Auth(m) => ("auth", m.clone(), None),
+            ModelError::UnknownModel(m) => ("unknown_model", m.clone(), None),
+            ModelError::ContextLengthExceeded(m) => ("context_length_exceeded", m.clone(), None),
+            ModelError::RateLimited(m) => ("rate_limited", m.clone(), None),
+            ModelError::Server { status, message } => ("server", message.clone(), Some(*status)),
+            ModelError::BadRequest { status, message } => {
+                ("bad_request", message.clone(), Some(*status))
+            }
+            ModelError::Timeout(s) => ("timeout", s.to_string(), None),
+            ModelError::InvalidResponse(m) => ("invalid_response", m.clone(), None),
+            ModelError::Transport(m) => ("transport", m.clone(), None),
+            ModelError::Cancelled => ("cancelled", String::new(), None),
+            ModelError::Unavailable(m) => ("unavailable", m.clone(), None),
+            other => ("other", other.to_string(), None),
+        };
+        RecordedError { kind: kind.to_string(), message, status }
+    }
+}
+
+impl From<RecordedError> for ModelError {
+    fn from(e: RecordedError) -> Self {
+        let status = e.status.unwrap_or(0);
+        match e.kind.as_str() {
+            "auth" => ModelError::Auth(e.message),
+            "unknown_model" => ModelError::UnknownModel(e.message),
+            "context_length_exceeded" => ModelError::ContextLengthExceeded(e.message),
+            "rate_limited" => ModelError::RateLimited(e.message),
+            "server" => ModelError::Server { status, message: e.message },
+            "bad_request" => ModelError::BadRequest { status, message: e.message },
+            "timeout" => ModelError::Timeout(e.message.parse().unwrap_or(0)),
+            "invalid_response" => ModelError::InvalidResponse(e.message),
+            "transport" => ModelError::Transport(e.message),
+            "cancelled" => ModelError::Cancelled,
+            _ => ModelError::Unavailable(e.message),
+        }
+    }
+}
+
+/// One line of a cassette.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Record {
+    model: ModelInfo,
+    request: RecordedRequest,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    response: Option<RecordedResponse>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<RecordedError>,
+}
+
+/// Wraps a model and appends every call (request and response or error) to a JSONL file.
+///
+/// A call whose future is dropped before it completes is not recorded.
+pub struct RecordingModel<M> {
+    inner: M,
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl<M: ChatModel> RecordingModel<M> {
+    /// Record `inner`'s calls to `path`, truncating it.
+    ///
+    /// # Errors
+    /// [`ReplayError::Io`] when the file cannot be created.
+    pub fn create(inner: M, path: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::create(&path).map_err(|source| ReplayError::Io { path: path.clone(), source })?;
+        Ok(RecordingModel { inner, path, file: Mutex::new(file) })
+    }
+
+    /// The wrapped model.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// The cassette being written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn append(&self, record: &Record) -> Result<(), ModelError> {
+        let mut line = serde_json::to_string(record)
+            .map_err(|e| ModelError::Unavailable(format!("cannot encode a recorded call: {e}")))?;
+        line.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // One write per line, then flush: a crash leaves whole lines behind.
+        file.write_all(line.as_bytes()).and_then(|()| file.flush()).map_err(|e| {
+            ModelError::Unavailable(format!("cannot write cassette {}: {e}", self.path.display()))
+        })
+    }
+}
+
+#[async_trait]
+impl<M: ChatModel> ChatModel for RecordingModel<M> {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let recorded = RecordedRequest::from(&request);
+        let result = self.inner.chat(request).await;
+        let mut record =
+            Record { model: self.inner.info(), request: recorded, response: None, error: None };
+        match &result {
+            Ok(r) => {
+                record.response = Some(RecordedResponse {
+                    message: r.message.clone(),
+                    usage: r.usage,
+                    finish_reason: r.finish_reason.clone(),
+                });
+            }
+            Err(e) => record.error = Some(RecordedError::from(e)),
+        }
+        self.append(&record)?;
+        result
+    }
+}
+
+/// Serves recorded calls back in order, checking that each request is the one recorded.
+///
+/// A request that differs from the recording fails with [`ModelError::BadRequest`] (status 0:
+/// no server was involved) naming the first difference, e.g. `replay call 2:
+/// messages[3] content differs: expected "…", got "…"`. The mismatched record is not consumed.
+#[derive(Debug)]
+pub struct ReplayModel {
+    info: ModelInfo,
+    records: Mutex<VecDeque<Record>>,
+    served: Mutex<usize>,
+}
+
+impl ReplayModel {
+    /// Load a cassette written by [`RecordingModel`].
+    ///
+    /// # Errors
+    /// [`ReplayError`] when the file cannot be read or a line is not a recorded call.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ReplayError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|source| ReplayError::Io { path: path.clone(), source })?;
+        let mut records = VecDeque::new();
+        for (i, line) in BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|source| ReplayError::Io { path: path.clone(), source })?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let record: Record = serde_json::from_str(&line).map_err(|e| ReplayError::Parse {
+                path: path.clone(),
+                line: i + 1,
+                message: e.to_string(),
+            })?;
+            if record.response.is_none() && record.error.is_none() {
+                return Err(ReplayError::Parse {
+                    path,
+                    line: i + 1,
+                    message: "a recorded call needs a `response` or an `error`".to_string(),
+                });
+            }
+            records.push_back(record);
+        }
+        let info = records.front().map_or_else(
+            || ModelInfo { name: "replay".to_string(), context_window: 8192, supports_tools: true },
+            |r| r.model.clone(),
+        );
+        Ok(ReplayModel { info, records: Mutex::new(records), served: Mutex::new(0) })
+    }
+
+    /// Calls not yet served.
+    pub fn remaining(&self) -> usize {
+        lock(&self.records).len()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[async_trait]
+impl ChatModel for ReplayModel {
+    fn info(&self) -> ModelInfo {
+        self.info.clone()
+    }
+
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        let got = RecordedRequest::from(&request);
+        let mut records = lock(&self.records);
+        let mut served = lock(&self.served);
+        let call = *served + 1;
+        let Some(record) = records.front() else {
+            return Err(ModelError::BadRequest {
+                status: 0,
+                message: format!("replay call {call}: the cassette has no more recorded calls"),
+            });
+        };
+        if let Some(difference) = first_difference(&record.request, &got) {
+            return Err(ModelError::BadRequest {
+                status: 0,
+                message: format!("replay call {call}: {difference}"),
+            });
+        }
+        let Some(record) = records.pop_front() else {
+            return Err(ModelError::Unavailable("replay: cassette emptied concurrently".into()));
+        };
+        *served += 1;
+        match (record.response, record.error) {
+            (Some(r), _) => Ok(ChatResponse {
+                message: r.message,
+                usage: r.usage,
+                finish_reason: r.finish_reason,
+            }),
+            (None, Some(e)) => Err(e.into()),
+            (None, None) => Err(ModelError::Unavailable("replay: empty record".into())),
+        }
+    }
+}
+
+/// The first way `got` differs from `expected`, in words; `None` when they match.
+fn first_difference(expected: &RecordedRequest, got: &RecordedRequest) -> Option<String> {
+    for (i, (e, g)) in expected.messages.iter().zip(&got.messages).enumerate() {
+        if let Some(d) = message_difference(e, g) {
+            return Some(format!("messages[{i}] ({}) {d}", e.role));
+        }
+    }
+    if expected.messages.len() != got.messages.len() {
+        return Some(format!(
+            "expected {} messages, got {}",
+            expected.messages.len(),
+            got.messages.len()
+        ));
+    }
+    let names = |tools: &[ToolDefinition]| tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    if names(&expected.tools) != names(&got.tools) {
+        return Some(format!(
+            "tools differ: expected {:?}, got {:?}",
+            names(&expected.tools),
+            names(&got.tools)
+        ));
+    }
+    for (e, g) in expected.tools.iter().zip(&got.tools) {
+        if e != g {
+            return Some(format!("tool `{}` definition differs", e.name));
+        }
+    }
+    if expected.tool_choice != got.tool_choice {
+        return Some(format!(
+            "tool_choice differs: expected {:?}, got {:?}",
+            expected.tool_choice, got.tool_choice
+        ));
+    }
+    if expected.temperature != got.temperature {
+        return Some(format!(
+            "temperature differs: expected {:?}, got {:?}",
+            expected.temperature, got.temperature
+        ));
+    }
+    if expected.max_tokens != got.max_tokens {
+        return Some(format!(
+            "max_tokens differs: expected {:?}, got {:?}",
+            expected.max_tokens, got.max_tokens
+        ));
+    }
+    None
+}
+
+fn message_difference(expected: &ChatMessage, got: &ChatMessage) -> Option<String> {
+    if expected.role != got.role {
+        return Some(format!("role differs: expected {}, got {}", expected.role, got.role));
+    }
+    // Compare wire forms: that is what the model saw.
+    let e = serde_json::to_value(expected).unwrap_or(Value::Null);
+    let g = serde_json::to_value(got).unwrap_or(Value::Null);
+    if e == g {
+        return None;
+    }
+    if e.get("content") != g.get("content") {
+        return Some(format!(
+            "content differs: {}",
+            text_difference(&expected.text(), &got.text())
+        ));
+    }
+    for field in ["tool_calls", "tool_call_id"] {
+        if e.get(field) != g.get(field) {
+            return Some(format!(
+                "{field} differs: expected {}, got {}",
+                shorten(&e.get(field).map(Value::to_string).unwrap_or_default(), 200),
+                shorten(&g.get(field).map(Value::to_string).unwrap_or_default(), 200),
+            ));
+        }
+    }
+    Some(format!("differs: expected {}, got {}", shorten(&e.to_string(), 200), shorten(&g.to_string(), 200)))
+}
+
+/// Both texts around their first differing character, so long messages give short errors.
+fn text_difference(expected: &str, got: &str) -> String {
+    let at = expected
+        .char_indices()
+        .zip(got.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or_else(|| expected.len().min(got.len()), |((i, _), _)| i);
+    let window = |s: &str| {
+        let start = s.floor_char_boundary(at.saturating_sub(30));
+        let rest = &s[start..];
+        let snippet: String = rest.chars().take(80).collect();
+        let prefix = if start > 0 { "…" } else { "" };
+        let suffix = if rest.chars().count() > 80 { "…" } else { "" };
+        format!("{prefix}{snippet}{suffix}")
+    };
+    format!("at byte {at}: expected {:?}, got {:?}", window(expected), window(got))
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}

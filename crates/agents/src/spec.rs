@@ -1,0 +1,119 @@
+//! [`AgentSpec`]: everything needed to build an LLM agent.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use troupe_runtime::ChatModel;
+use troupe_tools::{RegistryError, Tool, ToolRegistry};
+
+/// The default bound on model calls per request.
+pub const DEFAULT_MAX_TURNS: u32 = 16;
+
+/// What an LLM agent is: name, instructions, model, tools and limits.
+///
+/// ```
+/// use std::sync::Arc;
+/// use troupe_agents::AgentSpec;
+/// use troupe_agents::model::{ScriptedModel, ScriptedReply};
+///
+/// let model = Arc::new(ScriptedModel::new("demo", [ScriptedReply::text("hi")]));
+/// let spec = AgentSpec::new("greeter", model).instructions("Greet people warmly.").max_turns(4);
+/// assert_eq!(spec.name, "greeter");
+/// ```
+#[derive(Clone)]
+pub struct AgentSpec {
+    /// The agent's name in its team.
+    pub name: String,
+    /// The system prompt.
+    pub instructions: String,
+    /// The model it talks to.
+    pub model: Arc<dyn ChatModel>,
+    /// Its tools.
+    pub tools: ToolRegistry,
+    /// Model calls allowed per request before giving up.
+    pub max_turns: u32,
+    /// The workspace root its file tools are confined to.
+    pub workspace_root: PathBuf,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Cap on tokens generated per model call.
+    pub max_tokens: Option<u32>,
+    /// Whether the agent may message other agents through the `ask_agent` tool.
+    pub team_messaging: bool,
+}
+
+impl std::fmt::Debug for AgentSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSpec")
+            .field("name", &self.name)
+            .field("model", &self.model.info().name)
+            .field("tools", &self.tools.names())
+            .field("max_turns", &self.max_turns)
+            .finish()
+    }
+}
+
+impl AgentSpec {
+    /// An agent with no instructions and no tools.
+    pub fn new(name: impl Into<String>, model: Arc<dyn ChatModel>) -> Self {
+        AgentSpec {
+            name: name.into(),
+            instructions: String::new(),
+            model,
+            tools: ToolRegistry::new(),
+            max_turns: DEFAULT_MAX_TURNS,
+            workspace_root: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            temperature: None,
+            max_tokens: None,
+            team_messaging: false,
+        }
+    }
+
+    /// With this system prompt.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = instructions.into();
+        self
+    }
+
+    /// With these tools (replacing any set before).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// With one more tool; a duplicate name is an error that says which.
+    pub fn tool<T: Tool>(mut self, tool: T) -> Result<Self, RegistryError> {
+        self.tools.register(tool)?;
+        Ok(self)
+    }
+
+    /// With this bound on model calls per request.
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.max_turns = n.max(1);
+        self
+    }
+
+    /// With this workspace root for file tools.
+    pub fn workspace_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.workspace_root = root.into();
+        self
+    }
+
+    /// With this sampling temperature.
+    pub fn temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+
+    /// With this cap on generated tokens per model call.
+    pub fn max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Give the agent the `ask_agent` tool to message teammates by name.
+    pub fn team_messaging(mut self, on: bool) -> Self {
+        self.team_messaging = on;
+        self
+    }
+}

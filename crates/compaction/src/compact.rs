@@ -1,0 +1,132 @@
+//! The one-call entry point: [`compact`] runs a [`CompactionSession`] with its deterministic
+//! planner, so the compression agent's tools and automatic compaction share one code path.
+
+use serde::{Deserialize, Serialize};
+use troupe_runtime::{ChatMessage, Conversation};
+use troupe_tools::FileLedger;
+
+use crate::archive::Archive;
+use crate::counter::TokenCounter;
+use crate::error::CompactionError;
+use crate::guard::ThrashGuard;
+use crate::policy::BudgetPolicy;
+use crate::report::CompactionReport;
+use crate::session::CompactionSession;
+use crate::summary::Summarizer;
+use crate::token_cache::TokenCache;
+
+/// What asked for a compaction; automatic requests are rate-limited by the [`ThrashGuard`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactTrigger {
+    /// A person (`/compact`, `troupe compact`): always attempted.
+    #[default]
+    Manual,
+    /// The budget trigger: skipped unless enough tokens are freeable.
+    Automatic,
+    /// The agent's own `compact` tool: rate-limited like an automatic trigger.
+    AgentTool,
+}
+
+/// Options of one compaction.
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+    /// Custom instructions / focus for summaries (`/compact focus on the parser`).
+    pub instructions: Option<String>,
+    /// Shorten old user/assistant messages one by one (user ≤ 50, assistant ≤ 200 tokens)
+    /// before summarizing segments.
+    pub per_message: bool,
+    /// Treat a `<summary>` message inside a summarized segment as the previous summary and merge
+    /// it (the update prompt; file lists are united). On by default.
+    pub detect_previous_summary: bool,
+    /// A warm per-message count cache shared with the agent (counts only new messages).
+    pub token_cache: Option<TokenCache>,
+    /// What asked for this compaction.
+    pub trigger: CompactTrigger,
+    /// The anti-thrash memory for automatic triggers (`None`: only the minimum applies).
+    pub guard: Option<ThrashGuard>,
+}
+
+impl Default for CompactOptions {
+    fn default() -> Self {
+        CompactOptions {
+            instructions: None,
+            per_message: false,
+            detect_previous_summary: true,
+            token_cache: None,
+            trigger: CompactTrigger::Manual,
+            guard: None,
+        }
+    }
+}
+
+/// A validated compaction: the new messages, the archive of what they replaced, the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// The compacted conversation (ids preserved; stubs and summaries have fresh ids).
+    pub messages: Vec<ChatMessage>,
+    /// Every original this compaction replaced or removed.
+    pub archive: Archive,
+    /// What happened.
+    pub report: CompactionReport,
+}
+
+impl Compaction {
+    /// Whether anything changed.
+    pub fn changed(&self) -> bool {
+        !self.archive.is_empty()
+    }
+
+    /// Put the compacted messages into `conversation` (its id counter moves past the new ids).
+    pub fn apply_to(&self, conversation: &mut Conversation) {
+        conversation.replace_messages(self.messages.clone());
+    }
+}
+
+/// Compact `conversation` to `policy`'s target, cheapest tier first.
+///
+/// Without a summarizer only tiers 1–2 run. The result is validated before it is returned; an
+/// unreachable target is not an error but a report with `reached: false` and the reason.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), troupe_compaction::CompactionError> {
+/// use troupe_compaction::{compact, BudgetPolicy, CompactOptions, MechanicalSummarizer, TiktokenCounter};
+/// use troupe_runtime::Conversation;
+/// use troupe_tools::FileLedger;
+/// let conversation = Conversation::new();
+/// let counter = TiktokenCounter::default();
+/// let result = compact(
+///     &conversation,
+///     &FileLedger::new(),
+///     &BudgetPolicy::for_window(32_000),
+///     &counter,
+///     Some(&MechanicalSummarizer::new()),
+///     CompactOptions::default(),
+/// )
+/// .await?;
+/// println!("{} → {} tokens: {}", result.report.tokens_before, result.report.tokens_after, result.report.reason);
+/// # Ok(()) }
+/// ```
+pub async fn compact(
+    conversation: &Conversation,
+    ledger: &FileLedger,
+    policy: &BudgetPolicy,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    options: CompactOptions,
+) -> Result<Compaction, CompactionError> {
+    let trigger = options.trigger;
+    let guard = options.guard;
+    let mut session = CompactionSession::new(conversation, ledger, policy, counter, options)?;
+    if session.verify_target().reached {
+        return session.finish();
+    }
+    if trigger != CompactTrigger::Manual {
+        let freeable = session.freeable_tokens();
+        if let Err(why) = guard.unwrap_or_default().allows(freeable, policy) {
+            return session.finish_skipped(why);
+        }
+    }
+    session.finish_deterministically(summarizer).await;
+    session.finish()
+}

@@ -1,0 +1,212 @@
+//! Token counting: the [`TokenCounter`] trait and its two built-in implementations.
+//!
+//! Budgets are only as good as the counts behind them, so the default counter is an exact BPE
+//! tokenizer ([`TiktokenCounter`]); [`CharEstimateCounter`] is the cheap stand-in for tests.
+//! Other tokenizers (llama.cpp's, in troupe-agents) implement the same trait.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tiktoken_rs::CoreBPE;
+use troupe_runtime::{ChatMessage, Content, ContentSlot, Role};
+
+/// Tokens a chat format adds around messages, beyond the tokens of their text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageOverhead {
+    /// Framing tokens of every message (role markers, separators).
+    pub per_message: usize,
+    /// Extra tokens of every tool call an assistant message requests.
+    pub per_tool_call: usize,
+    /// Extra tokens when a message carries a `name`.
+    pub per_name: usize,
+    /// Tokens added once per request to prime the reply.
+    pub reply_priming: usize,
+}
+
+impl MessageOverhead {
+    /// The OpenAI chat format, per the OpenAI cookbook's counting recipe.
+    pub const OPENAI: MessageOverhead =
+        MessageOverhead { per_message: 3, per_tool_call: 1, per_name: 1, reply_priming: 3 };
+
+    /// ChatML (`<|im_start|>role\n…<|im_end|>\n`), the format of most llama.cpp chat templates.
+    pub const CHATML: MessageOverhead =
+        MessageOverhead { per_message: 5, per_tool_call: 4, per_name: 1, reply_priming: 3 };
+}
+
+/// Counts tokens of text and of chat messages for one tokenizer.
+///
+/// Object safe and `Send + Sync`, so one counter can be shared by every agent
+/// (`Arc<dyn TokenCounter>`). Implementations should be cheap to call and expensive only to
+/// construct.
+pub trait TokenCounter: Send + Sync {
+    /// A short name of the tokenizer (e.g. `o200k_base`); caches use it to detect a switch.
+    fn name(&self) -> &str;
+
+    /// The number of tokens of `text` as plain content.
+    fn count(&self, text: &str) -> usize;
+
+    /// The framing tokens of this tokenizer's chat format.
+    fn overhead(&self) -> MessageOverhead {
+        MessageOverhead::OPENAI
+    }
+
+    /// The tokens one message costs in a request: framing, role, content, tool calls, ids.
+    fn count_message(&self, message: &ChatMessage) -> usize {
+        let overhead = self.overhead();
+        let mut tokens = overhead.per_message + self.count(role_name(message.role));
+        tokens += match &message.content {
+            ContentSlot::Value(Content::Text(text)) => self.count(text),
+            ContentSlot::Value(content @ Content::Parts(_)) => self.count(&content.text()),
+            ContentSlot::Absent | ContentSlot::Null => 0,
+        };
+        for call in message.calls() {
+            tokens += overhead.per_tool_call
+                + self.count(&call.function.name)
+                + self.count(&call.function.arguments);
+        }
+        if let Some(id) = &message.tool_call_id {
+            tokens += self.count(id);
+        }
+        if let Some(Value::String(name)) = message.extra.get("name") {
+            tokens += overhead.per_name + self.count(name);
+        }
+        tokens
+    }
+
+    /// The tokens of a whole request made of `messages` (reply priming included).
+    fn count_messages(&self, messages: &[ChatMessage]) -> usize {
+        messages.iter().map(|m| self.count_message(m)).sum::<usize>()
+            + self.overhead().reply_priming
+    }
+}
+
+/// The wire name of a role, without allocating.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "system",
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+    }
+}
+
+/// Which OpenAI BPE vocabulary a [`TiktokenCounter`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BpeEncoding {
+    /// GPT-4o, GPT-4.1, GPT-5 and the `o` series.
+    #[default]
+    O200kBase,
+    /// GPT-4, GPT-3.5-turbo.
+    Cl100kBase,
+}
+
+impl BpeEncoding {
+    /// The encoding's conventional name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BpeEncoding::O200kBase => "o200k_base",
+            BpeEncoding::Cl100kBase => "cl100k_base",
+        }
+    }
+}
+
+/// Exact token counts for OpenAI-family models, over `tiktoken-rs`.
+///
+/// The vocabularies are process-wide singletons built on first use (hundreds of milliseconds),
+/// so constructing a second counter is free.
+pub struct TiktokenCounter {
+    bpe: &'static CoreBPE,
+    encoding: BpeEncoding,
+}
+
+impl TiktokenCounter {
+    /// A counter for `encoding`.
+    pub fn new(encoding: BpeEncoding) -> Self {
+        let bpe = match encoding {
+            BpeEncoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            BpeEncoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        };
+        TiktokenCounter { bpe, encoding }
+    }
+
+    /// The encoding this counter uses.
+    pub fn encoding(&self) -> BpeEncoding {
+        self.encoding
+    }
+}
+
+impl Default for TiktokenCounter {
+    fn default() -> Self {
+        TiktokenCounter::new(BpeEncoding::default())
+    }
+}
+
+impl std::fmt::Debug for TiktokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TiktokenCounter").field("encoding", &self.encoding).finish()
+    }
+}
+
+impl TokenCounter for TiktokenCounter {
+    fn name(&self) -> &str {
+        self.encoding.name()
+    }
+
+    fn count(&self, text: &str) -> usize {
+        // Content is text to the model, so special-token spellings count as ordinary text.
+        self.bpe.encode_ordinary(text).len()
+    }
+}
+
+/// A rough counter: one token per four characters (rounded up). Fast and deterministic.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CharEstimateCounter;
+
+impl TokenCounter for CharEstimateCounter {
+    fn name(&self) -> &str {
+        "chars/4"
+    }
+
+    fn count(&self, text: &str) -> usize {
+        text.chars().count().div_ceil(4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_runtime::ToolCall;
+
+    #[test]
+    fn tiktoken_counts_known_text() {
+        let counter = TiktokenCounter::default();
+        assert_eq!(counter.count("hello world"), 2);
+        assert_eq!(counter.count(""), 0);
+        let cl = TiktokenCounter::new(BpeEncoding::Cl100kBase);
+        assert_eq!(cl.name(), "cl100k_base");
+        assert_eq!(cl.count("hello world"), 2);
+    }
+
+    #[test]
+    fn message_count_includes_framing_and_calls() {
+        let counter = CharEstimateCounter;
+        let plain = ChatMessage::user("abcdefgh");
+        // 3 framing + "user" (1) + 2
+        assert_eq!(counter.count_message(&plain), 6);
+        let call = ChatMessage::assistant_tool_calls(
+            None,
+            vec![ToolCall::new("c1", "read", r#"{"path":"a"}"#)],
+        );
+        // 3 + "assistant" (3) + 1 + "read" (1) + 12 chars (3)
+        assert_eq!(counter.count_message(&call), 11);
+        assert_eq!(counter.count_messages(&[plain, call]), 6 + 11 + 3);
+    }
+
+    #[test]
+    fn counters_are_object_safe_and_shareable() {
+        fn assert_send_sync<T: Send + Sync + ?Sized>() {}
+        assert_send_sync::<dyn TokenCounter>();
+        let boxed: Box<dyn TokenCounter> = Box::new(CharEstimateCounter);
+        assert_eq!(boxed.count("abcd"), 1);
+    }
+}

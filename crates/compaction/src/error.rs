@@ -1,0 +1,139 @@
+//! Typed errors: a refused operation ([`Refusal`]) and a failed compaction ([`CompactionError`]).
+
+use troupe_runtime::{MessageId, Role};
+
+use crate::policy::PolicyError;
+use crate::protection::ProtectionReason;
+use crate::summary::SummarizerError;
+use crate::validate::InvariantViolation;
+
+/// Why a [`crate::CompactionSession`] operation refused to act. Nothing changed.
+///
+/// The messages are written for the compression agent's model: they say what is wrong and,
+/// where there is one, what to do instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// The id names no message of the working conversation.
+    #[error("there is no message {0} in the conversation (get the metadata for current ids)")]
+    UnknownMessage(MessageId),
+    /// The message is protected.
+    #[error("{id} is protected ({reason}) and cannot be compressed")]
+    Protected {
+        /// The message.
+        id: MessageId,
+        /// Why it is protected.
+        reason: ProtectionReason,
+    },
+    /// `compress_tool_result` on something that is not a tool result.
+    #[error("{id} is a {role} message; compress_tool_result only accepts tool results")]
+    NotToolResult {
+        /// The message.
+        id: MessageId,
+        /// Its role.
+        role: Role,
+    },
+    /// The tool result was already compressed this way (or further).
+    #[error("{id} is already compressed")]
+    AlreadyCompressed {
+        /// The message.
+        id: MessageId,
+    },
+    /// Truncation asked for an output at or below the truncation limit.
+    #[error("{id} has {tokens} tokens, not above the truncation limit of {limit}; mask it instead")]
+    BelowTruncationLimit {
+        /// The message.
+        id: MessageId,
+        /// Its tokens.
+        tokens: usize,
+        /// The policy's limit.
+        limit: usize,
+    },
+    /// The replacement would not be smaller.
+    #[error("compressing {id} would not save tokens ({before} → {after})")]
+    NoGain {
+        /// The message (or the segment's first message).
+        id: MessageId,
+        /// Tokens now.
+        before: usize,
+        /// Tokens of the replacement.
+        after: usize,
+    },
+    /// `remove_display_only` on a message the model sees.
+    #[error("{id} is not a display-only message")]
+    NotDisplayOnly {
+        /// The message.
+        id: MessageId,
+    },
+    /// A segment whose start comes after its end.
+    #[error("segment start {start} comes after its end {end}")]
+    ReversedRange {
+        /// The given start.
+        start: MessageId,
+        /// The given end.
+        end: MessageId,
+    },
+    /// A segment that contains a protected message.
+    #[error("segment {start}..{end} includes {id}, which is protected ({reason}); end the segment before it")]
+    RangeIncludesProtected {
+        /// Segment start.
+        start: MessageId,
+        /// Segment end.
+        end: MessageId,
+        /// The protected message.
+        id: MessageId,
+        /// Why it is protected.
+        reason: ProtectionReason,
+    },
+    /// A segment that would separate tool calls from their results.
+    #[error("segment {start}..{end} splits assistant message {assistant} from its tool result {result}; move the boundary so both are inside or both outside")]
+    RangeCutsToolPair {
+        /// Segment start.
+        start: MessageId,
+        /// Segment end.
+        end: MessageId,
+        /// The assistant message with the calls.
+        assistant: MessageId,
+        /// A result on the other side of the boundary.
+        result: MessageId,
+    },
+    /// A segment with nothing a summary could replace.
+    #[error("segment {start}..{end} has nothing to summarize")]
+    NothingToSummarize {
+        /// Segment start.
+        start: MessageId,
+        /// Segment end.
+        end: MessageId,
+    },
+    /// The summarizer failed; the conversation is unchanged.
+    #[error("summarizing {start}..{end} failed: {source}")]
+    Summarizer {
+        /// Segment start.
+        start: MessageId,
+        /// Segment end.
+        end: MessageId,
+        /// What went wrong.
+        source: SummarizerError,
+    },
+    /// The conversation was under target when the session began; compaction must not change it.
+    #[error("no compaction needed: {current} tokens is within the target of {target}")]
+    NoCompactionNeeded {
+        /// Tokens when the session began.
+        current: usize,
+        /// The target.
+        target: usize,
+    },
+}
+
+/// Why a compaction produced no result at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CompactionError {
+    /// The policy is unusable.
+    #[error("invalid compaction policy: {0}")]
+    Policy(#[from] PolicyError),
+    /// The input conversation already breaks an invariant (compaction would be blamed for it).
+    #[error("the conversation to compact is already invalid: {0}")]
+    InvalidInput(InvariantViolation),
+    /// The result broke an invariant; it was discarded rather than returned.
+    #[error("compaction produced an invalid conversation and discarded it: {0}")]
+    Invariant(InvariantViolation),
+}

@@ -1,0 +1,70 @@
+//! The anti-thrash guard: automatic compaction waits until it can free enough new tokens.
+//!
+//! A compaction that could not reach its target leaves a conversation that is still over the
+//! trigger; without a guard the next turn triggers again, frees nothing, and repeats (Codex
+//! #40213: 48 attempts in 76 minutes). The guard remembers how much was still freeable after
+//! the last attempt and allows the next automatic one only once at least
+//! [`BudgetPolicy::min_freeable_tokens`] more have accumulated.
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::BudgetPolicy;
+use crate::report::CompactionReport;
+
+/// Memory of the last compaction attempt, kept by whoever triggers compactions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThrashGuard {
+    /// Freeable tokens left by the last attempt (`None`: no attempt yet).
+    pub freeable_after_last: Option<usize>,
+}
+
+impl ThrashGuard {
+    /// A guard with no history.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether an automatic compaction may run now that `freeable_now` tokens are freeable;
+    /// `Err` says why not.
+    pub fn allows(&self, freeable_now: usize, policy: &BudgetPolicy) -> Result<(), String> {
+        let baseline = self.freeable_after_last.unwrap_or(0);
+        let needed = baseline + policy.min_freeable_tokens;
+        if freeable_now >= needed {
+            Ok(())
+        } else if baseline == 0 {
+            Err(format!(
+                "not enough to free: {freeable_now} tokens are freeable, an automatic compaction needs at least {}",
+                policy.min_freeable_tokens
+            ))
+        } else {
+            Err(format!(
+                "waiting for new material: {freeable_now} tokens are freeable, {baseline} were left by the last attempt, and {} more are needed first",
+                policy.min_freeable_tokens
+            ))
+        }
+    }
+
+    /// Remember an attempt's outcome.
+    pub fn record(&mut self, report: &CompactionReport) {
+        if !report.no_compaction_needed {
+            self.freeable_after_last = Some(report.freeable_tokens_after);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_for_new_freeable_tokens_after_an_attempt() {
+        let policy = BudgetPolicy::default();
+        let mut guard = ThrashGuard::new();
+        assert!(guard.allows(9_999, &policy).is_err());
+        assert!(guard.allows(10_000, &policy).is_ok());
+        guard.record(&CompactionReport { freeable_tokens_after: 4_000, ..Default::default() });
+        let refusal = guard.allows(12_000, &policy).unwrap_err();
+        assert!(refusal.contains("4000"), "{refusal}");
+        assert!(guard.allows(14_000, &policy).is_ok());
+    }
+}

@@ -1,0 +1,128 @@
+//! Tier 2: an old tool result becomes a one-line metadata stub built from the file ledger.
+//!
+//! The stub says what happened (`read src/app.rs (5000 lines, sha256 3f2a9c1d)`) without the
+//! content, which the agent can read again if it needs it. Facts come from the ledger, so a stub
+//! never depends on parsing a tool's output format.
+
+use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+
+/// Every stub starts with this, which is also how an already-masked result is recognised.
+pub const STUB_PREFIX: &str = "[compressed]";
+
+/// How many hex digits of a sha256 a stub shows.
+const SHA_PREFIX_LEN: usize = 8;
+
+/// The stub text for the result of call `tool_call_id` (tool `tool_name`) whose output was
+/// `output`, from the ledger's entries for that call.
+///
+/// ```
+/// use troupe_compaction::mask::stub_text;
+/// use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+/// let mut ledger = FileLedger::new();
+/// ledger.record(
+///     LedgerEntry::new("src/app.rs", FileAccess::Read)
+///         .with_call("c1")
+///         .with_line_count(5000)
+///         .with_sha256("3f2a9c1d00aa"),
+/// );
+/// assert_eq!(
+///     stub_text(Some("read"), "c1", "…", &ledger),
+///     "[compressed] read src/app.rs (5000 lines, sha256 3f2a9c1d)"
+/// );
+/// assert_eq!(stub_text(Some("bash"), "c2", "a\nb\n", &ledger), "[compressed] bash returned 2 lines");
+/// ```
+pub fn stub_text(tool_name: Option<&str>, tool_call_id: &str, output: &str, ledger: &FileLedger) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for entry in ledger.for_call(tool_call_id) {
+        let line = ledger_line(entry, output);
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    if lines.is_empty() {
+        let tool = tool_name.unwrap_or("tool");
+        let n = line_count(output);
+        let unit = if n == 1 { "line" } else { "lines" };
+        let mut stub = format!("{STUB_PREFIX} {tool} returned {n} {unit}");
+        // An error is the one fact about a generic output the agent most needs to keep.
+        if let Some(error) = first_error_line(output) {
+            stub.push_str(&format!("; first error: {error}"));
+        }
+        lines.push(stub);
+    }
+    lines.join("\n")
+}
+
+fn ledger_line(entry: &LedgerEntry, output: &str) -> String {
+    let mut details: Vec<String> = Vec::new();
+    if let Some((start, end)) = entry.lines {
+        details.push(format!("lines {start}-{end}"));
+    }
+    match entry.line_count {
+        Some(n) => details.push(format!("{n} lines")),
+        // A read without a recorded size: the output is the best measure of what was read.
+        None if entry.access == FileAccess::Read && entry.lines.is_none() => {
+            details.push(format!("{} lines", line_count(output)));
+        }
+        None => {}
+    }
+    if let Some(sha) = &entry.sha256 {
+        let prefix: String = sha.chars().take(SHA_PREFIX_LEN).collect();
+        details.push(format!("sha256 {prefix}"));
+    }
+    let verb = if entry.access.is_modification() { "modified" } else { "read" };
+    if details.is_empty() {
+        format!("{STUB_PREFIX} {verb} {}", entry.path)
+    } else {
+        format!("{STUB_PREFIX} {verb} {} ({})", entry.path, details.join(", "))
+    }
+}
+
+/// Words that mark an error line in tool output.
+const ERROR_WORDS: [&str; 6] = ["error", "failed", "traceback", "exception", "panicked", "fatal"];
+/// Characters of an error line a stub keeps.
+const ERROR_LINE_CHARS: usize = 120;
+
+fn first_error_line(output: &str) -> Option<String> {
+    let line = output.lines().map(str::trim).find(|l| {
+        let lower = l.to_lowercase();
+        ERROR_WORDS.iter().any(|w| lower.contains(w))
+    })?;
+    let mut short: String = line.chars().take(ERROR_LINE_CHARS).collect();
+    if short.len() < line.len() {
+        short.push('…');
+    }
+    Some(short)
+}
+
+/// Lines of `text`, counting a final line without a newline.
+pub(crate) fn line_count(text: &str) -> usize {
+    text.lines().count()
+}
+
+/// Whether a tool result's text is already a stub.
+pub fn is_stub(text: &str) -> bool {
+    text.starts_with(STUB_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modified_stub_names_line_range() {
+        let mut ledger = FileLedger::new();
+        ledger.record(LedgerEntry::new("src/a.rs", FileAccess::Edited).with_call("c").with_lines(234, 250));
+        ledger.record(LedgerEntry::new("src/a.rs", FileAccess::Edited).with_call("c").with_lines(234, 250));
+        assert_eq!(
+            stub_text(Some("edit"), "c", "ok", &ledger),
+            "[compressed] modified src/a.rs (lines 234-250)"
+        );
+        assert!(is_stub(&stub_text(None, "zzz", "one", &ledger)));
+        assert_eq!(stub_text(None, "zzz", "one", &ledger), "[compressed] tool returned 1 line");
+        assert_eq!(
+            stub_text(Some("bash"), "zzz", "ok\nerror[E0308]: mismatched types\n", &ledger),
+            "[compressed] bash returned 2 lines; first error: error[E0308]: mismatched types"
+        );
+    }
+}

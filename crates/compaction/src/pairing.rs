@@ -1,0 +1,138 @@
+//! Tool call / tool result pairing: the rule chat APIs enforce and compaction must never break.
+//!
+//! A `tool` message must answer an open call of the nearest preceding assistant message and
+//! follow it directly (other tool results of the same batch may sit between). Display-only
+//! messages are never sent to a model, so they are transparent here.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+
+use crate::validate::InvariantViolation;
+
+/// For every message, the index of the assistant message a tool result answers (`None` for
+/// messages that are not tool results, or that follow no assistant message).
+pub fn owners(messages: &[ChatMessage]) -> Vec<Option<usize>> {
+    let mut owner = None;
+    messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            if m.kind == MessageKind::DisplayOnly {
+                return None;
+            }
+            match m.role {
+                Role::Assistant => {
+                    owner = Some(i);
+                    None
+                }
+                Role::Tool => owner,
+                Role::User | Role::System => None,
+            }
+        })
+        .collect()
+}
+
+/// The name of the tool whose result is `messages[index]`, if its call can be found.
+pub fn tool_name<'a>(
+    messages: &'a [ChatMessage],
+    owner: Option<usize>,
+    index: usize,
+) -> Option<&'a str> {
+    let call_id = messages.get(index)?.tool_call_id.as_deref()?;
+    let assistant = messages.get(owner?)?;
+    assistant.calls().iter().find(|c| c.id == call_id).map(|c| c.function.name.as_str())
+}
+
+/// Check that every tool result answers an open call of the nearest preceding assistant
+/// message, directly after it, at most once.
+pub fn check_pairing(messages: &[ChatMessage]) -> Result<(), InvariantViolation> {
+    let mut open: HashSet<&str> = HashSet::new();
+    let mut previous_role: Option<Role> = None;
+    for message in messages.iter().filter(|m| m.kind != MessageKind::DisplayOnly) {
+        match message.role {
+            Role::Assistant => {
+                open = message.calls().iter().map(|c| c.id.as_str()).collect();
+            }
+            Role::Tool => {
+                let Some(call_id) = message.tool_call_id.as_deref() else {
+                    return Err(InvariantViolation::MissingToolCallId { id: message.id });
+                };
+                if !matches!(previous_role, Some(Role::Assistant | Role::Tool)) {
+                    return Err(InvariantViolation::ToolNotAdjacent { id: message.id });
+                }
+                if !open.remove(call_id) {
+                    return Err(InvariantViolation::OrphanToolResult {
+                        id: message.id,
+                        call_id: call_id.to_string(),
+                    });
+                }
+            }
+            Role::User | Role::System => open.clear(),
+        }
+        previous_role = Some(message.role);
+    }
+    Ok(())
+}
+
+/// For every assistant message with tool calls, the call ids its following tool results answer.
+pub fn answered_calls(messages: &[ChatMessage]) -> HashMap<MessageId, BTreeSet<String>> {
+    let owners = owners(messages);
+    let mut answered: HashMap<MessageId, BTreeSet<String>> = HashMap::new();
+    for (i, message) in messages.iter().enumerate() {
+        if message.role == Role::Assistant && message.has_tool_calls() {
+            answered.entry(message.id).or_default();
+        }
+        if let (Some(owner), Some(call_id)) = (owners[i], message.tool_call_id.as_ref()) {
+            answered.entry(messages[owner].id).or_default().insert(call_id.clone());
+        }
+    }
+    answered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use troupe_runtime::{Conversation, ToolCall};
+
+    fn calls(ids: &[&str]) -> ChatMessage {
+        ChatMessage::assistant_tool_calls(
+            None,
+            ids.iter().map(|id| ToolCall::new(*id, "bash", "{}")).collect(),
+        )
+    }
+
+    #[test]
+    fn accepts_parallel_results_and_rejects_orphans() {
+        let ok = Conversation::from_messages([
+            ChatMessage::user("u"),
+            calls(&["a", "b"]),
+            ChatMessage::tool_result("b", "2"),
+            ChatMessage::tool_result("a", "1"),
+        ]);
+        check_pairing(ok.messages()).unwrap();
+        let owners = owners(ok.messages());
+        assert_eq!(owners[2], Some(1));
+        assert_eq!(tool_name(ok.messages(), owners[3], 3), Some("bash"));
+
+        let twice = Conversation::from_messages([
+            calls(&["a"]),
+            ChatMessage::tool_result("a", "1"),
+            ChatMessage::tool_result("a", "1"),
+        ]);
+        assert!(matches!(
+            check_pairing(twice.messages()),
+            Err(InvariantViolation::OrphanToolResult { .. })
+        ));
+
+        let after_user = Conversation::from_messages([
+            calls(&["a"]),
+            ChatMessage::user("interrupt"),
+            ChatMessage::tool_result("a", "1"),
+        ]);
+        assert!(matches!(
+            check_pairing(after_user.messages()),
+            Err(InvariantViolation::ToolNotAdjacent { .. })
+        ));
+    }
+}

@@ -1,0 +1,236 @@
+//! The budget policy: how big the context is, when to warn, when to compact, how far to shrink.
+
+use serde::{Deserialize, Serialize};
+
+/// When compaction warns, triggers and where it aims, plus the knobs of its tiers.
+///
+/// Fractions are of [`BudgetPolicy::context_window`]. Defaults follow DESIGN.md §3: warning at
+/// 70 %, automatic trigger at 80 %, target 40 %, the last 5 user/assistant messages protected.
+/// Deserializing fills missing fields with defaults, so a config's `[compaction]` table may name
+/// only what it changes; call [`BudgetPolicy::validate`] afterwards.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BudgetPolicy {
+    /// The model's context window in tokens.
+    pub context_window: usize,
+    /// Fraction at which a context warning is raised.
+    pub warning: f64,
+    /// Fraction at which automatic compaction starts.
+    pub trigger: f64,
+    /// Fraction compaction shrinks to.
+    pub target: f64,
+    /// How many of the most recent user/assistant messages are never touched.
+    pub protected_recent: usize,
+    /// Tier 1: tool outputs above this many tokens are truncated to about this size.
+    pub tool_output_limit_tokens: usize,
+    /// Anti-thrash: an automatic compaction needs at least this many freeable tokens.
+    pub min_freeable_tokens: usize,
+    /// Tier 3: the most tokens a segment summary may take.
+    pub summary_max_tokens: usize,
+    /// Per-message mode: the most tokens a summarized user message may take.
+    pub per_message_user_tokens: usize,
+    /// Per-message mode: the most tokens a summarized assistant message may take.
+    pub per_message_assistant_tokens: usize,
+}
+
+impl Default for BudgetPolicy {
+    fn default() -> Self {
+        BudgetPolicy {
+            context_window: 128_000,
+            warning: 0.70,
+            trigger: 0.80,
+            target: 0.40,
+            protected_recent: 5,
+            tool_output_limit_tokens: 2_000,
+            min_freeable_tokens: 10_000,
+            summary_max_tokens: 2_000,
+            per_message_user_tokens: 50,
+            per_message_assistant_tokens: 200,
+        }
+    }
+}
+
+/// Where a token count stands against the policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetState {
+    /// Below the warning threshold.
+    Ok,
+    /// At or above the warning threshold, below the trigger.
+    Warning,
+    /// At or above the trigger: compact now.
+    Trigger,
+}
+
+/// Why a policy is unusable; every message names the field at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PolicyError {
+    /// The window is zero.
+    #[error("context_window must be above 0")]
+    EmptyWindow,
+    /// A fraction is not strictly between 0 and 1.
+    #[error("{field} ({value}) must be a fraction strictly between 0 and 1")]
+    NotAFraction {
+        /// The field at fault.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// Two fractions are in the wrong order.
+    #[error("{field} ({value}) must be {relation} {other} ({other_value})")]
+    Misordered {
+        /// The field at fault.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+        /// "below" or "at most".
+        relation: &'static str,
+        /// The field it is compared with.
+        other: &'static str,
+        /// That field's value.
+        other_value: f64,
+    },
+    /// A size is too small to work with.
+    #[error("{field} ({value}) must be at least {min}")]
+    TooSmall {
+        /// The field at fault.
+        field: &'static str,
+        /// Its value.
+        value: usize,
+        /// The smallest allowed value.
+        min: usize,
+    },
+}
+
+impl BudgetPolicy {
+    /// The default policy for a model with `context_window` tokens.
+    pub fn for_window(context_window: usize) -> Self {
+        BudgetPolicy { context_window, ..BudgetPolicy::default() }
+    }
+
+    /// Check that the policy makes sense: `0 < target < trigger < 1`, `warning ≤ trigger`, sizes
+    /// large enough to act on.
+    pub fn validate(&self) -> Result<(), PolicyError> {
+        if self.context_window == 0 {
+            return Err(PolicyError::EmptyWindow);
+        }
+        for (field, value) in
+            [("warning", self.warning), ("trigger", self.trigger), ("target", self.target)]
+        {
+            if !(value.is_finite() && value > 0.0 && value < 1.0) {
+                return Err(PolicyError::NotAFraction { field, value });
+            }
+        }
+        if self.target >= self.trigger {
+            return Err(PolicyError::Misordered {
+                field: "target",
+                value: self.target,
+                relation: "below",
+                other: "trigger",
+                other_value: self.trigger,
+            });
+        }
+        if self.warning > self.trigger {
+            return Err(PolicyError::Misordered {
+                field: "warning",
+                value: self.warning,
+                relation: "at most",
+                other: "trigger",
+                other_value: self.trigger,
+            });
+        }
+        for (field, value, min) in [
+            ("tool_output_limit_tokens", self.tool_output_limit_tokens, 16),
+            ("summary_max_tokens", self.summary_max_tokens, 16),
+            ("per_message_user_tokens", self.per_message_user_tokens, 1),
+            ("per_message_assistant_tokens", self.per_message_assistant_tokens, 1),
+        ] {
+            if value < min {
+                return Err(PolicyError::TooSmall { field, value, min });
+            }
+        }
+        Ok(())
+    }
+
+    fn fraction_of_window(&self, fraction: f64) -> usize {
+        (self.context_window as f64 * fraction).floor() as usize
+    }
+
+    /// The token count compaction aims for.
+    pub fn target_tokens(&self) -> usize {
+        self.fraction_of_window(self.target)
+    }
+
+    /// The token count at which automatic compaction starts.
+    pub fn trigger_tokens(&self) -> usize {
+        self.fraction_of_window(self.trigger)
+    }
+
+    /// The token count at which a warning is raised.
+    pub fn warning_tokens(&self) -> usize {
+        self.fraction_of_window(self.warning)
+    }
+
+    /// Where `tokens` stands against this policy.
+    pub fn state(&self, tokens: usize) -> BudgetState {
+        if tokens >= self.trigger_tokens() {
+            BudgetState::Trigger
+        } else if tokens >= self.warning_tokens() {
+            BudgetState::Warning
+        } else {
+            BudgetState::Ok
+        }
+    }
+
+    /// `tokens` as a whole percentage of the window (for `[ctx: 45%]`).
+    pub fn percent(&self, tokens: usize) -> usize {
+        (tokens as f64 * 100.0 / self.context_window.max(1) as f64).round() as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_states_follow_thresholds() {
+        let policy = BudgetPolicy::for_window(1_000);
+        policy.validate().unwrap();
+        assert_eq!(policy.target_tokens(), 400);
+        assert_eq!(policy.state(699), BudgetState::Ok);
+        assert_eq!(policy.state(700), BudgetState::Warning);
+        assert_eq!(policy.state(800), BudgetState::Trigger);
+        assert_eq!(policy.percent(455), 46);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = BudgetPolicy { target: 0.9, ..BudgetPolicy::default() };
+        assert_eq!(bad.validate().unwrap_err().to_string(), "target (0.9) must be below trigger (0.8)");
+        let bad = BudgetPolicy { trigger: 1.2, ..BudgetPolicy::default() };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "trigger (1.2) must be a fraction strictly between 0 and 1"
+        );
+        let bad = BudgetPolicy { warning: 0.85, ..BudgetPolicy::default() };
+        assert_eq!(bad.validate().unwrap_err().to_string(), "warning (0.85) must be at most trigger (0.8)");
+        let bad = BudgetPolicy { target: f64::NAN, ..BudgetPolicy::default() };
+        assert!(bad.validate().unwrap_err().to_string().starts_with("target (NaN)"));
+        let bad = BudgetPolicy { context_window: 0, ..BudgetPolicy::default() };
+        assert_eq!(bad.validate().unwrap_err(), PolicyError::EmptyWindow);
+        let bad = BudgetPolicy { tool_output_limit_tokens: 3, ..BudgetPolicy::default() };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "tool_output_limit_tokens (3) must be at least 16"
+        );
+    }
+
+    #[test]
+    fn partial_config_fills_defaults() {
+        let policy: BudgetPolicy =
+            serde_json::from_str(r#"{"context_window": 32000, "target": 0.5}"#).unwrap();
+        assert_eq!(policy.context_window, 32_000);
+        assert_eq!(policy.target, 0.5);
+        assert_eq!(policy.protected_recent, 5);
+    }
+}

@@ -1,0 +1,399 @@
+//! A compaction in progress: the working conversation and the validated operations on it.
+//!
+//! The compression agent's four tools map onto [`CompactionSession::metadata`],
+//! [`CompactionSession::compress_tool_result`], [`CompactionSession::compress_segment`] and
+//! [`CompactionSession::verify_target`]; the deterministic planner
+//! ([`CompactionSession::finish_deterministically`]) uses the same operations, and
+//! [`CompactionSession::finish`] validates the result before handing it out. Every operation
+//! either applies completely or refuses with a [`Refusal`] and changes nothing.
+
+mod metadata;
+mod planner;
+mod segment;
+mod tool_results;
+
+use std::collections::{HashMap, HashSet};
+use std::ops::RangeInclusive;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use troupe_runtime::{ChatMessage, Content, ContentSlot, Conversation, MessageId, MessageKind, Role};
+use troupe_tools::FileLedger;
+
+pub use metadata::{CompressionMetadata, LedgerSummary, MessageMetadata};
+pub use planner::{PlannedStep, PlannerOutcome};
+
+use crate::archive::Archive;
+use crate::compact::{CompactOptions, Compaction};
+use crate::counter::TokenCounter;
+use crate::error::{CompactionError, Refusal};
+use crate::markers::parse_replaces;
+use crate::mask::{STUB_PREFIX, is_stub};
+use crate::pairing::check_pairing;
+use crate::policy::BudgetPolicy;
+use crate::protection::ProtectedSet;
+use crate::report::{CompactionReport, SummarizerUsage, TierCounts};
+use crate::token_cache::TokenCache;
+use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
+
+/// How `compress_tool_result` shrinks a tool result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompressionStrategy {
+    /// Tier 1: keep head and tail, state what was cut.
+    Truncate,
+    /// Tier 2: replace by a metadata stub from the file ledger.
+    Mask,
+}
+
+/// What one successful operation did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepOutcome {
+    /// The messages taken out (now in the archive).
+    pub replaced: Vec<MessageId>,
+    /// The message put in their place (`None` for a removal).
+    pub new_id: Option<MessageId>,
+    /// Tokens of the replaced messages.
+    pub tokens_before: usize,
+    /// Tokens of the replacement.
+    pub tokens_after: usize,
+    /// The conversation's total after the operation.
+    pub total_tokens: usize,
+    /// Whether the target is now met.
+    pub reached: bool,
+}
+
+/// Where the working conversation stands against the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetStatus {
+    /// Tokens now.
+    pub current: usize,
+    /// The target.
+    pub target: usize,
+    /// `current <= target`.
+    pub reached: bool,
+}
+
+/// A compaction in progress over one conversation.
+pub struct CompactionSession<'a> {
+    before: Vec<ChatMessage>,
+    tokens_before: usize,
+    messages: Vec<ChatMessage>,
+    tokens: Vec<usize>,
+    total: usize,
+    ledger: &'a FileLedger,
+    policy: BudgetPolicy,
+    counter: &'a dyn TokenCounter,
+    cache: TokenCache,
+    archive: Archive,
+    protected: ProtectedSet,
+    next_id: u64,
+    options: CompactOptions,
+    /// For messages created in this session: the ids of the input messages they stand for.
+    roots: HashMap<MessageId, Vec<MessageId>>,
+    counts: TierCounts,
+    usage: SummarizerUsage,
+    fallbacks: Vec<String>,
+    started: Instant,
+    /// Planner memory: (message, strategy) pairs that were refused, not to be retried.
+    no_gain: HashSet<(MessageId, CompressionStrategy)>,
+    /// Planner memory: segments that were refused.
+    failed_segments: HashSet<(MessageId, MessageId)>,
+    summaries_failed: bool,
+    per_message_done: bool,
+}
+
+impl<'a> CompactionSession<'a> {
+    /// Start compacting `conversation`. Fails if the policy is invalid or the conversation
+    /// already breaks the tool-pairing rule.
+    pub fn new(
+        conversation: &Conversation,
+        ledger: &'a FileLedger,
+        policy: &BudgetPolicy,
+        counter: &'a dyn TokenCounter,
+        options: CompactOptions,
+    ) -> Result<Self, CompactionError> {
+        policy.validate()?;
+        let messages = conversation.messages().to_vec();
+        check_pairing(&messages).map_err(CompactionError::InvalidInput)?;
+        let mut seen = HashSet::with_capacity(messages.len());
+        if let Some(dup) = messages.iter().find(|m| !seen.insert(m.id)) {
+            return Err(CompactionError::InvalidInput(InvariantViolation::DuplicateId { id: dup.id }));
+        }
+        let cache = options.token_cache.clone().unwrap_or_default();
+        let counted = cache.count_messages(counter, &messages);
+        let protected = ProtectedSet::compute(&messages, policy.protected_recent);
+        Ok(CompactionSession {
+            before: messages.clone(),
+            tokens_before: counted.total,
+            messages,
+            tokens: counted.per_message,
+            total: counted.total,
+            ledger,
+            policy: policy.clone(),
+            counter,
+            cache,
+            archive: Archive::new(),
+            protected,
+            next_id: conversation.next_id().0,
+            options,
+            roots: HashMap::new(),
+            counts: TierCounts::default(),
+            usage: SummarizerUsage::default(),
+            fallbacks: Vec::new(),
+            started: Instant::now(),
+            no_gain: HashSet::new(),
+            failed_segments: HashSet::new(),
+            summaries_failed: false,
+            per_message_done: false,
+        })
+    }
+
+    /// The working conversation as it stands.
+    pub fn messages(&self) -> &[ChatMessage] {
+        &self.messages
+    }
+
+    /// The archive so far.
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    /// The protected messages.
+    pub fn protected(&self) -> &ProtectedSet {
+        &self.protected
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &BudgetPolicy {
+        &self.policy
+    }
+
+    /// Tokens now, the target, and whether it is met.
+    pub fn verify_target(&self) -> TargetStatus {
+        let target = self.policy.target_tokens();
+        TargetStatus { current: self.total, target, reached: self.total <= target }
+    }
+
+    /// Tokens the tiers could still free (an estimate; the anti-thrash guard's measure):
+    /// uncompressed tool results beyond a stub's size, display-only messages, and unprotected
+    /// user/assistant/system messages other than summaries.
+    pub fn freeable_tokens(&self) -> usize {
+        const STUB_ESTIMATE: usize = 24;
+        self.messages
+            .iter()
+            .zip(&self.tokens)
+            .filter(|(m, _)| !self.protected.contains(m.id))
+            .map(|(m, &tokens)| match (m.role, m.kind) {
+                (_, MessageKind::DisplayOnly) => tokens,
+                (_, MessageKind::Summary) => 0,
+                (Role::Tool, _) if text_starts_with(m, STUB_PREFIX) => 0,
+                (Role::Tool, _) => tokens.saturating_sub(STUB_ESTIMATE),
+                _ => tokens,
+            })
+            .sum()
+    }
+
+    fn index_of(&self, id: MessageId) -> Result<usize, Refusal> {
+        self.messages.iter().position(|m| m.id == id).ok_or(Refusal::UnknownMessage(id))
+    }
+
+    fn refuse_protected(&self, id: MessageId) -> Result<(), Refusal> {
+        match self.protected.reason(id) {
+            Some(reason) => Err(Refusal::Protected { id, reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// Mutations are refused outright when the input was already under target.
+    fn refuse_if_under_target(&self) -> Result<(), Refusal> {
+        let target = self.policy.target_tokens();
+        if self.tokens_before <= target {
+            return Err(Refusal::NoCompactionNeeded { current: self.tokens_before, target });
+        }
+        Ok(())
+    }
+
+    fn allocate_id(&mut self) -> MessageId {
+        let id = MessageId(self.next_id.max(1));
+        self.next_id = id.0 + 1;
+        id
+    }
+
+    fn count(&self, message: &ChatMessage) -> usize {
+        self.cache.count_message(self.counter, message)
+    }
+
+    /// The input-conversation ids a message stands for (itself, unless it is a replacement).
+    fn root_ids(&self, message: &ChatMessage) -> Vec<MessageId> {
+        if let Some(roots) = self.roots.get(&message.id) {
+            return roots.clone();
+        }
+        // A stub or summary from an earlier compaction names its own originals.
+        let earlier_replacement = message.kind != MessageKind::Normal
+            || text_starts_with(message, STUB_PREFIX)
+            || text_starts_with(message, "<summary>");
+        if earlier_replacement {
+            if let Some(ids) = parse_replaces(&message.text()).filter(|ids| !ids.is_empty()) {
+                return ids;
+            }
+        }
+        vec![message.id]
+    }
+
+    /// The sorted root ids of `messages[range]`, for a `[replaces …]` line.
+    fn roots_of(&self, range: RangeInclusive<usize>) -> Vec<MessageId> {
+        let mut ids: Vec<MessageId> = self.messages[range].iter().flat_map(|m| self.root_ids(m)).collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Replace `messages[range]` by `replacement` (which already carries a fresh id and was
+    /// counted as `tokens`), archiving the originals.
+    fn commit_replacement(
+        &mut self,
+        range: RangeInclusive<usize>,
+        replacement: ChatMessage,
+        tokens: usize,
+        roots: Vec<MessageId>,
+    ) -> StepOutcome {
+        let replaced_tokens: usize = self.tokens[range.clone()].iter().sum();
+        let new_id = replacement.id;
+        self.archive.record_replacement(new_id, &self.messages[range.clone()]);
+        let replaced: Vec<MessageId> = self.messages[range.clone()].iter().map(|m| m.id).collect();
+        self.roots.insert(new_id, roots);
+        self.messages.splice(range.clone(), [replacement]);
+        self.tokens.splice(range, [tokens]);
+        self.total = self.total - replaced_tokens + tokens;
+        self.outcome(replaced, Some(new_id), replaced_tokens, tokens)
+    }
+
+    /// Remove `messages[index]`, archiving it with the message it followed.
+    fn commit_removal(&mut self, index: usize) -> StepOutcome {
+        let after = index.checked_sub(1).map(|i| self.messages[i].id);
+        let removed = self.messages.remove(index);
+        let tokens = self.tokens.remove(index);
+        self.archive.record_removal(&removed, after);
+        self.total -= tokens;
+        self.outcome(vec![removed.id], None, tokens, 0)
+    }
+
+    fn outcome(
+        &self,
+        replaced: Vec<MessageId>,
+        new_id: Option<MessageId>,
+        tokens_before: usize,
+        tokens_after: usize,
+    ) -> StepOutcome {
+        let status = self.verify_target();
+        StepOutcome {
+            replaced,
+            new_id,
+            tokens_before,
+            tokens_after,
+            total_tokens: status.current,
+            reached: status.reached,
+        }
+    }
+
+    /// Validate the working conversation against the input and hand out the result.
+    ///
+    /// A violated invariant is an error: the broken result is discarded, never returned.
+    pub fn finish(self) -> Result<Compaction, CompactionError> {
+        let reason = self.reason();
+        self.finish_with_reason(reason)
+    }
+
+    /// Finish without compacting because the anti-thrash guard said no.
+    pub(crate) fn finish_skipped(mut self, why: String) -> Result<Compaction, CompactionError> {
+        self.messages = self.before.clone();
+        self.finish_with_reason(format!("compaction skipped: {why}"))
+    }
+
+    fn finish_with_reason(self, reason: String) -> Result<Compaction, CompactionError> {
+        let target = self.policy.target_tokens();
+        let context = ValidationContext {
+            protected: &self.protected,
+            archive: &self.archive,
+            tokens_before: self.tokens_before,
+            tokens_after: self.total,
+            target_tokens: target,
+        };
+        check_invariants(&self.before, &self.messages, &context).map_err(CompactionError::Invariant)?;
+        let freeable_tokens_after = self.freeable_tokens();
+        let no_compaction_needed = self.tokens_before <= target;
+        let report = CompactionReport {
+            tokens_before: self.tokens_before,
+            tokens_after: self.total,
+            target_tokens: target,
+            context_window: self.policy.context_window,
+            ratio: if self.tokens_before == 0 { 1.0 } else { self.total as f64 / self.tokens_before as f64 },
+            tiers: self.counts,
+            protected: self.protected.len(),
+            summarizer: self.usage,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            reached: self.total <= target,
+            reason,
+            no_compaction_needed,
+            fallbacks: self.fallbacks,
+            archived: self.archive.len(),
+            freeable_tokens_after,
+        };
+        Ok(Compaction { messages: self.messages, archive: self.archive, report })
+    }
+
+    /// Why the session ends where it does, in words for the report.
+    fn reason(&self) -> String {
+        let status = self.verify_target();
+        if self.tokens_before <= status.target {
+            return format!(
+                "no compaction needed: {} tokens is within the target of {}",
+                self.tokens_before, status.target
+            );
+        }
+        if status.reached {
+            return format!("target reached: {} → {} tokens (target {})", self.tokens_before, status.current, status.target);
+        }
+        let protected_tokens: usize = self
+            .messages
+            .iter()
+            .zip(&self.tokens)
+            .filter(|(m, _)| self.protected.contains(m.id))
+            .map(|(_, t)| t)
+            .sum();
+        if protected_tokens >= status.target {
+            return format!(
+                "target unreachable: the protected messages alone take {protected_tokens} tokens, above the target of {}; best effort {} → {} tokens",
+                status.target, self.tokens_before, status.current
+            );
+        }
+        if let Some(fallback) = self.fallbacks.last() {
+            return format!(
+                "target unreachable: {fallback}; kept the tier 1–2 result, {} → {} tokens (target {})",
+                self.tokens_before, status.current, status.target
+            );
+        }
+        format!(
+            "target unreachable: nothing left that can be compressed further; best effort {} → {} tokens (target {})",
+            self.tokens_before, status.current, status.target
+        )
+    }
+}
+
+/// Whether a message's text starts with `prefix`, without copying the text.
+pub(crate) fn text_starts_with(message: &ChatMessage, prefix: &str) -> bool {
+    match &message.content {
+        ContentSlot::Value(Content::Text(text)) => text.starts_with(prefix),
+        ContentSlot::Value(content @ Content::Parts(_)) => content.text().starts_with(prefix),
+        ContentSlot::Absent | ContentSlot::Null => false,
+    }
+}
+
+/// Whether a tool result is already masked.
+pub(crate) fn is_masked(message: &ChatMessage) -> bool {
+    match &message.content {
+        ContentSlot::Value(Content::Text(text)) => is_stub(text),
+        _ => text_starts_with(message, STUB_PREFIX),
+    }
+}

@@ -1,0 +1,276 @@
+//! The deterministic planner: cheapest tier first, stop at the target.
+//!
+//! Tier 1 truncates the biggest oversized tool output first; tier 2 removes display-only
+//! messages, then masks tool results oldest first; tier 3 summarizes the oldest unprotected
+//! segment, just large enough to reach the target. It reaches the target whenever the
+//! operations can; it is what the compression agent falls back on when its model is weak.
+
+use serde::{Deserialize, Serialize};
+use troupe_runtime::{MessageId, MessageKind, Role};
+
+use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked, text_starts_with};
+use crate::error::Refusal;
+use crate::pairing::owners;
+use crate::summary::Summarizer;
+
+/// Tokens a summary message adds beyond its body: tags, file lists, the marker.
+const SUMMARY_FRAME_ESTIMATE: usize = 128;
+
+/// The next operation the planner would apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "step", rename_all = "snake_case")]
+pub enum PlannedStep {
+    /// Tier 1 on the biggest oversized tool output.
+    Truncate {
+        /// The tool result.
+        id: MessageId,
+        /// Its tokens.
+        tokens: usize,
+    },
+    /// Tier 2: drop a display-only message.
+    RemoveDisplayOnly {
+        /// The message.
+        id: MessageId,
+    },
+    /// Tier 2 on the oldest unmasked tool result.
+    Mask {
+        /// The tool result.
+        id: MessageId,
+        /// Its tokens.
+        tokens: usize,
+    },
+    /// Tier 3, per-message mode, over the oldest unprotected run.
+    SummarizeMessages {
+        /// First message.
+        start: MessageId,
+        /// Last message.
+        end: MessageId,
+    },
+    /// Tier 3 over the oldest unprotected segment.
+    SummarizeSegment {
+        /// First message.
+        start: MessageId,
+        /// Last message.
+        end: MessageId,
+    },
+}
+
+/// What a planner run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannerOutcome {
+    /// Operations applied.
+    pub applied: usize,
+    /// Operations refused (and not retried).
+    pub refused: usize,
+    /// Whether the target is met.
+    pub reached: bool,
+    /// Why the planner stopped.
+    pub stopped: String,
+}
+
+impl CompactionSession<'_> {
+    /// The next step toward the target, or `None` when the target is met or nothing is left.
+    pub fn plan_next_step(&self) -> Option<PlannedStep> {
+        if self.verify_target().reached {
+            return None;
+        }
+        let candidates = || {
+            self.messages
+                .iter()
+                .zip(&self.tokens)
+                .filter(|(m, _)| !self.protected.contains(m.id))
+        };
+        let limit = self.policy.tool_output_limit_tokens;
+        let biggest = candidates()
+            .filter(|(m, t)| {
+                m.role == Role::Tool
+                    && **t > limit
+                    && m.kind != MessageKind::CompressedStub
+                    && !self.no_gain.contains(&(m.id, CompressionStrategy::Truncate))
+            })
+            .max_by_key(|(_, t)| **t);
+        if let Some((m, &tokens)) = biggest {
+            return Some(PlannedStep::Truncate { id: m.id, tokens });
+        }
+        if let Some((m, _)) = candidates().find(|(m, _)| m.kind == MessageKind::DisplayOnly) {
+            return Some(PlannedStep::RemoveDisplayOnly { id: m.id });
+        }
+        let oldest = candidates().find(|(m, _)| {
+            m.role == Role::Tool
+                && !is_masked(m)
+                && !self.no_gain.contains(&(m.id, CompressionStrategy::Mask))
+        });
+        if let Some((m, &tokens)) = oldest {
+            return Some(PlannedStep::Mask { id: m.id, tokens });
+        }
+        if self.summaries_failed {
+            return None;
+        }
+        let runs = self.summarizable_runs();
+        if self.options.per_message && !self.per_message_done {
+            if let Some(&(s, e)) = runs.first() {
+                return Some(PlannedStep::SummarizeMessages {
+                    start: self.messages[s].id,
+                    end: self.messages[e].id,
+                });
+            }
+        }
+        self.next_segment(&runs)
+            .map(|(s, e)| PlannedStep::SummarizeSegment { start: self.messages[s].id, end: self.messages[e].id })
+    }
+
+    /// Runs of consecutive messages a summary may replace (no protected message, no tool
+    /// result of a protected call), that hold something besides summaries and display-only
+    /// messages. Oldest first.
+    fn summarizable_runs(&self) -> Vec<(usize, usize)> {
+        let owners = owners(&self.messages);
+        let eligible = |i: usize| {
+            !self.protected.contains(self.messages[i].id)
+                && owners[i].is_none_or(|o| !self.protected.contains(self.messages[o].id))
+        };
+        let mut runs = Vec::new();
+        let mut start = None;
+        for i in 0..=self.messages.len() {
+            match (i < self.messages.len() && eligible(i), start) {
+                (true, None) => start = Some(i),
+                (false, Some(s)) => {
+                    runs.push((s, i - 1));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        runs.retain(|&(s, e)| {
+            self.messages[s..=e]
+                .iter()
+                .any(|m| m.kind != MessageKind::DisplayOnly && !text_starts_with(m, "<summary>"))
+        });
+        runs
+    }
+
+    /// The oldest segment worth summarizing: the shortest prefix of the oldest run that frees
+    /// enough to reach the target (ending where no tool result follows), else the whole run.
+    fn next_segment(&self, runs: &[(usize, usize)]) -> Option<(usize, usize)> {
+        let needed = self.total.saturating_sub(self.policy.target_tokens());
+        let reserve = self.policy.summary_max_tokens + SUMMARY_FRAME_ESTIMATE;
+        for &(s, e) in runs {
+            let mut end = e;
+            let mut sum = 0;
+            for i in s..=e {
+                sum += self.tokens[i];
+                if sum >= needed + reserve && self.ends_cleanly(i, e) {
+                    end = i;
+                    break;
+                }
+            }
+            let tried = |end: usize| self.failed_segments.contains(&(self.messages[s].id, self.messages[end].id));
+            if !tried(end) {
+                return Some((s, end));
+            }
+            if end != e && !tried(e) {
+                return Some((s, e));
+            }
+        }
+        None
+    }
+
+    /// Whether a segment may end at `i` without separating a call from its results.
+    fn ends_cleanly(&self, i: usize, run_end: usize) -> bool {
+        i == run_end
+            || self.messages[i + 1..=run_end]
+                .iter()
+                .find(|m| m.kind != MessageKind::DisplayOnly)
+                .is_none_or(|m| m.role != Role::Tool)
+    }
+
+    /// Apply planned steps until the target is met or nothing is left. Without a summarizer
+    /// only tiers 1–2 run. Refusals are remembered and not retried; a summarizer failure ends
+    /// tier 3 and is recorded as a fallback for the report.
+    pub async fn finish_deterministically(&mut self, summarizer: Option<&dyn Summarizer>) -> PlannerOutcome {
+        let mut outcome = PlannerOutcome::default();
+        // Every step either shrinks the conversation or is remembered as refused, so this bound
+        // is never reached in practice; it guards against a planner bug looping forever.
+        let max_steps = self.messages.len() * 4 + 16;
+        while outcome.applied + outcome.refused < max_steps {
+            let Some(step) = self.plan_next_step() else { break };
+            let result = self.apply_step(&step, summarizer).await;
+            match result {
+                Ok(Some(_)) => outcome.applied += 1,
+                Ok(None) => break,
+                Err(refusal) => {
+                    outcome.refused += 1;
+                    self.remember_refusal(&step, &refusal);
+                }
+            }
+        }
+        let status = self.verify_target();
+        outcome.reached = status.reached;
+        outcome.stopped = if status.reached {
+            "target reached".to_string()
+        } else {
+            self.fallbacks.last().cloned().unwrap_or_else(|| "nothing left to compress".to_string())
+        };
+        outcome
+    }
+
+    /// Apply one planned step; `Ok(None)` when it needs a summarizer and there is none.
+    pub async fn apply_step(
+        &mut self,
+        step: &PlannedStep,
+        summarizer: Option<&dyn Summarizer>,
+    ) -> Result<Option<StepOutcome>, Refusal> {
+        let applied = match *step {
+            PlannedStep::Truncate { id, .. } => self.compress_tool_result(id, CompressionStrategy::Truncate)?,
+            PlannedStep::Mask { id, .. } => self.compress_tool_result(id, CompressionStrategy::Mask)?,
+            PlannedStep::RemoveDisplayOnly { id } => self.remove_display_only(id)?,
+            PlannedStep::SummarizeMessages { start, end } => {
+                let Some(summarizer) = summarizer else { return Ok(self.no_summarizer()) };
+                self.per_message_done = true;
+                self.compress_messages_individually(start, end, summarizer).await?
+            }
+            PlannedStep::SummarizeSegment { start, end } => {
+                let Some(summarizer) = summarizer else { return Ok(self.no_summarizer()) };
+                let focus = self.options.instructions.clone();
+                self.compress_segment(start, end, focus, summarizer).await?
+            }
+        };
+        Ok(Some(applied))
+    }
+
+    fn no_summarizer(&mut self) -> Option<StepOutcome> {
+        self.fallbacks.push("no summarizer was given, so tier 3 (summaries) could not run".to_string());
+        None
+    }
+
+    fn remember_refusal(&mut self, step: &PlannedStep, refusal: &Refusal) {
+        match *step {
+            PlannedStep::Truncate { id, .. } => {
+                self.no_gain.insert((id, CompressionStrategy::Truncate));
+            }
+            PlannedStep::Mask { id, .. } => {
+                self.no_gain.insert((id, CompressionStrategy::Mask));
+            }
+            PlannedStep::RemoveDisplayOnly { .. } => {
+                // Cannot be refused for a display-only message the planner chose; stop tier 2
+                // from choosing it again by treating it as a failed segment of one.
+            }
+            PlannedStep::SummarizeMessages { .. } => {
+                self.per_message_done = true;
+                if let Refusal::Summarizer { source, .. } = refusal {
+                    self.summaries_failed = true;
+                    self.fallbacks.push(format!("the summarizer failed ({source})"));
+                }
+            }
+            PlannedStep::SummarizeSegment { start, end } => {
+                self.failed_segments.insert((start, end));
+                match refusal {
+                    Refusal::Summarizer { source, .. } => {
+                        self.summaries_failed = true;
+                        self.fallbacks.push(format!("the summarizer failed ({source})"));
+                    }
+                    other => self.fallbacks.push(format!("a summary was not applied: {other}")),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! Tier 3: a segment of old turns becomes one structured summary, or (per-message mode) each
+//! old user/assistant message is shortened on its own.
+
+use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+
+use super::{CompactionSession, StepOutcome};
+use crate::error::Refusal;
+use crate::markers::replaces_line;
+use crate::pairing::{owners, tool_name};
+use crate::summary::fold::{FoldSpend, clip_to_tokens, fold_with_spend};
+use crate::summary::{
+    FileLists, ParsedSummary, Summarizer, SummarizerError, parse_summary_message,
+    per_message_prompt, render_message, summary_message_text,
+};
+
+/// Marks a message shortened in per-message mode.
+const SHORTENED_PREFIX: &str = "[summarized]";
+
+impl CompactionSession<'_> {
+    /// Check a segment given by its first and last message; returns their indices.
+    ///
+    /// A segment must exist in order, hold no protected message, and keep every assistant
+    /// message together with all of its tool results.
+    pub(crate) fn check_segment(&self, start: MessageId, end: MessageId) -> Result<(usize, usize), Refusal> {
+        let s = self.index_of(start)?;
+        let e = self.index_of(end)?;
+        if s > e {
+            return Err(Refusal::ReversedRange { start, end });
+        }
+        if let Some(m) = self.messages[s..=e].iter().find(|m| self.protected.contains(m.id)) {
+            let reason = self.protected.reason(m.id).unwrap_or(crate::protection::ProtectionReason::Recent);
+            return Err(Refusal::RangeIncludesProtected { start, end, id: m.id, reason });
+        }
+        let owners = owners(&self.messages);
+        for (i, owner) in owners.iter().enumerate() {
+            let Some(owner) = *owner else { continue };
+            let result_inside = (s..=e).contains(&i);
+            let call_inside = (s..=e).contains(&owner);
+            if result_inside != call_inside {
+                return Err(Refusal::RangeCutsToolPair {
+                    start,
+                    end,
+                    assistant: self.messages[owner].id,
+                    result: self.messages[i].id,
+                });
+            }
+        }
+        Ok((s, e))
+    }
+
+    /// Summarize the messages `start..=end` into one structured summary message (the
+    /// `compress_conversation_segment` tool). `focus` (else the session's instructions) is
+    /// passed to the summarizer. A `<summary>` message inside the segment is merged as the
+    /// previous summary; file lists come from the ledger plus that summary's lists.
+    ///
+    /// On any refusal — including a summarizer failure or a summary no smaller than the
+    /// segment — the conversation is unchanged.
+    pub async fn compress_segment(
+        &mut self,
+        start: MessageId,
+        end: MessageId,
+        focus: Option<String>,
+        summarizer: &dyn Summarizer,
+    ) -> Result<StepOutcome, Refusal> {
+        let (s, e) = self.check_segment(start, end)?;
+        self.refuse_if_under_target()?;
+
+        let mut previous: Option<(usize, ParsedSummary)> = None;
+        if self.options.detect_previous_summary {
+            previous = (s..=e).find_map(|i| {
+                let m = &self.messages[i];
+                (m.role != Role::Tool).then(|| parse_summary_message(&m.text())).flatten().map(|p| (i, p))
+            });
+        }
+        let owners = owners(&self.messages);
+        let blocks: Vec<String> = (s..=e)
+            .filter(|i| previous.as_ref().is_none_or(|(p, _)| p != i))
+            .filter(|i| self.messages[*i].kind != MessageKind::DisplayOnly)
+            .map(|i| render_message(&self.messages[i], tool_name(&self.messages, owners[i], i)))
+            .collect();
+        if blocks.is_empty() {
+            return Err(Refusal::NothingToSummarize { start, end });
+        }
+        let call_ids = self.messages[s..=e].iter().flat_map(|m| m.calls().iter().map(|c| c.id.as_str()));
+        let mut files = FileLists::from_ledger_calls(self.ledger, call_ids);
+        if let Some((_, summary)) = &previous {
+            files.union(&summary.files);
+        }
+        let focus = focus.or_else(|| self.options.instructions.clone());
+        let mut spend = FoldSpend::default();
+        let folded = fold_with_spend(
+            &blocks,
+            previous.as_ref().map(|(_, p)| p.body.as_str()),
+            focus.as_deref(),
+            self.policy.summary_max_tokens,
+            summarizer,
+            self.counter,
+            &mut spend,
+        )
+        .await;
+        self.usage.calls += spend.calls;
+        self.usage.input_tokens += spend.input_tokens;
+        self.usage.output_tokens += spend.output_tokens;
+        let folded = folded.map_err(|source| Refusal::Summarizer { start, end, source })?;
+
+        let roots = self.roots_of(s..=e);
+        let text = summary_message_text(&folded.summary, &files, &roots);
+        let mut summary = ChatMessage::user(text).with_kind(MessageKind::Summary);
+        summary.id = self.allocate_id();
+        let new_tokens = self.count(&summary);
+        let old_tokens: usize = self.tokens[s..=e].iter().sum();
+        if new_tokens >= old_tokens {
+            return Err(Refusal::NoGain { id: start, before: old_tokens, after: new_tokens });
+        }
+        self.counts.segment_summaries += 1;
+        self.counts.summarized_messages += e - s + 1;
+        Ok(self.commit_replacement(s..=e, summary, new_tokens, roots))
+    }
+
+    /// Per-message mode: shorten each unprotected user message above the policy's user bound
+    /// and each assistant message above the assistant bound in `start..=end`, one summarizer
+    /// call each. Tool calls, tool results and ids of other messages are untouched.
+    ///
+    /// Returns the combined outcome; stops at the first summarizer failure (messages already
+    /// shortened stay shortened — each replacement is valid on its own).
+    pub async fn compress_messages_individually(
+        &mut self,
+        start: MessageId,
+        end: MessageId,
+        summarizer: &dyn Summarizer,
+    ) -> Result<StepOutcome, Refusal> {
+        let (s, e) = self.check_segment(start, end)?;
+        self.refuse_if_under_target()?;
+        let candidates: Vec<MessageId> = self.messages[s..=e]
+            .iter()
+            .filter(|m| matches!(m.role, Role::User | Role::Assistant) && m.kind == MessageKind::Normal)
+            .map(|m| m.id)
+            .collect();
+        let mut replaced = Vec::new();
+        let (mut before, mut after) = (0, 0);
+        let mut new_id = None;
+        for id in candidates {
+            match self.shorten_message(id, summarizer).await {
+                Ok(Some(step)) => {
+                    replaced.extend(step.replaced);
+                    before += step.tokens_before;
+                    after += step.tokens_after;
+                    new_id = step.new_id;
+                }
+                Ok(None) => {}
+                Err(source) => {
+                    if replaced.is_empty() {
+                        return Err(Refusal::Summarizer { start, end, source });
+                    }
+                    self.fallbacks.push(format!("per-message summarizing stopped: {source}"));
+                    break;
+                }
+            }
+        }
+        if replaced.is_empty() {
+            return Err(Refusal::NothingToSummarize { start, end });
+        }
+        Ok(self.outcome(replaced, new_id, before, after))
+    }
+
+    /// Shorten one message if it is above its role's bound and the result is smaller.
+    async fn shorten_message(
+        &mut self,
+        id: MessageId,
+        summarizer: &dyn Summarizer,
+    ) -> Result<Option<StepOutcome>, SummarizerError> {
+        let Ok(index) = self.index_of(id) else { return Ok(None) };
+        let message = &self.messages[index];
+        let limit = match message.role {
+            Role::User => self.policy.per_message_user_tokens,
+            _ => self.policy.per_message_assistant_tokens,
+        };
+        let text = message.text();
+        if self.counter.count(&text) <= limit {
+            return Ok(None);
+        }
+        let prompt = per_message_prompt(message.role, &text, limit);
+        let request = prompt.request_tokens(self.counter);
+        if request > summarizer.context_window() {
+            // Too long for the summarizer in one piece: leave it for segment summaries.
+            return Ok(None);
+        }
+        self.usage.calls += 1;
+        self.usage.input_tokens += request - limit;
+        let answer = summarizer.summarize(prompt).await?;
+        self.usage.output_tokens += self.counter.count(&answer);
+        let answer = answer.trim();
+        if answer.is_empty() {
+            return Err(SummarizerError::Empty);
+        }
+        let short = if self.counter.count(answer) > limit {
+            clip_to_tokens(answer, limit, self.counter)
+        } else {
+            answer.to_string()
+        };
+        let roots = self.roots_of(index..=index);
+        let mut replacement = self.messages[index].clone().with_kind(MessageKind::Summary);
+        replacement.set_text(format!("{SHORTENED_PREFIX} {}\n{}", short.trim(), replaces_line(&roots)));
+        replacement.id = self.allocate_id();
+        let new_tokens = self.count(&replacement);
+        if new_tokens >= self.tokens[index] {
+            return Ok(None);
+        }
+        self.counts.per_message_summarized += 1;
+        Ok(Some(self.commit_replacement(index..=index, replacement, new_tokens, roots)))
+    }
+}

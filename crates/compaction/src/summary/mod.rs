@@ -1,0 +1,24 @@
+//! Tier 3: structured summaries of old turns, and the [`Summarizer`] that writes them.
+//!
+//! A segment of old messages becomes one message with the fixed six-section structure (Goal ·
+//! Constraints & Preferences · Progress · Key Decisions · Next Steps · Critical Context),
+//! followed by `<read-files>` / `<modified-files>` lists computed from the file ledger. A
+//! previous summary inside the segment is merged by the update prompt ("anchored iterative"
+//! summarization), and its file lists are carried over as a union.
+
+pub(crate) mod fold;
+mod format;
+mod mechanical;
+mod prompt;
+mod render;
+mod summarizer;
+
+pub use fold::{FoldOutcome, summarize_folded};
+pub use format::{
+    FileLists, PROGRESS_SUBSECTIONS, ParsedSummary, SECTIONS, missing_sections, normalize_summary,
+    parse_summary_message, summary_message_text,
+};
+pub use mechanical::MechanicalSummarizer;
+pub use prompt::{SummaryKind, SummaryPrompt, per_message_prompt, segment_prompt};
+pub use render::render_message;
+pub use summarizer::{Summarizer, SummarizerError};

@@ -1,0 +1,210 @@
+//! Per-message token counts cached by message id, so a growing conversation is recounted in
+//! O(new messages).
+//!
+//! BPE is the expensive part of every budget check; a message's count only changes when its
+//! content does. Each entry remembers a fingerprint of what it counted, so a message edited in
+//! place (same id, new text) is recounted rather than trusted.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageId};
+
+use crate::counter::TokenCounter;
+
+/// A shared, thread-safe cache of per-message token counts.
+///
+/// Cloning is cheap and clones share one cache: an agent keeps one per conversation and hands
+/// clones to compaction, which warms it with the stubs and summaries it creates. A cache is tied
+/// to one tokenizer; using it with a counter of a different [`TokenCounter::name`] empties it.
+#[derive(Debug, Clone, Default)]
+pub struct TokenCache {
+    inner: Arc<Mutex<CacheState>>,
+}
+
+#[derive(Debug, Default)]
+struct CacheState {
+    counter: Option<String>,
+    entries: HashMap<MessageId, CachedCount>,
+    hits: u64,
+    misses: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CachedCount {
+    fingerprint: u64,
+    tokens: usize,
+}
+
+/// How often the cache answered without counting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheStats {
+    /// Lookups answered from the cache.
+    pub hits: u64,
+    /// Lookups that had to count.
+    pub misses: u64,
+    /// Messages currently cached.
+    pub entries: usize,
+}
+
+/// The token counts of a whole conversation.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConversationTokens {
+    /// The tokens of each message, in order.
+    pub per_message: Vec<usize>,
+    /// The request total: all messages plus the reply priming.
+    pub total: usize,
+}
+
+impl TokenCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self, counter: &dyn TokenCounter) -> MutexGuard<'_, CacheState> {
+        // A panic while holding the lock cannot leave a count half-written, so a poisoned
+        // cache is still a correct cache.
+        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        if state.counter.as_deref() != Some(counter.name()) {
+            state.entries.clear();
+            state.counter = Some(counter.name().to_string());
+        }
+        state
+    }
+
+    /// The tokens of one message, counted at most once per content.
+    pub fn count_message(&self, counter: &dyn TokenCounter, message: &ChatMessage) -> usize {
+        if !message.id.is_assigned() {
+            return counter.count_message(message);
+        }
+        let fingerprint = fingerprint(message);
+        {
+            let mut state = self.lock(counter);
+            let hit = state.entries.get(&message.id).copied();
+            if let Some(hit) = hit.filter(|hit| hit.fingerprint == fingerprint) {
+                state.hits += 1;
+                return hit.tokens;
+            }
+        }
+        // Count without holding the lock: BPE of a large tool output takes milliseconds.
+        let tokens = counter.count_message(message);
+        let mut state = self.lock(counter);
+        state.misses += 1;
+        state.entries.insert(message.id, CachedCount { fingerprint, tokens });
+        tokens
+    }
+
+    /// The tokens of every message and the request total.
+    pub fn count_messages(
+        &self,
+        counter: &dyn TokenCounter,
+        messages: &[ChatMessage],
+    ) -> ConversationTokens {
+        let per_message: Vec<usize> =
+            messages.iter().map(|m| self.count_message(counter, m)).collect();
+        let total = per_message.iter().sum::<usize>() + counter.overhead().reply_priming;
+        ConversationTokens { per_message, total }
+    }
+
+    /// Forget one message (e.g. after `/clear`).
+    pub fn forget(&self, id: MessageId) {
+        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        state.entries.remove(&id);
+    }
+
+    /// Hit, miss and size figures.
+    pub fn stats(&self) -> CacheStats {
+        let state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        CacheStats { hits: state.hits, misses: state.misses, entries: state.entries.len() }
+    }
+}
+
+/// A hash of everything [`TokenCounter::count_message`] looks at.
+fn fingerprint(message: &ChatMessage) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    message.role.hash(&mut hasher);
+    match &message.content {
+        ContentSlot::Absent | ContentSlot::Null => 0u8.hash(&mut hasher),
+        ContentSlot::Value(Content::Text(text)) => text.hash(&mut hasher),
+        ContentSlot::Value(content @ Content::Parts(_)) => content.text().hash(&mut hasher),
+    }
+    for call in message.calls() {
+        call.function.name.hash(&mut hasher);
+        call.function.arguments.hash(&mut hasher);
+    }
+    message.tool_call_id.hash(&mut hasher);
+    if let Some(name) = message.extra.get("name") {
+        name.to_string().hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::CharEstimateCounter;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use troupe_runtime::Conversation;
+
+    /// Counts how often it is asked, to prove the cache avoids recounting.
+    #[derive(Default)]
+    struct CountingCounter {
+        calls: AtomicUsize,
+    }
+
+    impl TokenCounter for CountingCounter {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn count(&self, text: &str) -> usize {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            text.len()
+        }
+    }
+
+    #[test]
+    fn growing_conversation_counts_only_new_messages() {
+        let counter = CountingCounter::default();
+        let cache = TokenCache::new();
+        let mut conversation = Conversation::new();
+        conversation.push(ChatMessage::user("first"));
+        conversation.push(ChatMessage::assistant("second"));
+        let first = cache.count_messages(&counter, conversation.messages());
+        let calls_after_first = counter.calls.load(Ordering::Relaxed);
+        conversation.push(ChatMessage::user("third"));
+        let second = cache.count_messages(&counter, conversation.messages());
+        let calls_for_one_message = counter.calls.load(Ordering::Relaxed) - calls_after_first;
+        // One message = role + content = two count() calls.
+        assert_eq!(calls_for_one_message, 2);
+        assert_eq!(second.per_message[..2], first.per_message[..]);
+        assert_eq!(cache.stats().hits, 2);
+    }
+
+    #[test]
+    fn edited_message_is_recounted() {
+        let cache = TokenCache::new();
+        let mut conversation = Conversation::new();
+        let id = conversation.push(ChatMessage::user("short"));
+        let before = cache.count_message(&CharEstimateCounter, &conversation.messages()[0]);
+        let mut edited = conversation.messages()[0].clone();
+        edited.set_text("a much longer text than before, surely more tokens");
+        assert_eq!(edited.id, id);
+        let after = cache.count_message(&CharEstimateCounter, &edited);
+        assert!(after > before);
+    }
+
+    #[test]
+    fn switching_tokenizer_empties_the_cache() {
+        let cache = TokenCache::new();
+        let mut conversation = Conversation::new();
+        conversation.push(ChatMessage::user("abcdefgh"));
+        let m = &conversation.messages()[0];
+        let estimate = cache.count_message(&CharEstimateCounter, m);
+        let exact = cache.count_message(&CountingCounter::default(), m);
+        assert_ne!(estimate, exact);
+        assert_eq!(cache.stats().entries, 1);
+    }
+}

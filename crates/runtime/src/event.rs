@@ -1,0 +1,209 @@
+//! The event stream: everything observable that agents do, on a broadcast bus.
+//!
+//! The CLI's progress display, trace files and tests all read the same stream.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+/// Something an agent or the supervisor did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Event {
+    /// An agent began handling a request.
+    TurnStarted {
+        /// The agent.
+        agent: String,
+    },
+    /// An agent is about to call its model.
+    ModelCallStarted {
+        /// The agent.
+        agent: String,
+        /// The model's name.
+        model: String,
+        /// Messages sent.
+        messages: usize,
+    },
+    /// A model call returned.
+    ModelCallFinished {
+        /// The agent.
+        agent: String,
+        /// The model's name.
+        model: String,
+        /// Prompt tokens.
+        input_tokens: u64,
+        /// Generated tokens.
+        output_tokens: u64,
+        /// Wall time in milliseconds.
+        ms: u64,
+        /// The error, if the call failed.
+        error: Option<String>,
+    },
+    /// A tool call began.
+    ToolCallStarted {
+        /// The agent.
+        agent: String,
+        /// The tool's name.
+        tool: String,
+        /// The call's id.
+        call_id: String,
+    },
+    /// A tool call finished.
+    ToolCallFinished {
+        /// The agent.
+        agent: String,
+        /// The tool's name.
+        tool: String,
+        /// The call's id.
+        call_id: String,
+        /// Whether the tool result reports an error to the model.
+        is_error: bool,
+        /// Wall time in milliseconds.
+        ms: u64,
+    },
+    /// An agent finished handling a request.
+    TurnFinished {
+        /// The agent.
+        agent: String,
+        /// Model calls made in this request.
+        model_calls: u32,
+        /// The error, if the request failed.
+        error: Option<String>,
+    },
+    /// The agent's context passed the warning threshold.
+    ContextWarning {
+        /// The agent.
+        agent: String,
+        /// Tokens in the conversation.
+        tokens: usize,
+        /// The context window.
+        window: usize,
+    },
+    /// Compaction of an agent's conversation began.
+    CompactionStarted {
+        /// The agent whose conversation is compacted.
+        agent: String,
+        /// Tokens before.
+        tokens: usize,
+        /// What started it (`auto`, `manual`, `tool`, `emergency`, `scope`).
+        trigger: String,
+    },
+    /// One iteration of the compression agent.
+    CompactionProgress {
+        /// The agent whose conversation is compacted.
+        agent: String,
+        /// Iteration number, from 1.
+        iteration: u32,
+        /// Tokens now.
+        tokens: usize,
+    },
+    /// Compaction finished.
+    CompactionFinished {
+        /// The agent whose conversation is compacted.
+        agent: String,
+        /// The compaction report, as JSON.
+        report: serde_json::Value,
+    },
+    /// Compaction failed; the conversation is unchanged.
+    CompactionFailed {
+        /// The agent whose conversation is compacted.
+        agent: String,
+        /// Why.
+        reason: String,
+    },
+    /// The supervisor restarted a failed agent.
+    AgentRestarted {
+        /// The agent.
+        agent: String,
+        /// Restarts within the current window, this one included.
+        restarts: u32,
+        /// Why it failed.
+        reason: String,
+    },
+    /// An agent failed too often and was stopped for good.
+    AgentStopped {
+        /// The agent.
+        agent: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Event {
+    /// The agent this event is about.
+    pub fn agent(&self) -> &str {
+        match self {
+            Event::TurnStarted { agent }
+            | Event::ModelCallStarted { agent, .. }
+            | Event::ModelCallFinished { agent, .. }
+            | Event::ToolCallStarted { agent, .. }
+            | Event::ToolCallFinished { agent, .. }
+            | Event::TurnFinished { agent, .. }
+            | Event::ContextWarning { agent, .. }
+            | Event::CompactionStarted { agent, .. }
+            | Event::CompactionProgress { agent, .. }
+            | Event::CompactionFinished { agent, .. }
+            | Event::CompactionFailed { agent, .. }
+            | Event::AgentRestarted { agent, .. }
+            | Event::AgentStopped { agent, .. } => agent,
+        }
+    }
+}
+
+/// An event with its place in the stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// Position in the bus's total order (from 1).
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// The trace this event belongs to (32 hex digits), when there is one.
+    pub trace_id: Option<String>,
+    /// The event.
+    pub event: Event,
+}
+
+/// A broadcast bus of [`EventRecord`]s; cheap to clone, every clone publishes to the same stream.
+///
+/// Slow subscribers lose the oldest events (they see `Lagged`); publishers never block.
+#[derive(Debug, Clone)]
+pub struct EventBus {
+    sender: broadcast::Sender<EventRecord>,
+    seq: Arc<AtomicU64>,
+}
+
+impl Default for EventBus {
+    fn default() -> Self {
+        EventBus::new(1024)
+    }
+}
+
+impl EventBus {
+    /// A bus that buffers up to `capacity` events per subscriber.
+    pub fn new(capacity: usize) -> Self {
+        let (sender, _) = broadcast::channel(capacity.max(1));
+        EventBus { sender, seq: Arc::new(AtomicU64::new(1)) }
+    }
+
+    /// Publish an event; the sequence number is assigned atomically with the send order.
+    pub fn publish(&self, trace_id: Option<String>, event: Event) {
+        let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        // No subscribers is fine: events are observational.
+        let _ = self.sender.send(EventRecord { seq, at_ms, trace_id, event });
+    }
+
+    /// A new subscriber that sees every event published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
+        self.sender.subscribe()
+    }
+
+    /// Number of live subscribers.
+    pub fn subscriber_count(&self) -> usize {
+        self.sender.receiver_count()
+    }
+}

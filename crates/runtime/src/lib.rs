@@ -1,0 +1,27 @@
+//! troupe-runtime: the protocol types and the actor runtime of troupe.
+//!
+//! - [`ChatMessage`], [`Conversation`], [`ToolCall`]: messages in the OpenAI Chat Completions
+//!   shape, with stable ids.
+//! - [`ChatModel`]: the one interface to any LLM.
+//! - [`Team`]: a ractor supervisor with named agent actors that restarts failed agents from their
+//!   last [`Checkpoint`].
+//! - [`EventBus`] and [`Event`]: everything observable, in causal order.
+//! - [`TraceContext`]: the trace that travels inside actor messages.
+
+pub mod conversation;
+pub mod event;
+pub mod message;
+pub mod model;
+mod supervisor;
+pub mod trace;
+
+pub use conversation::Conversation;
+pub use event::{Event, EventBus, EventRecord};
+pub use message::{ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, Role, StoredMessage, ToolCall};
+pub use model::{ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice, ToolDefinition, Usage};
+pub use supervisor::actor::AgentMsg;
+pub use supervisor::behavior::{AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint};
+pub use supervisor::directory::{AskError, Directory};
+pub use supervisor::supervisor::{RestartPolicy, SpawnError};
+pub use supervisor::team::{Team, TeamConfig, TeamError};
+pub use trace::TraceContext;

@@ -1,0 +1,360 @@
+//! Chat messages in the OpenAI Chat Completions shape, plus troupe's own metadata.
+//!
+//! The serde form of [`ChatMessage`] is exactly the OpenAI wire shape: a transcript read from disk
+//! and written back is unchanged (unknown fields are kept in [`ChatMessage::extra`]). troupe's own
+//! metadata — the stable [`MessageId`] and the [`MessageKind`] — never appears on the wire; it
+//! travels in session records (see [`StoredMessage`]).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions that frame the whole conversation.
+    System,
+    /// The person (or calling agent) asking.
+    User,
+    /// The model.
+    Assistant,
+    /// The result of one tool call.
+    Tool,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        })
+    }
+}
+
+/// A conversation-local, stable message id, written `m<N>`.
+///
+/// Ids are handed out by [`crate::Conversation::push`] and never reused within a conversation,
+/// so compaction stubs and summaries can name the messages they replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct MessageId(pub u64);
+
+impl MessageId {
+    /// The id of a message that has not been placed in a conversation yet.
+    pub const UNASSIGNED: MessageId = MessageId(0);
+
+    /// Whether a conversation has assigned this id.
+    pub fn is_assigned(self) -> bool {
+        self.0 != 0
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "m{}", self.0)
+    }
+}
+
+/// The error for a string that is not a message id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a message id (expected m<number>, e.g. m12)")]
+pub struct ParseMessageIdError(pub String);
+
+impl FromStr for MessageId {
+    type Err = ParseMessageIdError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let digits = s.trim().strip_prefix('m').unwrap_or(s.trim());
+        digits
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n != 0)
+            .map(MessageId)
+            .ok_or_else(|| ParseMessageIdError(s.to_string()))
+    }
+}
+
+impl Serialize for MessageId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a message is to troupe, beyond its role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageKind {
+    /// An ordinary message of the conversation.
+    #[default]
+    Normal,
+    /// A compaction summary that stands for older messages.
+    Summary,
+    /// A tool result replaced by a short metadata stub.
+    CompressedStub,
+    /// Shown to a person but never sent to a model; compaction drops these first.
+    DisplayOnly,
+}
+
+/// Message content: a plain string (the common case) or an array of content parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// Content parts (`[{"type": "text", "text": …}, …]`), kept verbatim.
+    Parts(Vec<Value>),
+}
+
+impl Content {
+    /// The text of this content; text parts are joined with newlines, other parts skipped.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(t) => t.clone(),
+            Content::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+}
+
+/// The function half of a tool call: a name and JSON-encoded arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as the model wrote them: a JSON document in a string (possibly malformed).
+    pub arguments: String,
+}
+
+/// One tool call requested by an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for this call; the tool result names it in `tool_call_id`.
+    pub id: String,
+    /// Always `"function"` in the Chat Completions API.
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    /// Which function to call, with which arguments.
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".to_string()
+}
+
+impl ToolCall {
+    /// A function tool call.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        ToolCall {
+            id: id.into(),
+            kind: function_type(),
+            function: FunctionCall { name: name.into(), arguments: arguments.into() },
+        }
+    }
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its content. `None` is written as `null` unless [`ChatMessage::content_absent`] is set.
+    #[serde(default, deserialize_with = "present_content")]
+    #[serde(skip_serializing_if = "ContentSlot::is_absent")]
+    pub content: ContentSlot,
+    /// Tool calls requested by an assistant message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// For a tool message: the id of the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Fields troupe does not interpret (`name`, `refusal`, provider extensions), kept verbatim.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+    /// troupe's stable id for this message (never on the wire).
+    #[serde(skip)]
+    pub id: MessageId,
+    /// What this message is to troupe (never on the wire).
+    #[serde(skip)]
+    pub kind: MessageKind,
+}
+
+/// The `content` field as it appeared on the wire: absent, `null`, or a value.
+///
+/// Keeping the difference is what makes transcripts round-trip byte-for-byte in meaning.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ContentSlot {
+    /// The field was not present.
+    #[default]
+    Absent,
+    /// The field was `null`.
+    Null,
+    /// The field held text or parts.
+    Value(Content),
+}
+
+impl ContentSlot {
+    fn is_absent(&self) -> bool {
+        matches!(self, ContentSlot::Absent)
+    }
+
+    /// The content, if any.
+    pub fn as_content(&self) -> Option<&Content> {
+        match self {
+            ContentSlot::Value(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for ContentSlot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ContentSlot::Absent | ContentSlot::Null => s.serialize_none(),
+            ContentSlot::Value(c) => c.serialize(s),
+        }
+    }
+}
+
+fn present_content<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ContentSlot, D::Error> {
+    let value: Option<Content> = Option::deserialize(d)?;
+    Ok(value.map_or(ContentSlot::Null, ContentSlot::Value))
+}
+
+impl ChatMessage {
+    fn new(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role,
+            content: ContentSlot::Value(Content::Text(content.into())),
+            tool_calls: None,
+            tool_call_id: None,
+            extra: Map::new(),
+            id: MessageId::UNASSIGNED,
+            kind: MessageKind::Normal,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// An assistant message that requests tool calls (content `null` unless given).
+    pub fn assistant_tool_calls(content: Option<String>, calls: Vec<ToolCall>) -> Self {
+        let mut m = Self::new(Role::Assistant, String::new());
+        m.content = content.map_or(ContentSlot::Null, |c| ContentSlot::Value(Content::Text(c)));
+        m.tool_calls = Some(calls);
+        m
+    }
+
+    /// A tool result answering the call `tool_call_id`.
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        let mut m = Self::new(Role::Tool, content);
+        m.tool_call_id = Some(tool_call_id.into());
+        m
+    }
+
+    /// This message with a different kind.
+    pub fn with_kind(mut self, kind: MessageKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// The text of the content (empty when there is none).
+    pub fn text(&self) -> String {
+        self.content.as_content().map(Content::text).unwrap_or_default()
+    }
+
+    /// Replace the content with plain text.
+    pub fn set_text(&mut self, text: impl Into<String>) {
+        self.content = ContentSlot::Value(Content::Text(text.into()));
+    }
+
+    /// The tool calls of this message (empty for messages without any).
+    pub fn calls(&self) -> &[ToolCall] {
+        self.tool_calls.as_deref().unwrap_or(&[])
+    }
+
+    /// Whether this assistant message requests at least one tool call.
+    pub fn has_tool_calls(&self) -> bool {
+        !self.calls().is_empty()
+    }
+}
+
+/// A message as troupe stores it in sessions and archives: wire shape plus id and kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    /// The stable id.
+    pub id: MessageId,
+    /// The kind.
+    #[serde(default)]
+    pub kind: MessageKind,
+    /// The message in the OpenAI shape.
+    pub message: ChatMessage,
+}
+
+impl From<&ChatMessage> for StoredMessage {
+    fn from(m: &ChatMessage) -> Self {
+        StoredMessage { id: m.id, kind: m.kind, message: m.clone() }
+    }
+}
+
+impl From<StoredMessage> for ChatMessage {
+    fn from(s: StoredMessage) -> Self {
+        let mut m = s.message;
+        m.id = s.id;
+        m.kind = s.kind;
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_absent_null_and_text_round_trip() {
+        for raw in [
+            r#"{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"x","arguments":"{}"}}]}"#,
+            r#"{"role":"assistant","content":null}"#,
+            r#"{"role":"user","content":"hi","name":"bob"}"#,
+            r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#,
+        ] {
+            let v: Value = serde_json::from_str(raw).unwrap();
+            let m: ChatMessage = serde_json::from_value(v.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&m).unwrap(), v, "{raw}");
+        }
+    }
+
+    #[test]
+    fn message_ids_parse_and_reject() {
+        assert_eq!("m12".parse::<MessageId>().unwrap(), MessageId(12));
+        assert_eq!("7".parse::<MessageId>().unwrap(), MessageId(7));
+        let err = "x1".parse::<MessageId>().unwrap_err();
+        assert!(err.to_string().contains("x1"));
+        assert!("m0".parse::<MessageId>().is_err());
+    }
+}

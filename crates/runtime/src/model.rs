@@ -1,0 +1,179 @@
+//! The [`ChatModel`] trait every provider implements, with its request and response types.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::ChatMessage;
+
+/// A tool the model may call, as an OpenAI function definition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// The function's name.
+    pub name: String,
+    /// What the function does, for the model.
+    pub description: String,
+    /// A JSON Schema object for the arguments.
+    pub parameters: Value,
+}
+
+impl ToolDefinition {
+    /// The OpenAI `tools[]` entry: `{"type": "function", "function": {name, description, parameters}}`.
+    pub fn to_openai_json(&self) -> Value {
+        serde_json::json!({
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            }
+        })
+    }
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// The model must not call tools.
+    None,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool.
+    Named(String),
+}
+
+/// One request to a chat model.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolDefinition>,
+    /// Tool-choice policy.
+    pub tool_choice: ToolChoice,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Cap on generated tokens.
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request over these messages with no tools.
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        ChatRequest { messages, ..Default::default() }
+    }
+}
+
+/// Token usage of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end.
+    #[default]
+    Stop,
+    /// The model asked for tool calls.
+    ToolCalls,
+    /// `max_tokens` was reached.
+    Length,
+    /// The provider filtered the output.
+    ContentFilter,
+    /// Something else the provider said.
+    Other(String),
+}
+
+/// The model's answer to one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// The assistant message (text and/or tool calls).
+    pub message: ChatMessage,
+    /// Token usage.
+    pub usage: Usage,
+    /// Why generation stopped.
+    pub finish_reason: FinishReason,
+}
+
+/// What a model is and can do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The model's name as the provider knows it.
+    pub name: String,
+    /// Its context window in tokens.
+    pub context_window: usize,
+    /// Whether it can call tools.
+    pub supports_tools: bool,
+}
+
+/// Everything that can go wrong when calling a model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The key was missing or refused.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The provider does not know this model.
+    #[error("unknown model `{0}`")]
+    UnknownModel(String),
+    /// The request does not fit the model's context window.
+    #[error("context length exceeded: {0}")]
+    ContextLengthExceeded(String),
+    /// Too many requests, after retries.
+    #[error("rate limited: {0}")]
+    RateLimited(String),
+    /// The provider failed (5xx), after retries.
+    #[error("provider error (HTTP {status}): {message}")]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
+    /// Any other refusal of the request (4xx).
+    #[error("request rejected (HTTP {status}): {message}")]
+    BadRequest {
+        /// HTTP status.
+        status: u16,
+        /// What the provider said.
+        message: String,
+    },
+    /// No answer in time, after retries.
+    #[error("model call timed out after {0} s")]
+    Timeout(u64),
+    /// The answer could not be understood.
+    #[error("invalid response from the model provider: {0}")]
+    InvalidResponse(String),
+    /// The connection failed.
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The call was cancelled.
+    #[error("model call cancelled")]
+    Cancelled,
+    /// The model could not be loaded or run.
+    #[error("model unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A chat model: the one interface agents use to talk to any LLM.
+///
+/// Implementations must be cancellation-safe: dropping the future of [`ChatModel::chat`] leaves
+/// the model usable and the caller's conversation untouched (requests are taken by value).
+#[async_trait]
+pub trait ChatModel: Send + Sync + 'static {
+    /// The model's name, window and capabilities.
+    fn info(&self) -> ModelInfo;
+
+    /// Answer one request.
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError>;
+}

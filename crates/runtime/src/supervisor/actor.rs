@@ -1,0 +1,126 @@
+//! The ractor actor that runs one agent's behaviour, one request at a time.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tracing::Instrument;
+
+use crate::supervisor::behavior::{AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint};
+
+/// A message to an agent actor.
+pub enum AgentMsg {
+    /// Handle a request; answer on `reply` (or nowhere, for `send`).
+    Request {
+        /// The request.
+        request: AgentRequest,
+        /// Where the answer goes.
+        reply: Option<RpcReplyPort<Result<String, AgentError>>>,
+    },
+    /// Run a closure on the behaviour between requests (typed access, runtime tool registration).
+    Apply(Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>),
+}
+
+impl fmt::Debug for AgentMsg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AgentMsg::Request { request, .. } => f.debug_struct("Request").field("request", request).finish(),
+            AgentMsg::Apply(_) => f.write_str("Apply"),
+        }
+    }
+}
+
+/// The last checkpoint of every agent of a team, by name: what a restart restores.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CheckpointStore(Arc<Mutex<HashMap<String, Checkpoint>>>);
+
+impl CheckpointStore {
+    pub(crate) fn put(&self, name: &str, checkpoint: Checkpoint) {
+        match self.0.lock() {
+            Ok(mut map) => map.insert(name.to_string(), checkpoint),
+            Err(poisoned) => poisoned.into_inner().insert(name.to_string(), checkpoint),
+        };
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<Checkpoint> {
+        match self.0.lock() {
+            Ok(map) => map.get(name).cloned(),
+            Err(poisoned) => poisoned.into_inner().get(name).cloned(),
+        }
+    }
+}
+
+/// The error an agent actor stops with when its behaviour reports a fatal error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct FatalAgentError(pub(crate) String);
+
+pub(crate) struct AgentActor;
+
+pub(crate) struct AgentActorArgs {
+    pub(crate) ctx: AgentContext,
+    pub(crate) behavior: Box<dyn AgentBehavior>,
+    pub(crate) checkpoints: CheckpointStore,
+}
+
+pub(crate) struct AgentState {
+    ctx: AgentContext,
+    behavior: Box<dyn AgentBehavior>,
+    checkpoints: CheckpointStore,
+}
+
+impl Actor for AgentActor {
+    type Msg = AgentMsg;
+    type State = AgentState;
+    type Arguments = AgentActorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        args.checkpoints.put(&args.ctx.name, args.behavior.checkpoint());
+        Ok(AgentState { ctx: args.ctx, behavior: args.behavior, checkpoints: args.checkpoints })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            AgentMsg::Request { request, reply } => {
+                let span = tracing::info_span!(
+                    "invoke_agent",
+                    "gen_ai.operation.name" = "invoke_agent",
+                    "gen_ai.agent.name" = %state.ctx.name,
+                    "troupe.trace_id" = %request.trace.trace_id_hex(),
+                    "troupe.parent_span_id" = %format!("{:016x}", request.trace.span_id),
+                    "troupe.from" = request.from.as_deref().unwrap_or("user"),
+                );
+                let result = state.behavior.handle(request, &state.ctx).instrument(span).await;
+                let fatal = match &result {
+                    Err(e) if e.is_fatal() => Some(e.to_string()),
+                    _ => None,
+                };
+                if fatal.is_none() {
+                    state.checkpoints.put(&state.ctx.name, state.behavior.checkpoint());
+                }
+                if let Some(reply) = reply {
+                    // The caller may have timed out and gone; that is not the agent's failure.
+                    let _ = reply.send(result);
+                }
+                if let Some(reason) = fatal {
+                    return Err(Box::new(FatalAgentError(reason)));
+                }
+            }
+            AgentMsg::Apply(f) => {
+                f(state.behavior.as_mut());
+                state.checkpoints.put(&state.ctx.name, state.behavior.checkpoint());
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,100 @@
+//! What an agent *does*: the [`AgentBehavior`] the supervisor's actors run.
+//!
+//! The runtime knows nothing about models or tools; the `troupe-agents` crate implements
+//! [`AgentBehavior`] for LLM agents. Anything that can answer a text request can be an agent.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::conversation::Conversation;
+use crate::event::EventBus;
+use crate::supervisor::directory::Directory;
+use crate::trace::TraceContext;
+
+/// A request to an agent: text from a person or another agent, with the trace it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRequest {
+    /// Who sent it (an agent's name), or `None` for the program/user.
+    pub from: Option<String>,
+    /// The request text.
+    pub text: String,
+    /// The trace of the request that caused this message.
+    pub trace: TraceContext,
+}
+
+impl AgentRequest {
+    /// A request from the program (not from another agent) starting a new trace.
+    pub fn from_user(text: impl Into<String>) -> Self {
+        AgentRequest { from: None, text: text.into(), trace: TraceContext::new_root() }
+    }
+}
+
+/// Why an agent could not answer a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The model call failed.
+    #[error("model error: {0}")]
+    Model(String),
+    /// The turn loop hit `max_turns` without a final answer.
+    #[error("no final answer after {0} model turns")]
+    MaxTurns(u32),
+    /// The request was refused (e.g. "cannot compact while responding").
+    #[error("{0}")]
+    Refused(String),
+    /// Anything else the behaviour reports; the agent keeps running.
+    #[error("{0}")]
+    Failed(String),
+    /// A failure that leaves the agent unusable: the supervisor restarts it from its checkpoint.
+    #[error("fatal: {0}")]
+    Fatal(String),
+}
+
+impl AgentError {
+    /// Whether the supervisor should restart the agent after this error.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, AgentError::Fatal(_))
+    }
+}
+
+/// What an agent needs to survive a restart: its conversation and any behaviour-specific state.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// The conversation as of the last completed request.
+    pub conversation: Conversation,
+    /// Behaviour-specific state (e.g. the file ledger), as JSON.
+    #[serde(default)]
+    pub state: serde_json::Value,
+}
+
+/// What a behaviour may use while handling a request.
+#[derive(Debug, Clone)]
+pub struct AgentContext {
+    /// This agent's name.
+    pub name: String,
+    /// The team's address book: ask or send to other agents by name.
+    pub directory: Directory,
+    /// The team's event bus.
+    pub events: EventBus,
+}
+
+/// The logic of one agent. Handles one request at a time.
+#[async_trait]
+pub trait AgentBehavior: Send + 'static {
+    /// Answer one request. Returning [`AgentError::Fatal`] (or panicking) restarts the agent
+    /// from its last checkpoint; any other error is returned to the caller and the agent goes on.
+    async fn handle(&mut self, request: AgentRequest, ctx: &AgentContext) -> Result<String, AgentError>;
+
+    /// The state to restore after a restart. Called after every request that did not fail fatally.
+    fn checkpoint(&self) -> Checkpoint;
+
+    /// Downcast support for typed access to the behaviour through [`crate::Team::with_agent`].
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// Builds an agent's behaviour: fresh (`None`) or restored from a checkpoint after a failure.
+pub type BehaviorFactory =
+    Arc<dyn Fn(Option<Checkpoint>) -> Result<Box<dyn AgentBehavior>, AgentError> + Send + Sync>;

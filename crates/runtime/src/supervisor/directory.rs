@@ -1,0 +1,233 @@
+//! The team's address book: agents find each other by name.
+//!
+//! Each team has its own directory (not ractor's process-global registry), so several teams —
+//! and parallel tests — can use the same agent names without colliding.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use ractor::ActorRef;
+use ractor::rpc::CallResult;
+use tokio::sync::Notify;
+
+use crate::supervisor::actor::AgentMsg;
+use crate::supervisor::behavior::{AgentError, AgentRequest};
+
+/// How long `ask` waits for the supervisor to settle an agent that just failed.
+const FAILURE_SETTLE: Duration = Duration::from_secs(2);
+
+/// Why an `ask` or `send` did not get an answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AskError {
+    /// No agent of that name was ever spawned in this team.
+    #[error("no agent named `{name}` (known agents: {})", known.join(", "))]
+    NoSuchAgent {
+        /// The name asked for.
+        name: String,
+        /// The names that exist.
+        known: Vec<String>,
+    },
+    /// The agent failed too often and was stopped by its supervisor.
+    #[error("agent `{name}` is stopped: {reason}")]
+    AgentStopped {
+        /// The agent.
+        name: String,
+        /// The supervisor's reason.
+        reason: String,
+    },
+    /// The agent crashed while handling this request.
+    #[error("agent `{name}` failed while handling the request: {reason}")]
+    AgentFailed {
+        /// The agent.
+        name: String,
+        /// What the supervisor recorded (panic message or fatal error, and whether it restarted).
+        reason: String,
+    },
+    /// No answer within the timeout (the agent keeps working on it).
+    #[error("agent `{name}` did not answer within {timeout:?}")]
+    Timeout {
+        /// The agent.
+        name: String,
+        /// The timeout that elapsed.
+        timeout: Duration,
+    },
+    /// The agent answered with an error.
+    #[error("agent `{name}`: {error}")]
+    Agent {
+        /// The agent.
+        name: String,
+        /// Its error.
+        error: AgentError,
+    },
+    /// The team is shutting down.
+    #[error("the team is shut down")]
+    ShutDown,
+}
+
+#[derive(Clone)]
+enum Slot {
+    Live(ActorRef<AgentMsg>),
+    Stopped(String),
+}
+
+#[derive(Default)]
+struct Entries {
+    slots: HashMap<String, Slot>,
+    /// Per agent: how many failures the supervisor has handled, and the last reason.
+    failures: HashMap<String, (u64, String)>,
+    shut_down: bool,
+}
+
+/// A cheap-to-clone handle on the team's agents by name.
+#[derive(Clone, Default)]
+pub struct Directory {
+    entries: Arc<RwLock<Entries>>,
+    changed: Arc<Notify>,
+}
+
+impl fmt::Debug for Directory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Directory").field("agents", &self.names()).finish()
+    }
+}
+
+impl Directory {
+    fn read<T>(&self, f: impl FnOnce(&Entries) -> T) -> T {
+        match self.entries.read() {
+            Ok(guard) => f(&guard),
+            Err(poisoned) => f(&poisoned.into_inner()),
+        }
+    }
+
+    fn write<T>(&self, f: impl FnOnce(&mut Entries) -> T) -> T {
+        let out = match self.entries.write() {
+            Ok(mut guard) => f(&mut guard),
+            Err(poisoned) => f(&mut poisoned.into_inner()),
+        };
+        self.changed.notify_waiters();
+        out
+    }
+
+    /// The names of all agents, live or stopped, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names = self.read(|e| e.slots.keys().cloned().collect::<Vec<_>>());
+        names.sort();
+        names
+    }
+
+    /// Whether `name` is a live agent.
+    pub fn is_live(&self, name: &str) -> bool {
+        self.read(|e| matches!(e.slots.get(name), Some(Slot::Live(_))))
+    }
+
+    pub(crate) fn set_live(&self, name: &str, actor: ActorRef<AgentMsg>) {
+        self.write(|e| e.slots.insert(name.to_string(), Slot::Live(actor)));
+    }
+
+    pub(crate) fn set_stopped(&self, name: &str, reason: String) {
+        self.write(|e| e.slots.insert(name.to_string(), Slot::Stopped(reason)));
+    }
+
+    pub(crate) fn record_failure(&self, name: &str, reason: String) {
+        self.write(|e| {
+            let entry = e.failures.entry(name.to_string()).or_insert((0, String::new()));
+            entry.0 += 1;
+            entry.1 = reason;
+        });
+    }
+
+    pub(crate) fn mark_shut_down(&self) {
+        self.write(|e| e.shut_down = true);
+    }
+
+    fn failure_count(&self, name: &str) -> u64 {
+        self.read(|e| e.failures.get(name).map_or(0, |f| f.0))
+    }
+
+    pub(crate) fn resolve(&self, name: &str) -> Result<ActorRef<AgentMsg>, AskError> {
+        self.read(|e| {
+            if e.shut_down {
+                return Err(AskError::ShutDown);
+            }
+            match e.slots.get(name) {
+                Some(Slot::Live(actor)) => Ok(actor.clone()),
+                Some(Slot::Stopped(reason)) => {
+                    Err(AskError::AgentStopped { name: name.to_string(), reason: reason.clone() })
+                }
+                None => {
+                    let mut known: Vec<String> = e.slots.keys().cloned().collect();
+                    known.sort();
+                    Err(AskError::NoSuchAgent { name: name.to_string(), known })
+                }
+            }
+        })
+    }
+
+    /// Ask `name` and wait up to `timeout` for its answer.
+    ///
+    /// If the agent crashes on this request the error names the failure; if it is being
+    /// restarted the next `ask` reaches the restarted agent.
+    pub async fn ask(&self, name: &str, request: AgentRequest, timeout: Duration) -> Result<String, AskError> {
+        let actor = self.resolve_settled(name).await?;
+        let failures_before = self.failure_count(name);
+        let call = actor
+            .call(|reply| AgentMsg::Request { request, reply: Some(reply) }, Some(timeout))
+            .await;
+        match call {
+            Ok(CallResult::Success(Ok(answer))) => Ok(answer),
+            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent { name: name.to_string(), error }),
+            Ok(CallResult::Timeout) => Err(AskError::Timeout { name: name.to_string(), timeout }),
+            Ok(CallResult::SenderError) | Err(_) => Err(self.failure_after(name, failures_before).await),
+        }
+    }
+
+    /// Send `name` a request without waiting for the answer (fire and forget).
+    pub async fn send(&self, name: &str, request: AgentRequest) -> Result<(), AskError> {
+        let actor = self.resolve_settled(name).await?;
+        actor
+            .cast(AgentMsg::Request { request, reply: None })
+            .map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "its mailbox is closed".into() })
+    }
+
+    /// Resolve a name; if its actor is dead but the supervisor has not yet replaced it,
+    /// wait briefly for the restart instead of failing a request that could succeed.
+    async fn resolve_settled(&self, name: &str) -> Result<ActorRef<AgentMsg>, AskError> {
+        let deadline = tokio::time::Instant::now() + FAILURE_SETTLE;
+        loop {
+            let notified = self.changed.notified();
+            let actor = self.resolve(name)?;
+            if is_running(&actor) || tokio::time::Instant::now() >= deadline {
+                return Ok(actor);
+            }
+            let _ = tokio::time::timeout_at(deadline, notified).await;
+        }
+    }
+
+    /// The error for a request whose reply port was dropped: the agent crashed. Waits for the
+    /// supervisor to record the failure so the caller learns why and what happened next.
+    async fn failure_after(&self, name: &str, failures_before: u64) -> AskError {
+        let deadline = tokio::time::Instant::now() + FAILURE_SETTLE;
+        loop {
+            let notified = self.changed.notified();
+            let recorded = self.read(|e| {
+                e.failures.get(name).filter(|f| f.0 > failures_before).map(|f| f.1.clone())
+            });
+            if let Some(reason) = recorded {
+                return AskError::AgentFailed { name: name.to_string(), reason };
+            }
+            if self.read(|e| e.shut_down) {
+                return AskError::ShutDown;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return AskError::AgentFailed { name: name.to_string(), reason: "it stopped without a reply".into() };
+            }
+        }
+    }
+}
+
+fn is_running(actor: &ActorRef<AgentMsg>) -> bool {
+    matches!(actor.get_status(), ractor::ActorStatus::Running | ractor::ActorStatus::Starting | ractor::ActorStatus::Upgrading)
+}

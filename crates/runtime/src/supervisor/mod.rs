@@ -1,0 +1,8 @@
+//! Supervision: agent actors, their supervisor, the team directory and the [`Team`] handle.
+
+pub(crate) mod actor;
+pub(crate) mod behavior;
+pub(crate) mod directory;
+#[allow(clippy::module_inception)]
+pub(crate) mod supervisor;
+pub(crate) mod team;

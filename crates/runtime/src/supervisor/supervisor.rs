@@ -1,0 +1,245 @@
+//! The supervisor actor: spawns agents as linked children and restarts the ones that fail.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
+
+use crate::event::{Event, EventBus};
+use crate::supervisor::actor::{AgentActor, AgentActorArgs, CheckpointStore};
+use crate::supervisor::behavior::{AgentContext, BehaviorFactory, Checkpoint};
+use crate::supervisor::directory::Directory;
+
+/// How often a failing agent is restarted before the supervisor gives up on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Restarts allowed within `window`; one more failure stops the agent for good.
+    pub max_restarts: u32,
+    /// The sliding window the restarts are counted in.
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy { max_restarts: 3, window: Duration::from_secs(60) }
+    }
+}
+
+/// Why an agent could not be spawned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// The name is taken in this team.
+    #[error("an agent named `{0}` already exists in this team")]
+    DuplicateName(String),
+    /// Names must be non-empty and made of letters, digits, `-`, `_` and `.`.
+    #[error("invalid agent name `{0}`: use letters, digits, '-', '_' or '.'")]
+    InvalidName(String),
+    /// The behaviour factory failed.
+    #[error("agent `{name}` could not be built: {reason}")]
+    Build {
+        /// The agent.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The actor system refused to start it.
+    #[error("agent `{name}` could not be started: {reason}")]
+    Actor {
+        /// The agent.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// The supervisor is gone.
+    #[error("the team is shut down")]
+    ShutDown,
+}
+
+pub(crate) enum SupervisorMsg {
+    Spawn { name: String, factory: BehaviorFactory, reply: RpcReplyPort<Result<(), SpawnError>> },
+    StopAll(RpcReplyPort<()>),
+}
+
+struct Child {
+    factory: BehaviorFactory,
+    actor: ActorRef<crate::supervisor::actor::AgentMsg>,
+    failures: VecDeque<Instant>,
+}
+
+pub(crate) struct SupervisorArgs {
+    pub(crate) directory: Directory,
+    pub(crate) events: EventBus,
+    pub(crate) checkpoints: CheckpointStore,
+    pub(crate) policy: RestartPolicy,
+    pub(crate) shutdown_grace: Duration,
+}
+
+pub(crate) struct SupervisorState {
+    args: SupervisorArgs,
+    children: HashMap<String, Child>,
+    by_id: HashMap<ActorId, String>,
+    stopping: bool,
+}
+
+pub(crate) struct Supervisor;
+
+impl Supervisor {
+    async fn start_child(
+        myself: &ActorRef<SupervisorMsg>,
+        state: &SupervisorState,
+        name: &str,
+        factory: &BehaviorFactory,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<ActorRef<crate::supervisor::actor::AgentMsg>, SpawnError> {
+        let behavior = factory(checkpoint)
+            .map_err(|e| SpawnError::Build { name: name.to_string(), reason: e.to_string() })?;
+        let args = AgentActorArgs {
+            ctx: AgentContext {
+                name: name.to_string(),
+                directory: state.args.directory.clone(),
+                events: state.args.events.clone(),
+            },
+            behavior,
+            checkpoints: state.args.checkpoints.clone(),
+        };
+        let (actor, _join) = Actor::spawn_linked(None, AgentActor, args, myself.get_cell())
+            .await
+            .map_err(|e| SpawnError::Actor { name: name.to_string(), reason: e.to_string() })?;
+        Ok(actor)
+    }
+
+    async fn on_child_down(
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+        id: ActorId,
+        reason: String,
+    ) {
+        let Some(name) = state.by_id.remove(&id) else { return };
+        if state.stopping {
+            return;
+        }
+        let policy = state.args.policy;
+        let Some(child) = state.children.get_mut(&name) else { return };
+        let now = Instant::now();
+        while child.failures.front().is_some_and(|t| now.duration_since(*t) > policy.window) {
+            child.failures.pop_front();
+        }
+        child.failures.push_back(now);
+        let count = child.failures.len() as u32;
+        let span = tracing::warn_span!("restart", "gen_ai.agent.name" = %name, failures = count);
+        let _entered = span.enter();
+        if count > policy.max_restarts {
+            let why = format!(
+                "failed {count} times within {:?} (limit {} restarts); last failure: {reason}",
+                policy.window, policy.max_restarts
+            );
+            tracing::error!(agent = %name, "{why}");
+            state.args.directory.set_stopped(&name, why.clone());
+            state.args.directory.record_failure(&name, format!("{reason}; agent stopped: {why}"));
+            state.args.events.publish(None, Event::AgentStopped { agent: name.clone(), reason: why });
+            return;
+        }
+        let factory = child.factory.clone();
+        let checkpoint = state.args.checkpoints.get(&name);
+        match Self::start_child(myself, state, &name, &factory, checkpoint).await {
+            Ok(actor) => {
+                tracing::warn!(agent = %name, restarts = count, "restarted after failure: {reason}");
+                state.by_id.insert(actor.get_id(), name.clone());
+                if let Some(child) = state.children.get_mut(&name) {
+                    child.actor = actor.clone();
+                }
+                state.args.directory.set_live(&name, actor);
+                state.args.directory.record_failure(&name, format!("{reason}; agent restarted"));
+                state.args.events.publish(
+                    None,
+                    Event::AgentRestarted { agent: name.clone(), restarts: count, reason },
+                );
+            }
+            Err(e) => {
+                let why = format!("restart failed: {e}");
+                state.args.directory.set_stopped(&name, why.clone());
+                state.args.directory.record_failure(&name, format!("{reason}; {why}"));
+                state.args.events.publish(None, Event::AgentStopped { agent: name.clone(), reason: why });
+            }
+        }
+    }
+}
+
+impl Actor for Supervisor {
+    type Msg = SupervisorMsg;
+    type State = SupervisorState;
+    type Arguments = SupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        args: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(SupervisorState { args, children: HashMap::new(), by_id: HashMap::new(), stopping: false })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SupervisorMsg::Spawn { name, factory, reply } => {
+                let result = if state.stopping {
+                    Err(SpawnError::ShutDown)
+                } else if state.children.contains_key(&name) {
+                    Err(SpawnError::DuplicateName(name))
+                } else {
+                    match Self::start_child(&myself, state, &name, &factory, None).await {
+                        Ok(actor) => {
+                            state.by_id.insert(actor.get_id(), name.clone());
+                            state.args.directory.set_live(&name, actor.clone());
+                            state.children.insert(name, Child { factory, actor, failures: VecDeque::new() });
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    }
+                };
+                let _ = reply.send(result);
+            }
+            SupervisorMsg::StopAll(reply) => {
+                state.stopping = true;
+                state.args.directory.mark_shut_down();
+                for child in state.children.values() {
+                    // Each agent finishes the request it is handling, then stops; one that does
+                    // not within the grace period is killed.
+                    let stopped = child
+                        .actor
+                        .stop_and_wait(Some("team shutdown".into()), Some(state.args.shutdown_grace))
+                        .await;
+                    if stopped.is_err() {
+                        child.actor.kill();
+                    }
+                }
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorFailed(cell, err) => {
+                Self::on_child_down(&myself, state, cell.get_id(), err.to_string()).await;
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                let reason = reason.unwrap_or_else(|| "stopped unexpectedly".into());
+                Self::on_child_down(&myself, state, cell.get_id(), reason).await;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

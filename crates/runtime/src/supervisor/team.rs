@@ -1,0 +1,181 @@
+//! [`Team`]: the handle a program holds on a supervisor and its agents.
+
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use ractor::rpc::CallResult;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::event::{EventBus, EventRecord};
+use crate::supervisor::actor::{AgentMsg, CheckpointStore};
+use crate::supervisor::behavior::{AgentBehavior, AgentRequest, BehaviorFactory, Checkpoint};
+use crate::supervisor::directory::{AskError, Directory};
+use crate::supervisor::supervisor::{RestartPolicy, SpawnError, Supervisor, SupervisorArgs, SupervisorMsg};
+
+/// How a team is run.
+#[derive(Debug, Clone)]
+pub struct TeamConfig {
+    /// When failing agents are restarted, and when the supervisor gives up.
+    pub restart: RestartPolicy,
+    /// Default timeout of [`Team::ask`].
+    pub ask_timeout: Duration,
+    /// How long shutdown waits for an agent to finish its current request before killing it.
+    pub shutdown_grace: Duration,
+    /// Events buffered per subscriber before a slow one starts losing the oldest.
+    pub event_capacity: usize,
+}
+
+impl Default for TeamConfig {
+    fn default() -> Self {
+        TeamConfig {
+            restart: RestartPolicy::default(),
+            ask_timeout: Duration::from_secs(300),
+            shutdown_grace: Duration::from_secs(10),
+            event_capacity: 4096,
+        }
+    }
+}
+
+/// Why a team operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TeamError {
+    /// The supervisor could not be started.
+    #[error("the supervisor could not be started: {0}")]
+    Start(String),
+    /// An agent could not be spawned.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+}
+
+/// A running team: one supervisor, its agents, their directory and event bus.
+///
+/// ```no_run
+/// # async fn demo(factory: troupe_runtime::BehaviorFactory) -> Result<(), Box<dyn std::error::Error>> {
+/// use troupe_runtime::{Team, TeamConfig};
+/// let team = Team::start(TeamConfig::default()).await?;
+/// team.spawn("worker", factory).await?;
+/// let answer = team.ask("worker", "what is 2 + 2?").await?;
+/// println!("{answer}");
+/// team.shutdown().await;
+/// # Ok(()) }
+/// ```
+pub struct Team {
+    supervisor: ActorRef<SupervisorMsg>,
+    supervisor_task: JoinHandle<()>,
+    directory: Directory,
+    events: EventBus,
+    checkpoints: CheckpointStore,
+    config: TeamConfig,
+}
+
+impl std::fmt::Debug for Team {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Team").field("agents", &self.directory.names()).finish()
+    }
+}
+
+impl Team {
+    /// Start a supervisor with no agents yet.
+    pub async fn start(config: TeamConfig) -> Result<Team, TeamError> {
+        Self::start_with_bus(config.clone(), EventBus::new(config.event_capacity)).await
+    }
+
+    /// Start a supervisor that publishes on an existing event bus.
+    pub async fn start_with_bus(config: TeamConfig, events: EventBus) -> Result<Team, TeamError> {
+        let directory = Directory::default();
+        let checkpoints = CheckpointStore::default();
+        let args = SupervisorArgs {
+            directory: directory.clone(),
+            events: events.clone(),
+            checkpoints: checkpoints.clone(),
+            policy: config.restart,
+            shutdown_grace: config.shutdown_grace,
+        };
+        let (supervisor, supervisor_task) = Actor::spawn(None, Supervisor, args)
+            .await
+            .map_err(|e| TeamError::Start(e.to_string()))?;
+        Ok(Team { supervisor, supervisor_task, directory, events, checkpoints, config })
+    }
+
+    /// Spawn an agent under the supervisor. Its name must be unique in the team.
+    pub async fn spawn(&self, name: impl Into<String>, factory: BehaviorFactory) -> Result<(), TeamError> {
+        let name = name.into();
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || "-_.".contains(c)) {
+            return Err(SpawnError::InvalidName(name).into());
+        }
+        let reply = self
+            .supervisor
+            .call(|reply| SupervisorMsg::Spawn { name, factory, reply }, None)
+            .await;
+        match reply {
+            Ok(CallResult::Success(result)) => result.map_err(TeamError::from),
+            _ => Err(SpawnError::ShutDown.into()),
+        }
+    }
+
+    /// Ask an agent and wait for its answer (default timeout from [`TeamConfig::ask_timeout`]).
+    pub async fn ask(&self, name: &str, text: impl Into<String>) -> Result<String, AskError> {
+        self.directory.ask(name, AgentRequest::from_user(text), self.config.ask_timeout).await
+    }
+
+    /// Ask with an explicit request (sender, trace) and timeout.
+    pub async fn ask_with(&self, name: &str, request: AgentRequest, timeout: Duration) -> Result<String, AskError> {
+        self.directory.ask(name, request, timeout).await
+    }
+
+    /// Send an agent a request without waiting for the answer.
+    pub async fn send(&self, name: &str, text: impl Into<String>) -> Result<(), AskError> {
+        self.directory.send(name, AgentRequest::from_user(text)).await
+    }
+
+    /// Run `f` on an agent's behaviour, typed as `B`, between two of its requests.
+    ///
+    /// Returns `None` if the agent's behaviour is not a `B`.
+    pub async fn with_agent<B, R, F>(&self, name: &str, f: F) -> Result<Option<R>, AskError>
+    where
+        B: AgentBehavior,
+        R: Send + 'static,
+        F: FnOnce(&mut B) -> R + Send + 'static,
+    {
+        let actor = self.directory.resolve(name)?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let apply = move |behavior: &mut dyn AgentBehavior| {
+            let out = behavior.as_any_mut().downcast_mut::<B>().map(f);
+            let _ = tx.send(out);
+        };
+        actor
+            .cast(AgentMsg::Apply(Box::new(apply)))
+            .map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "its mailbox is closed".into() })?;
+        rx.await.map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "it stopped".into() })
+    }
+
+    /// The agent's last checkpoint (its conversation as of its last completed request).
+    pub fn checkpoint(&self, name: &str) -> Option<Checkpoint> {
+        self.checkpoints.get(name)
+    }
+
+    /// A new subscriber to the team's events.
+    pub fn subscribe(&self) -> broadcast::Receiver<EventRecord> {
+        self.events.subscribe()
+    }
+
+    /// The team's event bus.
+    pub fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    /// The team's directory (give it to code that must reach agents by name).
+    pub fn directory(&self) -> &Directory {
+        &self.directory
+    }
+
+    /// Stop every agent (each finishes its current request, within the grace period), then the
+    /// supervisor. Requests still queued are answered with [`AskError::ShutDown`] or dropped.
+    pub async fn shutdown(self) {
+        let _ = self.supervisor.call(SupervisorMsg::StopAll, None).await;
+        self.supervisor.stop(Some("team shutdown".into()));
+        let _ = self.supervisor_task.await;
+    }
+}

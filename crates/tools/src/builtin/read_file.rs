@@ -1,0 +1,161 @@
+//! `read_file`: a file's text, whole or a line range, with its line count and sha256.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::text::{line_count, sha256_hex};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::ledger::FileAccess;
+use crate::tool::Tool;
+use crate::workspace::resolve;
+
+/// Files larger than this are refused rather than loaded whole into memory.
+const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The `read_file` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadFile;
+
+/// Arguments of `read_file`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// Path of the file, relative to the workspace root.
+    pub path: String,
+    /// First line to return, 1-based (default: 1).
+    #[serde(default)]
+    pub start_line: Option<usize>,
+    /// Last line to return, 1-based and inclusive (default: the last line).
+    #[serde(default)]
+    pub end_line: Option<usize>,
+}
+
+/// What `read_file` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadFileOutput {
+    /// The path relative to the workspace root.
+    pub path: String,
+    /// The requested lines (the whole file by default).
+    pub content: String,
+    /// First line returned (1-based); 0 for an empty file.
+    pub start_line: usize,
+    /// Last line returned (1-based, inclusive); 0 for an empty file.
+    pub end_line: usize,
+    /// Lines in the whole file.
+    pub line_count: usize,
+    /// Hex sha256 of the whole file.
+    pub sha256: String,
+}
+
+#[async_trait]
+impl Tool for ReadFile {
+    type Args = ReadFileArgs;
+    type Output = ReadFileOutput;
+
+    fn name(&self) -> &str {
+        "read_file"
+    }
+
+    fn description(&self) -> &str {
+        "Read a text file in the workspace. Returns its content (optionally only lines \
+         start_line..=end_line), its total line count and its sha256."
+    }
+
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        args: ReadFileArgs,
+    ) -> Result<ReadFileOutput, ToolError> {
+        let file = resolve(&ctx.root, &args.path)?;
+        let meta = tokio::fs::metadata(&file.absolute)
+            .await
+            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        if meta.is_dir() {
+            return Err(ToolError::respond(format!(
+                "\"{}\" is a directory, not a file; use list_dir to see its entries",
+                file.relative
+            )));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(ToolError::respond(format!(
+                "\"{}\" is {} bytes, more than read_file loads ({MAX_FILE_BYTES}); use grep to \
+                 find the part you need",
+                file.relative,
+                meta.len()
+            )));
+        }
+        let bytes = tokio::fs::read(&file.absolute)
+            .await
+            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let total = line_count(&text);
+        let (start, end) = line_range(&file.relative, total, args.start_line, args.end_line)?;
+        let content = if args.start_line.is_none() && args.end_line.is_none() {
+            text.clone().into_owned()
+        } else {
+            select_lines(&text, start, end)
+        };
+        let sha256 = sha256_hex(&bytes);
+        let mut entry = ctx
+            .ledger_entry(file.relative.clone(), FileAccess::Read)
+            .with_line_count(total)
+            .with_sha256(sha256.clone());
+        if args.start_line.is_some() || args.end_line.is_some() {
+            entry = entry.with_lines(start, end);
+        }
+        ctx.ledger.record(entry);
+        Ok(ReadFileOutput {
+            path: file.relative,
+            content,
+            start_line: start,
+            end_line: end,
+            line_count: total,
+            sha256,
+        })
+    }
+}
+
+/// The 1-based inclusive range to return, or a message saying why the request makes no sense.
+fn line_range(
+    path: &str,
+    total: usize,
+    start: Option<usize>,
+    end: Option<usize>,
+) -> Result<(usize, usize), ToolError> {
+    if total == 0 {
+        return Ok((0, 0));
+    }
+    let start = start.unwrap_or(1).max(1);
+    let end = end.unwrap_or(total).min(total);
+    if start > total {
+        return Err(ToolError::respond(format!(
+            "start_line {start} is past the end of \"{path}\", which has {total} lines"
+        )));
+    }
+    if end < start {
+        return Err(ToolError::respond(format!(
+            "end_line {end} is before start_line {start}; ask for start_line <= end_line"
+        )));
+    }
+    Ok((start, end))
+}
+
+/// Lines `start..=end` with their line endings kept.
+fn select_lines(text: &str, start: usize, end: usize) -> String {
+    text.split_inclusive('\n')
+        .skip(start - 1)
+        .take(end + 1 - start)
+        .collect()
+}
+
+/// An I/O failure in words a model can act on.
+pub(crate) fn describe_io(path: &str, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("file \"{path}\" does not exist; use list_dir or grep to find the right path")
+        }
+        std::io::ErrorKind::PermissionDenied => format!("permission denied for \"{path}\""),
+        _ => format!("cannot access \"{path}\": {e}"),
+    }
+}

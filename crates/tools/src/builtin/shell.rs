@@ -1,0 +1,122 @@
+//! `shell` (opt-in): run a command with `sh -c` in the workspace root, with a timeout.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::output::truncate_output;
+use crate::tool::Tool;
+
+/// How the `shell` tool runs commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellConfig {
+    /// A command running longer is killed (default 60 s).
+    pub timeout: Duration,
+    /// Most bytes of stdout and of stderr shown, each cut in the middle beyond that (default
+    /// 16 KiB).
+    pub max_output_bytes: usize,
+    /// The shell; it is run as `<shell> -c <command>` (default `sh`).
+    pub shell: PathBuf,
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        ShellConfig {
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 16 * 1024,
+            shell: PathBuf::from("sh"),
+        }
+    }
+}
+
+/// The `shell` tool; see [`shell_tool`].
+#[derive(Debug, Clone, Default)]
+pub struct Shell {
+    config: ShellConfig,
+}
+
+/// A `shell` tool to register: `registry.register(shell_tool(ShellConfig::default()))`.
+///
+/// The command runs with the workspace root as its working directory, but the shell itself is
+/// not confined to it: register this only for agents you would trust with a terminal.
+pub fn shell_tool(config: ShellConfig) -> Shell {
+    Shell { config }
+}
+
+/// Arguments of `shell`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ShellArgs {
+    /// The command line, run with `sh -c` in the workspace root.
+    pub command: String,
+}
+
+#[async_trait]
+impl Tool for Shell {
+    type Args = ShellArgs;
+    type Output = String;
+
+    fn name(&self) -> &str {
+        "shell"
+    }
+
+    fn description(&self) -> &str {
+        "Run a shell command (sh -c) in the workspace root. Returns the exit code, stdout and \
+         stderr. Long-running commands are killed after a timeout."
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        // The tool enforces its own timeout with a clearer message; the registry's is a backstop.
+        Some(self.config.timeout + Duration::from_secs(5))
+    }
+
+    async fn call(&self, ctx: &ToolContext, args: ShellArgs) -> Result<String, ToolError> {
+        if args.command.trim().is_empty() {
+            return Err(ToolError::respond(
+                "command is empty; give a shell command line to run",
+            ));
+        }
+        let child = tokio::process::Command::new(&self.config.shell)
+            .arg("-c")
+            .arg(&args.command)
+            .current_dir(&ctx.root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Dropping the future (timeout, cancellation) must not leave the process running.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                ToolError::fatal(format!("cannot start {}: {e}", self.config.shell.display()))
+            })?;
+        let output = match tokio::time::timeout(self.config.timeout, child.wait_with_output()).await
+        {
+            Ok(Ok(output)) => output,
+            Ok(Err(e)) => {
+                return Err(ToolError::respond(format!(
+                    "the command failed to run: {e}"
+                )));
+            }
+            Err(_) => {
+                return Err(ToolError::respond(format!(
+                    "the command did not finish within {} s and was killed; run something \
+                     shorter, or in the background with its output sent to a file",
+                    self.config.timeout.as_secs_f64()
+                )));
+            }
+        };
+        let status = match output.status.code() {
+            Some(code) => format!("exit code: {code}"),
+            None => "killed by a signal".to_string(),
+        };
+        let cap = self.config.max_output_bytes;
+        let stdout = truncate_output(String::from_utf8_lossy(&output.stdout).into_owned(), cap);
+        let stderr = truncate_output(String::from_utf8_lossy(&output.stderr).into_owned(), cap);
+        Ok(format!("{status}\n[stdout]\n{stdout}\n[stderr]\n{stderr}"))
+    }
+}

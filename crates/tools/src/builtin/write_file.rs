@@ -1,0 +1,96 @@
+//! `write_file`: create or overwrite a file.
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::read_file::describe_io;
+use super::text::{line_count, sha256_hex};
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::ledger::FileAccess;
+use crate::tool::Tool;
+use crate::workspace::resolve;
+
+/// The `write_file` tool.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFile;
+
+/// Arguments of `write_file`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// Path of the file, relative to the workspace root; missing parent directories are created.
+    pub path: String,
+    /// The complete new content of the file.
+    pub content: String,
+}
+
+/// What `write_file` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteFileOutput {
+    /// The path relative to the workspace root.
+    pub path: String,
+    /// Bytes written.
+    pub bytes: usize,
+    /// Lines in the file now.
+    pub line_count: usize,
+    /// Hex sha256 of the file now.
+    pub sha256: String,
+    /// Whether the file did not exist before.
+    pub created: bool,
+}
+
+#[async_trait]
+impl Tool for WriteFile {
+    type Args = WriteFileArgs;
+    type Output = WriteFileOutput;
+
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn description(&self) -> &str {
+        "Create a file in the workspace, or replace an existing file's whole content. Prefer \
+         edit_file for changing part of an existing file."
+    }
+
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        args: WriteFileArgs,
+    ) -> Result<WriteFileOutput, ToolError> {
+        let file = resolve(&ctx.root, &args.path)?;
+        let created = match tokio::fs::metadata(&file.absolute).await {
+            Ok(meta) if meta.is_dir() => {
+                return Err(ToolError::respond(format!(
+                    "\"{}\" is a directory; give the path of a file inside it",
+                    file.relative
+                )));
+            }
+            Ok(_) => false,
+            Err(_) => true,
+        };
+        if let Some(parent) = file.absolute.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        }
+        tokio::fs::write(&file.absolute, args.content.as_bytes())
+            .await
+            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        let lines = line_count(&args.content);
+        let sha256 = sha256_hex(args.content.as_bytes());
+        ctx.ledger.record(
+            ctx.ledger_entry(file.relative.clone(), FileAccess::Written)
+                .with_line_count(lines)
+                .with_sha256(sha256.clone()),
+        );
+        Ok(WriteFileOutput {
+            path: file.relative,
+            bytes: args.content.len(),
+            line_count: lines,
+            sha256,
+            created,
+        })
+    }
+}

@@ -1,0 +1,85 @@
+//! What a tool call knows about its caller: agent, workspace root, cancellation, events, ledger.
+
+use std::path::PathBuf;
+
+use tokio_util::sync::CancellationToken;
+use troupe_runtime::EventBus;
+
+use crate::ledger::{FileAccess, LedgerEntry, SharedLedger};
+
+/// The context every tool call receives.
+///
+/// Cheap to clone: the token, the bus and the ledger are shared handles.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The calling agent's name.
+    pub agent: String,
+    /// The workspace root every file tool is confined to.
+    pub root: PathBuf,
+    /// The id of the tool call being served (set by [`crate::ToolRegistry::dispatch`]).
+    pub tool_call_id: String,
+    /// Cancelled when the agent's turn is abandoned; long-running tools should watch it.
+    pub cancel: CancellationToken,
+    /// Where tool-call events are published.
+    pub events: EventBus,
+    /// The agent's file ledger; built-in file tools record into it, custom tools may too.
+    pub ledger: SharedLedger,
+    /// The trace the current request belongs to (32 hex digits), attached to published events.
+    pub trace_id: Option<String>,
+}
+
+impl ToolContext {
+    /// A context with a fresh token, bus and ledger, an empty call id and no trace.
+    pub fn new(agent: impl Into<String>, root: impl Into<PathBuf>) -> Self {
+        ToolContext {
+            agent: agent.into(),
+            root: root.into(),
+            tool_call_id: String::new(),
+            cancel: CancellationToken::new(),
+            events: EventBus::default(),
+            ledger: SharedLedger::new(),
+            trace_id: None,
+        }
+    }
+
+    /// With this event bus.
+    pub fn with_events(mut self, events: EventBus) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// With this cancellation token.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// With this ledger.
+    pub fn with_ledger(mut self, ledger: SharedLedger) -> Self {
+        self.ledger = ledger;
+        self
+    }
+
+    /// With this tool call id.
+    pub fn with_tool_call_id(mut self, id: impl Into<String>) -> Self {
+        self.tool_call_id = id.into();
+        self
+    }
+
+    /// With this trace id.
+    pub fn with_trace_id(mut self, trace_id: Option<String>) -> Self {
+        self.trace_id = trace_id;
+        self
+    }
+
+    /// A ledger entry for `path` stamped with this call's id (when it has one), ready to extend
+    /// with line range, line count and sha256 and pass to [`SharedLedger::record`].
+    pub fn ledger_entry(&self, path: impl Into<String>, access: FileAccess) -> LedgerEntry {
+        let entry = LedgerEntry::new(path, access);
+        if self.tool_call_id.is_empty() {
+            entry
+        } else {
+            entry.with_call(self.tool_call_id.clone())
+        }
+    }
+}

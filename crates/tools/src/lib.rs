@@ -1,0 +1,36 @@
+//! troupe-tools: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools confined to a
+//! workspace root, and the [`FileLedger`] of every file operation.
+//!
+//! - A custom tool is a type implementing [`Tool`] or a closure given to
+//!   [`ToolRegistry::register_fn`]; its arguments' `schemars` schema becomes the OpenAI function
+//!   definition ([`ToolRegistry::definitions`]).
+//! - [`ToolRegistry::dispatch`] turns any model-written [`troupe_runtime::ToolCall`] into a
+//!   [`ToolResult`]: bad JSON, bad arguments, unknown tools, panics, timeouts and huge outputs
+//!   become results that tell the model what to fix, never crashes.
+//! - [`builtin`] holds `read_file`, `write_file`, `edit_file`, `list_dir`, `grep` (all confined
+//!   to [`ToolContext::root`] by [`workspace`]) and the opt-in `shell` and `http_get`.
+
+mod args;
+pub mod builtin;
+mod context;
+mod erased;
+mod error;
+mod fn_tool;
+pub mod ledger;
+mod output;
+mod registry;
+mod result;
+pub mod schema;
+mod suggest;
+pub mod tool;
+mod validate;
+pub mod workspace;
+
+pub use context::ToolContext;
+pub use error::{RegistryError, ToolError};
+pub use ledger::{FileAccess, FileLedger, LedgerEntry, SharedLedger};
+pub use output::{DEFAULT_OUTPUT_CAP, truncate_output};
+pub use registry::{DEFAULT_TIMEOUT, ToolRegistry};
+pub use result::{ToolFailure, ToolOutcome, ToolResult};
+pub use tool::{NoArgs, Tool};
+pub use workspace::{EscapeKind, PathError, WorkspacePath};

@@ -1,0 +1,1 @@
+//! troupe facade
