@@ -1,1 +1,194 @@
-fn main() {}
+//! Local model throughput through troupe's provider vs llama-cpp-2 called directly, for the same
+//! prompt, interleaved in the same run (goal: the wrapper costs < 10 %).
+//!
+//! Run: `cargo bench -p troupe-agents --bench local_model` (fetches the default model on first
+//! use; `TROUPE_MODEL` picks another GGUF; `TROUPE_BENCH_ROUNDS` sets the rounds, default 7).
+//!
+//! Per round:
+//! - direct: llama-cpp-2's plain loop times prompt decoding and generation itself;
+//! - troupe: `chat` with `max_tokens = 1` (prompt throughput, measured from outside, so template,
+//!   tokenisation, queueing and one sampled token count against the wrapper), then `chat` with
+//!   `max_tokens = N` (generation throughput = the extra tokens over the extra time);
+//! - end to end: the whole `chat(N)` against the whole direct run — the cleanest overhead figure.
+//!
+//! Both sides sample greedily with the same repetition penalty, so they generate the same tokens.
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use troupe_agents::model::local::LocalModel;
+use troupe_agents::model::local::baseline::Baseline;
+use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
+
+const SYSTEM: &str = "You are a storyteller. Write long, detailed stories.";
+const USER: &str = "Write a long story about an old lighthouse keeper named Elias who lives alone \
+on a granite island, keeps a logbook of every passing ship, grows potatoes behind his cottage, \
+writes letters to his sister, and one winter night saves nine fishermen whose trawler drifts \
+toward the reef during a storm. Describe the tower, the lamp, the sea, the seabirds, the supply \
+boat, the storm, the rescue and what happens when the lighthouse is automated. Make it at least \
+five paragraphs long, with dialogue, and describe the weather and the sounds of the island in \
+detail. Begin with the morning of the storm and end with Elias leaving the island in spring.";
+const GENERATE: u32 = 128;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+#[derive(Default)]
+struct Samples {
+    prompt_tps: Vec<f64>,
+    gen_tps: Vec<f64>,
+    total_ms: Vec<f64>,
+}
+
+type Counts = Vec<(&'static str, usize, usize)>;
+
+fn request(max_tokens: u32) -> ChatRequest {
+    ChatRequest {
+        messages: vec![ChatMessage::system(SYSTEM), ChatMessage::user(USER)],
+        max_tokens: Some(max_tokens),
+        temperature: Some(0.0),
+        ..Default::default()
+    }
+}
+
+fn direct_round(
+    direct: &mut Baseline,
+    prompt: &str,
+    samples: &mut Samples,
+    counts: &mut Counts,
+) -> Result<(), Box<dyn Error>> {
+    let started = Instant::now();
+    let run = direct.run(prompt, GENERATE as usize)?;
+    samples.total_ms.push(secs(started.elapsed()) * 1000.0);
+    samples
+        .prompt_tps
+        .push(run.prompt_tokens as f64 / secs(run.prompt_time));
+    samples
+        .gen_tps
+        .push(run.output_tokens as f64 / secs(run.generation_time));
+    counts.push(("direct", run.prompt_tokens, run.output_tokens));
+    Ok(())
+}
+
+fn troupe_round(
+    runtime: &tokio::runtime::Runtime,
+    model: &LocalModel,
+    samples: &mut Samples,
+    counts: &mut Counts,
+) -> Result<(), Box<dyn Error>> {
+    let started = Instant::now();
+    let one = runtime.block_on(model.chat(request(1)))?;
+    let t_one = started.elapsed();
+    let started = Instant::now();
+    let full = runtime.block_on(model.chat(request(GENERATE)))?;
+    let t_full = started.elapsed();
+    samples.total_ms.push(secs(t_full) * 1000.0);
+    samples
+        .prompt_tps
+        .push(one.usage.input_tokens as f64 / secs(t_one));
+    let extra = full
+        .usage
+        .output_tokens
+        .saturating_sub(one.usage.output_tokens) as f64;
+    samples
+        .gen_tps
+        .push(extra / secs(t_full.saturating_sub(t_one)));
+    counts.push((
+        "troupe",
+        full.usage.input_tokens as usize,
+        full.usage.output_tokens as usize,
+    ));
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    // `cargo bench` passes `--bench`; a filter argument (e.g. from `cargo bench foo`) that does
+    // not name this bench skips it.
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && !"local_model".contains(&a))
+    {
+        return Ok(());
+    }
+    let rounds: usize = std::env::var("TROUPE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let model = runtime.block_on(LocalModel::load_default())?;
+    let threads = model.config().threads;
+    let mut direct = Baseline::new(model.path(), model.config().max_context, threads)?;
+    let prompt = direct.chat_prompt(SYSTEM, USER)?;
+    println!(
+        "local model bench: {} ({}), {threads} threads, {rounds} rounds, {GENERATE} generated tokens",
+        model.info().name,
+        model.path().display()
+    );
+
+    // Warm-up: page in the weights, allocate both KV caches.
+    direct.run(&prompt, 8)?;
+    runtime.block_on(model.chat(request(8)))?;
+
+    let (mut troupe, mut raw) = (Samples::default(), Samples::default());
+    let mut token_counts = Vec::new();
+    for round in 0..rounds {
+        // Alternate the order so neither side always runs on a warmer (or busier) machine.
+        if round % 2 == 0 {
+            direct_round(&mut direct, &prompt, &mut raw, &mut token_counts)?;
+            troupe_round(&runtime, &model, &mut troupe, &mut token_counts)?;
+        } else {
+            troupe_round(&runtime, &model, &mut troupe, &mut token_counts)?;
+            direct_round(&mut direct, &prompt, &mut raw, &mut token_counts)?;
+        }
+    }
+    let distinct: std::collections::BTreeSet<_> = token_counts
+        .iter()
+        .map(|(who, p, o)| (*who, *p, *o))
+        .collect();
+    println!("token counts (side, prompt, generated): {distinct:?}");
+
+    let row = |name: &str, t: f64, d: f64, higher_is_better: bool| {
+        let overhead = if higher_is_better {
+            (d - t) / d * 100.0
+        } else {
+            (t - d) / d * 100.0
+        };
+        println!("{name:<28} troupe {t:>9.1}   direct {d:>9.1}   wrapper cost {overhead:>+6.1} %");
+    };
+    println!("medians over {rounds} rounds:");
+    row(
+        "prompt tokens/s",
+        median(troupe.prompt_tps),
+        median(raw.prompt_tps),
+        true,
+    );
+    row(
+        "generated tokens/s",
+        median(troupe.gen_tps),
+        median(raw.gen_tps),
+        true,
+    );
+    row(
+        "end-to-end ms (prompt+gen)",
+        median(troupe.total_ms),
+        median(raw.total_ms),
+        false,
+    );
+    Ok(())
+}

@@ -6,16 +6,28 @@
 //!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
 //! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
 
+mod compaction_hooks;
+pub mod compression;
 mod llm_agent;
 pub mod model;
 mod spec;
 mod team_tools;
 
-pub use llm_agent::LlmAgent;
+pub use compaction_hooks::{
+    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionSettings, ContextStats,
+    close_scope, compact_agent, context_stats, open_scope, shared_counter,
+};
+pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
+pub use llm_agent::{COMPACT_TOOL, LlmAgent};
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
 
 use troupe_runtime::{Team, TeamError};
+
+/// Spawn the team's compression agent (named [`COMPRESSION_AGENT`]).
+pub async fn spawn_compression_agent(team: &Team, config: CompressionConfig) -> Result<(), TeamError> {
+    team.spawn(COMPRESSION_AGENT, CompressionAgent::factory(config)).await
+}
 
 /// Spawn an LLM agent described by `spec` into `team` under the team's supervisor.
 pub async fn spawn_agent(team: &Team, spec: AgentSpec) -> Result<(), TeamError> {

@@ -12,12 +12,19 @@ use async_trait::async_trait;
 use futures::future::join_all;
 use tracing::Instrument;
 use troupe_runtime::trace::semconv;
+use troupe_compaction::{Archive, BudgetPolicy, BudgetState, CompactionReport, TokenCache, TokenCounter};
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatRequest,
-    Checkpoint, Conversation, Event, ToolCall,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel, ChatRequest,
+    Checkpoint, Conversation, Event, Job, MessageId, MessageKind, ModelError, ToolCall, ToolDefinition,
+    TraceContext,
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolContext, ToolRegistry, ToolResult};
 
+use crate::compaction_hooks::{
+    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker, ContextStats,
+    Trigger, crate_trigger,
+};
+use crate::compression::{COMPRESSION_AGENT, CompactionJob, CompactionResult};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 
@@ -28,13 +35,30 @@ pub struct LlmAgent {
     conversation: Conversation,
     ledger: SharedLedger,
     link: TeamLink,
+    policy: BudgetPolicy,
+    counter: Arc<dyn TokenCounter>,
+    token_cache: TokenCache,
+    /// Whether the warning for the current crossing of the warning threshold went out.
+    warned: bool,
+    archive: Archive,
+    last_compaction: Option<CompactionReport>,
+    /// Open scopes, innermost last: label and the first id that belongs to it.
+    scopes: Vec<(String, MessageId)>,
+    last_scope_model: Option<Arc<dyn ChatModel>>,
 }
 
 /// What an [`LlmAgent`] keeps across restarts beyond its conversation.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct AgentState {
     ledger: FileLedger,
+    #[serde(default)]
+    archive: Archive,
+    #[serde(default)]
+    last_compaction: Option<CompactionReport>,
 }
+
+/// The name of the agent-callable compaction tool.
+pub const COMPACT_TOOL: &str = "compact";
 
 impl LlmAgent {
     /// A fresh agent, or one restored from a checkpoint.
@@ -53,7 +77,24 @@ impl LlmAgent {
             }
             None => (Conversation::new(), AgentState::default()),
         };
-        Ok(LlmAgent { spec, tools, conversation, ledger: SharedLedger::from_ledger(state.ledger), link })
+        let policy = spec.compaction.policy_for(spec.model.info().context_window);
+        policy.validate().map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;
+        let counter = spec.compaction.counter();
+        Ok(LlmAgent {
+            spec,
+            tools,
+            conversation,
+            ledger: SharedLedger::from_ledger(state.ledger),
+            link,
+            policy,
+            counter,
+            token_cache: TokenCache::new(),
+            warned: false,
+            archive: state.archive,
+            last_compaction: state.last_compaction,
+            scopes: Vec::new(),
+            last_scope_model: None,
+        })
     }
 
     /// A factory the supervisor uses to build (and rebuild) this agent.
@@ -81,6 +122,177 @@ impl LlmAgent {
         &mut self.tools
     }
 
+    /// The archive of every message compaction replaced (for `expand`).
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    /// Tokens in the conversation now (cached per message: O(new messages)).
+    pub fn tokens(&self) -> usize {
+        self.token_cache.count_messages(self.counter.as_ref(), self.conversation.messages()).total
+    }
+
+    /// The budget policy in force.
+    pub fn policy(&self) -> &BudgetPolicy {
+        &self.policy
+    }
+
+    fn tool_definitions(&self) -> Vec<ToolDefinition> {
+        let mut definitions = self.tools.definitions();
+        if self.spec.compaction.agent_tool {
+            definitions.push(ToolDefinition {
+                name: COMPACT_TOOL.into(),
+                description: "Compact your own conversation when it has grown long; optional `focus` \
+                              says what the summary must keep."
+                    .into(),
+                parameters: serde_json::json!({
+                    "type": "object",
+                    "properties": {"focus": {"type": "string"}},
+                    "additionalProperties": false
+                }),
+            });
+        }
+        definitions
+    }
+
+    /// After each model turn and tool batch: warn at the warning threshold, compact at the trigger.
+    async fn check_budget(&mut self, ctx: &AgentContext, trace_id: &str) {
+        let tokens = self.tokens();
+        match self.policy.state(tokens) {
+            BudgetState::Ok => self.warned = false,
+            state => {
+                if !self.warned {
+                    self.warned = true;
+                    ctx.events.publish(
+                        Some(trace_id.to_string()),
+                        Event::ContextWarning {
+                            agent: ctx.name.clone(),
+                            tokens,
+                            window: self.policy.context_window,
+                        },
+                    );
+                }
+                if state == BudgetState::Trigger && self.spec.compaction.auto {
+                    if let Err(e) = self.compact(Trigger::Auto, None, ctx).await {
+                        tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ask the compression agent to compact this conversation and apply the result.
+    async fn compact(
+        &mut self,
+        trigger: Trigger,
+        instructions: Option<String>,
+        ctx: &AgentContext,
+    ) -> Result<CompactOutcome, CompactError> {
+        if !ctx.directory.is_live(COMPRESSION_AGENT) {
+            return Err(CompactError::NoCompressionAgent);
+        }
+        let tracker = CompactionTracker::of(&ctx.directory);
+        let publish = tracker.begin(&ctx.name);
+        let job = CompactionJob {
+            agent: ctx.name.clone(),
+            conversation: self.conversation.clone(),
+            ledger: self.ledger.snapshot(),
+            policy: self.policy.clone(),
+            trigger: crate_trigger(trigger),
+            instructions,
+            agent_model: Some(self.spec.model.clone()),
+        };
+        let answer: Result<CompactionResult, _> =
+            ctx.directory.ask_job(COMPRESSION_AGENT, job, TraceContext::new_root(), COMPACTION_TIMEOUT).await;
+        let outcome = match answer {
+            Ok(Ok(compaction)) => {
+                let before: std::collections::HashSet<MessageId> =
+                    self.conversation.messages().iter().map(|m| m.id).collect();
+                if compaction.changed() {
+                    compaction.apply_to(&mut self.conversation);
+                    self.archive.extend(&compaction.archive);
+                }
+                let summary = self
+                    .conversation
+                    .messages()
+                    .iter()
+                    .rev()
+                    .find(|m| m.kind == MessageKind::Summary && !before.contains(&m.id))
+                    .map(ChatMessage::text);
+                self.last_compaction = Some(compaction.report.clone());
+                self.warned = false;
+                Ok(CompactOutcome { report: compaction.report, summary })
+            }
+            Ok(Err(reason)) => Err(CompactError::Failed(reason)),
+            Err(e) => Err(CompactError::Ask(e)),
+        };
+        let _ = publish.send(Some(outcome.clone()));
+        tracker.end(&ctx.name);
+        outcome
+    }
+
+    fn context_stats(&self) -> ContextStats {
+        let tokens = self.tokens();
+        let mut by_kind = std::collections::BTreeMap::new();
+        for m in self.conversation.messages() {
+            let kind = serde_json::to_value(m.kind).ok().and_then(|v| v.as_str().map(str::to_string));
+            *by_kind.entry(kind.unwrap_or_default()).or_insert(0usize) += 1;
+        }
+        ContextStats {
+            tokens,
+            window: self.policy.context_window,
+            percent: self.policy.percent(tokens),
+            by_kind: by_kind.into_iter().collect(),
+            last_compaction: self.last_compaction.clone(),
+        }
+    }
+
+    /// Close the innermost scope: its messages become one summary between scope markers.
+    async fn close_scope(
+        &mut self,
+        prompt: Option<String>,
+        model: Option<Arc<dyn ChatModel>>,
+    ) -> Result<Option<String>, CompactError> {
+        let (label, start) = self.scopes.last().cloned().ok_or(CompactError::NoScope)?;
+        let model = model.or_else(|| self.last_scope_model.clone()).ok_or(CompactError::NoModel)?;
+        self.scopes.pop();
+        let first = self.conversation.messages().iter().position(|m| m.id >= start);
+        let Some(first) = first else { return Ok(None) };
+        let entries: Vec<ChatMessage> = self.conversation.messages()[first..].to_vec();
+        let transcript: String = entries
+            .iter()
+            .map(|m| format!("{}: {}\n", m.role, m.text().chars().take(2_000).collect::<String>()))
+            .collect();
+        let instruction = prompt.unwrap_or_else(|| "Summarize what was done and found, briefly.".into());
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::system(
+                    "You compress one finished part of an agent's work into a short summary that keeps \
+                     results, decisions and file names.",
+                ),
+                ChatMessage::user(format!("{instruction}\n\n{transcript}")),
+            ],
+            max_tokens: Some(400),
+            temperature: Some(0.2),
+            ..ChatRequest::default()
+        };
+        let summary = model.chat(request).await.map_err(|e| CompactError::Failed(e.to_string()))?.message.text();
+        let summary = summary.trim().to_string();
+        if summary.is_empty() {
+            return Err(CompactError::Failed("the model returned an empty scope summary".into()));
+        }
+        let mut kept: Vec<ChatMessage> = self.conversation.messages()[..first].to_vec();
+        let id = self.conversation.allocate_id();
+        let mut marker =
+            ChatMessage::user(format!("<scope label=\"{label}\">\n{summary}\n</scope>")).with_kind(MessageKind::Summary);
+        marker.id = id;
+        self.archive.record_replacement(id, &entries);
+        kept.push(marker);
+        self.conversation.replace_messages(kept);
+        self.last_scope_model = Some(model);
+        Ok(Some(summary))
+    }
+
     fn start_request(&mut self, request: &AgentRequest) {
         if self.conversation.is_empty() && !self.spec.instructions.is_empty() {
             self.conversation.push(ChatMessage::system(self.spec.instructions.clone()));
@@ -92,11 +304,11 @@ impl LlmAgent {
         self.conversation.push(ChatMessage::user(text));
     }
 
-    async fn call_model(&self, ctx: &AgentContext, trace_id: &str) -> Result<ChatMessage, AgentError> {
+    async fn call_model(&self, ctx: &AgentContext, trace_id: &str) -> Result<ChatMessage, ModelError> {
         let info = self.spec.model.info();
         let request = ChatRequest {
             messages: self.conversation.messages().to_vec(),
-            tools: self.tools.definitions(),
+            tools: self.tool_definitions(),
             temperature: self.spec.temperature,
             max_tokens: self.spec.max_tokens,
             ..ChatRequest::default()
@@ -146,7 +358,7 @@ impl LlmAgent {
                         error: Some(e.to_string()),
                     },
                 );
-                Err(AgentError::Model(e.to_string()))
+                Err(e)
             }
         }
     }
@@ -173,28 +385,76 @@ impl LlmAgent {
 
     async fn run_turns(&mut self, ctx: &AgentContext, trace_id: &str) -> Result<(String, u32), AgentError> {
         for turn in 1..=self.spec.max_turns {
-            let reply = self.call_model(ctx, trace_id).await?;
+            let reply = match self.call_model(ctx, trace_id).await {
+                Ok(reply) => reply,
+                Err(ModelError::ContextLengthExceeded(why)) => {
+                    // Emergency: compact, then retry the call once.
+                    tracing::warn!(agent = %ctx.name, "context length exceeded ({why}); compacting and retrying once");
+                    self.compact(Trigger::Emergency, None, ctx)
+                        .await
+                        .map_err(|e| AgentError::Model(format!("context length exceeded ({why}) and {e}")))?;
+                    self.call_model(ctx, trace_id).await.map_err(|e| AgentError::Model(e.to_string()))?
+                }
+                Err(e) => return Err(AgentError::Model(e.to_string())),
+            };
             let calls = reply.calls().to_vec();
             let text = reply.text();
             self.conversation.push(reply);
             if calls.is_empty() {
+                self.check_budget(ctx, trace_id).await;
                 return Ok((text, turn));
             }
-            let results = self.run_tools(&calls, ctx, trace_id).await;
+            self.check_budget(ctx, trace_id).await;
+            let compact_call = self.spec.compaction.agent_tool;
+            let (compact_calls, tool_calls): (Vec<ToolCall>, Vec<ToolCall>) =
+                calls.iter().cloned().partition(|c| compact_call && c.function.name == COMPACT_TOOL);
+            let mut results: std::collections::HashMap<String, ToolResult> = calls_results(
+                &tool_calls,
+                self.run_tools(&tool_calls, ctx, trace_id).await,
+            );
             let mut fatal = None;
-            for (call, result) in calls.iter().zip(results) {
-                if let troupe_tools::ToolOutcome::Fatal(reason) = &result.outcome {
-                    fatal.get_or_insert_with(|| format!("tool `{}` failed fatally: {reason}", call.function.name));
-                }
+            let mut compact_result: Option<(MessageId, Option<String>)> = None;
+            for call in &calls {
+                let content = match results.remove(&call.id) {
+                    Some(result) => {
+                        if let troupe_tools::ToolOutcome::Fatal(reason) = &result.outcome {
+                            fatal.get_or_insert_with(|| format!("tool `{}` failed fatally: {reason}", call.function.name));
+                        }
+                        result.content
+                    }
+                    None => "compacting the conversation…".to_string(),
+                };
                 // Every call gets its result, fatal or not, so the conversation stays valid.
-                self.conversation.push(ChatMessage::tool_result(call.id.clone(), result.content));
+                let id = self.conversation.push(ChatMessage::tool_result(call.id.clone(), content));
+                if compact_calls.iter().any(|c| c.id == call.id) && compact_result.is_none() {
+                    let focus = serde_json::from_str::<serde_json::Value>(&call.function.arguments)
+                        .ok()
+                        .and_then(|v| v.get("focus").and_then(|f| f.as_str()).map(str::to_string));
+                    compact_result = Some((id, focus));
+                }
+            }
+            if let Some((result_id, focus)) = compact_result {
+                // The tool's own result is already in place, so compaction sees valid pairs.
+                let text = match self.compact(Trigger::Tool, focus, ctx).await {
+                    Ok(outcome) if outcome.report.no_compaction_needed => "no compaction needed".to_string(),
+                    Ok(outcome) => outcome.summary.unwrap_or(outcome.report.reason),
+                    Err(e) => format!("compaction did not run: {e}"),
+                };
+                if let Some(message) = self.conversation.get_mut(result_id) {
+                    message.set_text(text);
+                }
             }
             if let Some(reason) = fatal {
                 return Err(AgentError::Failed(reason));
             }
+            self.check_budget(ctx, trace_id).await;
         }
         Err(AgentError::MaxTurns(self.spec.max_turns))
     }
+}
+
+fn calls_results(calls: &[ToolCall], results: Vec<ToolResult>) -> std::collections::HashMap<String, ToolResult> {
+    calls.iter().map(|c| c.id.clone()).zip(results).collect()
 }
 
 #[async_trait]
@@ -221,8 +481,36 @@ impl AgentBehavior for LlmAgent {
         outcome.map(|(text, _)| text)
     }
 
+    async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
+        let job = job
+            .downcast::<AgentJob>()
+            .map_err(|_| AgentError::Refused("an LLM agent only takes AgentJob jobs".into()))?;
+        let result: Result<AgentJobResult, CompactError> = match *job {
+            AgentJob::Compact { instructions } => {
+                if self.conversation.len() < 2 {
+                    Err(CompactError::NothingToCompact)
+                } else {
+                    self.compact(Trigger::Manual, instructions, ctx).await.map(AgentJobResult::Compacted)
+                }
+            }
+            AgentJob::OpenScope { label } => {
+                self.scopes.push((label, self.conversation.next_id()));
+                Ok(AgentJobResult::ScopeOpened)
+            }
+            AgentJob::CloseScope { prompt, model } => {
+                self.close_scope(prompt, model).await.map(AgentJobResult::ScopeClosed)
+            }
+            AgentJob::Context => Ok(AgentJobResult::Context(self.context_stats())),
+        };
+        Ok(Box::new(result))
+    }
+
     fn checkpoint(&self) -> Checkpoint {
-        let state = AgentState { ledger: self.ledger.snapshot() };
+        let state = AgentState {
+            ledger: self.ledger.snapshot(),
+            archive: self.archive.clone(),
+            last_compaction: self.last_compaction.clone(),
+        };
         Checkpoint {
             conversation: self.conversation.clone(),
             state: serde_json::to_value(state).unwrap_or_default(),

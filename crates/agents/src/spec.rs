@@ -4,6 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use troupe_runtime::ChatModel;
+
+use crate::compaction_hooks::CompactionSettings;
 use troupe_tools::{RegistryError, Tool, ToolRegistry};
 
 /// The default bound on model calls per request.
@@ -40,6 +42,8 @@ pub struct AgentSpec {
     pub max_tokens: Option<u32>,
     /// Whether the agent may message other agents through the `ask_agent` tool.
     pub team_messaging: bool,
+    /// Context budget and compaction behaviour.
+    pub compaction: CompactionSettings,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -66,6 +70,7 @@ impl AgentSpec {
             temperature: None,
             max_tokens: None,
             team_messaging: false,
+            compaction: CompactionSettings::default(),
         }
     }
 
@@ -108,6 +113,12 @@ impl AgentSpec {
     /// With this cap on generated tokens per model call.
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = Some(n);
+        self
+    }
+
+    /// With these compaction settings.
+    pub fn compaction(mut self, settings: CompactionSettings) -> Self {
+        self.compaction = settings;
         self
     }
 

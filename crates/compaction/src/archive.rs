@@ -9,7 +9,7 @@
 //! The serde form is JSONL-friendly: one [`ArchiveEntry`] per line.
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, MessageId, StoredMessage};
+use troupe_runtime::{ChatMessage, MessageId, MessageKind, StoredMessage};
 
 /// One archived original and what replaced it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,7 +99,7 @@ impl Archive {
         self.entries.extend(originals.iter().map(|m| ArchiveEntry {
             replaced_by: Some(replacement),
             after: None,
-            original: StoredMessage::from(m),
+            original: stored(m),
         }));
     }
 
@@ -108,7 +108,7 @@ impl Archive {
         self.entries.push(ArchiveEntry {
             replaced_by: None,
             after,
-            original: StoredMessage::from(original),
+            original: stored(original),
         });
     }
 
@@ -158,6 +158,16 @@ impl Archive {
     }
 }
 
+/// `message` as stored: id and kind only in the outer record, as they are after a serde round
+/// trip (the inner message's copies are never serialized), so entries compare equal after
+/// being written and read back.
+fn stored(message: &ChatMessage) -> StoredMessage {
+    let mut inner = message.clone();
+    inner.id = MessageId::UNASSIGNED;
+    inner.kind = MessageKind::Normal;
+    StoredMessage { id: message.id, kind: message.kind, message: inner }
+}
+
 /// Restore the conversation `compacted` came from, by undoing the archive's entries in reverse.
 ///
 /// With the archive of one compaction this returns that compaction's input exactly
@@ -201,7 +211,7 @@ pub fn expand(compacted: &[ChatMessage], archive: &Archive) -> Result<Vec<ChatMe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use troupe_runtime::{Conversation, MessageKind};
+    use troupe_runtime::Conversation;
 
     #[test]
     fn undo_restores_replacements_and_removals_in_order() {

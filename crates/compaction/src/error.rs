@@ -25,7 +25,7 @@ pub enum Refusal {
         reason: ProtectionReason,
     },
     /// `compress_tool_result` on something that is not a tool result.
-    #[error("{id} is a {role} message; compress_tool_result only accepts tool results")]
+    #[error("{id} is a message from the {role}, not a tool result; compress_tool_result only accepts tool results")]
     NotToolResult {
         /// The message.
         id: MessageId,

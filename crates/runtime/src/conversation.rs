@@ -85,6 +85,11 @@ impl Conversation {
         self.messages.iter().find(|m| m.id == id)
     }
 
+    /// The message with this id, to edit in place (its id cannot change through this).
+    pub fn get_mut(&mut self, id: MessageId) -> Option<&mut ChatMessage> {
+        self.messages.iter_mut().find(|m| m.id == id)
+    }
+
     /// The position of the message with this id.
     pub fn position(&self, id: MessageId) -> Option<usize> {
         self.messages.iter().position(|m| m.id == id)

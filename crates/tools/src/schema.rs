@@ -7,8 +7,9 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
 
-/// The `parameters` schema for `T`: an inlined object schema without `$schema`, `title` or
-/// non-standard numeric `format`s. Recursive types keep their `$defs`.
+/// The `parameters` schema for `T`: an inlined object schema without `$schema`, `title`,
+/// non-standard numeric `format`s, `default: null` or a root description. Doc-comment line breaks
+/// inside a paragraph become spaces. Recursive types keep their `$defs`.
 pub fn parameters_schema<T: JsonSchema>() -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
         s.inline_subschemas = true;
@@ -20,6 +21,8 @@ pub fn parameters_schema<T: JsonSchema>() -> Value {
         .to_value();
     clean_schema(&mut schema);
     if let Value::Object(root) = &mut schema {
+        // The function has its own description; the args struct's doc comment only repeats it.
+        root.remove("description");
         // OpenAI documents `properties` on every function's parameters, even an empty one.
         if root.get("type").and_then(Value::as_str) == Some("object") {
             root.entry("properties")
@@ -58,6 +61,13 @@ fn clean_schema(schema: &mut Value) {
             {
                 map.remove("format");
             }
+            // `#[serde(default)]` on an Option says nothing the `null` type does not.
+            if map.get("default") == Some(&Value::Null) {
+                map.remove("default");
+            }
+            if let Some(Value::String(text)) = map.get_mut("description") {
+                *text = unwrap_lines(text);
+            }
             for (key, value) in map.iter_mut() {
                 if SCHEMA_MAPS.contains(&key.as_str()) {
                     if let Value::Object(named) = value {
@@ -71,4 +81,18 @@ fn clean_schema(schema: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(clean_schema),
         _ => {}
     }
+}
+
+/// Doc comments arrive hard-wrapped; a model should see paragraphs, as rustdoc renders them.
+fn unwrap_lines(text: &str) -> String {
+    text.split("\n\n")
+        .map(|paragraph| {
+            paragraph
+                .split('\n')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }

@@ -14,10 +14,10 @@ pub mod retry;
 pub mod scripted;
 pub mod select;
 
+#[cfg(feature = "local")]
+pub use local::{LocalModel, LocalModelConfig, LocalModelError};
 pub use openai::{OpenAiConfig, OpenAiModel};
 pub use replay::{RecordingModel, ReplayModel};
 pub use retry::RetryPolicy;
 pub use scripted::{ScriptedModel, ScriptedReply};
 pub use select::{CompactionModel, ConfiguredModel, compaction_model, default_model};
-#[cfg(feature = "local")]
-pub use local::{LocalModel, LocalModelConfig, LocalModelError};

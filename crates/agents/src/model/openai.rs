@@ -141,11 +141,16 @@ impl OpenAiConfig {
         api_key: impl Into<String>,
     ) -> Self {
         let deployment = deployment.into();
-        let base = format!("{}/openai/deployments/{deployment}", endpoint.trim_end_matches('/'));
+        let base = format!(
+            "{}/openai/deployments/{deployment}",
+            endpoint.trim_end_matches('/')
+        );
         let mut config = OpenAiConfig::new(base, deployment);
         config.api_key = Some(api_key.into());
         config.auth_style = AuthStyle::ApiKeyHeader;
-        config.query.push(("api-version".to_string(), api_version.into()));
+        config
+            .query
+            .push(("api-version".to_string(), api_version.into()));
         config.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         config
     }
@@ -207,7 +212,10 @@ pub fn known_context_window(model: &str) -> usize {
         ("gpt-3.5-turbo", 16_385),
         ("gpt-4", 8_192),
     ];
-    table.iter().find(|(prefix, _)| m.starts_with(prefix)).map_or(8_192, |(_, window)| *window)
+    table
+        .iter()
+        .find(|(prefix, _)| m.starts_with(prefix))
+        .map_or(8_192, |(_, window)| *window)
 }
 
 /// A chat model behind an OpenAI-compatible HTTP API.
@@ -238,7 +246,11 @@ impl OpenAiModel {
             .build()
             .map_err(|e| ModelError::Transport(format!("cannot build the HTTP client: {e}")))?;
         let endpoint = format!("{}/chat/completions", config.base_url);
-        Ok(OpenAiModel { config, http, endpoint })
+        Ok(OpenAiModel {
+            config,
+            http,
+            endpoint,
+        })
     }
 
     /// A provider configured from the environment (see [`OpenAiConfig::from_env`]).
@@ -293,7 +305,12 @@ impl OpenAiModel {
         if status.is_success() {
             return parse_response(&bytes).map_err(AttemptError::fatal);
         }
-        Err(classify_status(status, retry_after, &bytes, &self.config.model))
+        Err(classify_status(
+            status,
+            retry_after,
+            &bytes,
+            &self.config.model,
+        ))
     }
 }
 
@@ -348,7 +365,11 @@ struct AttemptError {
 
 impl AttemptError {
     fn fatal(error: ModelError) -> Self {
-        AttemptError { error, retryable: false, retry_after: None }
+        AttemptError {
+            error,
+            retryable: false,
+            retry_after: None,
+        }
     }
 
     fn timeout(limit: Duration) -> Self {
@@ -363,7 +384,11 @@ impl AttemptError {
         // Connection failures and dropped connections are retried: the request never produced
         // an answer. A body-decode failure is not a transport problem and never lands here.
         let retryable = e.is_connect() || e.is_request() || e.is_body() || e.is_timeout();
-        AttemptError { error: ModelError::Transport(e.to_string()), retryable, retry_after: None }
+        AttemptError {
+            error: ModelError::Transport(e.to_string()),
+            retryable,
+            retry_after: None,
+        }
     }
 }
 
@@ -382,12 +407,17 @@ fn classify_status(
     body: &[u8],
     model: &str,
 ) -> AttemptError {
-    let api = serde_json::from_slice::<WrappedError>(body).ok().map(|w| w.error);
+    let api = serde_json::from_slice::<WrappedError>(body)
+        .ok()
+        .map(|w| w.error);
     let message = api.as_ref().map_or_else(
         || String::from_utf8_lossy(body).chars().take(500).collect(),
         ApiError::to_string,
     );
-    let kind = api.as_ref().and_then(|a| a.r#type.clone()).unwrap_or_default();
+    let kind = api
+        .as_ref()
+        .and_then(|a| a.r#type.clone())
+        .unwrap_or_default();
     let code = status.as_u16();
     let fatal = AttemptError::fatal;
     match status {
@@ -400,17 +430,25 @@ fn classify_status(
             retry_after,
         },
         s if s.is_server_error() => AttemptError {
-            error: ModelError::Server { status: code, message },
+            error: ModelError::Server {
+                status: code,
+                message,
+            },
             retryable: true,
             retry_after,
         },
         StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => fatal(ModelError::Auth(message)),
-        _ if is_context_length_error(&api, &kind, &message) || status == StatusCode::PAYLOAD_TOO_LARGE => {
+        _ if is_context_length_error(&api, &kind, &message)
+            || status == StatusCode::PAYLOAD_TOO_LARGE =>
+        {
             fatal(ModelError::ContextLengthExceeded(message))
         }
         StatusCode::NOT_FOUND => fatal(ModelError::UnknownModel(model.to_string())),
         _ if code_is(&api, "model_not_found") => fatal(ModelError::UnknownModel(model.to_string())),
-        _ => fatal(ModelError::BadRequest { status: code, message }),
+        _ => fatal(ModelError::BadRequest {
+            status: code,
+            message,
+        }),
     }
 }
 
@@ -498,11 +536,19 @@ fn build_request(
 /// finish reasons. Those fields are normalised on the JSON before the typed parse, and the raw
 /// finish reason is kept, so a server's quirk is not a failed call.
 fn parse_response(bytes: &[u8]) -> Result<ChatResponse, ModelError> {
-    let snippet = || String::from_utf8_lossy(bytes).chars().take(200).collect::<String>();
+    let snippet = || {
+        String::from_utf8_lossy(bytes)
+            .chars()
+            .take(200)
+            .collect::<String>()
+    };
     let mut value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ModelError::InvalidResponse(format!("not JSON ({e}): {}", snippet())))?;
     let Some(object) = value.as_object_mut() else {
-        return Err(ModelError::InvalidResponse(format!("not a JSON object: {}", snippet())));
+        return Err(ModelError::InvalidResponse(format!(
+            "not a JSON object: {}",
+            snippet()
+        )));
     };
     for (key, default) in [("id", ""), ("model", ""), ("object", "chat.completion")] {
         object.entry(key).or_insert_with(|| Value::from(default));
@@ -519,10 +565,13 @@ fn parse_response(bytes: &[u8]) -> Result<ChatResponse, ModelError> {
             *reason = Value::Null;
         }
     }
-    let wire: CreateChatCompletionResponse = serde_json::from_value(value)
-        .map_err(|e| ModelError::InvalidResponse(format!("unexpected shape ({e}): {}", snippet())))?;
+    let wire: CreateChatCompletionResponse = serde_json::from_value(value).map_err(|e| {
+        ModelError::InvalidResponse(format!("unexpected shape ({e}): {}", snippet()))
+    })?;
     let Some(choice) = wire.choices.into_iter().next() else {
-        return Err(ModelError::InvalidResponse("the response has no choices".to_string()));
+        return Err(ModelError::InvalidResponse(
+            "the response has no choices".to_string(),
+        ));
     };
     let calls: Vec<ToolCall> = choice
         .message
@@ -544,7 +593,9 @@ fn parse_response(bytes: &[u8]) -> Result<ChatResponse, ModelError> {
         ChatMessage::assistant_tool_calls(choice.message.content, calls)
     };
     if let Some(refusal) = choice.message.refusal {
-        message.extra.insert("refusal".to_string(), Value::String(refusal));
+        message
+            .extra
+            .insert("refusal".to_string(), Value::String(refusal));
     }
     let finish_reason = match raw_finish.as_deref() {
         None | Some("stop") => {
@@ -563,7 +614,11 @@ fn parse_response(bytes: &[u8]) -> Result<ChatResponse, ModelError> {
         input_tokens: u64::from(u.prompt_tokens),
         output_tokens: u64::from(u.completion_tokens),
     });
-    Ok(ChatResponse { message, usage, finish_reason })
+    Ok(ChatResponse {
+        message,
+        usage,
+        finish_reason,
+    })
 }
 
 #[cfg(test)]
@@ -593,7 +648,10 @@ mod tests {
         };
         let wire = build_request(&config, &request).map(|w| serde_json::to_value(w).ok());
         let wire = wire.ok().flatten().unwrap_or_default();
-        assert_eq!(wire["messages"][2]["tool_calls"][0]["function"]["name"], "add");
+        assert_eq!(
+            wire["messages"][2]["tool_calls"][0]["function"]["name"],
+            "add"
+        );
         assert_eq!(wire["messages"][3]["tool_call_id"], "c1");
         assert_eq!(wire["tools"][0]["type"], "function");
         assert_eq!(wire["tool_choice"]["function"]["name"], "add");
@@ -606,7 +664,11 @@ mod tests {
         let by_words = br#"{"error":{"message":"This model's maximum context length is 4096 tokens","type":"BadRequestError","param":null,"code":null}}"#;
         for body in [&by_code[..], &by_words[..]] {
             let e = classify_status(StatusCode::BAD_REQUEST, None, body, "m");
-            assert!(matches!(e.error, ModelError::ContextLengthExceeded(_)), "{:?}", e.error);
+            assert!(
+                matches!(e.error, ModelError::ContextLengthExceeded(_)),
+                "{:?}",
+                e.error
+            );
             assert!(!e.retryable);
         }
     }

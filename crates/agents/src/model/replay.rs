@@ -103,7 +103,11 @@ impl From<&ModelError> for RecordedError {
             ModelError::Unavailable(m) => ("unavailable", m.clone(), None),
             other => ("other", other.to_string(), None),
         };
-        RecordedError { kind: kind.to_string(), message, status }
+        RecordedError {
+            kind: kind.to_string(),
+            message,
+            status,
+        }
     }
 }
 
@@ -115,8 +119,14 @@ impl From<RecordedError> for ModelError {
             "unknown_model" => ModelError::UnknownModel(e.message),
             "context_length_exceeded" => ModelError::ContextLengthExceeded(e.message),
             "rate_limited" => ModelError::RateLimited(e.message),
-            "server" => ModelError::Server { status, message: e.message },
-            "bad_request" => ModelError::BadRequest { status, message: e.message },
+            "server" => ModelError::Server {
+                status,
+                message: e.message,
+            },
+            "bad_request" => ModelError::BadRequest {
+                status,
+                message: e.message,
+            },
             "timeout" => ModelError::Timeout(e.message.parse().unwrap_or(0)),
             "invalid_response" => ModelError::InvalidResponse(e.message),
             "transport" => ModelError::Transport(e.message),
@@ -153,8 +163,15 @@ impl<M: ChatModel> RecordingModel<M> {
     /// [`ReplayError::Io`] when the file cannot be created.
     pub fn create(inner: M, path: impl AsRef<Path>) -> Result<Self, ReplayError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::create(&path).map_err(|source| ReplayError::Io { path: path.clone(), source })?;
-        Ok(RecordingModel { inner, path, file: Mutex::new(file) })
+        let file = File::create(&path).map_err(|source| ReplayError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(RecordingModel {
+            inner,
+            path,
+            file: Mutex::new(file),
+        })
     }
 
     /// The wrapped model.
@@ -171,11 +188,19 @@ impl<M: ChatModel> RecordingModel<M> {
         let mut line = serde_json::to_string(record)
             .map_err(|e| ModelError::Unavailable(format!("cannot encode a recorded call: {e}")))?;
         line.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // One write per line, then flush: a crash leaves whole lines behind.
-        file.write_all(line.as_bytes()).and_then(|()| file.flush()).map_err(|e| {
-            ModelError::Unavailable(format!("cannot write cassette {}: {e}", self.path.display()))
-        })
+        file.write_all(line.as_bytes())
+            .and_then(|()| file.flush())
+            .map_err(|e| {
+                ModelError::Unavailable(format!(
+                    "cannot write cassette {}: {e}",
+                    self.path.display()
+                ))
+            })
     }
 }
 
@@ -188,8 +213,12 @@ impl<M: ChatModel> ChatModel for RecordingModel<M> {
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let recorded = RecordedRequest::from(&request);
         let result = self.inner.chat(request).await;
-        let mut record =
-            Record { model: self.inner.info(), request: recorded, response: None, error: None };
+        let mut record = Record {
+            model: self.inner.info(),
+            request: recorded,
+            response: None,
+            error: None,
+        };
         match &result {
             Ok(r) => {
                 record.response = Some(RecordedResponse {
@@ -224,10 +253,16 @@ impl ReplayModel {
     /// [`ReplayError`] when the file cannot be read or a line is not a recorded call.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ReplayError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|source| ReplayError::Io { path: path.clone(), source })?;
+        let file = File::open(&path).map_err(|source| ReplayError::Io {
+            path: path.clone(),
+            source,
+        })?;
         let mut records = VecDeque::new();
         for (i, line) in BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|source| ReplayError::Io { path: path.clone(), source })?;
+            let line = line.map_err(|source| ReplayError::Io {
+                path: path.clone(),
+                source,
+            })?;
             if line.trim().is_empty() {
                 continue;
             }
@@ -246,10 +281,18 @@ impl ReplayModel {
             records.push_back(record);
         }
         let info = records.front().map_or_else(
-            || ModelInfo { name: "replay".to_string(), context_window: 8192, supports_tools: true },
+            || ModelInfo {
+                name: "replay".to_string(),
+                context_window: 8192,
+                supports_tools: true,
+            },
             |r| r.model.clone(),
         );
-        Ok(ReplayModel { info, records: Mutex::new(records), served: Mutex::new(0) })
+        Ok(ReplayModel {
+            info,
+            records: Mutex::new(records),
+            served: Mutex::new(0),
+        })
     }
 
     /// Calls not yet served.
@@ -286,7 +329,9 @@ impl ChatModel for ReplayModel {
             });
         }
         let Some(record) = records.pop_front() else {
-            return Err(ModelError::Unavailable("replay: cassette emptied concurrently".into()));
+            return Err(ModelError::Unavailable(
+                "replay: cassette emptied concurrently".into(),
+            ));
         };
         *served += 1;
         match (record.response, record.error) {
@@ -351,7 +396,10 @@ fn first_difference(expected: &RecordedRequest, got: &RecordedRequest) -> Option
 
 fn message_difference(expected: &ChatMessage, got: &ChatMessage) -> Option<String> {
     if expected.role != got.role {
-        return Some(format!("role differs: expected {}, got {}", expected.role, got.role));
+        return Some(format!(
+            "role differs: expected {}, got {}",
+            expected.role, got.role
+        ));
     }
     // Compare wire forms: that is what the model saw.
     let e = serde_json::to_value(expected).unwrap_or(Value::Null);
@@ -374,7 +422,11 @@ fn message_difference(expected: &ChatMessage, got: &ChatMessage) -> Option<Strin
             ));
         }
     }
-    Some(format!("differs: expected {}, got {}", shorten(&e.to_string(), 200), shorten(&g.to_string(), 200)))
+    Some(format!(
+        "differs: expected {}, got {}",
+        shorten(&e.to_string(), 200),
+        shorten(&g.to_string(), 200)
+    ))
 }
 
 /// Both texts around their first differing character, so long messages give short errors.
@@ -385,14 +437,21 @@ fn text_difference(expected: &str, got: &str) -> String {
         .find(|((_, a), b)| a != b)
         .map_or_else(|| expected.len().min(got.len()), |((i, _), _)| i);
     let window = |s: &str| {
-        let start = s.floor_char_boundary(at.saturating_sub(30));
+        let mut start = at.saturating_sub(30).min(s.len());
+        while !s.is_char_boundary(start) {
+            start -= 1;
+        }
         let rest = &s[start..];
         let snippet: String = rest.chars().take(80).collect();
         let prefix = if start > 0 { "…" } else { "" };
         let suffix = if rest.chars().count() > 80 { "…" } else { "" };
         format!("{prefix}{snippet}{suffix}")
     };
-    format!("at byte {at}: expected {:?}, got {:?}", window(expected), window(got))
+    format!(
+        "at byte {at}: expected {:?}, got {:?}",
+        window(expected),
+        window(got)
+    )
 }
 
 fn shorten(s: &str, max: usize) -> String {

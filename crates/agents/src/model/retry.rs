@@ -35,7 +35,10 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// A policy that never retries.
     pub fn none() -> Self {
-        RetryPolicy { max_retries: 0, ..RetryPolicy::default() }
+        RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        }
     }
 
     /// The wait before retry number `retry` (0-based), or `None` when the server asked for a
@@ -49,7 +52,10 @@ impl RetryPolicy {
             return (wait <= self.max_retry_after).then_some(wait);
         }
         let factor = 2u32.saturating_pow(retry);
-        let base = self.initial_backoff.saturating_mul(factor).min(self.max_backoff);
+        let base = self
+            .initial_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff);
         let half = base / 2;
         Some(half + half.mul_f64(random_fraction()))
     }
@@ -87,17 +93,33 @@ mod tests {
             max_backoff: Duration::from_millis(1000),
             ..RetryPolicy::default()
         };
-        for (retry, base_ms) in [(0, 100), (1, 200), (2, 400), (3, 800), (4, 1000), (30, 1000)] {
+        for (retry, base_ms) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (30, 1000),
+        ] {
             let d = policy.delay(retry, None).unwrap_or_default();
             let base = Duration::from_millis(base_ms);
-            assert!(d >= base / 2 && d <= base, "retry {retry}: {d:?} not in [{base_ms}/2, {base_ms}]");
+            assert!(
+                d >= base / 2 && d <= base,
+                "retry {retry}: {d:?} not in [{base_ms}/2, {base_ms}]"
+            );
         }
     }
 
     #[test]
     fn retry_after_wins_unless_too_long() {
-        let policy = RetryPolicy { max_retry_after: Duration::from_secs(10), ..Default::default() };
-        assert_eq!(policy.delay(0, Some(Duration::from_secs(3))), Some(Duration::from_secs(3)));
+        let policy = RetryPolicy {
+            max_retry_after: Duration::from_secs(10),
+            ..Default::default()
+        };
+        assert_eq!(
+            policy.delay(0, Some(Duration::from_secs(3))),
+            Some(Duration::from_secs(3))
+        );
         assert_eq!(policy.delay(0, Some(Duration::from_secs(11))), None);
     }
 
@@ -107,6 +129,9 @@ mod tests {
         assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
         assert_eq!(parse_retry_after("-1"), None);
-        assert_eq!(parse_retry_after_ms("250"), Some(Duration::from_millis(250)));
+        assert_eq!(
+            parse_retry_after_ms("250"),
+            Some(Duration::from_millis(250))
+        );
     }
 }

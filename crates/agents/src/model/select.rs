@@ -19,7 +19,11 @@ pub struct ConfiguredModel {
 impl ConfiguredModel {
     /// A configured model of unknown cost.
     pub fn new(name: impl Into<String>, model: Arc<dyn ChatModel>) -> Self {
-        ConfiguredModel { name: name.into(), model, cost_rank: None }
+        ConfiguredModel {
+            name: name.into(),
+            model,
+            cost_rank: None,
+        }
     }
 
     /// This model with a cost rank (lower is cheaper).
@@ -100,7 +104,11 @@ pub fn compaction_model(
             })
             .ok_or_else(|| UnknownCompactionModel {
                 name: name.to_string(),
-                known: configured.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", "),
+                known: configured
+                    .iter()
+                    .map(|m| m.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
     }
     let cheapest = configured
@@ -144,7 +152,9 @@ pub async fn default_model() -> Result<Arc<dyn ChatModel>, ModelError> {
 
 #[cfg(feature = "local")]
 async fn local_default() -> Result<Arc<dyn ChatModel>, ModelError> {
-    let model = super::local::LocalModel::load_default().await.map_err(ModelError::from)?;
+    let model = super::local::LocalModel::load_default()
+        .await
+        .map_err(ModelError::from)?;
     Ok(Arc::new(model))
 }
 
@@ -178,18 +188,26 @@ mod tests {
         };
         assert_eq!(
             pick(Some("big"), &configured),
-            Ok(("big".into(), CompactionModelSource::Configured("big".into())))
+            Ok((
+                "big".into(),
+                CompactionModelSource::Configured("big".into())
+            ))
         );
         assert_eq!(
             pick(None, &configured),
-            Ok(("small".into(), CompactionModelSource::Cheapest("small".into())))
+            Ok((
+                "small".into(),
+                CompactionModelSource::Cheapest("small".into())
+            ))
         );
         assert_eq!(
             pick(Some(" "), &configured[2..]),
             Ok(("own".into(), CompactionModelSource::AgentOwn))
         );
         let err = pick(Some("tiny"), &configured).err();
-        assert_eq!(err.map(|e| e.to_string()).unwrap_or_default(),
-            "compaction model `tiny` is not configured (configured: big, small, unranked)");
+        assert_eq!(
+            err.map(|e| e.to_string()).unwrap_or_default(),
+            "compaction model `tiny` is not configured (configured: big, small, unranked)"
+        );
     }
 }

@@ -1,1 +1,6 @@
 mod llm_agent;
+mod model_fault_server;
+#[cfg(feature = "local")]
+mod model_local;
+mod model_openai;
+mod model_replay;

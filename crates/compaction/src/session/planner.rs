@@ -197,10 +197,7 @@ impl CompactionSession<'_> {
             match result {
                 Ok(Some(_)) => outcome.applied += 1,
                 Ok(None) => break,
-                Err(refusal) => {
-                    outcome.refused += 1;
-                    self.remember_refusal(&step, &refusal);
-                }
+                Err(_) => outcome.refused += 1,
             }
         }
         let status = self.verify_target();
@@ -214,7 +211,23 @@ impl CompactionSession<'_> {
     }
 
     /// Apply one planned step; `Ok(None)` when it needs a summarizer and there is none.
+    ///
+    /// A refused step is remembered, so [`CompactionSession::plan_next_step`] does not propose
+    /// it again; a summarizer failure ends tier 3 for this session and is recorded as a
+    /// fallback for the report.
     pub async fn apply_step(
+        &mut self,
+        step: &PlannedStep,
+        summarizer: Option<&dyn Summarizer>,
+    ) -> Result<Option<StepOutcome>, Refusal> {
+        let result = self.try_step(step, summarizer).await;
+        if let Err(refusal) = &result {
+            self.remember_refusal(step, refusal);
+        }
+        result
+    }
+
+    async fn try_step(
         &mut self,
         step: &PlannedStep,
         summarizer: Option<&dyn Summarizer>,

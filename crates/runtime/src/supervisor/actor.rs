@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tracing::Instrument;
 
-use crate::supervisor::behavior::{AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::supervisor::behavior::{AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint, Job};
+use crate::trace::TraceContext;
 
 /// A message to an agent actor.
 pub enum AgentMsg {
@@ -18,14 +21,27 @@ pub enum AgentMsg {
         /// Where the answer goes.
         reply: Option<RpcReplyPort<Result<String, AgentError>>>,
     },
+    /// Handle a typed job; answer on `reply`.
+    Job {
+        /// The job.
+        job: Job,
+        /// The trace it belongs to.
+        trace: TraceContext,
+        /// Where the answer goes.
+        reply: RpcReplyPort<Result<Job, AgentError>>,
+    },
     /// Run a closure on the behaviour between requests (typed access, runtime tool registration).
-    Apply(Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>),
+    Apply(BehaviorFn),
 }
+
+/// A closure run on an agent's behaviour between requests.
+pub type BehaviorFn = Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>;
 
 impl fmt::Debug for AgentMsg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AgentMsg::Request { request, .. } => f.debug_struct("Request").field("request", request).finish(),
+            AgentMsg::Job { trace, .. } => f.debug_struct("Job").field("trace", trace).finish(),
             AgentMsg::Apply(_) => f.write_str("Apply"),
         }
     }
@@ -62,12 +78,24 @@ pub(crate) struct AgentActorArgs {
     pub(crate) ctx: AgentContext,
     pub(crate) behavior: Box<dyn AgentBehavior>,
     pub(crate) checkpoints: CheckpointStore,
+    /// Set while a text request is being handled (read by `Directory::is_responding`).
+    pub(crate) responding: Arc<AtomicBool>,
 }
 
 pub(crate) struct AgentState {
     ctx: AgentContext,
     behavior: Box<dyn AgentBehavior>,
     checkpoints: CheckpointStore,
+    responding: Arc<AtomicBool>,
+}
+
+/// Clears the responding flag however the handler ends (including a panic).
+struct RespondingGuard(Arc<AtomicBool>);
+
+impl Drop for RespondingGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Actor for AgentActor {
@@ -81,7 +109,12 @@ impl Actor for AgentActor {
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         args.checkpoints.put(&args.ctx.name, args.behavior.checkpoint());
-        Ok(AgentState { ctx: args.ctx, behavior: args.behavior, checkpoints: args.checkpoints })
+        Ok(AgentState {
+            ctx: args.ctx,
+            behavior: args.behavior,
+            checkpoints: args.checkpoints,
+            responding: args.responding,
+        })
     }
 
     async fn handle(
@@ -100,7 +133,10 @@ impl Actor for AgentActor {
                     "troupe.parent_span_id" = %format!("{:016x}", request.trace.span_id),
                     "troupe.from" = request.from.as_deref().unwrap_or("user"),
                 );
+                state.responding.store(true, Ordering::SeqCst);
+                let guard = RespondingGuard(state.responding.clone());
                 let result = state.behavior.handle(request, &state.ctx).instrument(span).await;
+                drop(guard);
                 let fatal = match &result {
                     Err(e) if e.is_fatal() => Some(e.to_string()),
                     _ => None,
@@ -112,6 +148,25 @@ impl Actor for AgentActor {
                     // The caller may have timed out and gone; that is not the agent's failure.
                     let _ = reply.send(result);
                 }
+                if let Some(reason) = fatal {
+                    return Err(Box::new(FatalAgentError(reason)));
+                }
+            }
+            AgentMsg::Job { job, trace, reply } => {
+                let span = tracing::info_span!(
+                    "agent_job",
+                    "gen_ai.agent.name" = %state.ctx.name,
+                    "troupe.trace_id" = %trace.trace_id_hex(),
+                );
+                let result = state.behavior.handle_job(job, &state.ctx).instrument(span).await;
+                let fatal = match &result {
+                    Err(e) if e.is_fatal() => Some(e.to_string()),
+                    _ => None,
+                };
+                if fatal.is_none() {
+                    state.checkpoints.put(&state.ctx.name, state.behavior.checkpoint());
+                }
+                let _ = reply.send(result);
                 if let Some(reason) = fatal {
                     return Err(Box::new(FatalAgentError(reason)));
                 }

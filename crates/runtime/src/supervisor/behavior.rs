@@ -81,12 +81,24 @@ pub struct AgentContext {
     pub events: EventBus,
 }
 
+/// A typed in-process job for an agent (e.g. a compaction request): any `Send` value.
+///
+/// Jobs let agents exchange structured data without serializing it to text; the receiving
+/// behaviour downcasts it in [`AgentBehavior::handle_job`].
+pub type Job = Box<dyn Any + Send>;
+
 /// The logic of one agent. Handles one request at a time.
 #[async_trait]
 pub trait AgentBehavior: Send + 'static {
     /// Answer one request. Returning [`AgentError::Fatal`] (or panicking) restarts the agent
     /// from its last checkpoint; any other error is returned to the caller and the agent goes on.
     async fn handle(&mut self, request: AgentRequest, ctx: &AgentContext) -> Result<String, AgentError>;
+
+    /// Handle a typed job (see [`Job`]). The default refuses: most agents only take text.
+    async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
+        let _ = (job, ctx);
+        Err(AgentError::Refused("this agent does not take typed jobs".into()))
+    }
 
     /// The state to restore after a restart. Called after every request that did not fail fatally.
     fn checkpoint(&self) -> Checkpoint;

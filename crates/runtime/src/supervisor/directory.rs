@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -14,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::supervisor::actor::AgentMsg;
 use crate::supervisor::behavior::{AgentError, AgentRequest};
+use crate::trace::TraceContext;
 
 /// How long `ask` waits for the supervisor to settle an agent that just failed.
 const FAILURE_SETTLE: Duration = Duration::from_secs(2);
@@ -78,6 +81,8 @@ struct Entries {
     slots: HashMap<String, Slot>,
     /// Per agent: how many failures the supervisor has handled, and the last reason.
     failures: HashMap<String, (u64, String)>,
+    /// Per agent: set while it handles a text request (kept across restarts).
+    responding: HashMap<String, Arc<AtomicBool>>,
     shut_down: bool,
 }
 
@@ -86,6 +91,7 @@ struct Entries {
 pub struct Directory {
     entries: Arc<RwLock<Entries>>,
     changed: Arc<Notify>,
+    extensions: Arc<std::sync::Mutex<HashMap<std::any::TypeId, Arc<dyn Any + Send + Sync>>>>,
 }
 
 impl fmt::Debug for Directory {
@@ -121,6 +127,32 @@ impl Directory {
     /// Whether `name` is a live agent.
     pub fn is_live(&self, name: &str) -> bool {
         self.read(|e| matches!(e.slots.get(name), Some(Slot::Live(_))))
+    }
+
+    /// The team-wide service of type `T`, created with `init` on first use.
+    ///
+    /// Teams use this for shared coordination state (e.g. which compactions are in flight)
+    /// without the runtime knowing the types.
+    pub fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
+        let mut map = self.extensions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = std::any::TypeId::of::<T>();
+        if let Some(existing) = map.get(&key).cloned()
+            && let Ok(typed) = existing.downcast::<T>()
+        {
+            return typed;
+        }
+        let fresh = Arc::new(init());
+        map.insert(key, fresh.clone());
+        fresh
+    }
+
+    /// Whether `name` is handling a text request right now (`false` for unknown names).
+    pub fn is_responding(&self, name: &str) -> bool {
+        self.read(|e| e.responding.get(name).is_some_and(|f| f.load(Ordering::SeqCst)))
+    }
+
+    pub(crate) fn responding_flag(&self, name: &str) -> Arc<AtomicBool> {
+        self.write(|e| e.responding.entry(name.to_string()).or_default().clone())
     }
 
     pub(crate) fn set_live(&self, name: &str, actor: ActorRef<AgentMsg>) {
@@ -178,6 +210,30 @@ impl Directory {
             .await;
         match call {
             Ok(CallResult::Success(Ok(answer))) => Ok(answer),
+            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent { name: name.to_string(), error }),
+            Ok(CallResult::Timeout) => Err(AskError::Timeout { name: name.to_string(), timeout }),
+            Ok(CallResult::SenderError) | Err(_) => Err(self.failure_after(name, failures_before).await),
+        }
+    }
+
+    /// Give `name` a typed job and wait up to `timeout` for its typed answer.
+    ///
+    /// The answer must be an `R`; anything else is reported as the agent's error.
+    pub async fn ask_job<J, R>(&self, name: &str, job: J, trace: TraceContext, timeout: Duration) -> Result<R, AskError>
+    where
+        J: Any + Send,
+        R: Any + Send,
+    {
+        let actor = self.resolve_settled(name).await?;
+        let failures_before = self.failure_count(name);
+        let call = actor
+            .call(|reply| AgentMsg::Job { job: Box::new(job), trace, reply }, Some(timeout))
+            .await;
+        match call {
+            Ok(CallResult::Success(Ok(answer))) => answer.downcast::<R>().map(|b| *b).map_err(|_| AskError::Agent {
+                name: name.to_string(),
+                error: AgentError::Failed("the agent answered the job with an unexpected type".into()),
+            }),
             Ok(CallResult::Success(Err(error))) => Err(AskError::Agent { name: name.to_string(), error }),
             Ok(CallResult::Timeout) => Err(AskError::Timeout { name: name.to_string(), timeout }),
             Ok(CallResult::SenderError) | Err(_) => Err(self.failure_after(name, failures_before).await),

@@ -102,6 +102,7 @@ impl Supervisor {
             },
             behavior,
             checkpoints: state.args.checkpoints.clone(),
+            responding: state.args.directory.responding_flag(name),
         };
         let (actor, _join) = Actor::spawn_linked(None, AgentActor, args, myself.get_cell())
             .await

@@ -151,6 +151,11 @@ impl Team {
         rx.await.map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "it stopped".into() })
     }
 
+    /// Whether the agent is handling a text request right now.
+    pub fn is_responding(&self, name: &str) -> bool {
+        self.directory.is_responding(name)
+    }
+
     /// The agent's last checkpoint (its conversation as of its last completed request).
     pub fn checkpoint(&self, name: &str) -> Option<Checkpoint> {
         self.checkpoints.get(name)

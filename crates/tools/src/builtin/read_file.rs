@@ -13,6 +13,10 @@ use crate::workspace::resolve;
 
 /// Files larger than this are refused rather than loaded whole into memory.
 const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
+/// Content returned per call at most, in whole lines: below the registry's default output cap,
+/// so a long file comes back as valid JSON with an `end_line` to continue from instead of being
+/// cut in the middle.
+const MAX_CONTENT_BYTES: usize = 48 * 1024;
 
 /// The `read_file` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,6 +50,9 @@ pub struct ReadFileOutput {
     pub line_count: usize,
     /// Hex sha256 of the whole file.
     pub sha256: String,
+    /// Whether fewer lines than asked were returned because they would not fit in one result;
+    /// read on from `end_line + 1`.
+    pub truncated: bool,
 }
 
 #[async_trait]
@@ -59,7 +66,8 @@ impl Tool for ReadFile {
 
     fn description(&self) -> &str {
         "Read a text file in the workspace. Returns its content (optionally only lines \
-         start_line..=end_line), its total line count and its sha256."
+         start_line..=end_line), its total line count and its sha256. Long files come back in \
+         parts: when truncated is true, call again with start_line = end_line + 1."
     }
 
     async fn call(
@@ -91,17 +99,14 @@ impl Tool for ReadFile {
         let text = String::from_utf8_lossy(&bytes);
         let total = line_count(&text);
         let (start, end) = line_range(&file.relative, total, args.start_line, args.end_line)?;
-        let content = if args.start_line.is_none() && args.end_line.is_none() {
-            text.clone().into_owned()
-        } else {
-            select_lines(&text, start, end)
-        };
+        let (content, end) = select_lines(&text, start, end, MAX_CONTENT_BYTES);
+        let truncated = total > 0 && end < args.end_line.unwrap_or(total).min(total);
         let sha256 = sha256_hex(&bytes);
         let mut entry = ctx
             .ledger_entry(file.relative.clone(), FileAccess::Read)
             .with_line_count(total)
             .with_sha256(sha256.clone());
-        if args.start_line.is_some() || args.end_line.is_some() {
+        if args.start_line.is_some() || args.end_line.is_some() || truncated {
             entry = entry.with_lines(start, end);
         }
         ctx.ledger.record(entry);
@@ -112,6 +117,7 @@ impl Tool for ReadFile {
             end_line: end,
             line_count: total,
             sha256,
+            truncated,
         })
     }
 }
@@ -141,12 +147,35 @@ fn line_range(
     Ok((start, end))
 }
 
-/// Lines `start..=end` with their line endings kept.
-fn select_lines(text: &str, start: usize, end: usize) -> String {
-    text.split_inclusive('\n')
+/// Lines `start..=end` with their line endings kept, stopping early (at a line boundary) before
+/// `max_bytes`; returns the text and the last line included. At least one line is returned,
+/// cut at `max_bytes` if it alone is longer.
+fn select_lines(text: &str, start: usize, end: usize, max_bytes: usize) -> (String, usize) {
+    if start == 0 {
+        return (String::new(), 0);
+    }
+    let mut out = String::new();
+    let mut last = start - 1;
+    for line in text
+        .split_inclusive('\n')
         .skip(start - 1)
         .take(end + 1 - start)
-        .collect()
+    {
+        if out.len() + line.len() > max_bytes {
+            if out.is_empty() {
+                let mut cut = max_bytes;
+                while !line.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                out.push_str(&line[..cut]);
+                last += 1;
+            }
+            break;
+        }
+        out.push_str(line);
+        last += 1;
+    }
+    (out, last)
 }
 
 /// An I/O failure in words a model can act on.

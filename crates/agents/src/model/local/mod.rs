@@ -75,7 +75,9 @@ pub enum LocalModelError {
 impl From<LocalModelError> for ModelError {
     fn from(e: LocalModelError) -> Self {
         match e {
-            LocalModelError::ContextLength { .. } => ModelError::ContextLengthExceeded(e.to_string()),
+            LocalModelError::ContextLength { .. } => {
+                ModelError::ContextLengthExceeded(e.to_string())
+            }
             LocalModelError::Cancelled => ModelError::Cancelled,
             other => ModelError::Unavailable(other.to_string()),
         }
@@ -155,12 +157,19 @@ impl LocalModel {
     /// [`LocalModelError`] when the weights cannot be found, fetched or loaded.
     pub async fn load(config: LocalModelConfig) -> Result<Self, LocalModelError> {
         let path = fetch::resolve_model_path(config.model_path.as_deref()).await?;
-        let options = EngineOptions { max_context: config.max_context, threads: config.threads };
+        let options = EngineOptions {
+            max_context: config.max_context,
+            threads: config.threads,
+        };
         let load_path = path.clone();
         let engine = tokio::task::spawn_blocking(move || engine::engine(&load_path, options))
             .await
             .map_err(|e| LocalModelError::Load(format!("loading task failed: {e}")))??;
-        Ok(LocalModel { engine, config: Arc::new(config), path })
+        Ok(LocalModel {
+            engine,
+            config: Arc::new(config),
+            path,
+        })
     }
 
     /// The default model: `TROUPE_MODEL` if set, else SmolLM2-135M-Instruct (fetched once).
@@ -199,7 +208,9 @@ impl LocalModel {
     }
 
     fn prompt(&self, messages: &[(String, String)]) -> String {
-        self.engine.apply_template(messages).unwrap_or_else(|| prompt::chatml(messages))
+        self.engine
+            .apply_template(messages)
+            .unwrap_or_else(|| prompt::chatml(messages))
     }
 
     /// Build the grammar for a tool call, falling back to a looser one (tool name constrained,
@@ -224,7 +235,9 @@ impl LocalModel {
         let reply = self.engine.submit(job)?;
         reply
             .await
-            .map_err(|_| ModelError::Unavailable("the inference thread dropped the request".into()))?
+            .map_err(|_| {
+                ModelError::Unavailable("the inference thread dropped the request".into())
+            })?
             .map_err(ModelError::from)
     }
 }
@@ -249,11 +262,17 @@ impl ChatModel for LocalModel {
         };
         let max_tokens = request.max_tokens.unwrap_or(self.config.default_max_tokens);
         // A cut-off call would not parse; give calls room for their arguments.
-        let max_tokens = if grammar.is_some() { max_tokens.max(256) } else { max_tokens };
+        let max_tokens = if grammar.is_some() {
+            max_tokens.max(256)
+        } else {
+            max_tokens
+        };
         let job = Job {
             prompt,
             max_tokens,
-            temperature: request.temperature.unwrap_or(self.config.default_temperature),
+            temperature: request
+                .temperature
+                .unwrap_or(self.config.default_temperature),
             seed: self.config.seed,
             grammar,
             cancel: Arc::new(AtomicBool::new(false)),

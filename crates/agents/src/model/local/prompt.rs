@@ -57,13 +57,21 @@ pub(crate) fn output_for<'a>(
             .map(|t| Output::ToolCall(vec![t]))
             .ok_or_else(|| format!("tool_choice names `{name}`, which is not among the tools")),
         ToolChoice::Auto => {
-            let last = request.messages.iter().rev().find(|m| m.role != Role::System);
+            let last = request
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.role != Role::System);
             let call = match policy {
                 AutoToolCalls::Always => true,
                 AutoToolCalls::Never => false,
                 AutoToolCalls::AfterUserMessage => last.is_some_and(|m| m.role == Role::User),
             };
-            Ok(if call { Output::ToolCall(all()) } else { Output::Text })
+            Ok(if call {
+                Output::ToolCall(all())
+            } else {
+                Output::Text
+            })
         }
     }
 }
@@ -191,7 +199,9 @@ pub(crate) fn loose_tool_call_schema(tools: &[&ToolDefinition]) -> Value {
 }
 
 fn hoist_definitions(schema: &mut Value, prefix: &str, defs: &mut Map<String, Value>) {
-    let Some(object) = schema.as_object_mut() else { return };
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
     object.remove("$schema");
     let mut local = Map::new();
     for key in ["$defs", "definitions"] {
@@ -212,7 +222,9 @@ fn rewrite_refs(value: &mut Value, prefix: &str) {
             for (key, v) in o.iter_mut() {
                 if key == "$ref" {
                     if let Some(r) = v.as_str() {
-                        let name = r.strip_prefix("#/$defs/").or_else(|| r.strip_prefix("#/definitions/"));
+                        let name = r
+                            .strip_prefix("#/$defs/")
+                            .or_else(|| r.strip_prefix("#/definitions/"));
                         if let Some(name) = name {
                             *v = Value::String(format!("#/$defs/{prefix}{name}"));
                         }
@@ -261,7 +273,10 @@ pub(crate) fn chatml(messages: &[(String, String)]) -> String {
 
 /// The assistant message for a parsed tool call.
 pub(crate) fn tool_call_message(id: String, name: String, arguments: String) -> ChatMessage {
-    ChatMessage::assistant_tool_calls(None, vec![troupe_runtime::ToolCall::new(id, name, arguments)])
+    ChatMessage::assistant_tool_calls(
+        None,
+        vec![troupe_runtime::ToolCall::new(id, name, arguments)],
+    )
 }
 
 #[cfg(test)]
@@ -269,7 +284,11 @@ mod tests {
     use super::*;
 
     fn tool(name: &str, parameters: Value) -> ToolDefinition {
-        ToolDefinition { name: name.into(), description: format!("{name} tool"), parameters }
+        ToolDefinition {
+            name: name.into(),
+            description: format!("{name} tool"),
+            parameters,
+        }
     }
 
     #[test]
@@ -277,12 +296,17 @@ mod tests {
         let mut request = ChatRequest::new(vec![ChatMessage::user("weather?")]);
         request.tools = vec![tool("weather", json!({"type": "object"}))];
         let policy = AutoToolCalls::AfterUserMessage;
-        assert!(matches!(output_for(&request, policy), Ok(Output::ToolCall(_))));
+        assert!(matches!(
+            output_for(&request, policy),
+            Ok(Output::ToolCall(_))
+        ));
         request.messages.push(ChatMessage::assistant_tool_calls(
             None,
             vec![troupe_runtime::ToolCall::new("c1", "weather", "{}")],
         ));
-        request.messages.push(ChatMessage::tool_result("c1", "sunny"));
+        request
+            .messages
+            .push(ChatMessage::tool_result("c1", "sunny"));
         assert_eq!(output_for(&request, policy), Ok(Output::Text));
         request.tool_choice = ToolChoice::Named("nope".into());
         assert!(output_for(&request, policy).is_err());
@@ -294,13 +318,23 @@ mod tests {
             ChatMessage::user("weather?"),
             ChatMessage::assistant_tool_calls(
                 None,
-                vec![troupe_runtime::ToolCall::new("c1", "weather", r#"{"city":"Oslo"}"#)],
+                vec![troupe_runtime::ToolCall::new(
+                    "c1",
+                    "weather",
+                    r#"{"city":"Oslo"}"#,
+                )],
             ),
             ChatMessage::tool_result("c1", "sunny"),
         ]);
         let rendered = render(&request, &Output::Text);
-        assert_eq!(rendered[1].1, r#"{"name": "weather", "arguments": {"city":"Oslo"}}"#);
-        assert_eq!(rendered[2], ("user".to_string(), "Result of weather:\nsunny".to_string()));
+        assert_eq!(
+            rendered[1].1,
+            r#"{"name": "weather", "arguments": {"city":"Oslo"}}"#
+        );
+        assert_eq!(
+            rendered[2],
+            ("user".to_string(), "Result of weather:\nsunny".to_string())
+        );
     }
 
     #[test]
@@ -313,8 +347,14 @@ mod tests {
         let b = tool("stop", json!({}));
         let schema = tool_call_schema(&[&a, &b]);
         assert_eq!(schema["oneOf"][0]["properties"]["name"]["const"], "move");
-        assert_eq!(schema["oneOf"][1]["properties"]["arguments"]["type"], "object");
-        assert_eq!(schema["oneOf"][0]["properties"]["arguments"]["properties"]["to"]["$ref"], "#/$defs/t0_Point");
+        assert_eq!(
+            schema["oneOf"][1]["properties"]["arguments"]["type"],
+            "object"
+        );
+        assert_eq!(
+            schema["oneOf"][0]["properties"]["arguments"]["properties"]["to"]["$ref"],
+            "#/$defs/t0_Point"
+        );
         assert!(schema["$defs"]["t0_Point"].is_object());
     }
 

@@ -9,7 +9,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 
-use super::{BATCH, backend, context_params, lock, weights, CONTEXT_CREATION};
+use super::{BATCH, CONTEXT_CREATION, backend, context_params, lock, weights};
 use crate::model::local::LocalModelError;
 
 /// Timings of one direct run.
@@ -48,14 +48,18 @@ impl Baseline {
     /// # Errors
     /// When the model or context cannot be created.
     pub fn new(path: &Path, max_context: u32, threads: usize) -> Result<Self, LocalModelError> {
-        let path = std::fs::canonicalize(path)
-            .map_err(|source| LocalModelError::Io { path: path.to_path_buf(), source })?;
+        let path = std::fs::canonicalize(path).map_err(|source| LocalModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let model = weights(&path)?;
         let n_ctx = model.n_ctx_train().min(max_context).max(256);
         let threads = i32::try_from(threads.max(1)).unwrap_or(1);
         let ctx = {
             let _creating = lock(&CONTEXT_CREATION);
-            model.new_context(backend()?, context_params(n_ctx, threads)).map_err(|e| fail("context", e))?
+            model
+                .new_context(backend()?, context_params(n_ctx, threads))
+                .map_err(|e| fail("context", e))?
         };
         Ok(Baseline { model, ctx })
     }
@@ -71,10 +75,13 @@ impl Baseline {
             .or_else(|_| llama_cpp_2::model::LlamaChatTemplate::new("chatml"))
             .map_err(|e| fail("template", e))?;
         let chat = [
-            LlamaChatMessage::new("system".into(), system.into()).map_err(|e| fail("message", e))?,
+            LlamaChatMessage::new("system".into(), system.into())
+                .map_err(|e| fail("message", e))?,
             LlamaChatMessage::new("user".into(), user.into()).map_err(|e| fail("message", e))?,
         ];
-        self.model.apply_chat_template(&template, &chat, true).map_err(|e| fail("template", e))
+        self.model
+            .apply_chat_template(&template, &chat, true)
+            .map_err(|e| fail("template", e))
     }
 
     /// Decode `prompt`, then generate greedily (with the provider's repetition penalty) until the
@@ -93,7 +100,9 @@ impl Baseline {
             batch.clear();
             for (i, t) in chunk.iter().enumerate() {
                 let pos = c * BATCH as usize + i;
-                batch.add(*t, pos as i32, &[0], pos == last).map_err(|e| fail("batch", e))?;
+                batch
+                    .add(*t, pos as i32, &[0], pos == last)
+                    .map_err(|e| fail("batch", e))?;
             }
             self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
         }
@@ -113,7 +122,9 @@ impl Baseline {
             }
             vocab.token_to_piece_into(token, &mut out, false, None);
             batch.clear();
-            batch.add(token, (tokens.len() + n) as i32, &[0], true).map_err(|e| fail("batch", e))?;
+            batch
+                .add(token, (tokens.len() + n) as i32, &[0], true)
+                .map_err(|e| fail("batch", e))?;
             n += 1;
             self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
             at = 0;

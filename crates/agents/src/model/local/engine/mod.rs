@@ -139,8 +139,10 @@ fn weights(path: &Path) -> Result<&'static LlamaModel, LocalModelError> {
 pub(crate) fn engine(path: &Path, options: EngineOptions) -> Result<Arc<Engine>, LocalModelError> {
     type Key = (PathBuf, EngineOptions);
     static ENGINES: OnceLock<Mutex<HashMap<Key, Arc<Engine>>>> = OnceLock::new();
-    let path = std::fs::canonicalize(path)
-        .map_err(|source| LocalModelError::Io { path: path.to_path_buf(), source })?;
+    let path = std::fs::canonicalize(path).map_err(|source| LocalModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     // Held while loading: two first uses of one file must not load it twice.
     let mut engines = lock(ENGINES.get_or_init(Default::default));
     if let Some(engine) = engines.get(&(path.clone(), options)) {
@@ -188,7 +190,10 @@ impl Engine {
 
     /// Tokens of `text` as plain text (special-token syntax is not interpreted).
     pub(crate) fn count_tokens(&self, text: &str) -> usize {
-        self.model.vocab().tokenize(text.as_bytes(), false, false).len()
+        self.model
+            .vocab()
+            .tokenize(text.as_bytes(), false, false)
+            .len()
     }
 
     /// The prompt for `messages` (role, content) with the GGUF's chat template, ending with the
@@ -270,12 +275,13 @@ fn worker(
         };
         // A panic inside llama-cpp-2 must not take the worker (and every later request) down;
         // the context it left behind is dropped and rebuilt for the next job.
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            generate(model, ctx, &job)
-        }));
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| generate(model, ctx, &job)));
         let result = result.unwrap_or_else(|_| {
             context = None;
-            Err(LocalModelError::Inference("llama.cpp panicked during generation".into()))
+            Err(LocalModelError::Inference(
+                "llama.cpp panicked during generation".into(),
+            ))
         });
         let _ = reply.send(result);
     }
@@ -287,7 +293,8 @@ fn generate(
     job: &Job,
 ) -> Result<Generation, LocalModelError> {
     let vocab = model.vocab();
-    let fail = |what: &str, e: &dyn std::fmt::Display| LocalModelError::Inference(format!("{what}: {e}"));
+    let fail =
+        |what: &str, e: &dyn std::fmt::Display| LocalModelError::Inference(format!("{what}: {e}"));
     ctx.clear_kv_cache();
     let started = Instant::now();
     // Templates that spell out the BOS token would get it twice if llama.cpp added it again.
@@ -299,7 +306,10 @@ fn generate(
         return Err(LocalModelError::Inference("the prompt is empty".into()));
     }
     if tokens.len() >= n_ctx {
-        return Err(LocalModelError::ContextLength { prompt: tokens.len(), window: n_ctx });
+        return Err(LocalModelError::ContextLength {
+            prompt: tokens.len(),
+            window: n_ctx,
+        });
     }
 
     let mut batch = LlamaBatch::new(BATCH as usize, 1);
@@ -311,7 +321,9 @@ fn generate(
         batch.clear();
         for (i, token) in chunk.iter().enumerate() {
             let pos = chunk_index * BATCH as usize + i;
-            batch.add(*token, pos as i32, &[0], pos == last).map_err(|e| fail("batch", &e))?;
+            batch
+                .add(*token, pos as i32, &[0], pos == last)
+                .map_err(|e| fail("batch", &e))?;
         }
         ctx.decode(&mut batch).map_err(|e| fail("decode", &e))?;
     }

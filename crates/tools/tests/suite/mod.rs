@@ -1,0 +1,9 @@
+mod dispatch_errors;
+mod file_tools;
+mod http_get;
+mod ledger;
+mod registry;
+mod schema;
+mod shell;
+mod support;
+mod workspace;

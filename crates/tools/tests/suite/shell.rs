@@ -1,0 +1,71 @@
+//! The opt-in shell tool.
+
+use std::time::Duration;
+
+use serde_json::json;
+use troupe_tools::builtin::{ShellConfig, shell_tool};
+use troupe_tools::{ToolFailure, ToolOutcome, ToolRegistry};
+
+use super::support::{run, workspace};
+
+fn registry(config: ShellConfig) -> ToolRegistry {
+    let mut registry = ToolRegistry::new();
+    registry.register(shell_tool(config)).unwrap();
+    registry
+}
+
+#[tokio::test]
+async fn shell_runs_in_the_workspace_root_and_reports_exit_code_and_streams() {
+    let (dir, ctx) = workspace();
+    std::fs::write(dir.path().join("marker.txt"), "here").unwrap();
+    let registry = registry(ShellConfig::default());
+    let result = run(
+        &registry,
+        &ctx,
+        "shell",
+        json!({"command": "cat marker.txt; echo oops >&2; exit 3"}),
+    )
+    .await;
+    assert_eq!(result.outcome, ToolOutcome::Success, "{}", result.content);
+    assert_eq!(
+        result.content,
+        "exit code: 3\n[stdout]\nhere\n[stderr]\noops\n"
+    );
+}
+
+#[tokio::test]
+async fn shell_kills_a_command_past_its_timeout() {
+    let (_dir, ctx) = workspace();
+    let registry = registry(ShellConfig {
+        timeout: Duration::from_millis(200),
+        ..ShellConfig::default()
+    });
+    // `sleep 30` cannot finish within the timeout whatever the machine's speed.
+    let result = run(&registry, &ctx, "shell", json!({"command": "sleep 30"})).await;
+    assert_eq!(result.failure(), Some(&ToolFailure::Refused));
+    assert!(
+        result
+            .content
+            .starts_with("the command did not finish within 0.2 s and was killed"),
+        "{}",
+        result.content
+    );
+}
+
+#[tokio::test]
+async fn shell_output_is_bounded() {
+    let (_dir, ctx) = workspace();
+    let registry = registry(ShellConfig {
+        max_output_bytes: 100,
+        ..ShellConfig::default()
+    });
+    let result = run(&registry, &ctx, "shell", json!({"command": "seq 1 10000"})).await;
+    assert!(
+        result
+            .content
+            .contains("output truncated: the original was 48894 bytes"),
+        "{}",
+        result.content
+    );
+    assert!(result.content.len() < 400);
+}

@@ -1,0 +1,267 @@
+//! The JSONL trace file: one line per closed span.
+//!
+//! Each line is a JSON object (see [`SpanLine`]): name, span id, parent span id, trace id, start
+//! and end time, duration, attributes (every recorded field, `gen_ai.*` included) and the span's
+//! warning/error events. Ids are generated here rather than taken from `tracing`, whose span ids
+//! are reused after a span closes and so cannot name a span in a file. The trace id is the one
+//! the `invoke_agent` span records as `troupe.trace_id` (so a file's traces match the runtime's
+//! `TraceContext` and the event stream), inherited by child spans; a root span without one gets
+//! a fresh id. Warnings and errors outside any span are written as lines of type `event`.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use troupe_runtime::TraceContext;
+
+use super::fields::FieldCollector;
+
+/// The attribute through which a span names its trace (32 hex digits).
+pub const TRACE_ID_FIELD: &str = "troupe.trace_id";
+
+/// One line of a trace file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TraceLine {
+    /// A closed span.
+    Span(SpanLine),
+    /// A warning or error logged outside any span.
+    Event(EventLine),
+}
+
+/// A closed span, as written to the trace file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpanLine {
+    /// The span's name (`invoke_agent`, `chat`, `execute_tool`, …).
+    pub name: String,
+    /// 32 hex digits.
+    pub trace_id: String,
+    /// 16 hex digits, unique in the file.
+    pub span_id: String,
+    /// The enclosing span's id; `None` for a root.
+    pub parent_span_id: Option<String>,
+    /// Start, in nanoseconds since the Unix epoch.
+    pub start_time_unix_nano: u64,
+    /// End, in nanoseconds since the Unix epoch.
+    pub end_time_unix_nano: u64,
+    /// `end - start` in milliseconds.
+    pub duration_ms: f64,
+    /// The `tracing` target (module path) that opened the span.
+    pub target: String,
+    /// The span's level.
+    pub level: String,
+    /// `error` when the span logged an error (an ERROR event, or any event with an `error`
+    /// field); `ok` otherwise.
+    pub status: String,
+    /// Every recorded field.
+    pub attributes: Map<String, Value>,
+    /// Warning and error events logged inside the span, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventLine>,
+}
+
+/// A warning or error event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventLine {
+    /// When, in nanoseconds since the Unix epoch.
+    pub time_unix_nano: u64,
+    /// `WARN` or `ERROR`.
+    pub level: String,
+    /// The event's message.
+    pub message: String,
+    /// Its other fields.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub attributes: Map<String, Value>,
+    /// The trace it belongs to, for events outside any span that still know one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+}
+
+impl EventLine {
+    /// Whether this event reports an error.
+    pub fn is_error(&self) -> bool {
+        self.level == "ERROR" || self.attributes.contains_key("error")
+    }
+}
+
+/// The open trace file, shared by the layer and the guard that flushes it.
+#[derive(Debug)]
+pub struct TraceFile {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl TraceFile {
+    /// Open `path` for appending (created if missing): several runs, even concurrent ones, can
+    /// share one file since every line names its trace.
+    ///
+    /// # Errors
+    /// The I/O error of creating or opening the file.
+    pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(TraceFile { path, file: Mutex::new(file) })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Append one line. Each line goes out in one `write` so that a reader following the file
+    /// (`troupe trace --follow`) sees whole spans as soon as they close.
+    fn write_line(&self, line: &TraceLine) {
+        let Ok(mut text) = serde_json::to_string(line) else { return };
+        text.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        // Tracing must never take the program down: a full disk loses trace lines, not work.
+        let _ = file.write_all(text.as_bytes());
+    }
+
+    /// Flush the file to disk.
+    pub fn flush(&self) {
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = file.flush();
+        let _ = file.sync_data();
+    }
+}
+
+/// A `tracing` layer that writes every closed span to a [`TraceFile`].
+#[derive(Debug, Clone)]
+pub struct JsonlLayer {
+    file: Arc<TraceFile>,
+    record_content: bool,
+}
+
+impl JsonlLayer {
+    /// A layer writing to `file`; message content is kept only if `record_content`.
+    pub fn new(file: Arc<TraceFile>, record_content: bool) -> Self {
+        JsonlLayer { file, record_content }
+    }
+}
+
+/// What the layer keeps in a span's extensions while it is open.
+struct OpenSpan {
+    span_id: u64,
+    trace_id: u128,
+    parent_span_id: Option<u64>,
+    start: SystemTime,
+    attributes: Map<String, Value>,
+    events: Vec<EventLine>,
+}
+
+fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
+    let hex = attributes.get(TRACE_ID_FIELD)?.as_str()?;
+    u128::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
+}
+
+impl JsonlLayer {
+    fn event_line(&self, event: &Event<'_>) -> EventLine {
+        let mut attributes = Map::new();
+        event.record(&mut FieldCollector { fields: &mut attributes, record_content: self.record_content });
+        let message = match attributes.remove("message") {
+            Some(Value::String(s)) => s,
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        EventLine {
+            time_unix_nano: unix_nanos(SystemTime::now()),
+            level: event.metadata().level().to_string(),
+            message,
+            attributes,
+            trace_id: None,
+        }
+    }
+}
+
+impl<S> Layer<S> for JsonlLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut attributes = Map::new();
+        attrs.record(&mut FieldCollector { fields: &mut attributes, record_content: self.record_content });
+        let parent = span.parent().and_then(|p| {
+            p.extensions().get::<OpenSpan>().map(|open| (open.span_id, open.trace_id))
+        });
+        let fresh = TraceContext::new_root();
+        let trace_id = parse_trace_id(&attributes)
+            .or(parent.map(|(_, trace)| trace))
+            .unwrap_or(fresh.trace_id);
+        span.extensions_mut().insert(OpenSpan {
+            span_id: fresh.span_id,
+            trace_id,
+            parent_span_id: parent.map(|(id, _)| id),
+            start: SystemTime::now(),
+            attributes,
+            events: Vec::new(),
+        });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        let Some(open) = extensions.get_mut::<OpenSpan>() else { return };
+        values.record(&mut FieldCollector { fields: &mut open.attributes, record_content: self.record_content });
+        if let Some(trace) = parse_trace_id(&open.attributes) {
+            open.trace_id = trace;
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let level = *event.metadata().level();
+        let has_error_field = event.metadata().fields().field("error").is_some();
+        if level > Level::WARN && !has_error_field {
+            return;
+        }
+        let line = self.event_line(event);
+        match ctx.event_span(event) {
+            Some(span) => {
+                if let Some(open) = span.extensions_mut().get_mut::<OpenSpan>() {
+                    open.events.push(line);
+                }
+            }
+            None => self.file.write_line(&TraceLine::Event(line)),
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(open) = span.extensions_mut().remove::<OpenSpan>() else { return };
+        let end = SystemTime::now();
+        let duration = end.duration_since(open.start).unwrap_or_default();
+        let status = if open.events.iter().any(EventLine::is_error) { "error" } else { "ok" };
+        let metadata = span.metadata();
+        self.file.write_line(&TraceLine::Span(SpanLine {
+            name: metadata.name().to_string(),
+            trace_id: format!("{:032x}", open.trace_id),
+            span_id: format!("{:016x}", open.span_id),
+            parent_span_id: open.parent_span_id.map(|p| format!("{p:016x}")),
+            start_time_unix_nano: unix_nanos(open.start),
+            end_time_unix_nano: unix_nanos(end),
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            target: metadata.target().to_string(),
+            level: metadata.level().to_string(),
+            status: status.to_string(),
+            attributes: open.attributes,
+            events: open.events,
+        }));
+    }
+}

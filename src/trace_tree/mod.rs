@@ -1,0 +1,37 @@
+//! `troupe trace`: a trace file (see [`crate::telemetry::jsonl`]) rendered as an indented tree —
+//! agent → turn → model call / tool call / compaction — with durations, token counts and errors.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), troupe::trace_tree::TraceFileError> {
+//! let text = troupe::trace_tree::render_file("run.jsonl".as_ref())?;
+//! print!("{text}");
+//! # Ok(()) }
+//! ```
+
+mod follow;
+mod parse;
+mod render;
+mod tree;
+
+use std::path::Path;
+
+pub use follow::TraceFollower;
+pub use parse::{ParsedTrace, TraceFileError, parse_trace_text, read_trace_file};
+pub use render::{TraceTotals, format_duration, render_forest, render_trace};
+pub use tree::{SpanNode, TraceForest, TraceTree, build_forest};
+
+/// Read a trace file and render it; warnings about skipped input come first, as `warning:` lines.
+///
+/// # Errors
+/// [`TraceFileError`] when the file cannot be read or a complete line is not a trace record.
+pub fn render_file(path: &Path) -> Result<String, TraceFileError> {
+    let parsed = read_trace_file(path)?;
+    let mut out = String::new();
+    for w in &parsed.warnings {
+        out.push_str("warning: ");
+        out.push_str(w);
+        out.push('\n');
+    }
+    out.push_str(&render_forest(&build_forest(&parsed.lines)));
+    Ok(out)
+}

@@ -1,0 +1,4 @@
+//! The facade's integration tests: one binary, one module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod suite;
