@@ -1,8 +1,9 @@
 //! Spans arranged as trees, one per trace.
 //!
-//! Parents come from `parent_span_id`. An agent asked by another agent runs in its own actor task,
-//! so its `invoke_agent` span has no parent in `tracing`'s sense; it is placed under the asking
-//! agent's `ask_agent` tool call of the same trace that was running when it started.
+//! Parents come from `parent_span_id`, within one trace. Should an agent asked by another agent
+//! have lost its parent (spans propagate through actor messages only when the runtime carries
+//! them), its `invoke_agent` span is placed under the asking agent's `ask_agent` tool call of the
+//! same trace that was running when it started.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -87,11 +88,14 @@ pub fn build_forest(lines: &[TraceLine]) -> TraceForest {
             TraceLine::Event(e) => loose_events.push(e.clone()),
         }
     }
-    let known: HashMap<&str, ()> = spans.iter().map(|s| (s.span_id.as_str(), ())).collect();
+    // A parent in another trace (an actor's task span around a request that starts a trace of
+    // its own) does not nest: the request is the root of its trace.
+    let trace_of: HashMap<&str, &str> =
+        spans.iter().map(|s| (s.span_id.as_str(), s.trace_id.as_str())).collect();
     let mut parent_of: HashMap<String, Option<String>> = HashMap::new();
     for s in &spans {
         let parent = match &s.parent_span_id {
-            Some(p) if known.contains_key(p.as_str()) => Some(p.clone()),
+            Some(p) if trace_of.get(p.as_str()) == Some(&s.trace_id.as_str()) => Some(p.clone()),
             _ if s.name == "invoke_agent" => asking_call(&spans, s),
             _ => None,
         };

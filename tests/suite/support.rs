@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tracing_subscriber::Registry;
 use tracing_subscriber::layer::SubscriberExt;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
-use troupe::telemetry::{JsonlLayer, TraceFile};
+use troupe::telemetry::{TelemetryConfig, trace_file_layer};
 use troupe::{AgentSpec, Team, TeamConfig, spawn_agent};
 
 /// A coordinator that asks two workers (one of whose models fails once) and combines the
@@ -38,10 +39,13 @@ pub async fn run_scripted_team() -> String {
 ///
 /// `#[tokio::test]` runs on one thread, so actor tasks see the thread-local subscriber too.
 pub fn with_trace_file<T>(path: &Path, record_content: bool, f: impl FnOnce() -> T) -> T {
-    let file = Arc::new(TraceFile::open(path).unwrap());
-    let subscriber =
-        tracing_subscriber::registry().with(JsonlLayer::new(Arc::clone(&file), record_content));
-    let out = tracing::subscriber::with_default(subscriber, f);
+    let config = TelemetryConfig {
+        trace_file: Some(path.to_path_buf()),
+        record_content,
+        ..TelemetryConfig::default()
+    };
+    let (layer, file) = trace_file_layer::<Registry>(&config).unwrap().unwrap();
+    let out = tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), f);
     file.flush();
     out
 }

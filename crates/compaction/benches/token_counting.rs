@@ -1,1 +1,91 @@
-fn main() {}
+//! Token counting throughput on the shared corpus: raw `tiktoken-rs`, troupe's counter, and the
+//! per-message cache (warm, and a growing conversation recounting one new message).
+//!
+//! Run: `cargo bench -p troupe-compaction --bench token_counting`
+
+use std::path::PathBuf;
+
+use criterion::{Criterion, Throughput};
+use troupe_compaction::{TiktokenCounter, TokenCache, TokenCounter, parse_transcript};
+use troupe_runtime::{ChatMessage, Conversation};
+
+fn corpus() -> Option<Vec<Conversation>> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        println!("corpus not found at {}; skipping the token counting benchmark", dir.display());
+        return None;
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    let conversations = paths
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .filter_map(|text| parse_transcript(&text).ok())
+        .map(|t| Conversation::from_messages(t.messages))
+        .collect();
+    Some(conversations)
+}
+
+/// Every string the counter tokenizes, so raw tiktoken does the same work.
+fn texts(messages: &[ChatMessage]) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in messages {
+        out.push(m.text());
+        for call in m.calls() {
+            out.push(call.function.name.clone());
+            out.push(call.function.arguments.clone());
+        }
+    }
+    out
+}
+
+fn main() {
+    let Some(conversations) = corpus() else { return };
+    let messages: Vec<ChatMessage> = conversations.iter().flat_map(|c| c.messages().to_vec()).collect();
+    let texts: Vec<String> = conversations.iter().flat_map(|c| texts(c.messages())).collect();
+    let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
+    let counter = TiktokenCounter::default();
+    let bpe = tiktoken_rs::o200k_base_singleton();
+
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut group = criterion.benchmark_group("count_corpus");
+    group.throughput(Throughput::Bytes(bytes));
+    group.bench_function("tiktoken_encode_ordinary_raw", |b| {
+        b.iter(|| texts.iter().map(|t| bpe.encode_ordinary(t).len()).sum::<usize>())
+    });
+    group.bench_function("tiktoken_counter_uncached", |b| {
+        b.iter(|| conversations.iter().map(|c| counter.count_messages(c.messages())).sum::<usize>())
+    });
+    let cache = TokenCache::new();
+    for c in &conversations {
+        cache.count_messages(&counter, c.messages());
+    }
+    group.bench_function("token_cache_warm", |b| {
+        b.iter(|| conversations.iter().map(|c| cache.count_messages(&counter, c.messages()).total).sum::<usize>())
+    });
+    group.finish();
+
+    // A growing conversation: everything counted before, one new message per turn.
+    let largest = conversations.iter().max_by_key(|c| c.len()).map(|c| c.messages().to_vec()).unwrap_or_default();
+    let last = largest.last().map(|m| m.id);
+    let mut group = criterion.benchmark_group("recount_after_one_new_message");
+    group.throughput(Throughput::Bytes(largest.iter().map(|m| m.text().len() as u64).sum()));
+    let incremental = TokenCache::new();
+    incremental.count_messages(&counter, &largest);
+    group.bench_function("token_cache_incremental", |b| {
+        b.iter(|| {
+            if let Some(last) = last {
+                incremental.forget(last);
+            }
+            incremental.count_messages(&counter, &largest).total
+        })
+    });
+    group.bench_function("uncached_full_recount", |b| b.iter(|| counter.count_messages(&largest)));
+    group.finish();
+
+    drop(messages);
+    criterion.final_summary();
+}

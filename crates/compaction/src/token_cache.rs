@@ -109,6 +109,18 @@ impl TokenCache {
         ConversationTokens { per_message, total }
     }
 
+    /// An independent copy of the current counts (clones share one cache; this does not).
+    pub fn detached_copy(&self) -> TokenCache {
+        let state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let copy = CacheState {
+            counter: state.counter.clone(),
+            entries: state.entries.clone(),
+            hits: state.hits,
+            misses: state.misses,
+        };
+        TokenCache { inner: Arc::new(Mutex::new(copy)) }
+    }
+
     /// Forget one message (e.g. after `/clear`).
     pub fn forget(&self, id: MessageId) {
         let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());

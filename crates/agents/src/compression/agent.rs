@@ -135,6 +135,7 @@ impl CompressionAgent {
             )),
         ];
         let opening = messages.len();
+        let mut reached_before = false;
         for iteration in 1..=self.config.max_iterations {
             let request = ChatRequest {
                 messages: messages.clone(),
@@ -155,6 +156,7 @@ impl CompressionAgent {
                 return;
             }
             messages.push(reply);
+            let mut verified = false;
             for call in &calls {
                 let span = tracing::info_span!(
                     "execute_tool",
@@ -164,15 +166,19 @@ impl CompressionAgent {
                 );
                 let result = tools::execute(call, session, summarizer).instrument(span).await;
                 messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
+                verified |= call.function.name == tools::VERIFY_TARGET;
             }
             let status = session.verify_target();
             ctx.events.publish(
                 None,
                 Event::CompactionProgress { agent: agent.to_string(), iteration, tokens: status.current },
             );
-            if status.reached {
+            // The loop ends when verify says the target is reached; a model that keeps working
+            // past a reached target without verifying gets one more turn, then is stopped.
+            if status.reached && (verified || reached_before) {
                 return;
             }
+            reached_before = status.reached;
             // Keep the loop's own conversation small: drop the oldest exchange (an assistant
             // message and all its tool results together) once it grows.
             if messages.len() > opening + 8 {

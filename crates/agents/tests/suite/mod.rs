@@ -4,3 +4,4 @@ mod model_fault_server;
 mod model_local;
 mod model_openai;
 mod model_replay;
+mod compression;

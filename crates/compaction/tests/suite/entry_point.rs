@@ -24,7 +24,7 @@ fn under_target_nothing_changes_and_the_report_says_so() {
 #[test]
 fn protected_messages_above_target_give_best_effort_and_the_reason() {
     let mut c = Conversation::new();
-    c.push(ChatMessage::system("s ".repeat(3_000)));
+    c.push(ChatMessage::system("s ".repeat(4_000)));
     c.push(ChatMessage::user("task"));
     c.push(ChatMessage::assistant("old answer ".repeat(200)));
     for i in 0..5 {
@@ -84,7 +84,10 @@ fn warm_cache_counts_only_new_messages_and_result_applies_cleanly() {
     assert!(compaction.messages.iter().all(|m| m.id < next), "ids never reused");
     let json = serde_json::to_string(&compaction.report).unwrap();
     let back: CompactionReport = serde_json::from_str(&json).unwrap();
-    assert_eq!(back, compaction.report);
+    // Floats may differ in the last bit after a JSON round trip; everything else is exact.
+    assert!((back.ratio - compaction.report.ratio).abs() < 1e-12);
+    let exact = |r: &CompactionReport| CompactionReport { ratio: 0.0, duration_ms: 0.0, ..r.clone() };
+    assert_eq!(exact(&back), exact(&compaction.report));
 }
 
 #[test]

@@ -97,10 +97,13 @@ fn second_compaction_merges_the_first_summary_and_unites_file_lists() {
         assert!(files.modified.contains(path) || files.read.contains(path), "{path} dropped");
     }
     assert!(files.modified.iter().any(|p| p.starts_with("src/new")), "new files missing: {files:?}");
-    // Archives of both compactions chained restore the very first conversation.
+    // Archives of both compactions chained restore the very first conversation, followed by
+    // what was added after the first compaction.
     let mut archive = first.archive.clone();
     archive.extend(&second.archive);
-    assert_eq!(expand(&second.messages, &archive).unwrap(), conversation.messages());
+    let mut full = conversation.messages().to_vec();
+    full.extend_from_slice(&later.messages()[first.messages.len()..]);
+    assert_eq!(expand(&second.messages, &archive).unwrap(), full);
 }
 
 #[test]

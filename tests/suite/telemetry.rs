@@ -1,0 +1,130 @@
+//! The JSONL trace file: what a real team run writes, and what it must never write.
+
+use std::collections::HashMap;
+
+use troupe::telemetry::jsonl::{SpanLine, TraceLine};
+use troupe::trace_tree::read_trace_file;
+
+use super::support::{run_scripted_team, with_trace_file};
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+}
+
+fn spans(path: &std::path::Path) -> Vec<SpanLine> {
+    read_trace_file(path)
+        .unwrap()
+        .lines
+        .into_iter()
+        .filter_map(|l| match l {
+            TraceLine::Span(s) => Some(s),
+            TraceLine::Event(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_team_run_writes_one_trace_with_genai_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let answer = with_trace_file(&path, false, || block_on(run_scripted_team()));
+    assert_eq!(answer, "Crumb & Co.: fresh every morning.");
+
+    let spans = spans(&path);
+    let count = |name: &str| spans.iter().filter(|s| s.name == name).count();
+    assert_eq!(count("invoke_agent"), 3, "coordinator, namer, copywriter");
+    assert_eq!(count("chat"), 4, "two coordinator calls, one per worker");
+    assert_eq!(count("execute_tool"), 2);
+
+    // One user request is one trace, across agents.
+    let traces: std::collections::BTreeSet<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
+    assert_eq!(traces.len(), 1, "{traces:?}");
+    let by_id: HashMap<&str, &SpanLine> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    assert_eq!(by_id.len(), spans.len(), "span ids are unique");
+    for chat in spans.iter().filter(|s| s.name == "chat") {
+        let parent = by_id[chat.parent_span_id.as_deref().unwrap()];
+        assert_eq!(parent.name, "invoke_agent");
+        assert_eq!(chat.attributes["gen_ai.operation.name"], "chat");
+        assert!(chat.attributes["gen_ai.request.model"].as_str().unwrap().starts_with("scripted-"));
+        assert!(chat.attributes["gen_ai.usage.input_tokens"].is_u64());
+        assert!(chat.attributes["gen_ai.usage.output_tokens"].is_u64());
+        assert!(chat.end_time_unix_nano >= chat.start_time_unix_nano);
+        assert_eq!(chat.status, "ok");
+    }
+    let root = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent" && s.attributes["gen_ai.agent.name"] == "coordinator")
+        .unwrap();
+    assert_eq!(root.parent_span_id, None);
+    assert_eq!(root.attributes["troupe.trace_id"], root.trace_id.as_str());
+}
+
+#[test]
+fn secrets_never_reach_the_trace_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secrets.jsonl");
+    with_trace_file(&path, true, || {
+        let span = tracing::info_span!(
+            target: "troupe_test",
+            "chat",
+            api_key = "sk-live-SECRET1234567890",
+            "http.request.header.authorization" = "Bearer SECRET-bearer-token",
+            access_token = "SECRET-access",
+            note = "retrying with Authorization: SECRET-header-value",
+            "gen_ai.usage.input_tokens" = 12_u64,
+        );
+        let _entered = span.enter();
+        tracing::error!(target: "troupe_test", error = "401 from server: key sk-abcdefSECRETxyz is invalid", "model call failed");
+        tracing::warn!(target: "troupe_test", header = "Bearer SECRET-in-event", "sent");
+    });
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(!text.contains("SECRET"), "a secret leaked:\n{text}");
+    let spans = spans(&path);
+    assert_eq!(spans[0].attributes["api_key"], "[redacted]");
+    assert_eq!(spans[0].attributes["access_token"], "[redacted]");
+    // Token counts are not tokens.
+    assert_eq!(spans[0].attributes["gen_ai.usage.input_tokens"], 12);
+    assert_eq!(spans[0].status, "error");
+    assert_eq!(spans[0].events.len(), 2);
+}
+
+#[test]
+fn message_content_is_recorded_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    for record_content in [false, true] {
+        let path = dir.path().join(format!("content-{record_content}.jsonl"));
+        with_trace_file(&path, record_content, || {
+            let _span = tracing::info_span!(
+            target: "troupe_test",
+                "chat",
+                "gen_ai.input.messages" = r#"[{"role":"user","content":"private words"}]"#,
+                "gen_ai.output.messages" = "more private words",
+                "gen_ai.request.model" = "m",
+            )
+            .entered();
+        });
+        let span = spans(&path).remove(0);
+        assert_eq!(span.attributes.contains_key("gen_ai.input.messages"), record_content);
+        assert_eq!(span.attributes.contains_key("gen_ai.output.messages"), record_content);
+        assert_eq!(span.attributes["gen_ai.request.model"], "m");
+    }
+}
+
+#[test]
+fn a_trace_id_field_names_the_trace_and_children_inherit_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ids.jsonl");
+    let trace = "0123456789abcdef0123456789abcdef";
+    with_trace_file(&path, false, || {
+        let outer = tracing::info_span!(target: "troupe_test", "invoke_agent", "troupe.trace_id" = trace).entered();
+        tracing::info_span!(target: "troupe_test", "chat").in_scope(|| {});
+        drop(outer);
+        tracing::info_span!(target: "troupe_test", "other_root").in_scope(|| {});
+    });
+    let spans = spans(&path);
+    let get = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
+    assert_eq!(get("invoke_agent").trace_id, trace);
+    assert_eq!(get("chat").trace_id, trace);
+    assert_eq!(get("chat").parent_span_id.as_deref(), Some(get("invoke_agent").span_id.as_str()));
+    assert_ne!(get("other_root").trace_id, trace, "a new root gets its own trace");
+}
