@@ -6,17 +6,64 @@
 //! cargo run --example team                 # default model (local llama.cpp, or OpenAI if configured)
 //! cargo run --example team -- --scripted   # deterministic scripted models, no LLM at all
 //! RUST_LOG=info cargo run --example team   # with spans and logs on the console
+//! TROUPE_TRACE=team.jsonl cargo run --example team -- --scripted && cargo run -- trace team.jsonl
 //! ```
 //!
-//! The coordinator talks to its workers through the `ask_agent` tool; the supervisor restarts any
-//! agent that fails; every event of the run is summarized at the end.
+//! With `--scripted`, the coordinator is an LLM agent that delegates through the `ask_agent` tool.
+//! On the default model the workers are LLM agents and the coordinator is a small programmatic
+//! behaviour that asks them by name (a 135M model cannot plan delegation reliably): any
+//! `AgentBehavior` can be a teammate. The supervisor restarts any agent that fails; every event
+//! of the run is summarized at the end.
 
+use std::any::Any;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::runtime::{AgentBehavior, AgentContext, AgentError, Checkpoint};
 use troupe::summary::RunSummary;
-use troupe::{AgentSpec, ChatModel, Team, TeamConfig, spawn_agent};
+use troupe::{AgentRequest, AgentSpec, ChatModel, Team, TeamConfig, spawn_agent};
+
+/// A coordinator written as code: asks `namer` and `copywriter` concurrently, then combines.
+struct Delegator;
+
+#[async_trait::async_trait]
+impl AgentBehavior for Delegator {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        ctx: &AgentContext,
+    ) -> Result<String, AgentError> {
+        let ask = |to: &'static str, text: &'static str| {
+            let hop = AgentRequest {
+                from: Some(ctx.name.clone()),
+                text: text.into(),
+                trace: request.trace.child(),
+            };
+            ctx.directory.ask(to, hop, Duration::from_secs(300))
+        };
+        let (name, slogan) = tokio::join!(
+            ask("namer", "Suggest one name for a small bakery."),
+            ask("copywriter", "Write a one-line slogan for a small bakery.")
+        );
+        let name = name.map_err(|e| AgentError::Failed(e.to_string()))?;
+        let slogan = slogan.map_err(|e| AgentError::Failed(e.to_string()))?;
+        Ok(format!(
+            "Announcing {} — \"{}\"",
+            name.trim(),
+            slogan.trim()
+        ))
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::default()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
 
 const TASK: &str = "We are opening a small bakery. Get a name idea from the namer and a slogan \
                     from the copywriter, then combine them into one short announcement.";
@@ -24,7 +71,9 @@ const TASK: &str = "We are opening a small bakery. Get a name idea from the name
 /// Models for the three agents: scripted (deterministic) or the default model for all three.
 async fn models(scripted: bool) -> anyhow::Result<[Arc<dyn ChatModel>; 3]> {
     if !scripted {
-        let model = troupe::agents::model::default_model().await.context("loading the default model")?;
+        let model = troupe::agents::model::default_model()
+            .await
+            .context("loading the default model")?;
         return Ok([model.clone(), model.clone(), model]);
     }
     let coordinator = ScriptedModel::new(
@@ -38,17 +87,17 @@ async fn models(scripted: bool) -> anyhow::Result<[Arc<dyn ChatModel>; 3]> {
         ],
     );
     let namer = ScriptedModel::new("scripted-namer", [ScriptedReply::text("Crumb & Co.")]);
-    let copywriter =
-        ScriptedModel::new("scripted-copywriter", [ScriptedReply::text("Fresh from our oven to your morning.")]);
+    let copywriter = ScriptedModel::new(
+        "scripted-copywriter",
+        [ScriptedReply::text("Fresh from our oven to your morning.")],
+    );
     Ok([Arc::new(coordinator), Arc::new(namer), Arc::new(copywriter)])
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
-        .init();
+    // Console by RUST_LOG; a JSONL trace file when TROUPE_TRACE is set (flushed when dropped).
+    let _telemetry = troupe::telemetry::init()?;
     let scripted = std::env::args().any(|a| a == "--scripted");
     let [coordinator_model, namer_model, copywriter_model] = models(scripted).await?;
     println!("model: {}", coordinator_model.info().name);
@@ -56,7 +105,19 @@ async fn main() -> anyhow::Result<()> {
     let team = Team::start(TeamConfig::default()).await?;
     let mut events = team.subscribe();
 
-    spawn_agent(
+    troupe::agents::spawn_compression_agent(
+        &team,
+        troupe::agents::CompressionConfig::new(troupe::agents::shared_counter()),
+    )
+    .await?;
+    if !scripted {
+        team.spawn(
+            "coordinator",
+            Arc::new(|_| Ok(Box::new(Delegator) as Box<dyn AgentBehavior>)),
+        )
+        .await?;
+    } else {
+        spawn_agent(
         &team,
         AgentSpec::new("coordinator", coordinator_model)
             .instructions(
@@ -66,8 +127,9 @@ async fn main() -> anyhow::Result<()> {
             .team_messaging(true)
             .max_turns(6)
             .max_tokens(256),
-    )
-    .await?;
+        )
+        .await?;
+    }
     spawn_agent(
         &team,
         AgentSpec::new("namer", namer_model)

@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod config;
 pub mod summary;
 pub mod telemetry;
 pub mod trace_tree;
@@ -31,6 +32,7 @@ pub use troupe_tools as tools;
 
 pub use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
 pub use troupe_runtime::{
-    AgentRequest, AskError, ChatMessage, ChatModel, Conversation, Event, EventRecord, Team, TeamConfig,
+    AgentRequest, AskError, ChatMessage, ChatModel, Conversation, Event, EventRecord, Team,
+    TeamConfig,
 };
 pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};

@@ -46,10 +46,18 @@ impl RunSummary {
         if let Some(trace) = &record.trace_id {
             self.traces.insert(trace.clone());
         }
-        let totals = self.agents.entry(record.event.agent().to_string()).or_default();
+        let totals = self
+            .agents
+            .entry(record.event.agent().to_string())
+            .or_default();
         match &record.event {
             Event::TurnStarted { .. } => totals.requests += 1,
-            Event::ModelCallFinished { input_tokens, output_tokens, ms, .. } => {
+            Event::ModelCallFinished {
+                input_tokens,
+                output_tokens,
+                ms,
+                ..
+            } => {
                 totals.model_calls += 1;
                 totals.input_tokens += input_tokens;
                 totals.output_tokens += output_tokens;
@@ -80,12 +88,21 @@ impl fmt::Display for RunSummary {
                 name,
                 t.requests,
                 t.model_calls,
-                if t.tool_errors > 0 { format!("{} ({} err)", t.tool_calls, t.tool_errors) } else { t.tool_calls.to_string() },
+                if t.tool_errors > 0 {
+                    format!("{} ({} err)", t.tool_calls, t.tool_errors)
+                } else {
+                    t.tool_calls.to_string()
+                },
                 t.input_tokens,
                 t.output_tokens,
                 t.model_ms
             )?;
         }
-        write!(f, "{} events in {} trace(s)", self.events, self.traces.len())
+        write!(
+            f,
+            "{} events in {} trace(s)",
+            self.events,
+            self.traces.len()
+        )
     }
 }

@@ -50,7 +50,10 @@ impl FieldCollector<'_> {
 
 impl Visit for FieldCollector<'_> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(field, serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number));
+        self.put(
+            field,
+            serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number),
+        );
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {

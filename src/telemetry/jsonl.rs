@@ -112,7 +112,10 @@ impl TraceFile {
             std::fs::create_dir_all(dir)?;
         }
         let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        Ok(TraceFile { path, file: Mutex::new(file) })
+        Ok(TraceFile {
+            path,
+            file: Mutex::new(file),
+        })
     }
 
     /// The file's path.
@@ -123,7 +126,9 @@ impl TraceFile {
     /// Append one line. Each line goes out in one `write` so that a reader following the file
     /// (`troupe trace --follow`) sees whole spans as soon as they close.
     fn write_line(&self, line: &TraceLine) {
-        let Ok(mut text) = serde_json::to_string(line) else { return };
+        let Ok(mut text) = serde_json::to_string(line) else {
+            return;
+        };
         text.push('\n');
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         // Tracing must never take the program down: a full disk loses trace lines, not work.
@@ -148,7 +153,10 @@ pub struct JsonlLayer {
 impl JsonlLayer {
     /// A layer writing to `file`; message content is kept only if `record_content`.
     pub fn new(file: Arc<TraceFile>, record_content: bool) -> Self {
-        JsonlLayer { file, record_content }
+        JsonlLayer {
+            file,
+            record_content,
+        }
     }
 }
 
@@ -163,7 +171,9 @@ struct OpenSpan {
 }
 
 fn unix_nanos(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
@@ -174,7 +184,10 @@ fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
 impl JsonlLayer {
     fn event_line(&self, event: &Event<'_>) -> EventLine {
         let mut attributes = Map::new();
-        event.record(&mut FieldCollector { fields: &mut attributes, record_content: self.record_content });
+        event.record(&mut FieldCollector {
+            fields: &mut attributes,
+            record_content: self.record_content,
+        });
         let message = match attributes.remove("message") {
             Some(Value::String(s)) => s,
             Some(other) => other.to_string(),
@@ -197,9 +210,14 @@ where
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut attributes = Map::new();
-        attrs.record(&mut FieldCollector { fields: &mut attributes, record_content: self.record_content });
+        attrs.record(&mut FieldCollector {
+            fields: &mut attributes,
+            record_content: self.record_content,
+        });
         let parent = span.parent().and_then(|p| {
-            p.extensions().get::<OpenSpan>().map(|open| (open.span_id, open.trace_id))
+            p.extensions()
+                .get::<OpenSpan>()
+                .map(|open| (open.span_id, open.trace_id))
         });
         let fresh = TraceContext::new_root();
         let trace_id = parse_trace_id(&attributes)
@@ -218,8 +236,13 @@ where
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(id) else { return };
         let mut extensions = span.extensions_mut();
-        let Some(open) = extensions.get_mut::<OpenSpan>() else { return };
-        values.record(&mut FieldCollector { fields: &mut open.attributes, record_content: self.record_content });
+        let Some(open) = extensions.get_mut::<OpenSpan>() else {
+            return;
+        };
+        values.record(&mut FieldCollector {
+            fields: &mut open.attributes,
+            record_content: self.record_content,
+        });
         if let Some(trace) = parse_trace_id(&open.attributes) {
             open.trace_id = trace;
         }
@@ -244,10 +267,16 @@ where
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
-        let Some(open) = span.extensions_mut().remove::<OpenSpan>() else { return };
+        let Some(open) = span.extensions_mut().remove::<OpenSpan>() else {
+            return;
+        };
         let end = SystemTime::now();
         let duration = end.duration_since(open.start).unwrap_or_default();
-        let status = if open.events.iter().any(EventLine::is_error) { "error" } else { "ok" };
+        let status = if open.events.iter().any(EventLine::is_error) {
+            "error"
+        } else {
+            "ok"
+        };
         let metadata = span.metadata();
         self.file.write_line(&TraceLine::Span(SpanLine {
             name: metadata.name().to_string(),

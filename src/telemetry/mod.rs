@@ -76,8 +76,12 @@ impl TelemetryConfig {
 /// should check this and use attribute names from [`CONTENT_PREFIXES`], which the trace file
 /// drops unless this is on.
 pub fn content_enabled() -> bool {
-    std::env::var(TRACE_CONTENT_ENV)
-        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+    std::env::var(TRACE_CONTENT_ENV).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
 }
 
 /// Why telemetry could not be set up.
@@ -156,7 +160,9 @@ fn env_filter(variable: &'static str, directives: &str) -> Result<EnvFilter, Tel
 /// Which spans the trace file gets: troupe's own at INFO and above, others' warnings only, so
 /// HTTP client internals do not drown the agent tree.
 fn default_trace_filter() -> Targets {
-    Targets::new().with_target("troupe", tracing::Level::INFO).with_default(tracing::Level::WARN)
+    Targets::new()
+        .with_target("troupe", tracing::Level::INFO)
+        .with_default(tracing::Level::WARN)
 }
 
 /// The JSONL trace layer for `config`, if it names a trace file; for programs that build their
@@ -170,9 +176,13 @@ pub fn trace_file_layer<S>(
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    let Some(path) = &config.trace_file else { return Ok(None) };
-    let file = TraceFile::open(path)
-        .map_err(|source| TelemetryError::TraceFile { path: path.clone(), source })?;
+    let Some(path) = &config.trace_file else {
+        return Ok(None);
+    };
+    let file = TraceFile::open(path).map_err(|source| TelemetryError::TraceFile {
+        path: path.clone(),
+        source,
+    })?;
     let file = Arc::new(file);
     let layer = JsonlLayer::new(Arc::clone(&file), config.record_content);
     let layer: Box<dyn Layer<S> + Send + Sync> = match &config.trace_filter {
@@ -187,7 +197,10 @@ where
 /// # Errors
 /// As [`init`].
 pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
-    let console_filter = env_filter("RUST_LOG", config.console_filter.as_deref().unwrap_or("warn"))?;
+    let console_filter = env_filter(
+        "RUST_LOG",
+        config.console_filter.as_deref().unwrap_or("warn"),
+    )?;
     let console = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_filter(console_filter);
@@ -195,11 +208,13 @@ pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryErr
         Some((layer, file)) => (Some(layer), Some(file)),
         None => (None, None),
     };
-    let layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> =
-        [Some(Box::new(console) as Box<dyn Layer<Registry> + Send + Sync>), trace_layer]
-            .into_iter()
-            .flatten()
-            .collect();
+    let layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = [
+        Some(Box::new(console) as Box<dyn Layer<Registry> + Send + Sync>),
+        trace_layer,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     tracing_subscriber::registry()
         .with(layers)
         .try_init()

@@ -34,7 +34,9 @@ pub fn is_secret_name(name: &str) -> bool {
     }
     let segments: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric()).collect();
     segments.iter().any(|s| SECRET_SEGMENTS.contains(s))
-        || segments.last().is_some_and(|s| s.ends_with("key") || s.ends_with("token"))
+        || segments
+            .last()
+            .is_some_and(|s| s.ends_with("key") || s.ends_with("token"))
 }
 
 static SECRET_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
@@ -53,7 +55,10 @@ pub fn redact_value(value: &str) -> String {
         return REDACTED.to_string();
     };
     re.replace_all(value, |caps: &regex::Captures<'_>| {
-        let prefix = caps.get(1).or_else(|| caps.get(2)).map_or("", |m| m.as_str());
+        let prefix = caps
+            .get(1)
+            .or_else(|| caps.get(2))
+            .map_or("", |m| m.as_str());
         format!("{prefix}{REDACTED}")
     })
     .into_owned()
@@ -65,12 +70,28 @@ mod tests {
 
     #[test]
     fn credential_names_are_secret_and_token_counts_are_not() {
-        for name in ["api_key", "OPENAI_API_KEY", "http.request.header.authorization", "access_token",
-            "client_secret", "password", "apiKey", "x-api-key", "token"] {
+        for name in [
+            "api_key",
+            "OPENAI_API_KEY",
+            "http.request.header.authorization",
+            "access_token",
+            "client_secret",
+            "password",
+            "apiKey",
+            "x-api-key",
+            "token",
+        ] {
             assert!(is_secret_name(name), "{name}");
         }
-        for name in ["gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens", "gen_ai.request.model",
-            "gen_ai.tool.call.id", "troupe.trace_id", "tokens_before", "monkey_business"] {
+        for name in [
+            "gen_ai.usage.input_tokens",
+            "gen_ai.usage.output_tokens",
+            "gen_ai.request.model",
+            "gen_ai.tool.call.id",
+            "troupe.trace_id",
+            "tokens_before",
+            "monkey_business",
+        ] {
             assert!(!is_secret_name(name), "{name}");
         }
     }
@@ -78,8 +99,14 @@ mod tests {
     #[test]
     fn credential_values_are_replaced() {
         assert_eq!(redact_value("Bearer abc.def-123"), "Bearer [redacted]");
-        assert_eq!(redact_value("header Authorization: xyz123 sent"), "header Authorization: [redacted] sent");
-        assert_eq!(redact_value("key sk-proj-ABCdef123456 rejected"), "key [redacted] rejected");
+        assert_eq!(
+            redact_value("header Authorization: xyz123 sent"),
+            "header Authorization: [redacted] sent"
+        );
+        assert_eq!(
+            redact_value("key sk-proj-ABCdef123456 rejected"),
+            "key [redacted] rejected"
+        );
         assert_eq!(redact_value("nothing to see"), "nothing to see");
     }
 }

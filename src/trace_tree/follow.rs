@@ -39,7 +39,10 @@ impl TraceFollower {
     /// # Errors
     /// [`TraceFileError`] when the file cannot be read or a complete line is not a record.
     pub fn poll(&mut self) -> Result<usize, TraceFileError> {
-        let io = |source| TraceFileError::Io { path: self.path.clone(), source };
+        let io = |source| TraceFileError::Io {
+            path: self.path.clone(),
+            source,
+        };
         let mut file = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),

@@ -78,7 +78,9 @@ pub fn parse_trace_text(path: &Path, text: &str) -> Result<ParsedTrace, TraceFil
 /// # Errors
 /// As [`parse_trace_text`], plus [`TraceFileError::Io`].
 pub fn read_trace_file(path: &Path) -> Result<ParsedTrace, TraceFileError> {
-    let bytes = std::fs::read(path)
-        .map_err(|source| TraceFileError::Io { path: path.to_path_buf(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| TraceFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     parse_trace_text(path, &String::from_utf8_lossy(&bytes))
 }

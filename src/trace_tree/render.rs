@@ -54,8 +54,18 @@ impl TraceTree {
     }
 
     fn duration_ms(&self) -> f64 {
-        let start = self.roots.iter().map(|r| r.span.start_time_unix_nano).min().unwrap_or(0);
-        let end = self.roots.iter().map(|r| r.span.end_time_unix_nano).max().unwrap_or(0);
+        let start = self
+            .roots
+            .iter()
+            .map(|r| r.span.start_time_unix_nano)
+            .min()
+            .unwrap_or(0);
+        let end = self
+            .roots
+            .iter()
+            .map(|r| r.span.end_time_unix_nano)
+            .max()
+            .unwrap_or(0);
         end.saturating_sub(start) as f64 / 1e6
     }
 }
@@ -75,8 +85,13 @@ fn label(node: &SpanNode) -> String {
     let duration = format_duration(node.span.duration_ms);
     let mut text = match node.span.name.as_str() {
         "invoke_agent" => {
-            let from = node.attr("troupe.from").unwrap_or_else(|| "user".to_string());
-            format!("agent {}  (asked by {from})  {duration}", attr("gen_ai.agent.name"))
+            let from = node
+                .attr("troupe.from")
+                .unwrap_or_else(|| "user".to_string());
+            format!(
+                "agent {}  (asked by {from})  {duration}",
+                attr("gen_ai.agent.name")
+            )
         }
         "turn" => format!("turn  {duration}"),
         "chat" => {
@@ -90,7 +105,11 @@ fn label(node: &SpanNode) -> String {
             t
         }
         "execute_tool" => {
-            format!("tool {} [{}]  {duration}", attr("gen_ai.tool.name"), attr("gen_ai.tool.call.id"))
+            format!(
+                "tool {} [{}]  {duration}",
+                attr("gen_ai.tool.name"),
+                attr("gen_ai.tool.call.id")
+            )
         }
         other => {
             let extra: Vec<String> = node
@@ -124,7 +143,9 @@ fn label(node: &SpanNode) -> String {
 fn event_text(e: &EventLine) -> String {
     let mut text = format!("{}: {}", e.level.to_lowercase(), e.message);
     if let Some(error) = e.attributes.get("error") {
-        let error = error.as_str().map_or_else(|| error.to_string(), str::to_string);
+        let error = error
+            .as_str()
+            .map_or_else(|| error.to_string(), str::to_string);
         let _ = write!(text, ": {error}");
     }
     text
@@ -182,10 +203,22 @@ fn render_node(out: &mut String, node: &SpanNode, prefix: &str, last: bool, root
         match item {
             Item::Span(child) => render_node(out, child, &inner, last, false),
             Item::Turn(number, members) => {
-                let start = members.iter().map(|m| m.span.start_time_unix_nano).min().unwrap_or(0);
-                let end = members.iter().map(|m| m.span.end_time_unix_nano).max().unwrap_or(0);
+                let start = members
+                    .iter()
+                    .map(|m| m.span.start_time_unix_nano)
+                    .min()
+                    .unwrap_or(0);
+                let end = members
+                    .iter()
+                    .map(|m| m.span.end_time_unix_nano)
+                    .max()
+                    .unwrap_or(0);
                 let ms = end.saturating_sub(start) as f64 / 1e6;
-                let (b, c) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
+                let (b, c) = if last {
+                    ("└─ ", "   ")
+                } else {
+                    ("├─ ", "│  ")
+                };
                 let _ = writeln!(out, "{inner}{b}turn {number}  {}", format_duration(ms));
                 let turn_prefix = format!("{inner}{c}");
                 let m = members.len();

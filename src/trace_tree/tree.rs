@@ -56,7 +56,10 @@ impl SpanNode {
 
     /// An attribute as a number.
     pub fn attr_u64(&self, name: &str) -> Option<u64> {
-        self.span.attributes.get(name).and_then(serde_json::Value::as_u64)
+        self.span
+            .attributes
+            .get(name)
+            .and_then(serde_json::Value::as_u64)
     }
 }
 
@@ -69,8 +72,14 @@ fn asking_call(spans: &[SpanLine], orphan: &SpanLine) -> Option<String> {
         .filter(|s| {
             s.trace_id == orphan.trace_id
                 && s.name == "execute_tool"
-                && s.attributes.get("gen_ai.tool.name").and_then(|v| v.as_str()) == Some("ask_agent")
-                && s.attributes.get("gen_ai.agent.name").and_then(|v| v.as_str()) == Some(from)
+                && s.attributes
+                    .get("gen_ai.tool.name")
+                    .and_then(|v| v.as_str())
+                    == Some("ask_agent")
+                && s.attributes
+                    .get("gen_ai.agent.name")
+                    .and_then(|v| v.as_str())
+                    == Some(from)
                 && s.start_time_unix_nano <= orphan.start_time_unix_nano
                 && s.end_time_unix_nano >= orphan.end_time_unix_nano
         })
@@ -90,8 +99,10 @@ pub fn build_forest(lines: &[TraceLine]) -> TraceForest {
     }
     // A parent in another trace (an actor's task span around a request that starts a trace of
     // its own) does not nest: the request is the root of its trace.
-    let trace_of: HashMap<&str, &str> =
-        spans.iter().map(|s| (s.span_id.as_str(), s.trace_id.as_str())).collect();
+    let trace_of: HashMap<&str, &str> = spans
+        .iter()
+        .map(|s| (s.span_id.as_str(), s.trace_id.as_str()))
+        .collect();
     let mut parent_of: HashMap<String, Option<String>> = HashMap::new();
     for s in &spans {
         let parent = match &s.parent_span_id {
@@ -107,19 +118,29 @@ pub fn build_forest(lines: &[TraceLine]) -> TraceForest {
         children.entry(parent).or_default().push(s);
     }
     fn attach(span: SpanLine, children: &mut HashMap<Option<String>, Vec<SpanLine>>) -> SpanNode {
-        let mut kids = children.remove(&Some(span.span_id.clone())).unwrap_or_default();
+        let mut kids = children
+            .remove(&Some(span.span_id.clone()))
+            .unwrap_or_default();
         kids.sort_by_key(|k| k.start_time_unix_nano);
         let kids = kids.into_iter().map(|k| attach(k, children)).collect();
-        SpanNode { span, children: kids }
+        SpanNode {
+            span,
+            children: kids,
+        }
     }
     let mut roots = children.remove(&None).unwrap_or_default();
     roots.sort_by_key(|r| r.start_time_unix_nano);
     let mut by_trace: BTreeMap<(u64, String), Vec<SpanNode>> = BTreeMap::new();
     let mut first_start: HashMap<String, u64> = HashMap::new();
     for root in roots {
-        let start = *first_start.entry(root.trace_id.clone()).or_insert(root.start_time_unix_nano);
+        let start = *first_start
+            .entry(root.trace_id.clone())
+            .or_insert(root.start_time_unix_nano);
         let node = attach(root, &mut children);
-        by_trace.entry((start, node.span.trace_id.clone())).or_default().push(node);
+        by_trace
+            .entry((start, node.span.trace_id.clone()))
+            .or_default()
+            .push(node);
     }
     TraceForest {
         traces: by_trace

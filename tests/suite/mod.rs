@@ -1,3 +1,4 @@
+mod config;
 mod support;
 mod telemetry;
 mod trace_tree;

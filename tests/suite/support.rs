@@ -16,21 +16,40 @@ pub async fn run_scripted_team() -> String {
         "scripted-coordinator",
         [
             ScriptedReply::ToolCalls(vec![
-                ("ask_agent".into(), r#"{"agent": "namer", "message": "A bakery name?"}"#.into()),
-                ("ask_agent".into(), r#"{"agent": "copywriter", "message": "A slogan?"}"#.into()),
+                (
+                    "ask_agent".into(),
+                    r#"{"agent": "namer", "message": "A bakery name?"}"#.into(),
+                ),
+                (
+                    "ask_agent".into(),
+                    r#"{"agent": "copywriter", "message": "A slogan?"}"#.into(),
+                ),
             ]),
             ScriptedReply::text("Crumb & Co.: fresh every morning."),
         ],
     );
     let namer = ScriptedModel::new("scripted-namer", [ScriptedReply::text("Crumb & Co.")]);
-    let copywriter = ScriptedModel::new("scripted-copywriter", [ScriptedReply::text("Fresh every morning.")]);
+    let copywriter = ScriptedModel::new(
+        "scripted-copywriter",
+        [ScriptedReply::text("Fresh every morning.")],
+    );
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("coordinator", Arc::new(coordinator)).team_messaging(true))
+    spawn_agent(
+        &team,
+        AgentSpec::new("coordinator", Arc::new(coordinator)).team_messaging(true),
+    )
+    .await
+    .unwrap();
+    spawn_agent(&team, AgentSpec::new("namer", Arc::new(namer)))
         .await
         .unwrap();
-    spawn_agent(&team, AgentSpec::new("namer", Arc::new(namer))).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("copywriter", Arc::new(copywriter))).await.unwrap();
-    let answer = team.ask("coordinator", "Name and slogan, please.").await.unwrap();
+    spawn_agent(&team, AgentSpec::new("copywriter", Arc::new(copywriter)))
+        .await
+        .unwrap();
+    let answer = team
+        .ask("coordinator", "Name and slogan, please.")
+        .await
+        .unwrap();
     team.shutdown().await;
     answer
 }

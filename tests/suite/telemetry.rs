@@ -8,7 +8,11 @@ use troupe::trace_tree::read_trace_file;
 use super::support::{run_scripted_team, with_trace_file};
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 fn spans(path: &std::path::Path) -> Vec<SpanLine> {
@@ -37,7 +41,8 @@ fn a_team_run_writes_one_trace_with_genai_attributes() {
     assert_eq!(count("execute_tool"), 2);
 
     // One user request is one trace, across agents.
-    let traces: std::collections::BTreeSet<&str> = spans.iter().map(|s| s.trace_id.as_str()).collect();
+    let traces: std::collections::BTreeSet<&str> =
+        spans.iter().map(|s| s.trace_id.as_str()).collect();
     assert_eq!(traces.len(), 1, "{traces:?}");
     let by_id: HashMap<&str, &SpanLine> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     assert_eq!(by_id.len(), spans.len(), "span ids are unique");
@@ -45,7 +50,12 @@ fn a_team_run_writes_one_trace_with_genai_attributes() {
         let parent = by_id[chat.parent_span_id.as_deref().unwrap()];
         assert_eq!(parent.name, "invoke_agent");
         assert_eq!(chat.attributes["gen_ai.operation.name"], "chat");
-        assert!(chat.attributes["gen_ai.request.model"].as_str().unwrap().starts_with("scripted-"));
+        assert!(
+            chat.attributes["gen_ai.request.model"]
+                .as_str()
+                .unwrap()
+                .starts_with("scripted-")
+        );
         assert!(chat.attributes["gen_ai.usage.input_tokens"].is_u64());
         assert!(chat.attributes["gen_ai.usage.output_tokens"].is_u64());
         assert!(chat.end_time_unix_nano >= chat.start_time_unix_nano);
@@ -104,8 +114,14 @@ fn message_content_is_recorded_only_when_asked() {
             .entered();
         });
         let span = spans(&path).remove(0);
-        assert_eq!(span.attributes.contains_key("gen_ai.input.messages"), record_content);
-        assert_eq!(span.attributes.contains_key("gen_ai.output.messages"), record_content);
+        assert_eq!(
+            span.attributes.contains_key("gen_ai.input.messages"),
+            record_content
+        );
+        assert_eq!(
+            span.attributes.contains_key("gen_ai.output.messages"),
+            record_content
+        );
         assert_eq!(span.attributes["gen_ai.request.model"], "m");
     }
 }
@@ -116,7 +132,9 @@ fn a_trace_id_field_names_the_trace_and_children_inherit_it() {
     let path = dir.path().join("ids.jsonl");
     let trace = "0123456789abcdef0123456789abcdef";
     with_trace_file(&path, false, || {
-        let outer = tracing::info_span!(target: "troupe_test", "invoke_agent", "troupe.trace_id" = trace).entered();
+        let outer =
+            tracing::info_span!(target: "troupe_test", "invoke_agent", "troupe.trace_id" = trace)
+                .entered();
         tracing::info_span!(target: "troupe_test", "chat").in_scope(|| {});
         drop(outer);
         tracing::info_span!(target: "troupe_test", "other_root").in_scope(|| {});
@@ -125,6 +143,13 @@ fn a_trace_id_field_names_the_trace_and_children_inherit_it() {
     let get = |name: &str| spans.iter().find(|s| s.name == name).unwrap();
     assert_eq!(get("invoke_agent").trace_id, trace);
     assert_eq!(get("chat").trace_id, trace);
-    assert_eq!(get("chat").parent_span_id.as_deref(), Some(get("invoke_agent").span_id.as_str()));
-    assert_ne!(get("other_root").trace_id, trace, "a new root gets its own trace");
+    assert_eq!(
+        get("chat").parent_span_id.as_deref(),
+        Some(get("invoke_agent").span_id.as_str())
+    );
+    assert_ne!(
+        get("other_root").trace_id,
+        trace,
+        "a new root gets its own trace"
+    );
 }

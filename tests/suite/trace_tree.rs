@@ -7,7 +7,11 @@ use troupe::trace_tree::{TraceFollower, build_forest, read_trace_file, render_fi
 use super::support::{run_scripted_team, with_trace_file};
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 #[test]
@@ -20,11 +24,22 @@ fn a_team_run_renders_as_agent_turn_call_tree() {
     println!("{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("trace "), "{text}");
-    assert!(lines[0].contains("agents 3 · model calls 4 · tool calls 2"), "{text}");
+    assert!(
+        lines[0].contains("agents 3 · model calls 4 · tool calls 2"),
+        "{text}"
+    );
     assert!(lines[0].contains("errors 0"), "{text}");
-    assert!(lines[1].starts_with("agent coordinator  (asked by user)"), "{text}");
+    assert!(
+        lines[1].starts_with("agent coordinator  (asked by user)"),
+        "{text}"
+    );
     // The workers hang under the coordinator's ask_agent calls, inside turn 1.
-    let pos = |needle: &str| lines.iter().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}:\n{text}"));
+    let pos = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}:\n{text}"))
+    };
     let turn1 = pos("turn 1");
     let namer = pos("agent namer  (asked by coordinator)");
     let turn2 = pos("turn 2");
@@ -37,7 +52,11 @@ fn a_team_run_renders_as_agent_turn_call_tree() {
 
     let forest = build_forest(&read_trace_file(&path).unwrap().lines);
     assert_eq!(forest.traces.len(), 1);
-    assert_eq!(forest.traces[0].roots.len(), 1, "every agent is inside the coordinator's tree");
+    assert_eq!(
+        forest.traces[0].roots.len(),
+        1,
+        "every agent is inside the coordinator's tree"
+    );
 }
 
 #[test]
@@ -46,30 +65,45 @@ fn errors_show_in_the_tree() {
     let path = dir.path().join("err.jsonl");
     with_trace_file(&path, false, || {
         let _a = tracing::info_span!(target: "troupe_test", "invoke_agent", "gen_ai.agent.name" = "solo").entered();
-        let _c = tracing::info_span!(target: "troupe_test", "chat", "gen_ai.request.model" = "m").entered();
+        let _c = tracing::info_span!(target: "troupe_test", "chat", "gen_ai.request.model" = "m")
+            .entered();
         tracing::warn!(target: "troupe_test", error = "HTTP 500 from provider", "model call failed");
     });
     let text = render_file(&path).unwrap();
     assert!(text.contains("errors 1"), "{text}");
-    assert!(text.contains("model call m") && text.contains("ERROR"), "{text}");
-    assert!(text.contains("! warn: model call failed: HTTP 500 from provider"), "{text}");
+    assert!(
+        text.contains("model call m") && text.contains("ERROR"),
+        "{text}"
+    );
+    assert!(
+        text.contains("! warn: model call failed: HTTP 500 from provider"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_torn_last_line_is_skipped_and_a_bad_middle_line_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("torn.jsonl");
-    with_trace_file(&path, false, || tracing::info_span!(target: "troupe_test", "chat").in_scope(|| {}));
+    with_trace_file(&path, false, || {
+        tracing::info_span!(target: "troupe_test", "chat").in_scope(|| {})
+    });
     let good = std::fs::read_to_string(&path).unwrap();
 
     std::fs::write(&path, format!("{good}{{\"type\":\"span\",\"na")).unwrap();
     let text = render_file(&path).unwrap();
-    assert!(text.starts_with("warning: ") && text.contains(":2: skipped an incomplete last line"), "{text}");
+    assert!(
+        text.starts_with("warning: ") && text.contains(":2: skipped an incomplete last line"),
+        "{text}"
+    );
     assert!(text.contains("model call"), "{text}");
 
     std::fs::write(&path, format!("not json\n{good}")).unwrap();
     let err = render_file(&path).unwrap_err().to_string();
-    assert!(err.contains("torn.jsonl:1: not a troupe trace line"), "{err}");
+    assert!(
+        err.contains("torn.jsonl:1: not a troupe trace line"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -85,7 +119,11 @@ fn the_follower_reads_whole_lines_as_they_are_appended() {
 
     let live = dir.path().join("live.jsonl");
     let mut follower = TraceFollower::new(&live);
-    assert_eq!(follower.poll().unwrap(), 0, "a file that does not exist yet is empty");
+    assert_eq!(
+        follower.poll().unwrap(),
+        0,
+        "a file that does not exist yet is empty"
+    );
     let mut file = std::fs::File::create(&live).unwrap();
     file.write_all(first.as_bytes()).unwrap();
     file.write_all(&second.as_bytes()[..10]).unwrap();
@@ -94,4 +132,3 @@ fn the_follower_reads_whole_lines_as_they_are_appended() {
     assert_eq!(follower.poll().unwrap(), 1);
     assert_eq!(follower.lines().len(), 2);
 }
-

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use troupe_compaction::{BudgetPolicy, CompactTrigger, CompactionReport, TiktokenCounter, TokenCounter};
+use troupe_compaction::{
+    BudgetPolicy, CompactTrigger, CompactionReport, TiktokenCounter, TokenCounter,
+};
 use troupe_runtime::{ChatModel, Directory, Team, TraceContext};
 
 use crate::compression::COMPRESSION_AGENT;
@@ -31,14 +33,21 @@ pub struct CompactionSettings {
 
 impl Default for CompactionSettings {
     fn default() -> Self {
-        CompactionSettings { policy: None, auto: true, counter: None, agent_tool: false }
+        CompactionSettings {
+            policy: None,
+            auto: true,
+            counter: None,
+            agent_tool: false,
+        }
     }
 }
 
 impl CompactionSettings {
     /// The policy for a model with this context window.
     pub fn policy_for(&self, context_window: usize) -> BudgetPolicy {
-        self.policy.clone().unwrap_or_else(|| BudgetPolicy::for_window(context_window))
+        self.policy
+            .clone()
+            .unwrap_or_else(|| BudgetPolicy::for_window(context_window))
     }
 
     /// The counter to use.
@@ -50,7 +59,9 @@ impl CompactionSettings {
 /// The process-wide exact BPE counter (building its tables is expensive; do it once).
 pub fn shared_counter() -> Arc<dyn TokenCounter> {
     static COUNTER: OnceLock<Arc<dyn TokenCounter>> = OnceLock::new();
-    COUNTER.get_or_init(|| Arc::new(TiktokenCounter::default())).clone()
+    COUNTER
+        .get_or_init(|| Arc::new(TiktokenCounter::default()))
+        .clone()
 }
 
 /// Why a compaction request did not produce a report.
@@ -64,7 +75,9 @@ pub enum CompactError {
     #[error("nothing to compact")]
     NothingToCompact,
     /// The team has no compression agent.
-    #[error("the team has no compression agent (spawn it with troupe_agents::spawn_compression_agent)")]
+    #[error(
+        "the team has no compression agent (spawn it with troupe_agents::spawn_compression_agent)"
+    )]
     NoCompressionAgent,
     /// Scoped compression with no model given and none used before.
     #[error("compress requires a model but none declared")]
@@ -103,7 +116,10 @@ impl CompactionTracker {
     }
 
     /// Register a compaction of `agent`; the returned sender publishes its outcome.
-    pub(crate) fn begin(&self, agent: &str) -> watch::Sender<Option<Result<CompactOutcome, CompactError>>> {
+    pub(crate) fn begin(
+        &self,
+        agent: &str,
+    ) -> watch::Sender<Option<Result<CompactOutcome, CompactError>>> {
         let (tx, rx) = watch::channel(None);
         self.lock().insert(agent.to_string(), rx);
         tx
@@ -118,7 +134,9 @@ impl CompactionTracker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Shared>> {
-        self.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -174,7 +192,11 @@ pub struct ContextStats {
     pub last_compaction: Option<CompactionReport>,
 }
 
-async fn ask_agent_job(team: &Team, agent: &str, job: AgentJob) -> Result<AgentJobResult, CompactError> {
+async fn ask_agent_job(
+    team: &Team,
+    agent: &str,
+    job: AgentJob,
+) -> Result<AgentJobResult, CompactError> {
     let answer: Result<AgentJobResult, CompactError> = team
         .directory()
         .ask_job(agent, job, TraceContext::new_root(), COMPACTION_TIMEOUT)
@@ -184,7 +206,11 @@ async fn ask_agent_job(team: &Team, agent: &str, job: AgentJob) -> Result<AgentJ
 
 /// `/compact [instructions]` on `agent`: refused while it is responding (unless a compaction is
 /// running, which this request then joins), "nothing to compact" below two messages.
-pub async fn compact_agent(team: &Team, agent: &str, instructions: Option<String>) -> Result<CompactOutcome, CompactError> {
+pub async fn compact_agent(
+    team: &Team,
+    agent: &str,
+    instructions: Option<String>,
+) -> Result<CompactOutcome, CompactError> {
     if !team.directory().is_live(COMPRESSION_AGENT) {
         return Err(CompactError::NoCompressionAgent);
     }
@@ -207,8 +233,20 @@ pub async fn compact_agent(team: &Team, agent: &str, instructions: Option<String
 }
 
 /// Open a scope on `agent` (seed 000's scoped compression).
-pub async fn open_scope(team: &Team, agent: &str, label: impl Into<String>) -> Result<(), CompactError> {
-    ask_agent_job(team, agent, AgentJob::OpenScope { label: label.into() }).await.map(|_| ())
+pub async fn open_scope(
+    team: &Team,
+    agent: &str,
+    label: impl Into<String>,
+) -> Result<(), CompactError> {
+    ask_agent_job(
+        team,
+        agent,
+        AgentJob::OpenScope {
+            label: label.into(),
+        },
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Close the innermost open scope of `agent` and compress it into one summary.

@@ -14,8 +14,8 @@ mod spec;
 mod team_tools;
 
 pub use compaction_hooks::{
-    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionSettings, ContextStats,
-    close_scope, compact_agent, context_stats, open_scope, shared_counter,
+    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionSettings,
+    ContextStats, close_scope, compact_agent, context_stats, open_scope, shared_counter,
 };
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
 pub use llm_agent::{COMPACT_TOOL, LlmAgent};
@@ -25,8 +25,12 @@ pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
 use troupe_runtime::{Team, TeamError};
 
 /// Spawn the team's compression agent (named [`COMPRESSION_AGENT`]).
-pub async fn spawn_compression_agent(team: &Team, config: CompressionConfig) -> Result<(), TeamError> {
-    team.spawn(COMPRESSION_AGENT, CompressionAgent::factory(config)).await
+pub async fn spawn_compression_agent(
+    team: &Team,
+    config: CompressionConfig,
+) -> Result<(), TeamError> {
+    team.spawn(COMPRESSION_AGENT, CompressionAgent::factory(config))
+        .await
 }
 
 /// Spawn an LLM agent described by `spec` into `team` under the team's supervisor.

@@ -11,18 +11,20 @@ use std::time::Instant;
 use async_trait::async_trait;
 use futures::future::join_all;
 use tracing::Instrument;
+use troupe_compaction::{
+    Archive, BudgetPolicy, BudgetState, CompactionReport, TokenCache, TokenCounter,
+};
 use troupe_runtime::trace::semconv;
-use troupe_compaction::{Archive, BudgetPolicy, BudgetState, CompactionReport, TokenCache, TokenCounter};
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel, ChatRequest,
-    Checkpoint, Conversation, Event, Job, MessageId, MessageKind, ModelError, ToolCall, ToolDefinition,
-    TraceContext,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel,
+    ChatRequest, Checkpoint, Conversation, Event, Job, MessageId, MessageKind, ModelError,
+    ToolCall, ToolDefinition, TraceContext,
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolContext, ToolRegistry, ToolResult};
 
 use crate::compaction_hooks::{
-    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker, ContextStats,
-    Trigger, crate_trigger,
+    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker,
+    ContextStats, Trigger, crate_trigger,
 };
 use crate::compression::{COMPRESSION_AGENT, CompactionJob, CompactionResult};
 use crate::spec::AgentSpec;
@@ -78,7 +80,9 @@ impl LlmAgent {
             None => (Conversation::new(), AgentState::default()),
         };
         let policy = spec.compaction.policy_for(spec.model.info().context_window);
-        policy.validate().map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;
+        policy
+            .validate()
+            .map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;
         let counter = spec.compaction.counter();
         Ok(LlmAgent {
             spec,
@@ -99,7 +103,9 @@ impl LlmAgent {
 
     /// A factory the supervisor uses to build (and rebuild) this agent.
     pub fn factory(spec: AgentSpec) -> BehaviorFactory {
-        Arc::new(move |checkpoint| Ok(Box::new(LlmAgent::new(spec.clone(), checkpoint)?) as Box<dyn AgentBehavior>))
+        Arc::new(move |checkpoint| {
+            Ok(Box::new(LlmAgent::new(spec.clone(), checkpoint)?) as Box<dyn AgentBehavior>)
+        })
     }
 
     /// The conversation so far.
@@ -129,7 +135,9 @@ impl LlmAgent {
 
     /// Tokens in the conversation now (cached per message: O(new messages)).
     pub fn tokens(&self) -> usize {
-        self.token_cache.count_messages(self.counter.as_ref(), self.conversation.messages()).total
+        self.token_cache
+            .count_messages(self.counter.as_ref(), self.conversation.messages())
+            .total
     }
 
     /// The budget policy in force.
@@ -142,9 +150,10 @@ impl LlmAgent {
         if self.spec.compaction.agent_tool {
             definitions.push(ToolDefinition {
                 name: COMPACT_TOOL.into(),
-                description: "Compact your own conversation when it has grown long; optional `focus` \
+                description:
+                    "Compact your own conversation when it has grown long; optional `focus` \
                               says what the summary must keep."
-                    .into(),
+                        .into(),
                 parameters: serde_json::json!({
                     "type": "object",
                     "properties": {"focus": {"type": "string"}},
@@ -202,8 +211,15 @@ impl LlmAgent {
             instructions,
             agent_model: Some(self.spec.model.clone()),
         };
-        let answer: Result<CompactionResult, _> =
-            ctx.directory.ask_job(COMPRESSION_AGENT, job, TraceContext::new_root(), COMPACTION_TIMEOUT).await;
+        let answer: Result<CompactionResult, _> = ctx
+            .directory
+            .ask_job(
+                COMPRESSION_AGENT,
+                job,
+                TraceContext::new_root(),
+                COMPACTION_TIMEOUT,
+            )
+            .await;
         let outcome = match answer {
             Ok(Ok(compaction)) => {
                 let before: std::collections::HashSet<MessageId> =
@@ -221,7 +237,10 @@ impl LlmAgent {
                     .map(ChatMessage::text);
                 self.last_compaction = Some(compaction.report.clone());
                 self.warned = false;
-                Ok(CompactOutcome { report: compaction.report, summary })
+                Ok(CompactOutcome {
+                    report: compaction.report,
+                    summary,
+                })
             }
             Ok(Err(reason)) => Err(CompactError::Failed(reason)),
             Err(e) => Err(CompactError::Ask(e)),
@@ -235,7 +254,9 @@ impl LlmAgent {
         let tokens = self.tokens();
         let mut by_kind = std::collections::BTreeMap::new();
         for m in self.conversation.messages() {
-            let kind = serde_json::to_value(m.kind).ok().and_then(|v| v.as_str().map(str::to_string));
+            let kind = serde_json::to_value(m.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string));
             *by_kind.entry(kind.unwrap_or_default()).or_insert(0usize) += 1;
         }
         ContextStats {
@@ -254,16 +275,29 @@ impl LlmAgent {
         model: Option<Arc<dyn ChatModel>>,
     ) -> Result<Option<String>, CompactError> {
         let (label, start) = self.scopes.last().cloned().ok_or(CompactError::NoScope)?;
-        let model = model.or_else(|| self.last_scope_model.clone()).ok_or(CompactError::NoModel)?;
+        let model = model
+            .or_else(|| self.last_scope_model.clone())
+            .ok_or(CompactError::NoModel)?;
         self.scopes.pop();
-        let first = self.conversation.messages().iter().position(|m| m.id >= start);
+        let first = self
+            .conversation
+            .messages()
+            .iter()
+            .position(|m| m.id >= start);
         let Some(first) = first else { return Ok(None) };
         let entries: Vec<ChatMessage> = self.conversation.messages()[first..].to_vec();
         let transcript: String = entries
             .iter()
-            .map(|m| format!("{}: {}\n", m.role, m.text().chars().take(2_000).collect::<String>()))
+            .map(|m| {
+                format!(
+                    "{}: {}\n",
+                    m.role,
+                    m.text().chars().take(2_000).collect::<String>()
+                )
+            })
             .collect();
-        let instruction = prompt.unwrap_or_else(|| "Summarize what was done and found, briefly.".into());
+        let instruction =
+            prompt.unwrap_or_else(|| "Summarize what was done and found, briefly.".into());
         let request = ChatRequest {
             messages: vec![
                 ChatMessage::system(
@@ -276,15 +310,23 @@ impl LlmAgent {
             temperature: Some(0.2),
             ..ChatRequest::default()
         };
-        let summary = model.chat(request).await.map_err(|e| CompactError::Failed(e.to_string()))?.message.text();
+        let summary = model
+            .chat(request)
+            .await
+            .map_err(|e| CompactError::Failed(e.to_string()))?
+            .message
+            .text();
         let summary = summary.trim().to_string();
         if summary.is_empty() {
-            return Err(CompactError::Failed("the model returned an empty scope summary".into()));
+            return Err(CompactError::Failed(
+                "the model returned an empty scope summary".into(),
+            ));
         }
         let mut kept: Vec<ChatMessage> = self.conversation.messages()[..first].to_vec();
         let id = self.conversation.allocate_id();
         let mut marker =
-            ChatMessage::user(format!("<scope label=\"{label}\">\n{summary}\n</scope>")).with_kind(MessageKind::Summary);
+            ChatMessage::user(format!("<scope label=\"{label}\">\n{summary}\n</scope>"))
+                .with_kind(MessageKind::Summary);
         marker.id = id;
         self.archive.record_replacement(id, &entries);
         kept.push(marker);
@@ -295,7 +337,8 @@ impl LlmAgent {
 
     fn start_request(&mut self, request: &AgentRequest) {
         if self.conversation.is_empty() && !self.spec.instructions.is_empty() {
-            self.conversation.push(ChatMessage::system(self.spec.instructions.clone()));
+            self.conversation
+                .push(ChatMessage::system(self.spec.instructions.clone()));
         }
         let text = match &request.from {
             Some(from) => format!("[message from agent `{from}`]\n{}", request.text),
@@ -304,7 +347,11 @@ impl LlmAgent {
         self.conversation.push(ChatMessage::user(text));
     }
 
-    async fn call_model(&self, ctx: &AgentContext, trace_id: &str) -> Result<ChatMessage, ModelError> {
+    async fn call_model(
+        &self,
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) -> Result<ChatMessage, ModelError> {
         let info = self.spec.model.info();
         let request = ChatRequest {
             messages: self.conversation.messages().to_vec(),
@@ -315,7 +362,11 @@ impl LlmAgent {
         };
         ctx.events.publish(
             Some(trace_id.to_string()),
-            Event::ModelCallStarted { agent: ctx.name.clone(), model: info.name.clone(), messages: request.messages.len() },
+            Event::ModelCallStarted {
+                agent: ctx.name.clone(),
+                model: info.name.clone(),
+                messages: request.messages.len(),
+            },
         );
         let span = tracing::info_span!(
             "chat",
@@ -364,7 +415,12 @@ impl LlmAgent {
     }
 
     /// Run one assistant message's tool calls concurrently; results come back in call order.
-    async fn run_tools(&self, calls: &[ToolCall], ctx: &AgentContext, trace_id: &str) -> Vec<ToolResult> {
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) -> Vec<ToolResult> {
         let base = ToolContext::new(ctx.name.clone(), self.spec.workspace_root.clone())
             .with_events(ctx.events.clone())
             .with_ledger(self.ledger.clone())
@@ -383,7 +439,11 @@ impl LlmAgent {
         join_all(runs).await
     }
 
-    async fn run_turns(&mut self, ctx: &AgentContext, trace_id: &str) -> Result<(String, u32), AgentError> {
+    async fn run_turns(
+        &mut self,
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) -> Result<(String, u32), AgentError> {
         for turn in 1..=self.spec.max_turns {
             let reply = match self.call_model(ctx, trace_id).await {
                 Ok(reply) => reply,
@@ -392,8 +452,12 @@ impl LlmAgent {
                     tracing::warn!(agent = %ctx.name, "context length exceeded ({why}); compacting and retrying once");
                     self.compact(Trigger::Emergency, None, ctx)
                         .await
-                        .map_err(|e| AgentError::Model(format!("context length exceeded ({why}) and {e}")))?;
-                    self.call_model(ctx, trace_id).await.map_err(|e| AgentError::Model(e.to_string()))?
+                        .map_err(|e| {
+                            AgentError::Model(format!("context length exceeded ({why}) and {e}"))
+                        })?;
+                    self.call_model(ctx, trace_id)
+                        .await
+                        .map_err(|e| AgentError::Model(e.to_string()))?
                 }
                 Err(e) => return Err(AgentError::Model(e.to_string())),
             };
@@ -406,8 +470,10 @@ impl LlmAgent {
             }
             self.check_budget(ctx, trace_id).await;
             let compact_call = self.spec.compaction.agent_tool;
-            let (compact_calls, tool_calls): (Vec<ToolCall>, Vec<ToolCall>) =
-                calls.iter().cloned().partition(|c| compact_call && c.function.name == COMPACT_TOOL);
+            let (compact_calls, tool_calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
+                .iter()
+                .cloned()
+                .partition(|c| compact_call && c.function.name == COMPACT_TOOL);
             let mut results: std::collections::HashMap<String, ToolResult> = calls_results(
                 &tool_calls,
                 self.run_tools(&tool_calls, ctx, trace_id).await,
@@ -418,14 +484,18 @@ impl LlmAgent {
                 let content = match results.remove(&call.id) {
                     Some(result) => {
                         if let troupe_tools::ToolOutcome::Fatal(reason) = &result.outcome {
-                            fatal.get_or_insert_with(|| format!("tool `{}` failed fatally: {reason}", call.function.name));
+                            fatal.get_or_insert_with(|| {
+                                format!("tool `{}` failed fatally: {reason}", call.function.name)
+                            });
                         }
                         result.content
                     }
                     None => "compacting the conversation…".to_string(),
                 };
                 // Every call gets its result, fatal or not, so the conversation stays valid.
-                let id = self.conversation.push(ChatMessage::tool_result(call.id.clone(), content));
+                let id = self
+                    .conversation
+                    .push(ChatMessage::tool_result(call.id.clone(), content));
                 if compact_calls.iter().any(|c| c.id == call.id) && compact_result.is_none() {
                     let focus = serde_json::from_str::<serde_json::Value>(&call.function.arguments)
                         .ok()
@@ -436,7 +506,9 @@ impl LlmAgent {
             if let Some((result_id, focus)) = compact_result {
                 // The tool's own result is already in place, so compaction sees valid pairs.
                 let text = match self.compact(Trigger::Tool, focus, ctx).await {
-                    Ok(outcome) if outcome.report.no_compaction_needed => "no compaction needed".to_string(),
+                    Ok(outcome) if outcome.report.no_compaction_needed => {
+                        "no compaction needed".to_string()
+                    }
                     Ok(outcome) => outcome.summary.unwrap_or(outcome.report.reason),
                     Err(e) => format!("compaction did not run: {e}"),
                 };
@@ -453,17 +525,29 @@ impl LlmAgent {
     }
 }
 
-fn calls_results(calls: &[ToolCall], results: Vec<ToolResult>) -> std::collections::HashMap<String, ToolResult> {
+fn calls_results(
+    calls: &[ToolCall],
+    results: Vec<ToolResult>,
+) -> std::collections::HashMap<String, ToolResult> {
     calls.iter().map(|c| c.id.clone()).zip(results).collect()
 }
 
 #[async_trait]
 impl AgentBehavior for LlmAgent {
-    async fn handle(&mut self, request: AgentRequest, ctx: &AgentContext) -> Result<String, AgentError> {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        ctx: &AgentContext,
+    ) -> Result<String, AgentError> {
         let trace_id = request.trace.trace_id_hex();
         self.link.set(ctx.directory.clone(), request.trace);
         let before = self.conversation.clone();
-        ctx.events.publish(Some(trace_id.clone()), Event::TurnStarted { agent: ctx.name.clone() });
+        ctx.events.publish(
+            Some(trace_id.clone()),
+            Event::TurnStarted {
+                agent: ctx.name.clone(),
+            },
+        );
         self.start_request(&request);
         let outcome = self.run_turns(ctx, &trace_id).await;
         let (model_calls, error) = match &outcome {
@@ -476,7 +560,11 @@ impl AgentBehavior for LlmAgent {
         }
         ctx.events.publish(
             Some(trace_id),
-            Event::TurnFinished { agent: ctx.name.clone(), model_calls, error },
+            Event::TurnFinished {
+                agent: ctx.name.clone(),
+                model_calls,
+                error,
+            },
         );
         outcome.map(|(text, _)| text)
     }
@@ -490,16 +578,19 @@ impl AgentBehavior for LlmAgent {
                 if self.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
-                    self.compact(Trigger::Manual, instructions, ctx).await.map(AgentJobResult::Compacted)
+                    self.compact(Trigger::Manual, instructions, ctx)
+                        .await
+                        .map(AgentJobResult::Compacted)
                 }
             }
             AgentJob::OpenScope { label } => {
                 self.scopes.push((label, self.conversation.next_id()));
                 Ok(AgentJobResult::ScopeOpened)
             }
-            AgentJob::CloseScope { prompt, model } => {
-                self.close_scope(prompt, model).await.map(AgentJobResult::ScopeClosed)
-            }
+            AgentJob::CloseScope { prompt, model } => self
+                .close_scope(prompt, model)
+                .await
+                .map(AgentJobResult::ScopeClosed),
             AgentJob::Context => Ok(AgentJobResult::Context(self.context_stats())),
         };
         Ok(Box::new(result))

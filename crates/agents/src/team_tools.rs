@@ -21,11 +21,17 @@ pub(crate) struct TeamLink(Arc<Mutex<Option<(Directory, TraceContext)>>>);
 
 impl TeamLink {
     pub(crate) fn set(&self, directory: Directory, trace: TraceContext) {
-        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((directory, trace));
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((directory, trace));
     }
 
     fn get(&self) -> Option<(Directory, TraceContext)> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -70,7 +76,11 @@ impl Tool for AskAgentTool {
         let Some((directory, trace)) = self.link.get() else {
             return Err(ToolError::respond("this agent is not part of a team"));
         };
-        let request = AgentRequest { from: Some(ctx.agent.clone()), text: args.message, trace: trace.child() };
+        let request = AgentRequest {
+            from: Some(ctx.agent.clone()),
+            text: args.message,
+            trace: trace.child(),
+        };
         directory
             .ask(&args.agent, request, ASK_AGENT_TIMEOUT)
             .await

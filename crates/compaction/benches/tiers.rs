@@ -7,13 +7,14 @@ use std::path::PathBuf;
 
 use criterion::{BatchSize, Criterion};
 use troupe_compaction::{
-    BudgetPolicy, CompactOptions, MechanicalSummarizer, Summarizer, TiktokenCounter, TokenCache, compact,
-    ledger_from_transcript, parse_transcript,
+    BudgetPolicy, CompactOptions, MechanicalSummarizer, Summarizer, TiktokenCounter, TokenCache,
+    compact, ledger_from_transcript, parse_transcript,
 };
 use troupe_runtime::Conversation;
 
 fn main() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus/pi-large-session.json");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus/pi-large-session.json");
     let Ok(text) = std::fs::read_to_string(&path) else {
         println!("{} not found; skipping the tiers benchmark", path.display());
         return;
@@ -27,7 +28,10 @@ fn main() {
     let counter = TiktokenCounter::default();
     let warm = TokenCache::new();
     let total = warm.count_messages(&counter, conversation.messages()).total;
-    println!("pi-large-session: {} messages, {total} tokens", conversation.len());
+    println!(
+        "pi-large-session: {} messages, {total} tokens",
+        conversation.len()
+    );
     let runtime = match tokio::runtime::Builder::new_current_thread().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -51,8 +55,18 @@ fn main() {
                 // A private copy per run: counts of stubs from earlier runs must not leak in.
                 || warm.detached_copy(),
                 |cache| {
-                    let options = CompactOptions { token_cache: Some(cache), ..CompactOptions::default() };
-                    runtime.block_on(compact(&conversation, &ledger, &policy, &counter, summarizer, options))
+                    let options = CompactOptions {
+                        token_cache: Some(cache),
+                        ..CompactOptions::default()
+                    };
+                    runtime.block_on(compact(
+                        &conversation,
+                        &ledger,
+                        &policy,
+                        &counter,
+                        summarizer,
+                        options,
+                    ))
                 },
                 BatchSize::SmallInput,
             )

@@ -12,7 +12,10 @@ use troupe_runtime::{ChatMessage, Conversation};
 fn corpus() -> Option<Vec<Conversation>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
     let Ok(entries) = std::fs::read_dir(&dir) else {
-        println!("corpus not found at {}; skipping the token counting benchmark", dir.display());
+        println!(
+            "corpus not found at {}; skipping the token counting benchmark",
+            dir.display()
+        );
         return None;
     };
     let mut paths: Vec<PathBuf> = entries
@@ -43,9 +46,17 @@ fn texts(messages: &[ChatMessage]) -> Vec<String> {
 }
 
 fn main() {
-    let Some(conversations) = corpus() else { return };
-    let messages: Vec<ChatMessage> = conversations.iter().flat_map(|c| c.messages().to_vec()).collect();
-    let texts: Vec<String> = conversations.iter().flat_map(|c| texts(c.messages())).collect();
+    let Some(conversations) = corpus() else {
+        return;
+    };
+    let messages: Vec<ChatMessage> = conversations
+        .iter()
+        .flat_map(|c| c.messages().to_vec())
+        .collect();
+    let texts: Vec<String> = conversations
+        .iter()
+        .flat_map(|c| texts(c.messages()))
+        .collect();
     let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
     let counter = TiktokenCounter::default();
     let bpe = tiktoken_rs::o200k_base_singleton();
@@ -54,25 +65,46 @@ fn main() {
     let mut group = criterion.benchmark_group("count_corpus");
     group.throughput(Throughput::Bytes(bytes));
     group.bench_function("tiktoken_encode_ordinary_raw", |b| {
-        b.iter(|| texts.iter().map(|t| bpe.encode_ordinary(t).len()).sum::<usize>())
+        b.iter(|| {
+            texts
+                .iter()
+                .map(|t| bpe.encode_ordinary(t).len())
+                .sum::<usize>()
+        })
     });
     group.bench_function("tiktoken_counter_uncached", |b| {
-        b.iter(|| conversations.iter().map(|c| counter.count_messages(c.messages())).sum::<usize>())
+        b.iter(|| {
+            conversations
+                .iter()
+                .map(|c| counter.count_messages(c.messages()))
+                .sum::<usize>()
+        })
     });
     let cache = TokenCache::new();
     for c in &conversations {
         cache.count_messages(&counter, c.messages());
     }
     group.bench_function("token_cache_warm", |b| {
-        b.iter(|| conversations.iter().map(|c| cache.count_messages(&counter, c.messages()).total).sum::<usize>())
+        b.iter(|| {
+            conversations
+                .iter()
+                .map(|c| cache.count_messages(&counter, c.messages()).total)
+                .sum::<usize>()
+        })
     });
     group.finish();
 
     // A growing conversation: everything counted before, one new message per turn.
-    let largest = conversations.iter().max_by_key(|c| c.len()).map(|c| c.messages().to_vec()).unwrap_or_default();
+    let largest = conversations
+        .iter()
+        .max_by_key(|c| c.len())
+        .map(|c| c.messages().to_vec())
+        .unwrap_or_default();
     let last = largest.last().map(|m| m.id);
     let mut group = criterion.benchmark_group("recount_after_one_new_message");
-    group.throughput(Throughput::Bytes(largest.iter().map(|m| m.text().len() as u64).sum()));
+    group.throughput(Throughput::Bytes(
+        largest.iter().map(|m| m.text().len() as u64).sum(),
+    ));
     let incremental = TokenCache::new();
     incremental.count_messages(&counter, &largest);
     group.bench_function("token_cache_incremental", |b| {
@@ -83,7 +115,9 @@ fn main() {
             incremental.count_messages(&counter, &largest).total
         })
     });
-    group.bench_function("uncached_full_recount", |b| b.iter(|| counter.count_messages(&largest)));
+    group.bench_function("uncached_full_recount", |b| {
+        b.iter(|| counter.count_messages(&largest))
+    });
     group.finish();
 
     drop(messages);

@@ -56,7 +56,9 @@ pub enum ArchiveError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExpandError {
     /// The archive names a replacing message the conversation does not contain.
-    #[error("the archive says {replacement} replaced {original}, but {replacement} is not in the conversation")]
+    #[error(
+        "the archive says {replacement} replaced {original}, but {replacement} is not in the conversation"
+    )]
     MissingReplacement {
         /// The replacing message.
         replacement: MessageId,
@@ -119,7 +121,10 @@ impl Archive {
 
     /// The archived original with this id.
     pub fn original(&self, id: MessageId) -> Option<&StoredMessage> {
-        self.entries.iter().map(|e| &e.original).find(|m| m.id == id)
+        self.entries
+            .iter()
+            .map(|e| &e.original)
+            .find(|m| m.id == id)
     }
 
     /// The originals `replacement` stands for, in conversation order.
@@ -135,8 +140,10 @@ impl Archive {
     pub fn to_jsonl(&self) -> Result<String, ArchiveError> {
         let mut out = String::new();
         for entry in &self.entries {
-            let line = serde_json::to_string(entry)
-                .map_err(|source| ArchiveError::Serialize { id: entry.original.id, source })?;
+            let line = serde_json::to_string(entry).map_err(|source| ArchiveError::Serialize {
+                id: entry.original.id,
+                source,
+            })?;
             out.push_str(&line);
             out.push('\n');
         }
@@ -150,8 +157,10 @@ impl Archive {
             if line.trim().is_empty() {
                 continue;
             }
-            let entry = serde_json::from_str(line)
-                .map_err(|source| ArchiveError::BadLine { line: i + 1, source })?;
+            let entry = serde_json::from_str(line).map_err(|source| ArchiveError::BadLine {
+                line: i + 1,
+                source,
+            })?;
             entries.push(entry);
         }
         Ok(Archive { entries })
@@ -165,14 +174,21 @@ fn stored(message: &ChatMessage) -> StoredMessage {
     let mut inner = message.clone();
     inner.id = MessageId::UNASSIGNED;
     inner.kind = MessageKind::Normal;
-    StoredMessage { id: message.id, kind: message.kind, message: inner }
+    StoredMessage {
+        id: message.id,
+        kind: message.kind,
+        message: inner,
+    }
 }
 
 /// Restore the conversation `compacted` came from, by undoing the archive's entries in reverse.
 ///
 /// With the archive of one compaction this returns that compaction's input exactly
 /// (`expand(compact(x)) == x`); with the concatenated archives of several, the oldest input.
-pub fn expand(compacted: &[ChatMessage], archive: &Archive) -> Result<Vec<ChatMessage>, ExpandError> {
+pub fn expand(
+    compacted: &[ChatMessage],
+    archive: &Archive,
+) -> Result<Vec<ChatMessage>, ExpandError> {
     let mut messages = compacted.to_vec();
     let entries = archive.entries();
     let mut end = entries.len();
@@ -185,9 +201,14 @@ pub fn expand(compacted: &[ChatMessage], archive: &Archive) -> Result<Vec<ChatMe
                     start -= 1;
                 }
                 let position = messages.iter().position(|m| m.id == replacement).ok_or(
-                    ExpandError::MissingReplacement { replacement, original: last.original.id },
+                    ExpandError::MissingReplacement {
+                        replacement,
+                        original: last.original.id,
+                    },
                 )?;
-                let originals = entries[start..end].iter().map(|e| ChatMessage::from(e.original.clone()));
+                let originals = entries[start..end]
+                    .iter()
+                    .map(|e| ChatMessage::from(e.original.clone()));
                 messages.splice(position..=position, originals);
                 end = start;
             }
@@ -196,7 +217,10 @@ pub fn expand(compacted: &[ChatMessage], archive: &Archive) -> Result<Vec<ChatMe
                     None => 0,
                     Some(anchor) => {
                         messages.iter().position(|m| m.id == anchor).ok_or(
-                            ExpandError::MissingAnchor { original: last.original.id, anchor },
+                            ExpandError::MissingAnchor {
+                                original: last.original.id,
+                                anchor,
+                            },
                         )? + 1
                     }
                 };
@@ -209,6 +233,7 @@ pub fn expand(compacted: &[ChatMessage], archive: &Archive) -> Result<Vec<ChatMe
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_runtime::Conversation;
@@ -225,9 +250,15 @@ mod tests {
         let mut archive = Archive::new();
         // Remove the display-only message, then summarize c+d into m10, then replace m10 by m11.
         archive.record_removal(&m[1], Some(m[0].id));
-        let summary = ChatMessage { id: MessageId(10), ..ChatMessage::user("sum") };
+        let summary = ChatMessage {
+            id: MessageId(10),
+            ..ChatMessage::user("sum")
+        };
         archive.record_replacement(MessageId(10), &m[2..4]);
-        let resummary = ChatMessage { id: MessageId(11), ..ChatMessage::user("sum2") };
+        let resummary = ChatMessage {
+            id: MessageId(11),
+            ..ChatMessage::user("sum2")
+        };
         archive.record_replacement(MessageId(11), std::slice::from_ref(&summary));
         let compacted = vec![m[0].clone(), resummary];
         assert_eq!(expand(&compacted, &archive).unwrap(), m);

@@ -24,12 +24,20 @@ pub struct MessageOverhead {
 
 impl MessageOverhead {
     /// The OpenAI chat format, per the OpenAI cookbook's counting recipe.
-    pub const OPENAI: MessageOverhead =
-        MessageOverhead { per_message: 3, per_tool_call: 1, per_name: 1, reply_priming: 3 };
+    pub const OPENAI: MessageOverhead = MessageOverhead {
+        per_message: 3,
+        per_tool_call: 1,
+        per_name: 1,
+        reply_priming: 3,
+    };
 
     /// ChatML (`<|im_start|>role\n…<|im_end|>\n`), the format of most llama.cpp chat templates.
-    pub const CHATML: MessageOverhead =
-        MessageOverhead { per_message: 5, per_tool_call: 4, per_name: 1, reply_priming: 3 };
+    pub const CHATML: MessageOverhead = MessageOverhead {
+        per_message: 5,
+        per_tool_call: 4,
+        per_name: 1,
+        reply_priming: 3,
+    };
 }
 
 /// Counts tokens of text and of chat messages for one tokenizer.
@@ -74,7 +82,10 @@ pub trait TokenCounter: Send + Sync {
 
     /// The tokens of a whole request made of `messages` (reply priming included).
     fn count_messages(&self, messages: &[ChatMessage]) -> usize {
-        messages.iter().map(|m| self.count_message(m)).sum::<usize>()
+        messages
+            .iter()
+            .map(|m| self.count_message(m))
+            .sum::<usize>()
             + self.overhead().reply_priming
     }
 }
@@ -143,7 +154,9 @@ impl Default for TiktokenCounter {
 
 impl std::fmt::Debug for TiktokenCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TiktokenCounter").field("encoding", &self.encoding).finish()
+        f.debug_struct("TiktokenCounter")
+            .field("encoding", &self.encoding)
+            .finish()
     }
 }
 
@@ -173,6 +186,7 @@ impl TokenCounter for CharEstimateCounter {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_runtime::ToolCall;

@@ -25,7 +25,9 @@ pub enum Refusal {
         reason: ProtectionReason,
     },
     /// `compress_tool_result` on something that is not a tool result.
-    #[error("{id} is a message from the {role}, not a tool result; compress_tool_result only accepts tool results")]
+    #[error(
+        "{id} is a message from the {role}, not a tool result; compress_tool_result only accepts tool results"
+    )]
     NotToolResult {
         /// The message.
         id: MessageId,
@@ -73,7 +75,9 @@ pub enum Refusal {
         end: MessageId,
     },
     /// A segment that contains a protected message.
-    #[error("segment {start}..{end} includes {id}, which is protected ({reason}); end the segment before it")]
+    #[error(
+        "segment {start}..{end} includes {id}, which is protected ({reason}); end the segment before it"
+    )]
     RangeIncludesProtected {
         /// Segment start.
         start: MessageId,
@@ -85,7 +89,9 @@ pub enum Refusal {
         reason: ProtectionReason,
     },
     /// A segment that would separate tool calls from their results.
-    #[error("segment {start}..{end} splits assistant message {assistant} from its tool result {result}; move the boundary so both are inside or both outside")]
+    #[error(
+        "segment {start}..{end} splits assistant message {assistant} from its tool result {result}; move the boundary so both are inside or both outside"
+    )]
     RangeCutsToolPair {
         /// Segment start.
         start: MessageId,

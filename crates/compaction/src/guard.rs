@@ -53,6 +53,7 @@ impl ThrashGuard {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -62,7 +63,10 @@ mod tests {
         let mut guard = ThrashGuard::new();
         assert!(guard.allows(9_999, &policy).is_err());
         assert!(guard.allows(10_000, &policy).is_ok());
-        guard.record(&CompactionReport { freeable_tokens_after: 4_000, ..Default::default() });
+        guard.record(&CompactionReport {
+            freeable_tokens_after: 4_000,
+            ..Default::default()
+        });
         let refusal = guard.allows(12_000, &policy).unwrap_err();
         assert!(refusal.contains("4000"), "{refusal}");
         assert!(guard.allows(14_000, &policy).is_ok());

@@ -39,7 +39,9 @@ pub mod validate;
 
 pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
 pub use compact::{CompactOptions, CompactTrigger, Compaction, compact};
-pub use counter::{BpeEncoding, CharEstimateCounter, MessageOverhead, TiktokenCounter, TokenCounter};
+pub use counter::{
+    BpeEncoding, CharEstimateCounter, MessageOverhead, TiktokenCounter, TokenCounter,
+};
 pub use error::{CompactionError, Refusal};
 pub use guard::ThrashGuard;
 pub use policy::{BudgetPolicy, BudgetState, PolicyError};
@@ -50,7 +52,7 @@ pub use session::{
     PlannedStep, PlannerOutcome, StepOutcome, TargetStatus,
 };
 pub use summary::{
-    FileLists, MechanicalSummarizer, SummaryKind, SummaryPrompt, Summarizer, SummarizerError,
+    FileLists, MechanicalSummarizer, Summarizer, SummarizerError, SummaryKind, SummaryPrompt,
 };
 pub use token_cache::{CacheStats, ConversationTokens, TokenCache};
 pub use transcript::{Transcript, TranscriptError, ledger_from_transcript, parse_transcript};

@@ -26,7 +26,11 @@ pub fn format_id_list(ids: &[MessageId]) -> String {
             i += 1;
             end = ids[i];
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}..{end}") });
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}..{end}")
+        });
         i += 1;
     }
     parts.join(", ")
@@ -59,11 +63,15 @@ pub fn replaces_line(ids: &[MessageId]) -> String {
 /// The ids named by the marker on the last line of `text`, if it ends with one.
 pub fn parse_replaces(text: &str) -> Option<Vec<MessageId>> {
     let last = text.trim_end().lines().next_back()?;
-    let inner = last.trim().strip_prefix(REPLACES_PREFIX)?.strip_suffix(']')?;
+    let inner = last
+        .trim()
+        .strip_prefix(REPLACES_PREFIX)?
+        .strip_suffix(']')?;
     parse_id_list(inner)
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -31,7 +31,12 @@ const SHA_PREFIX_LEN: usize = 8;
 /// );
 /// assert_eq!(stub_text(Some("bash"), "c2", "a\nb\n", &ledger), "[compressed] bash returned 2 lines");
 /// ```
-pub fn stub_text(tool_name: Option<&str>, tool_call_id: &str, output: &str, ledger: &FileLedger) -> String {
+pub fn stub_text(
+    tool_name: Option<&str>,
+    tool_call_id: &str,
+    output: &str,
+    ledger: &FileLedger,
+) -> String {
     let mut lines: Vec<String> = Vec::new();
     for entry in ledger.for_call(tool_call_id) {
         let line = ledger_line(entry, output);
@@ -70,16 +75,31 @@ fn ledger_line(entry: &LedgerEntry, output: &str) -> String {
         let prefix: String = sha.chars().take(SHA_PREFIX_LEN).collect();
         details.push(format!("sha256 {prefix}"));
     }
-    let verb = if entry.access.is_modification() { "modified" } else { "read" };
+    let verb = if entry.access.is_modification() {
+        "modified"
+    } else {
+        "read"
+    };
     if details.is_empty() {
         format!("{STUB_PREFIX} {verb} {}", entry.path)
     } else {
-        format!("{STUB_PREFIX} {verb} {} ({})", entry.path, details.join(", "))
+        format!(
+            "{STUB_PREFIX} {verb} {} ({})",
+            entry.path,
+            details.join(", ")
+        )
     }
 }
 
 /// Words that mark an error line in tool output.
-const ERROR_WORDS: [&str; 6] = ["error", "failed", "traceback", "exception", "panicked", "fatal"];
+const ERROR_WORDS: [&str; 6] = [
+    "error",
+    "failed",
+    "traceback",
+    "exception",
+    "panicked",
+    "fatal",
+];
 /// Characters of an error line a stub keeps.
 const ERROR_LINE_CHARS: usize = 120;
 
@@ -106,22 +126,39 @@ pub fn is_stub(text: &str) -> bool {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn modified_stub_names_line_range() {
         let mut ledger = FileLedger::new();
-        ledger.record(LedgerEntry::new("src/a.rs", FileAccess::Edited).with_call("c").with_lines(234, 250));
-        ledger.record(LedgerEntry::new("src/a.rs", FileAccess::Edited).with_call("c").with_lines(234, 250));
+        ledger.record(
+            LedgerEntry::new("src/a.rs", FileAccess::Edited)
+                .with_call("c")
+                .with_lines(234, 250),
+        );
+        ledger.record(
+            LedgerEntry::new("src/a.rs", FileAccess::Edited)
+                .with_call("c")
+                .with_lines(234, 250),
+        );
         assert_eq!(
             stub_text(Some("edit"), "c", "ok", &ledger),
             "[compressed] modified src/a.rs (lines 234-250)"
         );
         assert!(is_stub(&stub_text(None, "zzz", "one", &ledger)));
-        assert_eq!(stub_text(None, "zzz", "one", &ledger), "[compressed] tool returned 1 line");
         assert_eq!(
-            stub_text(Some("bash"), "zzz", "ok\nerror[E0308]: mismatched types\n", &ledger),
+            stub_text(None, "zzz", "one", &ledger),
+            "[compressed] tool returned 1 line"
+        );
+        assert_eq!(
+            stub_text(
+                Some("bash"),
+                "zzz",
+                "ok\nerror[E0308]: mismatched types\n",
+                &ledger
+            ),
             "[compressed] bash returned 2 lines; first error: error[E0308]: mismatched types"
         );
     }

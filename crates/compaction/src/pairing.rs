@@ -34,14 +34,14 @@ pub fn owners(messages: &[ChatMessage]) -> Vec<Option<usize>> {
 }
 
 /// The name of the tool whose result is `messages[index]`, if its call can be found.
-pub fn tool_name<'a>(
-    messages: &'a [ChatMessage],
-    owner: Option<usize>,
-    index: usize,
-) -> Option<&'a str> {
+pub fn tool_name(messages: &[ChatMessage], owner: Option<usize>, index: usize) -> Option<&str> {
     let call_id = messages.get(index)?.tool_call_id.as_deref()?;
     let assistant = messages.get(owner?)?;
-    assistant.calls().iter().find(|c| c.id == call_id).map(|c| c.function.name.as_str())
+    assistant
+        .calls()
+        .iter()
+        .find(|c| c.id == call_id)
+        .map(|c| c.function.name.as_str())
 }
 
 /// Check that every tool result answers an open call of the nearest preceding assistant
@@ -49,7 +49,10 @@ pub fn tool_name<'a>(
 pub fn check_pairing(messages: &[ChatMessage]) -> Result<(), InvariantViolation> {
     let mut open: HashSet<&str> = HashSet::new();
     let mut previous_role: Option<Role> = None;
-    for message in messages.iter().filter(|m| m.kind != MessageKind::DisplayOnly) {
+    for message in messages
+        .iter()
+        .filter(|m| m.kind != MessageKind::DisplayOnly)
+    {
         match message.role {
             Role::Assistant => {
                 open = message.calls().iter().map(|c| c.id.as_str()).collect();
@@ -84,13 +87,17 @@ pub fn answered_calls(messages: &[ChatMessage]) -> HashMap<MessageId, BTreeSet<S
             answered.entry(message.id).or_default();
         }
         if let (Some(owner), Some(call_id)) = (owners[i], message.tool_call_id.as_ref()) {
-            answered.entry(messages[owner].id).or_default().insert(call_id.clone());
+            answered
+                .entry(messages[owner].id)
+                .or_default()
+                .insert(call_id.clone());
         }
     }
     answered
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_runtime::{Conversation, ToolCall};
@@ -98,7 +105,9 @@ mod tests {
     fn calls(ids: &[&str]) -> ChatMessage {
         ChatMessage::assistant_tool_calls(
             None,
-            ids.iter().map(|id| ToolCall::new(*id, "bash", "{}")).collect(),
+            ids.iter()
+                .map(|id| ToolCall::new(*id, "bash", "{}"))
+                .collect(),
         )
     }
 

@@ -105,7 +105,10 @@ pub enum PolicyError {
 impl BudgetPolicy {
     /// The default policy for a model with `context_window` tokens.
     pub fn for_window(context_window: usize) -> Self {
-        BudgetPolicy { context_window, ..BudgetPolicy::default() }
+        BudgetPolicy {
+            context_window,
+            ..BudgetPolicy::default()
+        }
     }
 
     /// Check that the policy makes sense: `0 < target < trigger < 1`, `warning ≤ trigger`, sizes
@@ -114,9 +117,11 @@ impl BudgetPolicy {
         if self.context_window == 0 {
             return Err(PolicyError::EmptyWindow);
         }
-        for (field, value) in
-            [("warning", self.warning), ("trigger", self.trigger), ("target", self.target)]
-        {
+        for (field, value) in [
+            ("warning", self.warning),
+            ("trigger", self.trigger),
+            ("target", self.target),
+        ] {
             if !(value.is_finite() && value > 0.0 && value < 1.0) {
                 return Err(PolicyError::NotAFraction { field, value });
             }
@@ -140,10 +145,18 @@ impl BudgetPolicy {
             });
         }
         for (field, value, min) in [
-            ("tool_output_limit_tokens", self.tool_output_limit_tokens, 16),
+            (
+                "tool_output_limit_tokens",
+                self.tool_output_limit_tokens,
+                16,
+            ),
             ("summary_max_tokens", self.summary_max_tokens, 16),
             ("per_message_user_tokens", self.per_message_user_tokens, 1),
-            ("per_message_assistant_tokens", self.per_message_assistant_tokens, 1),
+            (
+                "per_message_assistant_tokens",
+                self.per_message_assistant_tokens,
+                1,
+            ),
         ] {
             if value < min {
                 return Err(PolicyError::TooSmall { field, value, min });
@@ -189,6 +202,7 @@ impl BudgetPolicy {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -205,20 +219,49 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let bad = BudgetPolicy { target: 0.9, ..BudgetPolicy::default() };
-        assert_eq!(bad.validate().unwrap_err().to_string(), "target (0.9) must be below trigger (0.8)");
-        let bad = BudgetPolicy { trigger: 1.2, ..BudgetPolicy::default() };
+        let bad = BudgetPolicy {
+            target: 0.9,
+            ..BudgetPolicy::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "target (0.9) must be below trigger (0.8)"
+        );
+        let bad = BudgetPolicy {
+            trigger: 1.2,
+            ..BudgetPolicy::default()
+        };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
             "trigger (1.2) must be a fraction strictly between 0 and 1"
         );
-        let bad = BudgetPolicy { warning: 0.85, ..BudgetPolicy::default() };
-        assert_eq!(bad.validate().unwrap_err().to_string(), "warning (0.85) must be at most trigger (0.8)");
-        let bad = BudgetPolicy { target: f64::NAN, ..BudgetPolicy::default() };
-        assert!(bad.validate().unwrap_err().to_string().starts_with("target (NaN)"));
-        let bad = BudgetPolicy { context_window: 0, ..BudgetPolicy::default() };
+        let bad = BudgetPolicy {
+            warning: 0.85,
+            ..BudgetPolicy::default()
+        };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "warning (0.85) must be at most trigger (0.8)"
+        );
+        let bad = BudgetPolicy {
+            target: f64::NAN,
+            ..BudgetPolicy::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("target (NaN)")
+        );
+        let bad = BudgetPolicy {
+            context_window: 0,
+            ..BudgetPolicy::default()
+        };
         assert_eq!(bad.validate().unwrap_err(), PolicyError::EmptyWindow);
-        let bad = BudgetPolicy { tool_output_limit_tokens: 3, ..BudgetPolicy::default() };
+        let bad = BudgetPolicy {
+            tool_output_limit_tokens: 3,
+            ..BudgetPolicy::default()
+        };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
             "tool_output_limit_tokens (3) must be at least 16"

@@ -64,7 +64,8 @@ impl ProtectedSet {
             }
         }
         let first_user = messages.iter().find(|m| {
-            m.role == Role::User && !matches!(m.kind, MessageKind::DisplayOnly | MessageKind::Summary)
+            m.role == Role::User
+                && !matches!(m.kind, MessageKind::DisplayOnly | MessageKind::Summary)
         });
         if let Some(first_user) = first_user {
             reasons.insert(first_user.id, ProtectionReason::FirstUserMessage);
@@ -108,7 +109,10 @@ impl ProtectedSet {
             if self.contains(message.id) {
                 match ranges.last_mut() {
                     Some(last) if open => last.end = message.id,
-                    _ => ranges.push(IdRange { start: message.id, end: message.id }),
+                    _ => ranges.push(IdRange {
+                        start: message.id,
+                        end: message.id,
+                    }),
                 }
                 open = true;
             } else {
@@ -120,6 +124,7 @@ impl ProtectedSet {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_runtime::{Conversation, ToolCall};
@@ -130,7 +135,10 @@ mod tests {
         let system = c.push(ChatMessage::system("s"));
         let task = c.push(ChatMessage::user("task"));
         let old = c.push(ChatMessage::assistant("old"));
-        let a = c.push(ChatMessage::assistant_tool_calls(None, vec![ToolCall::new("1", "x", "{}")]));
+        let a = c.push(ChatMessage::assistant_tool_calls(
+            None,
+            vec![ToolCall::new("1", "x", "{}")],
+        ));
         let tool = c.push(ChatMessage::tool_result("1", "out"));
         let u = c.push(ChatMessage::user("u"));
         let b = c.push(ChatMessage::assistant("b"));
@@ -144,7 +152,13 @@ mod tests {
         }
         let ranges = set.ranges(c.messages());
         assert_eq!(ranges.len(), 3);
-        assert_eq!(ranges[0], IdRange { start: system, end: task });
+        assert_eq!(
+            ranges[0],
+            IdRange {
+                start: system,
+                end: task
+            }
+        );
         assert_eq!(ranges[2], IdRange { start: u, end: b });
     }
 }

@@ -67,7 +67,10 @@ impl TokenCache {
     fn lock(&self, counter: &dyn TokenCounter) -> MutexGuard<'_, CacheState> {
         // A panic while holding the lock cannot leave a count half-written, so a poisoned
         // cache is still a correct cache.
-        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut state = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         if state.counter.as_deref() != Some(counter.name()) {
             state.entries.clear();
             state.counter = Some(counter.name().to_string());
@@ -93,7 +96,13 @@ impl TokenCache {
         let tokens = counter.count_message(message);
         let mut state = self.lock(counter);
         state.misses += 1;
-        state.entries.insert(message.id, CachedCount { fingerprint, tokens });
+        state.entries.insert(
+            message.id,
+            CachedCount {
+                fingerprint,
+                tokens,
+            },
+        );
         tokens
     }
 
@@ -103,34 +112,51 @@ impl TokenCache {
         counter: &dyn TokenCounter,
         messages: &[ChatMessage],
     ) -> ConversationTokens {
-        let per_message: Vec<usize> =
-            messages.iter().map(|m| self.count_message(counter, m)).collect();
+        let per_message: Vec<usize> = messages
+            .iter()
+            .map(|m| self.count_message(counter, m))
+            .collect();
         let total = per_message.iter().sum::<usize>() + counter.overhead().reply_priming;
         ConversationTokens { per_message, total }
     }
 
     /// An independent copy of the current counts (clones share one cache; this does not).
     pub fn detached_copy(&self) -> TokenCache {
-        let state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let state = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         let copy = CacheState {
             counter: state.counter.clone(),
             entries: state.entries.clone(),
             hits: state.hits,
             misses: state.misses,
         };
-        TokenCache { inner: Arc::new(Mutex::new(copy)) }
+        TokenCache {
+            inner: Arc::new(Mutex::new(copy)),
+        }
     }
 
     /// Forget one message (e.g. after `/clear`).
     pub fn forget(&self, id: MessageId) {
-        let mut state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
+        let mut state = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
         state.entries.remove(&id);
     }
 
     /// Hit, miss and size figures.
     pub fn stats(&self) -> CacheStats {
-        let state = self.inner.lock().unwrap_or_else(|poison| poison.into_inner());
-        CacheStats { hits: state.hits, misses: state.misses, entries: state.entries.len() }
+        let state = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        CacheStats {
+            hits: state.hits,
+            misses: state.misses,
+            entries: state.entries.len(),
+        }
     }
 }
 
@@ -155,6 +181,7 @@ fn fingerprint(message: &ChatMessage) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::counter::CharEstimateCounter;

@@ -25,7 +25,9 @@ pub struct Transcript {
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptError {
     /// Neither `{"messages": [...]}` nor a bare message array.
-    #[error("not an OpenAI-format transcript (expected {{\"messages\": [...]}} or a message array): {0}")]
+    #[error(
+        "not an OpenAI-format transcript (expected {{\"messages\": [...]}} or a message array): {0}"
+    )]
     Format(#[from] serde_json::Error),
 }
 
@@ -33,17 +35,24 @@ pub enum TranscriptError {
 pub fn parse_transcript(json: &str) -> Result<Transcript, TranscriptError> {
     if json.trim_start().starts_with('[') {
         let messages = serde_json::from_str(json)?;
-        return Ok(Transcript { source: None, license: None, messages });
+        return Ok(Transcript {
+            source: None,
+            license: None,
+            messages,
+        });
     }
     Ok(serde_json::from_str(json)?)
 }
+
+/// A file a tool call touched: its path, what was done, and the line range when known.
+pub type CallFileAccess = (String, FileAccess, Option<(usize, usize)>);
 
 /// What a tool call did to which file, judged from its name and arguments.
 ///
 /// `read`/`read_file`/`view`/`open` read; `write`/`write_file`/`create` write;
 /// `edit`/`edit_file`/`str_replace`/`insert` edit; `str_replace_editor` by its `command`.
 /// The path comes from `path`, `file_path`, `filename` or `file_name`.
-pub fn file_access_for_call(tool: &str, arguments: &Value) -> Option<(String, FileAccess, Option<(usize, usize)>)> {
+pub fn file_access_for_call(tool: &str, arguments: &Value) -> Option<CallFileAccess> {
     let path = ["path", "file_path", "filename", "file_name"]
         .iter()
         .find_map(|k| arguments.get(*k).and_then(Value::as_str))?
@@ -65,13 +74,20 @@ pub fn file_access_for_call(tool: &str, arguments: &Value) -> Option<(String, Fi
 /// A line range from `view_range: [a, b]` or `offset`/`limit` arguments.
 fn line_range(arguments: &Value) -> Option<(usize, usize)> {
     let as_line = |v: &Value| v.as_u64().map(|n| n as usize);
-    if let Some([start, end]) = arguments.get("view_range").and_then(Value::as_array).map(Vec::as_slice) {
+    if let Some([start, end]) = arguments
+        .get("view_range")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
         let start = as_line(start)?;
         let end = as_line(end).filter(|e| *e >= start)?;
         return Some((start, end));
     }
     let offset = arguments.get("offset").and_then(as_line)?;
-    let limit = arguments.get("limit").and_then(as_line).filter(|l| *l > 0)?;
+    let limit = arguments
+        .get("limit")
+        .and_then(as_line)
+        .filter(|l| *l > 0)?;
     Some((offset, offset + limit - 1))
 }
 
@@ -81,8 +97,11 @@ pub fn ledger_from_transcript(messages: &[ChatMessage]) -> FileLedger {
     let mut ledger = FileLedger::new();
     for (i, message) in messages.iter().enumerate() {
         for call in message.calls() {
-            let Ok(arguments) = serde_json::from_str::<Value>(&call.function.arguments) else { continue };
-            let Some((path, access, lines)) = file_access_for_call(&call.function.name, &arguments) else {
+            let Ok(arguments) = serde_json::from_str::<Value>(&call.function.arguments) else {
+                continue;
+            };
+            let Some((path, access, lines)) = file_access_for_call(&call.function.name, &arguments)
+            else {
                 continue;
             };
             let mut entry = LedgerEntry::new(path, access).with_call(call.id.clone());
@@ -106,6 +125,7 @@ pub fn ledger_from_transcript(messages: &[ChatMessage]) -> FileLedger {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_runtime::ToolCall;
@@ -117,8 +137,16 @@ mod tests {
                 None,
                 vec![
                     ToolCall::new("a", "read", r#"{"path":"src/a.rs"}"#),
-                    ToolCall::new("b", "str_replace_editor", r#"{"command":"view","path":"/r/b.py","view_range":[3,9]}"#),
-                    ToolCall::new("c", "edit", r#"{"file_path":"src/c.rs","oldText":"x","newText":"y"}"#),
+                    ToolCall::new(
+                        "b",
+                        "str_replace_editor",
+                        r#"{"command":"view","path":"/r/b.py","view_range":[3,9]}"#,
+                    ),
+                    ToolCall::new(
+                        "c",
+                        "edit",
+                        r#"{"file_path":"src/c.rs","oldText":"x","newText":"y"}"#,
+                    ),
                     ToolCall::new("d", "bash", r#"{"command":"cat src/d.rs"}"#),
                     ToolCall::new("e", "write", "not json"),
                 ],
@@ -135,12 +163,17 @@ mod tests {
         assert_eq!((a.access, a.line_count), (FileAccess::Read, Some(3)));
         let b = ledger.for_call("b").next().unwrap();
         assert_eq!((b.path.as_str(), b.lines), ("/r/b.py", Some((3, 9))));
-        assert_eq!(ledger.modified_files().into_iter().collect::<Vec<_>>(), ["src/c.rs"]);
+        assert_eq!(
+            ledger.modified_files().into_iter().collect::<Vec<_>>(),
+            ["src/c.rs"]
+        );
     }
 
     #[test]
     fn parses_object_and_array_forms() {
-        let object = parse_transcript(r#"{"source":"x","messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+        let object =
+            parse_transcript(r#"{"source":"x","messages":[{"role":"user","content":"hi"}]}"#)
+                .unwrap();
         let array = parse_transcript(r#"[{"role":"user","content":"hi"}]"#).unwrap();
         assert_eq!(object.messages, array.messages);
         assert!(parse_transcript("{}").is_err());

@@ -92,6 +92,7 @@ pub(crate) fn ceil_boundary(text: &str, index: usize) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -104,7 +105,13 @@ mod tests {
         assert!(out.starts_with("row 000"));
         assert!(out.ends_with("row 399 é\n"));
         let marker = out.lines().find(|l| l.contains("lines cut")).unwrap();
-        let cut_lines: usize = marker.trim_start_matches("[… ").split(' ').next().unwrap().parse().unwrap();
+        let cut_lines: usize = marker
+            .trim_start_matches("[… ")
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         let kept_lines = out.lines().count() - 1;
         assert_eq!(kept_lines + cut_lines, 400);
     }

@@ -35,13 +35,17 @@ pub enum InvariantViolation {
         id: MessageId,
     },
     /// A tool result does not directly follow its assistant message or a sibling result.
-    #[error("tool message {id} does not directly follow its assistant message or another tool result")]
+    #[error(
+        "tool message {id} does not directly follow its assistant message or another tool result"
+    )]
     ToolNotAdjacent {
         /// The tool message.
         id: MessageId,
     },
     /// Some results of one assistant message's parallel calls were dropped and others kept.
-    #[error("the parallel calls of assistant message {assistant} were split: {kept} of {before} results remain")]
+    #[error(
+        "the parallel calls of assistant message {assistant} were split: {kept} of {before} results remain"
+    )]
     SplitParallelCalls {
         /// The assistant message.
         assistant: MessageId,
@@ -83,7 +87,9 @@ pub enum InvariantViolation {
         after: usize,
     },
     /// The conversation was already under target, yet it changed.
-    #[error("the conversation was under target ({tokens} ≤ {target} tokens) but compaction changed it")]
+    #[error(
+        "the conversation was under target ({tokens} ≤ {target} tokens) but compaction changed it"
+    )]
     ChangedUnderTarget {
         /// Tokens before.
         tokens: usize,
@@ -170,12 +176,21 @@ pub fn check_invariants(
     check_protected(before, after, context.protected)?;
     check_pairing(after)?;
     check_parallel_calls(before, after, context.archive)?;
-    let restored = expand(after, context.archive)
-        .map_err(|e| InvariantViolation::NotRecoverable { detail: e.to_string() })?;
+    let restored =
+        expand(after, context.archive).map_err(|e| InvariantViolation::NotRecoverable {
+            detail: e.to_string(),
+        })?;
     if restored != before {
         let detail = match restored.iter().zip(before).position(|(r, b)| r != b) {
-            Some(i) => format!("message {} differs from the original {}", restored[i].id, before[i].id),
-            None => format!("{} messages restored, {} expected", restored.len(), before.len()),
+            Some(i) => format!(
+                "message {} differs from the original {}",
+                restored[i].id, before[i].id
+            ),
+            None => format!(
+                "{} messages restored, {} expected",
+                restored.len(),
+                before.len()
+            ),
         };
         return Err(InvariantViolation::NotRecoverable { detail });
     }

@@ -23,7 +23,10 @@ pub struct Conversation {
 impl Conversation {
     /// An empty conversation.
     pub fn new() -> Self {
-        Conversation { messages: Vec::new(), next_id: 1 }
+        Conversation {
+            messages: Vec::new(),
+            next_id: 1,
+        }
     }
 
     /// A conversation of wire-shape messages (e.g. a transcript file), ids assigned in order.
@@ -40,7 +43,10 @@ impl Conversation {
     /// Messages without an id get fresh ones; later pushes never reuse an id.
     pub fn from_stored(messages: Vec<ChatMessage>) -> Self {
         let max = messages.iter().map(|m| m.id.0).max().unwrap_or(0);
-        let mut c = Conversation { messages: Vec::with_capacity(messages.len()), next_id: max + 1 };
+        let mut c = Conversation {
+            messages: Vec::with_capacity(messages.len()),
+            next_id: max + 1,
+        };
         for m in messages {
             if m.id.is_assigned() {
                 c.messages.push(m);
@@ -135,7 +141,8 @@ struct StoredConversation {
 
 impl From<StoredConversation> for Conversation {
     fn from(s: StoredConversation) -> Self {
-        let mut c = Conversation::from_stored(s.messages.into_iter().map(ChatMessage::from).collect());
+        let mut c =
+            Conversation::from_stored(s.messages.into_iter().map(ChatMessage::from).collect());
         c.next_id = c.next_id.max(s.next_id);
         c
     }

@@ -186,15 +186,26 @@ impl EventBus {
     /// A bus that buffers up to `capacity` events per subscriber.
     pub fn new(capacity: usize) -> Self {
         let (sender, _) = broadcast::channel(capacity.max(1));
-        EventBus { sender, seq: Arc::new(AtomicU64::new(1)) }
+        EventBus {
+            sender,
+            seq: Arc::new(AtomicU64::new(1)),
+        }
     }
 
     /// Publish an event; the sequence number is assigned atomically with the send order.
     pub fn publish(&self, trace_id: Option<String>, event: Event) {
-        let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
         // No subscribers is fine: events are observational.
-        let _ = self.sender.send(EventRecord { seq, at_ms, trace_id, event });
+        let _ = self.sender.send(EventRecord {
+            seq,
+            at_ms,
+            trace_id,
+            event,
+        });
     }
 
     /// A new subscriber that sees every event published from now on.

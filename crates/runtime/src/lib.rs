@@ -17,10 +17,18 @@ pub mod trace;
 
 pub use conversation::Conversation;
 pub use event::{Event, EventBus, EventRecord};
-pub use message::{ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, Role, StoredMessage, ToolCall};
-pub use model::{ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice, ToolDefinition, Usage};
+pub use message::{
+    ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, Role, StoredMessage,
+    ToolCall,
+};
+pub use model::{
+    ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice,
+    ToolDefinition, Usage,
+};
 pub use supervisor::actor::AgentMsg;
-pub use supervisor::behavior::{AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint, Job};
+pub use supervisor::behavior::{
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint, Job,
+};
 pub use supervisor::directory::{AskError, Directory};
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};

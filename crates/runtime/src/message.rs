@@ -157,11 +157,18 @@ fn function_type() -> String {
 
 impl ToolCall {
     /// A function tool call.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         ToolCall {
             id: id.into(),
             kind: function_type(),
-            function: FunctionCall { name: name.into(), arguments: arguments.into() },
+            function: FunctionCall {
+                name: name.into(),
+                arguments: arguments.into(),
+            },
         }
     }
 }
@@ -285,7 +292,10 @@ impl ChatMessage {
 
     /// The text of the content (empty when there is none).
     pub fn text(&self) -> String {
-        self.content.as_content().map(Content::text).unwrap_or_default()
+        self.content
+            .as_content()
+            .map(Content::text)
+            .unwrap_or_default()
     }
 
     /// Replace the content with plain text.
@@ -318,7 +328,11 @@ pub struct StoredMessage {
 
 impl From<&ChatMessage> for StoredMessage {
     fn from(m: &ChatMessage) -> Self {
-        StoredMessage { id: m.id, kind: m.kind, message: m.clone() }
+        StoredMessage {
+            id: m.id,
+            kind: m.kind,
+            message: m.clone(),
+        }
     }
 }
 

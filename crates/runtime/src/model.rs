@@ -64,7 +64,10 @@ pub struct ChatRequest {
 impl ChatRequest {
     /// A request over these messages with no tools.
     pub fn new(messages: Vec<ChatMessage>) -> Self {
-        ChatRequest { messages, ..Default::default() }
+        ChatRequest {
+            messages,
+            ..Default::default()
+        }
     }
 }
 

@@ -22,7 +22,10 @@ static COUNTER: AtomicU64 = AtomicU64::new(1);
 
 /// A process-unique, well-mixed 64-bit id (never zero).
 fn fresh_u64() -> u64 {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     // splitmix64 over time and counter: unique per process, spread across the id space.
     let mut z = now ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -34,12 +37,18 @@ fn fresh_u64() -> u64 {
 impl TraceContext {
     /// Start a new trace (a new user request).
     pub fn new_root() -> Self {
-        TraceContext { trace_id: (u128::from(fresh_u64()) << 64) | u128::from(fresh_u64()), span_id: fresh_u64() }
+        TraceContext {
+            trace_id: (u128::from(fresh_u64()) << 64) | u128::from(fresh_u64()),
+            span_id: fresh_u64(),
+        }
     }
 
     /// A context for a child span of this one: same trace, new span id.
     pub fn child(&self) -> Self {
-        TraceContext { trace_id: self.trace_id, span_id: fresh_u64() }
+        TraceContext {
+            trace_id: self.trace_id,
+            span_id: fresh_u64(),
+        }
     }
 
     /// The trace id as 32 lowercase hex digits.
@@ -56,8 +65,12 @@ impl TraceContext {
     pub fn from_traceparent(s: &str) -> Option<Self> {
         let mut parts = s.trim().split('-');
         let (_version, trace, span) = (parts.next()?, parts.next()?, parts.next()?);
-        let trace_id = u128::from_str_radix(trace, 16).ok().filter(|t| *t != 0 && trace.len() == 32)?;
-        let span_id = u64::from_str_radix(span, 16).ok().filter(|s| *s != 0 && span.len() == 16)?;
+        let trace_id = u128::from_str_radix(trace, 16)
+            .ok()
+            .filter(|t| *t != 0 && trace.len() == 32)?;
+        let span_id = u64::from_str_radix(span, 16)
+            .ok()
+            .filter(|s| *s != 0 && span.len() == 16)?;
         Some(TraceContext { trace_id, span_id })
     }
 }
@@ -96,7 +109,10 @@ mod tests {
         let child = root.child();
         assert_eq!(child.trace_id, root.trace_id);
         assert_ne!(child.span_id, root.span_id);
-        assert_eq!(TraceContext::from_traceparent(&root.traceparent()), Some(root));
+        assert_eq!(
+            TraceContext::from_traceparent(&root.traceparent()),
+            Some(root)
+        );
         assert_eq!(TraceContext::from_traceparent("00-zz-11-01"), None);
     }
 }

@@ -12,12 +12,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_compaction::{
-    CompactOptions, CompactTrigger, CompactionSession, MechanicalSummarizer, Summarizer, ThrashGuard, TokenCounter,
+    CompactOptions, CompactTrigger, CompactionSession, MechanicalSummarizer, Summarizer,
+    ThrashGuard, TokenCounter,
 };
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel, ChatRequest,
-    Checkpoint, Event, Job, ToolChoice,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel,
+    ChatRequest, Checkpoint, Event, Job, ToolChoice,
 };
 
 use crate::compression::job::{CompactionJob, CompactionResult};
@@ -48,7 +49,12 @@ pub struct CompressionConfig {
 impl CompressionConfig {
     /// Use `counter`, the requesting agent's model, and the default iteration bound.
     pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
-        CompressionConfig { model: None, use_model: true, counter, max_iterations: DEFAULT_MAX_ITERATIONS }
+        CompressionConfig {
+            model: None,
+            use_model: true,
+            counter,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+        }
     }
 }
 
@@ -62,16 +68,25 @@ pub struct CompressionAgent {
 impl CompressionAgent {
     /// A compression agent.
     pub fn new(config: CompressionConfig) -> Self {
-        CompressionAgent { config, guards: HashMap::new() }
+        CompressionAgent {
+            config,
+            guards: HashMap::new(),
+        }
     }
 
     /// The factory the supervisor uses to (re)build it.
     pub fn factory(config: CompressionConfig) -> BehaviorFactory {
-        Arc::new(move |_checkpoint| Ok(Box::new(CompressionAgent::new(config.clone())) as Box<dyn AgentBehavior>))
+        Arc::new(move |_checkpoint| {
+            Ok(Box::new(CompressionAgent::new(config.clone())) as Box<dyn AgentBehavior>)
+        })
     }
 
     async fn compact(&mut self, job: CompactionJob, ctx: &AgentContext) -> CompactionResult {
-        let model = if self.config.use_model { self.config.model.clone().or(job.agent_model.clone()) } else { None };
+        let model = if self.config.use_model {
+            self.config.model.clone().or(job.agent_model.clone())
+        } else {
+            None
+        };
         let model_summarizer = model.clone().map(ModelSummarizer::new);
         let mechanical = MechanicalSummarizer::new();
         let summarizer: &dyn Summarizer = match &model_summarizer {
@@ -85,8 +100,14 @@ impl CompressionAgent {
             ..CompactOptions::default()
         };
         let counter = self.config.counter.clone();
-        let mut session = CompactionSession::new(&job.conversation, &job.ledger, &job.policy, counter.as_ref(), options)
-            .map_err(|e| e.to_string())?;
+        let mut session = CompactionSession::new(
+            &job.conversation,
+            &job.ledger,
+            &job.policy,
+            counter.as_ref(),
+            options,
+        )
+        .map_err(|e| e.to_string())?;
         let before = session.verify_target().current;
         if before > session.verify_target().target {
             ctx.events.publish(
@@ -98,7 +119,8 @@ impl CompressionAgent {
                 },
             );
             if let Some(model) = &model {
-                self.model_loop(model.as_ref(), &mut session, summarizer, &job.agent, ctx).await;
+                self.model_loop(model.as_ref(), &mut session, summarizer, &job.agent, ctx)
+                    .await;
             }
             if !session.verify_target().reached {
                 // Whatever the model did, the planner finishes: the target is met when reachable.
@@ -107,13 +129,28 @@ impl CompressionAgent {
         }
         match session.finish() {
             Ok(compaction) => {
-                self.guards.entry(job.agent.clone()).or_default().record(&compaction.report);
+                self.guards
+                    .entry(job.agent.clone())
+                    .or_default()
+                    .record(&compaction.report);
                 let report = serde_json::to_value(&compaction.report).unwrap_or_default();
-                ctx.events.publish(None, Event::CompactionFinished { agent: job.agent.clone(), report });
+                ctx.events.publish(
+                    None,
+                    Event::CompactionFinished {
+                        agent: job.agent.clone(),
+                        report,
+                    },
+                );
                 Ok(compaction)
             }
             Err(e) => {
-                ctx.events.publish(None, Event::CompactionFailed { agent: job.agent.clone(), reason: e.to_string() });
+                ctx.events.publish(
+                    None,
+                    Event::CompactionFailed {
+                        agent: job.agent.clone(),
+                        reason: e.to_string(),
+                    },
+                );
                 Err(e.to_string())
             }
         }
@@ -164,14 +201,20 @@ impl CompressionAgent {
                     { semconv::TOOL_NAME } = %call.function.name,
                     { semconv::TOOL_CALL_ID } = %call.id,
                 );
-                let result = tools::execute(call, session, summarizer).instrument(span).await;
+                let result = tools::execute(call, session, summarizer)
+                    .instrument(span)
+                    .await;
                 messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
                 verified |= call.function.name == tools::VERIFY_TARGET;
             }
             let status = session.verify_target();
             ctx.events.publish(
                 None,
-                Event::CompactionProgress { agent: agent.to_string(), iteration, tokens: status.current },
+                Event::CompactionProgress {
+                    agent: agent.to_string(),
+                    iteration,
+                    tokens: status.current,
+                },
             );
             // The loop ends when verify says the target is reached; a model that keeps working
             // past a reached target without verifying gets one more turn, then is stopped.
@@ -202,7 +245,11 @@ fn trigger_name(trigger: CompactTrigger) -> &'static str {
 
 #[async_trait]
 impl AgentBehavior for CompressionAgent {
-    async fn handle(&mut self, request: AgentRequest, _ctx: &AgentContext) -> Result<String, AgentError> {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        _ctx: &AgentContext,
+    ) -> Result<String, AgentError> {
         let _ = request;
         Err(AgentError::Refused(
             "the compression agent takes compaction jobs, not text; use troupe_agents::compact_agent".into(),
@@ -210,9 +257,9 @@ impl AgentBehavior for CompressionAgent {
     }
 
     async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
-        let job = job
-            .downcast::<CompactionJob>()
-            .map_err(|_| AgentError::Refused("the compression agent only takes CompactionJob".into()))?;
+        let job = job.downcast::<CompactionJob>().map_err(|_| {
+            AgentError::Refused("the compression agent only takes CompactionJob".into())
+        })?;
         let span = tracing::info_span!(
             "compaction",
             { semconv::OPERATION_NAME } = "compaction",

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use troupe_compaction::{SummaryPrompt, Summarizer, SummarizerError};
+use troupe_compaction::{Summarizer, SummarizerError, SummaryPrompt};
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice};
 
 /// Summaries written by a chat model (tier 3 of compaction).
@@ -32,13 +32,20 @@ impl Summarizer for ModelSummarizer {
 
     async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError> {
         let request = ChatRequest {
-            messages: vec![ChatMessage::system(prompt.system), ChatMessage::user(prompt.user)],
+            messages: vec![
+                ChatMessage::system(prompt.system),
+                ChatMessage::user(prompt.user),
+            ],
             tool_choice: ToolChoice::None,
             temperature: Some(0.2),
             max_tokens: u32::try_from(prompt.max_output_tokens).ok(),
             ..ChatRequest::default()
         };
-        let response = self.model.chat(request).await.map_err(|e| SummarizerError::Failed(e.to_string()))?;
+        let response = self
+            .model
+            .chat(request)
+            .await
+            .map_err(|e| SummarizerError::Failed(e.to_string()))?;
         Ok(response.message.text())
     }
 }

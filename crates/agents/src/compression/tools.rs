@@ -34,9 +34,10 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: COMPRESS_TOOL_RESULT.into(),
-            description: "Shrink one tool result: `truncate` keeps head and tail, `mask` replaces it \
+            description:
+                "Shrink one tool result: `truncate` keeps head and tail, `mask` replaces it \
                           with a one-line stub naming the file or tool."
-                .into(),
+                    .into(),
             parameters: json!({
                 "type": "object",
                 "properties": {
@@ -66,7 +67,8 @@ pub fn definitions() -> Vec<ToolDefinition> {
         },
         ToolDefinition {
             name: VERIFY_TARGET.into(),
-            description: "Check whether the conversation is at or below its target token count.".into(),
+            description: "Check whether the conversation is at or below its target token count."
+                .into(),
             parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
         },
     ]
@@ -95,16 +97,24 @@ pub struct ToolExecution {
 }
 
 fn refused(message: impl Into<String>) -> ToolExecution {
-    ToolExecution { content: format!("refused: {}", message.into()), applied: false }
+    ToolExecution {
+        content: format!("refused: {}", message.into()),
+        applied: false,
+    }
 }
 
 fn parse_id(field: &str, raw: &str) -> Result<MessageId, ToolExecution> {
-    raw.parse::<MessageId>().map_err(|e| refused(format!("{field}: {e}")))
+    raw.parse::<MessageId>()
+        .map_err(|e| refused(format!("{field}: {e}")))
 }
 
 /// A small view of the metadata: totals, ranges, ledger, and the largest candidates.
 pub fn condensed_metadata(metadata: &CompressionMetadata) -> Value {
-    let mut candidates: Vec<_> = metadata.messages.iter().filter(|m| !m.protected && !m.compressed).collect();
+    let mut candidates: Vec<_> = metadata
+        .messages
+        .iter()
+        .filter(|m| !m.protected && !m.compressed)
+        .collect();
     candidates.sort_by(|a, b| b.tokens.cmp(&a.tokens));
     let largest: Vec<Value> = candidates
         .iter()
@@ -119,7 +129,11 @@ pub fn condensed_metadata(metadata: &CompressionMetadata) -> Value {
             })
         })
         .collect();
-    let first_unprotected = metadata.messages.iter().find(|m| !m.protected).map(|m| m.id.to_string());
+    let first_unprotected = metadata
+        .messages
+        .iter()
+        .find(|m| !m.protected)
+        .map(|m| m.id.to_string());
     json!({
         "total_tokens": metadata.total_tokens,
         "target_tokens": metadata.target_tokens,
@@ -145,7 +159,10 @@ pub async fn execute(
     let args = call.function.arguments.trim();
     let args = if args.is_empty() { "{}" } else { args };
     match call.function.name.as_str() {
-        GET_METADATA => ToolExecution { content: condensed_metadata(&session.metadata()).to_string(), applied: false },
+        GET_METADATA => ToolExecution {
+            content: condensed_metadata(&session.metadata()).to_string(),
+            applied: false,
+        },
         VERIFY_TARGET => {
             let status = session.verify_target();
             ToolExecution {
@@ -157,7 +174,9 @@ pub async fn execute(
         COMPRESS_TOOL_RESULT => {
             let parsed: CompressToolResultArgs = match serde_json::from_str(args) {
                 Ok(a) => a,
-                Err(e) => return refused(format!("invalid arguments for {COMPRESS_TOOL_RESULT}: {e}")),
+                Err(e) => {
+                    return refused(format!("invalid arguments for {COMPRESS_TOOL_RESULT}: {e}"));
+                }
             };
             let id = match parse_id("message_id", &parsed.message_id) {
                 Ok(id) => id,
@@ -166,7 +185,11 @@ pub async fn execute(
             let strategy = match parsed.strategy.as_str() {
                 "truncate" => CompressionStrategy::Truncate,
                 "mask" => CompressionStrategy::Mask,
-                other => return refused(format!("strategy must be `truncate` or `mask`, not `{other}`")),
+                other => {
+                    return refused(format!(
+                        "strategy must be `truncate` or `mask`, not `{other}`"
+                    ));
+                }
             };
             match session.compress_tool_result(id, strategy) {
                 Ok(step) => ToolExecution {
@@ -175,7 +198,11 @@ pub async fn execute(
                         step.tokens_before,
                         step.tokens_after,
                         step.total_tokens,
-                        if step.reached { " (target reached)" } else { "" }
+                        if step.reached {
+                            " (target reached)"
+                        } else {
+                            ""
+                        }
                     ),
                     applied: true,
                 },
@@ -187,11 +214,17 @@ pub async fn execute(
                 Ok(a) => a,
                 Err(e) => return refused(format!("invalid arguments for {COMPRESS_SEGMENT}: {e}")),
             };
-            let (start, end) = match (parse_id("start_id", &parsed.start_id), parse_id("end_id", &parsed.end_id)) {
+            let (start, end) = match (
+                parse_id("start_id", &parsed.start_id),
+                parse_id("end_id", &parsed.end_id),
+            ) {
                 (Ok(s), Ok(e)) => (s, e),
                 (Err(r), _) | (_, Err(r)) => return r,
             };
-            match session.compress_segment(start, end, parsed.focus, summarizer).await {
+            match session
+                .compress_segment(start, end, parsed.focus, summarizer)
+                .await
+            {
                 Ok(step) => ToolExecution {
                     content: format!(
                         "summarized {} messages into {}: {} → {} tokens; conversation now {} tokens{}",
@@ -200,7 +233,11 @@ pub async fn execute(
                         step.tokens_before,
                         step.tokens_after,
                         step.total_tokens,
-                        if step.reached { " (target reached)" } else { "" }
+                        if step.reached {
+                            " (target reached)"
+                        } else {
+                            ""
+                        }
                     ),
                     applied: true,
                 },

@@ -5,7 +5,8 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolCall, Usage,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo,
+    ToolCall, Usage,
 };
 
 /// One scripted answer.
@@ -105,23 +106,37 @@ fn estimate_tokens(text: &str) -> u64 {
 #[async_trait]
 impl ChatModel for ScriptedModel {
     fn info(&self) -> ModelInfo {
-        ModelInfo { name: self.name.clone(), context_window: self.context_window, supports_tools: true }
+        ModelInfo {
+            name: self.name.clone(),
+            context_window: self.context_window,
+            supports_tools: true,
+        }
     }
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        let input_tokens = request.messages.iter().map(|m| estimate_tokens(&m.text())).sum();
+        let input_tokens = request
+            .messages
+            .iter()
+            .map(|m| estimate_tokens(&m.text()))
+            .sum();
         lock(&self.requests).push(request);
         let next = lock(&self.script).pop_front();
         let reply = match (next, &self.fallback) {
             (Some(reply), _) => reply,
             (None, Some(text)) => ScriptedReply::Text(text.clone()),
             (None, None) => {
-                return Err(ModelError::Unavailable(format!("scripted model `{}`: script exhausted", self.name)));
+                return Err(ModelError::Unavailable(format!(
+                    "scripted model `{}`: script exhausted",
+                    self.name
+                )));
             }
         };
         match reply {
             ScriptedReply::Text(text) => Ok(ChatResponse {
-                usage: Usage { input_tokens, output_tokens: estimate_tokens(&text) },
+                usage: Usage {
+                    input_tokens,
+                    output_tokens: estimate_tokens(&text),
+                },
                 message: ChatMessage::assistant(text),
                 finish_reason: FinishReason::Stop,
             }),
@@ -135,10 +150,16 @@ impl ChatModel for ScriptedModel {
                         call
                     })
                     .collect();
-                let output_tokens = calls.iter().map(|c| estimate_tokens(&c.function.arguments)).sum();
+                let output_tokens = calls
+                    .iter()
+                    .map(|c| estimate_tokens(&c.function.arguments))
+                    .sum();
                 Ok(ChatResponse {
                     message: ChatMessage::assistant_tool_calls(None, calls),
-                    usage: Usage { input_tokens, output_tokens },
+                    usage: Usage {
+                        input_tokens,
+                        output_tokens,
+                    },
                     finish_reason: FinishReason::ToolCalls,
                 })
             }

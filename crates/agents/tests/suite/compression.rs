@@ -6,24 +6,35 @@ use std::time::Duration;
 use troupe_agents::compression::{CompactionJob, CompactionResult};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, COMPRESSION_AGENT, CompactError, CompactionSettings, CompressionConfig, close_scope, compact_agent,
-    open_scope, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, COMPRESSION_AGENT, CompactError, CompactionSettings, CompressionConfig, close_scope,
+    compact_agent, open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::{BudgetPolicy, CompactTrigger, validate};
-use troupe_runtime::{ChatMessage, ChatModel, Conversation, Event, Team, TeamConfig, ToolCall, TraceContext};
+use troupe_runtime::{
+    ChatMessage, ChatModel, Conversation, Event, Team, TeamConfig, ToolCall, TraceContext,
+};
 use troupe_tools::FileLedger;
 
 const SUMMARY: &str = "## Goal\nRead the files.\n## Constraints & Preferences\n- none\n## Progress\n### Done\n- read files\n### In Progress\n- none\n### Blocked\n- none\n## Key Decisions\n- none\n## Next Steps\n1. continue\n## Critical Context\n- none";
 
 fn big(n: usize) -> String {
-    (0..n).map(|i| format!("line {i}: some file content with several words in it\n")).collect()
+    (0..n)
+        .map(|i| format!("line {i}: some file content with several words in it\n"))
+        .collect()
 }
 
 /// system, task, six read calls with ~500-token results, then five short exchanges.
 fn long_conversation() -> Conversation {
-    let mut messages = vec![ChatMessage::system("You are a coder."), ChatMessage::user("Read the six files.")];
+    let mut messages = vec![
+        ChatMessage::system("You are a coder."),
+        ChatMessage::user("Read the six files."),
+    ];
     for i in 0..6 {
-        let call = ToolCall::new(format!("c{i}"), "read_file", format!(r#"{{"path": "src/f{i}.rs"}}"#));
+        let call = ToolCall::new(
+            format!("c{i}"),
+            "read_file",
+            format!(r#"{{"path": "src/f{i}.rs"}}"#),
+        );
         messages.push(ChatMessage::assistant_tool_calls(None, vec![call]));
         messages.push(ChatMessage::tool_result(format!("c{i}"), big(40)));
     }
@@ -35,7 +46,10 @@ fn long_conversation() -> Conversation {
 }
 
 fn policy() -> BudgetPolicy {
-    BudgetPolicy { tool_output_limit_tokens: 100_000, ..BudgetPolicy::for_window(4_000) }
+    BudgetPolicy {
+        tool_output_limit_tokens: 100_000,
+        ..BudgetPolicy::for_window(4_000)
+    }
 }
 
 async fn team_with_compressor(model: Option<Arc<dyn ChatModel>>) -> Team {
@@ -49,7 +63,12 @@ async fn team_with_compressor(model: Option<Arc<dyn ChatModel>>) -> Team {
 
 async fn run_job(team: &Team, job: CompactionJob) -> CompactionResult {
     team.directory()
-        .ask_job(COMPRESSION_AGENT, job, TraceContext::new_root(), Duration::from_secs(60))
+        .ask_job(
+            COMPRESSION_AGENT,
+            job,
+            TraceContext::new_root(),
+            Duration::from_secs(60),
+        )
         .await
         .unwrap()
 }
@@ -73,8 +92,14 @@ async fn a_scripted_compaction_model_drives_the_four_tools_to_the_target() {
         [
             ScriptedReply::call("get_compression_metadata", "{}"),
             ScriptedReply::ToolCalls(vec![
-                ("compress_tool_result".into(), r#"{"message_id": "m4", "strategy": "mask"}"#.into()),
-                ("compress_tool_result".into(), r#"{"message_id": "m6", "strategy": "mask"}"#.into()),
+                (
+                    "compress_tool_result".into(),
+                    r#"{"message_id": "m4", "strategy": "mask"}"#.into(),
+                ),
+                (
+                    "compress_tool_result".into(),
+                    r#"{"message_id": "m6", "strategy": "mask"}"#.into(),
+                ),
             ]),
             ScriptedReply::call(
                 "compress_conversation_segment",
@@ -91,10 +116,20 @@ async fn a_scripted_compaction_model_drives_the_four_tools_to_the_target() {
 
     assert!(compaction.report.reached, "{:?}", compaction.report);
     assert!(compaction.report.tokens_after <= compaction.report.target_tokens);
-    validate(original.messages(), &compaction.messages, &compaction.archive, &policy(), shared_counter().as_ref()).unwrap();
+    validate(
+        original.messages(),
+        &compaction.messages,
+        &compaction.archive,
+        &policy(),
+        shared_counter().as_ref(),
+    )
+    .unwrap();
     // The model's calls were executed in order: masks, then the segment summary.
     let texts: Vec<String> = compaction.messages.iter().map(|m| m.text()).collect();
-    assert!(texts.iter().any(|t| t.contains("## Goal")), "the summary is in: {texts:?}");
+    assert!(
+        texts.iter().any(|t| t.contains("## Goal")),
+        "the summary is in: {texts:?}"
+    );
     assert_eq!(model.remaining(), 0, "every scripted step was used");
     let mut progress = 0;
     while let Ok(record) = events.try_recv() {
@@ -102,7 +137,10 @@ async fn a_scripted_compaction_model_drives_the_four_tools_to_the_target() {
             progress += 1;
         }
     }
-    assert!(progress >= 3, "one progress event per iteration, got {progress}");
+    assert!(
+        progress >= 3,
+        "one progress event per iteration, got {progress}"
+    );
     team.shutdown().await;
 }
 
@@ -112,9 +150,18 @@ async fn nonsense_tool_calls_are_refused_and_the_planner_still_reaches_the_targe
         ScriptedModel::new(
             "confused",
             [
-                ScriptedReply::call("compress_tool_result", r#"{"message_id": "m1", "strategy": "mask"}"#),
-                ScriptedReply::call("compress_tool_result", r#"{"message_id": "banana", "strategy": "mask"}"#),
-                ScriptedReply::call("compress_conversation_segment", r#"{"start_id": "m2", "end_id": "m20"}"#),
+                ScriptedReply::call(
+                    "compress_tool_result",
+                    r#"{"message_id": "m1", "strategy": "mask"}"#,
+                ),
+                ScriptedReply::call(
+                    "compress_tool_result",
+                    r#"{"message_id": "banana", "strategy": "mask"}"#,
+                ),
+                ScriptedReply::call(
+                    "compress_conversation_segment",
+                    r#"{"start_id": "m2", "end_id": "m20"}"#,
+                ),
                 ScriptedReply::call("delete_everything", "{}"),
                 ScriptedReply::call("compress_tool_result", "not json"),
             ],
@@ -125,16 +172,41 @@ async fn nonsense_tool_calls_are_refused_and_the_planner_still_reaches_the_targe
     let original = long_conversation();
     let compaction = run_job(&team, job(original.clone())).await.unwrap();
     assert!(compaction.report.reached, "{:?}", compaction.report);
-    validate(original.messages(), &compaction.messages, &compaction.archive, &policy(), shared_counter().as_ref()).unwrap();
+    validate(
+        original.messages(),
+        &compaction.messages,
+        &compaction.archive,
+        &policy(),
+        shared_counter().as_ref(),
+    )
+    .unwrap();
     // The refusals told the model what was wrong.
     let requests = model.requests();
     let refusals: Vec<String> = requests
         .iter()
-        .flat_map(|r| r.messages.iter().filter(|m| m.role == troupe_runtime::Role::Tool).map(|m| m.text()))
+        .flat_map(|r| {
+            r.messages
+                .iter()
+                .filter(|m| m.role == troupe_runtime::Role::Tool)
+                .map(|m| m.text())
+        })
         .collect();
-    assert!(refusals.iter().any(|t| t.contains("refused") && t.contains("protected")), "{refusals:?}");
-    assert!(refusals.iter().any(|t| t.contains("banana")), "{refusals:?}");
-    assert!(refusals.iter().any(|t| t.contains("unknown tool `delete_everything`")), "{refusals:?}");
+    assert!(
+        refusals
+            .iter()
+            .any(|t| t.contains("refused") && t.contains("protected")),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals.iter().any(|t| t.contains("banana")),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|t| t.contains("unknown tool `delete_everything`")),
+        "{refusals:?}"
+    );
     team.shutdown().await;
 }
 
@@ -145,7 +217,8 @@ async fn without_a_model_the_mechanical_summarizer_still_reaches_the_target() {
     let compaction = run_job(&team, job(original.clone())).await.unwrap();
     assert!(compaction.report.reached, "{:?}", compaction.report);
     // Under target: nothing changes and the report says so.
-    let small = Conversation::from_messages([ChatMessage::user("hi"), ChatMessage::assistant("hello")]);
+    let small =
+        Conversation::from_messages([ChatMessage::user("hi"), ChatMessage::assistant("hello")]);
     let unchanged = run_job(&team, job(small.clone())).await.unwrap();
     assert!(unchanged.report.no_compaction_needed);
     assert_eq!(unchanged.messages, small.messages());
@@ -155,24 +228,34 @@ async fn without_a_model_the_mechanical_summarizer_still_reaches_the_target() {
 fn reader_tools() -> troupe_tools::ToolRegistry {
     let mut tools = troupe_tools::ToolRegistry::new();
     tools
-        .register_fn("read_big", "Read a big file.", |_: troupe_tools::NoArgs| async move {
-            Ok::<_, troupe_tools::ToolError>(big(40))
-        })
+        .register_fn(
+            "read_big",
+            "Read a big file.",
+            |_: troupe_tools::NoArgs| async move { Ok::<_, troupe_tools::ToolError>(big(40)) },
+        )
         .unwrap();
     tools
 }
 
 fn small_window_settings() -> CompactionSettings {
-    CompactionSettings { policy: Some(policy()), ..CompactionSettings::default() }
+    CompactionSettings {
+        policy: Some(policy()),
+        ..CompactionSettings::default()
+    }
 }
 
 #[tokio::test]
 async fn the_automatic_trigger_warns_then_compacts() {
-    let script = (0..8).map(|_| ScriptedReply::call("read_big", "{}")).chain([ScriptedReply::text("done")]);
+    let script = (0..8)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([ScriptedReply::text("done")]);
     let model = Arc::new(ScriptedModel::new("coder", script).with_fallback(SUMMARY));
     let team = team_with_compressor(None).await;
     let mut events = team.subscribe();
-    let spec = AgentSpec::new("coder", model).tools(reader_tools()).compaction(small_window_settings()).max_turns(12);
+    let spec = AgentSpec::new("coder", model)
+        .tools(reader_tools())
+        .compaction(small_window_settings())
+        .max_turns(12);
     spawn_agent(&team, spec).await.unwrap();
     assert_eq!(team.ask("coder", "read everything").await.unwrap(), "done");
     let mut saw = Vec::new();
@@ -187,8 +270,14 @@ async fn the_automatic_trigger_warns_then_compacts() {
             _ => {}
         }
     }
-    let first_warning = saw.iter().position(|s| *s == "warning").expect("a context warning");
-    let first_start = saw.iter().position(|s| *s == "started").expect("an automatic compaction");
+    let first_warning = saw
+        .iter()
+        .position(|s| *s == "warning")
+        .expect("a context warning");
+    let first_start = saw
+        .iter()
+        .position(|s| *s == "started")
+        .expect("an automatic compaction");
     assert!(first_warning < first_start, "{saw:?}");
     assert!(saw.contains(&"finished"), "{saw:?}");
     // The conversation stayed within budget and valid.
@@ -196,7 +285,10 @@ async fn the_automatic_trigger_warns_then_compacts() {
     let tokens = troupe_compaction::TokenCache::new()
         .count_messages(shared_counter().as_ref(), conversation.messages())
         .total;
-    assert!(tokens < policy().trigger_tokens(), "{tokens} tokens after the run");
+    assert!(
+        tokens < policy().trigger_tokens(),
+        "{tokens} tokens after the run"
+    );
     team.shutdown().await;
 }
 
@@ -204,13 +296,26 @@ async fn the_automatic_trigger_warns_then_compacts() {
 async fn manual_compact_refusals_and_summary() {
     let team = team_with_compressor(None).await;
     let model = Arc::new(ScriptedModel::new("m", []).with_fallback("ok"));
-    spawn_agent(&team, AgentSpec::new("a", model).compaction(small_window_settings())).await.unwrap();
+    spawn_agent(
+        &team,
+        AgentSpec::new("a", model).compaction(small_window_settings()),
+    )
+    .await
+    .unwrap();
     // Fewer than two messages.
-    assert_eq!(compact_agent(&team, "a", None).await.unwrap_err(), CompactError::NothingToCompact);
-    assert_eq!(CompactError::NothingToCompact.to_string(), "nothing to compact");
+    assert_eq!(
+        compact_agent(&team, "a", None).await.unwrap_err(),
+        CompactError::NothingToCompact
+    );
+    assert_eq!(
+        CompactError::NothingToCompact.to_string(),
+        "nothing to compact"
+    );
     team.ask("a", "hello").await.unwrap();
     // Under target: no compaction needed.
-    let outcome = compact_agent(&team, "a", Some("keep names".into())).await.unwrap();
+    let outcome = compact_agent(&team, "a", Some("keep names".into()))
+        .await
+        .unwrap();
     assert!(outcome.report.no_compaction_needed, "{:?}", outcome.report);
     team.shutdown().await;
 }
@@ -218,12 +323,22 @@ async fn manual_compact_refusals_and_summary() {
 #[tokio::test]
 async fn manual_compact_is_refused_while_responding() {
     let team = team_with_compressor(None).await;
-    let model = Arc::new(SlowModel { inner: ScriptedModel::new("m", []).with_fallback("ok"), delay: Duration::from_millis(400) });
-    spawn_agent(&team, AgentSpec::new("a", model)).await.unwrap();
+    let model = Arc::new(SlowModel {
+        inner: ScriptedModel::new("m", []).with_fallback("ok"),
+        delay: Duration::from_millis(400),
+    });
+    spawn_agent(&team, AgentSpec::new("a", model))
+        .await
+        .unwrap();
     let background = {
         let dir = team.directory().clone();
         tokio::spawn(async move {
-            dir.ask("a", troupe_runtime::AgentRequest::from_user("hi"), Duration::from_secs(5)).await
+            dir.ask(
+                "a",
+                troupe_runtime::AgentRequest::from_user("hi"),
+                Duration::from_secs(5),
+            )
+            .await
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -264,15 +379,36 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
     });
     let team = team_with_compressor(Some(compactor)).await;
     let mut events = team.subscribe();
-    let script = (0..6).map(|_| ScriptedReply::call("read_big", "{}")).chain([ScriptedReply::text("done")]);
+    let script = (0..6)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([ScriptedReply::text("done")]);
     let model = Arc::new(ScriptedModel::new("coder", script));
-    let settings = CompactionSettings { policy: Some(BudgetPolicy { trigger: 0.5, warning: 0.45, target: 0.3, ..policy() }), ..CompactionSettings::default() };
-    spawn_agent(&team, AgentSpec::new("coder", model).tools(reader_tools()).compaction(settings).max_turns(10))
-        .await
-        .unwrap();
+    let settings = CompactionSettings {
+        policy: Some(BudgetPolicy {
+            trigger: 0.5,
+            warning: 0.45,
+            target: 0.3,
+            ..policy()
+        }),
+        ..CompactionSettings::default()
+    };
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", model)
+            .tools(reader_tools())
+            .compaction(settings)
+            .max_turns(10),
+    )
+    .await
+    .unwrap();
     let dir = team.directory().clone();
     let run = tokio::spawn(async move {
-        dir.ask("coder", troupe_runtime::AgentRequest::from_user("read"), Duration::from_secs(60)).await
+        dir.ask(
+            "coder",
+            troupe_runtime::AgentRequest::from_user("read"),
+            Duration::from_secs(60),
+        )
+        .await
     });
     // Wait until the automatic compaction has started, then ask for a manual one.
     loop {
@@ -287,7 +423,9 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
         let record = events.recv().await.unwrap();
         match record.event {
             Event::CompactionFinished { report, .. } => break report,
-            Event::CompactionStarted { trigger, .. } => panic!("a second compaction ({trigger}) started"),
+            Event::CompactionStarted { trigger, .. } => {
+                panic!("a second compaction ({trigger}) started")
+            }
             _ => {}
         }
     };
@@ -295,7 +433,10 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
     assert_eq!(serde_json::to_value(&joined.report).unwrap(), first_report);
     while let Ok(record) = events.try_recv() {
         if let Event::CompactionStarted { trigger, .. } = record.event {
-            assert_ne!(trigger, "manual", "the manual request must not start its own compaction");
+            assert_ne!(
+                trigger, "manual",
+                "the manual request must not start its own compaction"
+            );
         }
     }
     team.shutdown().await;
@@ -305,31 +446,54 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
 async fn scoped_compression_resolves_its_model() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let agent_model = Arc::new(ScriptedModel::new("m", []).with_fallback("worked on it"));
-    spawn_agent(&team, AgentSpec::new("a", agent_model)).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("a", agent_model))
+        .await
+        .unwrap();
     team.ask("a", "before the scope").await.unwrap();
 
     // No model given and none used before: error.
     open_scope(&team, "a", "loop").await.unwrap();
     team.ask("a", "inside the scope").await.unwrap();
     let err = close_scope(&team, "a", None, None).await.unwrap_err();
-    assert_eq!(err.to_string(), "compress requires a model but none declared");
+    assert_eq!(
+        err.to_string(),
+        "compress requires a model but none declared"
+    );
 
     // Explicit model.
-    let summarizer: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("s", []).with_fallback("scope summary"));
+    let summarizer: Arc<dyn ChatModel> =
+        Arc::new(ScriptedModel::new("s", []).with_fallback("scope summary"));
     open_scope(&team, "a", "loop").await.unwrap();
     team.ask("a", "inside again").await.unwrap();
-    let summary = close_scope(&team, "a", Some("keep results".into()), Some(summarizer)).await.unwrap();
+    let summary = close_scope(&team, "a", Some("keep results".into()), Some(summarizer))
+        .await
+        .unwrap();
     assert_eq!(summary.as_deref(), Some("scope summary"));
     let conversation = team.checkpoint("a").unwrap().conversation;
     let last = conversation.last().unwrap().text();
-    assert!(last.starts_with("<scope label=\"loop\">") && last.ends_with("</scope>"), "{last}");
-    assert!(conversation.messages().iter().any(|m| m.text() == "before the scope"), "older messages kept");
+    assert!(
+        last.starts_with("<scope label=\"loop\">") && last.ends_with("</scope>"),
+        "{last}"
+    );
+    assert!(
+        conversation
+            .messages()
+            .iter()
+            .any(|m| m.text() == "before the scope"),
+        "older messages kept"
+    );
 
     // Last used model, and an empty scope is skipped.
     open_scope(&team, "a", "empty").await.unwrap();
     assert_eq!(close_scope(&team, "a", None, None).await.unwrap(), None);
     open_scope(&team, "a", "again").await.unwrap();
     team.ask("a", "third").await.unwrap();
-    assert_eq!(close_scope(&team, "a", None, None).await.unwrap().as_deref(), Some("scope summary"));
+    assert_eq!(
+        close_scope(&team, "a", None, None)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("scope summary")
+    );
     team.shutdown().await;
 }

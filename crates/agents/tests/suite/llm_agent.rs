@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
-use troupe_runtime::{AskError, AgentError, Event, ModelError, Role, Team, TeamConfig};
+use troupe_runtime::{AgentError, AskError, Event, ModelError, Role, Team, TeamConfig};
 use troupe_tools::{ToolError, ToolRegistry};
 
 #[derive(Deserialize, JsonSchema)]
@@ -37,18 +37,39 @@ async fn a_two_tool_call_turn_lands_results_in_order() {
         ],
     ));
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    let spec = AgentSpec::new("caller", model.clone()).instructions("Use tools.").tools(shout_tools());
+    let spec = AgentSpec::new("caller", model.clone())
+        .instructions("Use tools.")
+        .tools(shout_tools());
     spawn_agent(&team, spec).await.unwrap();
 
-    assert_eq!(team.ask("caller", "shout two words").await.unwrap(), "FIRST then SECOND");
+    assert_eq!(
+        team.ask("caller", "shout two words").await.unwrap(),
+        "FIRST then SECOND"
+    );
 
     let conversation = team.checkpoint("caller").unwrap().conversation;
     let roles: Vec<Role> = conversation.messages().iter().map(|m| m.role).collect();
-    assert_eq!(roles, [Role::System, Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Assistant]);
+    assert_eq!(
+        roles,
+        [
+            Role::System,
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant
+        ]
+    );
     let calls = conversation.messages()[2].calls().to_vec();
-    assert_eq!(conversation.messages()[3].tool_call_id.as_deref(), Some(calls[0].id.as_str()));
+    assert_eq!(
+        conversation.messages()[3].tool_call_id.as_deref(),
+        Some(calls[0].id.as_str())
+    );
     assert_eq!(conversation.messages()[3].text(), "FIRST");
-    assert_eq!(conversation.messages()[4].tool_call_id.as_deref(), Some(calls[1].id.as_str()));
+    assert_eq!(
+        conversation.messages()[4].tool_call_id.as_deref(),
+        Some(calls[1].id.as_str())
+    );
     assert_eq!(conversation.messages()[4].text(), "SECOND");
 
     // The second model call saw both tool results and the tool definitions.
@@ -63,11 +84,16 @@ async fn a_two_tool_call_turn_lands_results_in_order() {
 async fn events_of_one_turn_arrive_in_causal_order() {
     let model = Arc::new(ScriptedModel::new(
         "script",
-        [ScriptedReply::call("shout", r#"{"word": "a"}"#), ScriptedReply::text("A")],
+        [
+            ScriptedReply::call("shout", r#"{"word": "a"}"#),
+            ScriptedReply::text("A"),
+        ],
     ));
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut events = team.subscribe();
-    spawn_agent(&team, AgentSpec::new("solo", model).tools(shout_tools())).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("solo", model).tools(shout_tools()))
+        .await
+        .unwrap();
     team.ask("solo", "go").await.unwrap();
 
     let mut kinds = Vec::new();
@@ -110,15 +136,26 @@ async fn a_provider_fault_leaves_the_conversation_unchanged() {
         "script",
         [
             ScriptedReply::text("hello"),
-            ScriptedReply::Error(ModelError::Server { status: 500, message: "overloaded".into() }),
+            ScriptedReply::Error(ModelError::Server {
+                status: 500,
+                message: "overloaded".into(),
+            }),
         ],
     ));
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("a", model)).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("a", model))
+        .await
+        .unwrap();
     team.ask("a", "hi").await.unwrap();
     let before = team.checkpoint("a").unwrap().conversation;
     let err = team.ask("a", "again").await.unwrap_err();
-    let AskError::Agent { error: AgentError::Model(message), .. } = &err else { panic!("{err:?}") };
+    let AskError::Agent {
+        error: AgentError::Model(message),
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
     assert!(message.contains("overloaded"), "{message}");
     assert_eq!(team.checkpoint("a").unwrap().conversation, before);
     team.shutdown().await;
@@ -131,9 +168,19 @@ async fn max_turns_stops_a_model_that_never_answers() {
         (0..3).map(|_| ScriptedReply::call("shout", r#"{"word": "again"}"#)),
     ));
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("loop", model).tools(shout_tools()).max_turns(3)).await.unwrap();
+    spawn_agent(
+        &team,
+        AgentSpec::new("loop", model)
+            .tools(shout_tools())
+            .max_turns(3),
+    )
+    .await
+    .unwrap();
     let err = team.ask("loop", "go").await.unwrap_err();
-    assert_eq!(err.to_string(), "agent `loop`: no final answer after 3 model turns");
+    assert_eq!(
+        err.to_string(),
+        "agent `loop`: no final answer after 3 model turns"
+    );
     team.shutdown().await;
 }
 
@@ -142,18 +189,39 @@ async fn agents_delegate_to_each_other_with_ask_agent() {
     let coordinator = Arc::new(ScriptedModel::new(
         "coord",
         [
-            ScriptedReply::call("ask_agent", r#"{"agent": "worker", "message": "what is 6 x 7?"}"#),
+            ScriptedReply::call(
+                "ask_agent",
+                r#"{"agent": "worker", "message": "what is 6 x 7?"}"#,
+            ),
             ScriptedReply::text("The worker says 42."),
         ],
     ));
     let worker = Arc::new(ScriptedModel::new("work", [ScriptedReply::text("42")]));
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("coordinator", coordinator).team_messaging(true)).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("worker", worker.clone())).await.unwrap();
-    assert_eq!(team.ask("coordinator", "ask the worker").await.unwrap(), "The worker says 42.");
+    spawn_agent(
+        &team,
+        AgentSpec::new("coordinator", coordinator).team_messaging(true),
+    )
+    .await
+    .unwrap();
+    spawn_agent(&team, AgentSpec::new("worker", worker.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        team.ask("coordinator", "ask the worker").await.unwrap(),
+        "The worker says 42."
+    );
     let worker_saw = worker.requests()[0].messages.last().unwrap().text();
-    assert!(worker_saw.contains("from agent `coordinator`") && worker_saw.contains("6 x 7"), "{worker_saw}");
-    let tool_result = team.checkpoint("coordinator").unwrap().conversation.messages()[2].text();
+    assert!(
+        worker_saw.contains("from agent `coordinator`") && worker_saw.contains("6 x 7"),
+        "{worker_saw}"
+    );
+    let tool_result = team
+        .checkpoint("coordinator")
+        .unwrap()
+        .conversation
+        .messages()[2]
+        .text();
     assert_eq!(tool_result, "42");
     team.shutdown().await;
 }
@@ -162,12 +230,22 @@ async fn agents_delegate_to_each_other_with_ask_agent() {
 async fn tools_can_be_registered_on_a_running_agent() {
     let model = Arc::new(ScriptedModel::new(
         "script",
-        [ScriptedReply::call("shout", r#"{"word": "late"}"#), ScriptedReply::text("done")],
+        [
+            ScriptedReply::call("shout", r#"{"word": "late"}"#),
+            ScriptedReply::text("done"),
+        ],
     ));
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    spawn_agent(&team, AgentSpec::new("a", model)).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("a", model))
+        .await
+        .unwrap();
     let registered = team
-        .with_agent("a", |agent: &mut LlmAgent| agent.tools_mut().merge(&shout_tools()).map_err(|e| e.to_string()))
+        .with_agent("a", |agent: &mut LlmAgent| {
+            agent
+                .tools_mut()
+                .merge(&shout_tools())
+                .map_err(|e| e.to_string())
+        })
         .await
         .unwrap();
     assert_eq!(registered, Some(Ok(())));
@@ -176,7 +254,12 @@ async fn tools_can_be_registered_on_a_running_agent() {
     assert_eq!(conversation.messages()[2].text(), "LATE");
     // A duplicate name is refused and says which.
     let dup = team
-        .with_agent("a", |agent: &mut LlmAgent| agent.tools_mut().merge(&shout_tools()).map_err(|e| e.to_string()))
+        .with_agent("a", |agent: &mut LlmAgent| {
+            agent
+                .tools_mut()
+                .merge(&shout_tools())
+                .map_err(|e| e.to_string())
+        })
         .await
         .unwrap();
     assert!(dup.unwrap().unwrap_err().contains("shout"));

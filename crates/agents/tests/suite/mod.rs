@@ -1,7 +1,7 @@
+mod compression;
 mod llm_agent;
 mod model_fault_server;
 #[cfg(feature = "local")]
 mod model_local;
 mod model_openai;
 mod model_replay;
-mod compression;

@@ -88,7 +88,9 @@ impl CompactionSession<'_> {
                 kind: m.kind,
                 tokens,
                 protected: self.protected.contains(m.id),
-                compressed: m.kind != MessageKind::Normal || is_masked(m) || text_starts_with(m, "<summary>"),
+                compressed: m.kind != MessageKind::Normal
+                    || is_masked(m)
+                    || text_starts_with(m, "<summary>"),
                 tool_name: tool_name(&self.messages, owners[i], i).map(str::to_string),
                 calls: m.calls().iter().map(|c| c.function.name.clone()).collect(),
                 preview: preview(&m.text()),
@@ -124,6 +126,9 @@ fn preview(text: &str) -> String {
     if collapsed.chars().count() <= PREVIEW_CHARS {
         collapsed
     } else {
-        format!("{}…", collapsed.chars().take(PREVIEW_CHARS).collect::<String>())
+        format!(
+            "{}…",
+            collapsed.chars().take(PREVIEW_CHARS).collect::<String>()
+        )
     }
 }

@@ -17,7 +17,9 @@ use std::ops::RangeInclusive;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, Content, ContentSlot, Conversation, MessageId, MessageKind, Role};
+use troupe_runtime::{
+    ChatMessage, Content, ContentSlot, Conversation, MessageId, MessageKind, Role,
+};
 use troupe_tools::FileLedger;
 
 pub use metadata::{CompressionMetadata, LedgerSummary, MessageMetadata};
@@ -118,7 +120,9 @@ impl<'a> CompactionSession<'a> {
         check_pairing(&messages).map_err(CompactionError::InvalidInput)?;
         let mut seen = HashSet::with_capacity(messages.len());
         if let Some(dup) = messages.iter().find(|m| !seen.insert(m.id)) {
-            return Err(CompactionError::InvalidInput(InvariantViolation::DuplicateId { id: dup.id }));
+            return Err(CompactionError::InvalidInput(
+                InvariantViolation::DuplicateId { id: dup.id },
+            ));
         }
         let cache = options.token_cache.clone().unwrap_or_default();
         let counted = cache.count_messages(counter, &messages);
@@ -172,7 +176,11 @@ impl<'a> CompactionSession<'a> {
     /// Tokens now, the target, and whether it is met.
     pub fn verify_target(&self) -> TargetStatus {
         let target = self.policy.target_tokens();
-        TargetStatus { current: self.total, target, reached: self.total <= target }
+        TargetStatus {
+            current: self.total,
+            target,
+            reached: self.total <= target,
+        }
     }
 
     /// Tokens the tiers could still free (an estimate; the anti-thrash guard's measure):
@@ -195,7 +203,10 @@ impl<'a> CompactionSession<'a> {
     }
 
     fn index_of(&self, id: MessageId) -> Result<usize, Refusal> {
-        self.messages.iter().position(|m| m.id == id).ok_or(Refusal::UnknownMessage(id))
+        self.messages
+            .iter()
+            .position(|m| m.id == id)
+            .ok_or(Refusal::UnknownMessage(id))
     }
 
     fn refuse_protected(&self, id: MessageId) -> Result<(), Refusal> {
@@ -209,7 +220,10 @@ impl<'a> CompactionSession<'a> {
     fn refuse_if_under_target(&self) -> Result<(), Refusal> {
         let target = self.policy.target_tokens();
         if self.tokens_before <= target {
-            return Err(Refusal::NoCompactionNeeded { current: self.tokens_before, target });
+            return Err(Refusal::NoCompactionNeeded {
+                current: self.tokens_before,
+                target,
+            });
         }
         Ok(())
     }
@@ -243,7 +257,10 @@ impl<'a> CompactionSession<'a> {
 
     /// The sorted root ids of `messages[range]`, for a `[replaces …]` line.
     fn roots_of(&self, range: RangeInclusive<usize>) -> Vec<MessageId> {
-        let mut ids: Vec<MessageId> = self.messages[range].iter().flat_map(|m| self.root_ids(m)).collect();
+        let mut ids: Vec<MessageId> = self.messages[range]
+            .iter()
+            .flat_map(|m| self.root_ids(m))
+            .collect();
         ids.sort();
         ids.dedup();
         ids
@@ -260,7 +277,8 @@ impl<'a> CompactionSession<'a> {
     ) -> StepOutcome {
         let replaced_tokens: usize = self.tokens[range.clone()].iter().sum();
         let new_id = replacement.id;
-        self.archive.record_replacement(new_id, &self.messages[range.clone()]);
+        self.archive
+            .record_replacement(new_id, &self.messages[range.clone()]);
         let replaced: Vec<MessageId> = self.messages[range.clone()].iter().map(|m| m.id).collect();
         self.roots.insert(new_id, roots);
         self.messages.splice(range.clone(), [replacement]);
@@ -320,7 +338,8 @@ impl<'a> CompactionSession<'a> {
             tokens_after: self.total,
             target_tokens: target,
         };
-        check_invariants(&self.before, &self.messages, &context).map_err(CompactionError::Invariant)?;
+        check_invariants(&self.before, &self.messages, &context)
+            .map_err(CompactionError::Invariant)?;
         let freeable_tokens_after = self.freeable_tokens();
         let no_compaction_needed = self.tokens_before <= target;
         let report = CompactionReport {
@@ -328,7 +347,11 @@ impl<'a> CompactionSession<'a> {
             tokens_after: self.total,
             target_tokens: target,
             context_window: self.policy.context_window,
-            ratio: if self.tokens_before == 0 { 1.0 } else { self.total as f64 / self.tokens_before as f64 },
+            ratio: if self.tokens_before == 0 {
+                1.0
+            } else {
+                self.total as f64 / self.tokens_before as f64
+            },
             tiers: self.counts,
             protected: self.protected.len(),
             summarizer: self.usage,
@@ -340,7 +363,11 @@ impl<'a> CompactionSession<'a> {
             archived: self.archive.len(),
             freeable_tokens_after,
         };
-        Ok(Compaction { messages: self.messages, archive: self.archive, report })
+        Ok(Compaction {
+            messages: self.messages,
+            archive: self.archive,
+            report,
+        })
     }
 
     /// Why the session ends where it does, in words for the report.
@@ -353,7 +380,10 @@ impl<'a> CompactionSession<'a> {
             );
         }
         if status.reached {
-            return format!("target reached: {} → {} tokens (target {})", self.tokens_before, status.current, status.target);
+            return format!(
+                "target reached: {} → {} tokens (target {})",
+                self.tokens_before, status.current, status.target
+            );
         }
         let protected_tokens: usize = self
             .messages

@@ -86,7 +86,9 @@ impl CompactionSession<'_> {
                 m.role == Role::Tool
                     && **t > limit
                     && m.kind != MessageKind::CompressedStub
-                    && !self.no_gain.contains(&(m.id, CompressionStrategy::Truncate))
+                    && !self
+                        .no_gain
+                        .contains(&(m.id, CompressionStrategy::Truncate))
             })
             .max_by_key(|(_, t)| **t);
         if let Some((m, &tokens)) = biggest {
@@ -116,7 +118,10 @@ impl CompactionSession<'_> {
             }
         }
         self.next_segment(&runs)
-            .map(|(s, e)| PlannedStep::SummarizeSegment { start: self.messages[s].id, end: self.messages[e].id })
+            .map(|(s, e)| PlannedStep::SummarizeSegment {
+                start: self.messages[s].id,
+                end: self.messages[e].id,
+            })
     }
 
     /// Runs of consecutive messages a summary may replace (no protected message, no tool
@@ -163,7 +168,10 @@ impl CompactionSession<'_> {
                     break;
                 }
             }
-            let tried = |end: usize| self.failed_segments.contains(&(self.messages[s].id, self.messages[end].id));
+            let tried = |end: usize| {
+                self.failed_segments
+                    .contains(&(self.messages[s].id, self.messages[end].id))
+            };
             if !tried(end) {
                 return Some((s, end));
             }
@@ -186,13 +194,18 @@ impl CompactionSession<'_> {
     /// Apply planned steps until the target is met or nothing is left. Without a summarizer
     /// only tiers 1–2 run. Refusals are remembered and not retried; a summarizer failure ends
     /// tier 3 and is recorded as a fallback for the report.
-    pub async fn finish_deterministically(&mut self, summarizer: Option<&dyn Summarizer>) -> PlannerOutcome {
+    pub async fn finish_deterministically(
+        &mut self,
+        summarizer: Option<&dyn Summarizer>,
+    ) -> PlannerOutcome {
         let mut outcome = PlannerOutcome::default();
         // Every step either shrinks the conversation or is remembered as refused, so this bound
         // is never reached in practice; it guards against a planner bug looping forever.
         let max_steps = self.messages.len() * 4 + 16;
         while outcome.applied + outcome.refused < max_steps {
-            let Some(step) = self.plan_next_step() else { break };
+            let Some(step) = self.plan_next_step() else {
+                break;
+            };
             let result = self.apply_step(&step, summarizer).await;
             match result {
                 Ok(Some(_)) => outcome.applied += 1,
@@ -205,7 +218,10 @@ impl CompactionSession<'_> {
         outcome.stopped = if status.reached {
             "target reached".to_string()
         } else {
-            self.fallbacks.last().cloned().unwrap_or_else(|| "nothing left to compress".to_string())
+            self.fallbacks
+                .last()
+                .cloned()
+                .unwrap_or_else(|| "nothing left to compress".to_string())
         };
         outcome
     }
@@ -233,16 +249,25 @@ impl CompactionSession<'_> {
         summarizer: Option<&dyn Summarizer>,
     ) -> Result<Option<StepOutcome>, Refusal> {
         let applied = match *step {
-            PlannedStep::Truncate { id, .. } => self.compress_tool_result(id, CompressionStrategy::Truncate)?,
-            PlannedStep::Mask { id, .. } => self.compress_tool_result(id, CompressionStrategy::Mask)?,
+            PlannedStep::Truncate { id, .. } => {
+                self.compress_tool_result(id, CompressionStrategy::Truncate)?
+            }
+            PlannedStep::Mask { id, .. } => {
+                self.compress_tool_result(id, CompressionStrategy::Mask)?
+            }
             PlannedStep::RemoveDisplayOnly { id } => self.remove_display_only(id)?,
             PlannedStep::SummarizeMessages { start, end } => {
-                let Some(summarizer) = summarizer else { return Ok(self.no_summarizer()) };
+                let Some(summarizer) = summarizer else {
+                    return Ok(self.no_summarizer());
+                };
                 self.per_message_done = true;
-                self.compress_messages_individually(start, end, summarizer).await?
+                self.compress_messages_individually(start, end, summarizer)
+                    .await?
             }
             PlannedStep::SummarizeSegment { start, end } => {
-                let Some(summarizer) = summarizer else { return Ok(self.no_summarizer()) };
+                let Some(summarizer) = summarizer else {
+                    return Ok(self.no_summarizer());
+                };
                 let focus = self.options.instructions.clone();
                 self.compress_segment(start, end, focus, summarizer).await?
             }
@@ -251,7 +276,8 @@ impl CompactionSession<'_> {
     }
 
     fn no_summarizer(&mut self) -> Option<StepOutcome> {
-        self.fallbacks.push("no summarizer was given, so tier 3 (summaries) could not run".to_string());
+        self.fallbacks
+            .push("no summarizer was given, so tier 3 (summaries) could not run".to_string());
         None
     }
 
@@ -271,7 +297,8 @@ impl CompactionSession<'_> {
                 self.per_message_done = true;
                 if let Refusal::Summarizer { source, .. } = refusal {
                     self.summaries_failed = true;
-                    self.fallbacks.push(format!("the summarizer failed ({source})"));
+                    self.fallbacks
+                        .push(format!("the summarizer failed ({source})"));
                 }
             }
             PlannedStep::SummarizeSegment { start, end } => {
@@ -279,9 +306,12 @@ impl CompactionSession<'_> {
                 match refusal {
                     Refusal::Summarizer { source, .. } => {
                         self.summaries_failed = true;
-                        self.fallbacks.push(format!("the summarizer failed ({source})"));
+                        self.fallbacks
+                            .push(format!("the summarizer failed ({source})"));
                     }
-                    other => self.fallbacks.push(format!("a summary was not applied: {other}")),
+                    other => self
+                        .fallbacks
+                        .push(format!("a summary was not applied: {other}")),
                 }
             }
         }

@@ -21,15 +21,30 @@ impl CompactionSession<'_> {
     ///
     /// A segment must exist in order, hold no protected message, and keep every assistant
     /// message together with all of its tool results.
-    pub(crate) fn check_segment(&self, start: MessageId, end: MessageId) -> Result<(usize, usize), Refusal> {
+    pub(crate) fn check_segment(
+        &self,
+        start: MessageId,
+        end: MessageId,
+    ) -> Result<(usize, usize), Refusal> {
         let s = self.index_of(start)?;
         let e = self.index_of(end)?;
         if s > e {
             return Err(Refusal::ReversedRange { start, end });
         }
-        if let Some(m) = self.messages[s..=e].iter().find(|m| self.protected.contains(m.id)) {
-            let reason = self.protected.reason(m.id).unwrap_or(crate::protection::ProtectionReason::Recent);
-            return Err(Refusal::RangeIncludesProtected { start, end, id: m.id, reason });
+        if let Some(m) = self.messages[s..=e]
+            .iter()
+            .find(|m| self.protected.contains(m.id))
+        {
+            let reason = self
+                .protected
+                .reason(m.id)
+                .unwrap_or(crate::protection::ProtectionReason::Recent);
+            return Err(Refusal::RangeIncludesProtected {
+                start,
+                end,
+                id: m.id,
+                reason,
+            });
         }
         let owners = owners(&self.messages);
         for (i, owner) in owners.iter().enumerate() {
@@ -69,7 +84,10 @@ impl CompactionSession<'_> {
         if self.options.detect_previous_summary {
             previous = (s..=e).find_map(|i| {
                 let m = &self.messages[i];
-                (m.role != Role::Tool).then(|| parse_summary_message(&m.text())).flatten().map(|p| (i, p))
+                (m.role != Role::Tool)
+                    .then(|| parse_summary_message(&m.text()))
+                    .flatten()
+                    .map(|p| (i, p))
             });
         }
         let owners = owners(&self.messages);
@@ -81,7 +99,9 @@ impl CompactionSession<'_> {
         if blocks.is_empty() {
             return Err(Refusal::NothingToSummarize { start, end });
         }
-        let call_ids = self.messages[s..=e].iter().flat_map(|m| m.calls().iter().map(|c| c.id.as_str()));
+        let call_ids = self.messages[s..=e]
+            .iter()
+            .flat_map(|m| m.calls().iter().map(|c| c.id.as_str()));
         let mut files = FileLists::from_ledger_calls(self.ledger, call_ids);
         if let Some((_, summary)) = &previous {
             files.union(&summary.files);
@@ -110,7 +130,11 @@ impl CompactionSession<'_> {
         let new_tokens = self.count(&summary);
         let old_tokens: usize = self.tokens[s..=e].iter().sum();
         if new_tokens >= old_tokens {
-            return Err(Refusal::NoGain { id: start, before: old_tokens, after: new_tokens });
+            return Err(Refusal::NoGain {
+                id: start,
+                before: old_tokens,
+                after: new_tokens,
+            });
         }
         self.counts.segment_summaries += 1;
         self.counts.summarized_messages += e - s + 1;
@@ -133,7 +157,9 @@ impl CompactionSession<'_> {
         self.refuse_if_under_target()?;
         let candidates: Vec<MessageId> = self.messages[s..=e]
             .iter()
-            .filter(|m| matches!(m.role, Role::User | Role::Assistant) && m.kind == MessageKind::Normal)
+            .filter(|m| {
+                matches!(m.role, Role::User | Role::Assistant) && m.kind == MessageKind::Normal
+            })
             .map(|m| m.id)
             .collect();
         let mut replaced = Vec::new();
@@ -152,7 +178,8 @@ impl CompactionSession<'_> {
                     if replaced.is_empty() {
                         return Err(Refusal::Summarizer { start, end, source });
                     }
-                    self.fallbacks.push(format!("per-message summarizing stopped: {source}"));
+                    self.fallbacks
+                        .push(format!("per-message summarizing stopped: {source}"));
                     break;
                 }
             }
@@ -169,7 +196,9 @@ impl CompactionSession<'_> {
         id: MessageId,
         summarizer: &dyn Summarizer,
     ) -> Result<Option<StepOutcome>, SummarizerError> {
-        let Ok(index) = self.index_of(id) else { return Ok(None) };
+        let Ok(index) = self.index_of(id) else {
+            return Ok(None);
+        };
         let message = &self.messages[index];
         let limit = match message.role {
             Role::User => self.policy.per_message_user_tokens,
@@ -200,13 +229,22 @@ impl CompactionSession<'_> {
         };
         let roots = self.roots_of(index..=index);
         let mut replacement = self.messages[index].clone().with_kind(MessageKind::Summary);
-        replacement.set_text(format!("{SHORTENED_PREFIX} {}\n{}", short.trim(), replaces_line(&roots)));
+        replacement.set_text(format!(
+            "{SHORTENED_PREFIX} {}\n{}",
+            short.trim(),
+            replaces_line(&roots)
+        ));
         replacement.id = self.allocate_id();
         let new_tokens = self.count(&replacement);
         if new_tokens >= self.tokens[index] {
             return Ok(None);
         }
         self.counts.per_message_summarized += 1;
-        Ok(Some(self.commit_replacement(index..=index, replacement, new_tokens, roots)))
+        Ok(Some(self.commit_replacement(
+            index..=index,
+            replacement,
+            new_tokens,
+            roots,
+        )))
     }
 }

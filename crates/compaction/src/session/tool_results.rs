@@ -27,7 +27,10 @@ impl CompactionSession<'_> {
         self.refuse_protected(id)?;
         let message = &self.messages[index];
         if message.role != Role::Tool {
-            return Err(Refusal::NotToolResult { id, role: message.role });
+            return Err(Refusal::NotToolResult {
+                id,
+                role: message.role,
+            });
         }
         self.refuse_if_under_target()?;
         let tokens = self.tokens[index];
@@ -41,8 +44,11 @@ impl CompactionSession<'_> {
                     return Err(Refusal::BelowTruncationLimit { id, tokens, limit });
                 }
                 let keep = limit.saturating_sub(MARKER_TOKENS).max(limit / 2);
-                truncate_output(&message.text(), tokens, keep)
-                    .ok_or(Refusal::NoGain { id, before: tokens, after: tokens })?
+                truncate_output(&message.text(), tokens, keep).ok_or(Refusal::NoGain {
+                    id,
+                    before: tokens,
+                    after: tokens,
+                })?
             }
             CompressionStrategy::Mask => {
                 if is_masked(message) {
@@ -60,7 +66,11 @@ impl CompactionSession<'_> {
         replacement.id = self.allocate_id();
         let new_tokens = self.count(&replacement);
         if new_tokens >= tokens {
-            return Err(Refusal::NoGain { id, before: tokens, after: new_tokens });
+            return Err(Refusal::NoGain {
+                id,
+                before: tokens,
+                after: new_tokens,
+            });
         }
         match strategy {
             CompressionStrategy::Truncate => self.counts.truncated += 1,

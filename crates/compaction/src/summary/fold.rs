@@ -51,7 +51,16 @@ pub async fn summarize_folded(
     counter: &dyn TokenCounter,
 ) -> Result<FoldOutcome, SummarizerError> {
     let mut spend = FoldSpend::default();
-    fold_with_spend(blocks, previous, focus, max_output_tokens, summarizer, counter, &mut spend).await
+    fold_with_spend(
+        blocks,
+        previous,
+        focus,
+        max_output_tokens,
+        summarizer,
+        counter,
+        &mut spend,
+    )
+    .await
 }
 
 pub(crate) async fn fold_with_spend(
@@ -74,11 +83,21 @@ pub(crate) async fn fold_with_spend(
         let empty = segment_prompt("", running.as_deref(), focus, max_output);
         let base = empty.request_tokens(counter) + SLACK_TOKENS;
         if base + MIN_CHUNK_TOKENS > window {
-            return Err(SummarizerError::WindowTooSmall { window, needed: base + MIN_CHUNK_TOKENS });
+            return Err(SummarizerError::WindowTooSmall {
+                window,
+                needed: base + MIN_CHUNK_TOKENS,
+            });
         }
         let available = window - base;
         let (chunk, taken) = pack_chunk(blocks, &block_tokens, next, available, counter);
-        let prompt = fit_prompt(chunk, running.as_deref(), focus, max_output, window, counter)?;
+        let prompt = fit_prompt(
+            chunk,
+            running.as_deref(),
+            focus,
+            max_output,
+            window,
+            counter,
+        )?;
         spend.calls += 1;
         spend.input_tokens += prompt.request_tokens(counter) - prompt.max_output_tokens;
         let answer = summarizer.summarize(prompt).await?;
@@ -162,8 +181,15 @@ fn fit_prompt(
         }
         let chunk_tokens = counter.count(&chunk);
         let over = needed - window;
-        chunk = clip_to_tokens(&chunk, chunk_tokens.saturating_sub(over + SLACK_TOKENS), counter);
+        chunk = clip_to_tokens(
+            &chunk,
+            chunk_tokens.saturating_sub(over + SLACK_TOKENS),
+            counter,
+        );
     }
     let prompt = segment_prompt(chunk.trim_end(), previous, focus, max_output);
-    Err(SummarizerError::WindowTooSmall { window, needed: prompt.request_tokens(counter) })
+    Err(SummarizerError::WindowTooSmall {
+        window,
+        needed: prompt.request_tokens(counter),
+    })
 }

@@ -66,7 +66,9 @@ impl FileLists {
         let calls: BTreeSet<&str> = call_ids.into_iter().collect();
         let mut lists = FileLists::default();
         for entry in ledger.entries() {
-            let Some(call) = entry.tool_call_id.as_deref() else { continue };
+            let Some(call) = entry.tool_call_id.as_deref() else {
+                continue;
+            };
             if !calls.contains(call) {
                 continue;
             }
@@ -135,7 +137,11 @@ fn block_lines(text: &str, open: &str, close: &str) -> BTreeSet<String> {
         let after = &rest[start + open.len()..];
         let end = after.find(close).unwrap_or(after.len());
         lines.extend(
-            after[..end].lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string),
+            after[..end]
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
         );
         rest = &after[end..];
     }
@@ -163,12 +169,19 @@ fn heading_name(line: &str, level: &str) -> Option<String> {
     if rest.starts_with('#') {
         return None;
     }
-    Some(rest.trim().trim_end_matches(':').trim().to_ascii_lowercase())
+    Some(
+        rest.trim()
+            .trim_end_matches(':')
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 fn has_heading(lines: &[String], level: &str, name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    lines.iter().any(|l| heading_name(l, level).as_deref() == Some(name.as_str()))
+    lines
+        .iter()
+        .any(|l| heading_name(l, level).as_deref() == Some(name.as_str()))
 }
 
 /// Sections (and "Progress" subsections, written `Progress / Done`) that `text` lacks.
@@ -198,7 +211,9 @@ pub fn normalize_summary(text: &str) -> Option<String> {
         .lines()
         .filter(|l| {
             let t = l.trim();
-            t != SUMMARY_OPEN && t != SUMMARY_CLOSE && !t.starts_with(crate::markers::REPLACES_PREFIX)
+            t != SUMMARY_OPEN
+                && t != SUMMARY_CLOSE
+                && !t.starts_with(crate::markers::REPLACES_PREFIX)
         })
         .map(|l| l.replace(SUMMARY_OPEN, "").replace(SUMMARY_CLOSE, ""))
         .collect();
@@ -232,8 +247,9 @@ pub fn normalize_summary(text: &str) -> Option<String> {
 }
 
 fn add_missing_progress_subsections(lines: &mut Vec<String>) {
-    let Some(start) =
-        lines.iter().position(|l| heading_name(l, "## ").as_deref() == Some("progress"))
+    let Some(start) = lines
+        .iter()
+        .position(|l| heading_name(l, "## ").as_deref() == Some("progress"))
     else {
         return;
     };
@@ -289,6 +305,7 @@ pub fn parse_summary_message(text: &str) -> Option<ParsedSummary> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_tools::{FileAccess, LedgerEntry};

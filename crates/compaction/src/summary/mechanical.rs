@@ -24,17 +24,42 @@ use super::summarizer::{Summarizer, SummarizerError};
 const CHARS_PER_TOKEN: usize = 4;
 /// Words in user text that usually state a constraint or preference.
 const CONSTRAINT_WORDS: [&str; 12] = [
-    "must", "should", "don't", "do not", "never", "always", "prefer", "avoid", "make sure",
-    "only", "without", "instead of",
+    "must",
+    "should",
+    "don't",
+    "do not",
+    "never",
+    "always",
+    "prefer",
+    "avoid",
+    "make sure",
+    "only",
+    "without",
+    "instead of",
 ];
 /// Words in assistant text that usually state a decision.
 const DECISION_WORDS: [&str; 10] = [
-    "decided", "decide to", "instead", "because", "i'll use", "i will use", "going with",
-    "chose", "root cause", "the fix is",
+    "decided",
+    "decide to",
+    "instead",
+    "because",
+    "i'll use",
+    "i will use",
+    "going with",
+    "chose",
+    "root cause",
+    "the fix is",
 ];
 /// Words that mark an error line in tool output.
-const ERROR_WORDS: [&str; 7] =
-    ["error", "failed", "failure", "traceback", "exception", "panicked", "fatal"];
+const ERROR_WORDS: [&str; 7] = [
+    "error",
+    "failed",
+    "failure",
+    "traceback",
+    "exception",
+    "panicked",
+    "fatal",
+];
 
 /// Builds structured summaries mechanically, without a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,14 +96,23 @@ impl Summarizer for MechanicalSummarizer {
     }
 
     async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError> {
-        let budget = prompt.max_output_tokens.saturating_mul(CHARS_PER_TOKEN).max(40);
+        let budget = prompt
+            .max_output_tokens
+            .saturating_mul(CHARS_PER_TOKEN)
+            .max(40);
         match prompt.kind {
             SummaryKind::UserMessage | SummaryKind::AssistantMessage => {
                 let text = between(&prompt.user, MESSAGE_OPEN, MESSAGE_CLOSE).unwrap_or("");
                 let short = condense(text, budget);
-                if short.is_empty() { Err(SummarizerError::Empty) } else { Ok(short) }
+                if short.is_empty() {
+                    Err(SummarizerError::Empty)
+                } else {
+                    Ok(short)
+                }
             }
-            SummaryKind::Segment | SummaryKind::Update => Ok(structured_summary(&prompt.user, budget)),
+            SummaryKind::Segment | SummaryKind::Update => {
+                Ok(structured_summary(&prompt.user, budget))
+            }
         }
     }
 }
@@ -103,10 +137,16 @@ fn parse_blocks(conversation: &str) -> Vec<Block> {
     let mut blocks: Vec<Block> = Vec::new();
     for line in conversation.lines() {
         if let Some((_, role, tool)) = parse_header(line.trim_end()) {
-            blocks.push(Block { role: Some(role), tool: tool.map(str::to_string), ..Block::default() });
+            blocks.push(Block {
+                role: Some(role),
+                tool: tool.map(str::to_string),
+                ..Block::default()
+            });
             continue;
         }
-        let Some(block) = blocks.last_mut() else { continue };
+        let Some(block) = blocks.last_mut() else {
+            continue;
+        };
         match line.strip_prefix("→ ") {
             Some(call) if block.role == Some(Role::Assistant) => {
                 let name = call.split_whitespace().next().unwrap_or("tool");
@@ -129,7 +169,10 @@ fn parse_sections(summary: &str) -> BTreeMap<String, Vec<String>> {
         } else if let Some(name) = trimmed.strip_prefix("## ") {
             current = name.trim().trim_end_matches(':').to_ascii_lowercase();
         } else if !trimmed.is_empty() && !is_placeholder(trimmed) {
-            sections.entry(current.clone()).or_default().push(trimmed.to_string());
+            sections
+                .entry(current.clone())
+                .or_default()
+                .push(trimmed.to_string());
         }
     }
     sections
@@ -146,12 +189,17 @@ fn condense(text: &str, max_chars: usize) -> String {
     if collapsed.chars().count() <= max_chars {
         return collapsed;
     }
-    let cut: String = collapsed.chars().take(max_chars.saturating_sub(1)).collect();
+    let cut: String = collapsed
+        .chars()
+        .take(max_chars.saturating_sub(1))
+        .collect();
     format!("{}…", cut.trim_end())
 }
 
 fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split(['\n', '.', '?', '!']).map(str::trim).filter(|s| s.len() > 3)
+    text.split(['\n', '.', '?', '!'])
+        .map(str::trim)
+        .filter(|s| s.len() > 3)
 }
 
 fn contains_any(text: &str, words: &[&str]) -> bool {
@@ -176,7 +224,9 @@ fn gather(user: &str) -> Facts {
     let conversation_end = user.rfind(CONVERSATION_CLOSE).unwrap_or(0);
     let conversation = between(user, CONVERSATION_OPEN, CONVERSATION_CLOSE).unwrap_or("");
     let tail = &user[conversation_end..];
-    let previous = between(tail, PREVIOUS_OPEN, PREVIOUS_CLOSE).map(parse_sections).unwrap_or_default();
+    let previous = between(tail, PREVIOUS_OPEN, PREVIOUS_CLOSE)
+        .map(parse_sections)
+        .unwrap_or_default();
     let focus = tail
         .lines()
         .find_map(|l| l.strip_prefix(FOCUS_PREFIX))
@@ -197,7 +247,9 @@ fn gather(user: &str) -> Facts {
         match block.role {
             Some(Role::User) if !text.trim().is_empty() => {
                 facts.constraints.extend(
-                    sentences(&text).filter(|s| contains_any(s, &CONSTRAINT_WORDS)).map(str::to_string),
+                    sentences(&text)
+                        .filter(|s| contains_any(s, &CONSTRAINT_WORDS))
+                        .map(str::to_string),
                 );
                 facts.user_requests.push(text);
             }
@@ -208,7 +260,9 @@ fn gather(user: &str) -> Facts {
                 }
                 if !text.trim().is_empty() {
                     facts.decisions.extend(
-                        sentences(&text).filter(|s| contains_any(s, &DECISION_WORDS)).map(str::to_string),
+                        sentences(&text)
+                            .filter(|s| contains_any(s, &DECISION_WORDS))
+                            .map(str::to_string),
                     );
                     facts.last_assistant = Some(text);
                 }
@@ -234,13 +288,19 @@ struct Caps {
 
 fn structured_summary(user: &str, budget: usize) -> String {
     let facts = gather(user);
-    let mut caps = Caps { items: 8, chars: 240 };
+    let mut caps = Caps {
+        items: 8,
+        chars: 240,
+    };
     loop {
         let text = render_facts(&facts, caps);
         if text.len() <= budget || (caps.items == 1 && caps.chars <= 40) {
             return text;
         }
-        caps = Caps { items: (caps.items / 2).max(1), chars: (caps.chars * 2 / 3).max(40) };
+        caps = Caps {
+            items: (caps.items / 2).max(1),
+            chars: (caps.chars * 2 / 3).max(40),
+        };
     }
 }
 
@@ -253,7 +313,11 @@ fn merged(previous: Option<&Vec<String>>, new: Vec<String>, caps: Caps) -> Vec<S
         }
     }
     let skip = items.len().saturating_sub(caps.items);
-    items.into_iter().skip(skip).map(|i| condense(&i, caps.chars)).collect()
+    items
+        .into_iter()
+        .skip(skip)
+        .map(|i| condense(&i, caps.chars))
+        .collect()
 }
 
 fn bullets(items: &[String]) -> String {
@@ -262,7 +326,13 @@ fn bullets(items: &[String]) -> String {
     }
     items
         .iter()
-        .map(|i| if i.starts_with(['-', '*']) || i.starts_with(char::is_numeric) { i.clone() } else { format!("- {i}") })
+        .map(|i| {
+            if i.starts_with(['-', '*']) || i.starts_with(char::is_numeric) {
+                i.clone()
+            } else {
+                format!("- {i}")
+            }
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -276,23 +346,47 @@ fn render_facts(facts: &Facts, caps: Caps) -> String {
 
     let mut goal: Vec<String> = previous("goal").cloned().unwrap_or_default();
     if goal.is_empty() {
-        goal.extend(facts.user_requests.first().map(|r| format!("User asked: {}", quote(r, caps.chars * 2))));
+        goal.extend(
+            facts
+                .user_requests
+                .first()
+                .map(|r| format!("User asked: {}", quote(r, caps.chars * 2))),
+        );
     }
     if let Some(focus) = &facts.focus {
         goal.push(format!("Focus requested for this summary: {focus}"));
     }
-    let goal = merged(None, goal, Caps { items: caps.items.max(2), chars: caps.chars * 2 });
+    let goal = merged(
+        None,
+        goal,
+        Caps {
+            items: caps.items.max(2),
+            chars: caps.chars * 2,
+        },
+    );
 
     let constraints = merged(
         previous("constraints & preferences"),
-        facts.constraints.iter().map(|c| quote(c, caps.chars)).collect(),
+        facts
+            .constraints
+            .iter()
+            .map(|c| quote(c, caps.chars))
+            .collect(),
         caps,
     );
 
-    let tools = facts.tool_counts.iter().map(|(t, n)| format!("{t} ×{n}")).collect::<Vec<_>>();
+    let tools = facts
+        .tool_counts
+        .iter()
+        .map(|(t, n)| format!("{t} ×{n}"))
+        .collect::<Vec<_>>();
     let mut done_new = Vec::new();
     if facts.assistant_turns > 0 || !facts.user_requests.is_empty() {
-        let tools = if tools.is_empty() { "no tools".to_string() } else { format!("tools used: {}", tools.join(", ")) };
+        let tools = if tools.is_empty() {
+            "no tools".to_string()
+        } else {
+            format!("tools used: {}", tools.join(", "))
+        };
         done_new.push(format!(
             "[x] Worked through {} user message(s) and {} assistant turn(s); {tools}",
             facts.user_requests.len(),
@@ -302,26 +396,46 @@ fn render_facts(facts: &Facts, caps: Caps) -> String {
     let done = merged(previous("progress/done"), done_new, caps);
     let in_progress = match &facts.last_assistant {
         Some(last) => vec![format!("[ ] Last state: {}", quote(last, caps.chars))],
-        None => previous("progress/in progress").cloned().unwrap_or_default(),
+        None => previous("progress/in progress")
+            .cloned()
+            .unwrap_or_default(),
     };
     let in_progress = merged(None, in_progress, caps);
     let blocked = merged(previous("progress/blocked"), facts.errors.clone(), caps);
 
     let decisions = merged(
         previous("key decisions"),
-        facts.decisions.iter().map(|d| quote(d, caps.chars)).collect(),
+        facts
+            .decisions
+            .iter()
+            .map(|d| quote(d, caps.chars))
+            .collect(),
         caps,
     );
     let next = match facts.user_requests.last() {
-        Some(last) => vec![format!("1. Continue from the latest request: {}", quote(last, caps.chars))],
+        Some(last) => vec![format!(
+            "1. Continue from the latest request: {}",
+            quote(last, caps.chars)
+        )],
         None => previous("next steps").cloned().unwrap_or_default(),
     };
     let next = merged(None, next, caps);
 
-    let requests = facts.user_requests.iter().map(|r| format!("User: {}", quote(r, caps.chars))).collect();
+    let requests = facts
+        .user_requests
+        .iter()
+        .map(|r| format!("User: {}", quote(r, caps.chars)))
+        .collect();
     let context = merged(previous("critical context"), requests, caps);
 
-    let [goal_h, constraints_h, progress_h, decisions_h, next_h, context_h] = SECTIONS;
+    let [
+        goal_h,
+        constraints_h,
+        progress_h,
+        decisions_h,
+        next_h,
+        context_h,
+    ] = SECTIONS;
     let [done_h, in_progress_h, blocked_h] = PROGRESS_SUBSECTIONS;
     format!(
         "## {goal_h}\n{}\n\n## {constraints_h}\n{}\n\n## {progress_h}\n### {done_h}\n{}\n### {in_progress_h}\n{}\n### {blocked_h}\n{}\n\n## {decisions_h}\n{}\n\n## {next_h}\n{}\n\n## {context_h}\n{}",
@@ -337,6 +451,7 @@ fn render_facts(facts: &Facts, caps: Caps) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::summary::format::missing_sections;
@@ -354,7 +469,12 @@ mod tests {
 
     #[test]
     fn builds_all_sections_from_facts() {
-        let text = run(segment_prompt(CONVERSATION, None, Some("parser errors"), 800));
+        let text = run(segment_prompt(
+            CONVERSATION,
+            None,
+            Some("parser errors"),
+            800,
+        ));
         assert!(missing_sections(&text).is_empty(), "{text}");
         assert!(text.contains("Fix the parser"));
         assert!(text.contains("must not change the public API"));

@@ -85,7 +85,10 @@ pub fn segment_prompt(
     );
     let mut user = format!("{CONVERSATION_OPEN}\n{conversation}\n{CONVERSATION_CLOSE}");
     if let Some(previous) = previous {
-        user.push_str(&format!("\n\n{PREVIOUS_OPEN}\n{}\n{PREVIOUS_CLOSE}", previous.trim()));
+        user.push_str(&format!(
+            "\n\n{PREVIOUS_OPEN}\n{}\n{PREVIOUS_CLOSE}",
+            previous.trim()
+        ));
     }
     if let Some(focus) = focus.map(str::trim).filter(|f| !f.is_empty()) {
         user.push_str(&format!("\n\n{FOCUS_PREFIX}{focus}"));
@@ -94,7 +97,12 @@ pub fn segment_prompt(
         Some(_) => "\n\nWrite the updated note now.",
         None => "\n\nWrite the note now.",
     });
-    SummaryPrompt { system, user, max_output_tokens, kind }
+    SummaryPrompt {
+        system,
+        user,
+        max_output_tokens,
+        kind,
+    }
 }
 
 /// The prompt that shortens one message of `role` to at most `max_output_tokens`.
@@ -104,7 +112,10 @@ pub fn per_message_prompt(role: Role, text: &str, max_output_tokens: usize) -> S
         _ => (PER_MESSAGE_ASSISTANT, SummaryKind::AssistantMessage),
     };
     SummaryPrompt {
-        system: format!("{}\nStay within {max_output_tokens} tokens.", template.trim_end()),
+        system: format!(
+            "{}\nStay within {max_output_tokens} tokens.",
+            template.trim_end()
+        ),
         user: format!("{MESSAGE_OPEN}\n{text}\n{MESSAGE_CLOSE}"),
         max_output_tokens,
         kind,
@@ -112,6 +123,7 @@ pub fn per_message_prompt(role: Role, text: &str, max_output_tokens: usize) -> S
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -119,7 +131,11 @@ mod tests {
     fn update_prompt_carries_previous_summary_and_focus() {
         let prompt = segment_prompt("[m3 user]\nhi", Some("## Goal\nx"), Some("the parser"), 500);
         assert_eq!(prompt.kind, SummaryKind::Update);
-        assert!(prompt.user.contains("<previous-summary>\n## Goal\nx\n</previous-summary>"));
+        assert!(
+            prompt
+                .user
+                .contains("<previous-summary>\n## Goal\nx\n</previous-summary>")
+        );
         assert!(prompt.user.contains("Additional focus: the parser"));
         assert!(prompt.system.contains("## Critical Context"));
         let first = segment_prompt("[m3 user]\nhi", None, None, 500);

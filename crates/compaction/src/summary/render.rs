@@ -31,7 +31,11 @@ pub fn render_message(message: &ChatMessage, tool_name: Option<&str>) -> String 
         let args = call.function.arguments.trim();
         let cut = floor_boundary(args, MAX_ARGUMENT_BYTES);
         let ellipsis = if cut < args.len() { CUT_MARK } else { "" };
-        out.push_str(&format!("→ {} {}{ellipsis}\n", call.function.name, &args[..cut]));
+        out.push_str(&format!(
+            "→ {} {}{ellipsis}\n",
+            call.function.name,
+            &args[..cut]
+        ));
     }
     out
 }
@@ -40,7 +44,11 @@ pub fn render_message(message: &ChatMessage, tool_name: Option<&str>) -> String 
 pub(crate) fn parse_header(line: &str) -> Option<(MessageId, Role, Option<&str>)> {
     let inner = line.strip_prefix('[')?.strip_suffix(']')?;
     let mut parts = inner.splitn(3, ' ');
-    let id: MessageId = parts.next()?.strip_prefix('m').and_then(|n| n.parse().ok()).map(MessageId)?;
+    let id: MessageId = parts
+        .next()?
+        .strip_prefix('m')
+        .and_then(|n| n.parse().ok())
+        .map(MessageId)?;
     let role = match parts.next()? {
         "system" => Role::System,
         "user" => Role::User,
@@ -52,6 +60,7 @@ pub(crate) fn parse_header(line: &str) -> Option<(MessageId, Role, Option<&str>)
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use troupe_runtime::{Conversation, ToolCall};
@@ -61,7 +70,11 @@ mod tests {
         let c = Conversation::from_messages([
             ChatMessage::assistant_tool_calls(
                 Some("looking".into()),
-                vec![ToolCall::new("c", "read", format!("{{\"path\":\"{}\"}}", "x".repeat(600)))],
+                vec![ToolCall::new(
+                    "c",
+                    "read",
+                    format!("{{\"path\":\"{}\"}}", "x".repeat(600)),
+                )],
             ),
             ChatMessage::tool_result("c", "content"),
         ]);
@@ -70,8 +83,14 @@ mod tests {
         assert!(a.trim_end().ends_with(CUT_MARK));
         let t = render_message(&c.messages()[1], Some("read"));
         assert_eq!(t, "[m2 tool read]\ncontent\n");
-        assert_eq!(parse_header("[m2 tool read]"), Some((MessageId(2), Role::Tool, Some("read"))));
-        assert_eq!(parse_header("[m1 assistant]"), Some((MessageId(1), Role::Assistant, None)));
+        assert_eq!(
+            parse_header("[m2 tool read]"),
+            Some((MessageId(2), Role::Tool, Some("read")))
+        );
+        assert_eq!(
+            parse_header("[m1 assistant]"),
+            Some((MessageId(1), Role::Assistant, None))
+        );
         assert_eq!(parse_header("[x1 user]"), None);
     }
 }

@@ -28,10 +28,21 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
         for window in [32_000, 128_000] {
             let policy = BudgetPolicy::for_window(window);
             // A summarizer with a small window of its own, so long segments must be folded.
-            let summarizer = FixedSummarizer::with_counter(8_000, Box::new(TiktokenCounter::default()));
-            let options = CompactOptions { token_cache: Some(cache.clone()), ..CompactOptions::default() };
-            let compaction = block_on(compact(&conversation, &ledger, &policy, &counter, Some(&summarizer), options))
-                .unwrap_or_else(|e| panic!("{name} @ {window}: {e}"));
+            let summarizer =
+                FixedSummarizer::with_counter(8_000, Box::new(TiktokenCounter::default()));
+            let options = CompactOptions {
+                token_cache: Some(cache.clone()),
+                ..CompactOptions::default()
+            };
+            let compaction = block_on(compact(
+                &conversation,
+                &ledger,
+                &policy,
+                &counter,
+                Some(&summarizer),
+                options,
+            ))
+            .unwrap_or_else(|e| panic!("{name} @ {window}: {e}"));
             let report = &compaction.report;
             println!(
                 "{name} @ {window}: {} → {} tokens (target {}), tiers {:?}, {} summarizer calls, {:.1} ms: {}",
@@ -43,9 +54,18 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
                 report.duration_ms,
                 report.reason
             );
-            validate(conversation.messages(), &compaction.messages, &compaction.archive, &policy, &counter)
-                .unwrap_or_else(|e| panic!("{name} @ {window}: {e}"));
-            assert_eq!(report.tokens_after, counter.count_messages(&compaction.messages));
+            validate(
+                conversation.messages(),
+                &compaction.messages,
+                &compaction.archive,
+                &policy,
+                &counter,
+            )
+            .unwrap_or_else(|e| panic!("{name} @ {window}: {e}"));
+            assert_eq!(
+                report.tokens_after,
+                counter.count_messages(&compaction.messages)
+            );
             assert_eq!(
                 expand(&compaction.messages, &compaction.archive).unwrap(),
                 conversation.messages(),
@@ -57,12 +77,18 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
                 report.reason
             );
             assert!(
-                summarizer.largest_request.load(std::sync::atomic::Ordering::SeqCst) <= summarizer.window,
+                summarizer
+                    .largest_request
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    <= summarizer.window,
                 "{name} @ {window}: request above the summarizer's window"
             );
             let visible = visible_text(&compaction.messages);
             for file in ledger.all_files() {
-                assert!(visible.contains(&file), "{name} @ {window}: {file} is no longer named");
+                assert!(
+                    visible.contains(&file),
+                    "{name} @ {window}: {file} is no longer named"
+                );
             }
         }
     }

@@ -1,8 +1,8 @@
 //! `compact` as the agent, the CLI and the supervisor call it.
 
 use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, CompactTrigger, CompactionReport, MechanicalSummarizer,
-    ThrashGuard, TokenCache, compact, ledger_from_transcript,
+    BudgetPolicy, CharEstimateCounter, CompactOptions, CompactTrigger, CompactionReport,
+    MechanicalSummarizer, ThrashGuard, TokenCache, compact, ledger_from_transcript,
 };
 use troupe_runtime::{ChatMessage, Conversation};
 use troupe_tools::FileLedger;
@@ -13,7 +13,15 @@ use super::support::{block_on, coding_session};
 fn under_target_nothing_changes_and_the_report_says_so() {
     let conversation = coding_session(2, 5);
     let policy = BudgetPolicy::for_window(1_000_000);
-    let compaction = block_on(compact(&conversation, &FileLedger::new(), &policy, &CharEstimateCounter, None, CompactOptions::default())).unwrap();
+    let compaction = block_on(compact(
+        &conversation,
+        &FileLedger::new(),
+        &policy,
+        &CharEstimateCounter,
+        None,
+        CompactOptions::default(),
+    ))
+    .unwrap();
     assert!(compaction.report.no_compaction_needed);
     assert!(compaction.report.reached);
     assert!(compaction.report.reason.starts_with("no compaction needed"));
@@ -31,35 +39,98 @@ fn protected_messages_above_target_give_best_effort_and_the_reason() {
         c.push(ChatMessage::user(format!("recent {i}")));
     }
     let policy = BudgetPolicy::for_window(4_000);
-    let compaction = block_on(compact(&c, &FileLedger::new(), &policy, &CharEstimateCounter, Some(&MechanicalSummarizer::new()), CompactOptions::default())).unwrap();
+    let compaction = block_on(compact(
+        &c,
+        &FileLedger::new(),
+        &policy,
+        &CharEstimateCounter,
+        Some(&MechanicalSummarizer::new()),
+        CompactOptions::default(),
+    ))
+    .unwrap();
     let report = &compaction.report;
     assert!(!report.reached);
-    assert!(report.reason.contains("protected messages alone"), "{}", report.reason);
-    assert!(report.tokens_after < report.tokens_before, "best effort still summarized the old answer");
+    assert!(
+        report.reason.contains("protected messages alone"),
+        "{}",
+        report.reason
+    );
+    assert!(
+        report.tokens_after < report.tokens_before,
+        "best effort still summarized the old answer"
+    );
 }
 
 #[test]
 fn automatic_trigger_waits_for_enough_freeable_tokens() {
     let conversation = coding_session(12, 40);
     let ledger = ledger_from_transcript(conversation.messages());
-    let policy = BudgetPolicy { min_freeable_tokens: 1_000_000, ..BudgetPolicy::for_window(2_500) };
-    let options = CompactOptions { trigger: CompactTrigger::Automatic, ..CompactOptions::default() };
-    let skipped = block_on(compact(&conversation, &ledger, &policy, &CharEstimateCounter, None, options)).unwrap();
-    assert!(skipped.report.reason.starts_with("compaction skipped: not enough to free"), "{}", skipped.report.reason);
+    let policy = BudgetPolicy {
+        min_freeable_tokens: 1_000_000,
+        ..BudgetPolicy::for_window(2_500)
+    };
+    let options = CompactOptions {
+        trigger: CompactTrigger::Automatic,
+        ..CompactOptions::default()
+    };
+    let skipped = block_on(compact(
+        &conversation,
+        &ledger,
+        &policy,
+        &CharEstimateCounter,
+        None,
+        options,
+    ))
+    .unwrap();
+    assert!(
+        skipped
+            .report
+            .reason
+            .starts_with("compaction skipped: not enough to free"),
+        "{}",
+        skipped.report.reason
+    );
     assert_eq!(skipped.messages, conversation.messages());
 
     // After an unreachable attempt the guard holds off until new material accumulates.
-    let policy = BudgetPolicy { min_freeable_tokens: 100, ..BudgetPolicy::for_window(2_500) };
-    let manual = block_on(compact(&conversation, &ledger, &policy, &CharEstimateCounter, None, CompactOptions::default())).unwrap();
+    let policy = BudgetPolicy {
+        min_freeable_tokens: 100,
+        ..BudgetPolicy::for_window(2_500)
+    };
+    let manual = block_on(compact(
+        &conversation,
+        &ledger,
+        &policy,
+        &CharEstimateCounter,
+        None,
+        CompactOptions::default(),
+    ))
+    .unwrap();
     assert!(!manual.report.reached);
     let mut guard = ThrashGuard::new();
     guard.record(&manual.report);
     let mut later = conversation.clone();
     manual.apply_to(&mut later);
     later.push(ChatMessage::user("one more small thing"));
-    let options = CompactOptions { trigger: CompactTrigger::Automatic, guard: Some(guard), ..CompactOptions::default() };
-    let retry = block_on(compact(&later, &ledger, &policy, &CharEstimateCounter, None, options)).unwrap();
-    assert!(retry.report.reason.contains("waiting for new material"), "{}", retry.report.reason);
+    let options = CompactOptions {
+        trigger: CompactTrigger::Automatic,
+        guard: Some(guard),
+        ..CompactOptions::default()
+    };
+    let retry = block_on(compact(
+        &later,
+        &ledger,
+        &policy,
+        &CharEstimateCounter,
+        None,
+        options,
+    ))
+    .unwrap();
+    assert!(
+        retry.report.reason.contains("waiting for new material"),
+        "{}",
+        retry.report.reason
+    );
     assert!(!retry.changed());
 }
 
@@ -70,23 +141,45 @@ fn warm_cache_counts_only_new_messages_and_result_applies_cleanly() {
     let cache = TokenCache::new();
     cache.count_messages(&CharEstimateCounter, conversation.messages());
     let warm = cache.stats();
-    let options = CompactOptions { token_cache: Some(cache.clone()), ..CompactOptions::default() };
+    let options = CompactOptions {
+        token_cache: Some(cache.clone()),
+        ..CompactOptions::default()
+    };
     let policy = BudgetPolicy::for_window(2_500);
-    let compaction = block_on(compact(&conversation, &ledger, &policy, &CharEstimateCounter, Some(&MechanicalSummarizer::new()), options)).unwrap();
+    let compaction = block_on(compact(
+        &conversation,
+        &ledger,
+        &policy,
+        &CharEstimateCounter,
+        Some(&MechanicalSummarizer::new()),
+        options,
+    ))
+    .unwrap();
     // Every original was answered from the cache; only messages compaction built were counted.
     let after = cache.stats();
     assert!(after.hits - warm.hits >= conversation.len() as u64);
-    let created = compaction.messages.iter().filter(|m| conversation.get(m.id).is_none()).count() as u64;
+    let created = compaction
+        .messages
+        .iter()
+        .filter(|m| conversation.get(m.id).is_none())
+        .count() as u64;
     assert!(created > 0 && after.misses - warm.misses >= created);
     let mut applied = conversation.clone();
     compaction.apply_to(&mut applied);
     let next = applied.push(ChatMessage::user("next"));
-    assert!(compaction.messages.iter().all(|m| m.id < next), "ids never reused");
+    assert!(
+        compaction.messages.iter().all(|m| m.id < next),
+        "ids never reused"
+    );
     let json = serde_json::to_string(&compaction.report).unwrap();
     let back: CompactionReport = serde_json::from_str(&json).unwrap();
     // Floats may differ in the last bit after a JSON round trip; everything else is exact.
     assert!((back.ratio - compaction.report.ratio).abs() < 1e-12);
-    let exact = |r: &CompactionReport| CompactionReport { ratio: 0.0, duration_ms: 0.0, ..r.clone() };
+    let exact = |r: &CompactionReport| CompactionReport {
+        ratio: 0.0,
+        duration_ms: 0.0,
+        ..r.clone()
+    };
     assert_eq!(exact(&back), exact(&compaction.report));
 }
 
@@ -96,7 +189,14 @@ fn compact_future_is_send() {
     let conversation = Conversation::new();
     let ledger = FileLedger::new();
     let policy = BudgetPolicy::default();
-    let future = compact(&conversation, &ledger, &policy, &CharEstimateCounter, None, CompactOptions::default());
+    let future = compact(
+        &conversation,
+        &ledger,
+        &policy,
+        &CharEstimateCounter,
+        None,
+        CompactOptions::default(),
+    );
     assert_send(&future);
     drop(future);
 }

@@ -27,19 +27,29 @@ fn fixture() -> Conversation {
         ChatMessage::tool_result("b", "tiny"),
         ChatMessage::assistant("shown to the user only").with_kind(MessageKind::DisplayOnly),
         ChatMessage::user(format!("now run the tests {}", "please ".repeat(50))),
-        ChatMessage::assistant_tool_calls(None, vec![ToolCall::new("c1", "bash", r#"{"command":"cargo test"}"#)]),
+        ChatMessage::assistant_tool_calls(
+            None,
+            vec![ToolCall::new("c1", "bash", r#"{"command":"cargo test"}"#)],
+        ),
         ChatMessage::tool_result("c1", lines("test", 100)),
         ChatMessage::user("ok"),
         ChatMessage::assistant("fine"),
         ChatMessage::user("read c"),
-        ChatMessage::assistant_tool_calls(None, vec![ToolCall::new("c", "read", r#"{"path":"src/c.rs"}"#)]),
+        ChatMessage::assistant_tool_calls(
+            None,
+            vec![ToolCall::new("c", "read", r#"{"path":"src/c.rs"}"#)],
+        ),
         ChatMessage::tool_result("c", lines("c", 30)),
         ChatMessage::assistant("done"),
     ])
 }
 
 fn policy() -> BudgetPolicy {
-    BudgetPolicy { tool_output_limit_tokens: 500, summary_max_tokens: 200, ..BudgetPolicy::for_window(2_000) }
+    BudgetPolicy {
+        tool_output_limit_tokens: 500,
+        summary_max_tokens: 200,
+        ..BudgetPolicy::for_window(2_000)
+    }
 }
 
 fn m(n: u64) -> MessageId {
@@ -53,15 +63,32 @@ fn every_bad_call_is_refused_with_nothing_changed() {
     let policy = policy();
     let counter = CharEstimateCounter;
     let summarizer = FixedSummarizer::new(50_000);
-    let mut session = CompactionSession::new(&conversation, &ledger, &policy, &counter, CompactOptions::default()).unwrap();
+    let mut session = CompactionSession::new(
+        &conversation,
+        &ledger,
+        &policy,
+        &counter,
+        CompactOptions::default(),
+    )
+    .unwrap();
     let before = session.messages().to_vec();
 
     let refusals = vec![
-        session.compress_tool_result(m(99), CompressionStrategy::Mask).unwrap_err(),
-        session.compress_tool_result(m(1), CompressionStrategy::Mask).unwrap_err(),
-        session.compress_tool_result(m(3), CompressionStrategy::Mask).unwrap_err(),
-        session.compress_tool_result(m(5), CompressionStrategy::Truncate).unwrap_err(),
-        session.compress_tool_result(m(5), CompressionStrategy::Mask).unwrap_err(),
+        session
+            .compress_tool_result(m(99), CompressionStrategy::Mask)
+            .unwrap_err(),
+        session
+            .compress_tool_result(m(1), CompressionStrategy::Mask)
+            .unwrap_err(),
+        session
+            .compress_tool_result(m(3), CompressionStrategy::Mask)
+            .unwrap_err(),
+        session
+            .compress_tool_result(m(5), CompressionStrategy::Truncate)
+            .unwrap_err(),
+        session
+            .compress_tool_result(m(5), CompressionStrategy::Mask)
+            .unwrap_err(),
         session.remove_display_only(m(7)).unwrap_err(),
         block_on(session.compress_segment(m(7), m(3), None, &summarizer)).unwrap_err(),
         block_on(session.compress_segment(m(2), m(5), None, &summarizer)).unwrap_err(),
@@ -85,18 +112,35 @@ fn every_bad_call_is_refused_with_nothing_changed() {
         "summarizing m3..m9 failed: the summarizer failed: connection refused",
     ];
     for (refusal, expected) in refusals.iter().zip(expected) {
-        assert!(refusal.to_string().contains(expected), "`{refusal}` lacks `{expected}`");
+        assert!(
+            refusal.to_string().contains(expected),
+            "`{refusal}` lacks `{expected}`"
+        );
     }
-    assert_eq!(session.messages(), &before[..], "refusals changed the conversation");
+    assert_eq!(
+        session.messages(),
+        &before[..],
+        "refusals changed the conversation"
+    );
 
     // Masking works, and masking again is refused.
-    session.compress_tool_result(m(4), CompressionStrategy::Mask).unwrap();
+    session
+        .compress_tool_result(m(4), CompressionStrategy::Mask)
+        .unwrap();
     let new_id = session.messages()[3].id;
-    let again = session.compress_tool_result(new_id, CompressionStrategy::Truncate).unwrap_err();
-    assert!(matches!(again, Refusal::AlreadyCompressed { .. }), "{again}");
+    let again = session
+        .compress_tool_result(new_id, CompressionStrategy::Truncate)
+        .unwrap_err();
+    assert!(
+        matches!(again, Refusal::AlreadyCompressed { .. }),
+        "{again}"
+    );
     // A segment reaching into the protected tail is refused.
     let into_tail = block_on(session.compress_segment(m(7), m(12), None, &summarizer)).unwrap_err();
-    assert!(matches!(into_tail, Refusal::RangeIncludesProtected { .. }), "{into_tail}");
+    assert!(
+        matches!(into_tail, Refusal::RangeIncludesProtected { .. }),
+        "{into_tail}"
+    );
 }
 
 #[test]
@@ -105,9 +149,21 @@ fn under_target_every_mutation_is_refused() {
     let policy = BudgetPolicy::for_window(1_000_000);
     let counter = CharEstimateCounter;
     let ledger = FileLedger::new();
-    let mut session = CompactionSession::new(&conversation, &ledger, &policy, &counter, CompactOptions::default()).unwrap();
-    let refusal = session.compress_tool_result(m(4), CompressionStrategy::Mask).unwrap_err();
-    assert!(refusal.to_string().starts_with("no compaction needed"), "{refusal}");
+    let mut session = CompactionSession::new(
+        &conversation,
+        &ledger,
+        &policy,
+        &counter,
+        CompactOptions::default(),
+    )
+    .unwrap();
+    let refusal = session
+        .compress_tool_result(m(4), CompressionStrategy::Mask)
+        .unwrap_err();
+    assert!(
+        refusal.to_string().starts_with("no compaction needed"),
+        "{refusal}"
+    );
     let compaction = session.finish().unwrap();
     assert!(compaction.report.no_compaction_needed);
     assert_eq!(compaction.messages, conversation.messages());
@@ -119,7 +175,14 @@ fn metadata_describes_the_working_conversation() {
     let ledger = ledger_from_transcript(conversation.messages());
     let counter = CharEstimateCounter;
     let policy = policy();
-    let session = CompactionSession::new(&conversation, &ledger, &policy, &counter, CompactOptions::default()).unwrap();
+    let session = CompactionSession::new(
+        &conversation,
+        &ledger,
+        &policy,
+        &counter,
+        CompactOptions::default(),
+    )
+    .unwrap();
     let meta = session.metadata();
     assert_eq!(meta.messages.len(), 15);
     assert_eq!(meta.target_tokens, 800);
@@ -127,11 +190,20 @@ fn metadata_describes_the_working_conversation() {
     assert_eq!(meta.tokens_to_free, meta.total_tokens - 800);
     assert_eq!(meta.messages[3].tool_name.as_deref(), Some("read"));
     assert_eq!(meta.messages[2].calls, ["read", "read"]);
-    assert!(meta.messages[0].protected && meta.messages[1].protected && !meta.messages[3].protected);
+    assert!(
+        meta.messages[0].protected && meta.messages[1].protected && !meta.messages[3].protected
+    );
     // Protected: m1-m2, then the last five user/assistant messages m10, m11, m12, m13, m15.
-    let ranges: Vec<_> = meta.protected_ranges.iter().map(|r| (r.start.0, r.end.0)).collect();
+    let ranges: Vec<_> = meta
+        .protected_ranges
+        .iter()
+        .map(|r| (r.start.0, r.end.0))
+        .collect();
     assert_eq!(ranges, [(1, 2), (10, 13), (15, 15)]);
-    assert_eq!(meta.ledger.read_only_files, ["src/a.rs", "src/b.rs", "src/c.rs"]);
+    assert_eq!(
+        meta.ledger.read_only_files,
+        ["src/a.rs", "src/b.rs", "src/c.rs"]
+    );
     assert!(meta.previous_summary.is_none());
     let json = serde_json::to_value(&meta).unwrap();
     assert_eq!(json["messages"][3]["role"], "tool");
@@ -144,7 +216,14 @@ fn planner_goes_cheapest_first_and_reaches_the_target() {
     let counter = CharEstimateCounter;
     let policy = policy();
     let summarizer = FixedSummarizer::new(50_000);
-    let mut session = CompactionSession::new(&conversation, &ledger, &policy, &counter, CompactOptions::default()).unwrap();
+    let mut session = CompactionSession::new(
+        &conversation,
+        &ledger,
+        &policy,
+        &counter,
+        CompactOptions::default(),
+    )
+    .unwrap();
     let mut steps = Vec::new();
     let mut refused = 0;
     while let Some(step) = session.plan_next_step() {
@@ -176,8 +255,14 @@ fn planner_goes_cheapest_first_and_reaches_the_target() {
     let status = session.verify_target();
     assert!(status.reached, "{status:?} after {kinds:?}");
     let compaction = session.finish().unwrap();
-    assert_eq!(expand(&compaction.messages, &compaction.archive).unwrap(), conversation.messages());
+    assert_eq!(
+        expand(&compaction.messages, &compaction.archive).unwrap(),
+        conversation.messages()
+    );
     // The masked results keep their call ids: pairs are intact.
-    let stub = compaction.messages.iter().find(|m| m.role == Role::Tool && m.text().starts_with("[compressed] read src/a.rs"));
+    let stub = compaction
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool && m.text().starts_with("[compressed] read src/a.rs"));
     assert_eq!(stub.and_then(|m| m.tool_call_id.as_deref()), Some("a"));
 }

@@ -8,7 +8,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use troupe_compaction::{
     BudgetPolicy, CharEstimateCounter, CompactOptions, CompactionSession, CompressionStrategy,
-    MechanicalSummarizer, Summarizer, TokenCounter, compact, expand, ledger_from_transcript, validate,
+    MechanicalSummarizer, Summarizer, TokenCounter, compact, expand, ledger_from_transcript,
+    validate,
 };
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
 
@@ -58,15 +59,25 @@ fn case() -> impl Strategy<Value = Case> {
         any::<bool>(),
         0u8..3,
     )
-        .prop_map(|(system, turns, target_factor, protected_recent, tool_limit, per_message, summarizer)| Case {
-            system,
-            turns,
-            target_factor,
-            protected_recent,
-            tool_limit,
-            per_message,
-            summarizer,
-        })
+        .prop_map(
+            |(
+                system,
+                turns,
+                target_factor,
+                protected_recent,
+                tool_limit,
+                per_message,
+                summarizer,
+            )| Case {
+                system,
+                turns,
+                target_factor,
+                protected_recent,
+                tool_limit,
+                per_message,
+                summarizer,
+            },
+        )
 }
 
 const TOOLS: [&str; 4] = ["read", "edit", "write", "bash"];
@@ -109,7 +120,9 @@ fn build(case: &Case) -> Conversation {
                 }
             }
             Turn::DisplayOnly(n) => {
-                c.push(ChatMessage::assistant(words("shown", *n)).with_kind(MessageKind::DisplayOnly));
+                c.push(
+                    ChatMessage::assistant(words("shown", *n)).with_kind(MessageKind::DisplayOnly),
+                );
             }
             Turn::EarlierSummary => {
                 let text = "<summary>\n## Goal\n- the earlier goal\n</summary>\n\n<read-files>\nsrc/old.rs\n</read-files>\n\n[replaces m1]";
@@ -120,7 +133,11 @@ fn build(case: &Case) -> Conversation {
     c
 }
 
-fn policy_for(case: &Case, conversation: &Conversation, counter: &dyn TokenCounter) -> BudgetPolicy {
+fn policy_for(
+    case: &Case,
+    conversation: &Conversation,
+    counter: &dyn TokenCounter,
+) -> BudgetPolicy {
     let tokens = counter.count_messages(conversation.messages()) as f64;
     let window = ((tokens * case.target_factor / 0.4) as usize).max(1);
     BudgetPolicy {
@@ -149,7 +166,10 @@ fn bump(cell: &Cell<usize>, by: usize) {
 #[test]
 fn compact_keeps_every_invariant_and_expands_back() {
     let seen = Seen::default();
-    let mut runner = TestRunner::new(Config { cases: 300, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: 300,
+        ..Config::default()
+    });
     let result = runner.run(&case(), |case| {
         let counter = CharEstimateCounter;
         let conversation = build(&case);
@@ -162,26 +182,55 @@ fn compact_keeps_every_invariant_and_expands_back() {
             1 => Some(&fixed),
             _ => Some(&mechanical),
         };
-        let options = CompactOptions { per_message: case.per_message, ..CompactOptions::default() };
-        let compaction = block_on(compact(&conversation, &ledger, &policy, &counter, summarizer, options))
-            .map_err(|e| TestCaseError::fail(format!("compaction failed: {e}")))?;
+        let options = CompactOptions {
+            per_message: case.per_message,
+            ..CompactOptions::default()
+        };
+        let compaction = block_on(compact(
+            &conversation,
+            &ledger,
+            &policy,
+            &counter,
+            summarizer,
+            options,
+        ))
+        .map_err(|e| TestCaseError::fail(format!("compaction failed: {e}")))?;
         let before = conversation.messages();
-        validate(before, &compaction.messages, &compaction.archive, &policy, &counter)
-            .map_err(|e| TestCaseError::fail(format!("invariant broken: {e}")))?;
-        prop_assert_eq!(expand(&compaction.messages, &compaction.archive).unwrap(), before.to_vec());
+        validate(
+            before,
+            &compaction.messages,
+            &compaction.archive,
+            &policy,
+            &counter,
+        )
+        .map_err(|e| TestCaseError::fail(format!("invariant broken: {e}")))?;
+        prop_assert_eq!(
+            expand(&compaction.messages, &compaction.archive).unwrap(),
+            before.to_vec()
+        );
         let report = &compaction.report;
-        prop_assert_eq!(report.tokens_after, counter.count_messages(&compaction.messages));
+        prop_assert_eq!(
+            report.tokens_after,
+            counter.count_messages(&compaction.messages)
+        );
         prop_assert!(report.tokens_after <= report.tokens_before);
         prop_assert_eq!(report.reached, report.tokens_after <= report.target_tokens);
         if report.no_compaction_needed {
             prop_assert_eq!(&compaction.messages, &before.to_vec());
             prop_assert!(report.reason.starts_with("no compaction needed"));
         } else if !report.reached {
-            prop_assert!(report.reason.starts_with("target unreachable"), "{}", report.reason);
+            prop_assert!(
+                report.reason.starts_with("target unreachable"),
+                "{}",
+                report.reason
+            );
         }
         // Without a summarizer tier 3 never runs, and the report says so when it mattered.
         if case.summarizer == 0 {
-            prop_assert_eq!(report.tiers.segment_summaries + report.tiers.per_message_summarized, 0);
+            prop_assert_eq!(
+                report.tiers.segment_summaries + report.tiers.per_message_summarized,
+                0
+            );
         }
         bump(&seen.truncated, report.tiers.truncated);
         bump(&seen.masked, report.tiers.masked);
@@ -232,7 +281,10 @@ fn op() -> impl Strategy<Value = Op> {
 fn random_primitive_calls_apply_or_refuse_cleanly() {
     let applied = Cell::new(0usize);
     let refused = Cell::new(0usize);
-    let mut runner = TestRunner::new(Config { cases: 200, ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        cases: 200,
+        ..Config::default()
+    });
     let strategy = (case(), prop::collection::vec(op(), 1..25));
     let result = runner.run(&strategy, |(mut case, ops)| {
         case.target_factor = case.target_factor.min(0.9);
@@ -241,17 +293,27 @@ fn random_primitive_calls_apply_or_refuse_cleanly() {
         let ledger = ledger_from_transcript(conversation.messages());
         let policy = policy_for(&case, &conversation, &counter);
         let summarizer = FixedSummarizer::new(4_000);
-        let mut session =
-            CompactionSession::new(&conversation, &ledger, &policy, &counter, CompactOptions::default()).unwrap();
+        let mut session = CompactionSession::new(
+            &conversation,
+            &ledger,
+            &policy,
+            &counter,
+            CompactOptions::default(),
+        )
+        .unwrap();
         for op in ops {
             let ids: Vec<_> = session.messages().iter().map(|m| m.id).collect();
             let pick = |i: usize| ids[i % ids.len()];
             let snapshot = session.messages().to_vec();
             let total = session.verify_target().current;
             let result = match op {
-                Op::Truncate(i) => session.compress_tool_result(pick(i), CompressionStrategy::Truncate),
+                Op::Truncate(i) => {
+                    session.compress_tool_result(pick(i), CompressionStrategy::Truncate)
+                }
                 Op::Mask(i) => session.compress_tool_result(pick(i), CompressionStrategy::Mask),
-                Op::Segment(a, b) => block_on(session.compress_segment(pick(a), pick(b), None, &summarizer)),
+                Op::Segment(a, b) => {
+                    block_on(session.compress_segment(pick(a), pick(b), None, &summarizer))
+                }
                 Op::Individually(a, b) => {
                     block_on(session.compress_messages_individually(pick(a), pick(b), &summarizer))
                 }
@@ -266,16 +328,31 @@ fn random_primitive_calls_apply_or_refuse_cleanly() {
                 Err(refusal) => {
                     refused.set(refused.get() + 1);
                     prop_assert!(!refusal.to_string().is_empty());
-                    prop_assert_eq!(session.messages(), &snapshot[..], "refusal `{}` changed the conversation", refusal);
+                    prop_assert_eq!(
+                        session.messages(),
+                        &snapshot[..],
+                        "refusal `{}` changed the conversation",
+                        refusal
+                    );
                 }
             }
         }
-        let compaction = session.finish().map_err(|e| TestCaseError::fail(format!("invalid result: {e}")))?;
-        prop_assert_eq!(expand(&compaction.messages, &compaction.archive).unwrap(), conversation.messages().to_vec());
+        let compaction = session
+            .finish()
+            .map_err(|e| TestCaseError::fail(format!("invalid result: {e}")))?;
+        prop_assert_eq!(
+            expand(&compaction.messages, &compaction.archive).unwrap(),
+            conversation.messages().to_vec()
+        );
         Ok(())
     });
     if let Err(e) = result {
         panic!("{e}");
     }
-    assert!(applied.get() > 0 && refused.get() > 0, "applied {} refused {}", applied.get(), refused.get());
+    assert!(
+        applied.get() > 0 && refused.get() > 0,
+        "applied {} refused {}",
+        applied.get(),
+        refused.get()
+    );
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use troupe_compaction::{
-    CharEstimateCounter, SummaryPrompt, Summarizer, SummarizerError, TokenCounter,
+    CharEstimateCounter, Summarizer, SummarizerError, SummaryPrompt, TokenCounter,
 };
 use troupe_runtime::{ChatMessage, Conversation, ToolCall};
 
@@ -53,13 +53,21 @@ impl Summarizer for FixedSummarizer {
 
     async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError> {
         let size = prompt.request_tokens(self.counter.as_ref());
-        assert!(size <= self.window, "request of {size} tokens sent to a {}-token window", self.window);
+        assert!(
+            size <= self.window,
+            "request of {size} tokens sent to a {}-token window",
+            self.window
+        );
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.largest_request.fetch_max(size, Ordering::SeqCst);
         let short = prompt.max_output_tokens < 100;
         self.prompts.lock().unwrap().push(prompt);
         // Per-message prompts get a short answer, as a model would give.
-        Ok(if short { "Shortened.".to_string() } else { self.text.clone() })
+        Ok(if short {
+            "Shortened.".to_string()
+        } else {
+            self.text.clone()
+        })
     }
 }
 
@@ -93,12 +101,17 @@ impl Summarizer for EmptySummarizer {
 
 /// Run a future to completion on a fresh current-thread runtime.
 pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(future)
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(future)
 }
 
 /// `n` lines of filler text.
 pub fn lines(tag: &str, n: usize) -> String {
-    (0..n).map(|i| format!("{tag} line {i} with some words in it\n")).collect()
+    (0..n)
+        .map(|i| format!("{tag} line {i} with some words in it\n"))
+        .collect()
 }
 
 /// A coding session: system, task, then `turns` rounds of read → edit → bash, each with a
@@ -106,28 +119,49 @@ pub fn lines(tag: &str, n: usize) -> String {
 pub fn coding_session(turns: usize, output_lines: usize) -> Conversation {
     let mut c = Conversation::new();
     c.push(ChatMessage::system("You are a careful coding agent."));
-    c.push(ChatMessage::user("Fix the off-by-one in the parser. Do not change the public API."));
+    c.push(ChatMessage::user(
+        "Fix the off-by-one in the parser. Do not change the public API.",
+    ));
     for t in 0..turns {
         let read = format!("r{t}");
         let edit = format!("e{t}");
         let bash = format!("b{t}");
         c.push(ChatMessage::assistant_tool_calls(
             Some(format!("Reading module {t}.")),
-            vec![ToolCall::new(&read, "read", format!(r#"{{"path":"src/mod{t}.rs"}}"#))],
+            vec![ToolCall::new(
+                &read,
+                "read",
+                format!(r#"{{"path":"src/mod{t}.rs"}}"#),
+            )],
         ));
-        c.push(ChatMessage::tool_result(&read, lines(&format!("mod{t}"), output_lines)));
+        c.push(ChatMessage::tool_result(
+            &read,
+            lines(&format!("mod{t}"), output_lines),
+        ));
         c.push(ChatMessage::assistant_tool_calls(
             None,
             vec![
-                ToolCall::new(&edit, "edit", format!(r#"{{"path":"src/mod{t}.rs","oldText":"a","newText":"b"}}"#)),
+                ToolCall::new(
+                    &edit,
+                    "edit",
+                    format!(r#"{{"path":"src/mod{t}.rs","oldText":"a","newText":"b"}}"#),
+                ),
                 ToolCall::new(&bash, "bash", r#"{"command":"cargo test"}"#),
             ],
         ));
         c.push(ChatMessage::tool_result(&edit, "Edited."));
-        c.push(ChatMessage::tool_result(&bash, lines("test output", output_lines / 2)));
-        c.push(ChatMessage::user(format!("Good, now look at module {}.", t + 1)));
+        c.push(ChatMessage::tool_result(
+            &bash,
+            lines("test output", output_lines / 2),
+        ));
+        c.push(ChatMessage::user(format!(
+            "Good, now look at module {}.",
+            t + 1
+        )));
     }
-    c.push(ChatMessage::assistant("I will continue with the next module."));
+    c.push(ChatMessage::assistant(
+        "I will continue with the next module.",
+    ));
     c.push(ChatMessage::user("Thanks, go on."));
     c.push(ChatMessage::assistant("On it."));
     c
@@ -139,7 +173,10 @@ pub fn corpus_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        println!("corpus not found at {}; skipping corpus tests", dir.display());
+        println!(
+            "corpus not found at {}; skipping corpus tests",
+            dir.display()
+        );
         None
     }
 }

@@ -9,7 +9,9 @@ use tracing::Instrument;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::supervisor::behavior::{AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint, Job};
+use crate::supervisor::behavior::{
+    AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint, Job,
+};
 use crate::trace::TraceContext;
 
 /// A message to an agent actor.
@@ -40,7 +42,9 @@ pub type BehaviorFn = Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>;
 impl fmt::Debug for AgentMsg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AgentMsg::Request { request, .. } => f.debug_struct("Request").field("request", request).finish(),
+            AgentMsg::Request { request, .. } => {
+                f.debug_struct("Request").field("request", request).finish()
+            }
             AgentMsg::Job { trace, .. } => f.debug_struct("Job").field("trace", trace).finish(),
             AgentMsg::Apply(_) => f.write_str("Apply"),
         }
@@ -108,7 +112,8 @@ impl Actor for AgentActor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        args.checkpoints.put(&args.ctx.name, args.behavior.checkpoint());
+        args.checkpoints
+            .put(&args.ctx.name, args.behavior.checkpoint());
         Ok(AgentState {
             ctx: args.ctx,
             behavior: args.behavior,
@@ -135,14 +140,20 @@ impl Actor for AgentActor {
                 );
                 state.responding.store(true, Ordering::SeqCst);
                 let guard = RespondingGuard(state.responding.clone());
-                let result = state.behavior.handle(request, &state.ctx).instrument(span).await;
+                let result = state
+                    .behavior
+                    .handle(request, &state.ctx)
+                    .instrument(span)
+                    .await;
                 drop(guard);
                 let fatal = match &result {
                     Err(e) if e.is_fatal() => Some(e.to_string()),
                     _ => None,
                 };
                 if fatal.is_none() {
-                    state.checkpoints.put(&state.ctx.name, state.behavior.checkpoint());
+                    state
+                        .checkpoints
+                        .put(&state.ctx.name, state.behavior.checkpoint());
                 }
                 if let Some(reply) = reply {
                     // The caller may have timed out and gone; that is not the agent's failure.
@@ -158,13 +169,19 @@ impl Actor for AgentActor {
                     "gen_ai.agent.name" = %state.ctx.name,
                     "troupe.trace_id" = %trace.trace_id_hex(),
                 );
-                let result = state.behavior.handle_job(job, &state.ctx).instrument(span).await;
+                let result = state
+                    .behavior
+                    .handle_job(job, &state.ctx)
+                    .instrument(span)
+                    .await;
                 let fatal = match &result {
                     Err(e) if e.is_fatal() => Some(e.to_string()),
                     _ => None,
                 };
                 if fatal.is_none() {
-                    state.checkpoints.put(&state.ctx.name, state.behavior.checkpoint());
+                    state
+                        .checkpoints
+                        .put(&state.ctx.name, state.behavior.checkpoint());
                 }
                 let _ = reply.send(result);
                 if let Some(reason) = fatal {
@@ -173,7 +190,9 @@ impl Actor for AgentActor {
             }
             AgentMsg::Apply(f) => {
                 f(state.behavior.as_mut());
-                state.checkpoints.put(&state.ctx.name, state.behavior.checkpoint());
+                state
+                    .checkpoints
+                    .put(&state.ctx.name, state.behavior.checkpoint());
             }
         }
         Ok(())

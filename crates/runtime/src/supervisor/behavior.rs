@@ -28,7 +28,11 @@ pub struct AgentRequest {
 impl AgentRequest {
     /// A request from the program (not from another agent) starting a new trace.
     pub fn from_user(text: impl Into<String>) -> Self {
-        AgentRequest { from: None, text: text.into(), trace: TraceContext::new_root() }
+        AgentRequest {
+            from: None,
+            text: text.into(),
+            trace: TraceContext::new_root(),
+        }
     }
 }
 
@@ -92,12 +96,18 @@ pub type Job = Box<dyn Any + Send>;
 pub trait AgentBehavior: Send + 'static {
     /// Answer one request. Returning [`AgentError::Fatal`] (or panicking) restarts the agent
     /// from its last checkpoint; any other error is returned to the caller and the agent goes on.
-    async fn handle(&mut self, request: AgentRequest, ctx: &AgentContext) -> Result<String, AgentError>;
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        ctx: &AgentContext,
+    ) -> Result<String, AgentError>;
 
     /// Handle a typed job (see [`Job`]). The default refuses: most agents only take text.
     async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
         let _ = (job, ctx);
-        Err(AgentError::Refused("this agent does not take typed jobs".into()))
+        Err(AgentError::Refused(
+            "this agent does not take typed jobs".into(),
+        ))
     }
 
     /// The state to restore after a restart. Called after every request that did not fail fatally.

@@ -3,9 +3,9 @@
 //! Each team has its own directory (not ractor's process-global registry), so several teams —
 //! and parallel tests — can use the same agent names without colliding.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::fmt;
-use std::any::Any;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -96,7 +96,9 @@ pub struct Directory {
 
 impl fmt::Debug for Directory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Directory").field("agents", &self.names()).finish()
+        f.debug_struct("Directory")
+            .field("agents", &self.names())
+            .finish()
     }
 }
 
@@ -134,7 +136,10 @@ impl Directory {
     /// Teams use this for shared coordination state (e.g. which compactions are in flight)
     /// without the runtime knowing the types.
     pub fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
-        let mut map = self.extensions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = self
+            .extensions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let key = std::any::TypeId::of::<T>();
         if let Some(existing) = map.get(&key).cloned()
             && let Ok(typed) = existing.downcast::<T>()
@@ -148,7 +153,11 @@ impl Directory {
 
     /// Whether `name` is handling a text request right now (`false` for unknown names).
     pub fn is_responding(&self, name: &str) -> bool {
-        self.read(|e| e.responding.get(name).is_some_and(|f| f.load(Ordering::SeqCst)))
+        self.read(|e| {
+            e.responding
+                .get(name)
+                .is_some_and(|f| f.load(Ordering::SeqCst))
+        })
     }
 
     pub(crate) fn responding_flag(&self, name: &str) -> Arc<AtomicBool> {
@@ -165,7 +174,10 @@ impl Directory {
 
     pub(crate) fn record_failure(&self, name: &str, reason: String) {
         self.write(|e| {
-            let entry = e.failures.entry(name.to_string()).or_insert((0, String::new()));
+            let entry = e
+                .failures
+                .entry(name.to_string())
+                .or_insert((0, String::new()));
             entry.0 += 1;
             entry.1 = reason;
         });
@@ -186,13 +198,17 @@ impl Directory {
             }
             match e.slots.get(name) {
                 Some(Slot::Live(actor)) => Ok(actor.clone()),
-                Some(Slot::Stopped(reason)) => {
-                    Err(AskError::AgentStopped { name: name.to_string(), reason: reason.clone() })
-                }
+                Some(Slot::Stopped(reason)) => Err(AskError::AgentStopped {
+                    name: name.to_string(),
+                    reason: reason.clone(),
+                }),
                 None => {
                     let mut known: Vec<String> = e.slots.keys().cloned().collect();
                     known.sort();
-                    Err(AskError::NoSuchAgent { name: name.to_string(), known })
+                    Err(AskError::NoSuchAgent {
+                        name: name.to_string(),
+                        known,
+                    })
                 }
             }
         })
@@ -202,24 +218,49 @@ impl Directory {
     ///
     /// If the agent crashes on this request the error names the failure; if it is being
     /// restarted the next `ask` reaches the restarted agent.
-    pub async fn ask(&self, name: &str, request: AgentRequest, timeout: Duration) -> Result<String, AskError> {
+    pub async fn ask(
+        &self,
+        name: &str,
+        request: AgentRequest,
+        timeout: Duration,
+    ) -> Result<String, AskError> {
         let actor = self.resolve_settled(name).await?;
         let failures_before = self.failure_count(name);
         let call = actor
-            .call(|reply| AgentMsg::Request { request, reply: Some(reply) }, Some(timeout))
+            .call(
+                |reply| AgentMsg::Request {
+                    request,
+                    reply: Some(reply),
+                },
+                Some(timeout),
+            )
             .await;
         match call {
             Ok(CallResult::Success(Ok(answer))) => Ok(answer),
-            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent { name: name.to_string(), error }),
-            Ok(CallResult::Timeout) => Err(AskError::Timeout { name: name.to_string(), timeout }),
-            Ok(CallResult::SenderError) | Err(_) => Err(self.failure_after(name, failures_before).await),
+            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent {
+                name: name.to_string(),
+                error,
+            }),
+            Ok(CallResult::Timeout) => Err(AskError::Timeout {
+                name: name.to_string(),
+                timeout,
+            }),
+            Ok(CallResult::SenderError) | Err(_) => {
+                Err(self.failure_after(name, failures_before).await)
+            }
         }
     }
 
     /// Give `name` a typed job and wait up to `timeout` for its typed answer.
     ///
     /// The answer must be an `R`; anything else is reported as the agent's error.
-    pub async fn ask_job<J, R>(&self, name: &str, job: J, trace: TraceContext, timeout: Duration) -> Result<R, AskError>
+    pub async fn ask_job<J, R>(
+        &self,
+        name: &str,
+        job: J,
+        trace: TraceContext,
+        timeout: Duration,
+    ) -> Result<R, AskError>
     where
         J: Any + Send,
         R: Any + Send,
@@ -227,16 +268,38 @@ impl Directory {
         let actor = self.resolve_settled(name).await?;
         let failures_before = self.failure_count(name);
         let call = actor
-            .call(|reply| AgentMsg::Job { job: Box::new(job), trace, reply }, Some(timeout))
+            .call(
+                |reply| AgentMsg::Job {
+                    job: Box::new(job),
+                    trace,
+                    reply,
+                },
+                Some(timeout),
+            )
             .await;
         match call {
-            Ok(CallResult::Success(Ok(answer))) => answer.downcast::<R>().map(|b| *b).map_err(|_| AskError::Agent {
+            Ok(CallResult::Success(Ok(answer))) => {
+                answer
+                    .downcast::<R>()
+                    .map(|b| *b)
+                    .map_err(|_| AskError::Agent {
+                        name: name.to_string(),
+                        error: AgentError::Failed(
+                            "the agent answered the job with an unexpected type".into(),
+                        ),
+                    })
+            }
+            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent {
                 name: name.to_string(),
-                error: AgentError::Failed("the agent answered the job with an unexpected type".into()),
+                error,
             }),
-            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent { name: name.to_string(), error }),
-            Ok(CallResult::Timeout) => Err(AskError::Timeout { name: name.to_string(), timeout }),
-            Ok(CallResult::SenderError) | Err(_) => Err(self.failure_after(name, failures_before).await),
+            Ok(CallResult::Timeout) => Err(AskError::Timeout {
+                name: name.to_string(),
+                timeout,
+            }),
+            Ok(CallResult::SenderError) | Err(_) => {
+                Err(self.failure_after(name, failures_before).await)
+            }
         }
     }
 
@@ -244,8 +307,14 @@ impl Directory {
     pub async fn send(&self, name: &str, request: AgentRequest) -> Result<(), AskError> {
         let actor = self.resolve_settled(name).await?;
         actor
-            .cast(AgentMsg::Request { request, reply: None })
-            .map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "its mailbox is closed".into() })
+            .cast(AgentMsg::Request {
+                request,
+                reply: None,
+            })
+            .map_err(|_| AskError::AgentFailed {
+                name: name.to_string(),
+                reason: "its mailbox is closed".into(),
+            })
     }
 
     /// Resolve a name; if its actor is dead but the supervisor has not yet replaced it,
@@ -269,21 +338,35 @@ impl Directory {
         loop {
             let notified = self.changed.notified();
             let recorded = self.read(|e| {
-                e.failures.get(name).filter(|f| f.0 > failures_before).map(|f| f.1.clone())
+                e.failures
+                    .get(name)
+                    .filter(|f| f.0 > failures_before)
+                    .map(|f| f.1.clone())
             });
             if let Some(reason) = recorded {
-                return AskError::AgentFailed { name: name.to_string(), reason };
+                return AskError::AgentFailed {
+                    name: name.to_string(),
+                    reason,
+                };
             }
             if self.read(|e| e.shut_down) {
                 return AskError::ShutDown;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return AskError::AgentFailed { name: name.to_string(), reason: "it stopped without a reply".into() };
+                return AskError::AgentFailed {
+                    name: name.to_string(),
+                    reason: "it stopped without a reply".into(),
+                };
             }
         }
     }
 }
 
 fn is_running(actor: &ActorRef<AgentMsg>) -> bool {
-    matches!(actor.get_status(), ractor::ActorStatus::Running | ractor::ActorStatus::Starting | ractor::ActorStatus::Upgrading)
+    matches!(
+        actor.get_status(),
+        ractor::ActorStatus::Running
+            | ractor::ActorStatus::Starting
+            | ractor::ActorStatus::Upgrading
+    )
 }

@@ -21,7 +21,10 @@ pub struct RestartPolicy {
 
 impl Default for RestartPolicy {
     fn default() -> Self {
-        RestartPolicy { max_restarts: 3, window: Duration::from_secs(60) }
+        RestartPolicy {
+            max_restarts: 3,
+            window: Duration::from_secs(60),
+        }
     }
 }
 
@@ -57,7 +60,11 @@ pub enum SpawnError {
 }
 
 pub(crate) enum SupervisorMsg {
-    Spawn { name: String, factory: BehaviorFactory, reply: RpcReplyPort<Result<(), SpawnError>> },
+    Spawn {
+        name: String,
+        factory: BehaviorFactory,
+        reply: RpcReplyPort<Result<(), SpawnError>>,
+    },
     StopAll(RpcReplyPort<()>),
 }
 
@@ -92,8 +99,10 @@ impl Supervisor {
         factory: &BehaviorFactory,
         checkpoint: Option<Checkpoint>,
     ) -> Result<ActorRef<crate::supervisor::actor::AgentMsg>, SpawnError> {
-        let behavior = factory(checkpoint)
-            .map_err(|e| SpawnError::Build { name: name.to_string(), reason: e.to_string() })?;
+        let behavior = factory(checkpoint).map_err(|e| SpawnError::Build {
+            name: name.to_string(),
+            reason: e.to_string(),
+        })?;
         let args = AgentActorArgs {
             ctx: AgentContext {
                 name: name.to_string(),
@@ -106,7 +115,10 @@ impl Supervisor {
         };
         let (actor, _join) = Actor::spawn_linked(None, AgentActor, args, myself.get_cell())
             .await
-            .map_err(|e| SpawnError::Actor { name: name.to_string(), reason: e.to_string() })?;
+            .map_err(|e| SpawnError::Actor {
+                name: name.to_string(),
+                reason: e.to_string(),
+            })?;
         Ok(actor)
     }
 
@@ -116,14 +128,22 @@ impl Supervisor {
         id: ActorId,
         reason: String,
     ) {
-        let Some(name) = state.by_id.remove(&id) else { return };
+        let Some(name) = state.by_id.remove(&id) else {
+            return;
+        };
         if state.stopping {
             return;
         }
         let policy = state.args.policy;
-        let Some(child) = state.children.get_mut(&name) else { return };
+        let Some(child) = state.children.get_mut(&name) else {
+            return;
+        };
         let now = Instant::now();
-        while child.failures.front().is_some_and(|t| now.duration_since(*t) > policy.window) {
+        while child
+            .failures
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
             child.failures.pop_front();
         }
         child.failures.push_back(now);
@@ -137,8 +157,17 @@ impl Supervisor {
             );
             tracing::error!(agent = %name, "{why}");
             state.args.directory.set_stopped(&name, why.clone());
-            state.args.directory.record_failure(&name, format!("{reason}; agent stopped: {why}"));
-            state.args.events.publish(None, Event::AgentStopped { agent: name.clone(), reason: why });
+            state
+                .args
+                .directory
+                .record_failure(&name, format!("{reason}; agent stopped: {why}"));
+            state.args.events.publish(
+                None,
+                Event::AgentStopped {
+                    agent: name.clone(),
+                    reason: why,
+                },
+            );
             return;
         }
         let factory = child.factory.clone();
@@ -151,17 +180,33 @@ impl Supervisor {
                     child.actor = actor.clone();
                 }
                 state.args.directory.set_live(&name, actor);
-                state.args.directory.record_failure(&name, format!("{reason}; agent restarted"));
+                state
+                    .args
+                    .directory
+                    .record_failure(&name, format!("{reason}; agent restarted"));
                 state.args.events.publish(
                     None,
-                    Event::AgentRestarted { agent: name.clone(), restarts: count, reason },
+                    Event::AgentRestarted {
+                        agent: name.clone(),
+                        restarts: count,
+                        reason,
+                    },
                 );
             }
             Err(e) => {
                 let why = format!("restart failed: {e}");
                 state.args.directory.set_stopped(&name, why.clone());
-                state.args.directory.record_failure(&name, format!("{reason}; {why}"));
-                state.args.events.publish(None, Event::AgentStopped { agent: name.clone(), reason: why });
+                state
+                    .args
+                    .directory
+                    .record_failure(&name, format!("{reason}; {why}"));
+                state.args.events.publish(
+                    None,
+                    Event::AgentStopped {
+                        agent: name.clone(),
+                        reason: why,
+                    },
+                );
             }
         }
     }
@@ -177,7 +222,12 @@ impl Actor for Supervisor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(SupervisorState { args, children: HashMap::new(), by_id: HashMap::new(), stopping: false })
+        Ok(SupervisorState {
+            args,
+            children: HashMap::new(),
+            by_id: HashMap::new(),
+            stopping: false,
+        })
     }
 
     async fn handle(
@@ -187,7 +237,11 @@ impl Actor for Supervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::Spawn { name, factory, reply } => {
+            SupervisorMsg::Spawn {
+                name,
+                factory,
+                reply,
+            } => {
                 let result = if state.stopping {
                     Err(SpawnError::ShutDown)
                 } else if state.children.contains_key(&name) {
@@ -197,7 +251,14 @@ impl Actor for Supervisor {
                         Ok(actor) => {
                             state.by_id.insert(actor.get_id(), name.clone());
                             state.args.directory.set_live(&name, actor.clone());
-                            state.children.insert(name, Child { factory, actor, failures: VecDeque::new() });
+                            state.children.insert(
+                                name,
+                                Child {
+                                    factory,
+                                    actor,
+                                    failures: VecDeque::new(),
+                                },
+                            );
                             Ok(())
                         }
                         Err(e) => Err(e),
@@ -213,7 +274,10 @@ impl Actor for Supervisor {
                     // not within the grace period is killed.
                     let stopped = child
                         .actor
-                        .stop_and_wait(Some("team shutdown".into()), Some(state.args.shutdown_grace))
+                        .stop_and_wait(
+                            Some("team shutdown".into()),
+                            Some(state.args.shutdown_grace),
+                        )
                         .await;
                     if stopped.is_err() {
                         child.actor.kill();

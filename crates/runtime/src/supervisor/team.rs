@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use ractor::{Actor, ActorRef};
 use ractor::rpc::CallResult;
+use ractor::{Actor, ActorRef};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
@@ -11,7 +11,9 @@ use crate::event::{EventBus, EventRecord};
 use crate::supervisor::actor::{AgentMsg, CheckpointStore};
 use crate::supervisor::behavior::{AgentBehavior, AgentRequest, BehaviorFactory, Checkpoint};
 use crate::supervisor::directory::{AskError, Directory};
-use crate::supervisor::supervisor::{RestartPolicy, SpawnError, Supervisor, SupervisorArgs, SupervisorMsg};
+use crate::supervisor::supervisor::{
+    RestartPolicy, SpawnError, Supervisor, SupervisorArgs, SupervisorMsg,
+};
 
 /// How a team is run.
 #[derive(Debug, Clone)]
@@ -72,7 +74,9 @@ pub struct Team {
 
 impl std::fmt::Debug for Team {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Team").field("agents", &self.directory.names()).finish()
+        f.debug_struct("Team")
+            .field("agents", &self.directory.names())
+            .finish()
     }
 }
 
@@ -96,18 +100,40 @@ impl Team {
         let (supervisor, supervisor_task) = Actor::spawn(None, Supervisor, args)
             .await
             .map_err(|e| TeamError::Start(e.to_string()))?;
-        Ok(Team { supervisor, supervisor_task, directory, events, checkpoints, config })
+        Ok(Team {
+            supervisor,
+            supervisor_task,
+            directory,
+            events,
+            checkpoints,
+            config,
+        })
     }
 
     /// Spawn an agent under the supervisor. Its name must be unique in the team.
-    pub async fn spawn(&self, name: impl Into<String>, factory: BehaviorFactory) -> Result<(), TeamError> {
+    pub async fn spawn(
+        &self,
+        name: impl Into<String>,
+        factory: BehaviorFactory,
+    ) -> Result<(), TeamError> {
         let name = name.into();
-        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || "-_.".contains(c)) {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || "-_.".contains(c))
+        {
             return Err(SpawnError::InvalidName(name).into());
         }
         let reply = self
             .supervisor
-            .call(|reply| SupervisorMsg::Spawn { name, factory, reply }, None)
+            .call(
+                |reply| SupervisorMsg::Spawn {
+                    name,
+                    factory,
+                    reply,
+                },
+                None,
+            )
             .await;
         match reply {
             Ok(CallResult::Success(result)) => result.map_err(TeamError::from),
@@ -117,17 +143,26 @@ impl Team {
 
     /// Ask an agent and wait for its answer (default timeout from [`TeamConfig::ask_timeout`]).
     pub async fn ask(&self, name: &str, text: impl Into<String>) -> Result<String, AskError> {
-        self.directory.ask(name, AgentRequest::from_user(text), self.config.ask_timeout).await
+        self.directory
+            .ask(name, AgentRequest::from_user(text), self.config.ask_timeout)
+            .await
     }
 
     /// Ask with an explicit request (sender, trace) and timeout.
-    pub async fn ask_with(&self, name: &str, request: AgentRequest, timeout: Duration) -> Result<String, AskError> {
+    pub async fn ask_with(
+        &self,
+        name: &str,
+        request: AgentRequest,
+        timeout: Duration,
+    ) -> Result<String, AskError> {
         self.directory.ask(name, request, timeout).await
     }
 
     /// Send an agent a request without waiting for the answer.
     pub async fn send(&self, name: &str, text: impl Into<String>) -> Result<(), AskError> {
-        self.directory.send(name, AgentRequest::from_user(text)).await
+        self.directory
+            .send(name, AgentRequest::from_user(text))
+            .await
     }
 
     /// Run `f` on an agent's behaviour, typed as `B`, between two of its requests.
@@ -147,8 +182,14 @@ impl Team {
         };
         actor
             .cast(AgentMsg::Apply(Box::new(apply)))
-            .map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "its mailbox is closed".into() })?;
-        rx.await.map_err(|_| AskError::AgentFailed { name: name.to_string(), reason: "it stopped".into() })
+            .map_err(|_| AskError::AgentFailed {
+                name: name.to_string(),
+                reason: "its mailbox is closed".into(),
+            })?;
+        rx.await.map_err(|_| AskError::AgentFailed {
+            name: name.to_string(),
+            reason: "it stopped".into(),
+        })
     }
 
     /// Whether the agent is handling a text request right now.

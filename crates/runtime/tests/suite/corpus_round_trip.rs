@@ -22,7 +22,8 @@ fn every_corpus_transcript_round_trips_without_change() {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let original: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let original: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         let raw = original["messages"].clone();
         let messages: Vec<ChatMessage> = serde_json::from_value(raw.clone()).unwrap();
         assert!(!messages.is_empty(), "{}", path.display());

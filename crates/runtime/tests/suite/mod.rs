@@ -1,3 +1,3 @@
 mod corpus_round_trip;
-mod support;
 mod supervisor;
+mod support;

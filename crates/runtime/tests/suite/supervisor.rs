@@ -5,13 +5,20 @@ use troupe_runtime::{AskError, Event, RestartPolicy, SpawnError, Team, TeamConfi
 use super::support::{Echo, echo_factory};
 
 async fn team_with(policy: RestartPolicy) -> Team {
-    let config = TeamConfig { restart: policy, ..TeamConfig::default() };
+    let config = TeamConfig {
+        restart: policy,
+        ..TeamConfig::default()
+    };
     Team::start(config).await.unwrap()
 }
 
 #[tokio::test]
 async fn a_panicking_agent_is_restarted_with_its_conversation_intact() {
-    let team = team_with(RestartPolicy { max_restarts: 3, window: Duration::from_secs(60) }).await;
+    let team = team_with(RestartPolicy {
+        max_restarts: 3,
+        window: Duration::from_secs(60),
+    })
+    .await;
     let mut events = team.subscribe();
     team.spawn("echo", echo_factory()).await.unwrap();
     team.ask("echo", "one").await.unwrap();
@@ -21,7 +28,10 @@ async fn a_panicking_agent_is_restarted_with_its_conversation_intact() {
     match &err {
         AskError::AgentFailed { name, reason } => {
             assert_eq!(name, "echo");
-            assert!(reason.contains("boom"), "reason should carry the panic message: {reason}");
+            assert!(
+                reason.contains("boom"),
+                "reason should carry the panic message: {reason}"
+            );
             assert!(reason.contains("restarted"), "{reason}");
         }
         other => panic!("expected AgentFailed, got {other:?}"),
@@ -31,7 +41,10 @@ async fn a_panicking_agent_is_restarted_with_its_conversation_intact() {
     assert_eq!(team.ask("echo", "history").await.unwrap(), "one|two");
     let restarted = loop {
         let record = events.recv().await.unwrap();
-        if let Event::AgentRestarted { agent, restarts, .. } = record.event {
+        if let Event::AgentRestarted {
+            agent, restarts, ..
+        } = record.event
+        {
             break (agent, restarts);
         }
     };
@@ -41,14 +54,23 @@ async fn a_panicking_agent_is_restarted_with_its_conversation_intact() {
 
 #[tokio::test]
 async fn after_too_many_failures_in_the_window_the_caller_gets_an_error() {
-    let team = team_with(RestartPolicy { max_restarts: 2, window: Duration::from_secs(60) }).await;
+    let team = team_with(RestartPolicy {
+        max_restarts: 2,
+        window: Duration::from_secs(60),
+    })
+    .await;
     team.spawn("echo", echo_factory()).await.unwrap();
     for _ in 0..2 {
-        assert!(matches!(team.ask("echo", "fatal").await, Err(AskError::Agent { .. })));
+        assert!(matches!(
+            team.ask("echo", "fatal").await,
+            Err(AskError::Agent { .. })
+        ));
     }
     // Third failure exceeds the limit of two restarts.
     let third = team.ask("echo", "panic").await.unwrap_err();
-    let AskError::AgentFailed { reason, .. } = &third else { panic!("{third:?}") };
+    let AskError::AgentFailed { reason, .. } = &third else {
+        panic!("{third:?}")
+    };
     assert!(reason.contains("agent stopped"), "{reason}");
 
     let after = team.ask("echo", "hello").await.unwrap_err();
@@ -64,7 +86,11 @@ async fn after_too_many_failures_in_the_window_the_caller_gets_an_error() {
 
 #[tokio::test]
 async fn failures_outside_the_window_do_not_count() {
-    let team = team_with(RestartPolicy { max_restarts: 1, window: Duration::from_millis(200) }).await;
+    let team = team_with(RestartPolicy {
+        max_restarts: 1,
+        window: Duration::from_millis(200),
+    })
+    .await;
     team.spawn("echo", echo_factory()).await.unwrap();
     team.ask("echo", "fatal").await.unwrap_err();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -88,11 +114,23 @@ async fn asking_a_missing_agent_names_the_known_ones() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     team.spawn("alice", echo_factory()).await.unwrap();
     let err = team.ask("carol", "hi").await.unwrap_err();
-    assert_eq!(err, AskError::NoSuchAgent { name: "carol".into(), known: vec!["alice".into()] });
-    assert_eq!(err.to_string(), "no agent named `carol` (known agents: alice)");
+    assert_eq!(
+        err,
+        AskError::NoSuchAgent {
+            name: "carol".into(),
+            known: vec!["alice".into()]
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "no agent named `carol` (known agents: alice)"
+    );
     // An agent relaying to a missing agent reports it too.
     let relayed = team.ask("alice", "ask carol hi").await.unwrap_err();
-    assert!(relayed.to_string().contains("no agent named `carol`"), "{relayed}");
+    assert!(
+        relayed.to_string().contains("no agent named `carol`"),
+        "{relayed}"
+    );
     team.shutdown().await;
 }
 
@@ -101,8 +139,17 @@ async fn ask_times_out() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     team.spawn("slow", echo_factory()).await.unwrap();
     let request = troupe_runtime::AgentRequest::from_user("sleep 500");
-    let err = team.ask_with("slow", request, Duration::from_millis(50)).await.unwrap_err();
-    assert_eq!(err, AskError::Timeout { name: "slow".into(), timeout: Duration::from_millis(50) });
+    let err = team
+        .ask_with("slow", request, Duration::from_millis(50))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        AskError::Timeout {
+            name: "slow".into(),
+            timeout: Duration::from_millis(50)
+        }
+    );
     team.shutdown().await;
 }
 
@@ -125,7 +172,10 @@ async fn requests_from_one_sender_are_handled_in_order() {
         team.send("echo", format!("n{i}")).await.unwrap();
     }
     let expected: Vec<String> = (0..20).map(|i| format!("n{i}")).collect();
-    assert_eq!(team.ask("echo", "history").await.unwrap(), expected.join("|"));
+    assert_eq!(
+        team.ask("echo", "history").await.unwrap(),
+        expected.join("|")
+    );
     team.shutdown().await;
 }
 
@@ -134,10 +184,19 @@ async fn with_agent_gives_typed_access_and_shutdown_refuses_new_work() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     team.spawn("echo", echo_factory()).await.unwrap();
     team.ask("echo", "x").await.unwrap();
-    let len = team.with_agent("echo", |e: &mut Echo| e.checkpoint_len()).await.unwrap();
+    let len = team
+        .with_agent("echo", |e: &mut Echo| e.checkpoint_len())
+        .await
+        .unwrap();
     assert_eq!(len, Some(1));
     let dir = team.directory().clone();
     team.shutdown().await;
-    let err = dir.ask("echo", troupe_runtime::AgentRequest::from_user("late"), Duration::from_secs(1)).await;
+    let err = dir
+        .ask(
+            "echo",
+            troupe_runtime::AgentRequest::from_user("late"),
+            Duration::from_secs(1),
+        )
+        .await;
     assert_eq!(err.unwrap_err(), AskError::ShutDown);
 }

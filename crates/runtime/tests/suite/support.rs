@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, Checkpoint,
-    Conversation,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage,
+    Checkpoint, Conversation,
 };
 
 /// Echoes requests and keeps them in its conversation. Special requests:
@@ -26,7 +26,11 @@ pub fn echo_factory() -> BehaviorFactory {
 
 #[async_trait]
 impl AgentBehavior for Echo {
-    async fn handle(&mut self, request: AgentRequest, ctx: &AgentContext) -> Result<String, AgentError> {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        ctx: &AgentContext,
+    ) -> Result<String, AgentError> {
         let text = request.text.clone();
         if text == "panic" {
             panic!("boom: the echo agent was told to panic");
@@ -35,7 +39,12 @@ impl AgentBehavior for Echo {
             return Err(AgentError::Fatal("told to fail".into()));
         }
         if text == "history" {
-            let seen: Vec<String> = self.conversation.messages().iter().map(|m| m.text()).collect();
+            let seen: Vec<String> = self
+                .conversation
+                .messages()
+                .iter()
+                .map(|m| m.text())
+                .collect();
             return Ok(seen.join("|"));
         }
         if let Some(ms) = text.strip_prefix("sleep ") {
@@ -44,7 +53,11 @@ impl AgentBehavior for Echo {
         self.conversation.push(ChatMessage::user(text.clone()));
         if let Some(rest) = text.strip_prefix("ask ") {
             let (to, what) = rest.split_once(' ').unwrap();
-            let hop = AgentRequest { from: Some(ctx.name.clone()), text: what.to_string(), trace: request.trace.child() };
+            let hop = AgentRequest {
+                from: Some(ctx.name.clone()),
+                text: what.to_string(),
+                trace: request.trace.child(),
+            };
             let answer = ctx
                 .directory
                 .ask(to, hop, Duration::from_secs(5))
@@ -56,7 +69,10 @@ impl AgentBehavior for Echo {
     }
 
     fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { conversation: self.conversation.clone(), state: serde_json::Value::Null }
+        Checkpoint {
+            conversation: self.conversation.clone(),
+            state: serde_json::Value::Null,
+        }
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {

@@ -1,0 +1,201 @@
+//! Turning configuration into running parts: models, tool registries, agent specs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_agents::AgentSpec;
+use troupe_agents::model::{OpenAiConfig, OpenAiModel};
+use troupe_runtime::ChatModel;
+use troupe_tools::ToolRegistry;
+use troupe_tools::builtin::{
+    EditFile, Grep, HttpGetConfig, ListDir, ReadFile, ShellConfig, WriteFile, http_get_tool,
+    shell_tool,
+};
+
+use super::{AgentConfig, Config, ModelConfig, Provider};
+
+/// Why a configured part could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The model could not be loaded or reached.
+    #[error("model `{name}`: {reason}")]
+    Model {
+        /// The `[models]` key.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// No such model or agent in the configuration.
+    #[error("no {what} `{name}` in the configuration")]
+    Missing {
+        /// `model` or `agent`.
+        what: &'static str,
+        /// The name asked for.
+        name: String,
+    },
+    /// A tool could not be registered.
+    #[error("agent `{agent}`: tool `{tool}`: {reason}")]
+    Tool {
+        /// The agent.
+        agent: String,
+        /// The tool.
+        tool: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Build (load or connect) the model `[models.NAME]` describes.
+///
+/// # Errors
+/// [`BuildError::Model`] when the local weights cannot be loaded or the client cannot be built.
+pub async fn build_model(
+    name: &str,
+    config: &ModelConfig,
+) -> Result<Arc<dyn ChatModel>, BuildError> {
+    let fail = |reason: String| BuildError::Model {
+        name: name.to_string(),
+        reason,
+    };
+    match config.provider {
+        Provider::Openai => {
+            let base = config
+                .base_url
+                .clone()
+                .unwrap_or_else(|| troupe_agents::model::openai::OPENAI_BASE_URL.to_string());
+            let model = config
+                .model
+                .clone()
+                .unwrap_or_else(|| troupe_agents::model::openai::DEFAULT_OPENAI_MODEL.to_string());
+            let mut openai = OpenAiConfig::new(base, model);
+            let key_var = config.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
+            if let Ok(key) = std::env::var(key_var)
+                && !key.trim().is_empty()
+            {
+                openai = openai.with_api_key(key);
+            }
+            if let Some(window) = config.context_window {
+                openai = openai.with_context_window(window);
+            }
+            Ok(Arc::new(
+                OpenAiModel::new(openai).map_err(|e| fail(e.to_string()))?,
+            ))
+        }
+        Provider::Local => local_model(config).await.map_err(fail),
+    }
+}
+
+async fn local_model(config: &ModelConfig) -> Result<Arc<dyn ChatModel>, String> {
+    use troupe_agents::model::{LocalModel, LocalModelConfig};
+    let mut local = LocalModelConfig::default();
+    local.model_path = config.path.clone();
+    if let Some(window) = config.context_window {
+        local.max_context = u32::try_from(window).unwrap_or(u32::MAX);
+    }
+    Ok(Arc::new(
+        LocalModel::load(local).await.map_err(|e| e.to_string())?,
+    ))
+}
+
+impl Config {
+    /// The tools `agent` names, configured by `[tools]`.
+    ///
+    /// # Errors
+    /// [`BuildError::Tool`] if a tool cannot be registered.
+    pub fn tool_registry(
+        &self,
+        agent_name: &str,
+        agent: &AgentConfig,
+    ) -> Result<ToolRegistry, BuildError> {
+        let mut tools = ToolRegistry::new();
+        let timeout = self.tools.timeout_secs.map(Duration::from_secs);
+        for name in &agent.tools {
+            let registered = match name.as_str() {
+                "read_file" => tools.register(ReadFile).map(drop),
+                "write_file" => tools.register(WriteFile).map(drop),
+                "edit_file" => tools.register(EditFile).map(drop),
+                "list_dir" => tools.register(ListDir).map(drop),
+                "grep" => tools.register(Grep).map(drop),
+                "shell" => {
+                    let mut shell = ShellConfig::default();
+                    if let Some(t) = timeout {
+                        shell.timeout = t;
+                    }
+                    tools.register(shell_tool(shell)).map(drop)
+                }
+                "http_get" => {
+                    let mut http = HttpGetConfig::default();
+                    http.allowed_hosts = self.tools.http_allowed_hosts.clone();
+                    if let Some(t) = timeout {
+                        http.timeout = t;
+                    }
+                    tools.register(http_get_tool(http)).map(drop)
+                }
+                other => {
+                    return Err(BuildError::Tool {
+                        agent: agent_name.to_string(),
+                        tool: other.to_string(),
+                        reason: "unknown tool".to_string(),
+                    });
+                }
+            };
+            registered.map_err(|e| BuildError::Tool {
+                agent: agent_name.to_string(),
+                tool: name.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        if let Some(t) = timeout {
+            tools.set_default_timeout(t);
+        }
+        Ok(tools)
+    }
+
+    /// The spec of agent `name`, with its model taken from `models` (built by [`build_model`]),
+    /// falling back to `default_model` when the agent names none and none is configured.
+    ///
+    /// # Errors
+    /// [`BuildError::Missing`] for an unknown agent or a model not in `models`.
+    pub fn agent_spec(
+        &self,
+        name: &str,
+        models: &BTreeMap<String, Arc<dyn ChatModel>>,
+        default_model: Option<Arc<dyn ChatModel>>,
+    ) -> Result<AgentSpec, BuildError> {
+        let agent = self.agents.get(name).ok_or_else(|| BuildError::Missing {
+            what: "agent",
+            name: name.to_string(),
+        })?;
+        let model = match self.agent_model_name(agent) {
+            Some(model_name) => models
+                .get(&model_name)
+                .cloned()
+                .ok_or(BuildError::Missing {
+                    what: "model",
+                    name: model_name,
+                })?,
+            None => default_model.ok_or_else(|| BuildError::Missing {
+                what: "model",
+                name: "(default)".into(),
+            })?,
+        };
+        let mut spec = AgentSpec::new(name, model)
+            .instructions(agent.instructions.clone())
+            .tools(self.tool_registry(name, agent)?)
+            .team_messaging(agent.team_messaging);
+        if let Some(n) = agent.max_turns {
+            spec = spec.max_turns(n);
+        }
+        if let Some(t) = agent.temperature {
+            spec = spec.temperature(t);
+        }
+        if let Some(n) = agent.max_tokens {
+            spec = spec.max_tokens(n);
+        }
+        if let Some(root) = &self.tools.workspace {
+            spec = spec.workspace_root(root.clone());
+        }
+        Ok(spec)
+    }
+}

@@ -1,0 +1,279 @@
+//! The troupe configuration file (TOML): models, agents, tools and compaction.
+//!
+//! ```toml
+//! [models.small]
+//! provider = "local"                 # embedded llama.cpp; `path` names a GGUF (default: SmolLM2)
+//! context_window = 8192
+//!
+//! [models.gpt]
+//! provider = "openai"                # any OpenAI-compatible server
+//! base_url = "https://api.openai.com/v1"
+//! api_key_env = "OPENAI_API_KEY"     # the variable holding the key; keys never go in the file
+//! model = "gpt-4o-mini"
+//! context_window = 128000
+//! cost_rank = 2                      # cheaper models rank lower; compaction picks the cheapest
+//!
+//! [agents.assistant]
+//! model = "gpt"
+//! instructions = "You are a careful coding assistant."
+//! tools = ["read_file", "grep"]
+//!
+//! [tools]
+//! workspace = "."
+//!
+//! [compaction]
+//! model = "small"
+//! auto = true
+//! protected_messages = 5
+//! warning = 0.70
+//! trigger = 0.80
+//! target = 0.40
+//! ```
+//!
+//! Unknown keys and bad values are errors that name the key (`agents.assistant.tools[1]`).
+
+mod build;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use build::{BuildError, build_model};
+
+/// A whole configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Models by name.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelConfig>,
+    /// Agents by name.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentConfig>,
+    /// Tool settings.
+    #[serde(default)]
+    pub tools: ToolsConfig,
+    /// Compaction settings.
+    #[serde(default)]
+    pub compaction: CompactionConfig,
+}
+
+/// Which kind of model server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// The embedded llama.cpp model.
+    Local,
+    /// An OpenAI-compatible HTTP server (OpenAI, Azure, Ollama, vLLM, llama.cpp server, …).
+    Openai,
+}
+
+/// `[models.NAME]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// `local` or `openai`.
+    pub provider: Provider,
+    /// The server's base URL (`openai` only); default `https://api.openai.com/v1`.
+    pub base_url: Option<String>,
+    /// The environment variable holding the API key (`openai` only); default `OPENAI_API_KEY`.
+    pub api_key_env: Option<String>,
+    /// The model's name on the server (`openai`), or a label (`local`).
+    pub model: Option<String>,
+    /// A GGUF file (`local` only); default: the cached SmolLM2-135M.
+    pub path: Option<PathBuf>,
+    /// The context window in tokens.
+    pub context_window: Option<usize>,
+    /// Relative cost: compaction uses the lowest-ranked model unless `[compaction] model` names one.
+    pub cost_rank: Option<u32>,
+}
+
+/// `[agents.NAME]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// A key of `[models]`; default: the only model, or the default model when none is configured.
+    pub model: Option<String>,
+    /// The system prompt.
+    #[serde(default)]
+    pub instructions: String,
+    /// Tool names (see [`BUILTIN_TOOLS`]).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Model calls allowed per request.
+    pub max_turns: Option<u32>,
+    /// Sampling temperature, 0 to 2.
+    pub temperature: Option<f32>,
+    /// Cap on tokens generated per model call.
+    pub max_tokens: Option<u32>,
+    /// Whether it may ask other agents (the `ask_agent` tool).
+    #[serde(default)]
+    pub team_messaging: bool,
+}
+
+/// Tools an agent can name in `tools`.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "grep",
+    "shell",
+    "http_get",
+];
+
+/// `[tools]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// The root file tools are confined to; default: the current directory.
+    pub workspace: Option<PathBuf>,
+    /// Per-call timeout in seconds.
+    pub timeout_secs: Option<u64>,
+    /// Hosts `http_get` may fetch from.
+    #[serde(default)]
+    pub http_allowed_hosts: Vec<String>,
+}
+
+/// `[compaction]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// The model that summarizes (a key of `[models]`); default: the cheapest, else the agent's.
+    pub model: Option<String>,
+    /// Compact automatically at the trigger.
+    pub auto: bool,
+    /// Recent user/assistant messages never touched.
+    pub protected_messages: usize,
+    /// Warn at this fraction of the window.
+    pub warning: f64,
+    /// Compact at this fraction.
+    pub trigger: f64,
+    /// Compact down to this fraction.
+    pub target: f64,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        let policy = troupe_compaction::BudgetPolicy::default();
+        CompactionConfig {
+            model: None,
+            auto: true,
+            protected_messages: policy.protected_recent,
+            warning: policy.warning,
+            trigger: policy.trigger,
+            target: policy.target,
+        }
+    }
+}
+
+impl CompactionConfig {
+    /// The budget policy for a model with `context_window` tokens.
+    pub fn policy(&self, context_window: usize) -> troupe_compaction::BudgetPolicy {
+        troupe_compaction::BudgetPolicy {
+            context_window,
+            warning: self.warning,
+            trigger: self.trigger,
+            target: self.target,
+            protected_recent: self.protected_messages,
+            ..troupe_compaction::BudgetPolicy::default()
+        }
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not valid TOML, an unknown key, or a value of the wrong type.
+    #[error("{file}: `{key}`: {message}")]
+    Parse {
+        /// The file (or `<string>`).
+        file: String,
+        /// The TOML path of the offending key (`.` for the document).
+        key: String,
+        /// What is wrong, with line and column where known.
+        message: String,
+    },
+    /// A well-typed value that makes no sense.
+    #[error("{file}: `{key}`: {message}")]
+    Invalid {
+        /// The file (or `<string>`).
+        file: String,
+        /// The TOML path of the offending key.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// The TOML path of the key at fault, if the error is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Io { .. } => None,
+            ConfigError::Parse { key, .. } | ConfigError::Invalid { key, .. } => Some(key),
+        }
+    }
+}
+
+impl Config {
+    /// Read and validate a configuration file.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse_named(&text, &path.display().to_string())
+    }
+
+    /// Parse and validate configuration text.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key at fault.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        Self::parse_named(text, "<string>")
+    }
+
+    fn parse_named(text: &str, file: &str) -> Result<Self, ConfigError> {
+        let parse_error = |key: String, e: toml::de::Error| ConfigError::Parse {
+            file: file.to_string(),
+            key,
+            message: e.to_string().trim().replace('\n', "\n  "),
+        };
+        let deserializer =
+            toml::Deserializer::parse(text).map_err(|e| parse_error(".".into(), e))?;
+        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+            let key = e.path().to_string();
+            parse_error(key, e.into_inner())
+        })?;
+        config
+            .validate()
+            .map_err(|(key, message)| ConfigError::Invalid {
+                file: file.to_string(),
+                key,
+                message,
+            })?;
+        Ok(config)
+    }
+
+    /// The model an agent uses: its `model`, else the only configured model.
+    pub fn agent_model_name(&self, agent: &AgentConfig) -> Option<String> {
+        agent.model.clone().or_else(|| match self.models.len() {
+            1 => self.models.keys().next().cloned(),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,181 @@
+//! Checks that a well-typed configuration makes sense; each failure names its key.
+
+use super::{BUILTIN_TOOLS, Config, ModelConfig, Provider};
+
+/// `(key, message)` of the first problem found.
+type Problem = (String, String);
+
+fn problem(key: impl Into<String>, message: impl Into<String>) -> Problem {
+    (key.into(), message.into())
+}
+
+fn check_name(table: &str, name: &str) -> Result<(), Problem> {
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(problem(
+            format!("{table}.{name}"),
+            "names may use letters, digits, `-`, `_` and `.` only",
+        ))
+    }
+}
+
+fn check_model(name: &str, m: &ModelConfig) -> Result<(), Problem> {
+    let key = |field: &str| format!("models.{name}.{field}");
+    if m.context_window == Some(0) {
+        return Err(problem(
+            key("context_window"),
+            "must be a positive number of tokens",
+        ));
+    }
+    match m.provider {
+        Provider::Local => {
+            for (field, set) in [
+                ("base_url", m.base_url.is_some()),
+                ("api_key_env", m.api_key_env.is_some()),
+            ] {
+                if set {
+                    return Err(problem(key(field), "only for provider = \"openai\""));
+                }
+            }
+        }
+        Provider::Openai => {
+            if m.path.is_some() {
+                return Err(problem(key("path"), "only for provider = \"local\""));
+            }
+            if let Some(url) = &m.base_url
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                return Err(problem(
+                    key("base_url"),
+                    format!("must start with http:// or https://, got `{url}`"),
+                ));
+            }
+            if let Some(var) = &m.api_key_env
+                && (var.is_empty() || var.contains(['=', ' ']) || var.starts_with("sk-"))
+            {
+                // A key pasted where the variable's name belongs must not sit in a config file.
+                return Err(problem(
+                    key("api_key_env"),
+                    "must name an environment variable (e.g. OPENAI_API_KEY), not hold the key",
+                ));
+            }
+            if m.model.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                return Err(problem(key("model"), "must not be empty"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_fraction(key: &str, value: f64) -> Result<(), Problem> {
+    if value.is_finite() && value > 0.0 && value < 1.0 {
+        Ok(())
+    } else {
+        Err(problem(
+            key,
+            format!("must be a fraction between 0 and 1 (exclusive), got {value}"),
+        ))
+    }
+}
+
+impl Config {
+    /// The first problem, as `(key, message)`.
+    pub(super) fn validate(&self) -> Result<(), Problem> {
+        for (name, model) in &self.models {
+            check_name("models", name)?;
+            check_model(name, model)?;
+        }
+        let known_models = || self.models.keys().cloned().collect::<Vec<_>>().join(", ");
+        for (name, agent) in &self.agents {
+            check_name("agents", name)?;
+            let key = |field: &str| format!("agents.{name}.{field}");
+            if let Some(model) = &agent.model
+                && !self.models.contains_key(model)
+            {
+                return Err(problem(
+                    key("model"),
+                    format!(
+                        "no model `{model}` in [models] (configured: {})",
+                        known_models()
+                    ),
+                ));
+            }
+            if agent.model.is_none() && self.models.len() > 1 {
+                return Err(problem(
+                    key("model"),
+                    format!(
+                        "required when several models are configured ({})",
+                        known_models()
+                    ),
+                ));
+            }
+            for (i, tool) in agent.tools.iter().enumerate() {
+                if !BUILTIN_TOOLS.contains(&tool.as_str()) {
+                    return Err(problem(
+                        format!("agents.{name}.tools[{i}]"),
+                        format!(
+                            "unknown tool `{tool}` (known: {})",
+                            BUILTIN_TOOLS.join(", ")
+                        ),
+                    ));
+                }
+            }
+            if agent.max_turns == Some(0) {
+                return Err(problem(key("max_turns"), "must be at least 1"));
+            }
+            if agent.max_tokens == Some(0) {
+                return Err(problem(key("max_tokens"), "must be at least 1"));
+            }
+            if let Some(t) = agent.temperature
+                && !(t.is_finite() && (0.0..=2.0).contains(&t))
+            {
+                return Err(problem(
+                    key("temperature"),
+                    format!("must be between 0 and 2, got {t}"),
+                ));
+            }
+        }
+        if self.tools.timeout_secs == Some(0) {
+            return Err(problem("tools.timeout_secs", "must be at least 1"));
+        }
+        let c = &self.compaction;
+        if let Some(model) = &c.model
+            && !self.models.contains_key(model)
+        {
+            return Err(problem(
+                "compaction.model",
+                format!(
+                    "no model `{model}` in [models] (configured: {})",
+                    known_models()
+                ),
+            ));
+        }
+        check_fraction("compaction.warning", c.warning)?;
+        check_fraction("compaction.trigger", c.trigger)?;
+        check_fraction("compaction.target", c.target)?;
+        if c.target >= c.trigger {
+            return Err(problem(
+                "compaction.target",
+                format!(
+                    "must be below compaction.trigger ({}), got {}",
+                    c.trigger, c.target
+                ),
+            ));
+        }
+        if c.warning > c.trigger {
+            return Err(problem(
+                "compaction.warning",
+                format!(
+                    "must be at most compaction.trigger ({}), got {}",
+                    c.trigger, c.warning
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,194 @@
+//! The configuration file: a full example loads; every class of bad input names its key.
+
+use troupe::config::{Config, ConfigError, Provider};
+
+const FULL: &str = r#"
+[models.small]
+provider = "local"
+context_window = 8192
+cost_rank = 1
+
+[models.gpt]
+provider = "openai"
+base_url = "http://localhost:11434/v1"
+api_key_env = "MY_KEY"
+model = "llama3.2"
+context_window = 128000
+
+[agents.assistant]
+model = "gpt"
+instructions = "Be careful."
+tools = ["read_file", "grep"]
+max_turns = 8
+temperature = 0.2
+
+[tools]
+workspace = "."
+timeout_secs = 30
+
+[compaction]
+model = "small"
+auto = false
+protected_messages = 3
+warning = 0.6
+trigger = 0.75
+target = 0.3
+"#;
+
+#[test]
+fn a_full_config_loads() {
+    let config = Config::parse(FULL).unwrap();
+    assert_eq!(config.models["gpt"].provider, Provider::Openai);
+    assert_eq!(config.agents["assistant"].tools, ["read_file", "grep"]);
+    assert!(!config.compaction.auto);
+    let policy = config.compaction.policy(1000);
+    assert_eq!(policy.target_tokens(), 300);
+    assert_eq!(policy.protected_recent, 3);
+    policy.validate().unwrap();
+    let registry = config
+        .tool_registry("assistant", &config.agents["assistant"])
+        .unwrap();
+    assert_eq!(registry.len(), 2);
+}
+
+#[test]
+fn an_empty_config_is_the_defaults() {
+    let config = Config::parse("").unwrap();
+    assert!(config.models.is_empty());
+    assert!(config.compaction.auto);
+    assert_eq!(config.compaction.target, 0.4);
+}
+
+fn error_for(text: &str) -> ConfigError {
+    Config::parse(text).expect_err(text)
+}
+
+#[track_caller]
+fn assert_names(text: &str, key: &str, words: &str) {
+    let err = error_for(text);
+    assert_eq!(err.key(), Some(key), "{err}");
+    let shown = err.to_string();
+    assert!(shown.contains(&format!("`{key}`")), "{shown}");
+    assert!(shown.contains(words), "{shown}");
+}
+
+#[test]
+fn unknown_keys_are_errors_naming_the_key() {
+    assert_names(
+        "[models.a]\nprovider = \"local\"\ncontext_windw = 5\n",
+        "models.a.context_windw",
+        "unknown field `context_windw`",
+    );
+    assert_names(
+        "[compaction]\ntrigger = 0.8\nfoo = 1\n",
+        "compaction.foo",
+        "unknown field `foo`",
+    );
+    assert_names(
+        "[agents.x]\ntool = []\n",
+        "agents.x.tool",
+        "unknown field `tool`",
+    );
+    assert_names("[extras]\n", "extras", "unknown field `extras`");
+}
+
+#[test]
+fn wrong_types_and_enum_values_name_the_key() {
+    assert_names(
+        "[models.a]\nprovider = \"anthropic\"\n",
+        "models.a.provider",
+        "unknown variant `anthropic`",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"local\"\ncontext_window = \"big\"\n",
+        "models.a.context_window",
+        "invalid type",
+    );
+    assert_names(
+        "[compaction]\nauto = \"yes\"\n",
+        "compaction.auto",
+        "invalid type",
+    );
+    assert_names(
+        "[models.a]\ncontext_window = 5\n",
+        "models.a",
+        "missing field `provider`",
+    );
+}
+
+#[test]
+fn bad_values_name_the_key() {
+    assert_names(
+        "[compaction]\ntarget = 1.5\n",
+        "compaction.target",
+        "fraction",
+    );
+    assert_names(
+        "[compaction]\ntarget = 0.9\ntrigger = 0.8\n",
+        "compaction.target",
+        "below compaction.trigger",
+    );
+    assert_names(
+        "[compaction]\nwarning = 0.85\n",
+        "compaction.warning",
+        "at most compaction.trigger",
+    );
+    assert_names(
+        "[compaction]\nmodel = \"nope\"\n",
+        "compaction.model",
+        "no model `nope`",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"openai\"\nbase_url = \"localhost:8080\"\n",
+        "models.a.base_url",
+        "http://",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"openai\"\napi_key_env = \"sk-abc123\"\n",
+        "models.a.api_key_env",
+        "not hold the key",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"local\"\nbase_url = \"http://x\"\n",
+        "models.a.base_url",
+        "only for provider",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"local\"\ncontext_window = 0\n",
+        "models.a.context_window",
+        "positive",
+    );
+    assert_names(
+        "[agents.x]\ntools = [\"read_file\", \"rm_rf\"]\n",
+        "agents.x.tools[1]",
+        "unknown tool `rm_rf`",
+    );
+    assert_names(
+        "[agents.x]\nmodel = \"ghost\"\n",
+        "agents.x.model",
+        "no model `ghost`",
+    );
+    assert_names(
+        "[agents.x]\ntemperature = 3.0\n",
+        "agents.x.temperature",
+        "between 0 and 2",
+    );
+    assert_names(
+        "[agents.x]\nmax_turns = 0\n",
+        "agents.x.max_turns",
+        "at least 1",
+    );
+}
+
+#[test]
+fn invalid_toml_is_an_error_with_a_position() {
+    let err = error_for("[models.a\nprovider = \"local\"\n");
+    assert_eq!(err.key(), Some("."));
+    assert!(err.to_string().contains("line 1"), "{err}");
+}
+
+#[test]
+fn a_missing_file_is_an_io_error() {
+    let err = Config::load(std::path::Path::new("/definitely/not/here.toml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Io { .. }), "{err}");
+}
