@@ -24,6 +24,8 @@ pub mod config;
 pub mod summary;
 pub mod telemetry;
 pub mod trace_tree;
+pub mod transcript_file;
+pub mod transcript_ops;
 
 pub use troupe_agents as agents;
 pub use troupe_compaction as compaction;

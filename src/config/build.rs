@@ -88,8 +88,10 @@ pub async fn build_model(
 
 async fn local_model(config: &ModelConfig) -> Result<Arc<dyn ChatModel>, String> {
     use troupe_agents::model::{LocalModel, LocalModelConfig};
-    let mut local = LocalModelConfig::default();
-    local.model_path = config.path.clone();
+    let mut local = LocalModelConfig {
+        model_path: config.path.clone(),
+        ..LocalModelConfig::default()
+    };
     if let Some(window) = config.context_window {
         local.max_context = u32::try_from(window).unwrap_or(u32::MAX);
     }
@@ -125,8 +127,10 @@ impl Config {
                     tools.register(shell_tool(shell)).map(drop)
                 }
                 "http_get" => {
-                    let mut http = HttpGetConfig::default();
-                    http.allowed_hosts = self.tools.http_allowed_hosts.clone();
+                    let mut http = HttpGetConfig {
+                        allowed_hosts: self.tools.http_allowed_hosts.clone(),
+                        ..HttpGetConfig::default()
+                    };
                     if let Some(t) = timeout {
                         http.timeout = t;
                     }

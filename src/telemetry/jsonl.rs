@@ -60,7 +60,7 @@ pub struct SpanLine {
     /// The span's level.
     pub level: String,
     /// `error` when the span logged an error (an ERROR event, or any event with an `error`
-    /// field); `ok` otherwise.
+    /// field) or recorded `error.type` / `otel.status_code = "ERROR"`; `ok` otherwise.
     pub status: String,
     /// Every recorded field.
     pub attributes: Map<String, Value>,
@@ -272,11 +272,15 @@ where
         };
         let end = SystemTime::now();
         let duration = end.duration_since(open.start).unwrap_or_default();
-        let status = if open.events.iter().any(EventLine::is_error) {
-            "error"
-        } else {
-            "ok"
-        };
+        // OpenTelemetry marks a failed span with `error.type` (or `otel.status_code = ERROR`).
+        let failed = open.events.iter().any(EventLine::is_error)
+            || open.attributes.contains_key("error.type")
+            || open
+                .attributes
+                .get("otel.status_code")
+                .and_then(Value::as_str)
+                == Some("ERROR");
+        let status = if failed { "error" } else { "ok" };
         let metadata = span.metadata();
         self.file.write_line(&TraceLine::Span(SpanLine {
             name: metadata.name().to_string(),

@@ -165,6 +165,9 @@ fn default_trace_filter() -> Targets {
         .with_default(tracing::Level::WARN)
 }
 
+/// A boxed trace-file layer and the file it writes (flushed on drop).
+pub type TraceFileLayer<S> = (Box<dyn Layer<S> + Send + Sync>, Arc<TraceFile>);
+
 /// The JSONL trace layer for `config`, if it names a trace file; for programs that build their
 /// own subscriber.
 ///
@@ -172,7 +175,7 @@ fn default_trace_filter() -> Targets {
 /// As [`init`].
 pub fn trace_file_layer<S>(
     config: &TelemetryConfig,
-) -> Result<Option<(Box<dyn Layer<S> + Send + Sync>, Arc<TraceFile>)>, TelemetryError>
+) -> Result<Option<TraceFileLayer<S>>, TelemetryError>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {

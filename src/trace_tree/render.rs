@@ -136,6 +136,9 @@ fn label(node: &SpanNode) -> String {
     };
     if node.span.status == "error" {
         text.push_str("  ERROR");
+        if let Some(kind) = node.attr("error.type") {
+            let _ = write!(text, " ({kind})");
+        }
     }
     text
 }

@@ -12,6 +12,7 @@ pub mod conversation;
 pub mod event;
 pub mod message;
 pub mod model;
+pub mod session;
 mod supervisor;
 pub mod trace;
 

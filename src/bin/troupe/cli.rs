@@ -1,0 +1,174 @@
+//! The command line, declared with clap.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// troupe: an actor-based multi-agent runtime with a context-compression agent.
+#[derive(Debug, Parser)]
+#[command(
+    name = "troupe",
+    version,
+    about,
+    after_help = "\
+Environment:
+  RUST_LOG=info             console logs (stderr)
+  TROUPE_TRACE=run.jsonl    write a JSONL trace file (view it with `troupe trace run.jsonl`)
+  TROUPE_TRACE_CONTENT=1    also record message content in traces
+  OPENAI_API_KEY / OPENAI_BASE_URL   use an OpenAI-compatible server instead of the local model"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Chat with one agent in a REPL (status line, /compact, /context, /clear, /resume, /exit).
+    Chat(ChatArgs),
+    /// Compact an OpenAI-format transcript to a target share of a context window.
+    Compact(CompactArgs),
+    /// Restore the original of a compacted transcript from its archive.
+    Expand(ExpandArgs),
+    /// Feed a transcript message by message, compacting automatically at the trigger.
+    Replay(ReplayArgs),
+    /// Render a JSONL trace file as a tree: agent → turn → model call / tool call / compaction.
+    Trace(TraceArgs),
+    /// Manage the local model.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Download the default local model ahead of time (or check a GGUF file).
+    Pull(PullArgs),
+}
+
+/// Which model writes summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SummaryModel {
+    /// The embedded local model.
+    Local,
+    /// The OpenAI-compatible server named by OPENAI_BASE_URL / OPENAI_API_KEY.
+    Openai,
+    /// No model: a mechanical summary (the user's requests, tools used, file lists).
+    None,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe compact session.json --window 32000 --out small.json --archive small.archive.jsonl
+  troupe compact session.json --window 32000 --model none --target 0.3 --out small.json --json
+  troupe compact session.json --window 8000 --instructions 'focus on the parser bug' --out s.json")]
+pub struct CompactArgs {
+    /// The transcript: {\"messages\": [...]} or a bare message array.
+    pub input: PathBuf,
+    /// The context window in tokens.
+    #[arg(long)]
+    pub window: usize,
+    /// Target share of the window.
+    #[arg(long, default_value_t = 0.4)]
+    pub target: f64,
+    /// Recent user/assistant messages never touched.
+    #[arg(long, default_value_t = 5)]
+    pub protected: usize,
+    /// Which model summarizes.
+    #[arg(long, value_enum, default_value_t = SummaryModel::Local)]
+    pub model: SummaryModel,
+    /// Focus for the summary.
+    #[arg(long)]
+    pub instructions: Option<String>,
+    /// Where to write the compacted transcript (same format as the input).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Where to write the archive of replaced originals (default: OUT with .archive.jsonl).
+    #[arg(long)]
+    pub archive: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe expand small.json --archive small.archive.jsonl --out restored.json
+  cmp session.json restored.json   # identical")]
+pub struct ExpandArgs {
+    /// The compacted transcript.
+    pub input: PathBuf,
+    /// Its archive, written by `troupe compact`.
+    #[arg(long)]
+    pub archive: PathBuf,
+    /// Where to write the restored transcript.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe replay session.json --window 16000 --model none
+  troupe replay session.json --window 32000 --json > replay.json")]
+pub struct ReplayArgs {
+    /// The transcript.
+    pub input: PathBuf,
+    /// The context window in tokens.
+    #[arg(long)]
+    pub window: usize,
+    /// Which model summarizes.
+    #[arg(long, value_enum, default_value_t = SummaryModel::None)]
+    pub model: SummaryModel,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  TROUPE_TRACE=run.jsonl cargo run --example team -- --scripted
+  troupe trace run.jsonl
+  troupe trace run.jsonl --follow      # while the run is going on")]
+pub struct TraceArgs {
+    /// The trace file (written when TROUPE_TRACE=FILE is set).
+    pub file: PathBuf,
+    /// Keep reading as the file grows.
+    #[arg(long, short)]
+    pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe model pull                      # the default model (SmolLM2-135M, ~90 MB, once)
+  troupe model pull ./my-model.gguf      # check that a GGUF file loads")]
+pub struct PullArgs {
+    /// `default` (or nothing) for the default model, or the path of a GGUF file to check.
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe chat
+  troupe chat --config troupe.toml --agent assistant
+  troupe chat --session ~/.cache/troupe/sessions/work.jsonl   # resume that conversation
+
+In the REPL: /compact [instructions], /context, /clear, /resume [SESSION], /exit.
+Ctrl-C cancels the running turn; Ctrl-D or /exit quits.")]
+pub struct ChatArgs {
+    /// A troupe config file (TOML).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Which agent of the config to chat with (default: the only one, else `assistant`).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The session log to append to (default: a new file under the user's cache directory).
+    #[arg(long)]
+    pub session: Option<PathBuf>,
+}

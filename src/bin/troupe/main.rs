@@ -1,0 +1,56 @@
+//! `troupe`: the command line of the troupe runtime — chat with an agent, compact, expand and
+//! replay transcripts, render trace files, fetch the local model.
+
+mod chat;
+mod cli;
+mod model_cmd;
+mod progress;
+mod summarizer;
+mod trace_cmd;
+mod transcript_cmds;
+
+use clap::Parser;
+
+use cli::{Cli, Command, ModelCommand};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    // Every command writes a trace file when TROUPE_TRACE is set; `trace` only reads one.
+    let telemetry = match troupe::telemetry::init() {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            eprintln!("warning: telemetry is off: {e}");
+            None
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Trace(args) => trace_cmd::run(args).await,
+            Command::Compact(args) => transcript_cmds::compact(args).await,
+            Command::Expand(args) => transcript_cmds::expand(args),
+            Command::Replay(args) => transcript_cmds::replay(args).await,
+            Command::Model {
+                command: ModelCommand::Pull(args),
+            } => model_cmd::pull(args).await,
+            Command::Chat(args) => chat::run(args).await,
+        }
+    });
+    drop(telemetry);
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

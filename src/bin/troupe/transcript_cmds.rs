@@ -1,0 +1,214 @@
+//! `troupe compact`, `troupe expand`, `troupe replay`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use troupe::compaction::{CompactionReport, TierCounts, TiktokenCounter};
+use troupe::transcript_file::TranscriptFile;
+use troupe::transcript_ops::{
+    CompactRequest, ReplayReport, compact_transcript, expand_transcript, replay_transcript,
+    write_archive_file,
+};
+
+use crate::cli::{CompactArgs, ExpandArgs, ReplayArgs};
+use crate::summarizer::summarizer;
+
+fn default_archive_path(out: &Path) -> PathBuf {
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    out.with_file_name(format!("{stem}.archive.jsonl"))
+}
+
+fn tiers_text(t: &TierCounts) -> String {
+    let parts: Vec<String> = [
+        ("truncated", t.truncated),
+        ("masked", t.masked),
+        ("display-only removed", t.display_only_removed),
+        ("per-message summarized", t.per_message_summarized),
+        ("segment summaries", t.segment_summaries),
+    ]
+    .iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(what, n)| format!("{what} {n}"))
+    .collect();
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(" · ")
+    }
+}
+
+fn print_report(r: &CompactionReport, out: &Path, archive: &Path) {
+    let percent = |tokens: usize| tokens * 100 / r.context_window.max(1);
+    println!(
+        "tokens      {} → {} ({}% → {}% of {}; target {})",
+        r.tokens_before,
+        r.tokens_after,
+        percent(r.tokens_before),
+        percent(r.tokens_after),
+        r.context_window,
+        r.target_tokens
+    );
+    println!(
+        "target      {}",
+        if r.reached { "reached" } else { "NOT reached" }
+    );
+    println!("tiers       {}", tiers_text(&r.tiers));
+    if r.tiers.summarized_messages > 0 {
+        println!("summarized  {} messages", r.tiers.summarized_messages);
+    }
+    println!(
+        "summarizer  {} call(s), {} in / {} out tokens",
+        r.summarizer.calls, r.summarizer.input_tokens, r.summarizer.output_tokens
+    );
+    println!("protected   {} messages", r.protected);
+    println!(
+        "archived    {} originals → {}",
+        r.archived,
+        archive.display()
+    );
+    println!("written     {}", out.display());
+    println!("time        {:.0} ms", r.duration_ms);
+    println!("why         {}", r.reason);
+    for fallback in &r.fallbacks {
+        println!("fallback    {fallback}");
+    }
+}
+
+pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.input)
+        .with_context(|| format!("reading {}", args.input.display()))?;
+    let input = TranscriptFile::parse(&args.input, &text)?;
+    let request = CompactRequest {
+        window: args.window,
+        target: args.target,
+        protected: args.protected,
+        instructions: args.instructions.clone(),
+    };
+    request.policy()?;
+    let summarizer = summarizer(args.model).await?;
+    let spinner = crate::progress::spinner("compacting");
+    let counter = TiktokenCounter::default();
+    let result =
+        compact_transcript(&input, &text, &request, &counter, Some(summarizer.as_ref())).await?;
+    spinner.finish_and_clear();
+    let archive_path = args
+        .archive
+        .clone()
+        .unwrap_or_else(|| default_archive_path(&args.out));
+    std::fs::write(&args.out, &result.text)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    write_archive_file(&archive_path, &result.header, &result.archive)?;
+    if args.json {
+        let json = serde_json::json!({
+            "input": args.input,
+            "out": args.out,
+            "archive": archive_path,
+            "messages_before": input.messages.len(),
+            "messages_after": result.file.messages.len(),
+            "report": result.report,
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        println!(
+            "compacted   {} ({} messages) → {} messages",
+            args.input.display(),
+            input.messages.len(),
+            result.file.messages.len()
+        );
+        print_report(&result.report, &args.out, &archive_path);
+    }
+    Ok(())
+}
+
+pub fn expand(args: ExpandArgs) -> anyhow::Result<()> {
+    let (text, identical) = expand_transcript(&args.input, &args.archive)?;
+    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    println!(
+        "restored    {} → {}",
+        args.input.display(),
+        args.out.display()
+    );
+    if identical {
+        println!("checksum    identical to the original (sha256 recorded at compaction)");
+    } else {
+        println!(
+            "checksum    differs from the original's: the messages are restored, the file's layout or envelope differs"
+        );
+    }
+    Ok(())
+}
+
+fn print_replay(r: &ReplayReport) {
+    println!(
+        "window {} · trigger {} tokens · {} messages · {} tokens uncompacted",
+        r.window, r.trigger_tokens, r.messages, r.raw_tokens
+    );
+    if r.compactions.is_empty() && r.skipped == 0 {
+        println!("no compaction was needed");
+    } else if r.compactions.is_empty() {
+        println!(
+            "no compaction ran: {} automatic trigger(s) skipped; last: {}",
+            r.skipped,
+            r.last_skip_reason.as_deref().unwrap_or("?")
+        );
+    } else {
+        println!(
+            "{:>4} {:>8} {:>8} {:>8}  {:>5} {:>9}  {:<10}  tiers",
+            "#", "at msg", "before", "after", "calls", "ms", "invariants"
+        );
+        for (i, row) in r.compactions.iter().enumerate() {
+            println!(
+                "{:>4} {:>8} {:>8} {:>8}  {:>5} {:>9.1}  {:<10}  {}{}",
+                i + 1,
+                row.at_message,
+                row.tokens_before,
+                row.tokens_after,
+                row.summarizer_calls,
+                row.ms,
+                if row.invariants_ok { "ok" } else { "VIOLATED" },
+                tiers_text(&row.tiers),
+                if row.reached {
+                    String::new()
+                } else {
+                    format!("  (target not reached: {})", row.reason)
+                }
+            );
+        }
+    }
+    println!(
+        "totals: {} compaction(s), {} skipped by the thrash guard, {} summarizer call(s), {:.1} ms; peak {} tokens, final {} tokens; invariants {}",
+        r.compactions.len(),
+        r.skipped,
+        r.summarizer_calls,
+        r.ms,
+        r.peak_tokens,
+        r.final_tokens,
+        if r.invariants_ok { "ok" } else { "VIOLATED" }
+    );
+}
+
+pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    let input = TranscriptFile::read(&args.input)?;
+    let policy = troupe::compaction::BudgetPolicy::for_window(args.window);
+    policy.validate()?;
+    let summarizer = summarizer(args.model).await?;
+    let counter = TiktokenCounter::default();
+    let bar = crate::progress::bar(input.messages.len() as u64, "replaying");
+    let report = replay_transcript(&input, &policy, &counter, Some(summarizer.as_ref()), |n| {
+        bar.set_position(n as u64)
+    })
+    .await?;
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_replay(&report);
+    }
+    if !report.invariants_ok {
+        anyhow::bail!("an invariant was violated during the replay");
+    }
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Transcript files in the OpenAI message format, read and written back in the same layout.
+//!
+//! `troupe compact` and `troupe expand` promise the exact original file back, so writing keeps
+//! what reading saw: the envelope (`{"source", "license", "messages"}` or a bare array), the
+//! indentation, the trailing newline, and the conventional key order of a message (`role`,
+//! `tool_call_id`, `content`, `tool_calls`, then any other keys).
+
+use std::path::{Path, PathBuf};
+
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use troupe_runtime::{ChatMessage, ContentSlot};
+
+/// How a transcript file was laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Spaces per indentation level; `None` for a single-line file.
+    pub indent: Option<usize>,
+    /// Whether the file ended with a newline.
+    pub trailing_newline: bool,
+    /// A bare message array rather than `{"messages": [...]}`.
+    pub bare_array: bool,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Layout {
+            indent: Some(2),
+            trailing_newline: true,
+            bare_array: false,
+        }
+    }
+}
+
+/// A transcript file's content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptFile {
+    /// Provenance, kept as is.
+    pub source: Option<Value>,
+    /// License, kept as is.
+    pub license: Option<Value>,
+    /// The messages.
+    pub messages: Vec<ChatMessage>,
+    /// How to write it back.
+    pub layout: Layout,
+}
+
+/// Why a transcript file could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TranscriptFileError {
+    /// I/O.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not a transcript.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: troupe_compaction::TranscriptError,
+    },
+    /// Could not serialize.
+    #[error("cannot serialize the transcript: {0}")]
+    Serialize(String),
+}
+
+fn sniff_layout(text: &str) -> Layout {
+    let bare_array = text.trim_start().starts_with('[');
+    let indent = text
+        .lines()
+        .nth(1)
+        .map(|second| second.len() - second.trim_start_matches(' ').len())
+        .filter(|n| *n > 0);
+    Layout {
+        indent,
+        trailing_newline: text.ends_with('\n'),
+        bare_array,
+    }
+}
+
+impl TranscriptFile {
+    /// Parse transcript text (`{"messages": [...]}` or a bare array).
+    ///
+    /// # Errors
+    /// [`TranscriptFileError::Format`] naming `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, TranscriptFileError> {
+        let t = troupe_compaction::parse_transcript(text).map_err(|source| {
+            TranscriptFileError::Format {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        Ok(TranscriptFile {
+            source: t.source,
+            license: t.license,
+            messages: t.messages,
+            layout: sniff_layout(text),
+        })
+    }
+
+    /// Read a transcript file.
+    ///
+    /// # Errors
+    /// [`TranscriptFileError`] when it cannot be read or is not a transcript.
+    pub fn read(path: &Path) -> Result<Self, TranscriptFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TranscriptFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// The file's text in its layout.
+    ///
+    /// # Errors
+    /// [`TranscriptFileError::Serialize`] (only for values serde cannot write).
+    pub fn to_text(&self) -> Result<String, TranscriptFileError> {
+        let messages: Vec<OrderedMessage<'_>> = self.messages.iter().map(OrderedMessage).collect();
+        let mut out = Vec::new();
+        let result = match self.layout.indent {
+            Some(n) => {
+                let indent = vec![b' '; n];
+                let formatter = serde_json::ser::PrettyFormatter::with_indent(&indent);
+                let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+                self.serialize_into(&messages, &mut ser)
+            }
+            None => self.serialize_into(&messages, &mut serde_json::Serializer::new(&mut out)),
+        };
+        result.map_err(|e| TranscriptFileError::Serialize(e.to_string()))?;
+        let mut text =
+            String::from_utf8(out).map_err(|e| TranscriptFileError::Serialize(e.to_string()))?;
+        if self.layout.trailing_newline {
+            text.push('\n');
+        }
+        Ok(text)
+    }
+
+    fn serialize_into<S: Serializer>(
+        &self,
+        messages: &[OrderedMessage<'_>],
+        ser: S,
+    ) -> Result<S::Ok, S::Error> {
+        if self.layout.bare_array {
+            return messages.serialize(ser);
+        }
+        let fields = 1 + usize::from(self.source.is_some()) + usize::from(self.license.is_some());
+        let mut s = ser.serialize_struct("Transcript", fields)?;
+        if let Some(source) = &self.source {
+            s.serialize_field("source", source)?;
+        }
+        if let Some(license) = &self.license {
+            s.serialize_field("license", license)?;
+        }
+        s.serialize_field("messages", messages)?;
+        s.end()
+    }
+
+    /// Write the file in its layout.
+    ///
+    /// # Errors
+    /// [`TranscriptFileError`] when it cannot be serialized or written.
+    pub fn write(&self, path: &Path) -> Result<(), TranscriptFileError> {
+        let text = self.to_text()?;
+        std::fs::write(path, text).map_err(|source| TranscriptFileError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+}
+
+/// A message serialized with its keys in the conventional order.
+struct OrderedMessage<'a>(&'a ChatMessage);
+
+impl Serialize for OrderedMessage<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let m = self.0;
+        let mut map = ser.serialize_map(None)?;
+        map.serialize_entry("role", &m.role)?;
+        if let Some(id) = &m.tool_call_id {
+            map.serialize_entry("tool_call_id", id)?;
+        }
+        match &m.content {
+            ContentSlot::Absent => {}
+            other => map.serialize_entry("content", other)?,
+        }
+        if let Some(calls) = &m.tool_calls {
+            map.serialize_entry("tool_calls", calls)?;
+        }
+        for (k, v) in &m.extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
