@@ -1,5 +1,6 @@
-//! Telemetry for troupe programs: console logs, a JSONL trace file, and (feature `otlp`) export to
-//! an OpenTelemetry collector.
+//! Telemetry for troupe programs: console logs and a JSONL trace file. (OTLP export to an
+//! OpenTelemetry collector is not built yet; the span names and `gen_ai.*` attributes are the
+//! ones an OTLP layer would export.)
 //!
 //! ```no_run
 //! # fn main() -> Result<(), troupe::telemetry::TelemetryError> {
@@ -15,7 +16,6 @@
 //! | `TROUPE_TRACE=FILE` | append one JSON line per closed span to `FILE` (see [`jsonl`]) |
 //! | `TROUPE_TRACE_CONTENT=1` | also record message content (prompts, completions, tool I/O) |
 //! | `TROUPE_TRACE_FILTER` | which spans go to the file (an `EnvFilter`), default `troupe=info,warn` |
-//! | `OTEL_EXPORTER_OTLP_ENDPOINT` | with feature `otlp`: export spans over OTLP/HTTP |
 //!
 //! Secrets never reach the file: fields named like credentials and values that look like one
 //! (`Bearer …`, `sk-…`, `Authorization: …`) are redacted ([`redact`]).
@@ -53,8 +53,6 @@ pub struct TelemetryConfig {
     pub trace_filter: Option<String>,
     /// Whether message content is recorded.
     pub record_content: bool,
-    /// OTLP/HTTP endpoint (used only with the `otlp` feature).
-    pub otlp_endpoint: Option<String>,
 }
 
 impl TelemetryConfig {
@@ -66,8 +64,6 @@ impl TelemetryConfig {
             trace_file: var(TRACE_ENV).map(PathBuf::from),
             trace_filter: var(TRACE_FILTER_ENV),
             record_content: content_enabled(),
-            otlp_endpoint: var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT")),
         }
     }
 }
@@ -105,15 +101,12 @@ pub enum TelemetryError {
         /// The parser's message.
         reason: String,
     },
-    /// OTLP export could not be set up.
-    #[error("cannot set up OTLP export: {0}")]
-    Otlp(String),
     /// A global subscriber was already installed.
     #[error("telemetry is already initialized: {0}")]
     AlreadyInitialized(String),
 }
 
-/// Keeps telemetry running; flushes the trace file (and OTLP exporter) when dropped.
+/// Keeps telemetry running; flushes the trace file when dropped.
 #[must_use = "dropping the guard flushes and ends trace export"]
 #[derive(Debug, Default)]
 pub struct TelemetryGuard {

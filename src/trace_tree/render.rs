@@ -77,6 +77,7 @@ const QUIET_ATTRIBUTES: &[&str] = &[
     "troupe.trace_id",
     "troupe.parent_span_id",
     "troupe.from",
+    "troupe.trigger",
 ];
 
 /// The one-line description of a span.
@@ -122,7 +123,13 @@ fn label(node: &SpanNode) -> String {
                     None => format!("{k}={v}"),
                 })
                 .collect();
-            let kind = if other.contains("compact") || other.contains("compress") {
+            let kind = if other == "compaction" {
+                let trigger = node
+                    .attr("troupe.trigger")
+                    .map(|t| format!(" ({t})"))
+                    .unwrap_or_default();
+                format!("compaction of {}{trigger}", attr("gen_ai.agent.name"))
+            } else if other.contains("compact") || other.contains("compress") {
                 format!("compaction {other}")
             } else {
                 other.to_string()

@@ -132,3 +132,16 @@ fn the_follower_reads_whole_lines_as_they_are_appended() {
     assert_eq!(follower.poll().unwrap(), 1);
     assert_eq!(follower.lines().len(), 2);
 }
+
+#[test]
+fn compaction_spans_are_labelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("compaction.jsonl");
+    with_trace_file(&path, false, || {
+        let _a = tracing::info_span!(target: "troupe_test", "invoke_agent", "gen_ai.agent.name" = "solo").entered();
+        tracing::info_span!(target: "troupe_test", "compaction", "gen_ai.agent.name" = "solo", "troupe.trigger" = "auto")
+            .in_scope(|| {});
+    });
+    let text = render_file(&path).unwrap();
+    assert!(text.contains("└─ compaction of solo (auto)"), "{text}");
+}

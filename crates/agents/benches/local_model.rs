@@ -2,7 +2,8 @@
 //! prompt, interleaved in the same run (goal: the wrapper costs < 10 %).
 //!
 //! Run: `cargo bench -p troupe-agents --bench local_model` (fetches the default model on first
-//! use; `TROUPE_MODEL` picks another GGUF; `TROUPE_BENCH_ROUNDS` sets the rounds, default 7).
+//! use; `TROUPE_MODEL` picks another GGUF; `TROUPE_BENCH_ROUNDS` sets the rounds, default 7;
+//! `TROUPE_BENCH_THREADS` the CPU threads, default all cores).
 //!
 //! Per round:
 //! - direct: llama-cpp-2's plain loop times prompt decoding and generation itself;
@@ -16,8 +17,8 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
-use troupe_agents::model::local::LocalModel;
 use troupe_agents::model::local::baseline::Baseline;
+use troupe_agents::model::local::{LocalModel, LocalModelConfig};
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
 
 const SYSTEM: &str = "You are a storyteller. Write long, detailed stories.";
@@ -131,7 +132,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let model = runtime.block_on(LocalModel::load_default())?;
+    let mut config = LocalModelConfig::default();
+    if let Some(threads) = std::env::var("TROUPE_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.threads = threads;
+    }
+    let model = runtime.block_on(LocalModel::load(config))?;
     let threads = model.config().threads;
     let mut direct = Baseline::new(model.path(), model.config().max_context, threads)?;
     let prompt = direct.chat_prompt(SYSTEM, USER)?;
@@ -156,6 +164,16 @@ fn main() -> Result<(), Box<dyn Error>> {
             troupe_round(&runtime, &model, &mut troupe, &mut token_counts)?;
             direct_round(&mut direct, &prompt, &mut raw, &mut token_counts)?;
         }
+        let last = |v: &[f64]| v.last().copied().unwrap_or(f64::NAN);
+        println!(
+            "round {round}: prompt t/s {:.0} vs {:.0}, gen t/s {:.1} vs {:.1}, total ms {:.0} vs {:.0} (troupe vs direct)",
+            last(&troupe.prompt_tps),
+            last(&raw.prompt_tps),
+            last(&troupe.gen_tps),
+            last(&raw.gen_tps),
+            last(&troupe.total_ms),
+            last(&raw.total_ms),
+        );
     }
     let distinct: std::collections::BTreeSet<_> = token_counts
         .iter()

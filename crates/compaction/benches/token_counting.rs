@@ -80,15 +80,21 @@ fn main() {
                 .sum::<usize>()
         })
     });
-    let cache = TokenCache::new();
-    for c in &conversations {
-        cache.count_messages(&counter, c.messages());
-    }
+    // One cache per conversation, as agents keep them (ids are per conversation).
+    let caches: Vec<TokenCache> = conversations
+        .iter()
+        .map(|c| {
+            let cache = TokenCache::new();
+            cache.count_messages(&counter, c.messages());
+            cache
+        })
+        .collect();
     group.bench_function("token_cache_warm", |b| {
         b.iter(|| {
             conversations
                 .iter()
-                .map(|c| cache.count_messages(&counter, c.messages()).total)
+                .zip(&caches)
+                .map(|(c, cache)| cache.count_messages(&counter, c.messages()).total)
                 .sum::<usize>()
         })
     });

@@ -52,6 +52,11 @@ pub trait TokenCounter: Send + Sync {
     /// The number of tokens of `text` as plain content.
     fn count(&self, text: &str) -> usize;
 
+    /// The tokens of a role's name (constant per tokenizer; implementations may precompute).
+    fn count_role(&self, role: Role) -> usize {
+        self.count(role_name(role))
+    }
+
     /// The framing tokens of this tokenizer's chat format.
     fn overhead(&self) -> MessageOverhead {
         MessageOverhead::OPENAI
@@ -60,7 +65,7 @@ pub trait TokenCounter: Send + Sync {
     /// The tokens one message costs in a request: framing, role, content, tool calls, ids.
     fn count_message(&self, message: &ChatMessage) -> usize {
         let overhead = self.overhead();
-        let mut tokens = overhead.per_message + self.count(role_name(message.role));
+        let mut tokens = overhead.per_message + self.count_role(message.role);
         tokens += match &message.content {
             ContentSlot::Value(Content::Text(text)) => self.count(text),
             ContentSlot::Value(content @ Content::Parts(_)) => self.count(&content.text()),
@@ -128,6 +133,8 @@ impl BpeEncoding {
 pub struct TiktokenCounter {
     bpe: &'static CoreBPE,
     encoding: BpeEncoding,
+    /// Token counts of the four role names, in [`Role`] order.
+    role_tokens: [usize; 4],
 }
 
 impl TiktokenCounter {
@@ -137,7 +144,13 @@ impl TiktokenCounter {
             BpeEncoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
             BpeEncoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
         };
-        TiktokenCounter { bpe, encoding }
+        let role_tokens = [Role::System, Role::User, Role::Assistant, Role::Tool]
+            .map(|role| bpe.encode_ordinary(role_name(role)).len());
+        TiktokenCounter {
+            bpe,
+            encoding,
+            role_tokens,
+        }
     }
 
     /// The encoding this counter uses.
@@ -168,6 +181,15 @@ impl TokenCounter for TiktokenCounter {
     fn count(&self, text: &str) -> usize {
         // Content is text to the model, so special-token spellings count as ordinary text.
         self.bpe.encode_ordinary(text).len()
+    }
+
+    fn count_role(&self, role: Role) -> usize {
+        self.role_tokens[match role {
+            Role::System => 0,
+            Role::User => 1,
+            Role::Assistant => 2,
+            Role::Tool => 3,
+        }]
     }
 }
 

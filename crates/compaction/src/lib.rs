@@ -24,6 +24,7 @@ pub mod compact;
 pub mod counter;
 pub mod error;
 pub mod guard;
+mod id_hash;
 pub mod markers;
 pub mod mask;
 pub mod pairing;

@@ -33,6 +33,18 @@ pub fn owners(messages: &[ChatMessage]) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// The index of the assistant message the tool result at `index` answers: the nearest
+/// preceding assistant message that is not display-only.
+pub fn owner_of(messages: &[ChatMessage], index: usize) -> Option<usize> {
+    if messages.get(index)?.role != Role::Tool {
+        return None;
+    }
+    messages[..index]
+        .iter()
+        .rposition(|m| m.kind != MessageKind::DisplayOnly && m.role != Role::Tool)
+        .filter(|&i| messages[i].role == Role::Assistant)
+}
+
 /// The name of the tool whose result is `messages[index]`, if its call can be found.
 pub fn tool_name(messages: &[ChatMessage], owner: Option<usize>, index: usize) -> Option<&str> {
     let call_id = messages.get(index)?.tool_call_id.as_deref()?;

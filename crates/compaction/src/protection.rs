@@ -4,10 +4,10 @@
 //! user/assistant messages are what the agent is working on right now. Tool results between
 //! those recent messages are *not* protected: they are usually the bulk of the tokens.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+
+use crate::id_hash::IdMap;
 
 /// Why a message is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +34,7 @@ impl std::fmt::Display for ProtectionReason {
 /// The protected messages of one conversation, by id.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProtectedSet {
-    reasons: HashMap<MessageId, ProtectionReason>,
+    reasons: IdMap<MessageId, ProtectionReason>,
 }
 
 /// An inclusive range of consecutive messages, by id.
@@ -50,7 +50,7 @@ impl ProtectedSet {
     /// The protected messages of `messages`: the leading system message, the first user message
     /// and the last `recent` user/assistant messages (display-only messages never count).
     pub fn compute(messages: &[ChatMessage], recent: usize) -> Self {
-        let mut reasons = HashMap::new();
+        let mut reasons = IdMap::default();
         let mut remaining = recent;
         for message in messages.iter().rev() {
             if remaining == 0 {

@@ -5,7 +5,6 @@
 //! content does. Each entry remembers a fingerprint of what it counted, so a message edited in
 //! place (same id, new text) is recounted rather than trusted.
 
-use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageId};
 
 use crate::counter::TokenCounter;
+use crate::id_hash::IdMap;
 
 /// A shared, thread-safe cache of per-message token counts.
 ///
@@ -27,7 +27,7 @@ pub struct TokenCache {
 #[derive(Debug, Default)]
 struct CacheState {
     counter: Option<String>,
-    entries: HashMap<MessageId, CachedCount>,
+    entries: IdMap<MessageId, CachedCount>,
     hits: u64,
     misses: u64,
 }

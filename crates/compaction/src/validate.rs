@@ -3,13 +3,12 @@
 //! A broken conversation (an orphaned tool result, a lost task) bricks an agent session, so a
 //! violation is an error, never a warning.
 
-use std::collections::{HashMap, HashSet};
-
 use serde::Serialize;
 use troupe_runtime::{ChatMessage, MessageId, Role};
 
 use crate::archive::{Archive, expand};
 use crate::counter::TokenCounter;
+use crate::id_hash::{IdMap, IdSet};
 use crate::pairing::{answered_calls, check_pairing};
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
@@ -162,7 +161,7 @@ pub fn check_invariants(
             after: context.tokens_after,
         });
     }
-    let mut seen = HashSet::with_capacity(after.len());
+    let mut seen = IdSet::default();
     for message in after {
         if !seen.insert(message.id) {
             return Err(InvariantViolation::DuplicateId { id: message.id });
@@ -202,7 +201,7 @@ fn check_protected(
     after: &[ChatMessage],
     protected: &ProtectedSet,
 ) -> Result<(), InvariantViolation> {
-    let positions: HashMap<MessageId, usize> =
+    let positions: IdMap<MessageId, usize> =
         after.iter().enumerate().map(|(i, m)| (m.id, i)).collect();
     let mut last_position = None;
     for original in before.iter().filter(|m| protected.contains(m.id)) {

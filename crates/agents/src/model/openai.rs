@@ -1,6 +1,19 @@
 //! The OpenAI-compatible provider: OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's server,
 //! LM Studio — anything that speaks `POST {base}/chat/completions`.
 //!
+//! | server | base URL (`OPENAI_BASE_URL`) | key (`OPENAI_API_KEY`) | model (`OPENAI_MODEL`) |
+//! |---|---|---|---|
+//! | OpenAI | default (`https://api.openai.com/v1`) | required | e.g. `gpt-4o-mini` |
+//! | Azure OpenAI (v1 API) | `https://<resource>.openai.azure.com/openai/v1` | required | the deployment name |
+//! | Azure OpenAI (deployments) | use [`OpenAiConfig::azure`] (`api-key` header, `api-version`) | required | the deployment |
+//! | Ollama | `http://localhost:11434/v1` | any / none | e.g. `llama3.2` |
+//! | vLLM | `http://localhost:8000/v1` | the `--api-key` it was started with, if any | the served model |
+//! | llama.cpp `llama-server` | `http://localhost:8080/v1` | the `--api-key`, if any | any (one model is served) |
+//! | LM Studio | `http://localhost:1234/v1` | none | the loaded model's id |
+//!
+//! Set `OPENAI_CONTEXT_WINDOW` for models [`known_context_window`] does not know (local
+//! servers especially), so compaction budgets against the real window.
+//!
 //! This is the only module that knows `async-openai` types. It uses them for the wire format
 //! (request and response bodies) but does the HTTP itself with `reqwest`. Why not
 //! `async_openai::Client`: its built-in retry layer retries 429/5xx on its own schedule (three

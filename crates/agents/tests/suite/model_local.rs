@@ -53,7 +53,7 @@ async fn model_local_summarises_a_paragraph_in_one_sentence() {
         messages: vec![
             ChatMessage::system("You summarise texts. Answer with exactly one sentence."),
             ChatMessage::user(format!(
-                "Summarise this text in one sentence:\n\n{LIGHTHOUSE}"
+                "{LIGHTHOUSE}\n\nSummarise the text above in one sentence."
             )),
         ],
         max_tokens: Some(80),
@@ -64,6 +64,16 @@ async fn model_local_summarises_a_paragraph_in_one_sentence() {
     let summary = response.message.text();
     eprintln!("summary ({:?}): {summary}", started.elapsed());
     assert!(!summary.trim().is_empty());
+    let sentences = summary
+        .trim()
+        .trim_end_matches(['.', '!', '?'])
+        .matches(['.', '!', '?']);
+    assert_eq!(sentences.count(), 0, "more than one sentence: {summary}");
+    assert_eq!(
+        response.finish_reason,
+        FinishReason::Stop,
+        "cut off: {summary}"
+    );
     let lower = summary.to_lowercase();
     let key_terms = [
         "lighthouse",

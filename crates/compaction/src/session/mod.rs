@@ -12,7 +12,7 @@ mod planner;
 mod segment;
 mod tool_results;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::RangeInclusive;
 use std::time::Instant;
 
@@ -29,6 +29,7 @@ use crate::archive::Archive;
 use crate::compact::{CompactOptions, Compaction};
 use crate::counter::TokenCounter;
 use crate::error::{CompactionError, Refusal};
+use crate::id_hash::{IdMap, IdSet};
 use crate::markers::parse_replaces;
 use crate::mask::{STUB_PREFIX, is_stub};
 use crate::pairing::check_pairing;
@@ -92,15 +93,15 @@ pub struct CompactionSession<'a> {
     next_id: u64,
     options: CompactOptions,
     /// For messages created in this session: the ids of the input messages they stand for.
-    roots: HashMap<MessageId, Vec<MessageId>>,
+    roots: IdMap<MessageId, Vec<MessageId>>,
     counts: TierCounts,
     usage: SummarizerUsage,
     fallbacks: Vec<String>,
     started: Instant,
     /// Planner memory: (message, strategy) pairs that were refused, not to be retried.
-    no_gain: HashSet<(MessageId, CompressionStrategy)>,
+    no_gain: IdSet<(MessageId, CompressionStrategy)>,
     /// Planner memory: segments that were refused.
-    failed_segments: HashSet<(MessageId, MessageId)>,
+    failed_segments: IdSet<(MessageId, MessageId)>,
     summaries_failed: bool,
     per_message_done: bool,
 }
@@ -141,13 +142,13 @@ impl<'a> CompactionSession<'a> {
             protected,
             next_id: conversation.next_id().0,
             options,
-            roots: HashMap::new(),
+            roots: IdMap::default(),
             counts: TierCounts::default(),
             usage: SummarizerUsage::default(),
             fallbacks: Vec::new(),
             started: Instant::now(),
-            no_gain: HashSet::new(),
-            failed_segments: HashSet::new(),
+            no_gain: IdSet::default(),
+            failed_segments: IdSet::default(),
             summaries_failed: false,
             per_message_done: false,
         })

@@ -74,36 +74,46 @@ impl CompactionSession<'_> {
         if self.verify_target().reached {
             return None;
         }
-        let candidates = || {
-            self.messages
-                .iter()
-                .zip(&self.tokens)
-                .filter(|(m, _)| !self.protected.contains(m.id))
-        };
+        // One pass finds the candidate of every cheap tier: the planner runs once per step, so
+        // its scan is the hot loop of a large compaction.
         let limit = self.policy.tool_output_limit_tokens;
-        let biggest = candidates()
-            .filter(|(m, t)| {
-                m.role == Role::Tool
-                    && **t > limit
-                    && m.kind != MessageKind::CompressedStub
-                    && !self
-                        .no_gain
-                        .contains(&(m.id, CompressionStrategy::Truncate))
-            })
-            .max_by_key(|(_, t)| **t);
-        if let Some((m, &tokens)) = biggest {
-            return Some(PlannedStep::Truncate { id: m.id, tokens });
-        }
-        if let Some((m, _)) = candidates().find(|(m, _)| m.kind == MessageKind::DisplayOnly) {
-            return Some(PlannedStep::RemoveDisplayOnly { id: m.id });
-        }
-        let oldest = candidates().find(|(m, _)| {
-            m.role == Role::Tool
+        let mut biggest: Option<(MessageId, usize)> = None;
+        let mut display_only: Option<MessageId> = None;
+        let mut oldest_unmasked: Option<(MessageId, usize)> = None;
+        for (m, &tokens) in self.messages.iter().zip(&self.tokens) {
+            if m.kind == MessageKind::DisplayOnly {
+                if display_only.is_none() && !self.protected.contains(m.id) {
+                    display_only = Some(m.id);
+                }
+                continue;
+            }
+            if m.role != Role::Tool {
+                continue;
+            }
+            if tokens > limit
+                && m.kind != MessageKind::CompressedStub
+                && biggest.is_none_or(|(_, t)| tokens > t)
+                && !self
+                    .no_gain
+                    .contains(&(m.id, CompressionStrategy::Truncate))
+            {
+                biggest = Some((m.id, tokens));
+            }
+            if oldest_unmasked.is_none()
                 && !is_masked(m)
                 && !self.no_gain.contains(&(m.id, CompressionStrategy::Mask))
-        });
-        if let Some((m, &tokens)) = oldest {
-            return Some(PlannedStep::Mask { id: m.id, tokens });
+            {
+                oldest_unmasked = Some((m.id, tokens));
+            }
+        }
+        if let Some((id, tokens)) = biggest {
+            return Some(PlannedStep::Truncate { id, tokens });
+        }
+        if let Some(id) = display_only {
+            return Some(PlannedStep::RemoveDisplayOnly { id });
+        }
+        if let Some((id, tokens)) = oldest_unmasked {
+            return Some(PlannedStep::Mask { id, tokens });
         }
         if self.summaries_failed {
             return None;

@@ -11,6 +11,8 @@ use crate::truncate::truncate_output;
 /// Tokens reserved in a truncated output for the cut marker and the `[replaces …]` line, so the
 /// result stays within the limit and is not picked for truncation again.
 const MARKER_TOKENS: usize = 48;
+/// Bytes of the `[replaces mN]` line a stub carries.
+const MARKER_BYTES: usize = 16;
 
 impl CompactionSession<'_> {
     /// Shrink the tool result `id` by `strategy` (the `compress_tool_result` tool).
@@ -54,10 +56,20 @@ impl CompactionSession<'_> {
                 if is_masked(message) {
                     return Err(Refusal::AlreadyCompressed { id });
                 }
-                let owners = crate::pairing::owners(&self.messages[..=index]);
-                let tool = crate::pairing::tool_name(&self.messages, owners[index], index);
+                let owner = crate::pairing::owner_of(&self.messages, index);
+                let tool = crate::pairing::tool_name(&self.messages, owner, index);
                 let call_id = message.tool_call_id.as_deref().unwrap_or_default();
-                stub_text(tool, call_id, &message.text(), self.ledger)
+                let text = message.text();
+                let stub = stub_text(tool, call_id, &text, self.ledger);
+                // A stub no shorter than the output cannot save tokens; skip counting it.
+                if stub.len() + MARKER_BYTES >= text.len() {
+                    return Err(Refusal::NoGain {
+                        id,
+                        before: tokens,
+                        after: tokens,
+                    });
+                }
+                stub
             }
         };
         let roots = self.roots_of(index..=index);
