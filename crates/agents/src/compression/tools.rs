@@ -6,7 +6,9 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use troupe_compaction::{CompactionSession, CompressionMetadata, CompressionStrategy, Summarizer};
+use troupe_compaction::{
+    CompactionSession, CompressionMetadata, CompressionStrategy, Refusal, StepOutcome, Summarizer,
+};
 use troupe_runtime::{MessageId, ToolCall, ToolDefinition};
 
 /// `get_compression_metadata`.
@@ -103,6 +105,32 @@ fn refused(message: impl Into<String>) -> ToolExecution {
     }
 }
 
+/// The tool result of an operation: what it did and where the conversation stands, or why it
+/// was refused.
+fn applied(
+    result: Result<StepOutcome, Refusal>,
+    what: impl FnOnce(&StepOutcome) -> String,
+) -> ToolExecution {
+    match result {
+        Ok(step) => ToolExecution {
+            content: format!(
+                "{}: {} → {} tokens; conversation now {} tokens{}",
+                what(&step),
+                step.tokens_before,
+                step.tokens_after,
+                step.total_tokens,
+                if step.reached {
+                    " (target reached)"
+                } else {
+                    ""
+                }
+            ),
+            applied: true,
+        },
+        Err(refusal) => refused(refusal.to_string()),
+    }
+}
+
 fn parse_id(field: &str, raw: &str) -> Result<MessageId, ToolExecution> {
     raw.parse::<MessageId>()
         .map_err(|e| refused(format!("{field}: {e}")))
@@ -191,23 +219,9 @@ pub async fn execute(
                     ));
                 }
             };
-            match session.compress_tool_result(id, strategy) {
-                Ok(step) => ToolExecution {
-                    content: format!(
-                        "compressed {id}: {} → {} tokens; conversation now {} tokens{}",
-                        step.tokens_before,
-                        step.tokens_after,
-                        step.total_tokens,
-                        if step.reached {
-                            " (target reached)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    applied: true,
-                },
-                Err(refusal) => refused(refusal.to_string()),
-            }
+            applied(session.compress_tool_result(id, strategy), |_| {
+                format!("compressed {id}")
+            })
         }
         COMPRESS_SEGMENT => {
             let parsed: CompressSegmentArgs = match serde_json::from_str(args) {
@@ -221,28 +235,13 @@ pub async fn execute(
                 (Ok(s), Ok(e)) => (s, e),
                 (Err(r), _) | (_, Err(r)) => return r,
             };
-            match session
+            let result = session
                 .compress_segment(start, end, parsed.focus, summarizer)
-                .await
-            {
-                Ok(step) => ToolExecution {
-                    content: format!(
-                        "summarized {} messages into {}: {} → {} tokens; conversation now {} tokens{}",
-                        step.replaced.len(),
-                        step.new_id.map(|id| id.to_string()).unwrap_or_default(),
-                        step.tokens_before,
-                        step.tokens_after,
-                        step.total_tokens,
-                        if step.reached {
-                            " (target reached)"
-                        } else {
-                            ""
-                        }
-                    ),
-                    applied: true,
-                },
-                Err(refusal) => refused(refusal.to_string()),
-            }
+                .await;
+            applied(result, |step| {
+                let into = step.new_id.map(|id| id.to_string()).unwrap_or_default();
+                format!("summarized {} messages into {into}", step.replaced.len())
+            })
         }
         other => refused(format!(
             "unknown tool `{other}`; the tools are {GET_METADATA}, {COMPRESS_TOOL_RESULT}, {COMPRESS_SEGMENT}, {VERIFY_TARGET}"

@@ -93,6 +93,21 @@ pub(crate) struct AgentState {
     responding: Arc<AtomicBool>,
 }
 
+impl AgentState {
+    /// After a request or job: checkpoint unless it failed fatally; a fatal error is returned
+    /// (after the caller has its reply) so the actor stops and the supervisor restarts it.
+    fn settle<T>(&self, result: &Result<T, AgentError>) -> Result<(), ActorProcessingErr> {
+        match result {
+            Err(e) if e.is_fatal() => Err(Box::new(FatalAgentError(e.to_string()))),
+            _ => {
+                self.checkpoints
+                    .put(&self.ctx.name, self.behavior.checkpoint());
+                Ok(())
+            }
+        }
+    }
+}
+
 /// Clears the responding flag however the handler ends (including a panic).
 struct RespondingGuard(Arc<AtomicBool>);
 
@@ -146,22 +161,12 @@ impl Actor for AgentActor {
                     .instrument(span)
                     .await;
                 drop(guard);
-                let fatal = match &result {
-                    Err(e) if e.is_fatal() => Some(e.to_string()),
-                    _ => None,
-                };
-                if fatal.is_none() {
-                    state
-                        .checkpoints
-                        .put(&state.ctx.name, state.behavior.checkpoint());
-                }
+                let fatal = state.settle(&result);
                 if let Some(reply) = reply {
                     // The caller may have timed out and gone; that is not the agent's failure.
                     let _ = reply.send(result);
                 }
-                if let Some(reason) = fatal {
-                    return Err(Box::new(FatalAgentError(reason)));
-                }
+                fatal?;
             }
             AgentMsg::Job { job, trace, reply } => {
                 let span = tracing::info_span!(
@@ -174,19 +179,9 @@ impl Actor for AgentActor {
                     .handle_job(job, &state.ctx)
                     .instrument(span)
                     .await;
-                let fatal = match &result {
-                    Err(e) if e.is_fatal() => Some(e.to_string()),
-                    _ => None,
-                };
-                if fatal.is_none() {
-                    state
-                        .checkpoints
-                        .put(&state.ctx.name, state.behavior.checkpoint());
-                }
+                let fatal = state.settle(&result);
                 let _ = reply.send(result);
-                if let Some(reason) = fatal {
-                    return Err(Box::new(FatalAgentError(reason)));
-                }
+                fatal?;
             }
             AgentMsg::Apply(f) => {
                 f(state.behavior.as_mut());

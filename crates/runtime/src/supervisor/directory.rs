@@ -224,31 +224,11 @@ impl Directory {
         request: AgentRequest,
         timeout: Duration,
     ) -> Result<String, AskError> {
-        let actor = self.resolve_settled(name).await?;
-        let failures_before = self.failure_count(name);
-        let call = actor
-            .call(
-                |reply| AgentMsg::Request {
-                    request,
-                    reply: Some(reply),
-                },
-                Some(timeout),
-            )
-            .await;
-        match call {
-            Ok(CallResult::Success(Ok(answer))) => Ok(answer),
-            Ok(CallResult::Success(Err(error))) => Err(AskError::Agent {
-                name: name.to_string(),
-                error,
-            }),
-            Ok(CallResult::Timeout) => Err(AskError::Timeout {
-                name: name.to_string(),
-                timeout,
-            }),
-            Ok(CallResult::SenderError) | Err(_) => {
-                Err(self.failure_after(name, failures_before).await)
-            }
-        }
+        self.call(name, timeout, |reply| AgentMsg::Request {
+            request,
+            reply: Some(reply),
+        })
+        .await
     }
 
     /// Give `name` a typed job and wait up to `timeout` for its typed answer.
@@ -265,30 +245,35 @@ impl Directory {
         J: Any + Send,
         R: Any + Send,
     {
+        let answer = self
+            .call(name, timeout, |reply| AgentMsg::Job {
+                job: Box::new(job),
+                trace,
+                reply,
+            })
+            .await?;
+        answer
+            .downcast::<R>()
+            .map(|b| *b)
+            .map_err(|_| AskError::Agent {
+                name: name.to_string(),
+                error: AgentError::Failed(
+                    "the agent answered the job with an unexpected type".into(),
+                ),
+            })
+    }
+
+    /// One request/reply round trip with `name`, mapping every way it can end to an [`AskError`].
+    async fn call<T: Send + 'static>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        message: impl FnOnce(ractor::RpcReplyPort<Result<T, AgentError>>) -> AgentMsg,
+    ) -> Result<T, AskError> {
         let actor = self.resolve_settled(name).await?;
         let failures_before = self.failure_count(name);
-        let call = actor
-            .call(
-                |reply| AgentMsg::Job {
-                    job: Box::new(job),
-                    trace,
-                    reply,
-                },
-                Some(timeout),
-            )
-            .await;
-        match call {
-            Ok(CallResult::Success(Ok(answer))) => {
-                answer
-                    .downcast::<R>()
-                    .map(|b| *b)
-                    .map_err(|_| AskError::Agent {
-                        name: name.to_string(),
-                        error: AgentError::Failed(
-                            "the agent answered the job with an unexpected type".into(),
-                        ),
-                    })
-            }
+        match actor.call(message, Some(timeout)).await {
+            Ok(CallResult::Success(Ok(answer))) => Ok(answer),
             Ok(CallResult::Success(Err(error))) => Err(AskError::Agent {
                 name: name.to_string(),
                 error,
