@@ -104,10 +104,16 @@ pub enum PolicyError {
 
 impl BudgetPolicy {
     /// The default policy for a model with `context_window` tokens.
+    ///
+    /// The anti-thrash minimum is 10k tokens, scaled down to a tenth of small windows: between
+    /// the trigger (80 %) and the target (40 %) lie only 0.4 × the window, so a fixed 10k would
+    /// keep automatic compaction from ever running on an 8k or 16k model.
     pub fn for_window(context_window: usize) -> Self {
+        let defaults = BudgetPolicy::default();
         BudgetPolicy {
             context_window,
-            ..BudgetPolicy::default()
+            min_freeable_tokens: defaults.min_freeable_tokens.min(context_window / 10),
+            ..defaults
         }
     }
 
@@ -266,6 +272,21 @@ mod tests {
             bad.validate().unwrap_err().to_string(),
             "tool_output_limit_tokens (3) must be at least 16"
         );
+    }
+
+    #[test]
+    fn the_anti_thrash_minimum_scales_with_small_windows() {
+        assert_eq!(
+            BudgetPolicy::for_window(128_000).min_freeable_tokens,
+            10_000
+        );
+        assert_eq!(BudgetPolicy::for_window(32_000).min_freeable_tokens, 3_200);
+        assert_eq!(BudgetPolicy::for_window(8_000).min_freeable_tokens, 800);
+        // Always below what one compaction can free (trigger - target = 0.4 of the window).
+        for window in [4_000, 8_000, 16_000, 32_000, 128_000, 1_000_000] {
+            let p = BudgetPolicy::for_window(window);
+            assert!((p.min_freeable_tokens as f64) < (p.trigger - p.target) * window as f64);
+        }
     }
 
     #[test]

@@ -497,3 +497,142 @@ async fn scoped_compression_resolves_its_model() {
     );
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_context_length_error_compacts_and_retries_once() {
+    let script = (0..6)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([
+            ScriptedReply::text("read them all"),
+            ScriptedReply::Error(troupe_runtime::ModelError::ContextLengthExceeded(
+                "this model's maximum context length is 4000 tokens".into(),
+            )),
+            ScriptedReply::text("recovered"),
+        ]);
+    let model = Arc::new(ScriptedModel::new("coder", script));
+    let team = team_with_compressor(None).await;
+    let mut events = team.subscribe();
+    let settings = CompactionSettings {
+        auto: false,
+        ..small_window_settings()
+    };
+    let spec = AgentSpec::new("coder", model.clone())
+        .tools(reader_tools())
+        .compaction(settings)
+        .max_turns(10);
+    spawn_agent(&team, spec).await.unwrap();
+    team.ask("coder", "read everything").await.unwrap();
+    let before = team.checkpoint("coder").unwrap().conversation.len();
+
+    assert_eq!(team.ask("coder", "and now?").await.unwrap(), "recovered");
+    let mut finished = 0;
+    while let Ok(record) = events.try_recv() {
+        if matches!(record.event, Event::CompactionFinished { .. }) {
+            finished += 1;
+        }
+    }
+    assert_eq!(finished, 1, "one emergency compaction");
+    // The retried request carried the compacted conversation.
+    let requests = model.requests();
+    let failed = &requests[requests.len() - 2];
+    let retried = &requests[requests.len() - 1];
+    let size =
+        |r: &troupe_runtime::ChatRequest| r.messages.iter().map(|m| m.text().len()).sum::<usize>();
+    assert!(
+        size(retried) < size(failed) / 2,
+        "{} vs {} bytes",
+        size(retried),
+        size(failed)
+    );
+    assert!(team.checkpoint("coder").unwrap().conversation.len() <= before + 2);
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_context_length_error_without_a_compressor_is_a_clear_error() {
+    let model = Arc::new(ScriptedModel::new(
+        "coder",
+        [ScriptedReply::Error(
+            troupe_runtime::ModelError::ContextLengthExceeded("too long".into()),
+        )],
+    ));
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("coder", model))
+        .await
+        .unwrap();
+    let err = team.ask("coder", "hi").await.unwrap_err().to_string();
+    assert!(
+        err.contains("context length exceeded (too long)") && err.contains("no compression agent"),
+        "{err}"
+    );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_agent_compact_tool_appends_its_result_first_and_returns_the_outcome() {
+    let script = (0..6)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([
+            ScriptedReply::call("compact", r#"{"focus": "file names"}"#),
+            ScriptedReply::text("compacted"),
+            ScriptedReply::call("compact", "{}"),
+            ScriptedReply::text("again"),
+        ]);
+    let model = Arc::new(ScriptedModel::new("coder", script));
+    let team = team_with_compressor(None).await;
+    let settings = CompactionSettings {
+        auto: false,
+        agent_tool: true,
+        ..small_window_settings()
+    };
+    let spec = AgentSpec::new("coder", model.clone())
+        .tools(reader_tools())
+        .compaction(settings)
+        .max_turns(10);
+    spawn_agent(&team, spec).await.unwrap();
+    assert_eq!(
+        team.ask("coder", "read, then compact").await.unwrap(),
+        "compacted"
+    );
+    assert!(
+        model.requests()[0]
+            .tools
+            .iter()
+            .any(|t| t.name == "compact")
+    );
+
+    let conversation = team.checkpoint("coder").unwrap().conversation;
+    // The compact call and its result stayed paired; the result reports the compaction.
+    let call_at = conversation
+        .messages()
+        .iter()
+        .position(|m| m.calls().iter().any(|c| c.function.name == "compact"))
+        .expect("the compact call is kept");
+    let result = &conversation.messages()[call_at + 1];
+    assert_eq!(
+        result.tool_call_id.as_deref(),
+        Some(conversation.messages()[call_at].calls()[0].id.as_str())
+    );
+    assert!(
+        !result.text().contains("compacting the conversation"),
+        "{}",
+        result.text()
+    );
+    assert!(
+        result.text().contains("## Goal") || result.text().contains("target"),
+        "{}",
+        result.text()
+    );
+
+    // Under target now: the tool says so.
+    assert_eq!(team.ask("coder", "compact again").await.unwrap(), "again");
+    let conversation = team.checkpoint("coder").unwrap().conversation;
+    let last_result = conversation
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m.role == troupe_runtime::Role::Tool)
+        .unwrap();
+    assert_eq!(last_result.text(), "no compaction needed");
+    team.shutdown().await;
+}

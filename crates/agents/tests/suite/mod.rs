@@ -1,4 +1,6 @@
 mod compression;
+#[cfg(feature = "local")]
+mod compression_local;
 mod llm_agent;
 mod model_fault_server;
 #[cfg(feature = "local")]

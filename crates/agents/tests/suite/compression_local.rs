@@ -1,0 +1,84 @@
+//! The compression agent on the real local model, over a real corpus transcript.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_agents::compression::{CompactionJob, CompactionResult};
+use troupe_agents::model::LocalModel;
+use troupe_agents::{
+    COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
+};
+use troupe_compaction::{
+    BudgetPolicy, CompactTrigger, ledger_from_transcript, parse_transcript, validate,
+};
+use troupe_runtime::{ChatModel, Conversation, Team, TeamConfig, TraceContext};
+
+#[tokio::test]
+async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/corpus/pi-large-session.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        println!("skipping: {} is absent", path.display());
+        return;
+    };
+    let transcript = parse_transcript(&text).unwrap();
+    // The first 120 messages: about 30k tokens, above a 32k window's trigger (25.6k).
+    let messages: Vec<_> = transcript.messages.into_iter().take(120).collect();
+    let conversation = Conversation::from_messages(messages);
+    let ledger = ledger_from_transcript(conversation.messages());
+    let policy = BudgetPolicy {
+        summary_max_tokens: 300,
+        ..BudgetPolicy::for_window(32_000)
+    };
+
+    let model: Arc<dyn ChatModel> = Arc::new(LocalModel::load_default().await.unwrap());
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = Some(model);
+    config.max_iterations = 3;
+    spawn_compression_agent(&team, config).await.unwrap();
+    let job = CompactionJob {
+        agent: "pi".into(),
+        conversation: conversation.clone(),
+        ledger,
+        policy: policy.clone(),
+        trigger: CompactTrigger::Manual,
+        instructions: None,
+        agent_model: None,
+    };
+    let compaction: CompactionResult = team
+        .directory()
+        .ask_job(
+            COMPRESSION_AGENT,
+            job,
+            TraceContext::new_root(),
+            Duration::from_secs(600),
+        )
+        .await
+        .unwrap();
+    let compaction = compaction.unwrap();
+    assert!(
+        compaction.report.tokens_before > policy.trigger_tokens(),
+        "{:?}",
+        compaction.report
+    );
+    assert!(compaction.report.reached, "{:?}", compaction.report);
+    validate(
+        conversation.messages(),
+        &compaction.messages,
+        &compaction.archive,
+        &policy,
+        shared_counter().as_ref(),
+    )
+    .unwrap();
+    let restored = troupe_compaction::expand(&compaction.messages, &compaction.archive).unwrap();
+    assert_eq!(restored, conversation.messages());
+    println!(
+        "pi-large (120 messages) at 32k with the local model: {} → {} tokens, {} summarizer calls",
+        compaction.report.tokens_before,
+        compaction.report.tokens_after,
+        compaction.report.summarizer.calls
+    );
+    team.shutdown().await;
+}
