@@ -1,5 +1,6 @@
 mod cli;
 mod config;
+mod readme;
 mod session;
 mod support;
 mod telemetry;
