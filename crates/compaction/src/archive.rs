@@ -9,7 +9,7 @@
 //! The serde form is JSONL-friendly: one [`ArchiveEntry`] per line.
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, MessageId, MessageKind, StoredMessage};
+use troupe_runtime::{ChatMessage, MessageId, StoredMessage};
 
 /// One archived original and what replaced it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,7 +101,7 @@ impl Archive {
         self.entries.extend(originals.iter().map(|m| ArchiveEntry {
             replaced_by: Some(replacement),
             after: None,
-            original: stored(m),
+            original: StoredMessage::from(m),
         }));
     }
 
@@ -110,7 +110,7 @@ impl Archive {
         self.entries.push(ArchiveEntry {
             replaced_by: None,
             after,
-            original: stored(original),
+            original: StoredMessage::from(original),
         });
     }
 
@@ -164,20 +164,6 @@ impl Archive {
             entries.push(entry);
         }
         Ok(Archive { entries })
-    }
-}
-
-/// `message` as stored: id and kind only in the outer record, as they are after a serde round
-/// trip (the inner message's copies are never serialized), so entries compare equal after
-/// being written and read back.
-fn stored(message: &ChatMessage) -> StoredMessage {
-    let mut inner = message.clone();
-    inner.id = MessageId::UNASSIGNED;
-    inner.kind = MessageKind::Normal;
-    StoredMessage {
-        id: message.id,
-        kind: message.kind,
-        message: inner,
     }
 }
 
@@ -242,7 +228,7 @@ mod tests {
     fn undo_restores_replacements_and_removals_in_order() {
         let original = Conversation::from_messages([
             ChatMessage::user("a"),
-            ChatMessage::assistant("b").with_kind(MessageKind::DisplayOnly),
+            ChatMessage::assistant("b").with_kind(troupe_runtime::MessageKind::DisplayOnly),
             ChatMessage::assistant("c"),
             ChatMessage::user("d"),
         ]);

@@ -328,10 +328,15 @@ pub struct StoredMessage {
 
 impl From<&ChatMessage> for StoredMessage {
     fn from(m: &ChatMessage) -> Self {
+        // The inner message carries only the wire shape, so a stored message compares equal to
+        // itself after a JSON round trip (id and kind live in the outer fields).
+        let mut message = m.clone();
+        message.id = MessageId::UNASSIGNED;
+        message.kind = MessageKind::Normal;
         StoredMessage {
             id: m.id,
             kind: m.kind,
-            message: m.clone(),
+            message,
         }
     }
 }
@@ -361,6 +366,17 @@ mod tests {
             let m: ChatMessage = serde_json::from_value(v.clone()).unwrap();
             assert_eq!(serde_json::to_value(&m).unwrap(), v, "{raw}");
         }
+    }
+
+    #[test]
+    fn stored_messages_survive_a_json_round_trip() {
+        let mut m = ChatMessage::tool_result("c1", "out").with_kind(MessageKind::CompressedStub);
+        m.id = MessageId(7);
+        let stored = StoredMessage::from(&m);
+        let back: StoredMessage =
+            serde_json::from_str(&serde_json::to_string(&stored).unwrap()).unwrap();
+        assert_eq!(back, stored);
+        assert_eq!(ChatMessage::from(back), m);
     }
 
     #[test]
