@@ -150,6 +150,51 @@ fn trace_renders_a_team_run() {
     assert!(out.contains("agent namer  (asked by coordinator)"), "{out}");
 }
 
+/// `troupe trace run.jsonl | head -1`: the reader goes away early; the binary exits quietly
+/// with status 0 instead of panicking on the broken pipe.
+#[test]
+fn a_closed_stdout_pipe_ends_the_program_quietly() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.jsonl");
+    // Far more output than a pipe buffers (64 KiB on Linux), so the child is still writing
+    // (blocked on the full pipe) when the reader closes its end.
+    with_trace_file(&path, false, || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        for _ in 0..200 {
+            rt.block_on(run_scripted_team());
+        }
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["trace", s(&path)])
+        .env_remove("TROUPE_TRACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("trace "), "{first}");
+    // The reader (and the pipe's read end) is dropped here, like `head -1` exiting.
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(status.success(), "{status}: {stderr}");
+}
+
 #[test]
 fn bad_input_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();

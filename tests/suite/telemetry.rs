@@ -153,3 +153,85 @@ fn a_trace_id_field_names_the_trace_and_children_inherit_it() {
         "a new root gets its own trace"
     );
 }
+
+/// A failed tool call and a failed model call mark their spans with `error.type`, so the file
+/// says `status: error` and `troupe trace` shows them as errors.
+#[test]
+fn failed_tool_and_model_calls_are_errors_with_an_error_type() {
+    use std::sync::Arc;
+
+    use troupe::agents::model::{ScriptedModel, ScriptedReply};
+    use troupe::runtime::ModelError;
+    use troupe::{AgentSpec, Team, TeamConfig, ToolError, ToolRegistry, spawn_agent};
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Topic {
+        topic: String,
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("errors.jsonl");
+    with_trace_file(&path, false, || {
+        block_on(async {
+            let mut tools = ToolRegistry::new();
+            tools
+                .register_fn("lookup", "Look a topic up.", |a: Topic| async move {
+                    Err::<String, _>(ToolError::respond(format!("no notes about `{}`", a.topic)))
+                })
+                .unwrap();
+            let model = ScriptedModel::new(
+                "scripted-failing",
+                [
+                    ScriptedReply::ToolCalls(vec![
+                        ("lookup".into(), r#"{"topic": "croissants"}"#.into()),
+                        ("no_such_tool".into(), "{}".into()),
+                    ]),
+                    ScriptedReply::text("Nothing found."),
+                    ScriptedReply::Error(ModelError::RateLimited("slow down".into())),
+                ],
+            );
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            spawn_agent(&team, AgentSpec::new("a", Arc::new(model)).tools(tools))
+                .await
+                .unwrap();
+            assert_eq!(
+                team.ask("a", "Croissants?").await.unwrap(),
+                "Nothing found."
+            );
+            assert!(team.ask("a", "Again?").await.is_err());
+            team.shutdown().await;
+        })
+    });
+
+    let spans = spans(&path);
+    let tool = |name: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == "execute_tool" && s.attributes["gen_ai.tool.name"] == name)
+            .unwrap_or_else(|| panic!("no span for {name}: {spans:#?}"))
+    };
+    assert_eq!(tool("lookup").status, "error");
+    assert_eq!(tool("lookup").attributes["error.type"], "refused");
+    assert_eq!(tool("no_such_tool").status, "error");
+    assert_eq!(
+        tool("no_such_tool").attributes["error.type"],
+        "unknown_tool"
+    );
+
+    let chats: Vec<&SpanLine> = spans.iter().filter(|s| s.name == "chat").collect();
+    assert_eq!(chats.len(), 3, "{chats:#?}");
+    let failed: Vec<&&SpanLine> = chats.iter().filter(|s| s.status == "error").collect();
+    assert_eq!(failed.len(), 1, "{chats:#?}");
+    assert_eq!(failed[0].attributes["error.type"], "rate_limited");
+    assert!(
+        chats
+            .iter()
+            .filter(|s| s.status == "ok")
+            .all(|s| !s.attributes.contains_key("error.type"))
+    );
+
+    let text = troupe::trace_tree::render_file(&path).unwrap();
+    assert!(text.contains("ERROR (refused)"), "{text}");
+    assert!(text.contains("ERROR (unknown_tool)"), "{text}");
+    assert!(text.contains("ERROR (rate_limited)"), "{text}");
+}

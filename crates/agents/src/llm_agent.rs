@@ -20,7 +20,7 @@ use troupe_runtime::{
     ChatRequest, Checkpoint, Conversation, Event, Job, MessageId, MessageKind, ModelError,
     ToolCall, ToolDefinition, TraceContext,
 };
-use troupe_tools::{FileLedger, SharedLedger, ToolContext, ToolRegistry, ToolResult};
+use troupe_tools::{FileLedger, SharedLedger, ToolContext, ToolOutcome, ToolRegistry, ToolResult};
 
 use crate::compaction_hooks::{
     AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker,
@@ -375,6 +375,7 @@ impl LlmAgent {
             { semconv::AGENT_NAME } = %ctx.name,
             { semconv::USAGE_INPUT_TOKENS } = tracing::field::Empty,
             { semconv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
+            { semconv::ERROR_TYPE } = tracing::field::Empty,
         );
         let started = Instant::now();
         let result = self.spec.model.chat(request).instrument(span.clone()).await;
@@ -397,6 +398,7 @@ impl LlmAgent {
                 Ok(response.message)
             }
             Err(e) => {
+                span.record(semconv::ERROR_TYPE, e.kind());
                 tracing::warn!(parent: &span, error = %e, "model call failed");
                 ctx.events.publish(
                     Some(trace_id.to_string()),
@@ -432,9 +434,24 @@ impl LlmAgent {
                 { semconv::TOOL_NAME } = %call.function.name,
                 { semconv::TOOL_CALL_ID } = %call.id,
                 { semconv::AGENT_NAME } = %ctx.name,
+                { semconv::ERROR_TYPE } = tracing::field::Empty,
             );
             let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
-            async move { self.tools.dispatch(call, &tool_ctx).await }.instrument(span)
+            let recorder = span.clone();
+            async move {
+                let result = self.tools.dispatch(call, &tool_ctx).await;
+                match &result.outcome {
+                    ToolOutcome::Success => {}
+                    ToolOutcome::Error(failure) => {
+                        recorder.record(semconv::ERROR_TYPE, failure.kind());
+                    }
+                    ToolOutcome::Fatal(_) => {
+                        recorder.record(semconv::ERROR_TYPE, "fatal");
+                    }
+                }
+                result
+            }
+            .instrument(span)
         });
         join_all(runs).await
     }

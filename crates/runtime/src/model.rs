@@ -168,6 +168,26 @@ pub enum ModelError {
     Unavailable(String),
 }
 
+impl ModelError {
+    /// The variant's name in snake case (`context_length_exceeded`, `timeout`, …): a
+    /// low-cardinality value for the OpenTelemetry `error.type` attribute.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ModelError::Auth(_) => "auth",
+            ModelError::UnknownModel(_) => "unknown_model",
+            ModelError::ContextLengthExceeded(_) => "context_length_exceeded",
+            ModelError::RateLimited(_) => "rate_limited",
+            ModelError::Server { .. } => "server",
+            ModelError::BadRequest { .. } => "bad_request",
+            ModelError::Timeout(_) => "timeout",
+            ModelError::InvalidResponse(_) => "invalid_response",
+            ModelError::Transport(_) => "transport",
+            ModelError::Cancelled => "cancelled",
+            ModelError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
 /// A chat model: the one interface agents use to talk to any LLM.
 ///
 /// Implementations must be cancellation-safe: dropping the future of [`ChatModel::chat`] leaves

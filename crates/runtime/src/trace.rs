@@ -97,6 +97,8 @@ pub mod semconv {
     pub const TOOL_NAME: &str = "gen_ai.tool.name";
     /// `gen_ai.tool.call.id`.
     pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// `error.type`: the class of error that ended the operation (set only on failure).
+    pub const ERROR_TYPE: &str = "error.type";
 }
 
 #[cfg(test)]

@@ -102,6 +102,24 @@ pub enum ToolFailure {
     InvalidOutput,
 }
 
+impl ToolFailure {
+    /// The variant's name in snake case (`unknown_tool`, `timed_out`, …), as serialized: a
+    /// low-cardinality value for the OpenTelemetry `error.type` attribute.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolFailure::MalformedArguments => "malformed_arguments",
+            ToolFailure::InvalidArguments { .. } => "invalid_arguments",
+            ToolFailure::UnknownTool => "unknown_tool",
+            ToolFailure::Panicked => "panicked",
+            ToolFailure::TimedOut => "timed_out",
+            ToolFailure::Cancelled => "cancelled",
+            ToolFailure::Refused => "refused",
+            ToolFailure::PathEscape => "path_escape",
+            ToolFailure::InvalidOutput => "invalid_output",
+        }
+    }
+}
+
 impl fmt::Display for ToolFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -338,7 +338,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     loop {
         print!("{} > ", chat.status().await);
-        let _ = std::io::Write::flush(&mut std::io::stdout());
+        crate::out::flush_stdout();
         let line = tokio::select! {
             line = lines.next_line() => line?,
             _ = tokio::signal::ctrl_c() => {

@@ -1,9 +1,28 @@
 //! `troupe`: the command line of the troupe runtime — chat with an agent, compact, expand and
 //! replay transcripts, render trace files, fetch the local model.
 
+// `print!` and `println!` for this binary: they write through `out::write_stdout`, which exits
+// quietly when stdout is a closed pipe (`troupe trace run.jsonl | head -1`) where the std macros
+// would panic. Defined before the modules so that they shadow the std macros in all of them.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::out::write_stdout(format_args!($($arg)*))
+    };
+}
+
+macro_rules! println {
+    () => {
+        $crate::out::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::out::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod chat;
 mod cli;
 mod model_cmd;
+mod out;
 mod progress;
 mod summarizer;
 mod trace_cmd;

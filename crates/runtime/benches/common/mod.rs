@@ -1,0 +1,57 @@
+//! What the runtime benches share: a trivial agent behaviour and a tokio runtime.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use troupe_runtime::{
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint,
+};
+
+/// Answers every request with its own text and keeps no state: the cheapest possible agent, so a
+/// benchmark of it measures the runtime (mailbox, reply port, directory, checkpoint) alone.
+pub struct Echo;
+
+#[async_trait]
+impl AgentBehavior for Echo {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        _ctx: &AgentContext,
+    ) -> Result<String, AgentError> {
+        Ok(request.text)
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::default()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A factory for [`Echo`].
+pub fn echo_factory() -> BehaviorFactory {
+    Arc::new(|_checkpoint: Option<Checkpoint>| Ok(Box::new(Echo) as Box<dyn AgentBehavior>))
+}
+
+/// The multi-threaded tokio runtime a program using troupe would run (all cores).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// The median of `samples` (NaN when empty).
+#[allow(dead_code)]
+pub fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    let n = samples.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => samples[n / 2],
+        _ => (samples[n / 2 - 1] + samples[n / 2]) / 2.0,
+    }
+}

@@ -1,0 +1,208 @@
+//! Runtime overhead against raw tokio, measured in the same run on the same runtime.
+//!
+//! Run: `cargo bench -p troupe-runtime --bench runtime`
+//! (quicker: `… -- --warm-up-time 1 --measurement-time 3`; the spawn measurement always runs
+//! `TROUPE_BENCH_SPAWN_ROUNDS` rounds, default 5, of `TROUPE_BENCH_SPAWN_N` agents, default 10 000).
+//!
+//! - `ask/agent` — one `Team::ask_with` round trip to a trivial agent (an actor that echoes the
+//!   request text and checkpoints an empty conversation) vs `ask/raw_tokio` — one request over a
+//!   tokio mpsc channel to an echo task that answers on a oneshot. Goal: agent ≤ 1.5 × raw.
+//! - spawning 10 000 idle agents under one supervisor (goal < 100 ms): printed as the median of
+//!   the rounds, not through criterion (one sample takes too long for criterion's sampling).
+//! - `event_bus/*` — publishing one event to 100 subscribers: `publish_try_recv` publishes and
+//!   drains all 100 receivers on one thread (the cost of the fan-out itself), next to the same
+//!   with a bare `tokio::sync::broadcast` channel; `publish_to_100_tasks` publishes and waits
+//!   until 100 subscriber tasks have each received it (wake-up latency included).
+//!
+//! Memory per idle agent is measured by the `agent_memory` bench (it needs its own allocator).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use tokio::sync::{Notify, broadcast, mpsc, oneshot};
+use troupe_runtime::{AgentRequest, Event, EventBus, EventRecord, Team, TeamConfig};
+
+use common::{echo_factory, median, runtime};
+
+type EchoMsg = (String, oneshot::Sender<String>);
+
+fn bench_ask(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let team = rt.block_on(async {
+        let team = Team::start(TeamConfig::default()).await.unwrap();
+        team.spawn("echo", echo_factory()).await.unwrap();
+        team
+    });
+    let (tx, mut rx) = mpsc::channel::<EchoMsg>(64);
+    rt.spawn(async move {
+        while let Some((text, reply)) = rx.recv().await {
+            let _ = reply.send(text);
+        }
+    });
+    let request = AgentRequest::from_user("ping");
+    let timeout = Duration::from_secs(10);
+
+    let mut group = c.benchmark_group("ask");
+    group.bench_function("raw_tokio", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let (reply, answer) = oneshot::channel();
+                    tx.send(("ping".to_string(), reply)).await.unwrap();
+                    std::hint::black_box(answer.await.unwrap());
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.bench_function("agent", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let answer = team.ask_with("echo", request.clone(), timeout).await;
+                    std::hint::black_box(answer.unwrap());
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.finish();
+    rt.block_on(team.shutdown());
+}
+
+/// Spawn `n` idle agents into a fresh team, `rounds` times; prints the median time.
+fn spawn_report(rt: &tokio::runtime::Runtime) {
+    let n: usize = std::env::var("TROUPE_BENCH_SPAWN_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let rounds: usize = std::env::var("TROUPE_BENCH_SPAWN_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let mut spawn_ms = Vec::new();
+    let mut shutdown_ms = Vec::new();
+    for _ in 0..rounds {
+        let (spawn, shutdown) = rt.block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let factory = echo_factory();
+            let started = Instant::now();
+            for i in 0..n {
+                team.spawn(format!("a{i}"), factory.clone()).await.unwrap();
+            }
+            let spawn = started.elapsed();
+            // Every agent answers: they really are up.
+            team.ask(&format!("a{}", n - 1), "up?").await.unwrap();
+            let started = Instant::now();
+            team.shutdown().await;
+            (spawn, started.elapsed())
+        });
+        spawn_ms.push(spawn.as_secs_f64() * 1000.0);
+        shutdown_ms.push(shutdown.as_secs_f64() * 1000.0);
+    }
+    let min = spawn_ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = spawn_ms.iter().copied().fold(0.0, f64::max);
+    println!(
+        "spawn/{n}_idle_agents: median {:.1} ms (min {min:.1}, max {max:.1}, {rounds} rounds; \
+         {:.2} µs per agent); shutdown median {:.1} ms",
+        median(spawn_ms.clone()),
+        median(spawn_ms) * 1000.0 / n as f64,
+        median(shutdown_ms)
+    );
+}
+
+fn event() -> Event {
+    Event::TurnStarted {
+        agent: "bench".into(),
+    }
+}
+
+fn bench_event_bus(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    const SUBSCRIBERS: usize = 100;
+    let mut group = c.benchmark_group("event_bus");
+
+    let bus = EventBus::new(1024);
+    let mut receivers: Vec<_> = (0..SUBSCRIBERS).map(|_| bus.subscribe()).collect();
+    group.bench_function("publish_try_recv_100_subscribers", |b| {
+        b.iter(|| {
+            bus.publish(None, event());
+            for r in &mut receivers {
+                std::hint::black_box(r.try_recv().unwrap());
+            }
+        });
+    });
+    drop(receivers);
+
+    let (raw, _) = broadcast::channel::<EventRecord>(1024);
+    let mut receivers: Vec<_> = (0..SUBSCRIBERS).map(|_| raw.subscribe()).collect();
+    group.bench_function("raw_broadcast_try_recv_100_subscribers", |b| {
+        b.iter(|| {
+            let _ = raw.send(EventRecord {
+                seq: 1,
+                at_ms: 0,
+                trace_id: None,
+                event: event(),
+            });
+            for r in &mut receivers {
+                std::hint::black_box(r.try_recv().unwrap());
+            }
+        });
+    });
+    drop(receivers);
+
+    // 100 subscriber tasks; the last one to receive an event wakes the publisher.
+    let bus = EventBus::new(1024);
+    let received = Arc::new(AtomicUsize::new(0));
+    let all_received = Arc::new(Notify::new());
+    let mut tasks = Vec::new();
+    for _ in 0..SUBSCRIBERS {
+        let mut rx = bus.subscribe();
+        let received = received.clone();
+        let all_received = all_received.clone();
+        tasks.push(rt.spawn(async move {
+            while let Ok(record) = rx.recv().await {
+                std::hint::black_box(record);
+                if received.fetch_add(1, Ordering::AcqRel) + 1 == SUBSCRIBERS {
+                    all_received.notify_one();
+                }
+            }
+        }));
+    }
+    group.bench_function("publish_to_100_tasks", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    received.store(0, Ordering::Release);
+                    let done = all_received.notified();
+                    bus.publish(None, event());
+                    done.await;
+                }
+                started.elapsed()
+            })
+        });
+    });
+    group.finish();
+    drop(bus);
+    rt.block_on(async {
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+}
+
+fn main() {
+    let rt = runtime();
+    let mut criterion = Criterion::default().configure_from_args();
+    bench_ask(&mut criterion, &rt);
+    bench_event_bus(&mut criterion, &rt);
+    criterion.final_summary();
+    spawn_report(&rt);
+}

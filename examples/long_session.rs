@@ -1,0 +1,232 @@
+//! An agent reads one source file after another from this repository (`crates/`) until its
+//! conversation nears the context budget; the compression agent then compacts it. Prints the
+//! tokens before and after every compaction and the summary that replaced the older messages.
+//!
+//! Run it:
+//!
+//! ```text
+//! cargo run --example long_session                 # default model (local llama.cpp, or OpenAI if configured)
+//! cargo run --example long_session -- --scripted   # scripted reads and summaries, no LLM at all
+//! TROUPE_TRACE=long.jsonl cargo run --example long_session -- --scripted && cargo run -- trace long.jsonl
+//! ```
+//!
+//! The budget is deliberately tiny (a 6,000-token window: warning at 70 %, compaction at 80 %,
+//! target 5 %) so that compaction triggers after a few reads and has to summarize older turns,
+//! not only stub the file contents. Each file is its own request
+//! (`Read FILE with read_file: {"path": "FILE"}`): a 135M model cannot plan a series of reads,
+//! but after each user message its tool call is forced and grammar-constrained, so it reliably
+//! calls `read_file` (the path it picks may still be wrong). With `--scripted` the model calls
+//! `read_file` on the file and answers in one line.
+//! Of the built-in file tools the agent only keeps `read_file`, so no model can edit the
+//! repository and the forced call is always a read.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::sync::broadcast;
+use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::agents::{
+    CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_compression_agent,
+};
+use troupe::compaction::BudgetPolicy;
+use troupe::runtime::MessageKind;
+use troupe::{
+    AgentSpec, ChatModel, Event, EventRecord, Team, TeamConfig, ToolRegistry, spawn_agent,
+};
+
+/// The files to read, relative to `crates/` (about 10k tokens in all).
+const FILES: [&str; 6] = [
+    "runtime/src/message.rs",
+    "runtime/src/event.rs",
+    "runtime/src/model.rs",
+    "runtime/src/trace.rs",
+    "tools/src/result.rs",
+    "tools/src/ledger.rs",
+];
+
+/// The agent's (pretend) context window in tokens: small, so compaction comes early.
+const WINDOW: usize = 6_000;
+
+const AGENT: &str = "reader";
+
+fn policy() -> BudgetPolicy {
+    BudgetPolicy {
+        context_window: WINDOW,
+        target: 0.05,
+        protected_recent: 4,
+        tool_output_limit_tokens: 1_500,
+        min_freeable_tokens: 500,
+        summary_max_tokens: 300,
+        ..BudgetPolicy::default()
+    }
+}
+
+/// The built-in file tools, reduced to `read_file`: nothing can edit the repository, and the
+/// local model's forced tool call can only be a read (with every file tool on offer, the 135M
+/// model picks `list_dir` or `grep` as often as not).
+fn read_only_file_tools() -> ToolRegistry {
+    let mut tools = ToolRegistry::with_file_tools();
+    for name in ["write_file", "edit_file", "list_dir", "grep"] {
+        tools.remove(name);
+    }
+    tools
+}
+
+/// The agent's model and the compression agent's model (`None`: the agent's own).
+async fn models(
+    scripted: bool,
+) -> anyhow::Result<(Arc<dyn ChatModel>, Option<Arc<dyn ChatModel>>)> {
+    if !scripted {
+        let model = troupe::agents::model::default_model()
+            .await
+            .context("loading the default model")?;
+        return Ok((model, None));
+    }
+    // Per request: one read_file call, then a one-line answer.
+    let script = FILES.iter().flat_map(|f| {
+        [
+            ScriptedReply::call("read_file", format!(r#"{{"path": "{f}"}}"#)),
+            ScriptedReply::text(format!("{f} defines part of the troupe API.")),
+        ]
+    });
+    let reader = ScriptedModel::new("scripted-reader", script);
+    // The compression agent's tool loop gets a plain answer (its deterministic planner then does
+    // the work) and every segment summary is this text.
+    let summarizer = ScriptedModel::new("scripted-summarizer", []).with_fallback(
+        "The user asked for a tour of the runtime and tools crates; the agent read message.rs \
+         (ChatMessage, MessageKind, Conversation), event.rs (Event, EventRecord) and model.rs \
+         (ChatModel, ModelError) so far.",
+    );
+    Ok((Arc::new(reader), Some(Arc::new(summarizer))))
+}
+
+/// Print the compaction events received so far; returns how many compactions finished.
+fn print_compactions(events: &mut broadcast::Receiver<EventRecord>) -> usize {
+    let mut finished = 0;
+    loop {
+        match events.try_recv() {
+            Ok(record) => match record.event {
+                Event::ContextWarning { tokens, window, .. } => {
+                    println!("  context warning: {tokens} of {window} tokens");
+                }
+                Event::CompactionStarted {
+                    tokens, trigger, ..
+                } => println!("  compaction started ({trigger}) at {tokens} tokens"),
+                Event::CompactionFinished { report, .. } => {
+                    finished += 1;
+                    println!(
+                        "  compaction finished: {} -> {} tokens (target {}): {}",
+                        report["tokens_before"],
+                        report["tokens_after"],
+                        report["target_tokens"],
+                        report["reason"].as_str().unwrap_or_default()
+                    );
+                }
+                Event::CompactionFailed { reason, .. } => {
+                    println!("  compaction failed: {reason}");
+                }
+                _ => {}
+            },
+            Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                println!("  ({n} events missed)");
+            }
+            Err(_) => return finished,
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let _telemetry = troupe::telemetry::init()?;
+    let scripted = std::env::args().any(|a| a == "--scripted");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let (model, compression_model) = models(scripted).await?;
+    println!(
+        "model: {} · workspace: {} · budget: {WINDOW} tokens (compaction at 80 %, target 5 %)",
+        model.info().name,
+        root.display()
+    );
+
+    // A local model on a CPU re-reads the whole conversation on every call, and compaction
+    // calls it too: allow more than the default 300 s per request.
+    let team = Team::start(TeamConfig {
+        ask_timeout: Duration::from_secs(1_800),
+        ..TeamConfig::default()
+    })
+    .await?;
+    let mut events = team.subscribe();
+    spawn_compression_agent(
+        &team,
+        CompressionConfig {
+            model: compression_model,
+            ..CompressionConfig::new(shared_counter())
+        },
+    )
+    .await?;
+    spawn_agent(
+        &team,
+        AgentSpec::new(AGENT, model)
+            .instructions(
+                "You read source files with read_file and say in one sentence what each is for.",
+            )
+            .tools(read_only_file_tools())
+            .workspace_root(root)
+            .max_turns(FILES.len() as u32 + 4)
+            .max_tokens(96)
+            .compaction(CompactionSettings {
+                policy: Some(policy()),
+                ..CompactionSettings::default()
+            }),
+    )
+    .await?;
+
+    let mut compactions = 0;
+    for file in FILES {
+        let answer = team
+            .ask(
+                AGENT,
+                &format!(r#"Read {file} with read_file: {{"path": "{file}"}}"#),
+            )
+            .await?;
+        let stats = context_stats(&team, AGENT).await?;
+        println!(
+            "read {file}: context now {} tokens ({} %) · answer: {}",
+            stats.tokens,
+            stats.percent,
+            one_line(&answer, 100)
+        );
+        compactions += print_compactions(&mut events);
+    }
+
+    let stats = context_stats(&team, AGENT).await?;
+    println!(
+        "\n{compactions} compaction(s); context now {} of {} tokens ({} %); messages by kind: {:?}",
+        stats.tokens, stats.window, stats.percent, stats.by_kind
+    );
+    let summary = team.checkpoint(AGENT).and_then(|c| {
+        c.conversation
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| m.kind == MessageKind::Summary)
+            .map(|m| m.text())
+    });
+    match summary {
+        Some(text) => println!("\nlatest summary:\n{text}"),
+        None => println!("\n(no summary message: compaction freed enough without one)"),
+    }
+    team.shutdown().await;
+    Ok(())
+}
+
+/// The first `max` characters of `text` on one line.
+fn one_line(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > max {
+        format!("{}…", line.chars().take(max).collect::<String>())
+    } else {
+        line
+    }
+}
