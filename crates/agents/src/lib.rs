@@ -10,6 +10,7 @@ mod compaction_hooks;
 pub mod compression;
 mod llm_agent;
 pub mod model;
+mod session_sync;
 mod spec;
 mod team_tools;
 

@@ -27,6 +27,7 @@ use crate::compaction_hooks::{
     ContextStats, Trigger, crate_trigger,
 };
 use crate::compression::{COMPRESSION_AGENT, CompactionJob, CompactionResult};
+use crate::session_sync::{SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 
@@ -47,6 +48,8 @@ pub struct LlmAgent {
     /// Open scopes, innermost last: label and the first id that belongs to it.
     scopes: Vec<(String, MessageId)>,
     last_scope_model: Option<Arc<dyn ChatModel>>,
+    /// The session log, when the spec names one.
+    session: Option<SessionSync>,
 }
 
 /// What an [`LlmAgent`] keeps across restarts beyond its conversation.
@@ -72,12 +75,34 @@ impl LlmAgent {
                 .register(AskAgentTool { link: link.clone() })
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
         }
-        let (conversation, state) = match checkpoint {
-            Some(c) => {
+        let mut session = None;
+        let mut restored = None;
+        if let Some(path) = &spec.session {
+            let (sync, logged) = SessionSync::open(path, &spec.name)
+                .map_err(|e| AgentError::Failed(e.to_string()))?;
+            for warning in &logged.warnings {
+                tracing::warn!(agent = %spec.name, "{warning}");
+            }
+            if checkpoint.is_none() {
+                restored =
+                    Some(restore(path, &logged).map_err(|e| AgentError::Failed(e.to_string()))?);
+            }
+            session = Some(sync);
+        }
+        let (conversation, state) = match (checkpoint, restored) {
+            (Some(c), _) => {
                 let state: AgentState = serde_json::from_value(c.state).unwrap_or_default();
                 (c.conversation, state)
             }
-            None => (Conversation::new(), AgentState::default()),
+            (None, Some(r)) => (
+                r.conversation,
+                AgentState {
+                    ledger: r.ledger,
+                    archive: r.archive,
+                    last_compaction: r.last_compaction,
+                },
+            ),
+            (None, None) => (Conversation::new(), AgentState::default()),
         };
         let policy = spec.compaction.policy_for(spec.model.info().context_window);
         policy
@@ -98,6 +123,7 @@ impl LlmAgent {
             last_compaction: state.last_compaction,
             scopes: Vec::new(),
             last_scope_model: None,
+            session,
         })
     }
 
@@ -248,6 +274,28 @@ impl LlmAgent {
         let _ = publish.send(Some(outcome.clone()));
         tracker.end(&ctx.name);
         outcome
+    }
+
+    /// A turn boundary: write what changed to the session log, if there is one. A failed write
+    /// is logged and retried at the next boundary (the difference is recomputed then), so the
+    /// answer is not lost to a full disk.
+    fn persist(&mut self) {
+        let Some(sync) = &mut self.session else {
+            return;
+        };
+        if let Err(e) = sync.persist(
+            &self.conversation,
+            &self.archive,
+            &self.ledger.snapshot(),
+            self.last_compaction.as_ref(),
+        ) {
+            tracing::error!(
+                agent = %self.spec.name,
+                session = %sync.path().display(),
+                error = %e,
+                "could not write the session log; will retry at the next turn boundary"
+            );
+        }
     }
 
     fn context_stats(&self) -> ContextStats {
@@ -575,6 +623,7 @@ impl AgentBehavior for LlmAgent {
             // A provider fault loses nothing and adds nothing: the caller may simply retry.
             self.conversation = before;
         }
+        self.persist();
         ctx.events.publish(
             Some(trace_id),
             Event::TurnFinished {
@@ -610,6 +659,7 @@ impl AgentBehavior for LlmAgent {
                 .map(AgentJobResult::ScopeClosed),
             AgentJob::Context => Ok(AgentJobResult::Context(self.context_stats())),
         };
+        self.persist();
         Ok(Box::new(result))
     }
 

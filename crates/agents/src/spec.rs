@@ -44,6 +44,8 @@ pub struct AgentSpec {
     pub team_messaging: bool,
     /// Context budget and compaction behaviour.
     pub compaction: CompactionSettings,
+    /// The session log the agent keeps its conversation in (see [`AgentSpec::session`]).
+    pub session: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -53,6 +55,7 @@ impl std::fmt::Debug for AgentSpec {
             .field("model", &self.model.info().name)
             .field("tools", &self.tools.names())
             .field("max_turns", &self.max_turns)
+            .field("session", &self.session)
             .finish()
     }
 }
@@ -71,6 +74,7 @@ impl AgentSpec {
             max_tokens: None,
             team_messaging: false,
             compaction: CompactionSettings::default(),
+            session: None,
         }
     }
 
@@ -119,6 +123,19 @@ impl AgentSpec {
     /// With these compaction settings.
     pub fn compaction(mut self, settings: CompactionSettings) -> Self {
         self.compaction = settings;
+        self
+    }
+
+    /// Keep the conversation in an append-only session log at `path`, resuming from it if it
+    /// exists.
+    ///
+    /// At every turn boundary the agent writes what changed — new messages, a compaction (the new
+    /// history, its summary, file lists, archived originals and report), the file ledger — as one
+    /// committed, fsynced turn, so a killed process loses at most the turn in flight. When the
+    /// agent is built with no checkpoint it restores conversation, ledger, archive and last
+    /// compaction from the log. One log belongs to one agent at a time.
+    pub fn session(mut self, path: impl Into<PathBuf>) -> Self {
+        self.session = Some(path.into());
         self
     }
 

@@ -121,6 +121,8 @@ pub struct Session {
     pub archived: Vec<MessageId>,
     /// Every archive entry recorded in the log, oldest first.
     pub archive_entries: Vec<Value>,
+    /// The report of the latest compaction (`troupe_compaction::CompactionReport`'s serde form).
+    pub last_report: Option<Value>,
     /// Compactions applied.
     pub compactions: usize,
     /// Committed records applied.
@@ -148,6 +150,15 @@ pub enum SessionError {
         /// 1-based line number.
         line: usize,
         /// What is wrong.
+        reason: String,
+    },
+    /// The records parse, but what they hold does not fit the reader (an agent's ledger, archive
+    /// or compaction report of the wrong shape).
+    #[error("session log {path}: {reason}")]
+    State {
+        /// The log.
+        path: PathBuf,
+        /// What does not fit.
         reason: String,
     },
     /// A record could not be serialized.
@@ -205,6 +216,9 @@ impl Replayer {
                 if c.ledger.is_some() {
                     self.session.ledger = c.ledger;
                 }
+                if c.report.is_some() {
+                    self.session.last_report = c.report;
+                }
                 self.session.compactions += 1;
             }
             SessionRecord::ModelChange { model } => self.session.model = Some(model),
@@ -216,6 +230,7 @@ impl Replayer {
                 self.session.read_files.clear();
                 self.session.modified_files.clear();
                 self.session.ledger = None;
+                self.session.last_report = None;
             }
             SessionRecord::Commit => {}
         }
@@ -419,6 +434,12 @@ impl SessionLog {
         self.append(SessionRecord::Message(StoredMessage::from(message)));
     }
 
+    /// Drop the queued records (after a failed [`SessionLog::flush`], when the caller will queue
+    /// the same changes again).
+    pub fn discard_pending(&mut self) {
+        self.pending.clear();
+    }
+
     /// Records queued and not yet flushed.
     pub fn pending(&self) -> usize {
         self.pending.len()
@@ -451,8 +472,17 @@ impl SessionLog {
             path: self.path.clone(),
             source,
         };
-        self.file.write_all(text.as_bytes()).map_err(io)?;
-        self.file.sync_data().map_err(io)?;
+        let start = self.file.metadata().map_err(io)?.len();
+        if let Err(e) = self
+            .file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.sync_data())
+        {
+            // A partial write must not stay behind: later records and their commit would make
+            // it part of a committed turn. Cut the file back to the last commit.
+            let _ = self.file.set_len(start);
+            return Err(io(e));
+        }
         self.pending.clear();
         Ok(())
     }

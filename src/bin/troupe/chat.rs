@@ -1,9 +1,8 @@
 //! `troupe chat`: a REPL with one agent and the compression agent, persisted to a session log.
 //!
-//! The session log is written here at every turn boundary from the agent's checkpoint: new
-//! messages as `message` records, a changed history (a compaction, manual or automatic) as a
-//! `compaction` record, plus the ledger. Ctrl-C during a turn abandons that turn: the team is
-//! rebuilt from the log, which never saw it.
+//! The agent keeps its own session log ([`AgentSpec::session`]): every turn boundary — an answer,
+//! a compaction — is one committed record group. Ctrl-C during a turn abandons that turn: the
+//! team is rebuilt and the agent resumes from the log, which never saw it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,30 +12,27 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe::agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, LlmAgent, compact_agent, context_stats,
-    shared_counter, spawn_compression_agent,
+    AgentSpec, CompactionSettings, CompressionConfig, compact_agent, context_stats, shared_counter,
+    spawn_agent, spawn_compression_agent,
 };
 use troupe::config::{Config, build_model};
-use troupe::runtime::session::{CompactionRecord, Session, SessionLog, SessionRecord};
-use troupe::runtime::{Checkpoint, MessageKind, StoredMessage};
-use troupe::{ChatMessage, ChatModel, Team, TeamConfig};
+use troupe::runtime::session::{SessionLog, SessionRecord};
+use troupe::{ChatModel, Team, TeamConfig};
 
 use crate::cli::ChatArgs;
 
 /// Everything needed to (re)build the team.
+#[derive(Clone)]
 struct Blueprint {
     spec: AgentSpec,
     compression_model: Arc<dyn ChatModel>,
 }
 
-/// The live chat: the team, and what of it the log already holds.
+/// The live chat: the team and the session log its agent writes.
 struct Chat {
     blueprint: Blueprint,
     team: Team,
-    log: SessionLog,
-    persisted: Vec<ChatMessage>,
-    archive_persisted: usize,
-    ledger_persisted: Option<serde_json::Value>,
+    path: PathBuf,
 }
 
 async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
@@ -105,8 +101,8 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
     })
 }
 
-/// Start a team with the agent restored from `checkpoint`.
-async fn start_team(blueprint: &Blueprint, checkpoint: Option<Checkpoint>) -> anyhow::Result<Team> {
+/// Start a team whose agent keeps (and resumes from) the session log at `path`.
+async fn start_team(blueprint: &Blueprint, path: &Path) -> anyhow::Result<Team> {
     let config = TeamConfig {
         shutdown_grace: Duration::from_secs(1),
         ..TeamConfig::default()
@@ -117,34 +113,12 @@ async fn start_team(blueprint: &Blueprint, checkpoint: Option<Checkpoint>) -> an
         ..CompressionConfig::new(shared_counter())
     };
     spawn_compression_agent(&team, compression).await?;
-    let spec = blueprint.spec.clone();
-    let initial = checkpoint;
-    // The supervisor passes the last checkpoint on restarts; the first build uses the session's.
-    let factory: troupe::runtime::BehaviorFactory = Arc::new(move |restart| {
-        let checkpoint = restart.or_else(|| initial.clone());
-        Ok(Box::new(LlmAgent::new(spec.clone(), checkpoint)?)
-            as Box<dyn troupe::runtime::AgentBehavior>)
-    });
-    team.spawn(blueprint.spec.name.clone(), factory).await?;
+    let spec = blueprint.spec.clone().session(path);
+    if let Err(e) = spawn_agent(&team, spec).await {
+        team.shutdown().await;
+        return Err(e).with_context(|| format!("resuming the session {}", path.display()));
+    }
     Ok(team)
-}
-
-fn checkpoint_of(session: &Session) -> Option<Checkpoint> {
-    if session.conversation.is_empty() {
-        return None;
-    }
-    let mut state = serde_json::Map::new();
-    if let Some(ledger) = &session.ledger {
-        state.insert("ledger".into(), ledger.clone());
-    }
-    state.insert(
-        "archive".into(),
-        serde_json::Value::Array(session.archive_entries.clone()),
-    );
-    Some(Checkpoint {
-        conversation: session.conversation.clone(),
-        state: serde_json::Value::Object(state),
-    })
 }
 
 fn default_session_path() -> anyhow::Result<PathBuf> {
@@ -161,90 +135,28 @@ fn default_session_path() -> anyhow::Result<PathBuf> {
 
 impl Chat {
     async fn open(blueprint: Blueprint, path: &Path) -> anyhow::Result<Chat> {
-        let (log, session) = SessionLog::open_for(path, Some(&blueprint.spec.name))?;
-        for w in &session.warnings {
-            eprintln!("warning: {w}");
+        if path.exists() {
+            // Read-only look for the greeting; the agent itself repairs a torn tail and warns.
+            let session = troupe::runtime::session::load(path)?;
+            if !session.conversation.is_empty() {
+                println!(
+                    "resumed {} ({} messages, {} compaction(s))",
+                    path.display(),
+                    session.conversation.len(),
+                    session.compactions
+                );
+            }
         }
-        if !session.conversation.is_empty() {
-            println!(
-                "resumed {} ({} messages, {} compaction(s))",
-                path.display(),
-                session.conversation.len(),
-                session.compactions
-            );
-        }
-        let team = start_team(&blueprint, checkpoint_of(&session)).await?;
+        let team = start_team(&blueprint, path).await?;
         Ok(Chat {
             blueprint,
             team,
-            log,
-            persisted: session.conversation.messages().to_vec(),
-            archive_persisted: session.archive_entries.len(),
-            ledger_persisted: session.ledger,
+            path: path.to_path_buf(),
         })
     }
 
     fn name(&self) -> String {
         self.blueprint.spec.name.clone()
-    }
-
-    /// Write what the agent's checkpoint holds beyond the log, as one committed turn.
-    fn persist(&mut self, report: Option<serde_json::Value>) -> anyhow::Result<()> {
-        let Some(checkpoint) = self.team.checkpoint(&self.name()) else {
-            return Ok(());
-        };
-        let now = checkpoint.conversation.messages();
-        let extends =
-            now.len() >= self.persisted.len() && now[..self.persisted.len()] == self.persisted[..];
-        let archive: Vec<serde_json::Value> = checkpoint
-            .state
-            .get("archive")
-            .and_then(|a| a.as_array())
-            .cloned()
-            .unwrap_or_default();
-        let ledger = checkpoint.state.get("ledger").cloned();
-        if extends {
-            for m in &now[self.persisted.len()..] {
-                self.log.append_message(m);
-            }
-        } else {
-            let fresh: Vec<serde_json::Value> = archive
-                .iter()
-                .skip(self.archive_persisted)
-                .cloned()
-                .collect();
-            let archived = fresh
-                .iter()
-                .filter_map(|e| {
-                    serde_json::from_value::<StoredMessage>(e.get("original")?.clone()).ok()
-                })
-                .map(|m| m.id)
-                .collect();
-            let summary = now
-                .iter()
-                .rev()
-                .find(|m| m.kind == MessageKind::Summary)
-                .map(ChatMessage::text);
-            self.log.append(SessionRecord::Compaction(CompactionRecord {
-                messages: now.iter().map(StoredMessage::from).collect(),
-                summary,
-                archived,
-                archive_entries: fresh,
-                ledger: ledger.clone(),
-                report: report.or_else(|| checkpoint.state.get("last_compaction").cloned()),
-                ..CompactionRecord::default()
-            }));
-        }
-        if ledger != self.ledger_persisted
-            && let Some(l) = &ledger
-        {
-            self.log.append(SessionRecord::Ledger { ledger: l.clone() });
-        }
-        self.log.flush()?;
-        self.persisted = now.to_vec();
-        self.archive_persisted = archive.len().max(self.archive_persisted);
-        self.ledger_persisted = ledger;
-        Ok(())
     }
 
     async fn status(&self) -> String {
@@ -281,44 +193,43 @@ impl Chat {
                     "compacted: {} → {} tokens ({})",
                     r.tokens_before, r.tokens_after, r.reason
                 );
-                self.persist(serde_json::to_value(r).ok())?;
             }
             Err(e) => println!("{e}"),
         }
         Ok(())
     }
 
-    /// Rebuild the team from the log (after Ctrl-C, `/clear` or `/resume`).
-    async fn rebuild(&mut self, session: &Session) -> anyhow::Result<()> {
-        let old = std::mem::replace(
-            &mut self.team,
-            start_team(&self.blueprint, checkpoint_of(session)).await?,
-        );
-        old.shutdown().await;
-        self.persisted = session.conversation.messages().to_vec();
-        self.archive_persisted = session.archive_entries.len();
-        self.ledger_persisted = session.ledger.clone();
-        Ok(())
+    /// Stop the team, optionally append `record` to the log, and start again from the log
+    /// (after Ctrl-C or `/clear`).
+    async fn restart(self, record: Option<SessionRecord>) -> anyhow::Result<Chat> {
+        // The old agent lets go of the log before anything else writes to it.
+        self.team.shutdown().await;
+        if let Some(record) = record {
+            let (mut log, _) = SessionLog::open(&self.path)?;
+            log.append(record);
+            log.flush()?;
+        }
+        let team = start_team(&self.blueprint, &self.path).await?;
+        Ok(Chat { team, ..self })
     }
 
-    async fn turn(&mut self, text: String) -> anyhow::Result<()> {
+    async fn turn(self, text: String) -> anyhow::Result<Chat> {
         let name = self.name();
-        let ask = self.team.ask(&name, text);
-        tokio::select! {
-            answer = ask => {
+        let cancelled = tokio::select! {
+            answer = self.team.ask(&name, text) => {
                 match answer {
                     Ok(answer) => println!("{answer}"),
                     Err(e) => println!("error: {e}"),
                 }
-                self.persist(None)?;
+                false
             }
-            _ = tokio::signal::ctrl_c() => {
-                println!("\n(turn cancelled)");
-                let session = troupe::runtime::session::load(self.log.path())?;
-                self.rebuild(&session).await?;
-            }
+            _ = tokio::signal::ctrl_c() => true,
+        };
+        if cancelled {
+            println!("\n(turn cancelled)");
+            return self.restart(None).await;
         }
-        Ok(())
+        Ok(self)
     }
 }
 
@@ -360,28 +271,32 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     .await?
             }
             "/clear" => {
-                chat.log.append(SessionRecord::Clear);
-                chat.log.flush()?;
-                let session = troupe::runtime::session::load(chat.log.path())?;
-                chat.rebuild(&session).await?;
+                chat = chat.restart(Some(SessionRecord::Clear)).await?;
                 println!("(conversation cleared)");
             }
             "/resume" => {
                 let target = if rest.is_empty() {
-                    chat.log.path().to_path_buf()
+                    chat.path.clone()
                 } else {
                     PathBuf::from(rest)
                 };
-                let blueprint = Blueprint {
-                    spec: chat.blueprint.spec.clone(),
-                    compression_model: chat.blueprint.compression_model.clone(),
+                let Chat {
+                    blueprint,
+                    team,
+                    path,
+                } = chat;
+                // The current agent lets go of its log before another one is opened.
+                team.shutdown().await;
+                chat = match Chat::open(blueprint.clone(), &target).await {
+                    Ok(next) => next,
+                    Err(e) => {
+                        println!("cannot resume {}: {e:#}", target.display());
+                        Chat::open(blueprint, &path).await?
+                    }
                 };
-                let next = Chat::open(blueprint, &target).await?;
-                let old = std::mem::replace(&mut chat, next);
-                old.team.shutdown().await;
             }
             other if other.starts_with('/') => println!("unknown command {other}"),
-            _ => chat.turn(line.to_string()).await?,
+            _ => chat = chat.turn(line.to_string()).await?,
         }
     }
     chat.team.shutdown().await;

@@ -7,3 +7,4 @@ mod model_fault_server;
 mod model_local;
 mod model_openai;
 mod model_replay;
+mod session;

@@ -1,0 +1,271 @@
+//! Agents that keep their conversation in a session log: resume, compaction records, a torn
+//! tail, a corrupt log.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_agents::{
+    AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_agent,
+    spawn_compression_agent,
+};
+use troupe_compaction::{Archive, BudgetPolicy, expand};
+use troupe_runtime::session::load;
+use troupe_runtime::{ChatMessage, Checkpoint, MessageKind, Team, TeamConfig};
+use troupe_tools::{FileLedger, ToolRegistry};
+
+async fn team() -> Team {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    // No summarizer model: tier 3 uses the mechanical summary, so scripts stay the agent's own.
+    let mut config = CompressionConfig::new(shared_counter());
+    config.use_model = false;
+    spawn_compression_agent(&team, config).await.unwrap();
+    team
+}
+
+fn state_of(checkpoint: &Checkpoint) -> (FileLedger, Archive) {
+    let ledger = serde_json::from_value(checkpoint.state["ledger"].clone()).unwrap();
+    let archive = serde_json::from_value(checkpoint.state["archive"].clone()).unwrap();
+    (ledger, archive)
+}
+
+fn reader(root: &Path, model: Arc<ScriptedModel>, log: &Path) -> AgentSpec {
+    AgentSpec::new("coder", model)
+        .tools(ToolRegistry::with_file_tools())
+        .workspace_root(root)
+        .session(log)
+}
+
+#[tokio::test]
+async fn a_resumed_agent_continues_its_logged_conversation() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let log = dir.path().join("sessions/coder.jsonl");
+
+    let first = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("read_file", r#"{"path": "a.txt"}"#),
+            ScriptedReply::text("it says alpha"),
+        ],
+    ));
+    let team1 = team().await;
+    spawn_agent(&team1, reader(dir.path(), first, &log))
+        .await
+        .unwrap();
+    team1.ask("coder", "what is in a.txt?").await.unwrap();
+    let before = team1.checkpoint("coder").unwrap();
+    team1.shutdown().await;
+
+    let logged = load(&log).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert_eq!(logged.conversation, before.conversation);
+    assert_eq!(logged.agent.as_deref(), Some("coder"));
+
+    // A new process: the agent comes back with its conversation and ledger.
+    let second = Arc::new(ScriptedModel::new(
+        "m",
+        [ScriptedReply::text("still alpha")],
+    ));
+    let team2 = team().await;
+    spawn_agent(&team2, reader(dir.path(), second.clone(), &log))
+        .await
+        .unwrap();
+    let restored = team2.checkpoint("coder").unwrap();
+    assert_eq!(restored.conversation, before.conversation);
+    let (ledger, _) = state_of(&restored);
+    assert!(ledger.all_files().contains("a.txt"), "{ledger:?}");
+
+    team2.ask("coder", "and now?").await.unwrap();
+    let sent = &second.requests()[0].messages;
+    assert_eq!(sent.len(), before.conversation.len() + 1);
+    assert_eq!(
+        &sent[..before.conversation.len()],
+        before.conversation.messages()
+    );
+    let after = team2.checkpoint("coder").unwrap();
+    team2.shutdown().await;
+
+    let logged = load(&log).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert_eq!(logged.conversation, after.conversation);
+}
+
+fn big(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i}: some file content with several words in it\n"))
+        .collect()
+}
+
+#[tokio::test]
+async fn compactions_are_logged_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..8 {
+        std::fs::write(dir.path().join(format!("f{i}.txt")), big(40)).unwrap();
+    }
+    let log = dir.path().join("coder.jsonl");
+    let script = (0..8)
+        .map(|i| ScriptedReply::call("read_file", format!(r#"{{"path": "f{i}.txt"}}"#)))
+        .chain([ScriptedReply::text("done")]);
+    let model = Arc::new(ScriptedModel::new("m", script));
+    let settings = CompactionSettings {
+        policy: Some(BudgetPolicy {
+            tool_output_limit_tokens: 100_000,
+            ..BudgetPolicy::for_window(4_000)
+        }),
+        ..CompactionSettings::default()
+    };
+    let team1 = team().await;
+    spawn_agent(
+        &team1,
+        reader(dir.path(), model, &log)
+            .compaction(settings.clone())
+            .max_turns(12),
+    )
+    .await
+    .unwrap();
+    assert_eq!(team1.ask("coder", "read them all").await.unwrap(), "done");
+    let before = team1.checkpoint("coder").unwrap();
+    let stats_before = context_stats(&team1, "coder").await.unwrap();
+    assert!(stats_before.last_compaction.is_some(), "no compaction ran");
+    team1.shutdown().await;
+
+    let logged = load(&log).unwrap();
+    assert!(
+        logged.compactions >= 1,
+        "{} compactions",
+        logged.compactions
+    );
+    assert_eq!(logged.conversation, before.conversation);
+    let summary = before
+        .conversation
+        .messages()
+        .iter()
+        .rev()
+        .find(|m| m.kind == MessageKind::Summary)
+        .map(ChatMessage::text);
+    assert_eq!(logged.previous_summary, summary);
+    assert!(
+        logged.read_files.iter().any(|f| f == "f0.txt"),
+        "{:?}",
+        logged.read_files
+    );
+
+    let team2 = team().await;
+    let idle = Arc::new(ScriptedModel::new("m", []));
+    spawn_agent(&team2, reader(dir.path(), idle, &log).compaction(settings))
+        .await
+        .unwrap();
+    let restored = team2.checkpoint("coder").unwrap();
+    assert_eq!(restored.conversation, before.conversation);
+    let (ledger, archive) = state_of(&restored);
+    let (ledger_before, archive_before) = state_of(&before);
+    assert_eq!(ledger, ledger_before);
+    assert_eq!(archive, archive_before);
+    // The archive still expands the compacted history back to every original message.
+    let originals = expand(restored.conversation.messages(), &archive).unwrap();
+    assert_ne!(originals, restored.conversation.messages());
+    assert_eq!(originals[0].text(), "read them all");
+    let full_results = originals
+        .iter()
+        .filter(|m| m.tool_call_id.is_some() && m.text().contains("line 39:"))
+        .count();
+    assert_eq!(full_results, 8, "every read's full result is back");
+    assert_eq!(
+        context_stats(&team2, "coder")
+            .await
+            .unwrap()
+            .last_compaction,
+        stats_before.last_compaction
+    );
+    team2.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_torn_last_line_costs_only_that_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("one")]));
+    let team1 = team().await;
+    spawn_agent(&team1, reader(dir.path(), model, &log))
+        .await
+        .unwrap();
+    team1.ask("coder", "first").await.unwrap();
+    let before = team1.checkpoint("coder").unwrap();
+    team1.shutdown().await;
+
+    // A writer killed mid-line.
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes.extend_from_slice(br#"{"type":"message","id":"m9","kind":"normal","role":"user","con"#);
+    std::fs::write(&log, &bytes).unwrap();
+
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("two")]));
+    let team2 = team().await;
+    spawn_agent(&team2, reader(dir.path(), model, &log))
+        .await
+        .unwrap();
+    assert_eq!(
+        team2.checkpoint("coder").unwrap().conversation,
+        before.conversation
+    );
+    team2.ask("coder", "second").await.unwrap();
+    let after = team2.checkpoint("coder").unwrap();
+    team2.shutdown().await;
+
+    let logged = load(&log).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert_eq!(logged.conversation, after.conversation);
+    assert_eq!(logged.conversation.len(), before.conversation.len() + 2);
+}
+
+#[tokio::test]
+async fn a_corrupt_log_is_a_clear_error_and_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let text = concat!(
+        r#"{"type":"session","version":1,"agent":"coder","created_ms":1}"#,
+        "\n",
+        r#"{"type":"commit"}"#,
+        "\n",
+        "this is not a record\n",
+        r#"{"type":"commit"}"#,
+        "\n",
+    );
+    std::fs::write(&log, text).unwrap();
+    let team = team().await;
+    let model = Arc::new(ScriptedModel::new("m", []));
+    let error = spawn_agent(&team, reader(dir.path(), model, &log))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("coder.jsonl:3"), "{error}");
+    assert!(error.contains("corrupt"), "{error}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_log_whose_ledger_has_the_wrong_shape_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let text = concat!(
+        r#"{"type":"session","version":1,"agent":"coder","created_ms":1}"#,
+        "\n",
+        r#"{"type":"message","id":"m1","kind":"normal","message":{"role":"user","content":"hi"}}"#,
+        "\n",
+        r#"{"type":"ledger","ledger":"not a ledger"}"#,
+        "\n",
+        r#"{"type":"commit"}"#,
+        "\n",
+    );
+    std::fs::write(&log, text).unwrap();
+    let team = team().await;
+    let model = Arc::new(ScriptedModel::new("m", []));
+    let error = spawn_agent(&team, reader(dir.path(), model, &log))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("file ledger"), "{error}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
+    team.shutdown().await;
+}

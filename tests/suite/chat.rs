@@ -1,0 +1,206 @@
+//! `troupe chat` end to end: an OpenAI-compatible server on 127.0.0.1, a session log that the
+//! next run resumes, `/context`, `/clear`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// A minimal OpenAI-compatible `/v1/chat/completions` server: it answers every request with
+/// `reply N` and keeps the request bodies.
+struct ChatServer {
+    url: String,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+fn read_request(stream: &mut TcpStream) -> Option<Value> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+impl ChatServer {
+    fn start() -> ChatServer {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let Some(request) = read_request(&mut stream) else {
+                    continue;
+                };
+                let n = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push(request);
+                    seen.len()
+                };
+                let body = json!({
+                    "id": format!("chatcmpl-{n}"),
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "test-model",
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": format!("reply {n}")},
+                        "finish_reason": "stop"
+                    }],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+                })
+                .to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        ChatServer { url, requests }
+    }
+
+    /// The user and assistant texts of the `i`-th request.
+    fn dialogue(&self, i: usize) -> Vec<String> {
+        let requests = self.requests.lock().unwrap();
+        requests[i]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    fn count(&self) -> usize {
+        self.requests.lock().unwrap().len()
+    }
+}
+
+fn chat(config: &Path, session: &Path, input: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["chat", "--config"])
+        .arg(config)
+        .arg("--session")
+        .arg(session)
+        .env("TEST_CHAT_KEY", "sk-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(
+        output.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn chat_keeps_a_session_that_the_next_run_resumes() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[models.remote]
+provider = "openai"
+base_url = "{}"
+api_key_env = "TEST_CHAT_KEY"
+model = "test-model"
+context_window = 8000
+
+[agents.assistant]
+model = "remote"
+instructions = "Be brief."
+"#,
+            server.url
+        ),
+    )
+    .unwrap();
+    let session = dir.path().join("work.jsonl");
+
+    let out = chat(&config, &session, "hello\n/context\nsecond\n/exit\n");
+    assert!(out.contains("reply 1") && out.contains("reply 2"), "{out}");
+    assert!(out.contains("[ctx: "), "no status line: {out}");
+    assert!(out.contains("tokens "), "no /context output: {out}");
+    assert_eq!(server.dialogue(1), ["hello", "reply 1", "second"]);
+
+    // A second run picks the conversation up where it ended.
+    let out = chat(&config, &session, "third\n/exit\n");
+    assert!(out.contains("resumed"), "{out}");
+    assert!(out.contains("reply 3"), "{out}");
+    assert_eq!(
+        server.dialogue(2),
+        ["hello", "reply 1", "second", "reply 2", "third"]
+    );
+
+    // /clear starts over, and the cleared state is what the next run resumes.
+    let out = chat(&config, &session, "/clear\nfourth\n/exit\n");
+    assert!(out.contains("conversation cleared"), "{out}");
+    assert_eq!(server.dialogue(3), ["fourth"]);
+    chat(&config, &session, "fifth\n/exit\n");
+    assert_eq!(server.dialogue(4), ["fourth", "reply 4", "fifth"]);
+    assert_eq!(server.count(), 5);
+
+    let logged = troupe::runtime::session::load(&session).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert_eq!(logged.agent.as_deref(), Some("assistant"));
+}
+
+#[test]
+fn chat_refuses_a_corrupt_session_and_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("bad.jsonl");
+    let text =
+        "{\"type\":\"session\",\"version\":1,\"created_ms\":1}\nnot json\n{\"type\":\"commit\"}\n";
+    std::fs::write(&session, text).unwrap();
+    let config = dir.path().join("troupe.toml");
+    std::fs::write(
+        &config,
+        "[models.remote]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["chat", "--config"])
+        .arg(&config)
+        .arg("--session")
+        .arg(&session)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bad.jsonl:2"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&session).unwrap(), text);
+}
