@@ -87,6 +87,10 @@ impl LlmAgent {
                 restored =
                     Some(restore(path, &logged).map_err(|e| AgentError::Failed(e.to_string()))?);
             }
+            // Only a log that restores is touched.
+            let mut sync = sync;
+            sync.note_model(logged.model.as_deref(), &spec.model.info().name)
+                .map_err(|e| AgentError::Failed(e.to_string()))?;
             session = Some(sync);
         }
         let (conversation, state) = match (checkpoint, restored) {

@@ -8,7 +8,8 @@
 //! - a history that no longer extends the logged one (a compaction, a closed scope), as one
 //!   `compaction` record holding the whole new conversation, the summary, the new archive entries,
 //!   the file lists and the compaction report;
-//! - the file ledger, when it changed.
+//! - the file ledger, when it changed;
+//! - the model, when the agent opens the log with a different one than it last recorded.
 //!
 //! A killed process therefore loses at most the turn in flight; [`restore`] rebuilds the
 //! conversation, ledger, archive and last compaction report from the log.
@@ -98,6 +99,24 @@ impl SessionSync {
             ledger_persisted: session.ledger.clone(),
         };
         Ok((sync, session))
+    }
+
+    /// Record `model` as a `model_change` when the log last named another one (or none).
+    ///
+    /// # Errors
+    /// [`SessionError`] when writing fails.
+    pub(crate) fn note_model(
+        &mut self,
+        logged: Option<&str>,
+        model: &str,
+    ) -> Result<(), SessionError> {
+        if logged == Some(model) {
+            return Ok(());
+        }
+        self.log.append(SessionRecord::ModelChange {
+            model: model.to_string(),
+        });
+        self.log.flush().inspect_err(|_| self.log.discard_pending())
     }
 
     /// The log's path.

@@ -61,10 +61,11 @@ async fn a_resumed_agent_continues_its_logged_conversation() {
     assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
     assert_eq!(logged.conversation, before.conversation);
     assert_eq!(logged.agent.as_deref(), Some("coder"));
+    assert_eq!(logged.model.as_deref(), Some("m"));
 
-    // A new process: the agent comes back with its conversation and ledger.
+    // A new process, with another model: the agent comes back with its conversation and ledger.
     let second = Arc::new(ScriptedModel::new(
-        "m",
+        "m2",
         [ScriptedReply::text("still alpha")],
     ));
     let team2 = team().await;
@@ -89,6 +90,11 @@ async fn a_resumed_agent_continues_its_logged_conversation() {
     let logged = load(&log).unwrap();
     assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
     assert_eq!(logged.conversation, after.conversation);
+    assert_eq!(
+        logged.model.as_deref(),
+        Some("m2"),
+        "the model change is logged"
+    );
 }
 
 fn big(n: usize) -> String {
