@@ -48,35 +48,45 @@ impl ChatServer {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
-                let Some(request) = read_request(&mut stream) else {
-                    continue;
-                };
-                let n = {
-                    let mut seen = seen.lock().unwrap();
-                    seen.push(request);
-                    seen.len()
-                };
-                let body = json!({
-                    "id": format!("chatcmpl-{n}"),
-                    "object": "chat.completion",
-                    "created": 1,
-                    "model": "test-model",
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": format!("reply {n}")},
-                        "finish_reason": "stop"
-                    }],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-                })
-                .to_string();
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+                let seen = seen.clone();
+                std::thread::spawn(move || Self::answer(&mut stream, &seen));
             }
         });
         ChatServer { url, requests }
+    }
+
+    /// Answer one request with `reply N`; a user message containing `slow` is answered after 30 s.
+    fn answer(stream: &mut TcpStream, seen: &Mutex<Vec<Value>>) {
+        let Some(request) = read_request(stream) else {
+            return;
+        };
+        let slow = request.to_string().contains("slow");
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(request);
+            seen.len()
+        };
+        if slow {
+            std::thread::sleep(std::time::Duration::from_secs(30));
+        }
+        let body = json!({
+            "id": format!("chatcmpl-{n}"),
+            "object": "chat.completion",
+            "created": 1,
+            "model": "test-model",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": format!("reply {n}")},
+                "finish_reason": "stop"
+            }],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+        })
+        .to_string();
+        let _ = write!(
+            stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
     }
 
     /// The user and assistant texts of the `i`-th request.
@@ -124,18 +134,15 @@ fn chat(config: &Path, session: &Path, input: &str) -> String {
     stdout
 }
 
-#[test]
-fn chat_keeps_a_session_that_the_next_run_resumes() {
-    let server = ChatServer::start();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("troupe.toml");
+fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
+    let config = dir.join("troupe.toml");
     std::fs::write(
         &config,
         format!(
             r#"
 [models.remote]
 provider = "openai"
-base_url = "{}"
+base_url = "{url}"
 api_key_env = "TEST_CHAT_KEY"
 model = "test-model"
 context_window = 8000
@@ -143,11 +150,18 @@ context_window = 8000
 [agents.assistant]
 model = "remote"
 instructions = "Be brief."
-"#,
-            server.url
+"#
         ),
     )
     .unwrap();
+    config
+}
+
+#[test]
+fn chat_keeps_a_session_that_the_next_run_resumes() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server.url);
     let session = dir.path().join("work.jsonl");
 
     let out = chat(&config, &session, "hello\n/context\nsecond\n/exit\n");
@@ -203,4 +217,61 @@ fn chat_refuses_a_corrupt_session_and_leaves_it_alone() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("bad.jsonl:2"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&session).unwrap(), text);
+}
+
+#[test]
+fn ctrl_c_cancels_the_running_turn_not_the_program() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server.url);
+    let session = dir.path().join("work.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["chat", "--config"])
+        .arg(&config)
+        .arg("--session")
+        .arg(&session)
+        .env("TEST_CHAT_KEY", "sk-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "first").unwrap();
+    writeln!(stdin, "a slow one").unwrap();
+    let started = std::time::Instant::now();
+    while server.count() < 2 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the slow request never arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    writeln!(stdin, "after").unwrap();
+    writeln!(stdin, "/exit").unwrap();
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("(turn cancelled)"), "{stdout}");
+    assert!(stdout.contains("reply 3"), "{stdout}");
+    // The cancelled turn left no trace: the next request continues from the first turn.
+    assert_eq!(server.dialogue(2), ["first", "reply 1", "after"]);
+    let logged = troupe::runtime::session::load(&session).unwrap();
+    let texts: Vec<String> = logged
+        .conversation
+        .messages()
+        .iter()
+        .map(troupe::ChatMessage::text)
+        .collect();
+    assert!(!texts.iter().any(|t| t.contains("slow")), "{texts:?}");
 }
