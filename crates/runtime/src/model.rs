@@ -151,6 +151,10 @@ pub enum ModelError {
         /// What the provider said.
         message: String,
     },
+    /// The request was refused before it was sent: it cannot be encoded for this provider, or
+    /// (record/replay) does not match the recording.
+    #[error("invalid request (not sent): {0}")]
+    InvalidRequest(String),
     /// No answer in time, after retries.
     #[error("model call timed out after {0} s")]
     Timeout(u64),
@@ -179,6 +183,7 @@ impl ModelError {
             ModelError::RateLimited(_) => "rate_limited",
             ModelError::Server { .. } => "server",
             ModelError::BadRequest { .. } => "bad_request",
+            ModelError::InvalidRequest(_) => "invalid_request",
             ModelError::Timeout(_) => "timeout",
             ModelError::InvalidResponse(_) => "invalid_response",
             ModelError::Transport(_) => "transport",

@@ -339,10 +339,8 @@ impl ChatModel for OpenAiModel {
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let body = build_request(&self.config, &request)?;
-        let body = serde_json::to_vec(&body).map_err(|e| ModelError::BadRequest {
-            status: 0,
-            message: format!("cannot encode the request: {e}"),
-        })?;
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
         let mut retry = 0;
         loop {
             let failure = match self.attempt(&body).await {
@@ -498,9 +496,8 @@ fn build_request(
                 .map_err(|e| (i, e.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|(i, e)| ModelError::BadRequest {
-            status: 0,
-            message: format!("message {i} is not a valid chat message: {e}"),
+        .map_err(|(i, e)| {
+            ModelError::InvalidRequest(format!("message {i} is not a valid chat message: {e}"))
         })?;
     let tools: Vec<ChatCompletionTools> = request
         .tools

@@ -317,16 +317,14 @@ impl ChatModel for ReplayModel {
         let mut served = lock(&self.served);
         let call = *served + 1;
         let Some(record) = records.front() else {
-            return Err(ModelError::BadRequest {
-                status: 0,
-                message: format!("replay call {call}: the cassette has no more recorded calls"),
-            });
+            return Err(ModelError::InvalidRequest(format!(
+                "replay call {call}: the cassette has no more recorded calls"
+            )));
         };
         if let Some(difference) = first_difference(&record.request, &got) {
-            return Err(ModelError::BadRequest {
-                status: 0,
-                message: format!("replay call {call}: {difference}"),
-            });
+            return Err(ModelError::InvalidRequest(format!(
+                "replay call {call}: {difference}"
+            )));
         }
         let Some(record) = records.pop_front() else {
             return Err(ModelError::Unavailable(

@@ -87,7 +87,10 @@ async fn model_replay_mismatch_names_the_difference() {
 
     let mut request = first_request();
     request.messages[1] = ChatMessage::user("Add 1 and 3.");
-    let err = replay.chat(request).await.unwrap_err().to_string();
+    let err = replay.chat(request).await.unwrap_err();
+    assert_eq!(err.kind(), "invalid_request", "{err:?}");
+    let err = err.to_string();
+    assert!(err.starts_with("invalid request (not sent): "), "{err}");
     assert!(err.contains("replay call 1"), "{err}");
     assert!(err.contains("messages[1] (user) content differs"), "{err}");
     assert!(

@@ -264,7 +264,7 @@ impl ChatModel for LocalModel {
 
     async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let output = prompt::output_for(&request, self.config.auto_tool_calls)
-            .map_err(|message| ModelError::BadRequest { status: 0, message })?;
+            .map_err(ModelError::InvalidRequest)?;
         let prompt = self.prompt(&prompt::render(&request, &output));
         let grammar = match &output {
             Output::Text => None,
