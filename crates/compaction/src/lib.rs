@@ -54,6 +54,7 @@ pub use session::{
 };
 pub use summary::{
     FileLists, MechanicalSummarizer, Summarizer, SummarizerError, SummaryKind, SummaryPrompt,
+    summary_has_substance,
 };
 pub use token_cache::{CacheStats, ConversationTokens, TokenCache};
 pub use transcript::{Transcript, TranscriptError, ledger_from_transcript, parse_transcript};

@@ -1,12 +1,21 @@
-//! [`ModelSummarizer`]: any [`ChatModel`] as the compaction crate's [`Summarizer`].
+//! [`ModelSummarizer`]: any [`ChatModel`] as the compaction crate's [`Summarizer`], with the
+//! mechanical summarizer behind it for answers that say nothing.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use troupe_compaction::{Summarizer, SummarizerError, SummaryPrompt};
+use troupe_compaction::{
+    MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, summary_has_substance,
+};
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice};
 
 /// Summaries written by a chat model (tier 3 of compaction).
+///
+/// A model that fails, or answers with nothing but the section skeleton (`- (not provided)`
+/// everywhere — what a very small model often writes), would otherwise replace real messages with
+/// an empty summary or stop tier 3 altogether; in both cases the [`MechanicalSummarizer`] answers
+/// the same prompt instead (user requests quoted, tools used, decisions, errors), and a warning is
+/// logged.
 #[derive(Clone)]
 pub struct ModelSummarizer {
     model: Arc<dyn ChatModel>,
@@ -33,19 +42,29 @@ impl Summarizer for ModelSummarizer {
     async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError> {
         let request = ChatRequest {
             messages: vec![
-                ChatMessage::system(prompt.system),
-                ChatMessage::user(prompt.user),
+                ChatMessage::system(prompt.system.clone()),
+                ChatMessage::user(prompt.user.clone()),
             ],
             tool_choice: ToolChoice::None,
             temperature: Some(0.2),
             max_tokens: u32::try_from(prompt.max_output_tokens).ok(),
             ..ChatRequest::default()
         };
-        let response = self
-            .model
-            .chat(request)
-            .await
-            .map_err(|e| SummarizerError::Failed(e.to_string()))?;
-        Ok(response.message.text())
+        let why = match self.model.chat(request).await {
+            Ok(response) => {
+                let text = response.message.text();
+                if summary_has_substance(&text) {
+                    return Ok(text);
+                }
+                "its answer had no content beyond the section headings".to_string()
+            }
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(
+            model = %self.model.info().name,
+            reason = %why,
+            "the summarizer model gave no usable summary; using the mechanical summary"
+        );
+        MechanicalSummarizer::new().summarize(prompt).await
     }
 }

@@ -636,3 +636,42 @@ async fn the_agent_compact_tool_appends_its_result_first_and_returns_the_outcome
     assert_eq!(last_result.text(), "no compaction needed");
     team.shutdown().await;
 }
+
+/// Long user/assistant exchanges and no tool output: only summaries (tier 3) can shrink it.
+fn talkative_conversation() -> Conversation {
+    let mut messages = vec![
+        ChatMessage::system("You are a coder."),
+        ChatMessage::user("Port the tokenizer to Rust; it must stay allocation-free."),
+    ];
+    for i in 0..12 {
+        messages.push(ChatMessage::user(format!(
+            "step {i}: {}",
+            "please look at the tokenizer state machine again. ".repeat(12)
+        )));
+        messages.push(ChatMessage::assistant(format!(
+            "step {i} done: {}",
+            "I rewrote the branch for quoted strings and checked the tests. ".repeat(12)
+        )));
+    }
+    Conversation::from_messages(messages)
+}
+
+#[tokio::test]
+async fn a_summarizer_model_that_answers_with_an_empty_skeleton_is_replaced_by_the_mechanical_one()
+{
+    let skeleton = "```\n## Goal\n- (not provided)\n## Progress\n### Done\n- (not provided)\n### In Progress\n- (none)\n### Blocked\n- (none)\n## Key Decisions\n- (not provided)\n## Next Steps\n- (not provided)\n## Critical Context\n- (not provided)";
+    let weak: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("weak", []).with_fallback(skeleton));
+    let team = team_with_compressor(Some(weak)).await;
+    let compaction = run_job(&team, job(talkative_conversation())).await.unwrap();
+    assert!(compaction.report.reached, "{:?}", compaction.report);
+    let summary = compaction
+        .messages
+        .iter()
+        .find(|m| m.kind == troupe_runtime::MessageKind::Summary)
+        .expect("tier 3 wrote a summary")
+        .text();
+    // The mechanical summary quotes the user's requests; the skeleton never reached the history.
+    assert!(summary.contains("User asked: \"step 0:"), "{summary}");
+    assert!(!summary.contains("```"), "{summary}");
+    team.shutdown().await;
+}

@@ -217,12 +217,15 @@ pub fn normalize_summary(text: &str) -> Option<String> {
         })
         .map(|l| l.replace(SUMMARY_OPEN, "").replace(SUMMARY_CLOSE, ""))
         .collect();
-    while lines.first().is_some_and(|l| l.trim().is_empty()) {
+    trim_blank_ends(&mut lines);
+    // Small models like to wrap the whole answer in a code fence (often without closing it).
+    if lines.first().is_some_and(|l| is_fence(l)) {
         lines.remove(0);
     }
-    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+    if lines.last().is_some_and(|l| is_fence(l)) {
         lines.pop();
     }
+    trim_blank_ends(&mut lines);
     if lines.iter().all(|l| l.trim().is_empty()) {
         return None;
     }
@@ -244,6 +247,48 @@ pub fn normalize_summary(text: &str) -> Option<String> {
         }
     }
     Some(lines.join("\n"))
+}
+
+fn trim_blank_ends(lines: &mut Vec<String>) {
+    while lines.first().is_some_and(|l| l.trim().is_empty()) {
+        lines.remove(0);
+    }
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+}
+
+/// A code-fence line: three backticks and at most a language tag.
+fn is_fence(line: &str) -> bool {
+    line.trim()
+        .strip_prefix("```")
+        .is_some_and(|tag| tag.chars().all(|c| c.is_ascii_alphanumeric()))
+}
+
+/// Whether a summary says anything: some line that is not a heading, a fence, a summary tag or a
+/// placeholder such as `- (not provided)` or `- (none)`. A weak model can answer with the bare
+/// skeleton; such a summary would replace real messages with nothing.
+///
+/// ```
+/// use troupe_compaction::summary_has_substance;
+/// assert!(!summary_has_substance("## Goal\n- (not provided)\n## Progress\n### Done\n- (none)"));
+/// assert!(summary_has_substance("## Goal\n- Fix the parser in src/lib.rs"));
+/// ```
+pub fn summary_has_substance(text: &str) -> bool {
+    text.lines().any(|line| {
+        let t = line.trim();
+        let bare = t.trim_start_matches(['-', '*', ' ']).trim();
+        !(t.is_empty()
+            || t.starts_with('#')
+            || is_fence(t)
+            || t == SUMMARY_OPEN
+            || t == SUMMARY_CLOSE
+            || bare.is_empty()
+            || bare.starts_with("(none")
+            || bare.starts_with("(not provided")
+            || bare.eq_ignore_ascii_case("none")
+            || bare.eq_ignore_ascii_case("n/a"))
+    })
 }
 
 fn add_missing_progress_subsections(lines: &mut Vec<String>) {
@@ -323,6 +368,19 @@ mod tests {
         let next = body.find("## Next Steps").unwrap();
         assert!(progress < blocked && blocked < next);
         assert_eq!(normalize_summary(" \n<summary>\n</summary>\n"), None);
+    }
+
+    #[test]
+    fn a_wrapping_code_fence_is_dropped_and_a_skeleton_has_no_substance() {
+        let body = normalize_summary("```markdown\n## Goal\n- ship it\n```").unwrap();
+        assert!(!body.contains("```"), "{body}");
+        assert!(body.starts_with("## Goal\n- ship it"), "{body}");
+        // An unclosed fence (the answer was cut off) goes too.
+        let body = normalize_summary("```\n\n## Goal\n- ship it").unwrap();
+        assert!(body.starts_with("## Goal"), "{body}");
+        assert!(summary_has_substance(&body));
+        let skeleton = normalize_summary("```\n## Progress\n### Done\n- (not provided)").unwrap();
+        assert!(!summary_has_substance(&skeleton), "{skeleton}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod summarizer;
 pub use fold::{FoldOutcome, summarize_folded};
 pub use format::{
     FileLists, PROGRESS_SUBSECTIONS, ParsedSummary, SECTIONS, missing_sections, normalize_summary,
-    parse_summary_message, summary_message_text,
+    parse_summary_message, summary_has_substance, summary_message_text,
 };
 pub use mechanical::MechanicalSummarizer;
 pub use prompt::{SummaryKind, SummaryPrompt, per_message_prompt, segment_prompt};
