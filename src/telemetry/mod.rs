@@ -1,6 +1,5 @@
-//! Telemetry for troupe programs: console logs and a JSONL trace file. (OTLP export to an
-//! OpenTelemetry collector is not built yet; the span names and `gen_ai.*` attributes are the
-//! ones an OTLP layer would export.)
+//! Telemetry for troupe programs: console logs, a JSONL trace file and, with the `otlp` feature,
+//! export of the same spans to an OpenTelemetry collector over OTLP/HTTP (see `otlp`).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), troupe::telemetry::TelemetryError> {
@@ -15,13 +14,20 @@
 //! | `RUST_LOG` | console filter (stderr), default `warn` |
 //! | `TROUPE_TRACE=FILE` | append one JSON line per closed span to `FILE` (see [`jsonl`]) |
 //! | `TROUPE_TRACE_CONTENT=1` | also record message content (prompts, completions, tool I/O) |
-//! | `TROUPE_TRACE_FILTER` | which spans go to the file (an `EnvFilter`), default `troupe=info,warn` |
+//! | `TROUPE_TRACE_FILTER` | which spans go to the file and to OTLP (an `EnvFilter`), default `troupe=info,warn` |
+//! | `OTEL_EXPORTER_OTLP_ENDPOINT=URL` | feature `otlp`: export spans to `URL/v1/traces` (OTLP/HTTP, protobuf) |
+//! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=URL` | feature `otlp`: the same, to `URL` as given |
+//! | `OTEL_SERVICE_NAME` | feature `otlp`: `service.name` of the exported spans, default `troupe` |
 //!
-//! Secrets never reach the file: fields named like credentials and values that look like one
-//! (`Bearer …`, `sk-…`, `Authorization: …`) are redacted ([`redact`]).
+//! Secrets never reach the file or the collector: fields named like credentials and values that
+//! look like one (`Bearer …`, `sk-…`, `Authorization: …`) are redacted ([`redact`]), and message
+//! content goes out only when `TROUPE_TRACE_CONTENT` asks for it. Without the `otlp` feature an
+//! OTLP endpoint in the environment is ignored with a warning.
 
 mod fields;
 pub mod jsonl;
+#[cfg(feature = "otlp")]
+pub mod otlp;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +40,8 @@ use tracing_subscriber::{Layer, Registry};
 
 pub use fields::{CONTENT_PREFIXES, is_content_name};
 pub use jsonl::{JsonlLayer, TraceFile};
+#[cfg(feature = "otlp")]
+pub use otlp::{OtlpExport, OtlpLayer, otlp_layer};
 
 /// Names the trace file.
 pub const TRACE_ENV: &str = "TROUPE_TRACE";
@@ -41,6 +49,14 @@ pub const TRACE_ENV: &str = "TROUPE_TRACE";
 pub const TRACE_CONTENT_ENV: &str = "TROUPE_TRACE_CONTENT";
 /// Overrides which spans go to the trace file.
 pub const TRACE_FILTER_ENV: &str = "TROUPE_TRACE_FILTER";
+/// The OTLP base URL (OpenTelemetry's variable); traces go to `{base}/v1/traces`.
+pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// The OTLP traces URL, used as given; wins over [`OTLP_ENDPOINT_ENV`].
+pub const OTLP_TRACES_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+/// `service.name` of exported spans (OpenTelemetry's variable).
+pub const SERVICE_NAME_ENV: &str = "OTEL_SERVICE_NAME";
+/// `service.name` when [`SERVICE_NAME_ENV`] is not set.
+pub const DEFAULT_SERVICE_NAME: &str = "troupe";
 
 /// What [`init_with`] sets up.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -53,6 +69,11 @@ pub struct TelemetryConfig {
     pub trace_filter: Option<String>,
     /// Whether message content is recorded.
     pub record_content: bool,
+    /// The OTLP/HTTP URL spans are posted to (`http://host:4318/v1/traces`), if any. Used only
+    /// with the `otlp` feature; without it a configured endpoint is ignored with a warning.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of exported spans; `None` means [`DEFAULT_SERVICE_NAME`].
+    pub service_name: Option<String>,
 }
 
 impl TelemetryConfig {
@@ -64,8 +85,19 @@ impl TelemetryConfig {
             trace_file: var(TRACE_ENV).map(PathBuf::from),
             trace_filter: var(TRACE_FILTER_ENV),
             record_content: content_enabled(),
+            otlp_endpoint: otlp_traces_endpoint(
+                var(OTLP_TRACES_ENDPOINT_ENV),
+                var(OTLP_ENDPOINT_ENV),
+            ),
+            service_name: var(SERVICE_NAME_ENV),
         }
     }
+}
+
+/// The OTLP traces URL, as OpenTelemetry specifies it for OTLP/HTTP: the traces endpoint as
+/// given, else `/v1/traces` under the base endpoint.
+fn otlp_traces_endpoint(traces: Option<String>, base: Option<String>) -> Option<String> {
+    traces.or_else(|| base.map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))))
 }
 
 /// Whether `TROUPE_TRACE_CONTENT` asks for message content in traces. Code that records content
@@ -101,16 +133,27 @@ pub enum TelemetryError {
         /// The parser's message.
         reason: String,
     },
+    /// The OTLP exporter could not be set up.
+    #[error("cannot export traces over OTLP to {endpoint}: {reason}")]
+    Otlp {
+        /// The configured endpoint.
+        endpoint: String,
+        /// Why.
+        reason: String,
+    },
     /// A global subscriber was already installed.
     #[error("telemetry is already initialized: {0}")]
     AlreadyInitialized(String),
 }
 
-/// Keeps telemetry running; flushes the trace file when dropped.
+/// Keeps telemetry running; flushes the trace file and shuts OTLP export down (sending the
+/// spans still queued) when dropped.
 #[must_use = "dropping the guard flushes and ends trace export"]
 #[derive(Debug, Default)]
 pub struct TelemetryGuard {
     trace_file: Option<Arc<TraceFile>>,
+    #[cfg(feature = "otlp")]
+    otlp: Option<OtlpExport>,
 }
 
 impl TelemetryGuard {
@@ -119,18 +162,43 @@ impl TelemetryGuard {
         self.trace_file.as_deref().map(TraceFile::path)
     }
 
-    /// Flush the trace file now (it is also flushed on drop).
+    /// The OTLP export, if spans are being exported.
+    #[cfg(feature = "otlp")]
+    pub fn otlp(&self) -> Option<&OtlpExport> {
+        self.otlp.as_ref()
+    }
+
+    /// Flush the trace file and export the finished spans now (both also happen on drop). An
+    /// export that fails is reported as a warning; telemetry never fails the program.
     pub fn flush(&self) {
         if let Some(file) = &self.trace_file {
             file.flush();
+        }
+        #[cfg(feature = "otlp")]
+        if let Some(Err(e)) = self.otlp.as_ref().map(OtlpExport::flush) {
+            warn_export_failed(self.otlp.as_ref(), &e);
         }
     }
 }
 
 impl Drop for TelemetryGuard {
     fn drop(&mut self) {
-        self.flush();
+        if let Some(file) = &self.trace_file {
+            file.flush();
+        }
+        // Shutting down exports what is still queued; the program is ending, so a failure can
+        // only be mentioned.
+        #[cfg(feature = "otlp")]
+        if let Some(Err(e)) = self.otlp.as_ref().map(OtlpExport::shutdown) {
+            warn_export_failed(self.otlp.as_ref(), &e);
+        }
     }
+}
+
+#[cfg(feature = "otlp")]
+fn warn_export_failed(otlp: Option<&OtlpExport>, error: &dyn std::fmt::Display) {
+    let endpoint = otlp.map_or("", OtlpExport::endpoint);
+    tracing::warn!(target: "troupe::telemetry", "OTLP export to {endpoint} failed: {error}");
 }
 
 /// Set up telemetry from the environment (see the module docs) as the global subscriber.
@@ -204,16 +272,61 @@ pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryErr
         Some((layer, file)) => (Some(layer), Some(file)),
         None => (None, None),
     };
+    #[cfg(feature = "otlp")]
+    let (otlp_layer, otlp) = match otlp_layer::<Registry>(&config)? {
+        Some((layer, export)) => (Some(layer), Some(export)),
+        None => (None, None),
+    };
+    #[cfg(not(feature = "otlp"))]
+    let otlp_layer: Option<Box<dyn Layer<Registry> + Send + Sync>> = None;
     let layers: Vec<Box<dyn Layer<Registry> + Send + Sync>> = [
         Some(Box::new(console) as Box<dyn Layer<Registry> + Send + Sync>),
         trace_layer,
+        otlp_layer,
     ]
     .into_iter()
     .flatten()
     .collect();
+    let guard = TelemetryGuard {
+        trace_file,
+        #[cfg(feature = "otlp")]
+        otlp,
+    };
+    // On failure the guard drops here, shutting down an export that never got a span.
     tracing_subscriber::registry()
         .with(layers)
         .try_init()
         .map_err(|e| TelemetryError::AlreadyInitialized(e.to_string()))?;
-    Ok(TelemetryGuard { trace_file })
+    #[cfg(not(feature = "otlp"))]
+    if let Some(endpoint) = &config.otlp_endpoint {
+        tracing::warn!(
+            target: "troupe::telemetry",
+            "OTLP export to {endpoint} is not built into this troupe (cargo feature `otlp`); \
+             spans are not exported"
+        );
+    }
+    Ok(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn otlp_endpoint_follows_the_opentelemetry_variables() {
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(otlp_traces_endpoint(None, None), None);
+        assert_eq!(
+            otlp_traces_endpoint(None, some("http://collector:4318")),
+            some("http://collector:4318/v1/traces")
+        );
+        assert_eq!(
+            otlp_traces_endpoint(None, some("http://collector:4318/")),
+            some("http://collector:4318/v1/traces")
+        );
+        assert_eq!(
+            otlp_traces_endpoint(some("http://c:4318/custom"), some("http://other:4318")),
+            some("http://c:4318/custom")
+        );
+    }
 }

@@ -40,9 +40,10 @@ pub fn is_secret_name(name: &str) -> bool {
 }
 
 static SECRET_VALUE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    // `Bearer <token>`, `Authorization: <anything>`, and OpenAI-style `sk-…` keys.
+    // `Bearer <token>`, `Authorization: [scheme] <anything>`, and OpenAI-style `sk-…` keys. The
+    // scheme is optional so that `Authorization: Bearer x` loses `x`, not just the word `Bearer`.
     Regex::new(
-        r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+|(authorization\s*[:=]\s*)[^\s,;}\x22']+|\bsk-[A-Za-z0-9_-]{6,}",
+        r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+|(authorization[\x22']?\s*[:=]\s*[\x22']?)(?:(?:bearer|basic|token|digest)\s+)?[^\s,;}\x22']+|\bsk-[A-Za-z0-9_-]{6,}",
     )
     .ok()
 });
@@ -106,6 +107,14 @@ mod tests {
         assert_eq!(
             redact_value("key sk-proj-ABCdef123456 rejected"),
             "key [redacted] rejected"
+        );
+        assert_eq!(
+            redact_value("Authorization: Bearer tok-XYZ987"),
+            "Authorization: [redacted]"
+        );
+        assert_eq!(
+            redact_value(r#"{"authorization":"Basic dXNlcjpwYXNz"}"#),
+            r#"{"authorization":"[redacted]"}"#
         );
         assert_eq!(redact_value("nothing to see"), "nothing to see");
     }

@@ -1,6 +1,8 @@
 mod chat;
 mod cli;
 mod config;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod readme;
 mod session;
 mod support;
