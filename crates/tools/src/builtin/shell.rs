@@ -81,7 +81,8 @@ impl Tool for Shell {
                 "command is empty; give a shell command line to run",
             ));
         }
-        let child = tokio::process::Command::new(&self.config.shell)
+        let mut command = tokio::process::Command::new(&self.config.shell);
+        command
             .arg("-c")
             .arg(&args.command)
             .current_dir(&ctx.root)
@@ -89,11 +90,14 @@ impl Tool for Shell {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Dropping the future (timeout, cancellation) must not leave the process running.
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                ToolError::fatal(format!("cannot start {}: {e}", self.config.shell.display()))
-            })?;
+            .kill_on_drop(true);
+        // Its own process group, so that a timeout also ends what the command started.
+        #[cfg(unix)]
+        command.process_group(0);
+        let child = command.spawn().map_err(|e| {
+            ToolError::fatal(format!("cannot start {}: {e}", self.config.shell.display()))
+        })?;
+        let group = GroupKiller(child.id());
         let output = match tokio::time::timeout(self.config.timeout, child.wait_with_output()).await
         {
             Ok(Ok(output)) => output,
@@ -110,6 +114,8 @@ impl Tool for Shell {
                 )));
             }
         };
+        // Finished in time: what it left running in the background is its business.
+        group.disarm();
         let status = match output.status.code() {
             Some(code) => format!("exit code: {code}"),
             None => "killed by a signal".to_string(),
@@ -118,5 +124,29 @@ impl Tool for Shell {
         let stdout = truncate_output(String::from_utf8_lossy(&output.stdout).into_owned(), cap);
         let stderr = truncate_output(String::from_utf8_lossy(&output.stderr).into_owned(), cap);
         Ok(format!("{status}\n[stdout]\n{stdout}\n[stderr]\n{stderr}"))
+    }
+}
+
+/// Kills a command's whole process group when dropped (timeout, cancellation) unless disarmed:
+/// `kill_on_drop` alone would end `sh` but leave its children — and the pipes they hold — alive.
+struct GroupKiller(Option<u32>);
+
+impl GroupKiller {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for GroupKiller {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.0 {
+            // No libc (unsafe) for one signal: `kill` is on every Unix.
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
     }
 }

@@ -52,6 +52,40 @@ async fn shell_kills_a_command_past_its_timeout() {
     );
 }
 
+#[cfg(unix)]
+#[tokio::test]
+async fn a_timeout_also_kills_what_the_command_started() {
+    let (dir, ctx) = workspace();
+    let registry = registry(ShellConfig {
+        timeout: Duration::from_millis(500),
+        ..ShellConfig::default()
+    });
+    let result = run(
+        &registry,
+        &ctx,
+        "shell",
+        json!({"command": "sleep 30 & echo $! > child.pid; wait"}),
+    )
+    .await;
+    assert_eq!(result.failure(), Some(&ToolFailure::Refused));
+    let pid = std::fs::read_to_string(dir.path().join("child.pid")).unwrap();
+    let proc = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+    // A killed child may linger as a zombie for a moment until init reaps it.
+    let gone = (0..100).any(|_| {
+        let alive = std::fs::read_to_string(proc.join("stat"))
+            .is_ok_and(|stat| stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"));
+        if alive {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !alive
+    });
+    assert!(
+        gone,
+        "the background `sleep` (pid {}) survived the timeout",
+        pid.trim()
+    );
+}
+
 #[tokio::test]
 async fn shell_output_is_bounded() {
     let (_dir, ctx) = workspace();
