@@ -202,8 +202,16 @@ async fn main() -> anyhow::Result<()> {
 
     let stats = context_stats(&team, AGENT).await?;
     println!(
-        "\n{compactions} compaction(s); context now {} of {} tokens ({} %); messages by kind: {:?}",
-        stats.tokens, stats.window, stats.percent, stats.by_kind
+        "\n{compactions} compaction(s); context now {} of {} tokens ({} %); by kind: {}",
+        stats.tokens,
+        stats.window,
+        stats.percent,
+        stats
+            .by_kind
+            .iter()
+            .map(|s| format!("{} {} msg / {} tok", s.name, s.messages, s.tokens))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     let summary = team.checkpoint(AGENT).and_then(|c| {
         c.conversation

@@ -168,6 +168,12 @@ fn chat_keeps_a_session_that_the_next_run_resumes() {
     assert!(out.contains("reply 1") && out.contains("reply 2"), "{out}");
     assert!(out.contains("[ctx: "), "no status line: {out}");
     assert!(out.contains("tokens "), "no /context output: {out}");
+    assert!(out.contains("by role:"), "no per-role breakdown: {out}");
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("user") && l.contains(" 1 msg")),
+        "no user share: {out}"
+    );
     assert_eq!(server.dialogue(1), ["hello", "reply 1", "second"]);
 
     // A second run picks the conversation up where it ended.

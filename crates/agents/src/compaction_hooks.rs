@@ -186,10 +186,23 @@ pub struct ContextStats {
     pub window: usize,
     /// Percent of the window used.
     pub percent: usize,
-    /// Messages by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
-    pub by_kind: Vec<(String, usize)>,
+    /// Messages and tokens by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
+    pub by_kind: Vec<ContextShare>,
+    /// Messages and tokens by role (`system`, `user`, `assistant`, `tool`).
+    pub by_role: Vec<ContextShare>,
     /// The last compaction's report, if any.
     pub last_compaction: Option<CompactionReport>,
+}
+
+/// One slice of a conversation: how many messages of a kind (or role) and their tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextShare {
+    /// The kind or role.
+    pub name: String,
+    /// Messages of it.
+    pub messages: usize,
+    /// Their tokens (message tokens only; the request's reply priming is not attributed).
+    pub tokens: usize,
 }
 
 async fn ask_agent_job(

@@ -16,7 +16,8 @@ mod team_tools;
 
 pub use compaction_hooks::{
     AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionSettings,
-    ContextStats, close_scope, compact_agent, context_stats, open_scope, shared_counter,
+    ContextShare, ContextStats, close_scope, compact_agent, context_stats, open_scope,
+    shared_counter,
 };
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
 pub use llm_agent::{COMPACT_TOOL, LlmAgent};

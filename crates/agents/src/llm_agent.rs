@@ -24,7 +24,7 @@ use troupe_tools::{FileLedger, SharedLedger, ToolContext, ToolOutcome, ToolRegis
 
 use crate::compaction_hooks::{
     AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker,
-    ContextStats, Trigger, crate_trigger,
+    ContextShare, ContextStats, Trigger, crate_trigger,
 };
 use crate::compression::{COMPRESSION_AGENT, CompactionJob, CompactionResult};
 use crate::session_sync::{SessionSync, restore};
@@ -303,19 +303,41 @@ impl LlmAgent {
     }
 
     fn context_stats(&self) -> ContextStats {
-        let tokens = self.tokens();
-        let mut by_kind = std::collections::BTreeMap::new();
-        for m in self.conversation.messages() {
-            let kind = serde_json::to_value(m.kind)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string));
-            *by_kind.entry(kind.unwrap_or_default()).or_insert(0usize) += 1;
+        let counts = self
+            .token_cache
+            .count_messages(self.counter.as_ref(), self.conversation.messages());
+        let name_of = |v: serde_json::Result<serde_json::Value>| {
+            v.ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
+        let mut by_kind = std::collections::BTreeMap::<String, (usize, usize)>::new();
+        let mut by_role = std::collections::BTreeMap::<String, (usize, usize)>::new();
+        for (m, tokens) in self.conversation.messages().iter().zip(&counts.per_message) {
+            for (map, name) in [
+                (&mut by_kind, name_of(serde_json::to_value(m.kind))),
+                (&mut by_role, name_of(serde_json::to_value(m.role))),
+            ] {
+                let share = map.entry(name).or_default();
+                share.0 += 1;
+                share.1 += tokens;
+            }
         }
+        let shares = |map: std::collections::BTreeMap<String, (usize, usize)>| {
+            map.into_iter()
+                .map(|(name, (messages, tokens))| ContextShare {
+                    name,
+                    messages,
+                    tokens,
+                })
+                .collect()
+        };
         ContextStats {
-            tokens,
+            tokens: counts.total,
             window: self.policy.context_window,
-            percent: self.policy.percent(tokens),
-            by_kind: by_kind.into_iter().collect(),
+            percent: self.policy.percent(counts.total),
+            by_kind: shares(by_kind),
+            by_role: shares(by_role),
             last_compaction: self.last_compaction.clone(),
         }
     }

@@ -170,8 +170,14 @@ impl Chat {
         match context_stats(&self.team, &self.name()).await {
             Ok(s) => {
                 println!("tokens {} of {} ({}%)", s.tokens, s.window, s.percent);
-                for (kind, tokens) in &s.by_kind {
-                    println!("  {kind:<16} {tokens}");
+                for (title, shares) in [("by kind", &s.by_kind), ("by role", &s.by_role)] {
+                    println!("  {title}:");
+                    for share in shares {
+                        println!(
+                            "    {:<16} {:>7} tokens  {:>4} msg",
+                            share.name, share.tokens, share.messages
+                        );
+                    }
                 }
                 match &s.last_compaction {
                     Some(r) => println!(
