@@ -42,7 +42,10 @@ fn research_tools() -> anyhow::Result<ToolRegistry> {
             if args.topic.to_lowercase().contains("sourdough") {
                 Ok("Sourdough needs a 12-hour rise.".to_string())
             } else {
-                Err(ToolError::respond(format!("no notes about `{}`", args.topic)))
+                Err(ToolError::respond(format!(
+                    "no notes about `{}`",
+                    args.topic
+                )))
             }
         },
     )?;

@@ -78,14 +78,21 @@ pub(crate) fn output_for<'a>(
 
 /// The conversation as `(role, content)` pairs for the model's chat template.
 ///
-/// Tool calls are written as the same JSON the grammar makes the model produce, and tool results
-/// as user messages naming the tool: every chat template knows `user`, not all know `tool`. Tool
-/// instructions go into the system message only when a call is wanted — otherwise a small model
-/// imitates the JSON in its text answer.
+/// When a call is wanted, earlier tool calls are written as the same JSON the grammar makes the
+/// model produce; when a text answer is wanted they are written in prose, and the last tool
+/// result asks for the answer — a small model otherwise imitates the JSON in its answer. Tool
+/// results are user messages naming the tool: every chat template knows `user`, not all know
+/// `tool`. Tool instructions go into the system message only when a call is wanted.
 pub(crate) fn render(request: &ChatRequest, output: &Output<'_>) -> Vec<(String, String)> {
+    let calling = matches!(output, Output::ToolCall(_));
+    let last_result = request
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::Tool)
+        .filter(|&i| i + 1 == request.messages.len());
     let mut names: HashMap<&str, &str> = HashMap::new();
     let mut rendered = Vec::with_capacity(request.messages.len() + 1);
-    for message in &request.messages {
+    for (index, message) in request.messages.iter().enumerate() {
         let content = match message.role {
             Role::Assistant if message.has_tool_calls() => {
                 let mut text = message.text();
@@ -96,19 +103,30 @@ pub(crate) fn render(request: &ChatRequest, output: &Output<'_>) -> Vec<(String,
                     if !text.is_empty() {
                         text.push('\n');
                     }
-                    // Written by hand: `json!` would sort the keys, and the grammar puts the name
-                    // first (so the model commits to a tool before writing its arguments).
-                    text.push_str(&format!(
-                        r#"{{"name": {}, "arguments": {arguments}}}"#,
-                        Value::String(call.function.name.clone())
-                    ));
+                    if calling {
+                        // Written by hand: `json!` would sort the keys, and the grammar puts the
+                        // name first (so the model commits to a tool before its arguments).
+                        text.push_str(&format!(
+                            r#"{{"name": {}, "arguments": {arguments}}}"#,
+                            Value::String(call.function.name.clone())
+                        ));
+                    } else {
+                        text.push_str(&format!(
+                            "I called the tool {} with {arguments}.",
+                            call.function.name
+                        ));
+                    }
                 }
                 text
             }
             Role::Tool => {
                 let id = message.tool_call_id.as_deref().unwrap_or_default();
                 let name = names.get(id).copied().unwrap_or("the tool");
-                format!("Result of {name}:\n{}", message.text())
+                let mut text = format!("Result of {name}:\n{}", message.text());
+                if !calling && last_result == Some(index) {
+                    text.push_str("\n\nNow answer the request using this result, in plain words.");
+                }
+                text
             }
             _ => message.text(),
         };
@@ -326,15 +344,32 @@ mod tests {
             ),
             ChatMessage::tool_result("c1", "sunny"),
         ]);
+        // A text answer is wanted: the call in prose, and the result asks for the answer.
         let rendered = render(&request, &Output::Text);
         assert_eq!(
             rendered[1].1,
-            r#"{"name": "weather", "arguments": {"city":"Oslo"}}"#
+            r#"I called the tool weather with {"city":"Oslo"}."#
         );
         assert_eq!(
             rendered[2],
-            ("user".to_string(), "Result of weather:\nsunny".to_string())
+            (
+                "user".to_string(),
+                "Result of weather:\nsunny\n\nNow answer the request using this result, in plain words."
+                    .to_string()
+            )
         );
+        // Another call is wanted: the call as the JSON the grammar produces.
+        let weather = ToolDefinition {
+            name: "weather".into(),
+            description: "Weather.".into(),
+            parameters: json!({"type": "object"}),
+        };
+        let rendered = render(&request, &Output::ToolCall(vec![&weather]));
+        assert_eq!(
+            rendered[2].1,
+            r#"{"name": "weather", "arguments": {"city":"Oslo"}}"#
+        );
+        assert_eq!(rendered[3].1, "Result of weather:\nsunny");
     }
 
     #[test]
