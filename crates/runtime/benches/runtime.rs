@@ -7,8 +7,9 @@
 //! - `ask/agent` — one `Team::ask_with` round trip to a trivial agent (an actor that echoes the
 //!   request text and checkpoints an empty conversation) vs `ask/raw_tokio` — one request over a
 //!   tokio mpsc channel to an echo task that answers on a oneshot. Goal: agent ≤ 1.5 × raw.
-//! - spawning 10 000 idle agents under one supervisor (goal < 100 ms): printed as the median of
-//!   the rounds, not through criterion (one sample takes too long for criterion's sampling).
+//! - spawning 10 000 idle agents under one supervisor (goal < 100 ms), one `Team::spawn` each
+//!   and with one `Team::spawn_many`: printed as the median of the rounds, not through criterion
+//!   (one sample takes too long for criterion's sampling).
 //! - `event_bus/*` — publishing one event to 100 subscribers: `publish_try_recv` publishes and
 //!   drains all 100 receivers on one thread (the cost of the fan-out itself), next to the same
 //!   with a bare `tokio::sync::broadcast` channel; `publish_to_100_tasks` publishes and waits
@@ -77,7 +78,49 @@ fn bench_ask(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     rt.block_on(team.shutdown());
 }
 
-/// Spawn `n` idle agents into a fresh team, `rounds` times; prints the median time.
+/// How one round spawns its agents.
+#[derive(Clone, Copy)]
+enum SpawnWay {
+    /// `Team::spawn` per agent.
+    OneByOne,
+    /// One `Team::spawn_many`.
+    Batch,
+}
+
+/// Spawn `n` idle agents into a fresh team; the spawn and shutdown times.
+fn spawn_round(rt: &tokio::runtime::Runtime, n: usize, way: SpawnWay) -> (f64, f64) {
+    rt.block_on(async {
+        let team = Team::start(TeamConfig::default()).await.unwrap();
+        let factory = echo_factory();
+        let started = Instant::now();
+        match way {
+            SpawnWay::OneByOne => {
+                for i in 0..n {
+                    team.spawn(format!("a{i}"), factory.clone()).await.unwrap();
+                }
+            }
+            SpawnWay::Batch => {
+                let results = team
+                    .spawn_many((0..n).map(|i| (format!("a{i}"), factory.clone())))
+                    .await
+                    .unwrap();
+                assert!(results.iter().all(Result::is_ok));
+            }
+        }
+        let spawn = started.elapsed();
+        // Every agent answers: they really are up.
+        team.ask(&format!("a{}", n - 1), "up?").await.unwrap();
+        let started = Instant::now();
+        team.shutdown().await;
+        (
+            spawn.as_secs_f64() * 1000.0,
+            started.elapsed().as_secs_f64() * 1000.0,
+        )
+    })
+}
+
+/// Spawn `n` idle agents into a fresh team, `rounds` times each way (interleaved); prints the
+/// median times.
 fn spawn_report(rt: &tokio::runtime::Runtime) {
     let n: usize = std::env::var("TROUPE_BENCH_SPAWN_N")
         .ok()
@@ -87,35 +130,31 @@ fn spawn_report(rt: &tokio::runtime::Runtime) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
-    let mut spawn_ms = Vec::new();
-    let mut shutdown_ms = Vec::new();
+    let ways = [
+        ("spawn", SpawnWay::OneByOne),
+        ("spawn_many", SpawnWay::Batch),
+    ];
+    let mut spawn_ms = vec![Vec::new(); ways.len()];
+    let mut shutdown_ms = vec![Vec::new(); ways.len()];
     for _ in 0..rounds {
-        let (spawn, shutdown) = rt.block_on(async {
-            let team = Team::start(TeamConfig::default()).await.unwrap();
-            let factory = echo_factory();
-            let started = Instant::now();
-            for i in 0..n {
-                team.spawn(format!("a{i}"), factory.clone()).await.unwrap();
-            }
-            let spawn = started.elapsed();
-            // Every agent answers: they really are up.
-            team.ask(&format!("a{}", n - 1), "up?").await.unwrap();
-            let started = Instant::now();
-            team.shutdown().await;
-            (spawn, started.elapsed())
-        });
-        spawn_ms.push(spawn.as_secs_f64() * 1000.0);
-        shutdown_ms.push(shutdown.as_secs_f64() * 1000.0);
+        for (i, (_, way)) in ways.iter().enumerate() {
+            let (spawn, shutdown) = spawn_round(rt, n, *way);
+            spawn_ms[i].push(spawn);
+            shutdown_ms[i].push(shutdown);
+        }
     }
-    let min = spawn_ms.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = spawn_ms.iter().copied().fold(0.0, f64::max);
-    println!(
-        "spawn/{n}_idle_agents: median {:.1} ms (min {min:.1}, max {max:.1}, {rounds} rounds; \
-         {:.2} µs per agent); shutdown median {:.1} ms",
-        median(spawn_ms.clone()),
-        median(spawn_ms) * 1000.0 / n as f64,
-        median(shutdown_ms)
-    );
+    for (i, (label, _)) in ways.iter().enumerate() {
+        let times = &spawn_ms[i];
+        let min = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = times.iter().copied().fold(0.0, f64::max);
+        println!(
+            "{label}/{n}_idle_agents: median {:.1} ms (min {min:.1}, max {max:.1}, {rounds} rounds; \
+             {:.2} µs per agent); shutdown median {:.1} ms",
+            median(times.clone()),
+            median(times.clone()) * 1000.0 / n as f64,
+            median(shutdown_ms[i].clone())
+        );
+    }
 }
 
 fn event() -> Event {

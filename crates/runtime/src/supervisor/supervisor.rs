@@ -65,6 +65,11 @@ pub(crate) enum SupervisorMsg {
         factory: BehaviorFactory,
         reply: RpcReplyPort<Result<(), SpawnError>>,
     },
+    /// Spawn many agents in one message (one mailbox round trip instead of one per agent).
+    SpawnMany {
+        agents: Vec<(String, BehaviorFactory)>,
+        reply: RpcReplyPort<Vec<Result<(), SpawnError>>>,
+    },
     StopAll(RpcReplyPort<()>),
 }
 
@@ -120,6 +125,33 @@ impl Supervisor {
                 reason: e.to_string(),
             })?;
         Ok(actor)
+    }
+
+    /// Start a new child and register it, unless the team is stopping or the name is taken.
+    async fn spawn_one(
+        myself: &ActorRef<SupervisorMsg>,
+        state: &mut SupervisorState,
+        name: String,
+        factory: BehaviorFactory,
+    ) -> Result<(), SpawnError> {
+        if state.stopping {
+            return Err(SpawnError::ShutDown);
+        }
+        if state.children.contains_key(&name) {
+            return Err(SpawnError::DuplicateName(name));
+        }
+        let actor = Self::start_child(myself, state, &name, &factory, None).await?;
+        state.by_id.insert(actor.get_id(), name.clone());
+        state.args.directory.set_live(&name, actor.clone());
+        state.children.insert(
+            name,
+            Child {
+                factory,
+                actor,
+                failures: VecDeque::new(),
+            },
+        );
+        Ok(())
     }
 
     async fn on_child_down(
@@ -242,29 +274,15 @@ impl Actor for Supervisor {
                 factory,
                 reply,
             } => {
-                let result = if state.stopping {
-                    Err(SpawnError::ShutDown)
-                } else if state.children.contains_key(&name) {
-                    Err(SpawnError::DuplicateName(name))
-                } else {
-                    match Self::start_child(&myself, state, &name, &factory, None).await {
-                        Ok(actor) => {
-                            state.by_id.insert(actor.get_id(), name.clone());
-                            state.args.directory.set_live(&name, actor.clone());
-                            state.children.insert(
-                                name,
-                                Child {
-                                    factory,
-                                    actor,
-                                    failures: VecDeque::new(),
-                                },
-                            );
-                            Ok(())
-                        }
-                        Err(e) => Err(e),
-                    }
-                };
+                let result = Self::spawn_one(&myself, state, name, factory).await;
                 let _ = reply.send(result);
+            }
+            SupervisorMsg::SpawnMany { agents, reply } => {
+                let mut results = Vec::with_capacity(agents.len());
+                for (name, factory) in agents {
+                    results.push(Self::spawn_one(&myself, state, name, factory).await);
+                }
+                let _ = reply.send(results);
             }
             SupervisorMsg::StopAll(reply) => {
                 state.stopping = true;

@@ -165,6 +165,40 @@ async fn duplicate_and_invalid_names_are_refused() {
 }
 
 #[tokio::test]
+async fn spawn_many_reports_each_agent_and_spawns_the_valid_ones() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    team.spawn("taken", echo_factory()).await.unwrap();
+    let failing: troupe_runtime::BehaviorFactory =
+        std::sync::Arc::new(|_| Err(troupe_runtime::AgentError::Failed("no config".into())));
+    let results = team
+        .spawn_many([
+            ("w1".to_string(), echo_factory()),
+            ("bad name".to_string(), echo_factory()),
+            ("taken".to_string(), echo_factory()),
+            ("broken".to_string(), failing),
+            ("w2".to_string(), echo_factory()),
+            ("w1".to_string(), echo_factory()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 6);
+    assert_eq!(results[0], Ok(()));
+    assert!(matches!(results[1], Err(SpawnError::InvalidName(_))));
+    assert_eq!(results[2], Err(SpawnError::DuplicateName("taken".into())));
+    assert!(
+        matches!(&results[3], Err(SpawnError::Build { name, reason }) if name == "broken" && reason.contains("no config")),
+        "{:?}",
+        results[3]
+    );
+    assert_eq!(results[4], Ok(()));
+    assert_eq!(results[5], Err(SpawnError::DuplicateName("w1".into())));
+    assert_eq!(team.ask("w1", "hi").await.unwrap(), "w1: hi");
+    assert_eq!(team.ask("w2", "hi").await.unwrap(), "w2: hi");
+    assert!(team.ask("broken", "hi").await.is_err());
+    team.shutdown().await;
+}
+
+#[tokio::test]
 async fn requests_from_one_sender_are_handled_in_order() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     team.spawn("echo", echo_factory()).await.unwrap();
