@@ -189,14 +189,24 @@ async fn main() -> anyhow::Result<()> {
                 AGENT,
                 &format!(r#"Read {file} with read_file: {{"path": "{file}"}}"#),
             )
-            .await?;
+            .await;
         let stats = context_stats(&team, AGENT).await?;
-        println!(
-            "read {file}: context now {} tokens ({} %) · answer: {}",
-            stats.tokens,
-            stats.percent,
-            one_line(&answer, 100)
-        );
+        match answer {
+            Ok(answer) => println!(
+                "read {file}: context now {} tokens ({} %) · answer: {}",
+                stats.tokens,
+                stats.percent,
+                one_line(&answer, 100)
+            ),
+            // A failed model call (a small model can run a tool call's JSON past its token
+            // limit) leaves the conversation as it was: report it and go on with the next file.
+            Err(e) => println!(
+                "read {file}: skipped ({}); context still {} tokens ({} %)",
+                one_line(&e.to_string(), 100),
+                stats.tokens,
+                stats.percent
+            ),
+        }
         compactions += print_compactions(&mut events);
     }
 

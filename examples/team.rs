@@ -23,7 +23,7 @@ use anyhow::Context as _;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::runtime::{AgentBehavior, AgentContext, AgentError, Checkpoint};
 use troupe::summary::RunSummary;
-use troupe::{AgentRequest, AgentSpec, ChatModel, Team, TeamConfig, spawn_agent};
+use troupe::{AgentRequest, AgentSpec, ChatModel, Event, Team, TeamConfig, spawn_agent};
 
 /// A coordinator written as code: asks `namer` and `copywriter` concurrently, then combines.
 struct Delegator;
@@ -43,17 +43,35 @@ impl AgentBehavior for Delegator {
             };
             ctx.directory.ask(to, hop, Duration::from_secs(300))
         };
+        // Turn events, as an LLM agent publishes them, so the run summary counts this agent too.
+        let trace_id = Some(request.trace.trace_id_hex());
+        ctx.events.publish(
+            trace_id.clone(),
+            Event::TurnStarted {
+                agent: ctx.name.clone(),
+            },
+        );
         let (name, slogan) = tokio::join!(
             ask("namer", "Suggest one name for a small bakery."),
             ask("copywriter", "Write a one-line slogan for a small bakery.")
         );
-        let name = name.map_err(|e| AgentError::Failed(e.to_string()))?;
-        let slogan = slogan.map_err(|e| AgentError::Failed(e.to_string()))?;
-        Ok(format!(
-            "Announcing {} — \"{}\"",
-            name.trim(),
-            slogan.trim()
-        ))
+        let answer = match (name, slogan) {
+            (Ok(name), Ok(slogan)) => Ok(format!(
+                "Announcing {} — \"{}\"",
+                name.trim(),
+                slogan.trim()
+            )),
+            (Err(e), _) | (_, Err(e)) => Err(AgentError::Failed(e.to_string())),
+        };
+        ctx.events.publish(
+            trace_id,
+            Event::TurnFinished {
+                agent: ctx.name.clone(),
+                model_calls: 0,
+                error: answer.as_ref().err().map(ToString::to_string),
+            },
+        );
+        answer
     }
 
     fn checkpoint(&self) -> Checkpoint {

@@ -309,8 +309,18 @@ impl ChatModel for LocalModel {
                 },
             }),
             Output::ToolCall(tools) => {
-                let (name, arguments) = prompt::parse_tool_call(&generation.text, &tools)
-                    .map_err(ModelError::InvalidResponse)?;
+                let (name, arguments) = prompt::parse_tool_call(&generation.text, &tools).map_err(
+                    |why| match generation.stop {
+                        // The grammar only allows valid calls, so a call that does not parse
+                        // was cut off: say that, not just where the JSON ended.
+                        Stop::Length => ModelError::InvalidResponse(format!(
+                            "the tool call was cut off at the {max_tokens}-token limit before its \
+                             JSON closed (the model kept writing one argument): {}",
+                            clip(&generation.text, 160)
+                        )),
+                        Stop::EndOfTurn => ModelError::InvalidResponse(why),
+                    },
+                )?;
                 let id = format!("call_local_{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed));
                 Ok(ChatResponse {
                     message: prompt::tool_call_message(id, name, arguments),
@@ -320,6 +330,16 @@ impl ChatModel for LocalModel {
             }
         }
     }
+}
+
+/// At most `max` characters of `text`, with an ellipsis when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut clipped: String = text.chars().take(max).collect();
+    clipped.push('…');
+    clipped
 }
 
 fn millis(d: Duration) -> u64 {
