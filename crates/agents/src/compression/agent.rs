@@ -128,7 +128,10 @@ impl CompressionAgent {
             }
         }
         match session.finish() {
-            Ok(compaction) => {
+            Ok(mut compaction) => {
+                if let Some(s) = &model_summarizer {
+                    compaction.report.fallbacks.extend(s.take_fallbacks());
+                }
                 self.guards
                     .entry(job.agent.clone())
                     .or_default()

@@ -1,7 +1,7 @@
 //! [`ModelSummarizer`]: any [`ChatModel`] as the compaction crate's [`Summarizer`], with the
 //! mechanical summarizer behind it for answers that say nothing.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use troupe_compaction::{
@@ -19,12 +19,28 @@ use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice};
 #[derive(Clone)]
 pub struct ModelSummarizer {
     model: Arc<dyn ChatModel>,
+    /// Why the mechanical summary stood in, once per time it did (shared by clones).
+    fallbacks: Arc<Mutex<Vec<String>>>,
 }
 
 impl ModelSummarizer {
     /// Summarize with `model`.
     pub fn new(model: Arc<dyn ChatModel>) -> Self {
-        ModelSummarizer { model }
+        ModelSummarizer {
+            model,
+            fallbacks: Arc::default(),
+        }
+    }
+
+    /// Why the mechanical summary was used instead of the model's, one entry per time, oldest
+    /// first; taking them empties the list. The compression agent adds them to the report.
+    pub fn take_fallbacks(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .fallbacks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// The model's name.
@@ -60,11 +76,18 @@ impl Summarizer for ModelSummarizer {
             }
             Err(e) => e.to_string(),
         };
+        let model = self.model.info().name;
         tracing::warn!(
-            model = %self.model.info().name,
+            model = %model,
             reason = %why,
             "the summarizer model gave no usable summary; using the mechanical summary"
         );
+        self.fallbacks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(format!(
+                "summarizer model `{model}` gave no usable summary ({why}); used the mechanical summary"
+            ));
         MechanicalSummarizer::new().summarize(prompt).await
     }
 }

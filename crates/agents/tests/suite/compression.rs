@@ -673,5 +673,15 @@ async fn a_summarizer_model_that_answers_with_an_empty_skeleton_is_replaced_by_t
     // The mechanical summary quotes the user's requests; the skeleton never reached the history.
     assert!(summary.contains("User asked: \"step 0:"), "{summary}");
     assert!(!summary.contains("```"), "{summary}");
+    // The report says the mechanical summary stood in, and why.
+    assert!(
+        compaction
+            .report
+            .fallbacks
+            .iter()
+            .any(|f| f.contains("`weak`") && f.contains("no content beyond the section headings")),
+        "{:?}",
+        compaction.report.fallbacks
+    );
     team.shutdown().await;
 }
