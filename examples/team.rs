@@ -9,10 +9,11 @@
 //! TROUPE_TRACE=team.jsonl cargo run --example team -- --scripted && cargo run -- trace team.jsonl
 //! ```
 //!
-//! With `--scripted`, the coordinator is an LLM agent that delegates through the `ask_agent` tool.
-//! On the default model the workers are LLM agents and the coordinator is a small programmatic
-//! behaviour that asks them by name (a 135M model cannot plan delegation reliably): any
-//! `AgentBehavior` can be a teammate. The supervisor restarts any agent that fails; every event
+//! With `--scripted` or an OpenAI-compatible server (`OPENAI_API_KEY` / `OPENAI_BASE_URL`), the
+//! coordinator is an LLM agent that delegates through the `ask_agent` tool. On the local model
+//! the workers are LLM agents and the coordinator is a small programmatic behaviour that asks
+//! them by name (a 135M model cannot plan delegation reliably): any `AgentBehavior` can be a
+//! teammate. The supervisor restarts any agent that fails; every event
 //! of the run is summarized at the end.
 
 use std::any::Any;
@@ -128,7 +129,10 @@ async fn main() -> anyhow::Result<()> {
         troupe::agents::CompressionConfig::new(troupe::agents::shared_counter()),
     )
     .await?;
-    if !scripted {
+    // A model that can plan (scripted, or an OpenAI-compatible server) coordinates through the
+    // `ask_agent` tool; the 135M local model gets the programmatic coordinator.
+    let llm_coordinator = scripted || troupe::agents::model::openai_configured();
+    if !llm_coordinator {
         team.spawn(
             "coordinator",
             Arc::new(|_| Ok(Box::new(Delegator) as Box<dyn AgentBehavior>)),

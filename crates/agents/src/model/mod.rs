@@ -20,4 +20,6 @@ pub use openai::{OpenAiConfig, OpenAiModel};
 pub use replay::{RecordingModel, ReplayModel};
 pub use retry::RetryPolicy;
 pub use scripted::{ScriptedModel, ScriptedReply};
-pub use select::{CompactionModel, ConfiguredModel, compaction_model, default_model};
+pub use select::{
+    CompactionModel, ConfiguredModel, compaction_model, default_model, openai_configured,
+};
