@@ -25,6 +25,11 @@ use serde::{Deserialize, Serialize};
 use troupe_runtime::MessageId;
 use troupe_tools::FileLedger;
 
+use super::prompt::{
+    CONVERSATION_CLOSE, CONVERSATION_OPEN, MESSAGE_CLOSE, MESSAGE_OPEN, PREVIOUS_CLOSE,
+    PREVIOUS_OPEN,
+};
+use super::render::parse_header;
 use crate::markers::{parse_replaces, replaces_line};
 
 /// The six top-level sections, in order.
@@ -265,30 +270,47 @@ fn is_fence(line: &str) -> bool {
         .is_some_and(|tag| tag.chars().all(|c| c.is_ascii_alphanumeric()))
 }
 
-/// Whether a summary says anything: some line that is not a heading, a fence, a summary tag or a
-/// placeholder such as `- (not provided)` or `- (none)`. A weak model can answer with the bare
-/// skeleton; such a summary would replace real messages with nothing.
+/// Whether a summary says anything of its own: some line that is not a heading, a fence, a
+/// summary tag or a placeholder such as `- (not provided)` or `- (none)` — and no echo of the
+/// prompt (its `<conversation>` tags or `[m12 tool read_file]` message headers). A weak model
+/// can answer with the bare skeleton, or copy the transcript it was given; either would replace
+/// real messages with nothing better.
 ///
 /// ```
 /// use troupe_compaction::summary_has_substance;
 /// assert!(!summary_has_substance("## Goal\n- (not provided)\n## Progress\n### Done\n- (none)"));
+/// assert!(!summary_has_substance("[m23 tool read_file]\nfile text\n</conversation>\n## Goal\n- x"));
 /// assert!(summary_has_substance("## Goal\n- Fix the parser in src/lib.rs"));
 /// ```
 pub fn summary_has_substance(text: &str) -> bool {
-    text.lines().any(|line| {
+    let echoes_prompt = text.lines().any(|line| {
         let t = line.trim();
-        let bare = t.trim_start_matches(['-', '*', ' ']).trim();
-        !(t.is_empty()
-            || t.starts_with('#')
-            || is_fence(t)
-            || t == SUMMARY_OPEN
-            || t == SUMMARY_CLOSE
-            || bare.is_empty()
-            || bare.starts_with("(none")
-            || bare.starts_with("(not provided")
-            || bare.eq_ignore_ascii_case("none")
-            || bare.eq_ignore_ascii_case("n/a"))
-    })
+        [
+            CONVERSATION_OPEN,
+            CONVERSATION_CLOSE,
+            PREVIOUS_OPEN,
+            PREVIOUS_CLOSE,
+            MESSAGE_OPEN,
+            MESSAGE_CLOSE,
+        ]
+        .contains(&t)
+            || parse_header(t).is_some()
+    });
+    !echoes_prompt
+        && text.lines().any(|line| {
+            let t = line.trim();
+            let bare = t.trim_start_matches(['-', '*', ' ']).trim();
+            !(t.is_empty()
+                || t.starts_with('#')
+                || is_fence(t)
+                || t == SUMMARY_OPEN
+                || t == SUMMARY_CLOSE
+                || bare.is_empty()
+                || bare.starts_with("(none")
+                || bare.starts_with("(not provided")
+                || bare.eq_ignore_ascii_case("none")
+                || bare.eq_ignore_ascii_case("n/a"))
+        })
 }
 
 fn add_missing_progress_subsections(lines: &mut Vec<String>) {

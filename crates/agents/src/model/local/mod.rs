@@ -287,11 +287,33 @@ impl ChatModel for LocalModel {
             grammar,
             cancel: Arc::new(AtomicBool::new(false)),
         };
-        let generation = self.run(job).await?;
-        let usage = Usage {
+        // A tool call cut off at the limit (a small model can keep writing one argument) gets
+        // one more, sampled, attempt: greedy decoding would only repeat the same run.
+        let retry = job.grammar.as_ref().map(|grammar| Job {
+            prompt: job.prompt.clone(),
+            max_tokens,
+            temperature: CUT_OFF_RETRY_TEMPERATURE,
+            seed: self.config.seed.wrapping_add(1),
+            grammar: Some(grammar.clone()),
+            cancel: Arc::new(AtomicBool::new(false)),
+        });
+        let mut generation = self.run(job).await?;
+        let mut usage = Usage {
             input_tokens: generation.prompt_tokens as u64,
             output_tokens: generation.output_tokens as u64,
         };
+        if let (Output::ToolCall(tools), Some(retry)) = (&output, retry)
+            && generation.stop == Stop::Length
+            && prompt::parse_tool_call(&generation.text, tools).is_err()
+        {
+            tracing::warn!(
+                max_tokens,
+                "the tool call was cut off at the token limit; sampling it once more"
+            );
+            generation = self.run(retry).await?;
+            usage.input_tokens += generation.prompt_tokens as u64;
+            usage.output_tokens += generation.output_tokens as u64;
+        }
         tracing::debug!(
             prompt_tokens = generation.prompt_tokens,
             output_tokens = generation.output_tokens,
@@ -331,6 +353,9 @@ impl ChatModel for LocalModel {
         }
     }
 }
+
+/// Sampling temperature of the one retry of a cut-off tool call.
+const CUT_OFF_RETRY_TEMPERATURE: f32 = 0.7;
 
 /// At most `max` characters of `text`, with an ellipsis when cut.
 fn clip(text: &str, max: usize) -> String {
