@@ -135,6 +135,8 @@ struct Row {
     ms_excl_model: Vec<f64>,
     model_ms: f64,
     fallbacks: usize,
+    /// Local-model summaries replaced by the mechanical one.
+    stand_ins: usize,
     not_reached: usize,
     invariant_failures: usize,
     paths_named: usize,
@@ -459,7 +461,10 @@ async fn main() -> anyhow::Result<()> {
                 }
                 eprintln!("{name} @ {window}: local");
                 let t = Instant::now();
-                rows.push(replay(name, input, window, "local", summarizer, &counter).await?);
+                let mut row = replay(name, input, window, "local", summarizer, &counter).await?;
+                // Answers the mechanical summary stood in for (skeleton, transcript echo, error).
+                row.stand_ins = summarizer.take_fallbacks().len();
+                rows.push(row);
                 eprintln!("  done in {:.1} s", t.elapsed().as_secs_f64());
                 // The local model is slow: keep each finished row, in case the run is cut short.
                 if let Some(last) = rows.last() {
@@ -482,6 +487,16 @@ async fn main() -> anyhow::Result<()> {
             md,
             "Local model not run on (over --local-max-tokens): {}.",
             skipped_local.join(", ")
+        );
+    }
+    for r in rows.iter().filter(|r| r.model == "local" && r.calls > 0) {
+        let _ = writeln!(
+            md,
+            "{} @ {}k: the mechanical summary stood in for {} of {} local-model summarizer answers.",
+            r.transcript,
+            r.window / 1000,
+            r.stand_ins,
+            r.calls
         );
     }
     for r in rows.iter().filter(|r| !r.missing_paths.is_empty()) {
