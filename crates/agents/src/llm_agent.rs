@@ -78,7 +78,7 @@ impl LlmAgent {
         let mut session = None;
         let mut restored = None;
         if let Some(path) = &spec.session {
-            let (sync, logged) = SessionSync::open(path, &spec.name)
+            let (mut sync, logged) = SessionSync::open(path, &spec.name)
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
             for warning in &logged.warnings {
                 tracing::warn!(agent = %spec.name, "{warning}");
@@ -87,8 +87,8 @@ impl LlmAgent {
                 restored =
                     Some(restore(path, &logged).map_err(|e| AgentError::Failed(e.to_string()))?);
             }
-            // Only a log that restores is touched.
-            let mut sync = sync;
+            // Written only once the log has restored: a log refused above stays as it was (apart
+            // from a torn last line, which opening cuts off).
             sync.note_model(logged.model.as_deref(), &spec.model.info().name)
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
             session = Some(sync);

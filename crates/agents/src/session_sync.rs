@@ -41,7 +41,7 @@ fn corrupt(path: &Path, what: &str, e: &serde_json::Error) -> SessionError {
 /// The agent state a session describes.
 ///
 /// # Errors
-/// [`SessionError::Corrupt`] when the ledger, an archive entry or the report recorded in the log
+/// [`SessionError::State`] when the ledger, an archive entry or the report recorded in the log
 /// is not of the expected shape.
 pub(crate) fn restore(path: &Path, session: &Session) -> Result<Restored, SessionError> {
     let ledger = match &session.ledger {
