@@ -5,7 +5,7 @@
 use std::cell::Cell;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
 use troupe_compaction::{
     BudgetPolicy, CharEstimateCounter, CompactOptions, CompactionSession, CompressionStrategy,
     MechanicalSummarizer, Summarizer, TokenCounter, compact, expand, ledger_from_transcript,
@@ -166,10 +166,15 @@ fn bump(cell: &Cell<usize>, by: usize) {
 #[test]
 fn compact_keeps_every_invariant_and_expands_back() {
     let seen = Seen::default();
-    let mut runner = TestRunner::new(Config {
+    // A fixed seed: the coverage check below asserts that every tier ran in some case, which a
+    // random draw of 300 cases does not guarantee (per-message summarizing is rare). The cases
+    // are still generated, shrunk and checked as properties; they are the same every run.
+    let config = Config {
         cases: 300,
         ..Config::default()
-    });
+    };
+    let rng = TestRng::deterministic_rng(config.rng_algorithm);
+    let mut runner = TestRunner::new_with_rng(config, rng);
     let result = runner.run(&case(), |case| {
         let counter = CharEstimateCounter;
         let conversation = build(&case);
