@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -106,8 +106,9 @@ impl ChatServer {
     }
 }
 
-fn chat(config: &Path, session: &Path, input: &str) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+/// `troupe chat` on `config` and `session`, with piped standard streams.
+fn spawn_chat(config: &Path, session: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args(["chat", "--config"])
         .arg(config)
         .arg("--session")
@@ -117,7 +118,11 @@ fn chat(config: &Path, session: &Path, input: &str) -> String {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn chat(config: &Path, session: &Path, input: &str) -> String {
+    let mut child = spawn_chat(config, session);
     child
         .stdin
         .take()
@@ -211,14 +216,7 @@ fn chat_refuses_a_corrupt_session_and_leaves_it_alone() {
         "[models.remote]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
     )
     .unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["chat", "--config"])
-        .arg(&config)
-        .arg("--session")
-        .arg(&session)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let output = spawn_chat(&config, &session).wait_with_output().unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("bad.jsonl:2"), "{stderr}");
@@ -231,17 +229,7 @@ fn ctrl_c_cancels_the_running_turn_not_the_program() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server.url);
     let session = dir.path().join("work.jsonl");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["chat", "--config"])
-        .arg(&config)
-        .arg("--session")
-        .arg(&session)
-        .env("TEST_CHAT_KEY", "sk-test")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_chat(&config, &session);
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "first").unwrap();
     writeln!(stdin, "a slow one").unwrap();

@@ -685,7 +685,13 @@ impl AgentBehavior for LlmAgent {
                 .map(AgentJobResult::ScopeClosed),
             AgentJob::Context => Ok(AgentJobResult::Context(self.context_stats())),
         };
-        self.persist();
+        // Only a compaction or a closed scope changes what the log holds.
+        if matches!(
+            result,
+            Ok(AgentJobResult::Compacted(_) | AgentJobResult::ScopeClosed(_))
+        ) {
+            self.persist();
+        }
         Ok(Box::new(result))
     }
 

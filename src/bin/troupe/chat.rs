@@ -135,19 +135,15 @@ fn default_session_path() -> anyhow::Result<PathBuf> {
 
 impl Chat {
     async fn open(blueprint: Blueprint, path: &Path) -> anyhow::Result<Chat> {
-        if path.exists() {
-            // Read-only look for the greeting; the agent itself repairs a torn tail and warns.
-            let session = troupe::runtime::session::load(path)?;
-            if !session.conversation.is_empty() {
-                println!(
-                    "resumed {} ({} messages, {} compaction(s))",
-                    path.display(),
-                    session.conversation.len(),
-                    session.compactions
-                );
-            }
-        }
+        // The agent reads (and, for a torn tail, repairs) the log; what it restored is in its
+        // checkpoint, so the log is parsed once.
         let team = start_team(&blueprint, path).await?;
+        let restored = team
+            .checkpoint(&blueprint.spec.name)
+            .map_or(0, |c| c.conversation.len());
+        if restored > 0 {
+            println!("resumed {} ({restored} messages)", path.display());
+        }
         Ok(Chat {
             blueprint,
             team,

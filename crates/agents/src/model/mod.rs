@@ -23,3 +23,12 @@ pub use scripted::{ScriptedModel, ScriptedReply};
 pub use select::{
     CompactionModel, ConfiguredModel, compaction_model, default_model, openai_configured,
 };
+
+/// At most `max` characters of `s`, with an ellipsis when cut: provider output quoted in errors.
+pub(crate) fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}

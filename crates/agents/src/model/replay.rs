@@ -415,15 +415,15 @@ fn message_difference(expected: &ChatMessage, got: &ChatMessage) -> Option<Strin
         if e.get(field) != g.get(field) {
             return Some(format!(
                 "{field} differs: expected {}, got {}",
-                shorten(&e.get(field).map(Value::to_string).unwrap_or_default(), 200),
-                shorten(&g.get(field).map(Value::to_string).unwrap_or_default(), 200),
+                super::shorten(&e.get(field).map(Value::to_string).unwrap_or_default(), 200),
+                super::shorten(&g.get(field).map(Value::to_string).unwrap_or_default(), 200),
             ));
         }
     }
     Some(format!(
         "differs: expected {}, got {}",
-        shorten(&e.to_string(), 200),
-        shorten(&g.to_string(), 200)
+        super::shorten(&e.to_string(), 200),
+        super::shorten(&g.to_string(), 200)
     ))
 }
 
@@ -450,12 +450,4 @@ fn text_difference(expected: &str, got: &str) -> String {
         window(expected),
         window(got)
     )
-}
-
-fn shorten(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
 }

@@ -233,19 +233,10 @@ async fn a_torn_last_line_costs_only_that_turn() {
     assert_eq!(logged.conversation.len(), before.conversation.len() + 2);
 }
 
-#[tokio::test]
-async fn a_corrupt_log_is_a_clear_error_and_is_left_alone() {
+/// Spawn an agent on a log holding `text`: the spawn error, after checking the file is untouched.
+async fn refused_log(text: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("coder.jsonl");
-    let text = concat!(
-        r#"{"type":"session","version":1,"agent":"coder","created_ms":1}"#,
-        "\n",
-        r#"{"type":"commit"}"#,
-        "\n",
-        "this is not a record\n",
-        r#"{"type":"commit"}"#,
-        "\n",
-    );
     std::fs::write(&log, text).unwrap();
     let team = team().await;
     let model = Arc::new(ScriptedModel::new("m", []));
@@ -253,17 +244,30 @@ async fn a_corrupt_log_is_a_clear_error_and_is_left_alone() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(error.contains("coder.jsonl:3"), "{error}");
-    assert!(error.contains("corrupt"), "{error}");
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
     team.shutdown().await;
+    error
+}
+
+#[tokio::test]
+async fn a_corrupt_log_is_a_clear_error_and_is_left_alone() {
+    let error = refused_log(concat!(
+        r#"{"type":"session","version":1,"agent":"coder","created_ms":1}"#,
+        "\n",
+        r#"{"type":"commit"}"#,
+        "\n",
+        "this is not a record\n",
+        r#"{"type":"commit"}"#,
+        "\n",
+    ))
+    .await;
+    assert!(error.contains("coder.jsonl:3"), "{error}");
+    assert!(error.contains("corrupt"), "{error}");
 }
 
 #[tokio::test]
 async fn a_log_whose_ledger_has_the_wrong_shape_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("coder.jsonl");
-    let text = concat!(
+    let error = refused_log(concat!(
         r#"{"type":"session","version":1,"agent":"coder","created_ms":1}"#,
         "\n",
         r#"{"type":"message","id":"m1","kind":"normal","message":{"role":"user","content":"hi"}}"#,
@@ -272,15 +276,7 @@ async fn a_log_whose_ledger_has_the_wrong_shape_is_refused() {
         "\n",
         r#"{"type":"commit"}"#,
         "\n",
-    );
-    std::fs::write(&log, text).unwrap();
-    let team = team().await;
-    let model = Arc::new(ScriptedModel::new("m", []));
-    let error = spawn_agent(&team, reader(dir.path(), model, &log))
-        .await
-        .unwrap_err()
-        .to_string();
+    ))
+    .await;
     assert!(error.contains("file ledger"), "{error}");
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), text);
-    team.shutdown().await;
 }

@@ -60,12 +60,7 @@ pub enum SpawnError {
 }
 
 pub(crate) enum SupervisorMsg {
-    Spawn {
-        name: String,
-        factory: BehaviorFactory,
-        reply: RpcReplyPort<Result<(), SpawnError>>,
-    },
-    /// Spawn many agents in one message (one mailbox round trip instead of one per agent).
+    /// Spawn agents (one mailbox round trip for all of them); one result per agent, in order.
     SpawnMany {
         agents: Vec<(String, BehaviorFactory)>,
         reply: RpcReplyPort<Vec<Result<(), SpawnError>>>,
@@ -269,14 +264,6 @@ impl Actor for Supervisor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            SupervisorMsg::Spawn {
-                name,
-                factory,
-                reply,
-            } => {
-                let result = Self::spawn_one(&myself, state, name, factory).await;
-                let _ = reply.send(result);
-            }
             SupervisorMsg::SpawnMany { agents, reply } => {
                 let mut results = Vec::with_capacity(agents.len());
                 for (name, factory) in agents {

@@ -116,23 +116,10 @@ impl Team {
         name: impl Into<String>,
         factory: BehaviorFactory,
     ) -> Result<(), TeamError> {
-        let name = name.into();
-        check_name(&name)?;
-        let reply = self
-            .supervisor
-            .call(
-                |reply| SupervisorMsg::Spawn {
-                    name,
-                    factory,
-                    reply,
-                },
-                None,
-            )
-            .await;
-        match reply {
-            Ok(CallResult::Success(result)) => result.map_err(TeamError::from),
-            _ => Err(SpawnError::ShutDown.into()),
-        }
+        let result = self.spawn_many([(name.into(), factory)]).await?.pop();
+        result
+            .unwrap_or(Err(SpawnError::ShutDown))
+            .map_err(TeamError::from)
     }
 
     /// Spawn many agents in one supervisor message — for large teams, much cheaper than one

@@ -287,22 +287,15 @@ impl ChatModel for LocalModel {
             grammar,
             cancel: Arc::new(AtomicBool::new(false)),
         };
-        // A tool call cut off at the limit (a small model can keep writing one argument) gets
-        // one more, sampled, attempt: greedy decoding would only repeat the same run.
-        let retry = job.grammar.as_ref().map(|grammar| Job {
-            prompt: job.prompt.clone(),
-            max_tokens,
-            temperature: CUT_OFF_RETRY_TEMPERATURE,
-            seed: self.config.seed.wrapping_add(1),
-            grammar: Some(grammar.clone()),
-            cancel: Arc::new(AtomicBool::new(false)),
-        });
         let mut generation = self.run(job).await?;
         let mut usage = Usage {
             input_tokens: generation.prompt_tokens as u64,
             output_tokens: generation.output_tokens as u64,
         };
-        if let (Output::ToolCall(tools), Some(retry)) = (&output, retry)
+        // A tool call cut off at the limit (a small model can keep writing one argument) gets
+        // one more, sampled, attempt: greedy decoding would only repeat the same run. Prompt
+        // and grammar are rebuilt here, on this rare path, rather than copied for every call.
+        if let Output::ToolCall(tools) = &output
             && generation.stop == Stop::Length
             && prompt::parse_tool_call(&generation.text, tools).is_err()
         {
@@ -310,6 +303,14 @@ impl ChatModel for LocalModel {
                 max_tokens,
                 "the tool call was cut off at the token limit; sampling it once more"
             );
+            let retry = Job {
+                prompt: self.prompt(&prompt::render(&request, &output)),
+                max_tokens,
+                temperature: CUT_OFF_RETRY_TEMPERATURE,
+                seed: self.config.seed.wrapping_add(1),
+                grammar: Some(Self::tool_grammar(tools)?),
+                cancel: Arc::new(AtomicBool::new(false)),
+            };
             generation = self.run(retry).await?;
             usage.input_tokens += generation.prompt_tokens as u64;
             usage.output_tokens += generation.output_tokens as u64;
@@ -338,7 +339,7 @@ impl ChatModel for LocalModel {
                         Stop::Length => ModelError::InvalidResponse(format!(
                             "the tool call was cut off at the {max_tokens}-token limit before its \
                              JSON closed (the model kept writing one argument): {}",
-                            clip(&generation.text, 160)
+                            super::shorten(&generation.text, 160)
                         )),
                         Stop::EndOfTurn => ModelError::InvalidResponse(why),
                     },
@@ -356,16 +357,6 @@ impl ChatModel for LocalModel {
 
 /// Sampling temperature of the one retry of a cut-off tool call.
 const CUT_OFF_RETRY_TEMPERATURE: f32 = 0.7;
-
-/// At most `max` characters of `text`, with an ellipsis when cut.
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut clipped: String = text.chars().take(max).collect();
-    clipped.push('…');
-    clipped
-}
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
