@@ -161,7 +161,7 @@ fn haystack(messages: &[ChatMessage]) -> String {
     for m in messages {
         all.push_str(&m.text());
         all.push('\n');
-        for call in m.tool_calls.iter().flatten() {
+        for call in m.calls() {
             all.push_str(&call.function.arguments);
             all.push('\n');
         }

@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod atomic_write;
 pub mod config;
 pub mod summary;
 pub mod telemetry;

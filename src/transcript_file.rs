@@ -2,15 +2,18 @@
 //!
 //! `troupe compact` and `troupe expand` promise the exact original file back, so writing keeps
 //! what reading saw: the envelope (`{"source", "license", "messages"}` or a bare array), the
-//! indentation, the trailing newline, and the conventional key order of a message (`role`,
-//! `tool_call_id`, `content`, `tool_calls`, then any other keys).
+//! indentation, the trailing newline, a leading byte order mark, and the conventional key order
+//! of a message (`role`, `tool_call_id`, `content`, `tool_calls`, then any other keys in the
+//! order they were read). Keys troupe does not interpret keep their values exactly, numbers
+//! included (see `troupe_runtime::WireValue`).
 
 use std::path::{Path, PathBuf};
 
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
-use troupe_runtime::{ChatMessage, ContentSlot};
+use troupe_compaction::transcript::BYTE_ORDER_MARK;
+use troupe_runtime::{ChatMessage, ContentSlot, ToolCallsSlot};
 
 /// How a transcript file was laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +24,8 @@ pub struct Layout {
     pub trailing_newline: bool,
     /// A bare message array rather than `{"messages": [...]}`.
     pub bare_array: bool,
+    /// Whether the file began with a UTF-8 byte order mark (written back when it did).
+    pub byte_order_mark: bool,
 }
 
 impl Default for Layout {
@@ -29,6 +34,7 @@ impl Default for Layout {
             indent: Some(2),
             trailing_newline: true,
             bare_array: false,
+            byte_order_mark: false,
         }
     }
 }
@@ -50,20 +56,20 @@ pub struct TranscriptFile {
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptFileError {
     /// I/O.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Not a transcript.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Format {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: troupe_compaction::TranscriptError,
+        cause: troupe_compaction::TranscriptError,
     },
     /// Could not serialize.
     #[error("cannot serialize the transcript: {0}")]
@@ -71,6 +77,9 @@ pub enum TranscriptFileError {
 }
 
 fn sniff_layout(text: &str) -> Layout {
+    let without_mark = text.strip_prefix(BYTE_ORDER_MARK);
+    let byte_order_mark = without_mark.is_some();
+    let text = without_mark.unwrap_or(text);
     let bare_array = text.trim_start().starts_with('[');
     let indent = text
         .lines()
@@ -81,11 +90,13 @@ fn sniff_layout(text: &str) -> Layout {
         indent,
         trailing_newline: text.ends_with('\n'),
         bare_array,
+        byte_order_mark,
     }
 }
 
 impl TranscriptFile {
-    /// Parse transcript text (`{"messages": [...]}` or a bare array).
+    /// Parse transcript text (`{"messages": [...]}` or a bare array, after an optional byte
+    /// order mark).
     ///
     /// # Errors
     /// [`TranscriptFileError::Format`] naming `path`.
@@ -93,7 +104,7 @@ impl TranscriptFile {
         let t = troupe_compaction::parse_transcript(text).map_err(|source| {
             TranscriptFileError::Format {
                 path: path.to_path_buf(),
-                source,
+                cause: source,
             }
         })?;
         Ok(TranscriptFile {
@@ -111,7 +122,7 @@ impl TranscriptFile {
     pub fn read(path: &Path) -> Result<Self, TranscriptFileError> {
         let text = std::fs::read_to_string(path).map_err(|source| TranscriptFileError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         Self::parse(path, &text)
     }
@@ -133,8 +144,13 @@ impl TranscriptFile {
             None => self.serialize_into(&messages, &mut serde_json::Serializer::new(&mut out)),
         };
         result.map_err(|e| TranscriptFileError::Serialize(e.to_string()))?;
-        let mut text =
+        let json =
             String::from_utf8(out).map_err(|e| TranscriptFileError::Serialize(e.to_string()))?;
+        let mut text = String::with_capacity(json.len() + 4);
+        if self.layout.byte_order_mark {
+            text.push(BYTE_ORDER_MARK);
+        }
+        text.push_str(&json);
         if self.layout.trailing_newline {
             text.push('\n');
         }
@@ -169,7 +185,7 @@ impl TranscriptFile {
         let text = self.to_text()?;
         std::fs::write(path, text).map_err(|source| TranscriptFileError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })
     }
 }
@@ -189,10 +205,11 @@ impl Serialize for OrderedMessage<'_> {
             ContentSlot::Absent => {}
             other => map.serialize_entry("content", other)?,
         }
-        if let Some(calls) = &m.tool_calls {
-            map.serialize_entry("tool_calls", calls)?;
+        match &m.tool_calls {
+            ToolCallsSlot::Absent => {}
+            other => map.serialize_entry("tool_calls", other)?,
         }
-        for (k, v) in &m.extra {
+        for (k, v) in m.extra.iter() {
             map.serialize_entry(k, v)?;
         }
         map.end()

@@ -187,12 +187,12 @@ impl CompactionConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read the config file {path}: {source}")]
+    #[error("cannot read the config file {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Not valid TOML, an unknown key, or a value of the wrong type.
     #[error("{file}: `{key}`: {message}")]
@@ -234,7 +234,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         Self::parse_named(&text, &path.display().to_string())
     }

@@ -19,11 +19,16 @@
 //! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=URL` | feature `otlp`: the same, to `URL` as given |
 //! | `OTEL_SERVICE_NAME` | feature `otlp`: `service.name` of the exported spans, default `troupe` |
 //!
-//! Secrets never reach the file or the collector: fields named like credentials and values that
-//! look like one (`Bearer …`, `sk-…`, `Authorization: …`) are redacted ([`redact`]), and message
-//! content goes out only when `TROUPE_TRACE_CONTENT` asks for it. Without the `otlp` feature an
+//! Secrets never reach the file, the collector or the console: fields named like credentials,
+//! credential-named keys in text (`api_key=…`, `x-api-key: …`, `"password": "…"`) and values
+//! shaped like one (`Bearer …`, `sk-…`, JWTs, `ghp_…`, `AKIA…`, …) are redacted by one function
+//! ([`redact`]); the console formats fields through it ([`RedactedFields`]). Message content
+//! (`gen_ai.input.messages`, `gen_ai.output.messages`, `gen_ai.system_instructions`,
+//! `gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`) is built and written only when
+//! `TROUPE_TRACE_CONTENT` asks for it, redacted the same way. Without the `otlp` feature an
 //! OTLP endpoint in the environment is ignored with a warning.
 
+pub mod console;
 mod fields;
 pub mod jsonl;
 #[cfg(feature = "otlp")]
@@ -38,6 +43,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 
+pub use console::RedactedFields;
 pub use fields::{CONTENT_PREFIXES, is_content_name};
 pub use jsonl::{JsonlLayer, TraceFile};
 #[cfg(feature = "otlp")]
@@ -46,7 +52,7 @@ pub use otlp::{OtlpExport, OtlpLayer, otlp_layer};
 /// Names the trace file.
 pub const TRACE_ENV: &str = "TROUPE_TRACE";
 /// `1`/`true` records message content in traces.
-pub const TRACE_CONTENT_ENV: &str = "TROUPE_TRACE_CONTENT";
+pub const TRACE_CONTENT_ENV: &str = troupe_runtime::trace::TRACE_CONTENT_ENV;
 /// Overrides which spans go to the trace file.
 pub const TRACE_FILTER_ENV: &str = "TROUPE_TRACE_FILTER";
 /// The OTLP base URL (OpenTelemetry's variable); traces go to `{base}/v1/traces`.
@@ -101,27 +107,23 @@ fn otlp_traces_endpoint(traces: Option<String>, base: Option<String>) -> Option<
 }
 
 /// Whether `TROUPE_TRACE_CONTENT` asks for message content in traces. Code that records content
-/// should check this and use attribute names from [`CONTENT_PREFIXES`], which the trace file
-/// drops unless this is on.
+/// checks [`troupe_runtime::trace::record_content`] (which [`init_with`] sets from the config)
+/// and uses attribute names from [`CONTENT_PREFIXES`], which the trace file and OTLP drop unless
+/// content recording is on.
 pub fn content_enabled() -> bool {
-    std::env::var(TRACE_CONTENT_ENV).is_ok_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
+    troupe_runtime::trace::content_env_enabled()
 }
 
 /// Why telemetry could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     /// The trace file could not be opened.
-    #[error("cannot open the trace file {path}: {source}")]
+    #[error("cannot open the trace file {path}: {cause}")]
     TraceFile {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A filter directive did not parse.
     #[error("bad filter `{directives}` in {variable}: {reason}")]
@@ -245,9 +247,14 @@ where
     };
     let file = TraceFile::open(path).map_err(|source| TelemetryError::TraceFile {
         path: path.clone(),
-        source,
+        cause: source,
     })?;
     let file = Arc::new(file);
+    // The agents build content only when the runtime's switch is on. A layer that wants content
+    // turns it on; it never turns it off, since another subscriber (a test's, say) may want it.
+    if config.record_content {
+        troupe_runtime::trace::set_record_content(true);
+    }
     let layer = JsonlLayer::new(Arc::clone(&file), config.record_content);
     let layer: Box<dyn Layer<S> + Send + Sync> = match &config.trace_filter {
         Some(directives) => Box::new(layer.with_filter(env_filter(TRACE_FILTER_ENV, directives)?)),
@@ -266,6 +273,7 @@ pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryErr
         config.console_filter.as_deref().unwrap_or("warn"),
     )?;
     let console = tracing_subscriber::fmt::layer()
+        .fmt_fields(RedactedFields)
         .with_writer(std::io::stderr)
         .with_filter(console_filter);
     let (trace_layer, trace_file) = match trace_file_layer::<Registry>(&config)? {
@@ -297,6 +305,8 @@ pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryErr
         .with(layers)
         .try_init()
         .map_err(|e| TelemetryError::AlreadyInitialized(e.to_string()))?;
+    // The global subscriber decides: content is built for the spans exactly when it is kept.
+    troupe_runtime::trace::set_record_content(config.record_content);
     #[cfg(not(feature = "otlp"))]
     if let Some(endpoint) = &config.otlp_endpoint {
         tracing::warn!(

@@ -96,6 +96,10 @@ where
         return Ok(None);
     };
     let export = export(config, endpoint)?;
+    // As for the trace file: a layer that wants content has the agents build it.
+    if config.record_content {
+        troupe_runtime::trace::set_record_content(true);
+    }
     let layer = tracing_opentelemetry::layer()
         .with_tracer(export.provider.tracer(SCOPE))
         .with_level(true)

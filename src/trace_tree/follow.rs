@@ -41,7 +41,7 @@ impl TraceFollower {
     pub fn poll(&mut self) -> Result<usize, TraceFileError> {
         let io = |source| TraceFileError::Io {
             path: self.path.clone(),
-            source,
+            cause: source,
         };
         let mut file = match std::fs::File::open(&self.path) {
             Ok(f) => f,

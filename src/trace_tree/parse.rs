@@ -9,12 +9,12 @@ use crate::telemetry::jsonl::TraceLine;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceFileError {
     /// The file could not be read.
-    #[error("cannot read the trace file {path}: {source}")]
+    #[error("cannot read the trace file {path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A complete line is not a trace record.
     #[error("{path}:{line}: not a troupe trace line: {reason}")]
@@ -80,7 +80,7 @@ pub fn parse_trace_text(path: &Path, text: &str) -> Result<ParsedTrace, TraceFil
 pub fn read_trace_file(path: &Path) -> Result<ParsedTrace, TraceFileError> {
     let bytes = std::fs::read(path).map_err(|source| TraceFileError::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     parse_trace_text(path, &String::from_utf8_lossy(&bytes))
 }

@@ -4,12 +4,15 @@ use std::path::Path;
 
 use troupe_compaction::{
     Archive, BudgetPolicy, CompactOptions, CompactionReport, Summarizer, TokenCounter, compact,
-    expand, ledger_from_transcript,
+    ledger_from_transcript,
 };
-use troupe_runtime::{ChatMessage, Conversation};
+use troupe_runtime::Conversation;
 
-use super::archive_file::{ARCHIVE_FORMAT, ArchiveHeader, read_archive_file};
+use super::archive_file::{ARCHIVE_FORMAT, ARCHIVE_VERSION, ArchiveHeader, write_archive_file};
+use super::distinct_paths::ensure_distinct_files;
+use super::expand::messages_sha256;
 use super::{TranscriptOpError, sha256_hex};
+use crate::atomic_write::write_atomically;
 use crate::transcript_file::TranscriptFile;
 
 /// What to compact to.
@@ -25,18 +28,53 @@ pub struct CompactRequest {
     pub instructions: Option<String>,
 }
 
+/// The smallest context window `troupe compact` and `troupe replay` work with, in tokens.
+///
+/// A window must hold the system prompt, the protected recent messages and a summary; below
+/// about 1k tokens even a short conversation cannot, and the result would be useless.
+pub const MIN_CONTEXT_WINDOW: usize = 1024;
+
+/// Check that `window` is at least [`MIN_CONTEXT_WINDOW`].
+///
+/// # Errors
+/// [`TranscriptOpError::Options`] saying why a smaller window is unusable.
+pub fn check_window(window: usize) -> Result<(), TranscriptOpError> {
+    if window < MIN_CONTEXT_WINDOW {
+        return Err(TranscriptOpError::Options(format!(
+            "window ({window} tokens) is too small: a context window must hold the system \
+             prompt, the protected recent messages and a summary, so troupe needs at least \
+             {MIN_CONTEXT_WINDOW} tokens"
+        )));
+    }
+    Ok(())
+}
+
 impl CompactRequest {
-    /// The budget policy: the default thresholds with this window, target and protection; the
-    /// trigger moves above a target at or over it (the trigger plays no part in a manual run).
+    /// The budget policy: the default thresholds with this window, target and protection.
+    ///
+    /// A one-shot compaction never triggers, so only `0 < target < 1` is asked of the target;
+    /// the trigger and warning move above a target at or over them, only to keep the policy
+    /// consistent.
     ///
     /// # Errors
-    /// [`TranscriptOpError::Options`] when the policy does not validate.
+    /// [`TranscriptOpError::Options`] naming the value the caller passed: a window below
+    /// [`MIN_CONTEXT_WINDOW`], a target that is not a fraction strictly between 0 and 1.
     pub fn policy(&self) -> Result<BudgetPolicy, TranscriptOpError> {
+        check_window(self.window)?;
+        let target = self.target;
+        if !(target.is_finite() && target > 0.0 && target < 1.0) {
+            return Err(TranscriptOpError::Options(format!(
+                "target ({target}) must be a share of the window strictly between 0 and 1, \
+                 e.g. 0.4 for 40 %"
+            )));
+        }
         let mut policy = BudgetPolicy::for_window(self.window);
-        policy.target = self.target;
+        policy.target = target;
         policy.protected_recent = self.protected;
-        if policy.trigger <= policy.target {
-            policy.trigger = ((policy.target + 1.0) / 2.0).min(0.99);
+        if policy.trigger <= target {
+            // Halfway to 1 is above the target and below 1 for every target below 1 but the
+            // very last float before it, which no one means.
+            policy.trigger = (target + 1.0) / 2.0;
         }
         policy.warning = policy.warning.min(policy.trigger);
         policy
@@ -61,13 +99,42 @@ pub struct CompactedTranscript {
     pub report: CompactionReport,
 }
 
+impl CompactedTranscript {
+    /// Write the archive to `archive`, then the compacted transcript to `out`, each atomically.
+    ///
+    /// The archive goes first so that a compacted transcript never exists without the archive
+    /// that restores it; `input`, `out` and `archive` must be three different files, so the
+    /// originals are never overwritten.
+    ///
+    /// # Errors
+    /// [`TranscriptOpError::SameFile`] before anything is written;
+    /// [`TranscriptOpError::Archive`] or [`TranscriptOpError::Write`] when a write fails (the
+    /// file it was writing is unchanged; a failed `out` leaves the new archive in place).
+    pub fn write_files(
+        &self,
+        input: &Path,
+        out: &Path,
+        archive: &Path,
+    ) -> Result<(), TranscriptOpError> {
+        ensure_distinct_files(&[("the input", input), ("--out", out), ("--archive", archive)])?;
+        write_archive_file(archive, &self.header, &self.archive)?;
+        write_atomically(out, self.text.as_bytes()).map_err(|source| TranscriptOpError::Write {
+            path: out.to_path_buf(),
+            cause: source,
+        })
+    }
+}
+
 /// Compact a transcript. `original_text` is the input file's exact text (for its checksum).
 ///
 /// The file ledger is rebuilt from the transcript's own tool calls. Without a summarizer only
 /// truncation and masking run; pass the mechanical summarizer to always reach a reachable target.
+/// Nothing is written: see [`CompactedTranscript::write_files`].
 ///
 /// # Errors
-/// [`TranscriptOpError`] for bad options or a failed compaction.
+/// [`TranscriptOpError`] for bad options or a failed compaction, and
+/// [`TranscriptOpError::DoesNotFit`] when even the compacted transcript exceeds the window
+/// (the protected messages alone are too big for it).
 pub async fn compact_transcript(
     input: &TranscriptFile,
     original_text: &str,
@@ -91,6 +158,13 @@ pub async fn compact_transcript(
         options,
     )
     .await?;
+    if compaction.report.tokens_after > policy.context_window {
+        return Err(TranscriptOpError::DoesNotFit {
+            tokens: compaction.report.tokens_after,
+            window: policy.context_window,
+            reason: compaction.report.reason.clone(),
+        });
+    }
     let file = TranscriptFile {
         messages: compaction.messages.clone(),
         ..input.clone()
@@ -98,10 +172,15 @@ pub async fn compact_transcript(
     let text = file.to_text()?;
     let header = ArchiveHeader {
         format: ARCHIVE_FORMAT.to_string(),
-        version: 1,
+        version: ARCHIVE_VERSION,
         ids: compaction.messages.iter().map(|m| m.id).collect(),
         compacted_sha256: sha256_hex(text.as_bytes()),
         original_sha256: sha256_hex(original_text.as_bytes()),
+        // Of the messages as read back from the text, which is what `expand` will see.
+        compacted_messages_sha256: Some(messages_sha256(
+            &TranscriptFile::parse(Path::new("the compacted transcript"), &text)?.messages,
+        )?),
+        original_messages_sha256: Some(messages_sha256(&input.messages)?),
     };
     Ok(CompactedTranscript {
         file,
@@ -110,54 +189,4 @@ pub async fn compact_transcript(
         archive: compaction.archive,
         report: compaction.report,
     })
-}
-
-/// Restore the original of a compacted transcript from its archive file.
-///
-/// Returns the restored file's text and whether it is byte-identical to the original (by the
-/// checksum the archive recorded).
-///
-/// # Errors
-/// [`TranscriptOpError`] when the files cannot be read or do not belong together.
-pub fn expand_transcript(
-    compacted: &Path,
-    archive_path: &Path,
-) -> Result<(String, bool), TranscriptOpError> {
-    let text = std::fs::read_to_string(compacted).map_err(|source| {
-        crate::transcript_file::TranscriptFileError::Io {
-            path: compacted.to_path_buf(),
-            source,
-        }
-    })?;
-    let file = TranscriptFile::parse(compacted, &text)?;
-    let (header, archive) = read_archive_file(archive_path)?;
-    if header.ids.len() != file.messages.len() {
-        return Err(TranscriptOpError::Expand(format!(
-            "{} has {} messages but the archive describes {}: they do not belong together",
-            compacted.display(),
-            file.messages.len(),
-            header.ids.len()
-        )));
-    }
-    if sha256_hex(text.as_bytes()) != header.compacted_sha256 {
-        tracing::warn!(file = %compacted.display(), "the compacted transcript changed since compaction; expanding anyway");
-    }
-    let messages: Vec<ChatMessage> = file
-        .messages
-        .iter()
-        .zip(&header.ids)
-        .map(|(m, id)| ChatMessage {
-            id: *id,
-            ..m.clone()
-        })
-        .collect();
-    let restored =
-        expand(&messages, &archive).map_err(|e| TranscriptOpError::Expand(e.to_string()))?;
-    let out = TranscriptFile {
-        messages: restored,
-        ..file
-    }
-    .to_text()?;
-    let identical = sha256_hex(out.as_bytes()) == header.original_sha256;
-    Ok((out, identical))
 }

@@ -269,3 +269,103 @@ fn ctrl_c_cancels_the_running_turn_not_the_program() {
         .collect();
     assert!(!texts.iter().any(|t| t.contains("slow")), "{texts:?}");
 }
+
+#[test]
+fn a_second_chat_on_the_same_session_is_refused_naming_the_first() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server.url);
+    let session = dir.path().join("work.jsonl");
+    let mut first = spawn_chat(&config, &session);
+    let mut stdin = first.stdin.take().unwrap();
+    let mut stdout = BufReader::new(first.stdout.take().unwrap());
+    // Wait until the first chat has opened the session (its banner comes after).
+    let mut banner = String::new();
+    while !banner.contains("chatting with") {
+        banner.clear();
+        assert!(
+            stdout.read_line(&mut banner).unwrap() > 0,
+            "the first chat ended early"
+        );
+    }
+
+    let second = spawn_chat(&config, &session).wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{stderr}");
+    let holder = format!(
+        "session {} is in use by process {}",
+        session.display(),
+        first.id()
+    );
+    assert!(stderr.contains(&holder), "{stderr}");
+
+    // The first one is unaffected, and the log holds only its turns.
+    writeln!(stdin, "hello").unwrap();
+    writeln!(stdin, "/exit").unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    assert!(first.wait().unwrap().success(), "{rest}");
+    assert!(rest.contains("reply 1"), "{rest}");
+    assert_eq!(server.count(), 1);
+    let logged = troupe::runtime::session::load(&session).unwrap();
+    let texts: Vec<String> = logged
+        .conversation
+        .messages()
+        .iter()
+        .filter(|m| m.role != troupe::runtime::Role::System)
+        .map(troupe::ChatMessage::text)
+        .collect();
+    assert_eq!(texts, ["hello", "reply 1"]);
+}
+
+#[test]
+fn chat_without_agent_refuses_a_config_with_several_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("troupe.toml");
+    std::fs::write(
+        &config,
+        r#"
+[models.remote]
+provider = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "TEST_CHAT_KEY"
+model = "m"
+
+[agents.coder]
+model = "remote"
+
+[agents.reviewer]
+model = "remote"
+"#,
+    )
+    .unwrap();
+    let session = dir.path().join("work.jsonl");
+    let mut child = spawn_chat(&config, &session);
+    child.stdin.take().unwrap().write_all(b"/exit\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("--agent"), "{stderr}");
+    assert!(
+        stderr.contains("coder") && stderr.contains("reviewer"),
+        "{stderr}"
+    );
+    assert!(!session.exists(), "nothing was started");
+}
+
+#[test]
+fn chat_refuses_a_session_path_that_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let session = dir.path().join("sessions");
+    std::fs::create_dir(&session).unwrap();
+    let output = spawn_chat(&config, &session).wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("is not a regular file (it is a directory)"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read_dir(&session).unwrap().count(), 0);
+}

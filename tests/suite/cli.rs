@@ -224,3 +224,33 @@ fn every_subcommand_has_help_with_examples() {
     }
     assert!(ok(&["model", "pull", "--help"]).contains("Examples:"));
 }
+
+/// An error's cause is said once: an error type that puts its cause in its message does not also
+/// hand it out as `source()`, where the binary's chain printer would repeat it.
+#[test]
+fn an_error_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.jsonl");
+    let archive = dir.path().join("missing.archive.jsonl");
+    let cases: Vec<Vec<&str>> = vec![
+        vec![
+            "expand",
+            s(&missing),
+            "--archive",
+            s(&archive),
+            "--out",
+            "unused.json",
+        ],
+        vec!["trace", s(&missing)],
+    ];
+    for args in cases {
+        let out = troupe(&args);
+        assert!(!out.status.success(), "troupe {args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr.matches("No such file or directory").count(),
+            1,
+            "troupe {args:?} should name the cause once:\n{stderr}"
+        );
+    }
+}

@@ -1,5 +1,6 @@
 mod chat;
 mod cli;
+mod compact_safety;
 mod config;
 #[cfg(feature = "otlp")]
 mod otlp;
@@ -8,3 +9,4 @@ mod session;
 mod support;
 mod telemetry;
 mod trace_tree;
+mod transcript_unknowns;

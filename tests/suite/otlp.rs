@@ -429,3 +429,61 @@ fn init_from_env_exports_when_the_guard_drops() {
         Some(AnyValue::StringValue("[redacted]".into()))
     );
 }
+
+/// A real team run with content on exports the prompt and the tool arguments on the `chat` and
+/// `execute_tool` spans; with it off, neither reaches the collector.
+#[test]
+fn a_team_run_exports_content_only_when_recorded() {
+    for record_content in [true, false] {
+        let collector = start_collector();
+        let (layer, export) = otlp_layer::<Registry>(&collector.config(record_content))
+            .unwrap()
+            .unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(run_scripted_team())
+        });
+        export.shutdown().unwrap();
+
+        let spans = collector.spans();
+        let text_of =
+            |span: &Span, key: &str| attr(&span.attributes, key).and_then(|v| str_value(&v));
+        let prompts: Vec<String> = spans
+            .iter()
+            .filter(|(_, s)| s.name == "chat")
+            .filter_map(|(_, s)| text_of(s, "gen_ai.input.messages"))
+            .collect();
+        let arguments: Vec<String> = spans
+            .iter()
+            .filter(|(_, s)| s.name == "execute_tool")
+            .filter_map(|(_, s)| text_of(s, "gen_ai.tool.call.arguments"))
+            .collect();
+        if record_content {
+            assert!(
+                prompts
+                    .iter()
+                    .any(|p| p.contains("Name and slogan, please.")),
+                "{prompts:?}"
+            );
+            assert!(
+                arguments.iter().any(|a| a.contains("A bakery name?")),
+                "{arguments:?}"
+            );
+            assert!(
+                spans.iter().any(
+                    |(_, s)| s.name == "chat" && text_of(s, "gen_ai.output.messages").is_some()
+                )
+            );
+        } else {
+            assert!(prompts.is_empty() && arguments.is_empty());
+            for (_, body) in collector.requests() {
+                let raw = String::from_utf8_lossy(&body);
+                assert!(!raw.contains("Name and slogan") && !raw.contains("A bakery name?"));
+            }
+        }
+    }
+}

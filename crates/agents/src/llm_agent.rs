@@ -14,7 +14,7 @@ use tracing::Instrument;
 use troupe_compaction::{
     Archive, BudgetPolicy, BudgetState, CompactionReport, TokenCache, TokenCounter,
 };
-use troupe_runtime::trace::semconv;
+use troupe_runtime::trace::{self, content, semconv};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel,
     ChatRequest, Checkpoint, Conversation, Event, Job, MessageId, MessageKind, ModelError,
@@ -27,7 +27,7 @@ use crate::compaction_hooks::{
     ContextShare, ContextStats, Trigger, crate_trigger,
 };
 use crate::compression::{COMPRESSION_AGENT, CompactionJob, CompactionResult};
-use crate::session_sync::{SessionSync, restore};
+use crate::session_sync::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 
@@ -66,8 +66,18 @@ struct AgentState {
 pub const COMPACT_TOOL: &str = "compact";
 
 impl LlmAgent {
-    /// A fresh agent, or one restored from a checkpoint.
+    /// A fresh agent, or one restored from a checkpoint. Its session log, if any, is locked for
+    /// as long as the agent lives.
     pub fn new(spec: AgentSpec, checkpoint: Option<Checkpoint>) -> Result<Self, AgentError> {
+        Self::build(spec, checkpoint, None)
+    }
+
+    /// [`LlmAgent::new`], opening the session log under `claim` when given.
+    fn build(
+        spec: AgentSpec,
+        checkpoint: Option<Checkpoint>,
+        claim: Option<&SessionClaim>,
+    ) -> Result<Self, AgentError> {
         let link = TeamLink::default();
         let mut tools = spec.tools.clone();
         if spec.team_messaging {
@@ -78,7 +88,7 @@ impl LlmAgent {
         let mut session = None;
         let mut restored = None;
         if let Some(path) = &spec.session {
-            let (mut sync, logged) = SessionSync::open(path, &spec.name)
+            let (mut sync, logged) = SessionSync::open(path, &spec.name, claim)
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
             for warning in &logged.warnings {
                 tracing::warn!(agent = %spec.name, "{warning}");
@@ -131,10 +141,13 @@ impl LlmAgent {
         })
     }
 
-    /// A factory the supervisor uses to build (and rebuild) this agent.
+    /// A factory the supervisor uses to build (and rebuild) this agent. The factory holds the
+    /// session log's lock, so a rebuilt agent never finds its log locked by its predecessor.
     pub fn factory(spec: AgentSpec) -> BehaviorFactory {
+        let claim = SessionClaim::default();
         Arc::new(move |checkpoint| {
-            Ok(Box::new(LlmAgent::new(spec.clone(), checkpoint)?) as Box<dyn AgentBehavior>)
+            let agent = LlmAgent::build(spec.clone(), checkpoint, Some(&claim))?;
+            Ok(Box::new(agent) as Box<dyn AgentBehavior>)
         })
     }
 
@@ -450,7 +463,19 @@ impl LlmAgent {
             { semconv::USAGE_INPUT_TOKENS } = tracing::field::Empty,
             { semconv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
             { semconv::ERROR_TYPE } = tracing::field::Empty,
+            { semconv::SYSTEM_INSTRUCTIONS } = tracing::field::Empty,
+            { semconv::INPUT_MESSAGES } = tracing::field::Empty,
+            { semconv::OUTPUT_MESSAGES } = tracing::field::Empty,
         );
+        // Content is serialized only when asked for: by default this is one atomic load.
+        let record_content = trace::record_content();
+        if record_content {
+            if let Some(system) = content::system_instructions(&request.messages) {
+                span.record(semconv::SYSTEM_INSTRUCTIONS, system.as_str());
+            }
+            let input = content::input_messages(&request.messages);
+            span.record(semconv::INPUT_MESSAGES, input.as_str());
+        }
         let started = Instant::now();
         let result = self.spec.model.chat(request).instrument(span.clone()).await;
         let ms = started.elapsed().as_millis() as u64;
@@ -458,6 +483,11 @@ impl LlmAgent {
             Ok(response) => {
                 span.record(semconv::USAGE_INPUT_TOKENS, response.usage.input_tokens);
                 span.record(semconv::USAGE_OUTPUT_TOKENS, response.usage.output_tokens);
+                if record_content {
+                    let output =
+                        content::output_messages(&response.message, &response.finish_reason);
+                    span.record(semconv::OUTPUT_MESSAGES, output.as_str());
+                }
                 ctx.events.publish(
                     Some(trace_id.to_string()),
                     Event::ModelCallFinished {
@@ -509,11 +539,23 @@ impl LlmAgent {
                 { semconv::TOOL_CALL_ID } = %call.id,
                 { semconv::AGENT_NAME } = %ctx.name,
                 { semconv::ERROR_TYPE } = tracing::field::Empty,
+                { semconv::TOOL_CALL_ARGUMENTS } = tracing::field::Empty,
+                { semconv::TOOL_CALL_RESULT } = tracing::field::Empty,
             );
+            let record_content = trace::record_content();
+            if record_content {
+                span.record(
+                    semconv::TOOL_CALL_ARGUMENTS,
+                    call.function.arguments.as_str(),
+                );
+            }
             let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
             let recorder = span.clone();
             async move {
                 let result = self.tools.dispatch(call, &tool_ctx).await;
+                if record_content {
+                    recorder.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
+                }
                 match &result.outcome {
                     ToolOutcome::Success => {}
                     ToolOutcome::Error(failure) => {

@@ -13,12 +13,19 @@
 //!
 //! A killed process therefore loses at most the turn in flight; [`restore`] rebuilds the
 //! conversation, ledger, archive and last compaction report from the log.
+//!
+//! The log's lock ([`SessionLock`]) belongs to whoever owns the agent for its whole life: the
+//! factory the supervisor rebuilds it with ([`SessionClaim`]), so a rebuilt agent reopens its log
+//! under the same claim instead of finding it locked by its own failed predecessor.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 use troupe_compaction::{Archive, ArchiveEntry, CompactionReport};
-use troupe_runtime::session::{CompactionRecord, Session, SessionError, SessionLog, SessionRecord};
+use troupe_runtime::session::{
+    CompactionRecord, Session, SessionError, SessionLock, SessionLog, SessionRecord,
+};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, StoredMessage};
 use troupe_tools::FileLedger;
 
@@ -67,9 +74,32 @@ pub(crate) fn restore(path: &Path, session: &Session) -> Result<Restored, Sessio
     })
 }
 
+/// The claim on an agent's session log, shared by every build of that agent (an agent factory
+/// holds one): taken at the first build, released when the last holder goes.
+#[derive(Clone, Default)]
+pub(crate) struct SessionClaim(Arc<Mutex<Option<SessionLock>>>);
+
+impl SessionClaim {
+    /// Open the log at `path` under this claim, taking it first if it is not yet held.
+    fn open(&self, path: &Path, agent: &str) -> Result<(SessionLog, Session), SessionError> {
+        // A panic elsewhere while this was held leaves a valid `Option`: poison is moot.
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let lock = match slot.take() {
+            Some(lock) if lock.log_path() == path => lock,
+            _ => SessionLock::acquire(path)?,
+        };
+        let opened = SessionLog::open_locked(&lock, Some(agent));
+        *slot = Some(lock);
+        opened
+    }
+}
+
 /// An open log and what of the agent's state it already holds.
 pub(crate) struct SessionSync {
     log: SessionLog,
+    /// The claim, when this agent holds its own (built without a factory); a factory's claim
+    /// stays with the factory, so a failed agent that is slow to go does not block its rebuild.
+    _claim: Option<SessionClaim>,
     persisted: Vec<ChatMessage>,
     archive_persisted: usize,
     ledger_persisted: Option<Value>,
@@ -85,15 +115,28 @@ impl std::fmt::Debug for SessionSync {
 }
 
 impl SessionSync {
-    /// Open (or create) the log at `path` for `agent`; returns the session it holds. An unfinished
-    /// tail is cut off and reported in the session's warnings.
+    /// Open (or create) the log at `path` for `agent` under `claim` (a claim of its own when
+    /// `None`); returns the session it holds. An unfinished tail is cut off and reported in the
+    /// session's warnings.
     ///
     /// # Errors
-    /// As [`SessionLog::open_for`].
-    pub(crate) fn open(path: &Path, agent: &str) -> Result<(SessionSync, Session), SessionError> {
-        let (log, session) = SessionLog::open_for(path, Some(agent))?;
+    /// As [`SessionLog::open_for`]; [`SessionError::InUse`] when another owner holds the log.
+    pub(crate) fn open(
+        path: &Path,
+        agent: &str,
+        claim: Option<&SessionClaim>,
+    ) -> Result<(SessionSync, Session), SessionError> {
+        let (claim, own) = match claim {
+            Some(shared) => (shared.clone(), None),
+            None => {
+                let own = SessionClaim::default();
+                (own.clone(), Some(own))
+            }
+        };
+        let (log, session) = claim.open(path, agent)?;
         let sync = SessionSync {
             log,
+            _claim: own,
             persisted: session.conversation.messages().to_vec(),
             archive_persisted: session.archive_entries.len(),
             ledger_persisted: session.ledger.clone(),
@@ -140,10 +183,16 @@ impl SessionSync {
         let now = conversation.messages();
         let extends =
             now.len() >= self.persisted.len() && now[..self.persisted.len()] == self.persisted[..];
+        // A state that cannot be serialized is an error, never a silently missing record.
+        let path = self.log.path().to_path_buf();
+        let serialize = |what: &str, e: serde_json::Error| SessionError::Serialize {
+            path: path.clone(),
+            reason: format!("the {what}: {e}"),
+        };
         let ledger_value = if ledger.is_empty() {
             None
         } else {
-            serde_json::to_value(ledger).ok()
+            Some(serde_json::to_value(ledger).map_err(|e| serialize("file ledger", e))?)
         };
         let fresh: &[ArchiveEntry] = archive
             .entries()
@@ -168,10 +217,14 @@ impl SessionSync {
                 archived: fresh.iter().map(|e| e.original.id).collect(),
                 archive_entries: fresh
                     .iter()
-                    .filter_map(|e| serde_json::to_value(e).ok())
-                    .collect(),
+                    .map(serde_json::to_value)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| serialize("archive", e))?,
                 ledger: ledger_value.clone(),
-                report: report.and_then(|r| serde_json::to_value(r).ok()),
+                report: report
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|e| serialize("compaction report", e))?,
             }));
         }
         if ledger_value != self.ledger_persisted

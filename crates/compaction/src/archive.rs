@@ -35,20 +35,20 @@ pub struct Archive {
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
     /// A line is not an archive entry.
-    #[error("archive line {line}: {source}")]
+    #[error("archive line {line}: {cause}")]
     BadLine {
         /// 1-based line number.
         line: usize,
         /// The parse error.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// An entry could not be written.
-    #[error("cannot serialize archive entry for {id}: {source}")]
+    #[error("cannot serialize archive entry for {id}: {cause}")]
     Serialize {
         /// The original's id.
         id: MessageId,
         /// The serde error.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 }
 
@@ -142,7 +142,7 @@ impl Archive {
         for entry in &self.entries {
             let line = serde_json::to_string(entry).map_err(|source| ArchiveError::Serialize {
                 id: entry.original.id,
-                source,
+                cause: source,
             })?;
             out.push_str(&line);
             out.push('\n');
@@ -159,7 +159,7 @@ impl Archive {
             }
             let entry = serde_json::from_str(line).map_err(|source| ArchiveError::BadLine {
                 line: i + 1,
-                source,
+                cause: source,
             })?;
             entries.push(entry);
         }

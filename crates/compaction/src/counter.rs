@@ -5,9 +5,8 @@
 //! Other tokenizers (llama.cpp's, in troupe-agents) implement the same trait.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tiktoken_rs::CoreBPE;
-use troupe_runtime::{ChatMessage, Content, ContentSlot, Role};
+use troupe_runtime::{ChatMessage, Content, ContentSlot, Role, WireValue};
 
 /// Tokens a chat format adds around messages, beyond the tokens of their text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,7 +78,7 @@ pub trait TokenCounter: Send + Sync {
         if let Some(id) = &message.tool_call_id {
             tokens += self.count(id);
         }
-        if let Some(Value::String(name)) = message.extra.get("name") {
+        if let Some(name) = message.extra.get("name").and_then(WireValue::as_str) {
             tokens += overhead.per_name + self.count(name);
         }
         tokens
@@ -99,6 +98,7 @@ pub trait TokenCounter: Send + Sync {
 pub(crate) fn role_name(role: Role) -> &'static str {
     match role {
         Role::System => "system",
+        Role::Developer => "developer",
         Role::User => "user",
         Role::Assistant => "assistant",
         Role::Tool => "tool",
@@ -133,8 +133,8 @@ impl BpeEncoding {
 pub struct TiktokenCounter {
     bpe: &'static CoreBPE,
     encoding: BpeEncoding,
-    /// Token counts of the four role names, in [`Role`] order.
-    role_tokens: [usize; 4],
+    /// Token counts of the role names, in [`Role`] order.
+    role_tokens: [usize; 5],
 }
 
 impl TiktokenCounter {
@@ -144,8 +144,14 @@ impl TiktokenCounter {
             BpeEncoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
             BpeEncoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
         };
-        let role_tokens = [Role::System, Role::User, Role::Assistant, Role::Tool]
-            .map(|role| bpe.encode_ordinary(role_name(role)).len());
+        let role_tokens = [
+            Role::System,
+            Role::Developer,
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+        ]
+        .map(|role| bpe.encode_ordinary(role_name(role)).len());
         TiktokenCounter {
             bpe,
             encoding,
@@ -186,9 +192,10 @@ impl TokenCounter for TiktokenCounter {
     fn count_role(&self, role: Role) -> usize {
         self.role_tokens[match role {
             Role::System => 0,
-            Role::User => 1,
-            Role::Assistant => 2,
-            Role::Tool => 3,
+            Role::Developer => 1,
+            Role::User => 2,
+            Role::Assistant => 3,
+            Role::Tool => 4,
         }]
     }
 }

@@ -111,14 +111,14 @@ pub enum Refusal {
         end: MessageId,
     },
     /// The summarizer failed; the conversation is unchanged.
-    #[error("summarizing {start}..{end} failed: {source}")]
+    #[error("summarizing {start}..{end} failed: {cause}")]
     Summarizer {
         /// Segment start.
         start: MessageId,
         /// Segment end.
         end: MessageId,
         /// What went wrong.
-        source: SummarizerError,
+        cause: SummarizerError,
     },
     /// The conversation was under target when the session began; compaction must not change it.
     #[error("no compaction needed: {current} tokens is within the target of {target}")]
@@ -135,11 +135,19 @@ pub enum Refusal {
 pub enum CompactionError {
     /// The policy is unusable.
     #[error("invalid compaction policy: {0}")]
-    Policy(#[from] PolicyError),
+    Policy(PolicyError),
     /// The input conversation already breaks an invariant (compaction would be blamed for it).
     #[error("the conversation to compact is already invalid: {0}")]
     InvalidInput(InvariantViolation),
     /// The result broke an invariant; it was discarded rather than returned.
     #[error("compaction produced an invalid conversation and discarded it: {0}")]
     Invariant(InvariantViolation),
+}
+
+// By hand rather than `#[from]`: the message above already says the policy error, and `#[from]`
+// would also return it as `source()`, so an error-chain printer would say it twice.
+impl From<PolicyError> for CompactionError {
+    fn from(error: PolicyError) -> Self {
+        CompactionError::Policy(error)
+    }
 }

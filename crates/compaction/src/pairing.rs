@@ -27,7 +27,7 @@ pub fn owners(messages: &[ChatMessage]) -> Vec<Option<usize>> {
                     None
                 }
                 Role::Tool => owner,
-                Role::User | Role::System => None,
+                Role::User | Role::System | Role::Developer => None,
             }
         })
         .collect()
@@ -83,7 +83,7 @@ pub fn check_pairing(messages: &[ChatMessage]) -> Result<(), InvariantViolation>
                     });
                 }
             }
-            Role::User | Role::System => open.clear(),
+            Role::User | Role::System | Role::Developer => open.clear(),
         }
         previous_role = Some(message.role);
     }

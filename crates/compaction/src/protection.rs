@@ -47,8 +47,9 @@ pub struct IdRange {
 }
 
 impl ProtectedSet {
-    /// The protected messages of `messages`: the leading system message, the first user message
-    /// and the last `recent` user/assistant messages (display-only messages never count).
+    /// The protected messages of `messages`: the leading system (or developer) message, the
+    /// first user message and the last `recent` user/assistant messages (display-only messages
+    /// never count).
     pub fn compute(messages: &[ChatMessage], recent: usize) -> Self {
         let mut reasons = IdMap::default();
         let mut remaining = recent;
@@ -70,7 +71,7 @@ impl ProtectedSet {
         if let Some(first_user) = first_user {
             reasons.insert(first_user.id, ProtectionReason::FirstUserMessage);
         }
-        if let Some(system) = messages.first().filter(|m| m.role == Role::System) {
+        if let Some(system) = messages.first().filter(|m| m.role.is_instructions()) {
             reasons.insert(system.id, ProtectionReason::SystemPrompt);
         }
         ProtectedSet { reasons }

@@ -31,8 +31,14 @@ pub enum TranscriptError {
     Format(#[from] serde_json::Error),
 }
 
+/// The UTF-8 byte order mark some editors put at the start of a file.
+pub const BYTE_ORDER_MARK: char = '\u{feff}';
+
 /// Parse a transcript: an object with `messages`, or a bare array of messages.
+///
+/// A leading byte order mark is skipped (JSON forbids it, but editors on Windows write it).
 pub fn parse_transcript(json: &str) -> Result<Transcript, TranscriptError> {
+    let json = json.strip_prefix(BYTE_ORDER_MARK).unwrap_or(json);
     if json.trim_start().starts_with('[') {
         let messages = serde_json::from_str(json)?;
         return Ok(Transcript {
@@ -167,6 +173,31 @@ mod tests {
             ledger.modified_files().into_iter().collect::<Vec<_>>(),
             ["src/c.rs"]
         );
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let with_mark =
+            parse_transcript("\u{feff}[{\"role\":\"user\",\"content\":\"hi\"}]").unwrap();
+        assert_eq!(with_mark.messages, vec![ChatMessage::user("hi")]);
+        let object = parse_transcript("\u{feff}{\"messages\":[]}").unwrap();
+        assert!(object.messages.is_empty());
+    }
+
+    #[test]
+    fn a_leading_developer_message_is_protected_like_a_system_prompt() {
+        let t = parse_transcript(
+            r#"[{"role":"developer","content":"be terse"},{"role":"user","content":"hi"},
+                {"role":"assistant","content":"a"},{"role":"user","content":"b"}]"#,
+        )
+        .unwrap();
+        let c = troupe_runtime::Conversation::from_messages(t.messages);
+        let protected = crate::ProtectedSet::compute(c.messages(), 0);
+        assert_eq!(
+            protected.reason(c.messages()[0].id),
+            Some(crate::protection::ProtectionReason::SystemPrompt)
+        );
+        assert_eq!(c.system_prompt().map(|m| m.role), Some(Role::Developer));
     }
 
     #[test]

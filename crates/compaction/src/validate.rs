@@ -4,7 +4,7 @@
 //! violation is an error, never a warning.
 
 use serde::Serialize;
-use troupe_runtime::{ChatMessage, MessageId, Role};
+use troupe_runtime::{ChatMessage, MessageId};
 
 use crate::archive::{Archive, expand};
 use crate::counter::TokenCounter;
@@ -167,7 +167,7 @@ pub fn check_invariants(
             return Err(InvariantViolation::DuplicateId { id: message.id });
         }
     }
-    if let Some(system) = before.first().filter(|m| m.role == Role::System) {
+    if let Some(system) = before.first().filter(|m| m.role.is_instructions()) {
         if after.first() != Some(system) {
             return Err(InvariantViolation::SystemPromptMoved { id: system.id });
         }

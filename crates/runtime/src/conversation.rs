@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::message::{ChatMessage, MessageId, Role, StoredMessage};
+use crate::message::{ChatMessage, MessageId, StoredMessage};
 
 /// The messages of one agent's conversation, in order, each with a stable [`MessageId`].
 ///
@@ -126,9 +126,9 @@ impl Conversation {
         self.messages.clear();
     }
 
-    /// The system prompt, if the conversation starts with one.
+    /// The system prompt, if the conversation starts with one (`system` or `developer`).
     pub fn system_prompt(&self) -> Option<&ChatMessage> {
-        self.messages.first().filter(|m| m.role == Role::System)
+        self.messages.first().filter(|m| m.role.is_instructions())
     }
 }
 

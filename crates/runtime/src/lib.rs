@@ -20,7 +20,7 @@ pub use conversation::Conversation;
 pub use event::{Event, EventBus, EventRecord};
 pub use message::{
     ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, Role, StoredMessage,
-    ToolCall,
+    ToolCall, ToolCallsSlot, WireFields, WireNumber, WireValue,
 };
 pub use model::{
     ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice,

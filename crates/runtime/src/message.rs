@@ -4,12 +4,21 @@
 //! and written back is unchanged (unknown fields are kept in [`ChatMessage::extra`]). troupe's own
 //! metadata — the stable [`MessageId`] and the [`MessageKind`] — never appears on the wire; it
 //! travels in session records (see [`StoredMessage`]).
+//!
+//! What troupe does not interpret is kept as it came: unknown keys of a message, of a tool call
+//! and of its `function` (as [`WireFields`], numbers by their exact text), `content` and
+//! `tool_calls` absent vs `null`, and the `developer` role.
+
+mod deserialize;
+mod wire_value;
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+pub use wire_value::{WireFields, WireNumber, WireValue};
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -17,6 +26,9 @@ use serde_json::{Map, Value};
 pub enum Role {
     /// Instructions that frame the whole conversation.
     System,
+    /// OpenAI's newer name for system instructions; kept as written and treated like
+    /// [`Role::System`] (see [`Role::is_instructions`]).
+    Developer,
     /// The person (or calling agent) asking.
     User,
     /// The model.
@@ -29,10 +41,19 @@ impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Role::System => "system",
+            Role::Developer => "developer",
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::Tool => "tool",
         })
+    }
+}
+
+impl Role {
+    /// Whether this role gives instructions that frame the conversation (`system` or
+    /// `developer`): such a message leading a conversation is its system prompt.
+    pub fn is_instructions(self) -> bool {
+        matches!(self, Role::System | Role::Developer)
     }
 }
 
@@ -131,24 +152,31 @@ impl Content {
 }
 
 /// The function half of a tool call: a name and JSON-encoded arguments.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FunctionCall {
     /// The tool's name.
     pub name: String,
     /// The arguments as the model wrote them: a JSON document in a string (possibly malformed).
     pub arguments: String,
+    /// Keys troupe does not interpret, kept verbatim.
+    #[serde(flatten)]
+    pub extra: WireFields,
 }
 
 /// One tool call requested by an assistant message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolCall {
     /// The provider's id for this call; the tool result names it in `tool_call_id`.
     pub id: String,
     /// Always `"function"` in the Chat Completions API.
-    #[serde(rename = "type", default = "function_type")]
+    #[serde(rename = "type")]
     pub kind: String,
     /// Which function to call, with which arguments.
     pub function: FunctionCall,
+    /// Keys troupe does not interpret (e.g. Gemini's `extra_content` with its thought
+    /// signature, which must go back to the provider unchanged), kept verbatim.
+    #[serde(flatten)]
+    pub extra: WireFields,
 }
 
 fn function_type() -> String {
@@ -168,29 +196,35 @@ impl ToolCall {
             function: FunctionCall {
                 name: name.into(),
                 arguments: arguments.into(),
+                extra: WireFields::new(),
             },
+            extra: WireFields::new(),
         }
     }
 }
 
 /// One message of a conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// `Deserialize` is written by hand (`message/deserialize.rs`) so that unknown keys keep their
+/// exact text; serde's `flatten` would read them through a buffer that turns big integers into
+/// floats.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ChatMessage {
     /// Who wrote it.
     pub role: Role,
-    /// Its content. `None` is written as `null` unless [`ChatMessage::content_absent`] is set.
-    #[serde(default, deserialize_with = "present_content")]
+    /// Its content: absent, `null`, or text/parts, written back the way it was read.
     #[serde(skip_serializing_if = "ContentSlot::is_absent")]
     pub content: ContentSlot,
-    /// Tool calls requested by an assistant message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_calls: Option<Vec<ToolCall>>,
+    /// Tool calls requested by an assistant message: absent, `null`, or a list.
+    #[serde(skip_serializing_if = "ToolCallsSlot::is_absent")]
+    pub tool_calls: ToolCallsSlot,
     /// For a tool message: the id of the call it answers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
-    /// Fields troupe does not interpret (`name`, `refusal`, provider extensions), kept verbatim.
+    /// Keys troupe does not interpret (`name`, `refusal`, `reasoning_content`, `model`, provider
+    /// extensions), kept verbatim in their original order.
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: WireFields,
     /// troupe's stable id for this message (never on the wire).
     #[serde(skip)]
     pub id: MessageId,
@@ -236,9 +270,39 @@ impl Serialize for ContentSlot {
     }
 }
 
-fn present_content<'de, D: serde::Deserializer<'de>>(d: D) -> Result<ContentSlot, D::Error> {
-    let value: Option<Content> = Option::deserialize(d)?;
-    Ok(value.map_or(ContentSlot::Null, ContentSlot::Value))
+/// The `tool_calls` field as it appeared on the wire: absent, `null`, or a list (possibly empty).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ToolCallsSlot {
+    /// The field was not present.
+    #[default]
+    Absent,
+    /// The field was `null` (some providers write this on every message).
+    Null,
+    /// The field held a list of calls.
+    Calls(Vec<ToolCall>),
+}
+
+impl ToolCallsSlot {
+    fn is_absent(&self) -> bool {
+        matches!(self, ToolCallsSlot::Absent)
+    }
+
+    /// The calls (empty when absent or `null`).
+    pub fn as_slice(&self) -> &[ToolCall] {
+        match self {
+            ToolCallsSlot::Calls(calls) => calls,
+            ToolCallsSlot::Absent | ToolCallsSlot::Null => &[],
+        }
+    }
+}
+
+impl Serialize for ToolCallsSlot {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolCallsSlot::Absent | ToolCallsSlot::Null => s.serialize_none(),
+            ToolCallsSlot::Calls(calls) => calls.serialize(s),
+        }
+    }
 }
 
 impl ChatMessage {
@@ -246,9 +310,9 @@ impl ChatMessage {
         ChatMessage {
             role,
             content: ContentSlot::Value(Content::Text(content.into())),
-            tool_calls: None,
+            tool_calls: ToolCallsSlot::Absent,
             tool_call_id: None,
-            extra: Map::new(),
+            extra: WireFields::new(),
             id: MessageId::UNASSIGNED,
             kind: MessageKind::Normal,
         }
@@ -273,7 +337,7 @@ impl ChatMessage {
     pub fn assistant_tool_calls(content: Option<String>, calls: Vec<ToolCall>) -> Self {
         let mut m = Self::new(Role::Assistant, String::new());
         m.content = content.map_or(ContentSlot::Null, |c| ContentSlot::Value(Content::Text(c)));
-        m.tool_calls = Some(calls);
+        m.tool_calls = ToolCallsSlot::Calls(calls);
         m
     }
 
@@ -305,7 +369,7 @@ impl ChatMessage {
 
     /// The tool calls of this message (empty for messages without any).
     pub fn calls(&self) -> &[ToolCall] {
-        self.tool_calls.as_deref().unwrap_or(&[])
+        self.tool_calls.as_slice()
     }
 
     /// Whether this assistant message requests at least one tool call.
@@ -377,6 +441,69 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&stored).unwrap()).unwrap();
         assert_eq!(back, stored);
         assert_eq!(ChatMessage::from(back), m);
+    }
+
+    #[test]
+    fn unknown_fields_survive_serde_buffering_in_internally_tagged_records() {
+        // Session records are an internally tagged enum: serde buffers the message before
+        // reading it, so the raw-text path is not available and the tree path must take over.
+        #[derive(Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "type", rename_all = "snake_case")]
+        enum Record {
+            Message(StoredMessage),
+        }
+        let raw = r#"{"role":"developer","content":"x","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}","strict":true},"extra_content":{"google":{"thought_signature":"abc"}}}],"model":"m","n":[1,2.5,-3]}"#;
+        let mut m: ChatMessage = serde_json::from_str(raw).unwrap();
+        m.id = MessageId(3);
+        let record = Record::Message(StoredMessage::from(&m));
+        let text = serde_json::to_string(&record).unwrap();
+        let back: Record = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, record);
+        let Record::Message(stored) = back;
+        assert_eq!(serde_json::to_string(&stored.message).unwrap(), raw);
+    }
+
+    #[test]
+    fn wire_values_convert_to_and_from_serde_json_values() {
+        let m: ChatMessage = serde_json::from_str(
+            r#"{"role":"user","name":"bob","n":123456789012345678901234567890,"x":1e400}"#,
+        )
+        .unwrap();
+        assert_eq!(m.extra.get("name").and_then(WireValue::as_str), Some("bob"));
+        assert_eq!(
+            m.extra.get("n").unwrap().to_string(),
+            "123456789012345678901234567890"
+        );
+        assert_eq!(m.extra.get("x").unwrap().to_value(), Value::Null);
+        // A message with numbers `Value` can hold converts exactly (the OpenAI provider's path).
+        let mut m = ChatMessage::user("hi");
+        m.extra.insert("refusal", Value::String("no".into()));
+        m.extra.insert("n", serde_json::json!({"k": [1, 2.5]}));
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            serde_json::json!({"role":"user","content":"hi","refusal":"no","n":{"k":[1,2.5]}})
+        );
+    }
+
+    #[test]
+    fn deeply_nested_unknown_fields_are_refused_not_overflowed() {
+        let depth = 100_000;
+        let raw = format!(
+            r#"{{"role":"user","deep":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let err = serde_json::from_str::<ChatMessage>(&raw).unwrap_err();
+        assert!(err.to_string().contains("nested"), "{err}");
+        let ok = format!(
+            r#"{{"role":"user","deep":{}{}}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert_eq!(
+            serde_json::to_string(&serde_json::from_str::<ChatMessage>(&ok).unwrap()).unwrap(),
+            ok
+        );
     }
 
     #[test]

@@ -4,10 +4,64 @@
 //! [`TraceContext`], so one user request is one trace across agent hops.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
+
+pub mod content;
+
+/// `1`/`true`/`yes`/`on` asks for message content (prompts, completions, tool arguments and
+/// results) in trace spans.
+pub const TRACE_CONTENT_ENV: &str = "TROUPE_TRACE_CONTENT";
+
+/// [`record_content`]'s state: not decided yet (read the environment), off, on.
+const CONTENT_UNSET: u8 = 0;
+const CONTENT_OFF: u8 = 1;
+const CONTENT_ON: u8 = 2;
+static RECORD_CONTENT: AtomicU8 = AtomicU8::new(CONTENT_UNSET);
+
+/// Whether [`TRACE_CONTENT_ENV`] asks for message content in traces.
+pub fn content_env_enabled() -> bool {
+    std::env::var(TRACE_CONTENT_ENV).is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+/// Whether spans should carry message content. Code that records content checks this before
+/// it builds anything, so with recording off (the default) content costs one atomic load. Set
+/// by [`set_record_content`] (the facade's telemetry setup calls it); until then it follows
+/// [`TRACE_CONTENT_ENV`]. Exporters apply their own switch too: this only decides whether the
+/// content is built at all.
+pub fn record_content() -> bool {
+    match RECORD_CONTENT.load(Ordering::Relaxed) {
+        CONTENT_ON => true,
+        CONTENT_OFF => false,
+        _ => {
+            let on = content_env_enabled();
+            let state = if on { CONTENT_ON } else { CONTENT_OFF };
+            // A concurrent `set_record_content` wins over the environment.
+            match RECORD_CONTENT.compare_exchange(
+                CONTENT_UNSET,
+                state,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => on,
+                Err(current) => current == CONTENT_ON,
+            }
+        }
+    }
+}
+
+/// Turn content recording on or off for the whole process (see [`record_content`]).
+pub fn set_record_content(on: bool) {
+    let state = if on { CONTENT_ON } else { CONTENT_OFF };
+    RECORD_CONTENT.store(state, Ordering::Relaxed);
+}
 
 /// Identifies one request's trace and the span that caused the current message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -99,6 +153,16 @@ pub mod semconv {
     pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
     /// `error.type`: the class of error that ended the operation (set only on failure).
     pub const ERROR_TYPE: &str = "error.type";
+    /// `gen_ai.system_instructions`: the system prompt, as a JSON array of parts (content).
+    pub const SYSTEM_INSTRUCTIONS: &str = "gen_ai.system_instructions";
+    /// `gen_ai.input.messages`: the messages sent to the model, as JSON (content).
+    pub const INPUT_MESSAGES: &str = "gen_ai.input.messages";
+    /// `gen_ai.output.messages`: the model's answer, as JSON (content).
+    pub const OUTPUT_MESSAGES: &str = "gen_ai.output.messages";
+    /// `gen_ai.tool.call.arguments`: the arguments a tool was called with (content).
+    pub const TOOL_CALL_ARGUMENTS: &str = "gen_ai.tool.call.arguments";
+    /// `gen_ai.tool.call.result`: what the tool returned (content).
+    pub const TOOL_CALL_RESULT: &str = "gen_ai.tool.call.result";
 }
 
 #[cfg(test)]

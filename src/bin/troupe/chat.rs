@@ -16,7 +16,8 @@ use troupe::agents::{
     spawn_agent, spawn_compression_agent,
 };
 use troupe::config::{Config, build_model};
-use troupe::runtime::session::{SessionLog, SessionRecord};
+use troupe::runtime::session::{SessionError, SessionLock, SessionLog, SessionRecord};
+use troupe::telemetry::redact::redact_value;
 use troupe::{ChatModel, Team, TeamConfig};
 
 use crate::cli::ChatArgs;
@@ -45,7 +46,13 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
         None if config.agents.len() == 1 => {
             config.agents.keys().next().cloned().unwrap_or_default()
         }
-        None => "assistant".to_string(),
+        None if config.agents.is_empty() => "assistant".to_string(),
+        // Picking one of several would chat with an agent the user did not choose.
+        None => anyhow::bail!(
+            "the configuration defines {} agents ({}); choose one with --agent NAME",
+            config.agents.len(),
+            config.agents.keys().cloned().collect::<Vec<_>>().join(", ")
+        ),
     };
     let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
     let mut wanted: Vec<String> = config
@@ -135,6 +142,11 @@ fn default_session_path() -> anyhow::Result<PathBuf> {
 
 impl Chat {
     async fn open(blueprint: Blueprint, path: &Path) -> anyhow::Result<Chat> {
+        // A session open elsewhere is refused up front, in plain words; the agent takes the lock
+        // for itself below (any other problem with the log surfaces there, with its line).
+        if let Err(e @ SessionError::InUse { .. }) = SessionLock::acquire(path) {
+            anyhow::bail!("{e}: close that chat or choose another session");
+        }
         // The agent reads (and, for a torn tail, repairs) the log; what it restored is in its
         // checkpoint, so the log is parsed once.
         let team = start_team(&blueprint, path).await?;
@@ -196,7 +208,7 @@ impl Chat {
                     r.tokens_before, r.tokens_after, r.reason
                 );
             }
-            Err(e) => println!("{e}"),
+            Err(e) => println!("{}", redact_value(&e.to_string())),
         }
         Ok(())
     }
@@ -221,7 +233,8 @@ impl Chat {
             answer = self.team.ask(&name, text) => {
                 match answer {
                     Ok(answer) => println!("{answer}"),
-                    Err(e) => println!("error: {e}"),
+                    // The agent's error can quote a provider's answer, key and all.
+                    Err(e) => println!("error: {}", redact_value(&e.to_string())),
                 }
                 false
             }

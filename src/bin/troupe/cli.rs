@@ -67,10 +67,10 @@ Examples:
 pub struct CompactArgs {
     /// The transcript: {\"messages\": [...]} or a bare message array.
     pub input: PathBuf,
-    /// The context window in tokens.
+    /// The context window in tokens (at least 1024).
     #[arg(long)]
     pub window: usize,
-    /// Target share of the window.
+    /// Target share of the window, strictly between 0 and 1.
     #[arg(long, default_value_t = 0.4)]
     pub target: f64,
     /// Recent user/assistant messages never touched.
@@ -82,10 +82,11 @@ pub struct CompactArgs {
     /// Focus for the summary.
     #[arg(long)]
     pub instructions: Option<String>,
-    /// Where to write the compacted transcript (same format as the input).
+    /// Where to write the compacted transcript (same format as the input; never the input).
     #[arg(long)]
     pub out: PathBuf,
-    /// Where to write the archive of replaced originals (default: OUT with .archive.jsonl).
+    /// Where to write the archive of replaced originals (default: OUT with .archive.jsonl);
+    /// written first, so OUT never exists without it.
     #[arg(long)]
     pub archive: Option<PathBuf>,
     /// Print the report as JSON.
@@ -104,7 +105,8 @@ pub struct ExpandArgs {
     /// Its archive, written by `troupe compact`.
     #[arg(long)]
     pub archive: PathBuf,
-    /// Where to write the restored transcript.
+    /// Where to write the restored transcript; written only when every message is restored
+    /// exactly (checked against the sha256 sums the archive recorded).
     #[arg(long)]
     pub out: PathBuf,
 }
@@ -117,7 +119,7 @@ Examples:
 pub struct ReplayArgs {
     /// The transcript.
     pub input: PathBuf,
-    /// The context window in tokens.
+    /// The context window in tokens (at least 1024).
     #[arg(long)]
     pub window: usize,
     /// Which model summarizes.
@@ -165,7 +167,7 @@ pub struct ChatArgs {
     /// A troupe config file (TOML).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Which agent of the config to chat with (default: the only one, else `assistant`).
+    /// Which agent of the config to chat with (default: the only one; required when it has several).
     #[arg(long)]
     pub agent: Option<String>,
     /// The session log to append to (default: a new file under the user's cache directory).

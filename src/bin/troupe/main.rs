@@ -29,6 +29,7 @@ mod trace_cmd;
 mod transcript_cmds;
 
 use clap::Parser;
+use troupe::telemetry::redact::redact_value;
 
 use cli::{Cli, Command, ModelCommand};
 
@@ -38,7 +39,10 @@ fn main() -> std::process::ExitCode {
     let telemetry = match troupe::telemetry::init() {
         Ok(guard) => Some(guard),
         Err(e) => {
-            eprintln!("warning: telemetry is off: {e}");
+            eprintln!(
+                "warning: telemetry is off: {}",
+                redact_value(&e.to_string())
+            );
             None
         }
     };
@@ -68,7 +72,8 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // A provider error can echo the request's key; it never reaches the terminal.
+            eprintln!("error: {}", redact_value(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

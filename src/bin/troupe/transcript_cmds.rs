@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use troupe::compaction::{CompactionReport, TierCounts, TiktokenCounter};
 use troupe::transcript_file::TranscriptFile;
 use troupe::transcript_ops::{
-    CompactRequest, ReplayReport, compact_transcript, expand_transcript, replay_transcript,
-    write_archive_file,
+    CompactRequest, ReplayReport, RestoredMatch, check_window, compact_transcript,
+    ensure_distinct_files, expand_transcript_file, replay_transcript,
 };
 
 use crate::cli::{CompactArgs, ExpandArgs, ReplayArgs};
@@ -78,6 +78,17 @@ fn print_report(r: &CompactionReport, out: &Path, archive: &Path) {
 }
 
 pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
+    let archive_path = args
+        .archive
+        .clone()
+        .unwrap_or_else(|| default_archive_path(&args.out));
+    // Before any work (a model summary can take minutes): refuse outputs that would overwrite
+    // the input or each other. `write_files` checks again right before writing.
+    ensure_distinct_files(&[
+        ("the input", &args.input),
+        ("--out", &args.out),
+        ("--archive", &archive_path),
+    ])?;
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
     let input = TranscriptFile::parse(&args.input, &text)?;
@@ -92,15 +103,10 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let spinner = crate::progress::spinner("compacting");
     let counter = TiktokenCounter::default();
     let result =
-        compact_transcript(&input, &text, &request, &counter, Some(summarizer.as_ref())).await?;
+        compact_transcript(&input, &text, &request, &counter, Some(summarizer.as_ref())).await;
     spinner.finish_and_clear();
-    let archive_path = args
-        .archive
-        .clone()
-        .unwrap_or_else(|| default_archive_path(&args.out));
-    std::fs::write(&args.out, &result.text)
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    write_archive_file(&archive_path, &result.header, &result.archive)?;
+    let result = result?;
+    result.write_files(&args.input, &args.out, &archive_path)?;
     if args.json {
         let json = serde_json::json!({
             "input": args.input,
@@ -124,19 +130,27 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
 }
 
 pub fn expand(args: ExpandArgs) -> anyhow::Result<()> {
-    let (text, identical) = expand_transcript(&args.input, &args.archive)?;
-    std::fs::write(&args.out, &text).with_context(|| format!("writing {}", args.out.display()))?;
+    let expanded = expand_transcript_file(&args.input, &args.archive, &args.out)?;
     println!(
         "restored    {} → {}",
         args.input.display(),
         args.out.display()
     );
-    if identical {
-        println!("checksum    identical to the original (sha256 recorded at compaction)");
-    } else {
+    if expanded.compacted_layout_changed {
         println!(
-            "checksum    differs from the original's: the messages are restored, the file's layout or envelope differs"
+            "input       {}'s layout or envelope changed since compaction; its messages did not",
+            args.input.display()
         );
+    }
+    match expanded.restored {
+        RestoredMatch::IdenticalFile => {
+            println!("checksum    identical to the original (sha256 recorded at compaction)")
+        }
+        RestoredMatch::IdenticalMessages => println!(
+            "checksum    messages identical to the original's (sha256 of the messages recorded at \
+             compaction); the file's layout or envelope (whitespace, key order, source/license) \
+             differs from the original file's"
+        ),
     }
     Ok(())
 }
@@ -191,6 +205,7 @@ fn print_replay(r: &ReplayReport) {
 }
 
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
+    check_window(args.window)?;
     let input = TranscriptFile::read(&args.input)?;
     let policy = troupe::compaction::BudgetPolicy::for_window(args.window);
     policy.validate()?;

@@ -15,7 +15,7 @@ use troupe_compaction::{
     CompactOptions, CompactTrigger, CompactionSession, MechanicalSummarizer, Summarizer,
     ThrashGuard, TokenCounter,
 };
-use troupe_runtime::trace::semconv;
+use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel,
     ChatRequest, Checkpoint, Event, Job, ToolChoice,
@@ -203,10 +203,22 @@ impl CompressionAgent {
                     { semconv::OPERATION_NAME } = "execute_tool",
                     { semconv::TOOL_NAME } = %call.function.name,
                     { semconv::TOOL_CALL_ID } = %call.id,
+                    { semconv::TOOL_CALL_ARGUMENTS } = tracing::field::Empty,
+                    { semconv::TOOL_CALL_RESULT } = tracing::field::Empty,
                 );
+                let record_content = trace::record_content();
+                if record_content {
+                    span.record(
+                        semconv::TOOL_CALL_ARGUMENTS,
+                        call.function.arguments.as_str(),
+                    );
+                }
                 let result = tools::execute(call, session, summarizer)
-                    .instrument(span)
+                    .instrument(span.clone())
                     .await;
+                if record_content {
+                    span.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
+                }
                 messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
                 verified |= call.function.name == tools::VERIFY_TARGET;
             }

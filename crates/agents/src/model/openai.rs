@@ -72,6 +72,8 @@ pub struct OpenAiConfig {
     /// Base URL up to and excluding `/chat/completions`, e.g. `https://api.openai.com/v1`,
     /// `http://localhost:11434/v1` (Ollama), `http://localhost:8000/v1` (vLLM),
     /// `http://localhost:8080/v1` (llama.cpp server), `http://localhost:1234/v1` (LM Studio).
+    /// A query in it (`…/v1?api-version=2024-06-01`) stays after the path and is sent with
+    /// every request, as are [`OpenAiConfig::query`]'s parameters.
     pub base_url: String,
     /// The API key; `None` sends no auth header (local servers).
     pub api_key: Option<String>,
@@ -231,6 +233,23 @@ pub fn known_context_window(model: &str) -> usize {
         .map_or(8_192, |(_, window)| *window)
 }
 
+/// `{base}/chat/completions`, with the path inserted before a query the base URL carries
+/// (`https://x.openai.azure.com/openai/deployments/d?api-version=2024-06-01`), which is kept;
+/// a fragment is never sent, so it is dropped.
+fn chat_completions_url(base_url: &str) -> String {
+    let without_fragment = base_url.split_once('#').map_or(base_url, |(url, _)| url);
+    match without_fragment.split_once('?') {
+        Some((path, query)) if !query.is_empty() => {
+            format!("{}/chat/completions?{query}", path.trim_end_matches('/'))
+        }
+        Some((path, _)) => format!("{}/chat/completions", path.trim_end_matches('/')),
+        None => format!(
+            "{}/chat/completions",
+            without_fragment.trim_end_matches('/')
+        ),
+    }
+}
+
 /// A chat model behind an OpenAI-compatible HTTP API.
 ///
 /// ```no_run
@@ -258,7 +277,7 @@ impl OpenAiModel {
             .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
             .build()
             .map_err(|e| ModelError::Transport(format!("cannot build the HTTP client: {e}")))?;
-        let endpoint = format!("{}/chat/completions", config.base_url);
+        let endpoint = chat_completions_url(&config.base_url);
         Ok(OpenAiModel {
             config,
             http,

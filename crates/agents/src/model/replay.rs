@@ -23,12 +23,12 @@ use troupe_runtime::{
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// The file could not be opened, read or written.
-    #[error("cassette {path}: {source}")]
+    #[error("cassette {path}: {cause}")]
     Io {
         /// The cassette.
         path: PathBuf,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A line is not a recorded call.
     #[error("cassette {path}, line {line}: {message}")]
@@ -165,7 +165,7 @@ impl<M: ChatModel> RecordingModel<M> {
         let path = path.as_ref().to_path_buf();
         let file = File::create(&path).map_err(|source| ReplayError::Io {
             path: path.clone(),
-            source,
+            cause: source,
         })?;
         Ok(RecordingModel {
             inner,
@@ -255,13 +255,13 @@ impl ReplayModel {
         let path = path.as_ref().to_path_buf();
         let file = File::open(&path).map_err(|source| ReplayError::Io {
             path: path.clone(),
-            source,
+            cause: source,
         })?;
         let mut records = VecDeque::new();
         for (i, line) in BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|source| ReplayError::Io {
                 path: path.clone(),
-                source,
+                cause: source,
             })?;
             if line.trim().is_empty() {
                 continue;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -43,6 +43,7 @@ struct Shared {
     script: Mutex<VecDeque<Fault>>,
     requests: Mutex<Vec<Value>>,
     auth: Mutex<Vec<Option<String>>>,
+    queries: Mutex<Vec<Option<String>>>,
 }
 
 /// A running fault server; stops when dropped.
@@ -93,6 +94,11 @@ impl FaultServer {
     pub fn auth_headers(&self) -> Vec<Option<String>> {
         self.shared.auth.lock().unwrap().clone()
     }
+
+    /// The query string of each request (`api-version=…`), if it had one.
+    pub fn queries(&self) -> Vec<Option<String>> {
+        self.shared.queries.lock().unwrap().clone()
+    }
 }
 
 fn error_body(message: &str, kind: &str, code: Option<&str>) -> Value {
@@ -102,6 +108,7 @@ fn error_body(message: &str, kind: &str, code: Option<&str>) -> Value {
 async fn chat_completions(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
+    RawQuery(query): RawQuery,
     body: String,
 ) -> Response {
     // Speak the real protocol: a request that is not a chat completion request is refused.
@@ -130,6 +137,7 @@ async fn chat_completions(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     shared.auth.lock().unwrap().push(auth);
+    shared.queries.lock().unwrap().push(query);
     let fault = shared.script.lock().unwrap().pop_front();
     let Some(fault) = fault else {
         let body = error_body(

@@ -80,6 +80,39 @@ async fn model_openai_plain_answer_with_usage_and_key() {
     assert_eq!(server.requests()[0]["model"], "gpt-test");
 }
 
+/// A base URL with a query (Azure's `…?api-version=…`, a proxy's key parameter): the endpoint
+/// path goes before the query, and the query is sent with every request.
+#[tokio::test]
+async fn model_openai_base_url_with_a_query_puts_the_path_before_it() {
+    for (suffix, extra, expected) in [
+        ("?api-version=2024-06-01", None, "api-version=2024-06-01"),
+        ("/?api-version=2024-06-01", None, "api-version=2024-06-01"),
+        (
+            "?api-version=2024-06-01",
+            Some(("tenant", "a b")),
+            "api-version=2024-06-01&tenant=a+b",
+        ),
+    ] {
+        let server = FaultServer::start([Fault::Ok(completion_text("Oslo."))]).await;
+        let mut config = OpenAiConfig::new(format!("{}{suffix}", server.base_url), "gpt-test")
+            .with_request_timeout(Duration::from_millis(500));
+        if let Some((key, value)) = extra {
+            config.query.push((key.to_string(), value.to_string()));
+        }
+        let response = OpenAiModel::new(config)
+            .unwrap()
+            .chat(ChatRequest::new(conversation()))
+            .await
+            .unwrap_or_else(|e| panic!("{suffix}: {e}"));
+        assert_eq!(response.message.text(), "Oslo.");
+        assert_eq!(
+            server.queries(),
+            vec![Some(expected.to_string())],
+            "{suffix}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn model_openai_429_then_ok_recovers_after_retry_after() {
     let started = Instant::now();

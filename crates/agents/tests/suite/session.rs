@@ -280,3 +280,104 @@ async fn a_log_whose_ledger_has_the_wrong_shape_is_refused() {
     .await;
     assert!(error.contains("file ledger"), "{error}");
 }
+
+/// A model that panics when asked about `boom` (the agent actor dies and is restarted) and
+/// otherwise answers from its script.
+struct PanickyModel(ScriptedModel);
+
+#[async_trait::async_trait]
+impl troupe_runtime::ChatModel for PanickyModel {
+    fn info(&self) -> troupe_runtime::ModelInfo {
+        troupe_runtime::ChatModel::info(&self.0)
+    }
+
+    async fn chat(
+        &self,
+        request: troupe_runtime::ChatRequest,
+    ) -> Result<troupe_runtime::ChatResponse, troupe_runtime::ModelError> {
+        if request.messages.iter().any(|m| m.text() == "boom") {
+            panic!("the model blew up");
+        }
+        troupe_runtime::ChatModel::chat(&self.0, request).await
+    }
+}
+
+#[tokio::test]
+async fn a_restarted_agent_keeps_its_session_and_a_second_owner_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let model = Arc::new(PanickyModel(ScriptedModel::new(
+        "m",
+        [ScriptedReply::text("one"), ScriptedReply::text("two")],
+    )));
+    let team1 = team().await;
+    spawn_agent(&team1, AgentSpec::new("coder", model).session(&log))
+        .await
+        .unwrap();
+    team1.ask("coder", "first").await.unwrap();
+
+    // Another owner of the same log, in this process or another, is refused while the agent
+    // lives, and changes nothing.
+    let before = std::fs::read(&log).unwrap();
+    let other = Arc::new(ScriptedModel::new("m", []));
+    let error = spawn_agent(&team1, AgentSpec::new("intruder", other).session(&log))
+        .await
+        .unwrap_err()
+        .to_string();
+    let holder = format!("is in use by process {}", std::process::id());
+    assert!(error.contains(&holder), "{error}");
+    let second = team().await;
+    let other = Arc::new(ScriptedModel::new("m", []));
+    let error = spawn_agent(&second, AgentSpec::new("coder", other).session(&log))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains(&holder), "{error}");
+    second.shutdown().await;
+    assert_eq!(std::fs::read(&log).unwrap(), before);
+
+    // A panic restarts the agent in this process: it must not lock itself out of its own log.
+    let failed = team1.ask("coder", "boom").await.unwrap_err().to_string();
+    assert!(failed.contains("restarted"), "{failed}");
+    assert_eq!(team1.ask("coder", "second").await.unwrap(), "two");
+    let after = team1.checkpoint("coder").unwrap();
+    team1.shutdown().await;
+
+    let logged = load(&log).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert_eq!(logged.conversation, after.conversation);
+    let texts: Vec<String> = logged
+        .conversation
+        .messages()
+        .iter()
+        .map(ChatMessage::text)
+        .collect();
+    assert_eq!(texts, ["first", "one", "second", "two"]);
+
+    // Once the team is gone, the log is free again.
+    let team3 = team().await;
+    let idle = Arc::new(ScriptedModel::new("m", []));
+    spawn_agent(&team3, AgentSpec::new("coder", idle).session(&log))
+        .await
+        .unwrap();
+    team3.shutdown().await;
+}
+
+#[test]
+fn a_rebuild_by_the_same_factory_does_not_wait_for_its_predecessor_to_go() {
+    // The supervisor may rebuild a failed agent before the failed one is dropped (its state is
+    // dropped on the actor's task, or handed to the supervisor with the exit event): the rebuild
+    // must not find the log locked by its own predecessor.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let spec = AgentSpec::new("coder", Arc::new(ScriptedModel::new("m", []))).session(&log);
+    let factory = troupe_agents::LlmAgent::factory(spec.clone());
+    let failed = factory(None).unwrap();
+    let rebuilt = factory(Some(failed.checkpoint())).unwrap();
+    // Another factory is another owner: refused while the first one lives.
+    let intruder = troupe_agents::LlmAgent::factory(spec);
+    let error = intruder(None).map(|_| ()).unwrap_err().to_string();
+    assert!(error.contains("is in use by process"), "{error}");
+    drop((failed, rebuilt, factory));
+    intruder(None).unwrap();
+}

@@ -305,7 +305,7 @@ impl CompactionSession<'_> {
             }
             PlannedStep::SummarizeMessages { .. } => {
                 self.per_message_done = true;
-                if let Refusal::Summarizer { source, .. } = refusal {
+                if let Refusal::Summarizer { cause: source, .. } = refusal {
                     self.summaries_failed = true;
                     self.fallbacks
                         .push(format!("the summarizer failed ({source})"));
@@ -314,7 +314,7 @@ impl CompactionSession<'_> {
             PlannedStep::SummarizeSegment { start, end } => {
                 self.failed_segments.insert((start, end));
                 match refusal {
-                    Refusal::Summarizer { source, .. } => {
+                    Refusal::Summarizer { cause: source, .. } => {
                         self.summaries_failed = true;
                         self.fallbacks
                             .push(format!("the summarizer failed ({source})"));

@@ -121,7 +121,11 @@ impl CompactionSession<'_> {
         self.usage.calls += spend.calls;
         self.usage.input_tokens += spend.input_tokens;
         self.usage.output_tokens += spend.output_tokens;
-        let folded = folded.map_err(|source| Refusal::Summarizer { start, end, source })?;
+        let folded = folded.map_err(|source| Refusal::Summarizer {
+            start,
+            end,
+            cause: source,
+        })?;
 
         let roots = self.roots_of(s..=e);
         let text = summary_message_text(&folded.summary, &files, &roots);
@@ -176,7 +180,11 @@ impl CompactionSession<'_> {
                 Ok(None) => {}
                 Err(source) => {
                     if replaced.is_empty() {
-                        return Err(Refusal::Summarizer { start, end, source });
+                        return Err(Refusal::Summarizer {
+                            start,
+                            end,
+                            cause: source,
+                        });
                     }
                     self.fallbacks
                         .push(format!("per-message summarizing stopped: {source}"));

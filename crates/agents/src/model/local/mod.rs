@@ -46,12 +46,12 @@ pub enum LocalModelError {
         actual: String,
     },
     /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
         /// What failed.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// llama.cpp could not load the model or create a context.
     #[error("cannot load the local model: {0}")]

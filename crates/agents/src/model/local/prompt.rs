@@ -61,7 +61,7 @@ pub(crate) fn output_for<'a>(
                 .messages
                 .iter()
                 .rev()
-                .find(|m| m.role != Role::System);
+                .find(|m| !m.role.is_instructions());
             let call = match policy {
                 AutoToolCalls::Always => true,
                 AutoToolCalls::Never => false,
@@ -131,7 +131,7 @@ pub(crate) fn render(request: &ChatRequest, output: &Output<'_>) -> Vec<(String,
             _ => message.text(),
         };
         let role = match message.role {
-            Role::System => "system",
+            Role::System | Role::Developer => "system",
             Role::User | Role::Tool => "user",
             Role::Assistant => "assistant",
         };

@@ -50,7 +50,7 @@ impl Baseline {
     pub fn new(path: &Path, max_context: u32, threads: usize) -> Result<Self, LocalModelError> {
         let path = std::fs::canonicalize(path).map_err(|source| LocalModelError::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         let model = weights(&path)?;
         let n_ctx = model.n_ctx_train().min(max_context).max(256);

@@ -141,7 +141,7 @@ pub(crate) fn engine(path: &Path, options: EngineOptions) -> Result<Arc<Engine>,
     static ENGINES: OnceLock<Mutex<HashMap<Key, Arc<Engine>>>> = OnceLock::new();
     let path = std::fs::canonicalize(path).map_err(|source| LocalModelError::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     // Held while loading: two first uses of one file must not load it twice.
     let mut engines = lock(ENGINES.get_or_init(Default::default));

@@ -1,0 +1,81 @@
+//! [`SessionError`]: why a session log could not be opened, read or written.
+
+use std::path::PathBuf;
+
+/// Why a session log could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// An I/O error.
+    #[error("session log {path}: {cause}")]
+    Io {
+        /// The log.
+        path: PathBuf,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// A complete line that is not a session record: the log is damaged.
+    #[error("session log {path}:{line}: corrupt record: {reason}")]
+    Corrupt {
+        /// The log.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The committed records parse, but do not form a conversation a provider would accept (a
+    /// tool result that answers no open call, a call left without a result, a repeated message
+    /// id): the log was damaged or written by two processes at once.
+    #[error("session log {path}:{line}: invalid conversation: {reason}")]
+    Invalid {
+        /// The log.
+        path: PathBuf,
+        /// 1-based line number of the record at fault.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The records parse, but what they hold does not fit the reader (an agent's ledger, archive
+    /// or compaction report of the wrong shape).
+    #[error("session log {path}: {reason}")]
+    State {
+        /// The log.
+        path: PathBuf,
+        /// What does not fit.
+        reason: String,
+    },
+    /// A record could not be serialized.
+    #[error("session log {path}: cannot serialize a record: {reason}")]
+    Serialize {
+        /// The log.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The path is a FIFO, a device, a directory…: refused before anything is read from it.
+    #[error("session log {path} is not a regular file (it is {kind})")]
+    NotRegularFile {
+        /// The log.
+        path: PathBuf,
+        /// What it is instead ("a directory", "a FIFO", …).
+        kind: &'static str,
+    },
+    /// Another open log holds the session's lock: another process, or another owner in this
+    /// one.
+    #[error("session {path} is in use by {}", holder(*.pid))]
+    InUse {
+        /// The log.
+        path: PathBuf,
+        /// The holder's process id, as it recorded it in the lock file (`None` when unreadable).
+        pid: Option<u32>,
+    },
+}
+
+/// Who holds a lock, in words.
+fn holder(pid: Option<u32>) -> String {
+    match pid {
+        Some(pid) if pid == std::process::id() => format!("process {pid} (this process)"),
+        Some(pid) => format!("process {pid}"),
+        None => "another process".to_string(),
+    }
+}

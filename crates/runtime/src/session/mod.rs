@@ -1,0 +1,48 @@
+//! Sessions: each conversation as an append-only JSONL log that survives a killed process.
+//!
+//! A log is a sequence of [`SessionRecord`]s, one JSON object per line. Records are queued with
+//! [`SessionLog::append`] and written by [`SessionLog::flush`] — at a turn boundary — followed by a
+//! `{"type":"commit"}` line and an fsync. Loading applies only committed records, so a process
+//! killed in the middle of writing a turn loses that turn and nothing else:
+//!
+//! - an unterminated last line (the write was cut off) is skipped with a warning — unless it is
+//!   a whole commit line that lost only its newline, which commits its turn;
+//! - complete records after the last commit (the turn was not finished) are dropped with a warning;
+//! - any other damage — a complete line that is not a record, or committed records that do not
+//!   form a valid conversation (a tool result answering no open call, a call left without a
+//!   result, a repeated message id) — is an error naming the line, and the file is left alone.
+//!
+//! One log has one writer: [`SessionLog::open`] takes an exclusive lock ([`SessionLock`], an
+//! `flock` on the sidecar `<log>.lock`, which names the holder's pid) for as long as the log is
+//! open, so a second process gets "session … is in use by process N" instead of interleaving
+//! turns. Only regular files are opened: a FIFO, a device or a directory is refused before
+//! anything is read.
+//!
+//! ```no_run
+//! use troupe_runtime::session::{SessionLog, SessionRecord};
+//! use troupe_runtime::ChatMessage;
+//! # fn main() -> Result<(), troupe_runtime::session::SessionError> {
+//! let (mut log, session) = SessionLog::open("chat.jsonl".as_ref())?;
+//! for w in &session.warnings { eprintln!("warning: {w}"); }
+//! let mut conversation = session.conversation;
+//! let id = conversation.push(ChatMessage::user("hello"));
+//! log.append_message(conversation.get(id).unwrap_or(&ChatMessage::user("hello")));
+//! log.flush()?; // turn boundary: written and fsynced
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod files;
+mod lock;
+mod log;
+mod records;
+mod replay;
+mod scan;
+#[cfg(test)]
+mod tests;
+
+pub use error::SessionError;
+pub use lock::{SessionLock, lock_path};
+pub use log::SessionLog;
+pub use records::{CompactionRecord, SESSION_FORMAT_VERSION, Session, SessionRecord};
+pub use scan::load;

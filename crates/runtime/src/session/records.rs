@@ -1,0 +1,105 @@
+//! What a session log holds: its records, and the session they restore.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::conversation::Conversation;
+use crate::message::{MessageId, StoredMessage};
+
+/// The log format's version, written in the header record.
+pub const SESSION_FORMAT_VERSION: u32 = 1;
+
+/// One line of a session log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SessionRecord {
+    /// The first record: what wrote the log.
+    Session {
+        /// [`SESSION_FORMAT_VERSION`] of the writer.
+        version: u32,
+        /// The agent whose conversation this is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+        /// Milliseconds since the Unix epoch.
+        created_ms: u64,
+    },
+    /// A message appended to the conversation (with its id and kind).
+    Message(StoredMessage),
+    /// The conversation was compacted.
+    Compaction(CompactionRecord),
+    /// The agent switched models.
+    ModelChange {
+        /// The new model's name.
+        model: String,
+    },
+    /// The file ledger as of now (the latest one wins on load).
+    Ledger {
+        /// The ledger in its serde form (`troupe_tools::FileLedger`).
+        ledger: Value,
+    },
+    /// The conversation was cleared (`/clear`); ids stay unique afterwards.
+    Clear,
+    /// The records since the previous commit form a complete turn.
+    Commit,
+}
+
+/// What a compaction changed, enough to restore the conversation and its summary state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// The conversation after compaction (it replaces the conversation so far).
+    pub messages: Vec<StoredMessage>,
+    /// The summary text (the body of the `<summary>` message), if a summary was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Files read so far (`<read-files>`).
+    #[serde(default)]
+    pub read_files: Vec<String>,
+    /// Files modified so far (`<modified-files>`).
+    #[serde(default)]
+    pub modified_files: Vec<String>,
+    /// Ids of the original messages this compaction moved to the archive.
+    #[serde(default)]
+    pub archived: Vec<MessageId>,
+    /// The archive entries themselves (`troupe_compaction::ArchiveEntry`'s serde form), so that
+    /// a resumed session can still `expand`; may be empty when the archive lives elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub archive_entries: Vec<Value>,
+    /// The file ledger at compaction time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<Value>,
+    /// The compaction report (`troupe_compaction::CompactionReport`'s serde form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Value>,
+}
+
+/// A conversation restored from its log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Session {
+    /// The conversation as of the last committed turn.
+    pub conversation: Conversation,
+    /// The agent named in the header.
+    pub agent: Option<String>,
+    /// The last model switched to.
+    pub model: Option<String>,
+    /// The latest compaction summary (the "previous summary" the next compaction merges into).
+    pub previous_summary: Option<String>,
+    /// Files read, over all compactions.
+    pub read_files: Vec<String>,
+    /// Files modified, over all compactions.
+    pub modified_files: Vec<String>,
+    /// The latest file ledger.
+    pub ledger: Option<Value>,
+    /// Ids of every archived original.
+    pub archived: Vec<MessageId>,
+    /// Every archive entry recorded in the log, oldest first.
+    pub archive_entries: Vec<Value>,
+    /// The report of the latest compaction (`troupe_compaction::CompactionReport`'s serde form).
+    pub last_report: Option<Value>,
+    /// Compactions applied.
+    pub compactions: usize,
+    /// Committed records applied.
+    pub records: usize,
+    /// What was skipped (a torn last line, an unfinished turn).
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,201 @@
+//! Replaying committed records into a [`Session`], checking that they form a valid conversation.
+//!
+//! A resumed conversation goes straight back to a provider, which rejects a tool result without
+//! its call, a call without its result, or (for troupe) two messages with one id. Such a log is
+//! refused with the line at fault instead of being resumed into a conversation that fails every
+//! request — or, worse, quietly loses turns.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::conversation::Conversation;
+use crate::message::{ChatMessage, MessageKind, Role, StoredMessage};
+
+use super::records::{Session, SessionRecord};
+
+/// Adds `items` not yet in `into`, keeping order.
+fn union_into(into: &mut Vec<String>, items: &[String]) {
+    for item in items {
+        if !into.contains(item) {
+            into.push(item.clone());
+        }
+    }
+}
+
+/// A record that does not fit the conversation so far: the 1-based line to blame, and why.
+pub(super) type Invalid = (usize, String);
+
+/// The tool-call pairing state after the messages so far: which calls of the nearest assistant
+/// message still wait for their result. Display-only messages are never sent, so they are
+/// transparent here (as in compaction's pairing rules).
+#[derive(Default)]
+struct Pairing {
+    /// Calls of the latest assistant message not yet answered, in call order.
+    open: Vec<String>,
+    /// The line of that assistant message.
+    assistant_line: usize,
+    /// Whether the previous sent message is that assistant message or one of its results.
+    in_batch: bool,
+}
+
+impl Pairing {
+    fn unanswered(&self) -> Option<Invalid> {
+        self.open.first().map(|call| {
+            (
+                self.assistant_line,
+                format!("tool call `{call}` of this assistant message never gets a result"),
+            )
+        })
+    }
+
+    /// Account for `message` (recorded at `line`).
+    fn push(&mut self, message: &ChatMessage, line: usize) -> Result<(), Invalid> {
+        if message.kind == MessageKind::DisplayOnly {
+            return Ok(());
+        }
+        match message.role {
+            Role::Tool => {
+                let Some(call) = message.tool_call_id.as_deref() else {
+                    return Err((
+                        line,
+                        format!("tool result {} has no tool_call_id", message.id),
+                    ));
+                };
+                let position = self.open.iter().position(|c| c == call);
+                match position {
+                    Some(i) if self.in_batch => {
+                        self.open.remove(i);
+                        Ok(())
+                    }
+                    _ => Err((
+                        line,
+                        format!(
+                            "tool result {} answers call `{call}`, which is not an open call of \
+                             the assistant message before it",
+                            message.id
+                        ),
+                    )),
+                }
+            }
+            role => {
+                if let Some(unanswered) = self.unanswered() {
+                    return Err(unanswered);
+                }
+                self.open = message.calls().iter().map(|c| c.id.clone()).collect();
+                self.assistant_line = line;
+                self.in_batch = role == Role::Assistant;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Replays committed records into a [`Session`].
+#[derive(Default)]
+pub(super) struct Replayer {
+    session: Session,
+    messages: Vec<ChatMessage>,
+    pairing: Pairing,
+    /// Every id recorded so far and the line that first recorded it: a new message never reuses
+    /// one, even one cleared or archived since.
+    seen: HashMap<u64, usize>,
+    /// The highest id ever seen, so ids stay unique after a clear or compaction.
+    max_id: u64,
+}
+
+impl Replayer {
+    /// Apply one committed record, read at `line`.
+    pub(super) fn apply(&mut self, record: SessionRecord, line: usize) -> Result<(), Invalid> {
+        self.session.records += 1;
+        match record {
+            SessionRecord::Session { agent, .. } => self.session.agent = agent,
+            SessionRecord::Message(stored) => {
+                let message = ChatMessage::from(stored);
+                if let Some(first) = self.seen.get(&message.id.0) {
+                    return Err((
+                        line,
+                        format!(
+                            "message id {} is used again (first at line {first})",
+                            message.id
+                        ),
+                    ));
+                }
+                self.pairing.push(&message, line)?;
+                self.seen.insert(message.id.0, line);
+                self.max_id = self.max_id.max(message.id.0);
+                self.messages.push(message);
+            }
+            SessionRecord::Compaction(c) => {
+                let messages: Vec<ChatMessage> =
+                    c.messages.into_iter().map(ChatMessage::from).collect();
+                let mut ids = HashSet::new();
+                let mut pairing = Pairing::default();
+                for m in &messages {
+                    if !ids.insert(m.id.0) {
+                        return Err((
+                            line,
+                            format!("the compacted conversation holds message id {} twice", m.id),
+                        ));
+                    }
+                    pairing.push(m, line)?;
+                }
+                for id in messages
+                    .iter()
+                    .map(|m| m.id.0)
+                    .chain(c.archived.iter().map(|id| id.0))
+                {
+                    self.seen.entry(id).or_insert(line);
+                    self.max_id = self.max_id.max(id);
+                }
+                self.messages = messages;
+                self.pairing = pairing;
+                if c.summary.is_some() {
+                    self.session.previous_summary = c.summary;
+                }
+                union_into(&mut self.session.read_files, &c.read_files);
+                union_into(&mut self.session.modified_files, &c.modified_files);
+                self.session.archived.extend(c.archived);
+                self.session.archive_entries.extend(c.archive_entries);
+                if c.ledger.is_some() {
+                    self.session.ledger = c.ledger;
+                }
+                if c.report.is_some() {
+                    self.session.last_report = c.report;
+                }
+                self.session.compactions += 1;
+            }
+            SessionRecord::ModelChange { model } => self.session.model = Some(model),
+            SessionRecord::Ledger { ledger } => self.session.ledger = Some(ledger),
+            SessionRecord::Clear => {
+                // A fresh start: the old summary and files no longer describe the context.
+                self.messages.clear();
+                self.pairing = Pairing::default();
+                self.session.previous_summary = None;
+                self.session.read_files.clear();
+                self.session.modified_files.clear();
+                self.session.ledger = None;
+                self.session.last_report = None;
+            }
+            SessionRecord::Commit => {}
+        }
+        Ok(())
+    }
+
+    /// At a commit: a committed turn ends with every tool call answered.
+    pub(super) fn check_turn_complete(&self) -> Result<(), Invalid> {
+        match self.pairing.unanswered() {
+            Some(unanswered) => Err(unanswered),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn finish(mut self) -> Session {
+        let stored: Vec<StoredMessage> = self.messages.iter().map(StoredMessage::from).collect();
+        let next_id = self.max_id + 1;
+        // Conversation's serde form is the one way to restore an id counter past cleared ids.
+        let restored =
+            serde_json::from_value(serde_json::json!({ "next_id": next_id, "messages": stored }));
+        self.session.conversation =
+            restored.unwrap_or_else(|_| Conversation::from_stored(self.messages));
+        self.session
+    }
+}
