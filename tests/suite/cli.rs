@@ -1,33 +1,9 @@
 //! The `troupe` binary end to end: compact/expand on the corpus, replay, trace, help.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
+use super::binary::{ok, s, troupe};
 use super::support::{corpus_files, run_scripted_team, with_trace_file};
-
-fn troupe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(args)
-        .env_remove("TROUPE_TRACE")
-        .output()
-        .unwrap()
-}
-
-#[track_caller]
-fn ok(args: &[&str]) -> String {
-    let out = troupe(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "troupe {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 #[test]
 fn compact_with_no_model_then_expand_gives_back_every_corpus_file_byte_for_byte() {

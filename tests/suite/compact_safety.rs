@@ -3,55 +3,11 @@
 //! refuses a compacted file or an archive that does not restore the original messages exactly.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use troupe::transcript_file::TranscriptFile;
 
-fn troupe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(args)
-        .env_remove("TROUPE_TRACE")
-        .output()
-        .unwrap()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-#[track_caller]
-fn ok(args: &[&str]) -> String {
-    let out = troupe(args);
-    assert!(
-        out.status.success(),
-        "troupe {args:?} failed:\n{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stdout(&out)
-}
-
-/// Runs troupe, expects a failure, returns stderr.
-#[track_caller]
-fn fails(args: &[&str]) -> String {
-    let out = troupe(args);
-    assert!(
-        !out.status.success(),
-        "troupe {args:?} should have failed:\n{}\n{}",
-        stdout(&out),
-        stderr(&out)
-    );
-    stderr(&out)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use super::binary::{fails, ok, s, stdout, troupe};
 
 /// A transcript of `turns` tool-using turns whose tool outputs are big enough to compact in an
 /// 8000-token window. `flavour` changes every text, so two transcripts of the same shape differ.
@@ -109,18 +65,19 @@ impl Fixture {
 
     /// Compacts `input` to `out` + `archive` (which must succeed).
     fn compact(&self, input: &Path, out: &Path, archive: &Path) {
+        ok(&compact_args(input, out, archive));
+    }
+
+    /// Expands `small` with `archive` into `restored` (which must succeed); returns stdout.
+    fn expand(&self, small: &Path, archive: &Path, restored: &Path) -> String {
         ok(&[
-            "compact",
-            s(input),
-            "--window",
-            "8000",
-            "--model",
-            "none",
-            "--out",
-            s(out),
+            "expand",
+            s(small),
             "--archive",
             s(archive),
-        ]);
+            "--out",
+            s(restored),
+        ])
     }
 
     /// The names in the directory, sorted (to see that nothing, not even a temp file, was left).
@@ -348,14 +305,7 @@ fn expand_of_a_reformatted_compacted_file_restores_the_messages_and_says_the_lay
     value["source"] = json!("reformatted");
     std::fs::write(&small, serde_json::to_string(&value).unwrap()).unwrap();
     let restored = f.path("restored.json");
-    let out = ok(&[
-        "expand",
-        s(&small),
-        "--archive",
-        s(&archive),
-        "--out",
-        s(&restored),
-    ]);
+    let out = f.expand(&small, &archive, &restored);
     assert!(out.contains("messages identical"), "{out}");
     assert!(out.contains("layout"), "{out}");
     let original = TranscriptFile::read(&input).unwrap();
@@ -374,14 +324,7 @@ fn expand_of_an_original_in_another_key_order_restores_the_messages_and_says_the
     let (small, archive) = (f.path("small.json"), f.path("a.jsonl"));
     f.compact(&input, &small, &archive);
     let restored = f.path("restored.json");
-    let out = ok(&[
-        "expand",
-        s(&small),
-        "--archive",
-        s(&archive),
-        "--out",
-        s(&restored),
-    ]);
+    let out = f.expand(&small, &archive, &restored);
     assert!(out.contains("messages identical"), "{out}");
     assert!(!out.contains("identical to the original (sha256"), "{out}");
     let original = TranscriptFile::read(&input).unwrap();
@@ -433,14 +376,7 @@ fn expand_reads_a_version_1_archive_and_still_checks_it() {
     });
     std::fs::write(&archive, format!("{v1}\n{rest}")).unwrap();
     let restored = f.path("restored.json");
-    let out = ok(&[
-        "expand",
-        s(&small),
-        "--archive",
-        s(&archive),
-        "--out",
-        s(&restored),
-    ]);
+    let out = f.expand(&small, &archive, &restored);
     assert!(out.contains("identical to the original"), "{out}");
     assert!(std::fs::read(&input).unwrap() == std::fs::read(&restored).unwrap());
     // A damaged version 1 archive is refused too.

@@ -1,3 +1,4 @@
+mod binary;
 mod chat;
 mod cli;
 mod compact_safety;

@@ -3,9 +3,10 @@
 //! `tool_calls: null`, numbers `serde_json::Value` cannot hold, the `developer` role, a BOM.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
 use troupe::transcript_file::TranscriptFile;
+
+use super::binary::ok;
 
 const BOM: &str = "\u{feff}";
 
@@ -125,26 +126,6 @@ fn a_byte_order_mark_is_skipped_on_reading_and_kept_on_writing() {
     let bare = format!("{BOM}[{{\"role\":\"user\",\"content\":\"hi\"}}]");
     let file = TranscriptFile::parse(Path::new("t.json"), &bare).unwrap();
     assert_eq!(file.to_text().unwrap(), bare);
-}
-
-fn troupe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(args)
-        .env_remove("TROUPE_TRACE")
-        .output()
-        .unwrap()
-}
-
-#[track_caller]
-fn ok(args: &[&str]) -> String {
-    let out = troupe(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "troupe {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// `troupe compact --model none` then `troupe expand` gives back `text` byte-for-byte; the
