@@ -120,7 +120,10 @@ impl Config {
                 "list_dir" => tools.register(ListDir).map(drop),
                 "grep" => tools.register(Grep).map(drop),
                 "shell" => {
-                    let mut shell = ShellConfig::default();
+                    let mut shell = ShellConfig {
+                        env_allowlist: self.tools.shell_env.clone(),
+                        ..ShellConfig::default()
+                    };
                     if let Some(t) = timeout {
                         shell.timeout = t;
                     }
@@ -129,12 +132,18 @@ impl Config {
                 "http_get" => {
                     let mut http = HttpGetConfig {
                         allowed_hosts: self.tools.http_allowed_hosts.clone(),
+                        allow_private: self.tools.http_allow_private,
                         ..HttpGetConfig::default()
                     };
                     if let Some(t) = timeout {
                         http.timeout = t;
                     }
-                    tools.register(http_get_tool(http)).map(drop)
+                    let tool = http_get_tool(http).map_err(|e| BuildError::Tool {
+                        agent: agent_name.to_string(),
+                        tool: name.clone(),
+                        reason: e.to_string(),
+                    })?;
+                    tools.register(tool).map(drop)
                 }
                 other => {
                     return Err(BuildError::Tool {

@@ -132,9 +132,18 @@ pub struct ToolsConfig {
     pub workspace: Option<PathBuf>,
     /// Per-call timeout in seconds.
     pub timeout_secs: Option<u64>,
-    /// Hosts `http_get` may fetch from.
+    /// Hosts `http_get` may fetch from, each with an optional port (`docs.rs`,
+    /// `*.example.com`, `localhost:8080`, `127.0.0.1:3000`); without one, only the scheme's
+    /// default port.
     #[serde(default)]
     pub http_allowed_hosts: Vec<String>,
+    /// Whether `http_get` may reach names that resolve to loopback, private or link-local
+    /// addresses (an IP-literal entry always reaches its address).
+    #[serde(default)]
+    pub http_allow_private: bool,
+    /// Environment variables `shell` commands get besides PATH, HOME and LANG.
+    #[serde(default)]
+    pub shell_env: Vec<String>,
 }
 
 /// `[compaction]`.

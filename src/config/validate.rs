@@ -1,6 +1,8 @@
 //! Checks that a well-typed configuration makes sense; each failure names its key.
 
-use super::{BUILTIN_TOOLS, Config, ModelConfig, Provider};
+use troupe_tools::builtin::AllowedHost;
+
+use super::{BUILTIN_TOOLS, Config, ModelConfig, Provider, ToolsConfig};
 
 /// `(key, message)` of the first problem found.
 type Problem = (String, String);
@@ -83,6 +85,33 @@ fn check_fraction(key: &str, value: f64) -> Result<(), Problem> {
     }
 }
 
+/// `http_get`'s host entries and `shell`'s variable names, each named by its index.
+fn check_tool_allow_lists(tools: &ToolsConfig) -> Result<(), Problem> {
+    for (i, entry) in tools.http_allowed_hosts.iter().enumerate() {
+        if let Err(e) = AllowedHost::parse(entry) {
+            return Err(problem(
+                format!("tools.http_allowed_hosts[{i}]"),
+                format!("`{entry}`: {}", e.reason),
+            ));
+        }
+    }
+    for (i, name) in tools.shell_env.iter().enumerate() {
+        let valid = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(problem(
+                format!("tools.shell_env[{i}]"),
+                format!(
+                    "`{name}` is not an environment variable name (letters, digits and `_`, \
+                     e.g. CARGO_HOME); list names only, never values"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Config {
     /// The first problem, as `(key, message)`.
     pub(super) fn validate(&self) -> Result<(), Problem> {
@@ -143,6 +172,7 @@ impl Config {
         if self.tools.timeout_secs == Some(0) {
             return Err(problem("tools.timeout_secs", "must be at least 1"));
         }
+        check_tool_allow_lists(&self.tools)?;
         let c = &self.compaction;
         if let Some(model) = &c.model
             && !self.models.contains_key(model)

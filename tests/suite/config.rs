@@ -192,3 +192,38 @@ fn a_missing_file_is_an_io_error() {
     let err = Config::load(std::path::Path::new("/definitely/not/here.toml")).unwrap_err();
     assert!(matches!(err, ConfigError::Io { .. }), "{err}");
 }
+
+#[test]
+fn bad_tool_allow_lists_name_the_entry() {
+    for (entry, why) in [
+        ("*", "wildcard"),
+        ("", "empty"),
+        ("https://docs.rs/x", "not a URL"),
+        ("docs.rs:0", "port"),
+    ] {
+        assert_names(
+            &format!("[tools]\nhttp_allowed_hosts = [\"docs.rs\", \"{entry}\"]\n"),
+            "tools.http_allowed_hosts[1]",
+            why,
+        );
+    }
+    assert_names(
+        "[tools]\nshell_env = [\"CARGO_HOME\", \"A=B\"]\n",
+        "tools.shell_env[1]",
+        "environment variable name",
+    );
+}
+
+#[test]
+fn tool_settings_reach_the_tools() {
+    let config = Config::parse(
+        "[tools]\nhttp_allowed_hosts = [\"localhost:8080\", \"*.example.com\"]\n\
+         http_allow_private = true\nshell_env = [\"CARGO_HOME\"]\n\
+         [agents.a]\ntools = [\"shell\", \"http_get\"]\n",
+    )
+    .unwrap();
+    assert!(config.tools.http_allow_private);
+    assert_eq!(config.tools.shell_env, ["CARGO_HOME"]);
+    let registry = config.tool_registry("a", &config.agents["a"]).unwrap();
+    assert_eq!(registry.len(), 2);
+}

@@ -4,6 +4,21 @@
 //! symlink, including dangling ones, by reading the link) and only then compared with the
 //! canonical root, so `..`, absolute paths and symlinks cannot reach outside, and a file that does
 //! not exist yet is judged by where its parent really is.
+//!
+//! That judgement names the rule a path broke; the file tools then open through [`RootDir`],
+//! which enforces it in the kernel (`openat2` with `RESOLVE_BENEATH`), so a path swapped for a
+//! symlink between the check and the open is refused too.
+
+mod dir_entries;
+mod file_error;
+mod replace;
+mod root_dir;
+
+pub(crate) use dir_entries::{DirEntry, open_entry, sorted_entries};
+pub use file_error::FileError;
+pub(crate) use replace::check_single_link;
+pub use root_dir::RootDir;
+pub(crate) use root_dir::check_regular;
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -48,12 +63,12 @@ pub enum PathError {
         kind: EscapeKind,
     },
     /// The workspace root itself is unusable.
-    #[error("the workspace root {root} cannot be used: {source}")]
+    #[error("the workspace root {root} cannot be used: {cause}")]
     Root {
         /// The root.
         root: String,
         /// Why.
-        source: io::Error,
+        cause: io::Error,
     },
     /// Resolving the path failed (too many symlinks, unreadable link, empty path).
     #[error("cannot resolve path \"{requested}\": {reason}")]
@@ -99,7 +114,7 @@ pub fn resolve(root: &Path, requested: &str) -> Result<WorkspacePath, PathError>
     }
     let canonical_root = root.canonicalize().map_err(|source| PathError::Root {
         root: root.display().to_string(),
-        source,
+        cause: source,
     })?;
     let requested_path = Path::new(requested);
     let start = if requested_path.is_absolute() {

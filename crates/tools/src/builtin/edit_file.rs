@@ -1,16 +1,18 @@
-//! `edit_file`: replace an exact string in a file.
+//! `edit_file`: replace an exact string in a file, written back atomically.
+
+use std::io::Read as _;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::read_file::describe_io;
+use super::read_file::blocking;
 use super::text::{line_at, line_count, sha256_hex};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::ledger::FileAccess;
 use crate::tool::Tool;
-use crate::workspace::resolve;
+use crate::workspace::{FileError, RootDir, WorkspacePath, check_single_link};
 
 /// How many match locations an "ambiguous" message lists.
 const LISTED_MATCHES: usize = 10;
@@ -71,7 +73,8 @@ impl Tool for EditFile {
         ctx: &ToolContext,
         args: EditFileArgs,
     ) -> Result<EditFileOutput, ToolError> {
-        let file = resolve(&ctx.root, &args.path)?;
+        let root = RootDir::open(&ctx.root)?;
+        let file = root.resolve(&args.path)?;
         if args.old_string.is_empty() {
             return Err(ToolError::respond(
                 "old_string is empty; give the exact text to replace (to create or overwrite a \
@@ -83,9 +86,10 @@ impl Tool for EditFile {
                 "old_string and new_string are identical, so the edit would change nothing",
             ));
         }
-        let bytes = tokio::fs::read(&file.absolute)
-            .await
-            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        let (root, bytes) = {
+            let file = file.clone();
+            blocking(move || read_for_edit(&root, &file).map(|bytes| (root, bytes))).await??
+        };
         let text = String::from_utf8(bytes).map_err(|_| {
             ToolError::respond(format!(
                 "\"{}\" is not UTF-8 text, so edit_file cannot edit it",
@@ -98,9 +102,10 @@ impl Tool for EditFile {
             .collect();
         check_match_count(&file.relative, &text, &matches, args.replace_all)?;
         let edit = replace_at(&text, &matches, &args.old_string, &args.new_string);
-        tokio::fs::write(&file.absolute, edit.text.as_bytes())
-            .await
-            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        {
+            let (file, text) = (file.clone(), edit.text.clone());
+            blocking(move || root.write_atomically(&file, text.as_bytes())).await??;
+        }
         let lines = line_count(&edit.text);
         let sha256 = sha256_hex(edit.text.as_bytes());
         ctx.ledger.record(
@@ -118,6 +123,17 @@ impl Tool for EditFile {
             sha256,
         })
     }
+}
+
+/// The file's bytes, refused before reading when it is not a regular file or has other names.
+fn read_for_edit(root: &RootDir, file: &WorkspacePath) -> Result<Vec<u8>, FileError> {
+    let (mut opened, stat) = root.open_regular(file)?;
+    check_single_link(&file.relative, stat.st_nlink)?;
+    let mut bytes = Vec::new();
+    opened
+        .read_to_end(&mut bytes)
+        .map_err(|e| FileError::io(&file.relative, e))?;
+    Ok(bytes)
 }
 
 /// Refuse an absent string, or an ambiguous one unless every occurrence should change.

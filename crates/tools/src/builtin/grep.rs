@@ -2,21 +2,24 @@
 
 use std::fmt::Write as _;
 use std::io::Read;
-use std::path::Path;
+use std::os::fd::OwnedFd;
 
 use async_trait::async_trait;
 use regex::{Regex, RegexBuilder};
+use rustix::fs::{FileType, OFlags};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use super::list_dir::SKIPPED_DIRS;
-use super::read_file::describe_io;
+use super::read_file::blocking;
 use super::text::looks_binary;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::Tool;
-use crate::workspace::{WorkspacePath, resolve};
+use crate::workspace::{
+    FileError, RootDir, WorkspacePath, check_regular, open_entry, sorted_entries,
+};
 
 /// Matches returned when the model does not say.
 const DEFAULT_MAX_MATCHES: usize = 100;
@@ -72,19 +75,27 @@ impl Tool for Grep {
                     args.pattern
                 ))
             })?;
-        let start = resolve(&ctx.root, args.path.as_deref().unwrap_or("."))?;
-        if let Err(e) = tokio::fs::metadata(&start.absolute).await {
-            return Err(ToolError::respond(describe_io(&start.relative, &e)));
-        }
+        let root = RootDir::open(&ctx.root)?;
+        let start = root.resolve(args.path.as_deref().unwrap_or("."))?;
         let limit = args
             .max_matches
             .unwrap_or(DEFAULT_MAX_MATCHES)
             .clamp(1, MAX_MATCHES);
         let cancel = ctx.cancel.clone();
         let pattern = args.pattern.clone();
-        tokio::task::spawn_blocking(move || search(&regex, &pattern, &start, limit, &cancel))
-            .await
-            .map_err(|e| ToolError::respond(format!("grep failed: {e}")))
+        blocking(move || -> Result<String, ToolError> {
+            // Non-blocking, so a FIFO named as the start is refused, not waited on.
+            let fd = root.open_beneath(&start, OFlags::RDONLY | OFlags::NONBLOCK)?;
+            let stat = rustix::fs::fstat(&fd).map_err(|e| FileError::io(&start.relative, e))?;
+            let start_kind = FileType::from_raw_mode(stat.st_mode);
+            if start_kind != FileType::Directory {
+                check_regular(&start.relative, &stat)?;
+            }
+            Ok(search(
+                &regex, &pattern, &start, fd, start_kind, limit, &cancel,
+            ))
+        })
+        .await?
     }
 }
 
@@ -101,6 +112,8 @@ fn search(
     regex: &Regex,
     pattern: &str,
     start: &WorkspacePath,
+    fd: OwnedFd,
+    kind: FileType,
     limit: usize,
     cancel: &CancellationToken,
 ) -> String {
@@ -117,10 +130,10 @@ fn search(
     } else {
         start.relative.clone()
     };
-    if start.absolute.is_file() {
-        search.file(&start.absolute, &start.relative);
+    if kind == FileType::Directory {
+        search.dir(&fd, &prefix);
     } else {
-        search.dir(&start.absolute, &prefix);
+        search.file(fd, &start.relative);
     }
     let mut out = if search.lines.is_empty() {
         format!(
@@ -149,44 +162,54 @@ impl Search<'_> {
         self.truncated
     }
 
-    fn dir(&mut self, dir: &Path, prefix: &str) {
-        let Ok(read) = std::fs::read_dir(dir) else {
+    fn dir(&mut self, dir: &OwnedFd, prefix: &str) {
+        let Ok(entries) = sorted_entries(dir) else {
             return;
         };
-        let mut entries: Vec<_> = read.filter_map(Result::ok).collect();
-        entries.sort_by_key(|e| e.file_name());
         for entry in entries {
             if self.full() {
                 return;
             }
-            let name = entry.file_name().to_string_lossy().into_owned();
             let path = if prefix.is_empty() {
-                name.clone()
+                entry.name.clone()
             } else {
-                format!("{prefix}/{name}")
+                format!("{prefix}/{}", entry.name)
             };
-            // Symlinks are skipped, never followed, so the search stays inside the workspace.
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            if kind.is_dir() && !SKIPPED_DIRS.contains(&name.as_str()) {
-                self.dir(&entry.path(), &path);
-            } else if kind.is_file() {
-                self.file(&entry.path(), &path);
+            // Entries are opened O_NOFOLLOW from their directory's descriptor: symlinks are
+            // skipped, never followed, so the search stays inside the workspace; FIFOs and
+            // devices are skipped, so it never blocks.
+            match entry.kind() {
+                Some(FileType::Directory) if !SKIPPED_DIRS.contains(&entry.name.as_str()) => {
+                    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+                    if let Ok(sub) = open_entry(dir, &entry.raw, flags) {
+                        self.dir(&sub, &path);
+                    }
+                }
+                Some(FileType::RegularFile) if entry.size() <= MAX_FILE_BYTES => {
+                    let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+                    if let Ok(file) = open_entry(dir, &entry.raw, flags) {
+                        self.file(file, &path);
+                    }
+                }
+                _ => {}
             }
         }
     }
 
-    fn file(&mut self, file: &Path, path: &str) {
-        let Ok(meta) = std::fs::metadata(file) else {
+    fn file(&mut self, file: OwnedFd, path: &str) {
+        // Checked again on the open file: the entry may have been replaced since it was listed.
+        let Ok(stat) = rustix::fs::fstat(&file) else {
             return;
         };
-        if meta.len() > MAX_FILE_BYTES {
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+            || u64::try_from(stat.st_size).unwrap_or(u64::MAX) > MAX_FILE_BYTES
+        {
             return;
         }
         let mut bytes = Vec::new();
-        if std::fs::File::open(file)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
+        if std::fs::File::from(file)
+            .take(MAX_FILE_BYTES)
+            .read_to_end(&mut bytes)
             .is_err()
         {
             return;

@@ -1,18 +1,20 @@
 //! `list_dir`: the entries of a directory, optionally recursive, bounded.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::os::fd::OwnedFd;
 
 use async_trait::async_trait;
+use rustix::fs::{FileType, OFlags};
+use rustix::io::Errno;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::read_file::describe_io;
+use super::read_file::blocking;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::Tool;
-use crate::workspace::{WorkspacePath, resolve};
+use crate::workspace::{DirEntry, FileError, RootDir, WorkspacePath, open_entry, sorted_entries};
 
 /// Entries listed at most; beyond that the model is told to list a subdirectory.
 const MAX_ENTRIES: usize = 1000;
@@ -52,21 +54,20 @@ impl Tool for ListDir {
     }
 
     async fn call(&self, ctx: &ToolContext, args: ListDirArgs) -> Result<String, ToolError> {
-        let dir = resolve(&ctx.root, args.path.as_deref().unwrap_or("."))?;
-        let meta = tokio::fs::metadata(&dir.absolute)
-            .await
-            .map_err(|e| ToolError::respond(describe_io(&dir.relative, &e)))?;
-        if !meta.is_dir() {
-            return Err(ToolError::respond(format!(
-                "\"{}\" is a file, not a directory; use read_file to read it",
-                dir.relative
-            )));
-        }
+        let root = RootDir::open(&ctx.root)?;
+        let dir = root.resolve(args.path.as_deref().unwrap_or("."))?;
         let cancel = ctx.cancel.clone();
         let recursive = args.recursive;
-        tokio::task::spawn_blocking(move || list(&dir, recursive, &cancel))
-            .await
-            .map_err(|e| ToolError::respond(format!("list_dir failed: {e}")))?
+        blocking(move || -> Result<String, ToolError> {
+            let fd = root.open_dir(&dir).map_err(|e| match e {
+                FileError::NotADirectory { path } => ToolError::respond(format!(
+                    "\"{path}\" is a file, not a directory; use read_file to read it"
+                )),
+                other => other.into(),
+            })?;
+            list(&root, &dir, &fd, recursive, &cancel)
+        })
+        .await?
     }
 }
 
@@ -76,7 +77,9 @@ struct Listing {
 }
 
 fn list(
+    root: &RootDir,
     dir: &WorkspacePath,
+    fd: &OwnedFd,
     recursive: bool,
     cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
@@ -89,8 +92,8 @@ fn list(
     } else {
         format!("{}/", dir.relative)
     };
-    walk(&dir.absolute, &prefix, recursive, 0, cancel, &mut listing)
-        .map_err(|e| ToolError::respond(describe_io(&dir.relative, &e)))?;
+    walk(root, fd, &prefix, recursive, 0, cancel, &mut listing)
+        .map_err(|e| FileError::io(&dir.relative, e))?;
     let mut out = String::new();
     if listing.lines.is_empty() {
         let _ = write!(out, "\"{}\" is empty", dir.relative);
@@ -107,42 +110,44 @@ fn list(
 }
 
 fn walk(
-    dir: &Path,
+    root: &RootDir,
+    dir: &OwnedFd,
     prefix: &str,
     recursive: bool,
     depth: usize,
     cancel: &CancellationToken,
     listing: &mut Listing,
-) -> std::io::Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)?.filter_map(Result::ok).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
+) -> Result<(), Errno> {
+    for entry in sorted_entries(dir)? {
         if listing.lines.len() >= MAX_ENTRIES || cancel.is_cancelled() {
             listing.truncated = true;
             return Ok(());
         }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = format!("{prefix}{name}");
-        // file_type() does not follow symlinks, so a link to a directory is never descended
-        // into: the walk cannot leave the workspace.
-        let Ok(kind) = entry.file_type() else {
+        let path = format!("{prefix}{}", entry.name);
+        let Some(kind) = entry.kind() else {
             continue;
         };
-        if kind.is_symlink() {
-            let target = std::fs::read_link(entry.path())
-                .map(|t| t.display().to_string())
-                .unwrap_or_default();
-            listing.lines.push(format!("{path} -> {target}"));
-        } else if kind.is_dir() {
-            let expand = recursive && depth < MAX_DEPTH && !SKIPPED_DIRS.contains(&name.as_str());
+        if kind == FileType::Symlink {
+            listing.lines.push(format!(
+                "{path} -> {}",
+                symlink_target(root, dir, &entry, &path)
+            ));
+        } else if kind == FileType::Directory {
+            let expand =
+                recursive && depth < MAX_DEPTH && !SKIPPED_DIRS.contains(&entry.name.as_str());
             listing.lines.push(if recursive && !expand {
                 format!("{path}/ (not expanded)")
             } else {
                 format!("{path}/")
             });
-            if expand {
+            // Opened O_NOFOLLOW from its parent's descriptor: a directory swapped for a symlink
+            // meanwhile is not descended into, so the walk cannot leave the workspace.
+            if expand
+                && let Ok(sub) = open_entry(dir, &entry.raw, OFlags::RDONLY | OFlags::DIRECTORY)
+            {
                 walk(
-                    &entry.path(),
+                    root,
+                    &sub,
                     &format!("{path}/"),
                     recursive,
                     depth + 1,
@@ -151,9 +156,21 @@ fn walk(
                 )?;
             }
         } else {
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-            listing.lines.push(format!("{path} ({size} bytes)"));
+            listing
+                .lines
+                .push(format!("{path} ({} bytes)", entry.size()));
         }
     }
     Ok(())
+}
+
+/// Where a symlink points, shown only when that is inside the workspace: the listing must not
+/// tell the model about paths it may not use.
+fn symlink_target(root: &RootDir, dir: &OwnedFd, entry: &DirEntry, path: &str) -> String {
+    let inside = root.resolve(path).is_ok();
+    match rustix::fs::readlinkat(dir, entry.raw.as_c_str(), Vec::new()) {
+        Ok(target) if inside => target.to_string_lossy().into_owned(),
+        _ if inside => "(unreadable)".to_string(),
+        _ => "(outside the workspace)".to_string(),
+    }
 }

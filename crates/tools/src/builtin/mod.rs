@@ -8,10 +8,15 @@
 //!
 //! `shell` and `http_get` reach beyond the workspace, so they are never registered unless asked
 //! for: `registry.register(builtin::shell_tool(ShellConfig::default()))`.
+//! `shell` runs with a cleared environment plus an allow-list ([`ShellConfig::env_allowlist`]);
+//! `http_get` checks host, port and the address it connects to ([`HttpGetConfig`]).
 
+mod capped_output;
 mod edit_file;
 mod grep;
+mod http_allowlist;
 mod http_get;
+mod http_resolver;
 mod list_dir;
 mod read_file;
 mod shell;
@@ -20,10 +25,11 @@ mod write_file;
 
 pub use edit_file::{EditFile, EditFileArgs, EditFileOutput};
 pub use grep::{Grep, GrepArgs};
+pub use http_allowlist::{AllowListError, AllowedHost, is_public};
 pub use http_get::{HttpGet, HttpGetArgs, HttpGetConfig, http_get_tool};
 pub use list_dir::{ListDir, ListDirArgs};
 pub use read_file::{ReadFile, ReadFileArgs, ReadFileOutput};
-pub use shell::{Shell, ShellArgs, ShellConfig, shell_tool};
+pub use shell::{BASE_ENV, Shell, ShellArgs, ShellConfig, shell_tool};
 pub use text::{line_count, sha256_hex};
 pub use write_file::{WriteFile, WriteFileArgs, WriteFileOutput};
 

@@ -1,5 +1,7 @@
 //! `read_file`: a file's text, whole or a line range, with its line count and sha256.
 
+use std::io::Read as _;
+
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -9,7 +11,7 @@ use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::ledger::FileAccess;
 use crate::tool::Tool;
-use crate::workspace::resolve;
+use crate::workspace::{FileError, RootDir, WorkspacePath};
 
 /// Files larger than this are refused rather than loaded whole into memory.
 const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;
@@ -75,27 +77,12 @@ impl Tool for ReadFile {
         ctx: &ToolContext,
         args: ReadFileArgs,
     ) -> Result<ReadFileOutput, ToolError> {
-        let file = resolve(&ctx.root, &args.path)?;
-        let meta = tokio::fs::metadata(&file.absolute)
-            .await
-            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
-        if meta.is_dir() {
-            return Err(ToolError::respond(format!(
-                "\"{}\" is a directory, not a file; use list_dir to see its entries",
-                file.relative
-            )));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(ToolError::respond(format!(
-                "\"{}\" is {} bytes, more than read_file loads ({MAX_FILE_BYTES}); use grep to \
-                 find the part you need",
-                file.relative,
-                meta.len()
-            )));
-        }
-        let bytes = tokio::fs::read(&file.absolute)
-            .await
-            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        let root = RootDir::open(&ctx.root)?;
+        let file = root.resolve(&args.path)?;
+        let bytes = {
+            let file = file.clone();
+            blocking(move || read_whole(&root, &file)).await??
+        };
         let text = String::from_utf8_lossy(&bytes);
         let total = line_count(&text);
         let (start, end) = line_range(&file.relative, total, args.start_line, args.end_line)?;
@@ -178,13 +165,39 @@ fn select_lines(text: &str, start: usize, end: usize, max_bytes: usize) -> (Stri
     (out, last)
 }
 
-/// An I/O failure in words a model can act on.
-pub(crate) fn describe_io(path: &str, e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            format!("file \"{path}\" does not exist; use list_dir or grep to find the right path")
-        }
-        std::io::ErrorKind::PermissionDenied => format!("permission denied for \"{path}\""),
-        _ => format!("cannot access \"{path}\": {e}"),
+/// The whole of `file`, opened beneath the root: a directory, a FIFO or a device is refused
+/// before anything is read, and so is a file too large to load.
+fn read_whole(root: &RootDir, file: &WorkspacePath) -> Result<Vec<u8>, ToolError> {
+    let (mut opened, stat) = root.open_regular(file).map_err(|e| match e {
+        FileError::IsDirectory { path } => ToolError::respond(format!(
+            "\"{path}\" is a directory, not a file; use list_dir to see its entries"
+        )),
+        other => other.into(),
+    })?;
+    let size = u64::try_from(stat.st_size).unwrap_or(0);
+    if size > MAX_FILE_BYTES {
+        return Err(ToolError::respond(format!(
+            "\"{}\" is {size} bytes, more than read_file loads ({MAX_FILE_BYTES}); use grep to \
+             find the part you need",
+            file.relative
+        )));
     }
+    let mut bytes = Vec::new();
+    // `take` holds the promise even if the file grows after the fstat.
+    (&mut opened)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| FileError::io(&file.relative, e))?;
+    Ok(bytes)
+}
+
+/// Run blocking file work off the async threads.
+pub(crate) async fn blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::respond(format!("the file operation failed: {e}")))
 }

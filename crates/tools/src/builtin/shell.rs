@@ -1,4 +1,5 @@
-//! `shell` (opt-in): run a command with `sh -c` in the workspace root, with a timeout.
+//! `shell` (opt-in): run a command with `sh -c` in the workspace root, with a timeout, an
+//! allow-listed environment and output capped while it is read.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -8,9 +9,9 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::capped_output::CappedOutput;
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::output::truncate_output;
 use crate::tool::Tool;
 
 /// How the `shell` tool runs commands.
@@ -18,12 +19,20 @@ use crate::tool::Tool;
 pub struct ShellConfig {
     /// A command running longer is killed (default 60 s).
     pub timeout: Duration,
-    /// Most bytes of stdout and of stderr shown, each cut in the middle beyond that (default
-    /// 16 KiB).
+    /// Most bytes of stdout and of stderr kept, each cut in the middle beyond that while it is
+    /// read (default 16 KiB).
     pub max_output_bytes: usize,
     /// The shell; it is run as `<shell> -c <command>` (default `sh`).
     pub shell: PathBuf,
+    /// Environment variables passed to the command besides [`BASE_ENV`] (default none). The
+    /// command starts from an empty environment, so troupe's own — API keys included — stays
+    /// out of the model's reach unless named here.
+    pub env_allowlist: Vec<String>,
 }
+
+/// Environment variables every command gets (when troupe has them): where programs are and
+/// whose home and language it is.
+pub const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG"];
 
 impl Default for ShellConfig {
     fn default() -> Self {
@@ -31,6 +40,7 @@ impl Default for ShellConfig {
             timeout: Duration::from_secs(60),
             max_output_bytes: 16 * 1024,
             shell: PathBuf::from("sh"),
+            env_allowlist: Vec::new(),
         }
     }
 }
@@ -67,7 +77,9 @@ impl Tool for Shell {
 
     fn description(&self) -> &str {
         "Run a shell command (sh -c) in the workspace root. Returns the exit code, stdout and \
-         stderr. Long-running commands are killed after a timeout."
+         stderr (long output is cut in the middle). Long-running commands are killed after a \
+         timeout. Only a few environment variables (PATH, HOME, LANG and configured ones) are \
+         set."
     }
 
     fn timeout(&self) -> Option<Duration> {
@@ -86,6 +98,8 @@ impl Tool for Shell {
             .arg("-c")
             .arg(&args.command)
             .current_dir(&ctx.root)
+            .env_clear()
+            .envs(self.passed_env())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -94,12 +108,22 @@ impl Tool for Shell {
         // Its own process group, so that a timeout also ends what the command started.
         #[cfg(unix)]
         command.process_group(0);
-        let child = command.spawn().map_err(|e| {
+        let mut child = command.spawn().map_err(|e| {
             ToolError::fatal(format!("cannot start {}: {e}", self.config.shell.display()))
         })?;
         let group = GroupKiller(child.id());
-        let output = match tokio::time::timeout(self.config.timeout, child.wait_with_output()).await
-        {
+        let cap = self.config.max_output_bytes;
+        // Both pipes are drained while the command runs, into buffers that never grow past the
+        // cap: a command printing gigabytes neither blocks on a full pipe nor fills memory.
+        let run = async {
+            let (stdout, stderr, status) = tokio::join!(
+                CappedOutput::new(cap).drain(child.stdout.take()),
+                CappedOutput::new(cap).drain(child.stderr.take()),
+                child.wait(),
+            );
+            status.map(|status| (stdout, stderr, status))
+        };
+        let (stdout, stderr, status) = match tokio::time::timeout(self.config.timeout, run).await {
             Ok(Ok(output)) => output,
             Ok(Err(e)) => {
                 return Err(ToolError::respond(format!(
@@ -116,14 +140,27 @@ impl Tool for Shell {
         };
         // Finished in time: what it left running in the background is its business.
         group.disarm();
-        let status = match output.status.code() {
+        let status = match status.code() {
             Some(code) => format!("exit code: {code}"),
             None => "killed by a signal".to_string(),
         };
-        let cap = self.config.max_output_bytes;
-        let stdout = truncate_output(String::from_utf8_lossy(&output.stdout).into_owned(), cap);
-        let stderr = truncate_output(String::from_utf8_lossy(&output.stderr).into_owned(), cap);
-        Ok(format!("{status}\n[stdout]\n{stdout}\n[stderr]\n{stderr}"))
+        Ok(format!(
+            "{status}\n[stdout]\n{}\n[stderr]\n{}",
+            stdout.finish(),
+            stderr.finish()
+        ))
+    }
+}
+
+impl Shell {
+    /// The variables the command gets: [`BASE_ENV`] and the configured ones that troupe has.
+    fn passed_env(&self) -> Vec<(String, std::ffi::OsString)> {
+        BASE_ENV
+            .iter()
+            .copied()
+            .chain(self.config.env_allowlist.iter().map(String::as_str))
+            .filter_map(|name| std::env::var_os(name).map(|value| (name.to_string(), value)))
+            .collect()
     }
 }
 

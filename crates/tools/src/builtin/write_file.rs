@@ -1,16 +1,16 @@
-//! `write_file`: create or overwrite a file.
+//! `write_file`: create or replace a file, atomically (temporary file, then rename).
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::read_file::describe_io;
+use super::read_file::blocking;
 use super::text::{line_count, sha256_hex};
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::ledger::FileAccess;
 use crate::tool::Tool;
-use crate::workspace::resolve;
+use crate::workspace::{FileError, RootDir};
 
 /// The `write_file` tool.
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,25 +59,18 @@ impl Tool for WriteFile {
         ctx: &ToolContext,
         args: WriteFileArgs,
     ) -> Result<WriteFileOutput, ToolError> {
-        let file = resolve(&ctx.root, &args.path)?;
-        let created = match tokio::fs::metadata(&file.absolute).await {
-            Ok(meta) if meta.is_dir() => {
-                return Err(ToolError::respond(format!(
-                    "\"{}\" is a directory; give the path of a file inside it",
-                    file.relative
-                )));
-            }
-            Ok(_) => false,
-            Err(_) => true,
-        };
-        if let Some(parent) = file.absolute.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        let root = RootDir::open(&ctx.root)?;
+        let file = root.resolve(&args.path)?;
+        let created = {
+            let (file, content) = (file.clone(), args.content.clone());
+            blocking(move || root.write_atomically(&file, content.as_bytes())).await?
         }
-        tokio::fs::write(&file.absolute, args.content.as_bytes())
-            .await
-            .map_err(|e| ToolError::respond(describe_io(&file.relative, &e)))?;
+        .map_err(|e| match e {
+            FileError::IsDirectory { path } => ToolError::respond(format!(
+                "\"{path}\" is a directory; give the path of a file inside it"
+            )),
+            other => other.into(),
+        })?;
         let lines = line_count(&args.content);
         let sha256 = sha256_hex(args.content.as_bytes());
         ctx.ledger.record(

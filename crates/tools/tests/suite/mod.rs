@@ -1,7 +1,9 @@
+mod confinement;
 mod dispatch_errors;
 mod file_tools;
 mod http_get;
 mod ledger;
+mod open_beneath;
 mod registry;
 mod schema;
 mod shell;

@@ -97,9 +97,91 @@ async fn shell_output_is_bounded() {
     assert!(
         result
             .content
-            .contains("output truncated: the original was 48894 bytes"),
+            .contains("output truncated: 48794 bytes dropped; the original was 48894 bytes"),
         "{}",
         result.content
     );
     assert!(result.content.len() < 400);
+}
+
+#[tokio::test]
+async fn shell_does_not_pass_on_the_environment() {
+    // cargo sets CARGO_PKG_NAME for the tests it runs; an API key in the environment would
+    // travel to the command the same way.
+    let inherited = std::env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME for tests");
+    assert!(!inherited.is_empty());
+    let (_dir, ctx) = workspace();
+    let result = run(
+        &registry(ShellConfig::default()),
+        &ctx,
+        "shell",
+        json!({"command": "echo \"[$CARGO_PKG_NAME]\"; test -n \"$PATH\" && echo has-path"}),
+    )
+    .await;
+    assert_eq!(
+        result.content, "exit code: 0\n[stdout]\n[]\nhas-path\n\n[stderr]\n",
+        "{}",
+        result.content
+    );
+}
+
+#[tokio::test]
+async fn shell_passes_the_variables_its_config_allows() {
+    let inherited = std::env::var("CARGO_PKG_NAME").expect("cargo sets CARGO_PKG_NAME for tests");
+    let (_dir, ctx) = workspace();
+    let registry = registry(ShellConfig {
+        env_allowlist: vec!["CARGO_PKG_NAME".to_string()],
+        ..ShellConfig::default()
+    });
+    let result = run(
+        &registry,
+        &ctx,
+        "shell",
+        json!({"command": "echo \"[$CARGO_PKG_NAME]\"; echo \"[$CARGO_PKG_VERSION]\""}),
+    )
+    .await;
+    assert_eq!(
+        result.content,
+        format!("exit code: 0\n[stdout]\n[{inherited}]\n[]\n\n[stderr]\n")
+    );
+}
+
+#[tokio::test]
+async fn huge_output_is_streamed_into_a_capped_buffer() {
+    let (_dir, ctx) = workspace();
+    let registry = registry(ShellConfig {
+        max_output_bytes: 1000,
+        ..ShellConfig::default()
+    });
+    // 50 MB of stdout; a few bytes of stderr after it.
+    let result = run(
+        &registry,
+        &ctx,
+        "shell",
+        json!({"command": "head -c 50000000 /dev/zero | tr '\\0' a; echo; echo done >&2"}),
+    )
+    .await;
+    assert_eq!(
+        result.outcome,
+        ToolOutcome::Success,
+        "{}",
+        &result.content[..200]
+    );
+    assert!(
+        result.content.len() < 1500,
+        "{} bytes",
+        result.content.len()
+    );
+    assert!(
+        result
+            .content
+            .contains("[... output truncated: 49999001 bytes dropped"),
+        "{}",
+        result.content
+    );
+    assert!(
+        result.content.ends_with("a\n\n[stderr]\ndone\n"),
+        "{}",
+        result.content
+    );
 }
