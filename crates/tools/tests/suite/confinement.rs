@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::json;
 use troupe_tools::{ToolContext, ToolFailure, ToolOutcome, builtin};
 
-use super::support::run;
+use super::support::{assert_refused, run};
 
 /// `parent/ws` (the root, holding `d/f.txt` = "inside") and `parent/outside` (holding
 /// `f.txt` = "secret").
@@ -44,17 +44,7 @@ async fn a_hard_linked_file_is_refused_for_write_and_edit() {
         json!({"path": "linked.txt", "content": "owned\n"}),
     )
     .await;
-    assert_eq!(
-        result.failure(),
-        Some(&ToolFailure::Refused),
-        "{}",
-        result.content
-    );
-    assert!(
-        result.content.contains("has 2 hard links"),
-        "{}",
-        result.content
-    );
+    assert_refused(&result, "has 2 hard links");
     let result = run(
         &tools,
         &ctx,
@@ -62,17 +52,7 @@ async fn a_hard_linked_file_is_refused_for_write_and_edit() {
         json!({"path": "linked.txt", "old_string": "secret", "new_string": "owned"}),
     )
     .await;
-    assert_eq!(
-        result.failure(),
-        Some(&ToolFailure::Refused),
-        "{}",
-        result.content
-    );
-    assert!(
-        result.content.contains("has 2 hard links"),
-        "{}",
-        result.content
-    );
+    assert_refused(&result, "has 2 hard links");
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret\n");
     assert_eq!(
         std::fs::read_to_string(root.join("linked.txt")).unwrap(),

@@ -27,3 +27,15 @@ pub async fn run(
         .dispatch(&call(name, &arguments.to_string()), ctx)
         .await
 }
+
+/// Asserts that `result` is a refusal whose text says `reason`.
+#[track_caller]
+pub fn assert_refused(result: &ToolResult, reason: &str) {
+    assert_eq!(
+        result.failure(),
+        Some(&troupe_tools::ToolFailure::Refused),
+        "{}",
+        result.content
+    );
+    assert!(result.content.contains(reason), "{}", result.content);
+}
