@@ -8,11 +8,17 @@ use crate::telemetry::jsonl::TraceLine;
 
 /// Reads the lines appended to a trace file since the last poll; a line still being written
 /// waits for its newline.
+///
+/// Linear in what arrives: each poll scans only bytes it has not scanned before and drops the
+/// lines it parsed from its buffer in one move, however many lines (or polls) there are.
 #[derive(Debug)]
 pub struct TraceFollower {
     path: PathBuf,
     offset: u64,
+    /// Bytes read but not yet parsed: the start of a line still being written.
     pending: Vec<u8>,
+    /// How much of `pending` is known to hold no newline.
+    scanned: usize,
     line_number: usize,
     lines: Vec<TraceLine>,
 }
@@ -24,6 +30,7 @@ impl TraceFollower {
             path: path.as_ref().to_path_buf(),
             offset: 0,
             pending: Vec::new(),
+            scanned: 0,
             line_number: 0,
             lines: Vec::new(),
         }
@@ -53,30 +60,52 @@ impl TraceFollower {
             // Truncated and rewritten: start over.
             self.offset = 0;
             self.pending.clear();
+            self.scanned = 0;
             self.line_number = 0;
             self.lines.clear();
         }
         file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
-        let mut fresh = Vec::new();
-        file.read_to_end(&mut fresh).map_err(io)?;
-        self.offset += fresh.len() as u64;
-        self.pending.extend_from_slice(&fresh);
+        let before = self.pending.len();
+        file.read_to_end(&mut self.pending).map_err(io)?;
+        self.offset += (self.pending.len() - before) as u64;
         let mut added = 0;
-        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
-            let raw: Vec<u8> = self.pending.drain(..=end).collect();
-            self.line_number += 1;
-            let text = String::from_utf8_lossy(&raw[..raw.len() - 1]).into_owned();
-            if text.trim().is_empty() {
-                continue;
+        let mut consumed = 0;
+        let mut result = Ok(());
+        while let Some(end) = self.pending[self.scanned..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map(|at| self.scanned + at)
+        {
+            self.scanned = end + 1;
+            let line = self.line_number + 1;
+            let text = String::from_utf8_lossy(&self.pending[consumed..end]);
+            if !text.trim().is_empty() {
+                match serde_json::from_str(&text) {
+                    Ok(record) => {
+                        self.lines.push(record);
+                        added += 1;
+                    }
+                    Err(e) => {
+                        // The bad line stays unread: polling again reports it again.
+                        result = Err(TraceFileError::BadLine {
+                            path: self.path.clone(),
+                            line,
+                            reason: e.to_string(),
+                        });
+                        break;
+                    }
+                }
             }
-            let record = serde_json::from_str(&text).map_err(|e| TraceFileError::BadLine {
-                path: self.path.clone(),
-                line: self.line_number,
-                reason: e.to_string(),
-            })?;
-            self.lines.push(record);
-            added += 1;
+            self.line_number = line;
+            consumed = end + 1;
         }
+        self.pending.drain(..consumed);
+        self.scanned = if result.is_err() {
+            0
+        } else {
+            self.pending.len()
+        };
+        result?;
         Ok(added)
     }
 }

@@ -8,6 +8,7 @@
 //! # Ok(()) }
 //! ```
 
+mod escape;
 mod follow;
 mod parse;
 mod render;
@@ -15,12 +16,15 @@ mod tree;
 
 use std::path::Path;
 
+pub use escape::escape_control;
 pub use follow::TraceFollower;
 pub use parse::{ParsedTrace, TraceFileError, parse_trace_text, read_trace_file};
 pub use render::{TraceTotals, format_duration, render_forest, render_trace};
-pub use tree::{SpanNode, TraceForest, TraceTree, build_forest};
+pub use tree::{SpanNode, TraceForest, TraceTree, build_forest, build_forest_owned};
 
-/// Read a trace file and render it; warnings about skipped input come first, as `warning:` lines.
+/// Read a trace file and render it; warnings about skipped input and about the spans' structure
+/// come first, as `warning:` lines. Every string from the file is printed with its control
+/// characters escaped.
 ///
 /// # Errors
 /// [`TraceFileError`] when the file cannot be read or a complete line is not a trace record.
@@ -29,9 +33,9 @@ pub fn render_file(path: &Path) -> Result<String, TraceFileError> {
     let mut out = String::new();
     for w in &parsed.warnings {
         out.push_str("warning: ");
-        out.push_str(w);
+        out.push_str(&escape_control(w));
         out.push('\n');
     }
-    out.push_str(&render_forest(&build_forest(&parsed.lines)));
+    out.push_str(&render_forest(&build_forest_owned(parsed.lines)));
     Ok(out)
 }

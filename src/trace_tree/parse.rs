@@ -3,13 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
+use super::escape::escape_control;
 use crate::telemetry::jsonl::TraceLine;
 
 /// Why a trace file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceFileError {
     /// The file could not be read.
-    #[error("cannot read the trace file {path}: {cause}")]
+    #[error("cannot read the trace file {}: {cause}", escape_control(&path.display().to_string()))]
     Io {
         /// The file.
         path: PathBuf,
@@ -17,7 +18,11 @@ pub enum TraceFileError {
         cause: std::io::Error,
     },
     /// A complete line is not a trace record.
-    #[error("{path}:{line}: not a troupe trace line: {reason}")]
+    #[error(
+        "{}:{line}: not a troupe trace line: {}",
+        escape_control(&path.display().to_string()),
+        escape_control(reason)
+    )]
     BadLine {
         /// The file.
         path: PathBuf,

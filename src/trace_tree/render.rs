@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::escape::escape_control;
 use super::tree::{SpanNode, TraceForest, TraceTree};
 use crate::telemetry::jsonl::EventLine;
 
@@ -37,7 +38,7 @@ impl TraceTree {
     /// Totals over every span of this trace.
     pub fn totals(&self) -> TraceTotals {
         let mut t = TraceTotals::default();
-        for node in self.roots.iter().flat_map(SpanNode::walk) {
+        for node in self.walk() {
             match node.span.name.as_str() {
                 "invoke_agent" => t.agents += 1,
                 "chat" => {
@@ -57,13 +58,13 @@ impl TraceTree {
         let start = self
             .roots
             .iter()
-            .map(|r| r.span.start_time_unix_nano)
+            .map(|&r| self.node(r).span.start_time_unix_nano)
             .min()
             .unwrap_or(0);
         let end = self
             .roots
             .iter()
-            .map(|r| r.span.end_time_unix_nano)
+            .map(|&r| self.node(r).span.end_time_unix_nano)
             .max()
             .unwrap_or(0);
         end.saturating_sub(start) as f64 / 1e6
@@ -170,16 +171,16 @@ enum Item<'a> {
 
 /// An agent's children grouped into turns: each model call opens a turn; spans before the first
 /// model call stay directly under the agent. Spans already grouped by a `turn` span are kept.
-fn items(node: &SpanNode) -> Vec<Item<'_>> {
+fn items<'a>(trace: &'a TraceTree, node: &'a SpanNode) -> Vec<Item<'a>> {
     let group = node.span.name == "invoke_agent"
-        && node.children.iter().any(|c| c.span.name == "chat")
-        && !node.children.iter().any(|c| c.span.name == "turn");
+        && trace.children(node).any(|c| c.span.name == "chat")
+        && !trace.children(node).any(|c| c.span.name == "turn");
     if !group {
-        return node.children.iter().map(Item::Span).collect();
+        return trace.children(node).map(Item::Span).collect();
     }
     let mut out = Vec::new();
     let mut turns = 0;
-    for child in &node.children {
+    for child in trace.children(node) {
         if child.span.name == "chat" {
             turns += 1;
             out.push(Item::Turn(turns, vec![child]));
@@ -192,26 +193,76 @@ fn items(node: &SpanNode) -> Vec<Item<'_>> {
     out
 }
 
-fn render_node(out: &mut String, node: &SpanNode, prefix: &str, last: bool, root: bool) {
-    let (branch, carry) = match (root, last) {
-        (true, _) => ("", ""),
-        (false, true) => ("└─ ", "   "),
-        (false, false) => ("├─ ", "│  "),
-    };
-    let _ = writeln!(out, "{prefix}{branch}{}", label(node));
-    let inner = format!("{prefix}{carry}");
-    let items = items(node);
-    let n_events = node.span.events.len();
-    for (i, e) in node.span.events.iter().enumerate() {
-        let last_line = i + 1 == n_events && items.is_empty();
-        let b = if last_line { "└─ " } else { "├─ " };
-        let _ = writeln!(out, "{inner}{b}! {}", event_text(e));
+/// How many levels are drawn with their own indentation; deeper lines keep the indentation of
+/// this level and say their depth (`[depth 1234]`), so a deep chain prints in linear space
+/// instead of a prefix per line as long as the chain.
+const MAX_INDENT: usize = 64;
+
+/// What is left to draw, on an explicit stack (a deep chain would overflow the call stack).
+enum Step<'a> {
+    /// A line for an item, then its contents one level deeper.
+    Item {
+        item: Item<'a>,
+        last: bool,
+        root: bool,
+        depth: usize,
+    },
+    /// Back to the prefix of an enclosing level.
+    Outdent(usize),
+}
+
+fn branch(last: bool) -> (&'static str, &'static str) {
+    if last {
+        ("└─ ", "   ")
+    } else {
+        ("├─ ", "│  ")
     }
-    let n = items.len();
-    for (i, item) in items.into_iter().enumerate() {
-        let last = i + 1 == n;
+}
+
+/// Draw `root` and everything below it.
+fn render_root(out: &mut String, trace: &TraceTree, root: &SpanNode) {
+    let mut prefix = String::new();
+    let mut stack = vec![Step::Item {
+        item: Item::Span(root),
+        last: true,
+        root: true,
+        depth: 0,
+    }];
+    while let Some(step) = stack.pop() {
+        let (item, last, root, depth) = match step {
+            Step::Outdent(len) => {
+                prefix.truncate(len);
+                continue;
+            }
+            Step::Item {
+                item,
+                last,
+                root,
+                depth,
+            } => (item, last, root, depth),
+        };
+        let (b, carry) = if root { ("", "") } else { branch(last) };
+        let deep = if depth > MAX_INDENT {
+            format!("[depth {depth}] ")
+        } else {
+            String::new()
+        };
+        stack.push(Step::Outdent(prefix.len()));
         match item {
-            Item::Span(child) => render_node(out, child, &inner, last, false),
+            Item::Span(node) => {
+                let _ = writeln!(out, "{prefix}{b}{deep}{}", escape_control(&label(node)));
+                if depth < MAX_INDENT {
+                    prefix.push_str(carry);
+                }
+                let items = items(trace, node);
+                let n_events = node.span.events.len();
+                for (i, e) in node.span.events.iter().enumerate() {
+                    let last_line = i + 1 == n_events && items.is_empty();
+                    let (eb, _) = branch(last_line);
+                    let _ = writeln!(out, "{prefix}{eb}! {}", escape_control(&event_text(e)));
+                }
+                push_items(&mut stack, items, depth + 1);
+            }
             Item::Turn(number, members) => {
                 let start = members
                     .iter()
@@ -224,19 +275,34 @@ fn render_node(out: &mut String, node: &SpanNode, prefix: &str, last: bool, root
                     .max()
                     .unwrap_or(0);
                 let ms = end.saturating_sub(start) as f64 / 1e6;
-                let (b, c) = if last {
-                    ("└─ ", "   ")
-                } else {
-                    ("├─ ", "│  ")
-                };
-                let _ = writeln!(out, "{inner}{b}turn {number}  {}", format_duration(ms));
-                let turn_prefix = format!("{inner}{c}");
-                let m = members.len();
-                for (j, member) in members.into_iter().enumerate() {
-                    render_node(out, member, &turn_prefix, j + 1 == m, false);
+                let _ = writeln!(
+                    out,
+                    "{prefix}{b}{deep}turn {number}  {}",
+                    format_duration(ms)
+                );
+                if depth < MAX_INDENT {
+                    prefix.push_str(carry);
                 }
+                push_items(
+                    &mut stack,
+                    members.into_iter().map(Item::Span).collect(),
+                    depth + 1,
+                );
             }
         }
+    }
+}
+
+/// Queue `items` (drawn in order: pushed last first).
+fn push_items<'a>(stack: &mut Vec<Step<'a>>, items: Vec<Item<'a>>, depth: usize) {
+    let n = items.len();
+    for (i, item) in items.into_iter().enumerate().rev() {
+        stack.push(Step::Item {
+            item,
+            last: i + 1 == n,
+            root: false,
+            depth,
+        });
     }
 }
 
@@ -245,7 +311,7 @@ pub fn render_trace(trace: &TraceTree) -> String {
     let t = trace.totals();
     let mut out = format!(
         "trace {}  {}  agents {} · model calls {} · tool calls {} · tokens {} in / {} out · errors {}\n",
-        trace.trace_id,
+        escape_control(&trace.trace_id),
         format_duration(trace.duration_ms()),
         t.agents,
         t.model_calls,
@@ -254,15 +320,19 @@ pub fn render_trace(trace: &TraceTree) -> String {
         t.output_tokens,
         t.errors
     );
-    for root in &trace.roots {
-        render_node(&mut out, root, "", true, true);
+    for &root in &trace.roots {
+        render_root(&mut out, trace, trace.node(root));
     }
     out
 }
 
-/// Render every trace of a forest, then warnings logged outside any span.
+/// Render every trace of a forest, then warnings logged outside any span; warnings about the
+/// forest's structure (parent cycles) come first, as `warning:` lines.
 pub fn render_forest(forest: &TraceForest) -> String {
     let mut out = String::new();
+    for w in &forest.warnings {
+        let _ = writeln!(out, "warning: {}", escape_control(w));
+    }
     for (i, trace) in forest.traces.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -272,7 +342,7 @@ pub fn render_forest(forest: &TraceForest) -> String {
     if !forest.loose_events.is_empty() {
         out.push_str("\noutside any span:\n");
         for e in &forest.loose_events {
-            let _ = writeln!(out, "  ! {}", event_text(e));
+            let _ = writeln!(out, "  ! {}", escape_control(&event_text(e)));
         }
     }
     if forest.traces.is_empty() && forest.loose_events.is_empty() {

@@ -4,27 +4,37 @@
 //! have lost its parent (spans propagate through actor messages only when the runtime carries
 //! them), its `invoke_agent` span is placed under the asking agent's `ask_agent` tool call of the
 //! same trace that was running when it started.
+//!
+//! A trace's spans live in one flat arena ([`TraceTree::nodes`]) and children are indices into
+//! it, so a chain of any depth is built, walked, compared and dropped without recursion (a
+//! nested `Vec<SpanNode>` overflows the stack on a few thousand levels). Parent links that form
+//! a cycle are broken at the cycle's earliest span, which becomes a root, with a warning: every
+//! span of the file is in the forest.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
+use super::escape::escape_control;
 use crate::telemetry::jsonl::{EventLine, SpanLine, TraceLine};
 
-/// A span with its children, ordered by start time.
+/// A span with the indices of its children (in [`TraceTree::nodes`]), ordered by start time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanNode {
     /// The span.
     pub span: SpanLine,
-    /// Its children.
-    pub children: Vec<SpanNode>,
+    /// Its children: indices into the trace's [`TraceTree::nodes`].
+    pub children: Vec<usize>,
 }
 
-/// One trace: its root spans (usually one) and warnings logged outside any span.
+/// One trace: its spans and which of them are roots (usually one).
 #[derive(Debug, Clone, PartialEq)]
 pub struct TraceTree {
     /// 32 hex digits.
     pub trace_id: String,
-    /// Root spans by start time.
-    pub roots: Vec<SpanNode>,
+    /// Every span of the trace, in file order; [`SpanNode::children`] and
+    /// [`TraceTree::roots`] index into it.
+    pub nodes: Vec<SpanNode>,
+    /// Root spans (indices into `nodes`) by start time.
+    pub roots: Vec<usize>,
 }
 
 /// Every trace of a file, in order of first start, plus events outside any span.
@@ -34,18 +44,12 @@ pub struct TraceForest {
     pub traces: Vec<TraceTree>,
     /// Warnings and errors logged outside any span.
     pub loose_events: Vec<EventLine>,
+    /// What was odd about the spans' structure (parent cycles), one line each, already safe
+    /// to print.
+    pub warnings: Vec<String>,
 }
 
 impl SpanNode {
-    /// This node and every node below it, depth first.
-    pub fn walk(&self) -> Vec<&SpanNode> {
-        let mut out = vec![self];
-        for child in &self.children {
-            out.extend(child.walk());
-        }
-        out
-    }
-
     /// An attribute as a string (numbers rendered as JSON).
     pub fn attr(&self, name: &str) -> Option<String> {
         self.span.attributes.get(name).map(|v| match v.as_str() {
@@ -63,90 +67,261 @@ impl SpanNode {
     }
 }
 
-/// Where an agent invocation without a parent should hang: the asking agent's `ask_agent` call
-/// of the same trace whose time range contains the invocation's start (the latest such).
-fn asking_call(spans: &[SpanLine], orphan: &SpanLine) -> Option<String> {
-    let from = orphan.attributes.get("troupe.from")?.as_str()?;
-    spans
+impl TraceTree {
+    /// The node at `index` (an index from [`TraceTree::roots`] or [`SpanNode::children`]).
+    ///
+    /// # Panics
+    /// When `index` is not an index into [`TraceTree::nodes`].
+    pub fn node(&self, index: usize) -> &SpanNode {
+        &self.nodes[index]
+    }
+
+    /// The children of `node`, by start time.
+    pub fn children<'a>(&'a self, node: &'a SpanNode) -> impl Iterator<Item = &'a SpanNode> + 'a {
+        node.children.iter().map(|&c| &self.nodes[c])
+    }
+
+    /// Every span reachable from the roots, depth first (parents before children, siblings by
+    /// start time); iterative, so any depth is fine.
+    pub fn walk(&self) -> Vec<&SpanNode> {
+        let mut out = Vec::with_capacity(self.nodes.len());
+        let mut stack: Vec<usize> = self.roots.iter().rev().copied().collect();
+        while let Some(i) = stack.pop() {
+            let node = &self.nodes[i];
+            out.push(node);
+            stack.extend(node.children.iter().rev().copied());
+        }
+        out
+    }
+}
+
+fn str_attr<'a>(span: &'a SpanLine, name: &str) -> Option<&'a str> {
+    span.attributes.get(name).and_then(|v| v.as_str())
+}
+
+/// For each orphaned agent invocation, the asking agent's `ask_agent` call of the same trace
+/// whose time range contains the invocation (the latest-starting such call; on a tie, the later
+/// in the file).
+///
+/// `O((calls + orphans) log calls)`: calls and orphans are swept by end time, latest first; the
+/// calls that end late enough for the current orphan are kept in a set ordered by start, where
+/// the latest one starting early enough is one range query away.
+fn asking_calls(spans: &[SpanLine], orphans: &[usize]) -> HashMap<usize, usize> {
+    // (asking agent) -> calls / orphans, as indices into `spans`.
+    let mut calls: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, s) in spans.iter().enumerate() {
+        if s.name == "execute_tool"
+            && str_attr(s, "gen_ai.tool.name") == Some("ask_agent")
+            && let Some(agent) = str_attr(s, "gen_ai.agent.name")
+        {
+            calls.entry(agent).or_default().push(i);
+        }
+    }
+    let mut asked: HashMap<&str, Vec<usize>> = HashMap::new();
+    for &o in orphans {
+        if let Some(from) = str_attr(&spans[o], "troupe.from")
+            && calls.contains_key(from)
+        {
+            asked.entry(from).or_default().push(o);
+        }
+    }
+    let mut found = HashMap::new();
+    for (from, mut group) in asked {
+        let Some(group_calls) = calls.get_mut(from) else {
+            continue;
+        };
+        let end = |i: &usize| std::cmp::Reverse(spans[*i].end_time_unix_nano);
+        group_calls.sort_by_key(end);
+        group.sort_by_key(end);
+        let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
+        let mut next_call = 0;
+        for o in group {
+            let orphan = &spans[o];
+            while let Some(&c) = group_calls.get(next_call)
+                && spans[c].end_time_unix_nano >= orphan.end_time_unix_nano
+            {
+                open.insert((spans[c].start_time_unix_nano, c));
+                next_call += 1;
+            }
+            if let Some(&(_, c)) = open
+                .range(..=(orphan.start_time_unix_nano, usize::MAX))
+                .next_back()
+            {
+                found.insert(o, c);
+            }
+        }
+    }
+    found
+}
+
+/// The parent (an index into `spans`) of each span of one trace; `None` for a root.
+fn parents(spans: &[SpanLine]) -> Vec<Option<usize>> {
+    let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(spans.len());
+    for (i, s) in spans.iter().enumerate() {
+        // A duplicated id names its first span.
+        by_id.entry(s.span_id.as_str()).or_insert(i);
+    }
+    // A parent in another trace (an actor's task span around a request that starts a trace of
+    // its own) does not nest: the request is the root of its trace.
+    let mut parent: Vec<Option<usize>> = spans
         .iter()
-        .filter(|s| {
-            s.trace_id == orphan.trace_id
-                && s.name == "execute_tool"
-                && s.attributes
-                    .get("gen_ai.tool.name")
-                    .and_then(|v| v.as_str())
-                    == Some("ask_agent")
-                && s.attributes
-                    .get("gen_ai.agent.name")
-                    .and_then(|v| v.as_str())
-                    == Some(from)
-                && s.start_time_unix_nano <= orphan.start_time_unix_nano
-                && s.end_time_unix_nano >= orphan.end_time_unix_nano
+        .map(|s| {
+            s.parent_span_id
+                .as_deref()
+                .and_then(|p| by_id.get(p).copied())
         })
-        .max_by_key(|s| s.start_time_unix_nano)
-        .map(|s| s.span_id.clone())
+        .collect();
+    let orphans: Vec<usize> = (0..spans.len())
+        .filter(|&i| parent[i].is_none() && spans[i].name == "invoke_agent")
+        .collect();
+    for (orphan, call) in asking_calls(spans, &orphans) {
+        parent[orphan] = Some(call);
+    }
+    parent
+}
+
+/// The most span ids a cycle warning names.
+const CYCLE_IDS_SHOWN: usize = 16;
+
+/// Break every cycle of parent links: the cycle's earliest-starting span loses its parent and
+/// becomes a root. Returns one warning per cycle. Linear: each span is walked up from once.
+fn break_cycles(trace_id: &str, spans: &[SpanLine], parent: &mut [Option<usize>]) -> Vec<String> {
+    const UNSEEN: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![UNSEEN; spans.len()];
+    let mut warnings = Vec::new();
+    let mut path = Vec::new();
+    for start in 0..spans.len() {
+        let mut at = Some(start);
+        while let Some(i) = at
+            && state[i] == UNSEEN
+        {
+            state[i] = ON_PATH;
+            path.push(i);
+            at = parent[i];
+        }
+        if let Some(i) = at
+            && state[i] == ON_PATH
+            && let Some(pos) = path.iter().position(|&p| p == i)
+        {
+            let cycle = &path[pos..];
+            let root = cycle
+                .iter()
+                .copied()
+                .min_by_key(|&c| (spans[c].start_time_unix_nano, c))
+                .unwrap_or(i);
+            warnings.push(cycle_warning(trace_id, spans, parent, root, cycle.len()));
+            parent[root] = None;
+        }
+        for &p in &path {
+            state[p] = DONE;
+        }
+        path.clear();
+    }
+    warnings
+}
+
+/// `trace T: the parent links of spans a → b → a form a cycle; span a is shown as a root`,
+/// starting at `root` and following parents.
+fn cycle_warning(
+    trace_id: &str,
+    spans: &[SpanLine],
+    parent: &[Option<usize>],
+    root: usize,
+    len: usize,
+) -> String {
+    let mut ids = Vec::new();
+    let mut at = root;
+    for _ in 0..len.min(CYCLE_IDS_SHOWN) {
+        ids.push(escape_control(&spans[at].span_id).into_owned());
+        at = parent[at].unwrap_or(root);
+    }
+    let chain = if len > CYCLE_IDS_SHOWN {
+        format!("{} → … ({} more)", ids.join(" → "), len - CYCLE_IDS_SHOWN)
+    } else {
+        format!("{} → {}", ids.join(" → "), ids[0])
+    };
+    format!(
+        "trace {}: the parent links of spans {chain} form a cycle; span {} is shown as a root",
+        escape_control(trace_id),
+        ids[0]
+    )
+}
+
+/// Arrange the spans of one trace (in file order) as a tree.
+fn build_trace(trace_id: String, spans: Vec<SpanLine>, warnings: &mut Vec<String>) -> TraceTree {
+    let mut parent = parents(&spans);
+    warnings.extend(break_cycles(&trace_id, &spans, &mut parent));
+    let mut nodes: Vec<SpanNode> = spans
+        .into_iter()
+        .map(|span| SpanNode {
+            span,
+            children: Vec::new(),
+        })
+        .collect();
+    let mut roots = Vec::new();
+    for (i, p) in parent.iter().enumerate() {
+        match p {
+            Some(p) => nodes[*p].children.push(i),
+            None => roots.push(i),
+        }
+    }
+    let start = |nodes: &[SpanNode], i: usize| nodes[i].span.start_time_unix_nano;
+    for i in 0..nodes.len() {
+        let mut kids = std::mem::take(&mut nodes[i].children);
+        kids.sort_by_key(|&k| start(&nodes, k));
+        nodes[i].children = kids;
+    }
+    roots.sort_by_key(|&r| start(&nodes, r));
+    TraceTree {
+        trace_id,
+        nodes,
+        roots,
+    }
 }
 
 /// Arrange the records of a trace file as trees.
 pub fn build_forest(lines: &[TraceLine]) -> TraceForest {
-    let mut spans = Vec::new();
+    build_forest_owned(lines.iter().cloned())
+}
+
+/// [`build_forest`] from records it may keep (no copy of every span).
+pub fn build_forest_owned(lines: impl IntoIterator<Item = TraceLine>) -> TraceForest {
+    let mut by_trace: Vec<(String, Vec<SpanLine>)> = Vec::new();
+    let mut trace_index: HashMap<String, usize> = HashMap::new();
     let mut loose_events = Vec::new();
     for line in lines {
         match line {
-            TraceLine::Span(s) => spans.push(s.clone()),
-            TraceLine::Event(e) => loose_events.push(e.clone()),
+            TraceLine::Span(s) => {
+                let i = *trace_index.entry(s.trace_id.clone()).or_insert_with(|| {
+                    by_trace.push((s.trace_id.clone(), Vec::new()));
+                    by_trace.len() - 1
+                });
+                by_trace[i].1.push(s);
+            }
+            TraceLine::Event(e) => loose_events.push(e),
         }
     }
-    // A parent in another trace (an actor's task span around a request that starts a trace of
-    // its own) does not nest: the request is the root of its trace.
-    let trace_of: HashMap<&str, &str> = spans
-        .iter()
-        .map(|s| (s.span_id.as_str(), s.trace_id.as_str()))
+    let mut warnings = Vec::new();
+    let mut traces: Vec<TraceTree> = by_trace
+        .into_iter()
+        .map(|(trace_id, spans)| build_trace(trace_id, spans, &mut warnings))
         .collect();
-    let mut parent_of: HashMap<String, Option<String>> = HashMap::new();
-    for s in &spans {
-        let parent = match &s.parent_span_id {
-            Some(p) if trace_of.get(p.as_str()) == Some(&s.trace_id.as_str()) => Some(p.clone()),
-            _ if s.name == "invoke_agent" => asking_call(&spans, s),
-            _ => None,
-        };
-        parent_of.insert(s.span_id.clone(), parent);
-    }
-    let mut children: HashMap<Option<String>, Vec<SpanLine>> = HashMap::new();
-    for s in spans {
-        let parent = parent_of.get(&s.span_id).cloned().flatten();
-        children.entry(parent).or_default().push(s);
-    }
-    fn attach(span: SpanLine, children: &mut HashMap<Option<String>, Vec<SpanLine>>) -> SpanNode {
-        let mut kids = children
-            .remove(&Some(span.span_id.clone()))
-            .unwrap_or_default();
-        kids.sort_by_key(|k| k.start_time_unix_nano);
-        let kids = kids.into_iter().map(|k| attach(k, children)).collect();
-        SpanNode {
-            span,
-            children: kids,
-        }
-    }
-    let mut roots = children.remove(&None).unwrap_or_default();
-    roots.sort_by_key(|r| r.start_time_unix_nano);
-    let mut by_trace: BTreeMap<(u64, String), Vec<SpanNode>> = BTreeMap::new();
-    let mut first_start: HashMap<String, u64> = HashMap::new();
-    for root in roots {
-        let start = *first_start
-            .entry(root.trace_id.clone())
-            .or_insert(root.start_time_unix_nano);
-        let node = attach(root, &mut children);
-        by_trace
-            .entry((start, node.span.trace_id.clone()))
-            .or_default()
-            .push(node);
-    }
+    // Traces in order of their first root's start (every trace has a root: cycles are broken).
+    let first_start = |t: &TraceTree| {
+        t.roots
+            .first()
+            .map_or(u64::MAX, |&r| t.nodes[r].span.start_time_unix_nano)
+    };
+    traces.sort_by(|a, b| {
+        first_start(a)
+            .cmp(&first_start(b))
+            .then_with(|| a.trace_id.cmp(&b.trace_id))
+    });
     TraceForest {
-        traces: by_trace
-            .into_iter()
-            .map(|((_, trace_id), roots)| TraceTree { trace_id, roots })
-            .collect(),
+        traces,
         loose_events,
+        warnings,
     }
 }

@@ -10,4 +10,5 @@ mod session;
 mod support;
 mod telemetry;
 mod trace_tree;
+mod trace_tree_robust;
 mod transcript_unknowns;

@@ -224,10 +224,11 @@ impl LlmAgent {
                         },
                     );
                 }
-                if state == BudgetState::Trigger && self.spec.compaction.auto {
-                    if let Err(e) = self.compact(Trigger::Auto, None, ctx).await {
-                        tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
-                    }
+                if state == BudgetState::Trigger
+                    && self.spec.compaction.auto
+                    && let Err(e) = self.compact(Trigger::Auto, None, ctx).await
+                {
+                    tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
                 }
             }
         }

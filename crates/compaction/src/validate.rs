@@ -167,10 +167,10 @@ pub fn check_invariants(
             return Err(InvariantViolation::DuplicateId { id: message.id });
         }
     }
-    if let Some(system) = before.first().filter(|m| m.role.is_instructions()) {
-        if after.first() != Some(system) {
-            return Err(InvariantViolation::SystemPromptMoved { id: system.id });
-        }
+    if let Some(system) = before.first().filter(|m| m.role.is_instructions())
+        && after.first() != Some(system)
+    {
+        return Err(InvariantViolation::SystemPromptMoved { id: system.id });
     }
     check_protected(before, after, context.protected)?;
     check_pairing(after)?;

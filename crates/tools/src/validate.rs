@@ -39,43 +39,43 @@ fn check(value: &Value, schema: &Value, path: &str) -> Option<Mismatch> {
     if let Some(found) = check_alternatives(value, schema, path) {
         return Some(found);
     }
-    if let Some(all) = schema.get("allOf").and_then(Value::as_array) {
-        if let Some(found) = all.iter().find_map(|s| check(value, s, path)) {
-            return Some(found);
-        }
+    if let Some(all) = schema.get("allOf").and_then(Value::as_array)
+        && let Some(found) = all.iter().find_map(|s| check(value, s, path))
+    {
+        return Some(found);
     }
-    if let Some(types) = schema.get("type") {
-        if !type_matches(value, types) {
-            return mismatch(
-                path,
-                format!(
-                    "expected {}, got {}",
-                    describe_types(types),
-                    describe_value(value)
-                ),
-            );
-        }
+    if let Some(types) = schema.get("type")
+        && !type_matches(value, types)
+    {
+        return mismatch(
+            path,
+            format!(
+                "expected {}, got {}",
+                describe_types(types),
+                describe_value(value)
+            ),
+        );
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array) {
-        if !allowed.contains(value) {
-            let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
-            return mismatch(
-                path,
-                format!(
-                    "expected one of {}, got {}",
-                    list.join(", "),
-                    describe_value(value)
-                ),
-            );
-        }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        return mismatch(
+            path,
+            format!(
+                "expected one of {}, got {}",
+                list.join(", "),
+                describe_value(value)
+            ),
+        );
     }
-    if let Some(constant) = schema.get("const") {
-        if constant != value {
-            return mismatch(
-                path,
-                format!("expected {constant}, got {}", describe_value(value)),
-            );
-        }
+    if let Some(constant) = schema.get("const")
+        && constant != value
+    {
+        return mismatch(
+            path,
+            format!("expected {constant}, got {}", describe_value(value)),
+        );
     }
     check_bounds(value, schema, path)
         .or_else(|| check_object(value, schema, path))
@@ -97,15 +97,15 @@ fn check_alternatives(value: &Value, schema: &Map<String, Value>, path: &str) ->
 
 fn check_bounds(value: &Value, schema: &Map<String, Value>, path: &str) -> Option<Mismatch> {
     let n = value.as_f64()?;
-    if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-        if n < min {
-            return mismatch(path, format!("must be at least {min}, got {value}"));
-        }
+    if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+        && n < min
+    {
+        return mismatch(path, format!("must be at least {min}, got {value}"));
     }
-    if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-        if n > max {
-            return mismatch(path, format!("must be at most {max}, got {value}"));
-        }
+    if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+        && n > max
+    {
+        return mismatch(path, format!("must be at most {max}, got {value}"));
     }
     None
 }
@@ -113,14 +113,13 @@ fn check_bounds(value: &Value, schema: &Map<String, Value>, path: &str) -> Optio
 fn check_object(value: &Value, schema: &Map<String, Value>, path: &str) -> Option<Mismatch> {
     let object = value.as_object()?;
     let properties = schema.get("properties").and_then(Value::as_object);
-    if let Some(required) = schema.get("required").and_then(Value::as_array) {
-        if let Some(missing) = required
+    if let Some(required) = schema.get("required").and_then(Value::as_array)
+        && let Some(missing) = required
             .iter()
             .filter_map(Value::as_str)
             .find(|k| !object.contains_key(*k))
-        {
-            return mismatch(&join(path, missing), "missing");
-        }
+    {
+        return mismatch(&join(path, missing), "missing");
     }
     for (key, field) in object {
         let field_path = join(path, key);

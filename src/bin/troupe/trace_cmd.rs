@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use troupe::trace_tree::{TraceFollower, build_forest, render_file, render_forest};
+use troupe::trace_tree::{TraceFollower, build_forest, escape_control, render_file, render_forest};
 
 use crate::cli::TraceArgs;
 
@@ -18,13 +18,15 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     // On a terminal the tree is redrawn as spans close; into a pipe, each redraw is appended.
     let redraw = std::io::stdout().is_terminal();
     let mut follower = TraceFollower::new(&args.file);
-    println!("following {} (Ctrl-C to stop)", args.file.display());
+    let shown = args.file.display().to_string();
+    let header = format!("following {} (Ctrl-C to stop)", escape_control(&shown));
+    println!("{header}");
     loop {
         if follower.poll()? > 0 {
             let text = render_forest(&build_forest(follower.lines()));
             if redraw {
                 print!("\x1b[2J\x1b[H");
-                println!("following {} (Ctrl-C to stop)", args.file.display());
+                println!("{header}");
             }
             print!("{text}");
             if !redraw {

@@ -589,10 +589,10 @@ fn parse_response(bytes: &[u8]) -> Result<ChatResponse, ModelError> {
         .and_then(|c| c.get("finish_reason"))
         .and_then(Value::as_str)
         .map(str::to_string);
-    if let Some(choice) = object.get_mut("choices").and_then(|c| c.get_mut(0)) {
-        if let Some(reason) = choice.get_mut("finish_reason") {
-            *reason = Value::Null;
-        }
+    if let Some(choice) = object.get_mut("choices").and_then(|c| c.get_mut(0))
+        && let Some(reason) = choice.get_mut("finish_reason")
+    {
+        *reason = Value::Null;
     }
     let wire: CreateChatCompletionResponse = serde_json::from_value(value).map_err(|e| {
         ModelError::InvalidResponse(format!("unexpected shape ({e}): {}", snippet()))

@@ -248,10 +248,10 @@ impl<'a> CompactionSession<'a> {
         let earlier_replacement = message.kind != MessageKind::Normal
             || text_starts_with(message, STUB_PREFIX)
             || text_starts_with(message, "<summary>");
-        if earlier_replacement {
-            if let Some(ids) = parse_replaces(&message.text()).filter(|ids| !ids.is_empty()) {
-                return ids;
-            }
+        if earlier_replacement
+            && let Some(ids) = parse_replaces(&message.text()).filter(|ids| !ids.is_empty())
+        {
+            return ids;
         }
         vec![message.id]
     }

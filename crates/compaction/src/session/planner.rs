@@ -119,13 +119,14 @@ impl CompactionSession<'_> {
             return None;
         }
         let runs = self.summarizable_runs();
-        if self.options.per_message && !self.per_message_done {
-            if let Some(&(s, e)) = runs.first() {
-                return Some(PlannedStep::SummarizeMessages {
-                    start: self.messages[s].id,
-                    end: self.messages[e].id,
-                });
-            }
+        if self.options.per_message
+            && !self.per_message_done
+            && let Some(&(s, e)) = runs.first()
+        {
+            return Some(PlannedStep::SummarizeMessages {
+                start: self.messages[s].id,
+                end: self.messages[e].id,
+            });
         }
         self.next_segment(&runs)
             .map(|(s, e)| PlannedStep::SummarizeSegment {

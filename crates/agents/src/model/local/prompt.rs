@@ -196,10 +196,10 @@ pub(crate) fn tool_call_schema(tools: &[&ToolDefinition]) -> Value {
     } else {
         json!({"oneOf": branches})
     };
-    if !defs.is_empty() {
-        if let Some(o) = schema.as_object_mut() {
-            o.insert("$defs".to_string(), Value::Object(defs));
-        }
+    if !defs.is_empty()
+        && let Some(o) = schema.as_object_mut()
+    {
+        o.insert("$defs".to_string(), Value::Object(defs));
     }
     schema
 }
