@@ -49,7 +49,7 @@ use troupe::compaction::{
 };
 use troupe::runtime::{ChatMessage, Conversation, MessageId, Role};
 use troupe::transcript_file::TranscriptFile;
-use troupe::transcript_ops::replay_transcript;
+use troupe::transcript_ops::{Compressor, replay_transcript};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -311,8 +311,11 @@ async fn replay(
     }
 
     if model == "none" {
-        let reference =
-            replay_transcript(input, &policy, counter, Some(summarizer), |_| {}).await?;
+        // `replay_transcript` compacts through a compression agent (the CLI's road).
+        let compressor = Compressor::start(None, troupe::agents::shared_counter()).await?;
+        let reference = replay_transcript(input, &policy, counter, &compressor, |_| {}).await;
+        compressor.shutdown().await;
+        let reference = reference?;
         row.cross_check = Some(
             reference.compactions.len() == row.compactions
                 && reference.final_tokens == row.final_tokens

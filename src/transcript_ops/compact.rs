@@ -3,17 +3,20 @@
 use std::path::Path;
 
 use troupe_compaction::{
-    Archive, BudgetPolicy, CompactOptions, CompactionReport, Summarizer, TokenCounter, compact,
-    ledger_from_transcript,
+    Archive, BudgetPolicy, CompactTrigger, CompactionReport, ledger_from_transcript,
 };
 use troupe_runtime::Conversation;
 
 use super::archive_file::{ARCHIVE_FORMAT, ARCHIVE_VERSION, ArchiveHeader, write_archive_file};
+use super::compressor::{Compressor, CompressorJob};
 use super::distinct_paths::ensure_distinct_files;
 use super::expand::messages_sha256;
 use super::{TranscriptOpError, sha256_hex};
 use crate::atomic_write::write_atomically;
 use crate::transcript_file::TranscriptFile;
+
+/// The name a transcript's conversation has in the compression agent's reports and events.
+pub const TRANSCRIPT_AGENT: &str = "transcript";
 
 /// What to compact to.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,11 +128,11 @@ impl CompactedTranscript {
     }
 }
 
-/// Compact a transcript. `original_text` is the input file's exact text (for its checksum).
+/// Compact a transcript through `compressor`'s compression agent, as a manual compaction.
+/// `original_text` is the input file's exact text (for its checksum).
 ///
-/// The file ledger is rebuilt from the transcript's own tool calls. Without a summarizer only
-/// truncation and masking run; pass the mechanical summarizer to always reach a reachable target.
-/// Nothing is written: see [`CompactedTranscript::write_files`].
+/// The file ledger is rebuilt from the transcript's own tool calls. Nothing is written: see
+/// [`CompactedTranscript::write_files`].
 ///
 /// # Errors
 /// [`TranscriptOpError`] for bad options or a failed compaction, and
@@ -139,25 +142,21 @@ pub async fn compact_transcript(
     input: &TranscriptFile,
     original_text: &str,
     request: &CompactRequest,
-    counter: &dyn TokenCounter,
-    summarizer: Option<&dyn Summarizer>,
+    compressor: &Compressor,
 ) -> Result<CompactedTranscript, TranscriptOpError> {
     let policy = request.policy()?;
     let conversation = Conversation::from_messages(input.messages.iter().cloned());
     let ledger = ledger_from_transcript(conversation.messages());
-    let options = CompactOptions {
-        instructions: request.instructions.clone(),
-        ..CompactOptions::default()
-    };
-    let compaction = compact(
-        &conversation,
-        &ledger,
-        &policy,
-        counter,
-        summarizer,
-        options,
-    )
-    .await?;
+    let compaction = compressor
+        .compact(CompressorJob {
+            agent: TRANSCRIPT_AGENT,
+            conversation: &conversation,
+            ledger: &ledger,
+            policy: &policy,
+            trigger: CompactTrigger::Manual,
+            instructions: request.instructions.clone(),
+        })
+        .await?;
     if compaction.report.tokens_after > policy.context_window {
         return Err(TranscriptOpError::DoesNotFit {
             tokens: compaction.report.tokens_after,

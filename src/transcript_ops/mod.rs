@@ -13,6 +13,7 @@
 
 mod archive_file;
 mod compact;
+mod compressor;
 mod distinct_paths;
 mod expand;
 mod replay;
@@ -21,6 +22,7 @@ pub use archive_file::{ARCHIVE_VERSION, ArchiveHeader, read_archive_file, write_
 pub use compact::{
     CompactRequest, CompactedTranscript, MIN_CONTEXT_WINDOW, check_window, compact_transcript,
 };
+pub use compressor::{Compressor, CompressorJob};
 pub use distinct_paths::ensure_distinct_files;
 pub use expand::{
     ExpandedTranscript, RestoredMatch, expand_transcript, expand_transcript_file, messages_sha256,
@@ -84,6 +86,9 @@ pub enum TranscriptOpError {
     /// Compaction itself failed.
     #[error(transparent)]
     Compaction(#[from] troupe_compaction::CompactionError),
+    /// The compression agent's team could not be started or reached.
+    #[error("the compression agent: {0}")]
+    Team(String),
     /// The archive does not fit the compacted transcript.
     #[error("cannot expand: {0}; nothing was written")]
     Expand(String),

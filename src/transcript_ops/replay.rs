@@ -4,12 +4,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use troupe_compaction::{
-    BudgetPolicy, CompactOptions, CompactTrigger, Summarizer, ThrashGuard, TierCounts, TokenCache,
-    TokenCounter, compact, ledger_from_transcript, validate,
+    BudgetPolicy, CompactTrigger, TierCounts, TokenCache, TokenCounter, ledger_from_transcript,
+    validate,
 };
 use troupe_runtime::{Conversation, Role};
 
 use super::TranscriptOpError;
+use super::compact::TRANSCRIPT_AGENT;
+use super::compressor::{Compressor, CompressorJob};
 use crate::transcript_file::TranscriptFile;
 
 /// One automatic compaction during a replay.
@@ -66,7 +68,10 @@ pub struct ReplayReport {
 
 /// Feed `input` message by message; before every point where the model would be called (the
 /// next message is the assistant's), compact automatically when the live conversation is at or
-/// over the trigger. `progress` is told how many messages were fed.
+/// over the trigger — an automatic [`CompactionJob`](troupe_agents::compression::CompactionJob)
+/// to `compressor`'s compression agent, which applies the anti-thrash guard as it does for a
+/// live agent. `progress` is told how many messages were fed. `counter` counts the live
+/// conversation; it should be the compressor's.
 ///
 /// # Errors
 /// [`TranscriptOpError::Compaction`] when a compaction fails outright.
@@ -74,12 +79,11 @@ pub async fn replay_transcript(
     input: &TranscriptFile,
     policy: &BudgetPolicy,
     counter: &dyn TokenCounter,
-    summarizer: Option<&dyn Summarizer>,
+    compressor: &Compressor,
     mut progress: impl FnMut(usize),
 ) -> Result<ReplayReport, TranscriptOpError> {
     let cache = TokenCache::new();
     let mut conversation = Conversation::new();
-    let mut guard = ThrashGuard::new();
     let mut report = ReplayReport {
         window: policy.context_window,
         trigger_tokens: policy.trigger_tokens(),
@@ -100,16 +104,18 @@ pub async fn replay_transcript(
             continue;
         }
         let ledger = ledger_from_transcript(conversation.messages());
-        let options = CompactOptions {
-            trigger: CompactTrigger::Automatic,
-            guard: Some(guard),
-            token_cache: Some(cache.clone()),
-            ..CompactOptions::default()
-        };
         let started = Instant::now();
-        let result = compact(&conversation, &ledger, policy, counter, summarizer, options).await?;
+        let result = compressor
+            .compact(CompressorJob {
+                agent: TRANSCRIPT_AGENT,
+                conversation: &conversation,
+                ledger: &ledger,
+                policy,
+                trigger: CompactTrigger::Automatic,
+                instructions: None,
+            })
+            .await?;
         let ms = started.elapsed().as_secs_f64() * 1000.0;
-        guard.record(&result.report);
         if !result.changed() {
             report.skipped += 1;
             report.last_skip_reason = Some(result.report.reason.clone());

@@ -16,7 +16,9 @@ struct ChatServer {
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
-fn read_request(stream: &mut TcpStream) -> Option<Value> {
+/// Reads one HTTP request from `stream` and returns its JSON body (also used by
+/// `compact_trace.rs`).
+pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let mut length = 0usize;
     loop {

@@ -2,6 +2,7 @@ mod binary;
 mod chat;
 mod cli;
 mod compact_safety;
+mod compact_trace;
 mod config;
 #[cfg(feature = "otlp")]
 mod otlp;

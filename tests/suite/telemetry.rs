@@ -645,3 +645,78 @@ fn recorded_content_is_redacted() {
     assert!(text.contains("my key is"), "{text}");
     assert!(!text.contains("PASTED"), "{text}");
 }
+
+/// A live agent over its trigger: the automatic compaction is a span of the request that caused
+/// it (same trace, beneath the agent's `invoke_agent`), and `/context` queries leave no trace.
+#[test]
+fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
+    use std::sync::Arc;
+    use troupe::agents::model::{ScriptedModel, ScriptedReply};
+    use troupe::agents::{
+        AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter,
+        spawn_agent, spawn_compression_agent,
+    };
+    use troupe::compaction::BudgetPolicy;
+    use troupe::runtime::{Team, TeamConfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    with_trace_file(&path, false, || {
+        block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let mut config = CompressionConfig::new(shared_counter());
+            config.use_model = false;
+            spawn_compression_agent(&team, config).await.unwrap();
+            let mut tools = troupe::tools::ToolRegistry::new();
+            tools
+                .register_fn(
+                    "read_big",
+                    "Read a big file.",
+                    |_: troupe::tools::NoArgs| async {
+                        Ok::<_, troupe::tools::ToolError>(
+                            (0..40)
+                                .map(|i| format!("line {i}: file content with several words\n"))
+                                .collect::<String>(),
+                        )
+                    },
+                )
+                .unwrap();
+            let script = (0..8)
+                .map(|_| ScriptedReply::call("read_big", "{}"))
+                .chain([ScriptedReply::text("done")]);
+            let spec = AgentSpec::new("coder", Arc::new(ScriptedModel::new("coder", script)))
+                .tools(tools)
+                .compaction(CompactionSettings {
+                    policy: Some(BudgetPolicy {
+                        tool_output_limit_tokens: 100_000,
+                        ..BudgetPolicy::for_window(4_000)
+                    }),
+                    ..CompactionSettings::default()
+                });
+            spawn_agent(&team, spec).await.unwrap();
+            team.ask("coder", "read the files").await.unwrap();
+            context_stats(&team, "coder").await.unwrap();
+            team.shutdown().await;
+        })
+    });
+
+    let spans = spans(&path);
+    let by_id: HashMap<&str, &SpanLine> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let traces: std::collections::BTreeSet<&str> =
+        spans.iter().map(|s| s.trace_id.as_str()).collect();
+    assert_eq!(traces.len(), 1, "one request, one trace: {traces:?}");
+    let compactions: Vec<&SpanLine> = spans.iter().filter(|s| s.name == "compaction").collect();
+    assert!(!compactions.is_empty(), "the trigger compacted");
+    for compaction in compactions {
+        let parent = by_id[compaction.parent_span_id.as_deref().unwrap()];
+        assert_eq!(parent.name, "invoke_agent");
+        assert_eq!(parent.attributes["gen_ai.agent.name"], "coder");
+        assert_eq!(compaction.attributes["troupe.trigger"], "auto");
+        assert!(compaction.attributes["troupe.compaction.tokens_before"].is_u64());
+        assert!(compaction.attributes["troupe.compaction.tiers"].is_string());
+    }
+    assert!(
+        spans.iter().all(|s| s.name != "agent_job"),
+        "jobs open no span of their own"
+    );
+}

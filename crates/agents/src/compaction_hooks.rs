@@ -9,11 +9,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, CompactionReport, TiktokenCounter, TokenCounter,
+    BudgetPolicy, CompactTrigger, CompactionError, CompactionReport, TiktokenCounter, TokenCounter,
 };
-use troupe_runtime::{ChatModel, Directory, Team, TraceContext};
+use troupe_runtime::{ChatModel, Directory, Job, Team, TraceContext};
 
-use crate::compression::COMPRESSION_AGENT;
+use crate::compression::{COMPRESSION_AGENT, ScopeSummaryError};
 
 /// How long an agent waits for the compression agent.
 pub const COMPACTION_TIMEOUT: Duration = Duration::from_secs(600);
@@ -65,7 +65,7 @@ pub fn shared_counter() -> Arc<dyn TokenCounter> {
 }
 
 /// Why a compaction request did not produce a report.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompactError {
     /// The agent is in the middle of a turn and no compaction is running to join.
@@ -87,7 +87,13 @@ pub enum CompactError {
     NoScope,
     /// Compaction ran and failed; the conversation is unchanged.
     #[error("compaction failed: {0}")]
-    Failed(String),
+    Failed(CompactionError),
+    /// The closed scope could not be summarized; the conversation is unchanged.
+    #[error("compressing the scope failed: {0}")]
+    Scope(ScopeSummaryError),
+    /// The compaction this request joined ended without an outcome (its agent stopped).
+    #[error("the running compaction was abandoned")]
+    Abandoned,
     /// The agent could not be reached.
     #[error(transparent)]
     Ask(#[from] troupe_runtime::AskError),
@@ -140,41 +146,57 @@ impl CompactionTracker {
     }
 }
 
-/// A typed job an [`LlmAgent`](crate::LlmAgent) accepts between requests.
-#[derive(Clone)]
-pub enum AgentJob {
-    /// `/compact [instructions]`.
-    Compact {
-        /// Custom instructions / focus.
-        instructions: Option<String>,
-    },
-    /// Open a scope: everything from here on belongs to it until it is closed.
-    OpenScope {
-        /// The scope's label.
-        label: String,
-    },
-    /// Close the innermost open scope, replacing its messages by one summary between markers.
-    CloseScope {
-        /// What the summary should keep.
-        prompt: Option<String>,
-        /// The model that writes it (else the last one used for a scope, else an error).
-        model: Option<Arc<dyn ChatModel>>,
-    },
-    /// Context statistics (`/context`).
-    Context,
+/// `/compact [instructions]`: a job an [`LlmAgent`](crate::LlmAgent) takes between requests.
+#[derive(Debug, Clone, Default)]
+pub struct CompactNow {
+    /// Custom instructions / focus.
+    pub instructions: Option<String>,
 }
 
-/// What an [`AgentJob`] answers.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AgentJobResult {
-    /// A compaction ran (or found nothing to do).
-    Compacted(CompactOutcome),
-    /// A scope was opened.
-    ScopeOpened,
-    /// A scope was closed; `None` when it was empty and skipped.
-    ScopeClosed(Option<String>),
-    /// Context statistics.
-    Context(ContextStats),
+impl Job for CompactNow {
+    type Reply = Result<CompactOutcome, CompactError>;
+}
+
+/// Open a scope: everything from here on belongs to it until it is closed.
+#[derive(Debug, Clone)]
+pub struct OpenScope {
+    /// The scope's label.
+    pub label: String,
+}
+
+impl Job for OpenScope {
+    type Reply = Result<(), CompactError>;
+}
+
+/// Close the innermost open scope, replacing its messages by one summary between markers.
+#[derive(Clone)]
+pub struct CloseScope {
+    /// What the summary should keep.
+    pub prompt: Option<String>,
+    /// The model that writes it (else the last one used for a scope, else an error).
+    pub model: Option<Arc<dyn ChatModel>>,
+}
+
+impl std::fmt::Debug for CloseScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloseScope")
+            .field("prompt", &self.prompt)
+            .field("model", &self.model.as_ref().map(|m| m.info().name))
+            .finish()
+    }
+}
+
+impl Job for CloseScope {
+    /// The summary, or `None` when the scope was empty and skipped.
+    type Reply = Result<Option<String>, CompactError>;
+}
+
+/// Context statistics (`/context`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ContextQuery;
+
+impl Job for ContextQuery {
+    type Reply = ContextStats;
 }
 
 /// Where an agent's context stands.
@@ -205,16 +227,11 @@ pub struct ContextShare {
     pub tokens: usize,
 }
 
-async fn ask_agent_job(
-    team: &Team,
-    agent: &str,
-    job: AgentJob,
-) -> Result<AgentJobResult, CompactError> {
-    let answer: Result<AgentJobResult, CompactError> = team
+async fn ask_agent_job<J: Job>(team: &Team, agent: &str, job: J) -> Result<J::Reply, CompactError> {
+    Ok(team
         .directory()
         .ask_job(agent, job, TraceContext::new_root(), COMPACTION_TIMEOUT)
-        .await?;
-    answer
+        .await?)
 }
 
 /// `/compact [instructions]` on `agent`: refused while it is responding (unless a compaction is
@@ -235,14 +252,11 @@ pub async fn compact_agent(
         let outcome = running
             .wait_for(Option::is_some)
             .await
-            .map_err(|_| CompactError::Failed("the running compaction was abandoned".into()))?
+            .map_err(|_| CompactError::Abandoned)?
             .clone();
-        return outcome.unwrap_or_else(|| Err(CompactError::Failed("no outcome".into())));
+        return outcome.unwrap_or(Err(CompactError::Abandoned));
     }
-    match ask_agent_job(team, agent, AgentJob::Compact { instructions }).await? {
-        AgentJobResult::Compacted(outcome) => Ok(outcome),
-        _ => Err(CompactError::Failed("unexpected answer".into())),
-    }
+    ask_agent_job(team, agent, CompactNow { instructions }).await?
 }
 
 /// Open a scope on `agent` (seed 000's scoped compression).
@@ -254,12 +268,11 @@ pub async fn open_scope(
     ask_agent_job(
         team,
         agent,
-        AgentJob::OpenScope {
+        OpenScope {
             label: label.into(),
         },
     )
-    .await
-    .map(|_| ())
+    .await?
 }
 
 /// Close the innermost open scope of `agent` and compress it into one summary.
@@ -271,18 +284,12 @@ pub async fn close_scope(
     prompt: Option<String>,
     model: Option<Arc<dyn ChatModel>>,
 ) -> Result<Option<String>, CompactError> {
-    match ask_agent_job(team, agent, AgentJob::CloseScope { prompt, model }).await? {
-        AgentJobResult::ScopeClosed(summary) => Ok(summary),
-        _ => Err(CompactError::Failed("unexpected answer".into())),
-    }
+    ask_agent_job(team, agent, CloseScope { prompt, model }).await?
 }
 
 /// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.
 pub async fn context_stats(team: &Team, agent: &str) -> Result<ContextStats, CompactError> {
-    match ask_agent_job(team, agent, AgentJob::Context).await? {
-        AgentJobResult::Context(stats) => Ok(stats),
-        _ => Err(CompactError::Failed("unexpected answer".into())),
-    }
+    ask_agent_job(team, agent, ContextQuery).await
 }
 
 /// The trigger kind for the compaction crate.

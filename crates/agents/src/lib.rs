@@ -15,9 +15,9 @@ mod spec;
 mod team_tools;
 
 pub use compaction_hooks::{
-    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionSettings,
-    ContextShare, ContextStats, close_scope, compact_agent, context_stats, open_scope,
-    shared_counter,
+    COMPACTION_TIMEOUT, CloseScope, CompactError, CompactNow, CompactOutcome, CompactionSettings,
+    ContextQuery, ContextShare, ContextStats, OpenScope, close_scope, compact_agent, context_stats,
+    open_scope, shared_counter,
 };
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
 pub use llm_agent::{COMPACT_TOOL, LlmAgent};

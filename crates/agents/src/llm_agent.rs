@@ -14,19 +14,20 @@ use tracing::Instrument;
 use troupe_compaction::{
     Archive, BudgetPolicy, BudgetState, CompactionReport, TokenCache, TokenCounter,
 };
-use troupe_runtime::trace::{self, content, semconv};
+use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel,
-    ChatRequest, Checkpoint, Conversation, Event, Job, MessageId, MessageKind, ModelError,
-    ToolCall, ToolDefinition, TraceContext,
+    ChatRequest, Checkpoint, Conversation, Event, Job, JobReply, JobRequest, MessageId,
+    MessageKind, ModelError, ToolCall, ToolDefinition, TraceContext,
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolContext, ToolOutcome, ToolRegistry, ToolResult};
 
 use crate::compaction_hooks::{
-    AgentJob, AgentJobResult, COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker,
-    ContextShare, ContextStats, Trigger, crate_trigger,
+    COMPACTION_TIMEOUT, CloseScope, CompactError, CompactNow, CompactOutcome, CompactionTracker,
+    ContextQuery, ContextShare, ContextStats, OpenScope, Trigger, crate_trigger,
 };
-use crate::compression::{COMPRESSION_AGENT, CompactionJob, CompactionResult};
+use crate::compression::{COMPRESSION_AGENT, CompactionJob, ScopeSummaryJob};
+use crate::model::{tool_span, traced_chat};
 use crate::session_sync::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
@@ -50,6 +51,8 @@ pub struct LlmAgent {
     last_scope_model: Option<Arc<dyn ChatModel>>,
     /// The session log, when the spec names one.
     session: Option<SessionSync>,
+    /// The trace of the request or job being handled: compactions it causes join it.
+    trace: TraceContext,
 }
 
 /// What an [`LlmAgent`] keeps across restarts beyond its conversation.
@@ -138,6 +141,7 @@ impl LlmAgent {
             scopes: Vec::new(),
             last_scope_model: None,
             session,
+            trace: TraceContext::new_root(),
         })
     }
 
@@ -234,6 +238,22 @@ impl LlmAgent {
         }
     }
 
+    /// Give the compression agent a job as part of the request being handled (same trace).
+    async fn ask_compressor<J: Job>(
+        &self,
+        job: J,
+        ctx: &AgentContext,
+    ) -> Result<J::Reply, troupe_runtime::AskError> {
+        ctx.directory
+            .ask_job(
+                COMPRESSION_AGENT,
+                job,
+                self.trace.child(),
+                COMPACTION_TIMEOUT,
+            )
+            .await
+    }
+
     /// Ask the compression agent to compact this conversation and apply the result.
     async fn compact(
         &mut self,
@@ -254,16 +274,9 @@ impl LlmAgent {
             trigger: crate_trigger(trigger),
             instructions,
             agent_model: Some(self.spec.model.clone()),
+            token_cache: Some(self.token_cache.clone()),
         };
-        let answer: Result<CompactionResult, _> = ctx
-            .directory
-            .ask_job(
-                COMPRESSION_AGENT,
-                job,
-                TraceContext::new_root(),
-                COMPACTION_TIMEOUT,
-            )
-            .await;
+        let answer = self.ask_compressor(job, ctx).await;
         let outcome = match answer {
             Ok(Ok(compaction)) => {
                 let before: std::collections::HashSet<MessageId> =
@@ -361,6 +374,7 @@ impl LlmAgent {
         &mut self,
         prompt: Option<String>,
         model: Option<Arc<dyn ChatModel>>,
+        ctx: &AgentContext,
     ) -> Result<Option<String>, CompactError> {
         let (label, start) = self.scopes.last().cloned().ok_or(CompactError::NoScope)?;
         let model = model
@@ -374,42 +388,29 @@ impl LlmAgent {
             .position(|m| m.id >= start);
         let Some(first) = first else { return Ok(None) };
         let entries: Vec<ChatMessage> = self.conversation.messages()[first..].to_vec();
-        let transcript: String = entries
-            .iter()
-            .map(|m| {
-                format!(
-                    "{}: {}\n",
-                    m.role,
-                    m.text().chars().take(2_000).collect::<String>()
-                )
-            })
-            .collect();
-        let instruction =
-            prompt.unwrap_or_else(|| "Summarize what was done and found, briefly.".into());
-        let request = ChatRequest {
-            messages: vec![
-                ChatMessage::system(
-                    "You compress one finished part of an agent's work into a short summary that keeps \
-                     results, decisions and file names.",
-                ),
-                ChatMessage::user(format!("{instruction}\n\n{transcript}")),
-            ],
-            max_tokens: Some(400),
-            temperature: Some(0.2),
-            ..ChatRequest::default()
-        };
-        let summary = model
-            .chat(request)
-            .await
-            .map_err(|e| CompactError::Failed(e.to_string()))?
-            .message
-            .text();
-        let summary = summary.trim().to_string();
-        if summary.is_empty() {
-            return Err(CompactError::Failed(
-                "the model returned an empty scope summary".into(),
-            ));
+        if !ctx.directory.is_live(COMPRESSION_AGENT) {
+            self.scopes.push((label, start));
+            return Err(CompactError::NoCompressionAgent);
         }
+        let job = ScopeSummaryJob {
+            agent: ctx.name.clone(),
+            label: label.clone(),
+            messages: entries.clone(),
+            prompt,
+            model: model.clone(),
+        };
+        let answer = self.ask_compressor(job, ctx).await;
+        let summary = match answer {
+            Ok(Ok(summary)) => summary,
+            Ok(Err(e)) => {
+                self.scopes.push((label, start));
+                return Err(CompactError::Scope(e));
+            }
+            Err(e) => {
+                self.scopes.push((label, start));
+                return Err(CompactError::Ask(e));
+            }
+        };
         let mut kept: Vec<ChatMessage> = self.conversation.messages()[..first].to_vec();
         let id = self.conversation.allocate_id();
         let mut marker =
@@ -456,39 +457,11 @@ impl LlmAgent {
                 messages: request.messages.len(),
             },
         );
-        let span = tracing::info_span!(
-            "chat",
-            { semconv::OPERATION_NAME } = "chat",
-            { semconv::REQUEST_MODEL } = %info.name,
-            { semconv::AGENT_NAME } = %ctx.name,
-            { semconv::USAGE_INPUT_TOKENS } = tracing::field::Empty,
-            { semconv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
-            { semconv::ERROR_TYPE } = tracing::field::Empty,
-            { semconv::SYSTEM_INSTRUCTIONS } = tracing::field::Empty,
-            { semconv::INPUT_MESSAGES } = tracing::field::Empty,
-            { semconv::OUTPUT_MESSAGES } = tracing::field::Empty,
-        );
-        // Content is serialized only when asked for: by default this is one atomic load.
-        let record_content = trace::record_content();
-        if record_content {
-            if let Some(system) = content::system_instructions(&request.messages) {
-                span.record(semconv::SYSTEM_INSTRUCTIONS, system.as_str());
-            }
-            let input = content::input_messages(&request.messages);
-            span.record(semconv::INPUT_MESSAGES, input.as_str());
-        }
         let started = Instant::now();
-        let result = self.spec.model.chat(request).instrument(span.clone()).await;
+        let result = traced_chat(self.spec.model.as_ref(), request, &ctx.name).await;
         let ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(response) => {
-                span.record(semconv::USAGE_INPUT_TOKENS, response.usage.input_tokens);
-                span.record(semconv::USAGE_OUTPUT_TOKENS, response.usage.output_tokens);
-                if record_content {
-                    let output =
-                        content::output_messages(&response.message, &response.finish_reason);
-                    span.record(semconv::OUTPUT_MESSAGES, output.as_str());
-                }
                 ctx.events.publish(
                     Some(trace_id.to_string()),
                     Event::ModelCallFinished {
@@ -503,8 +476,6 @@ impl LlmAgent {
                 Ok(response.message)
             }
             Err(e) => {
-                span.record(semconv::ERROR_TYPE, e.kind());
-                tracing::warn!(parent: &span, error = %e, "model call failed");
                 ctx.events.publish(
                     Some(trace_id.to_string()),
                     Event::ModelCallFinished {
@@ -533,23 +504,8 @@ impl LlmAgent {
             .with_ledger(self.ledger.clone())
             .with_trace_id(Some(trace_id.to_string()));
         let runs = calls.iter().map(|call| {
-            let span = tracing::info_span!(
-                "execute_tool",
-                { semconv::OPERATION_NAME } = "execute_tool",
-                { semconv::TOOL_NAME } = %call.function.name,
-                { semconv::TOOL_CALL_ID } = %call.id,
-                { semconv::AGENT_NAME } = %ctx.name,
-                { semconv::ERROR_TYPE } = tracing::field::Empty,
-                { semconv::TOOL_CALL_ARGUMENTS } = tracing::field::Empty,
-                { semconv::TOOL_CALL_RESULT } = tracing::field::Empty,
-            );
+            let span = tool_span(call, &ctx.name);
             let record_content = trace::record_content();
-            if record_content {
-                span.record(
-                    semconv::TOOL_CALL_ARGUMENTS,
-                    call.function.arguments.as_str(),
-                );
-            }
             let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
             let recorder = span.clone();
             async move {
@@ -674,6 +630,7 @@ impl AgentBehavior for LlmAgent {
         ctx: &AgentContext,
     ) -> Result<String, AgentError> {
         let trace_id = request.trace.trace_id_hex();
+        self.trace = request.trace;
         self.link.set(ctx.directory.clone(), request.trace);
         let before = self.conversation.clone();
         ctx.events.publish(
@@ -704,38 +661,47 @@ impl AgentBehavior for LlmAgent {
         outcome.map(|(text, _)| text)
     }
 
-    async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
-        let job = job
-            .downcast::<AgentJob>()
-            .map_err(|_| AgentError::Refused("an LLM agent only takes AgentJob jobs".into()))?;
-        let result: Result<AgentJobResult, CompactError> = match *job {
-            AgentJob::Compact { instructions } => {
-                if self.conversation.len() < 2 {
+    async fn handle_job(
+        &mut self,
+        job: JobRequest,
+        ctx: &AgentContext,
+    ) -> Result<JobReply, AgentError> {
+        self.trace = job.trace();
+        let job = match job.open::<CompactNow>() {
+            Ok((CompactNow { instructions }, reply)) => {
+                let outcome = if self.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
-                    self.compact(Trigger::Manual, instructions, ctx)
-                        .await
-                        .map(AgentJobResult::Compacted)
+                    self.compact(Trigger::Manual, instructions, ctx).await
+                };
+                if outcome.is_ok() {
+                    self.persist();
                 }
+                return Ok(reply.answer(outcome));
             }
-            AgentJob::OpenScope { label } => {
-                self.scopes.push((label, self.conversation.next_id()));
-                Ok(AgentJobResult::ScopeOpened)
-            }
-            AgentJob::CloseScope { prompt, model } => self
-                .close_scope(prompt, model)
-                .await
-                .map(AgentJobResult::ScopeClosed),
-            AgentJob::Context => Ok(AgentJobResult::Context(self.context_stats())),
+            Err(job) => job,
         };
-        // Only a compaction or a closed scope changes what the log holds.
-        if matches!(
-            result,
-            Ok(AgentJobResult::Compacted(_) | AgentJobResult::ScopeClosed(_))
-        ) {
-            self.persist();
+        let job = match job.open::<OpenScope>() {
+            Ok((OpenScope { label }, reply)) => {
+                self.scopes.push((label, self.conversation.next_id()));
+                return Ok(reply.answer(Ok(())));
+            }
+            Err(job) => job,
+        };
+        let job = match job.open::<CloseScope>() {
+            Ok((CloseScope { prompt, model }, reply)) => {
+                let closed = self.close_scope(prompt, model, ctx).await;
+                if closed.is_ok() {
+                    self.persist();
+                }
+                return Ok(reply.answer(closed));
+            }
+            Err(job) => job,
+        };
+        match job.open::<ContextQuery>() {
+            Ok((ContextQuery, reply)) => Ok(reply.answer(self.context_stats())),
+            Err(job) => Err(job.refuse(&ctx.name)),
         }
-        Ok(Box::new(result))
     }
 
     fn checkpoint(&self) -> Checkpoint {

@@ -1,6 +1,9 @@
-//! The one-call entry point: [`compact`] runs a [`CompactionSession`] with its deterministic
-//! planner, so the compression agent's tools and automatic compaction share one code path.
+//! The one road every compaction takes: [`compact_with`] opens a [`CompactionSession`], applies
+//! the anti-thrash guard to automatic triggers, lets a [`Steering`] (the compression agent's model
+//! loop over the four tools) work, and has the deterministic planner finish whatever is left.
+//! [`compact`] is the same road with no steering.
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, Conversation};
 use troupe_tools::FileLedger;
@@ -115,6 +118,53 @@ pub async fn compact(
     summarizer: Option<&dyn Summarizer>,
     options: CompactOptions,
 ) -> Result<Compaction, CompactionError> {
+    compact_with(
+        conversation,
+        ledger,
+        policy,
+        counter,
+        summarizer,
+        options,
+        &NoSteering,
+    )
+    .await
+}
+
+/// Whoever works a [`CompactionSession`] with the four tools before the planner finishes: the
+/// compression agent's model loop. It is called only when a compaction goes ahead (over target,
+/// and for automatic triggers allowed by the guard).
+#[async_trait]
+pub trait Steering: Send + Sync {
+    /// Work `session` towards its target; whatever is left, the planner finishes.
+    async fn steer(&self, session: &mut CompactionSession<'_>, summarizer: Option<&dyn Summarizer>);
+}
+
+/// No steering: the planner does everything.
+struct NoSteering;
+
+#[async_trait]
+impl Steering for NoSteering {
+    async fn steer(&self, _: &mut CompactionSession<'_>, _: Option<&dyn Summarizer>) {}
+}
+
+/// [`compact`] with `steering` working the session before the planner: what the compression
+/// agent runs for every compaction, whatever asked for it.
+///
+/// An automatic or agent-tool trigger is skipped (the report says why, nothing changes) unless
+/// `options.guard` allows it: after an attempt, the next one waits until
+/// [`BudgetPolicy::min_freeable_tokens`] more tokens are freeable.
+///
+/// # Errors
+/// [`CompactionError`] for an invalid policy or input, or a result that broke an invariant.
+pub async fn compact_with(
+    conversation: &Conversation,
+    ledger: &FileLedger,
+    policy: &BudgetPolicy,
+    counter: &dyn TokenCounter,
+    summarizer: Option<&dyn Summarizer>,
+    options: CompactOptions,
+    steering: &dyn Steering,
+) -> Result<Compaction, CompactionError> {
     let trigger = options.trigger;
     let guard = options.guard;
     let mut session = CompactionSession::new(conversation, ledger, policy, counter, options)?;
@@ -127,6 +177,10 @@ pub async fn compact(
             return session.finish_skipped(why);
         }
     }
-    session.finish_deterministically(summarizer).await;
+    steering.steer(&mut session, summarizer).await;
+    if !session.verify_target().reached {
+        // Whatever the steering did, the planner finishes: the target is met when reachable.
+        session.finish_deterministically(summarizer).await;
+    }
     session.finish()
 }

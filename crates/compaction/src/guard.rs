@@ -44,9 +44,10 @@ impl ThrashGuard {
         }
     }
 
-    /// Remember an attempt's outcome.
+    /// Remember an attempt's outcome. A trigger the guard skipped, or one that found nothing
+    /// to do, is not an attempt and changes nothing.
     pub fn record(&mut self, report: &CompactionReport) {
-        if !report.no_compaction_needed {
+        if !report.no_compaction_needed && !report.skipped {
             self.freeable_after_last = Some(report.freeable_tokens_after);
         }
     }

@@ -39,7 +39,7 @@ pub mod truncate;
 pub mod validate;
 
 pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
-pub use compact::{CompactOptions, CompactTrigger, Compaction, compact};
+pub use compact::{CompactOptions, CompactTrigger, Compaction, Steering, compact, compact_with};
 pub use counter::{
     BpeEncoding, CharEstimateCounter, MessageOverhead, TiktokenCounter, TokenCounter,
 };

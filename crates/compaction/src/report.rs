@@ -58,6 +58,9 @@ pub struct CompactionReport {
     pub reason: String,
     /// The conversation was already under target and was returned unchanged.
     pub no_compaction_needed: bool,
+    /// An automatic trigger the anti-thrash guard held back: nothing was tried (`reason` says why).
+    #[serde(default)]
+    pub skipped: bool,
     /// Things that went wrong on the way and what was kept instead (e.g. a summarizer error).
     pub fallbacks: Vec<String>,
     /// Archived originals.

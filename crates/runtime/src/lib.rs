@@ -28,9 +28,10 @@ pub use model::{
 };
 pub use supervisor::actor::AgentMsg;
 pub use supervisor::behavior::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint, Job,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint,
 };
 pub use supervisor::directory::{AskError, Directory};
+pub use supervisor::job::{Job, JobReply, JobRequest, ReplyTo};
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};
 pub use trace::TraceContext;

@@ -3,15 +3,17 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use troupe::compaction::{CompactionReport, TierCounts, TiktokenCounter};
+use tracing::Instrument;
+use troupe::agents::shared_counter;
+use troupe::compaction::{CompactionReport, TierCounts};
 use troupe::transcript_file::TranscriptFile;
 use troupe::transcript_ops::{
-    CompactRequest, ReplayReport, RestoredMatch, check_window, compact_transcript,
+    CompactRequest, Compressor, ReplayReport, RestoredMatch, check_window, compact_transcript,
     ensure_distinct_files, expand_transcript_file, replay_transcript,
 };
 
 use crate::cli::{CompactArgs, ExpandArgs, ReplayArgs};
-use crate::summarizer::summarizer;
+use crate::summarizer::compaction_model;
 
 fn default_archive_path(out: &Path) -> PathBuf {
     let stem = out
@@ -99,12 +101,20 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
         instructions: args.instructions.clone(),
     };
     request.policy()?;
-    let summarizer = summarizer(args.model).await?;
+    let compressor =
+        Compressor::start(compaction_model(args.model).await?, shared_counter()).await?;
     let spinner = crate::progress::spinner("compacting");
-    let counter = TiktokenCounter::default();
-    let result =
-        compact_transcript(&input, &text, &request, &counter, Some(summarizer.as_ref())).await;
+    // The command's span: the compression agent's work is traced beneath it, as one trace.
+    let span = tracing::info_span!(
+        "compact_transcript",
+        "troupe.input" = %args.input.display(),
+        "troupe.window" = args.window,
+    );
+    let result = compact_transcript(&input, &text, &request, &compressor)
+        .instrument(span)
+        .await;
     spinner.finish_and_clear();
+    compressor.shutdown().await;
     let result = result?;
     result.write_files(&args.input, &args.out, &archive_path)?;
     if args.json {
@@ -209,14 +219,23 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let input = TranscriptFile::read(&args.input)?;
     let policy = troupe::compaction::BudgetPolicy::for_window(args.window);
     policy.validate()?;
-    let summarizer = summarizer(args.model).await?;
-    let counter = TiktokenCounter::default();
+    let counter = shared_counter();
+    let compressor =
+        Compressor::start(compaction_model(args.model).await?, counter.clone()).await?;
     let bar = crate::progress::bar(input.messages.len() as u64, "replaying");
-    let report = replay_transcript(&input, &policy, &counter, Some(summarizer.as_ref()), |n| {
+    let span = tracing::info_span!(
+        "replay_transcript",
+        "troupe.input" = %args.input.display(),
+        "troupe.window" = args.window,
+    );
+    let report = replay_transcript(&input, &policy, counter.as_ref(), &compressor, |n| {
         bar.set_position(n as u64)
     })
-    .await?;
+    .instrument(span)
+    .await;
     bar.finish_and_clear();
+    compressor.shutdown().await;
+    let report = report?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

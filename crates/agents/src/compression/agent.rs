@@ -1,9 +1,12 @@
 //! [`CompressionAgent`]: the dedicated agent that shrinks conversations to their target.
 //!
-//! It runs a model tool loop over the four compression tools until `verify_compression_target`
-//! says the target is reached or an iteration bound is hit. Whatever the model does — a weak
-//! model, an invalid plan, an error — the deterministic planner then finishes the job, so the
-//! target is met whenever it is reachable. Every result is validated by the compaction crate.
+//! Every compaction in troupe is a [`CompactionJob`] this agent handles — automatic, `/compact`,
+//! the `compact` tool, emergency, and the CLI's `compact` and `replay` — and every closed scope
+//! is a [`ScopeSummaryJob`]. A compaction runs
+//! [`compact_with`](troupe_compaction::compact_with): the anti-thrash guard for automatic
+//! triggers, then the model's tool loop over the four compression tools, then the deterministic
+//! planner for whatever is left, so the target is met whenever it is reachable. Every result is
+//! validated by the compaction crate.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -12,26 +15,26 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_compaction::{
-    CompactOptions, CompactTrigger, CompactionSession, MechanicalSummarizer, Summarizer,
-    ThrashGuard, TokenCounter,
+    CompactOptions, CompactTrigger, CompactionReport, MechanicalSummarizer, Summarizer,
+    ThrashGuard, TokenCounter, compact_with,
 };
-use troupe_runtime::trace::{self, semconv};
+use troupe_runtime::trace::semconv;
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage, ChatModel,
-    ChatRequest, Checkpoint, Event, Job, ToolChoice,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
+    Event, JobReply, JobRequest, TraceContext,
 };
 
-use crate::compression::job::{CompactionJob, CompactionResult};
+use crate::compression::job::{CompactionJob, CompactionResult, ScopeSummaryJob};
+use crate::compression::model_loop::ModelSteering;
+use crate::compression::scope::summarize_scope;
 use crate::compression::summarizer::ModelSummarizer;
-use crate::compression::tools;
+use crate::model::TracedModel;
 
 /// The name the compression agent has in every team.
 pub const COMPRESSION_AGENT: &str = "compressor";
 
 /// Model tool-loop iterations before the deterministic planner takes over.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 6;
-
-const SYSTEM_PROMPT: &str = include_str!("prompt.md");
 
 /// How the compression agent is set up.
 #[derive(Clone)]
@@ -81,9 +84,18 @@ impl CompressionAgent {
         })
     }
 
-    async fn compact(&mut self, job: CompactionJob, ctx: &AgentContext) -> CompactionResult {
-        let model = if self.config.use_model {
-            self.config.model.clone().or(job.agent_model.clone())
+    async fn compact(
+        &mut self,
+        job: CompactionJob,
+        trace: &TraceContext,
+        ctx: &AgentContext,
+    ) -> CompactionResult {
+        let model: Option<Arc<dyn ChatModel>> = if self.config.use_model {
+            self.config
+                .model
+                .clone()
+                .or(job.agent_model.clone())
+                .map(|m| Arc::new(TracedModel::new(m, ctx.name.clone())) as Arc<dyn ChatModel>)
         } else {
             None
         };
@@ -96,38 +108,30 @@ impl CompressionAgent {
         let options = CompactOptions {
             instructions: job.instructions.clone(),
             trigger: job.trigger,
-            guard: self.guards.get(&job.agent).cloned(),
+            guard: self.guards.get(&job.agent).copied(),
+            token_cache: job.token_cache.clone(),
             ..CompactOptions::default()
         };
-        let counter = self.config.counter.clone();
-        let mut session = CompactionSession::new(
+        let steering = ModelSteering {
+            model,
+            compressor: ctx.name.clone(),
+            agent: job.agent.clone(),
+            trigger: trigger_name(job.trigger),
+            trace_id: trace.trace_id_hex(),
+            events: ctx.events.clone(),
+            max_iterations: self.config.max_iterations,
+        };
+        let result = compact_with(
             &job.conversation,
             &job.ledger,
             &job.policy,
-            counter.as_ref(),
+            self.config.counter.as_ref(),
+            Some(summarizer),
             options,
+            &steering,
         )
-        .map_err(|e| e.to_string())?;
-        let before = session.verify_target().current;
-        if before > session.verify_target().target {
-            ctx.events.publish(
-                None,
-                Event::CompactionStarted {
-                    agent: job.agent.clone(),
-                    tokens: before,
-                    trigger: trigger_name(job.trigger).into(),
-                },
-            );
-            if let Some(model) = &model {
-                self.model_loop(model.as_ref(), &mut session, summarizer, &job.agent, ctx)
-                    .await;
-            }
-            if !session.verify_target().reached {
-                // Whatever the model did, the planner finishes: the target is met when reachable.
-                session.finish_deterministically(Some(summarizer)).await;
-            }
-        }
-        match session.finish() {
+        .await;
+        match result {
             Ok(mut compaction) => {
                 if let Some(s) = &model_summarizer {
                     compaction.report.fallbacks.extend(s.take_fallbacks());
@@ -136,9 +140,10 @@ impl CompressionAgent {
                     .entry(job.agent.clone())
                     .or_default()
                     .record(&compaction.report);
+                record_report(&compaction.report);
                 let report = serde_json::to_value(&compaction.report).unwrap_or_default();
                 ctx.events.publish(
-                    None,
+                    Some(trace.trace_id_hex()),
                     Event::CompactionFinished {
                         agent: job.agent.clone(),
                         report,
@@ -147,106 +152,74 @@ impl CompressionAgent {
                 Ok(compaction)
             }
             Err(e) => {
+                tracing::warn!(agent = %job.agent, error = %e, "compaction failed");
                 ctx.events.publish(
-                    None,
+                    Some(trace.trace_id_hex()),
                     Event::CompactionFailed {
                         agent: job.agent.clone(),
                         reason: e.to_string(),
                     },
                 );
-                Err(e.to_string())
+                Err(e)
             }
         }
     }
+}
 
-    async fn model_loop(
-        &self,
-        model: &dyn ChatModel,
-        session: &mut CompactionSession<'_>,
-        summarizer: &dyn Summarizer,
-        agent: &str,
-        ctx: &AgentContext,
-    ) {
-        let mut messages = vec![
-            ChatMessage::system(SYSTEM_PROMPT),
-            ChatMessage::user(format!(
-                "Compress the conversation of agent `{agent}` to its target. Metadata:\n{}",
-                tools::condensed_metadata(&session.metadata())
-            )),
-        ];
-        let opening = messages.len();
-        let mut reached_before = false;
-        for iteration in 1..=self.config.max_iterations {
-            let request = ChatRequest {
-                messages: messages.clone(),
-                tools: tools::definitions(),
-                tool_choice: ToolChoice::Required,
-                temperature: Some(0.0),
-                max_tokens: Some(256),
-            };
-            let reply = match model.chat(request).await {
-                Ok(r) => r.message,
-                Err(e) => {
-                    tracing::warn!(error = %e, "compression model failed; the planner finishes");
-                    return;
-                }
-            };
-            let calls = reply.calls().to_vec();
-            if calls.is_empty() {
-                return;
-            }
-            messages.push(reply);
-            let mut verified = false;
-            for call in &calls {
-                let span = tracing::info_span!(
-                    "execute_tool",
-                    { semconv::OPERATION_NAME } = "execute_tool",
-                    { semconv::TOOL_NAME } = %call.function.name,
-                    { semconv::TOOL_CALL_ID } = %call.id,
-                    { semconv::TOOL_CALL_ARGUMENTS } = tracing::field::Empty,
-                    { semconv::TOOL_CALL_RESULT } = tracing::field::Empty,
-                );
-                let record_content = trace::record_content();
-                if record_content {
-                    span.record(
-                        semconv::TOOL_CALL_ARGUMENTS,
-                        call.function.arguments.as_str(),
-                    );
-                }
-                let result = tools::execute(call, session, summarizer)
-                    .instrument(span.clone())
-                    .await;
-                if record_content {
-                    span.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
-                }
-                messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
-                verified |= call.function.name == tools::VERIFY_TARGET;
-            }
-            let status = session.verify_target();
-            ctx.events.publish(
-                None,
-                Event::CompactionProgress {
-                    agent: agent.to_string(),
-                    iteration,
-                    tokens: status.current,
-                },
-            );
-            // The loop ends when verify says the target is reached; a model that keeps working
-            // past a reached target without verifying gets one more turn, then is stopped.
-            if status.reached && (verified || reached_before) {
-                return;
-            }
-            reached_before = status.reached;
-            // Keep the loop's own conversation small: drop the oldest exchange (an assistant
-            // message and all its tool results together) once it grows.
-            if messages.len() > opening + 8 {
-                let end = messages[opening + 1..]
-                    .iter()
-                    .position(|m| m.role == troupe_runtime::Role::Assistant)
-                    .map_or(messages.len(), |p| opening + 1 + p);
-                messages.drain(opening..end);
-            }
-        }
+/// The `compaction` span of `agent`'s conversation. Opened inside the job, it is a child of the
+/// caller's span (the actor runs jobs inside it): one trace from the request that triggered the
+/// compaction down to the compressor's model and tool calls.
+fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Span {
+    tracing::info_span!(
+        "compaction",
+        { semconv::OPERATION_NAME } = "compaction",
+        { semconv::AGENT_NAME } = %agent,
+        "troupe.compressor" = %compressor,
+        "troupe.trigger" = %trigger,
+        "troupe.scope" = tracing::field::Empty,
+        "troupe.compaction.tokens_before" = tracing::field::Empty,
+        "troupe.compaction.tokens_after" = tracing::field::Empty,
+        "troupe.compaction.target" = tracing::field::Empty,
+        "troupe.compaction.reached" = tracing::field::Empty,
+        "troupe.compaction.skipped" = tracing::field::Empty,
+        "troupe.compaction.tiers" = tracing::field::Empty,
+        "troupe.compaction.reason" = tracing::field::Empty,
+        "troupe.compaction.summarizer_calls" = tracing::field::Empty,
+    )
+}
+
+/// Put what a compaction did on the current (`compaction`) span.
+fn record_report(report: &CompactionReport) {
+    let span = tracing::Span::current();
+    span.record("troupe.compaction.tokens_before", report.tokens_before);
+    span.record("troupe.compaction.tokens_after", report.tokens_after);
+    span.record("troupe.compaction.target", report.target_tokens);
+    span.record("troupe.compaction.reached", report.reached);
+    span.record("troupe.compaction.skipped", report.skipped);
+    span.record("troupe.compaction.tiers", tiers_used(report).as_str());
+    span.record("troupe.compaction.reason", report.reason.as_str());
+    span.record(
+        "troupe.compaction.summarizer_calls",
+        report.summarizer.calls,
+    );
+}
+
+/// The tiers a compaction used, e.g. `truncate,mask,summarize`; `none` when nothing ran.
+fn tiers_used(report: &CompactionReport) -> String {
+    let t = &report.tiers;
+    let used: Vec<&str> = [
+        ("truncate", t.truncated),
+        ("mask", t.masked + t.display_only_removed),
+        ("summarize", t.per_message_summarized + t.segment_summaries),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(name, _)| name)
+    .collect();
+    if used.is_empty() {
+        "none".into()
+    } else {
+        used.join(",")
     }
 }
 
@@ -271,18 +244,29 @@ impl AgentBehavior for CompressionAgent {
         ))
     }
 
-    async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
-        let job = job.downcast::<CompactionJob>().map_err(|_| {
-            AgentError::Refused("the compression agent only takes CompactionJob".into())
-        })?;
-        let span = tracing::info_span!(
-            "compaction",
-            { semconv::OPERATION_NAME } = "compaction",
-            { semconv::AGENT_NAME } = %job.agent,
-            "troupe.trigger" = trigger_name(job.trigger),
-        );
-        let result: CompactionResult = self.compact(*job, ctx).instrument(span).await;
-        Ok(Box::new(result))
+    async fn handle_job(
+        &mut self,
+        job: JobRequest,
+        ctx: &AgentContext,
+    ) -> Result<JobReply, AgentError> {
+        let trace = job.trace();
+        let job = match job.open::<CompactionJob>() {
+            Ok((job, reply)) => {
+                let span = compaction_span(&job.agent, &ctx.name, trigger_name(job.trigger));
+                let result = self.compact(job, &trace, ctx).instrument(span).await;
+                return Ok(reply.answer(result));
+            }
+            Err(job) => job,
+        };
+        match job.open::<ScopeSummaryJob>() {
+            Ok((job, reply)) => {
+                let span = compaction_span(&job.agent, &ctx.name, "scope");
+                span.record("troupe.scope", job.label.as_str());
+                let summary = summarize_scope(&job, &ctx.name).instrument(span).await;
+                Ok(reply.answer(summary))
+            }
+            Err(job) => Err(job.refuse(&ctx.name)),
+        }
     }
 
     fn checkpoint(&self) -> Checkpoint {

@@ -2,9 +2,11 @@
 
 mod agent;
 mod job;
+mod model_loop;
+mod scope;
 mod summarizer;
 pub mod tools;
 
 pub use agent::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig, DEFAULT_MAX_ITERATIONS};
-pub use job::{CompactionJob, CompactionResult};
+pub use job::{CompactionJob, CompactionResult, ScopeSummaryError, ScopeSummaryJob};
 pub use summarizer::ModelSummarizer;

@@ -13,6 +13,7 @@ pub mod replay;
 pub mod retry;
 pub mod scripted;
 pub mod select;
+mod traced;
 
 #[cfg(feature = "local")]
 pub use local::{LocalModel, LocalModelConfig, LocalModelError};
@@ -23,6 +24,7 @@ pub use scripted::{ScriptedModel, ScriptedReply};
 pub use select::{
     CompactionModel, ConfiguredModel, compaction_model, default_model, openai_configured,
 };
+pub use traced::{TracedModel, tool_span, traced_chat};
 
 /// At most `max` characters of `s`, with an ellipsis when cut: provider output quoted in errors.
 pub(crate) fn shorten(s: &str, max: usize) -> String {

@@ -82,6 +82,7 @@ fn job(conversation: Conversation) -> CompactionJob {
         trigger: CompactTrigger::Manual,
         instructions: None,
         agent_model: None,
+        token_cache: None,
     }
 }
 
@@ -460,11 +461,23 @@ async fn scoped_compression_resolves_its_model() {
         "compress requires a model but none declared"
     );
 
-    // Explicit model.
+    // Scope summaries are the compression agent's work: without one, the scope stays open and
+    // nothing is lost.
     let summarizer: Arc<dyn ChatModel> =
         Arc::new(ScriptedModel::new("s", []).with_fallback("scope summary"));
     open_scope(&team, "a", "loop").await.unwrap();
     team.ask("a", "inside again").await.unwrap();
+    let before = team.checkpoint("a").unwrap().conversation;
+    let err = close_scope(&team, "a", None, Some(summarizer.clone()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CompactError::NoCompressionAgent), "{err}");
+    assert_eq!(team.checkpoint("a").unwrap().conversation, before);
+
+    // Explicit model, through the compression agent.
+    spawn_compression_agent(&team, CompressionConfig::new(shared_counter()))
+        .await
+        .unwrap();
     let summary = close_scope(&team, "a", Some("keep results".into()), Some(summarizer))
         .await
         .unwrap();

@@ -46,6 +46,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
         trigger: CompactTrigger::Manual,
         instructions: None,
         agent_model: None,
+        token_cache: None,
     };
     let compaction: CompactionResult = team
         .directory()

@@ -8,3 +8,4 @@ mod model_local;
 mod model_openai;
 mod model_replay;
 mod session;
+mod thrash;

@@ -327,7 +327,9 @@ impl<'a> CompactionSession<'a> {
     /// Finish without compacting because the anti-thrash guard said no.
     pub(crate) fn finish_skipped(mut self, why: String) -> Result<Compaction, CompactionError> {
         self.messages = self.before.clone();
-        self.finish_with_reason(format!("compaction skipped: {why}"))
+        let mut compaction = self.finish_with_reason(format!("compaction skipped: {why}"))?;
+        compaction.report.skipped = true;
+        Ok(compaction)
     }
 
     fn finish_with_reason(self, reason: String) -> Result<Compaction, CompactionError> {
@@ -360,6 +362,7 @@ impl<'a> CompactionSession<'a> {
             reached: self.total <= target,
             reason,
             no_compaction_needed,
+            skipped: false,
             fallbacks: self.fallbacks,
             archived: self.archive.len(),
             freeable_tokens_after,

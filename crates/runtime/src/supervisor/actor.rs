@@ -10,9 +10,9 @@ use tracing::Instrument;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::supervisor::behavior::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint, Job,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint,
 };
-use crate::trace::TraceContext;
+use crate::supervisor::job::{JobReply, JobRequest};
 
 /// A message to an agent actor.
 pub enum AgentMsg {
@@ -26,11 +26,11 @@ pub enum AgentMsg {
     /// Handle a typed job; answer on `reply`.
     Job {
         /// The job.
-        job: Job,
-        /// The trace it belongs to.
-        trace: TraceContext,
+        job: JobRequest,
+        /// The caller's span: the spans the job opens are its children, in the caller's trace.
+        span: tracing::Span,
         /// Where the answer goes.
-        reply: RpcReplyPort<Result<Job, AgentError>>,
+        reply: RpcReplyPort<Result<JobReply, AgentError>>,
     },
     /// Run a closure on the behaviour between requests (typed access, runtime tool registration).
     Apply(BehaviorFn),
@@ -45,7 +45,7 @@ impl fmt::Debug for AgentMsg {
             AgentMsg::Request { request, .. } => {
                 f.debug_struct("Request").field("request", request).finish()
             }
-            AgentMsg::Job { trace, .. } => f.debug_struct("Job").field("trace", trace).finish(),
+            AgentMsg::Job { job, .. } => f.debug_struct("Job").field("job", job).finish(),
             AgentMsg::Apply(_) => f.write_str("Apply"),
         }
     }
@@ -168,12 +168,10 @@ impl Actor for AgentActor {
                 }
                 fatal?;
             }
-            AgentMsg::Job { job, trace, reply } => {
-                let span = tracing::info_span!(
-                    "agent_job",
-                    "gen_ai.agent.name" = %state.ctx.name,
-                    "troupe.trace_id" = %trace.trace_id_hex(),
-                );
+            AgentMsg::Job { job, span, reply } => {
+                // No span of its own: a job that does traced work (a compaction) opens its span
+                // under the caller's, and one that does not (context statistics) leaves no
+                // empty trace behind.
                 let result = state
                     .behavior
                     .handle_job(job, &state.ctx)

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::conversation::Conversation;
 use crate::event::EventBus;
 use crate::supervisor::directory::Directory;
+use crate::supervisor::job::{JobReply, JobRequest};
 use crate::trace::TraceContext;
 
 /// A request to an agent: text from a person or another agent, with the trace it belongs to.
@@ -85,12 +86,6 @@ pub struct AgentContext {
     pub events: EventBus,
 }
 
-/// A typed in-process job for an agent (e.g. a compaction request): any `Send` value.
-///
-/// Jobs let agents exchange structured data without serializing it to text; the receiving
-/// behaviour downcasts it in [`AgentBehavior::handle_job`].
-pub type Job = Box<dyn Any + Send>;
-
 /// The logic of one agent. Handles one request at a time.
 #[async_trait]
 pub trait AgentBehavior: Send + 'static {
@@ -102,12 +97,15 @@ pub trait AgentBehavior: Send + 'static {
         ctx: &AgentContext,
     ) -> Result<String, AgentError>;
 
-    /// Handle a typed job (see [`Job`]). The default refuses: most agents only take text.
-    async fn handle_job(&mut self, job: Job, ctx: &AgentContext) -> Result<Job, AgentError> {
-        let _ = (job, ctx);
-        Err(AgentError::Refused(
-            "this agent does not take typed jobs".into(),
-        ))
+    /// Handle a typed job (see [`Job`](crate::Job)): open it as the job types this behaviour
+    /// takes and answer through the [`ReplyTo`](crate::ReplyTo) that opening gives. The default
+    /// refuses every job: most agents only take text.
+    async fn handle_job(
+        &mut self,
+        job: JobRequest,
+        ctx: &AgentContext,
+    ) -> Result<JobReply, AgentError> {
+        Err(job.refuse(&ctx.name))
     }
 
     /// The state to restore after a restart. Called after every request that did not fail fatally.

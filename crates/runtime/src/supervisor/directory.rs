@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use crate::supervisor::actor::AgentMsg;
 use crate::supervisor::behavior::{AgentError, AgentRequest};
+use crate::supervisor::job::{Job, JobRequest};
 use crate::trace::TraceContext;
 
 /// How long `ask` waits for the supervisor to settle an agent that just failed.
@@ -231,36 +232,34 @@ impl Directory {
         .await
     }
 
-    /// Give `name` a typed job and wait up to `timeout` for its typed answer.
+    /// Give `name` a typed job and wait up to `timeout` for its answer, a `J::Reply`.
     ///
-    /// The answer must be an `R`; anything else is reported as the agent's error.
-    pub async fn ask_job<J, R>(
+    /// The spans the job opens are children of the caller's current span (one trace from the
+    /// request that caused the job to the work it does); `trace` is the request's context, for
+    /// the job's events.
+    ///
+    /// # Errors
+    /// Every [`AskError`] of [`Directory::ask`]; an agent that does not take `J` answers
+    /// [`AskError::Agent`] with a refusal naming the job type.
+    pub async fn ask_job<J: Job>(
         &self,
         name: &str,
         job: J,
         trace: TraceContext,
         timeout: Duration,
-    ) -> Result<R, AskError>
-    where
-        J: Any + Send,
-        R: Any + Send,
-    {
-        let answer = self
+    ) -> Result<J::Reply, AskError> {
+        let span = tracing::Span::current();
+        let reply = self
             .call(name, timeout, |reply| AgentMsg::Job {
-                job: Box::new(job),
-                trace,
+                job: JobRequest::new(job, trace),
+                span,
                 reply,
             })
             .await?;
-        answer
-            .downcast::<R>()
-            .map(|b| *b)
-            .map_err(|_| AskError::Agent {
-                name: name.to_string(),
-                error: AgentError::Failed(
-                    "the agent answered the job with an unexpected type".into(),
-                ),
-            })
+        reply.into_reply::<J>().map_err(|error| AskError::Agent {
+            name: name.to_string(),
+            error,
+        })
     }
 
     /// One request/reply round trip with `name`, mapping every way it can end to an [`AskError`].

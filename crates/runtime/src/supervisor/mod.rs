@@ -3,6 +3,7 @@
 pub(crate) mod actor;
 pub(crate) mod behavior;
 pub(crate) mod directory;
+pub(crate) mod job;
 #[allow(clippy::module_inception)]
 pub(crate) mod supervisor;
 pub(crate) mod team;

@@ -1,0 +1,139 @@
+//! The compression agent's model loop: its model works the [`CompactionSession`] with the four
+//! tools until `verify_compression_target` says the target is reached or the iteration bound is
+//! hit. It is the [`Steering`] of [`compact_with`](troupe_compaction::compact_with), so the
+//! planner finishes whatever the model leaves.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tracing::Instrument;
+use troupe_compaction::{CompactionSession, Steering, Summarizer};
+use troupe_runtime::trace::{self, semconv};
+use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolChoice};
+
+use crate::compression::tools;
+use crate::model::{tool_span, traced_chat};
+
+const SYSTEM_PROMPT: &str = include_str!("prompt.md");
+
+/// Output tokens the model may spend per iteration (tool calls are short).
+const MAX_TOKENS_PER_CALL: u32 = 256;
+
+/// The loop's own conversation keeps its opening and at most this many messages after it: the
+/// oldest exchange is dropped past that, so a long loop does not outgrow a small model.
+const KEPT_LOOP_MESSAGES: usize = 8;
+
+/// What the compression agent does once a compaction goes ahead: announce it, then (when it has
+/// a model) let the model work the session.
+pub(crate) struct ModelSteering {
+    /// The model, `None` for `--model none` (the planner and mechanical summaries only).
+    pub(crate) model: Option<Arc<dyn ChatModel>>,
+    /// The compression agent's own name (its `chat` spans carry it).
+    pub(crate) compressor: String,
+    /// Whose conversation it is.
+    pub(crate) agent: String,
+    /// What asked for it, as events name it.
+    pub(crate) trigger: &'static str,
+    /// The trace id of the request that caused the compaction.
+    pub(crate) trace_id: String,
+    pub(crate) events: EventBus,
+    pub(crate) max_iterations: u32,
+}
+
+#[async_trait]
+impl Steering for ModelSteering {
+    async fn steer(
+        &self,
+        session: &mut CompactionSession<'_>,
+        summarizer: Option<&dyn Summarizer>,
+    ) {
+        self.events.publish(
+            Some(self.trace_id.clone()),
+            Event::CompactionStarted {
+                agent: self.agent.clone(),
+                tokens: session.verify_target().current,
+                trigger: self.trigger.into(),
+            },
+        );
+        if let (Some(model), Some(summarizer)) = (&self.model, summarizer) {
+            self.run(model.as_ref(), session, summarizer).await;
+        }
+    }
+}
+
+impl ModelSteering {
+    async fn run(
+        &self,
+        model: &dyn ChatModel,
+        session: &mut CompactionSession<'_>,
+        summarizer: &dyn Summarizer,
+    ) {
+        let mut messages = vec![
+            ChatMessage::system(SYSTEM_PROMPT),
+            ChatMessage::user(format!(
+                "Compress the conversation of agent `{}` to its target. Metadata:\n{}",
+                self.agent,
+                tools::condensed_metadata(&session.metadata())
+            )),
+        ];
+        let opening = messages.len();
+        let mut reached_before = false;
+        for iteration in 1..=self.max_iterations {
+            let request = ChatRequest {
+                messages: messages.clone(),
+                tools: tools::definitions(),
+                tool_choice: ToolChoice::Required,
+                temperature: Some(0.0),
+                max_tokens: Some(MAX_TOKENS_PER_CALL),
+            };
+            let reply = match traced_chat(model, request, &self.compressor).await {
+                Ok(r) => r.message,
+                Err(e) => {
+                    tracing::warn!(error = %e, "compression model failed; the planner finishes");
+                    return;
+                }
+            };
+            let calls = reply.calls().to_vec();
+            if calls.is_empty() {
+                return;
+            }
+            messages.push(reply);
+            let mut verified = false;
+            for call in &calls {
+                let span = tool_span(call, &self.compressor);
+                let result = tools::execute(call, session, summarizer)
+                    .instrument(span.clone())
+                    .await;
+                if trace::record_content() {
+                    span.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
+                }
+                messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
+                verified |= call.function.name == tools::VERIFY_TARGET;
+            }
+            let status = session.verify_target();
+            self.events.publish(
+                Some(self.trace_id.clone()),
+                Event::CompactionProgress {
+                    agent: self.agent.clone(),
+                    iteration,
+                    tokens: status.current,
+                },
+            );
+            // The loop ends when verify says the target is reached; a model that keeps working
+            // past a reached target without verifying gets one more turn, then is stopped.
+            if status.reached && (verified || reached_before) {
+                return;
+            }
+            reached_before = status.reached;
+            // Keep the loop's own conversation small: drop the oldest exchange (an assistant
+            // message and all its tool results together) once it grows.
+            if messages.len() > opening + KEPT_LOOP_MESSAGES {
+                let end = messages[opening + 1..]
+                    .iter()
+                    .position(|m| m.role == Role::Assistant)
+                    .map_or(messages.len(), |p| opening + 1 + p);
+                messages.drain(opening..end);
+            }
+        }
+    }
+}

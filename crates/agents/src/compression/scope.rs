@@ -1,0 +1,53 @@
+//! Scoped compression: the summary of one closed scope, written by the model the agent named.
+
+use troupe_runtime::{ChatMessage, ChatRequest};
+
+use crate::compression::job::{ScopeSummaryError, ScopeSummaryJob};
+use crate::model::traced_chat;
+
+/// Characters of each message the scope's summarizer sees.
+const MESSAGE_CHARS: usize = 2_000;
+
+const SYSTEM: &str = "You compress one finished part of an agent's work into a short summary \
+                      that keeps results, decisions and file names.";
+
+/// Summarize `job`'s messages with its model; `agent` is the compression agent (for the span).
+pub(crate) async fn summarize_scope(
+    job: &ScopeSummaryJob,
+    agent: &str,
+) -> Result<String, ScopeSummaryError> {
+    let transcript: String = job
+        .messages
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}\n",
+                m.role,
+                m.text().chars().take(MESSAGE_CHARS).collect::<String>()
+            )
+        })
+        .collect();
+    let instruction = job
+        .prompt
+        .clone()
+        .unwrap_or_else(|| "Summarize what was done and found, briefly.".into());
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::system(SYSTEM),
+            ChatMessage::user(format!("{instruction}\n\n{transcript}")),
+        ],
+        max_tokens: Some(400),
+        temperature: Some(0.2),
+        ..ChatRequest::default()
+    };
+    let summary = traced_chat(job.model.as_ref(), request, agent)
+        .await
+        .map_err(|e| ScopeSummaryError::Model(e.to_string()))?
+        .message
+        .text();
+    let summary = summary.trim();
+    if summary.is_empty() {
+        return Err(ScopeSummaryError::Empty);
+    }
+    Ok(summary.to_string())
+}

@@ -1,0 +1,95 @@
+//! The compaction death spiral: an agent whose target cannot be reached must not recompact
+//! after every turn. The anti-thrash guard holds automatic triggers back until
+//! `BudgetPolicy::min_freeable_tokens` new tokens could be freed, on the live path too.
+
+use std::sync::Arc;
+
+use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_agents::{
+    AgentSpec, CompactionSettings, CompressionConfig, shared_counter, spawn_agent,
+    spawn_compression_agent,
+};
+use troupe_compaction::{BudgetPolicy, TokenCounter};
+use troupe_runtime::{ChatMessage, ChatModel, Event, Team, TeamConfig};
+
+/// Instructions that alone are over the trigger: the system prompt is protected, so no
+/// compaction can reach the target.
+fn huge_instructions(counter: &dyn TokenCounter, tokens: usize) -> String {
+    let mut text = String::from("You are a careful engineer. Project notes follow.\n");
+    let mut i = 0;
+    while counter.count_messages(&[ChatMessage::system(text.clone())]) < tokens {
+        text.push_str(&format!(
+            "note {i}: the build uses cargo and the tests live in tests/\n"
+        ));
+        i += 1;
+    }
+    text
+}
+
+#[tokio::test]
+async fn an_unreachable_target_compacts_at_most_once_per_min_freeable_tokens_over_20_turns() {
+    const TURNS: usize = 20;
+    let counter = shared_counter();
+    let policy = BudgetPolicy::for_window(8_000);
+    assert_eq!(policy.min_freeable_tokens, 800);
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    // A compressor model that never stops working: every compaction it gets to run costs its
+    // whole iteration budget, which is what makes a spiral expensive.
+    let compressor_model = Arc::new(ScriptedModel::new(
+        "compressor-model",
+        (0..400).map(|_| ScriptedReply::call("get_compression_metadata", "{}")),
+    ));
+    let mut config = CompressionConfig::new(counter.clone());
+    config.model = Some(compressor_model.clone() as Arc<dyn ChatModel>);
+    spawn_compression_agent(&team, config).await.unwrap();
+
+    let agent_model = Arc::new(ScriptedModel::new("coder", []).with_fallback("Noted, done."));
+    let spec = AgentSpec::new("coder", agent_model)
+        .instructions(huge_instructions(counter.as_ref(), 6_600))
+        .compaction(CompactionSettings {
+            policy: Some(policy.clone()),
+            ..CompactionSettings::default()
+        });
+    spawn_agent(&team, spec).await.unwrap();
+    let mut events = team.subscribe();
+
+    let mut new_tokens = 0;
+    for turn in 0..TURNS {
+        let text = format!("Turn {turn}: please note that module m{turn} is finished.");
+        new_tokens += counter.count_messages(&[ChatMessage::user(text.clone())]) + 8;
+        team.ask("coder", &text).await.unwrap();
+    }
+
+    let (mut compactions, mut skipped) = (0, 0);
+    while let Ok(record) = events.try_recv() {
+        if let Event::CompactionFinished { agent, report } = record.event {
+            assert_eq!(agent, "coder");
+            if report["skipped"] == true {
+                skipped += 1;
+            } else {
+                compactions += 1;
+                assert_eq!(
+                    report["reached"], false,
+                    "the target is unreachable: {report}"
+                );
+            }
+        }
+    }
+    // The trigger fired (the conversation is over it after every turn)…
+    assert!(
+        skipped + compactions >= TURNS - 1,
+        "{skipped} skipped, {compactions} ran"
+    );
+    // …but a compaction ran at most once per `min_freeable_tokens` of new material.
+    let allowed = 1 + new_tokens / policy.min_freeable_tokens;
+    assert!(
+        compactions <= allowed,
+        "{compactions} compactions in {TURNS} turns adding {new_tokens} tokens (at most {allowed})"
+    );
+    let model_calls = compressor_model.requests().len();
+    assert!(
+        model_calls <= compactions * troupe_agents::compression::DEFAULT_MAX_ITERATIONS as usize,
+        "the compressor's model ran {model_calls} times for {compactions} compactions"
+    );
+    team.shutdown().await;
+}
