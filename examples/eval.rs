@@ -29,6 +29,18 @@
 //! counts as compaction work); invariant failures (an independent `validate` of every
 //! compaction; must be 0); file paths from `ledger_from_transcript` still named somewhere in
 //! the final conversation (must be all).
+//!
+//! `--mode recall` (or `both`) measures artifact recall instead of (or besides) replaying: one
+//! manual compaction of the whole transcript per window, as `troupe compact` runs it (the
+//! compression agent, the window's default policy: target 40 %, 5 recent messages protected),
+//! then, per category (commands, error types, tests, paths, symbols), of the artifacts in the
+//! transcript that the protected messages do not already name, how many the compacted
+//! transcript still names (`troupe::transcript_ops::artifact_recall`, an extractor independent
+//! of the compaction crate's own). A `--recall-missing` run lists the artifacts lost.
+//!
+//! ```text
+//! cargo run --release --example eval -- --mode recall --model none --windows 8000,32000,128000
+//! ```
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -43,13 +55,16 @@ use clap::Parser;
 use troupe::agents::compression::ModelSummarizer;
 use troupe::agents::model::LocalModel;
 use troupe::compaction::{
-    BudgetPolicy, CompactOptions, CompactTrigger, MechanicalSummarizer, Summarizer,
+    BudgetPolicy, CompactOptions, CompactTrigger, MechanicalSummarizer, ProtectedSet, Summarizer,
     SummarizerError, SummaryPrompt, ThrashGuard, TiktokenCounter, TokenCache, TokenCounter,
     compact, ledger_from_transcript, validate,
 };
-use troupe::runtime::{ChatMessage, Conversation, MessageId, Role};
+use troupe::runtime::{ChatMessage, ChatModel, Conversation, MessageId, Role};
 use troupe::transcript_file::TranscriptFile;
-use troupe::transcript_ops::{Compressor, replay_transcript};
+use troupe::transcript_ops::{
+    ArtifactCategory, CompactRequest, Compressor, RecallReport, TranscriptOpError, artifact_recall,
+    compact_transcript, replay_transcript,
+};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -74,6 +89,148 @@ struct Args {
     /// Run the local model only on transcripts of at most this many tokens (it is slow).
     #[arg(long)]
     local_max_tokens: Option<usize>,
+    /// What to measure: `replay` (the automatic-compaction replay table), `recall` (artifact
+    /// recall after one manual compaction per window), or `both`.
+    #[arg(long, default_value = "replay")]
+    mode: String,
+    /// With `--mode recall`/`both`: list the artifacts no longer named.
+    #[arg(long)]
+    recall_missing: bool,
+}
+
+/// Artifact recall after one manual compaction of one transcript at one window.
+struct RecallRow {
+    transcript: String,
+    window: usize,
+    model: String,
+    /// Tokens before → after, and whether the target was reached.
+    tokens: (usize, usize, bool),
+    /// The recall, or why the compaction failed.
+    recall: Result<RecallReport, String>,
+}
+
+/// One manual compaction of `input` at `window` through `compressor`, as `troupe compact` runs
+/// it, and the artifact recall of its result.
+async fn recall_row(
+    name: &str,
+    input: &TranscriptFile,
+    window: usize,
+    model: &str,
+    compressor: &Compressor,
+) -> anyhow::Result<RecallRow> {
+    let defaults = BudgetPolicy::for_window(window);
+    let request = CompactRequest {
+        window,
+        target: defaults.target,
+        protected: defaults.protected_recent,
+        instructions: None,
+    };
+    let mut row = RecallRow {
+        transcript: name.to_string(),
+        window,
+        model: model.to_string(),
+        tokens: (0, 0, false),
+        recall: Err(String::new()),
+    };
+    let original_text = input.to_text()?;
+    match compact_transcript(input, &original_text, &request, compressor).await {
+        Ok(compacted) => {
+            // The messages `compact_transcript` keeps verbatim whatever it does.
+            let conversation = Conversation::from_messages(input.messages.iter().cloned());
+            let protected_ids = ProtectedSet::compute(conversation.messages(), request.protected);
+            let protected: Vec<ChatMessage> = conversation
+                .messages()
+                .iter()
+                .filter(|m| protected_ids.contains(m.id))
+                .cloned()
+                .collect();
+            let report = &compacted.report;
+            row.tokens = (report.tokens_before, report.tokens_after, report.reached);
+            row.recall = Ok(artifact_recall(
+                &input.messages,
+                &protected,
+                &compacted.file.messages,
+            ));
+        }
+        // Not worth writing for `troupe compact`, so nothing to measure here either.
+        Err(e @ TranscriptOpError::DoesNotFit { .. }) => row.recall = Err(e.to_string()),
+        Err(e) => return Err(e.into()),
+    }
+    Ok(row)
+}
+
+fn percent(kept: usize, total: usize) -> String {
+    if total == 0 {
+        "–".into()
+    } else {
+        format!("{:.1} %", 100.0 * kept as f64 / total as f64)
+    }
+}
+
+/// One markdown table per transcript × window: the recall of each category and overall.
+fn recall_tables(rows: &[RecallRow], list_missing: bool) -> String {
+    let mut md = String::new();
+    for r in rows {
+        let (before, after, reached) = r.tokens;
+        let _ = writeln!(
+            md,
+            "\n#### {} @ {}k ({}): {} → {} tokens{}\n",
+            r.transcript,
+            r.window / 1000,
+            r.model,
+            before,
+            after,
+            if reached { "" } else { " (target not reached)" }
+        );
+        let report = match &r.recall {
+            Ok(report) => report,
+            Err(why) => {
+                let _ = writeln!(md, "No recall: {why}");
+                continue;
+            }
+        };
+        md.push_str("| category | artifacts | kept | recall | named by protected messages |\n");
+        md.push_str("| --- | ---: | ---: | ---: | ---: |\n");
+        for category in ArtifactCategory::ALL {
+            if let Some(c) = report.category(category) {
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {} |",
+                    category.label(),
+                    c.total,
+                    c.kept,
+                    percent(c.kept, c.total),
+                    c.named_by_protected
+                );
+            }
+        }
+        let all = report.overall();
+        let _ = writeln!(
+            md,
+            "| **all** | {} | {} | **{}** | {} |",
+            all.total,
+            all.kept,
+            percent(all.kept, all.total),
+            all.named_by_protected
+        );
+        if list_missing {
+            for (category, c) in &report.categories {
+                if !c.missing.is_empty() {
+                    let _ = writeln!(
+                        md,
+                        "\nNo longer named ({}): {}",
+                        category.label(),
+                        c.missing
+                            .iter()
+                            .map(|k| format!("`{}`", k.replace('`', "'")))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+            }
+        }
+    }
+    md
 }
 
 /// A summarizer wrapper that measures the time spent inside the wrapped summarizer.
@@ -426,20 +583,30 @@ async fn main() -> anyhow::Result<()> {
         "both" => (true, true),
         other => anyhow::bail!("--model must be none, local or both, not {other:?}"),
     };
+    let (run_replay, run_recall) = match args.mode.as_str() {
+        "replay" => (true, false),
+        "recall" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("--mode must be replay, recall or both, not {other:?}"),
+    };
     let inputs = transcripts(&args.corpus, args.only.as_deref())?;
     if inputs.is_empty() {
         anyhow::bail!("no transcripts in {}", args.corpus.display());
     }
     let counter = TiktokenCounter::default();
     let mechanical = MechanicalSummarizer::new();
-    let local_summarizer = if local {
+    let local_model: Option<Arc<dyn ChatModel>> = if local {
         let model = LocalModel::load_default()
             .await
             .context("loading the local model (use --model none to run without it)")?;
-        Some(ModelSummarizer::new(Arc::new(model)))
+        Some(Arc::new(model))
     } else {
         None
     };
+    let local_summarizer = local_model
+        .clone()
+        .filter(|_| run_replay)
+        .map(ModelSummarizer::new);
     let sizes: HashMap<String, usize> = inputs
         .iter()
         .map(|(n, f)| (n.clone(), counter.count_messages(&f.messages)))
@@ -448,7 +615,41 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let mut rows = Vec::new();
     let mut skipped_local = Vec::new();
-    for &window in &args.windows {
+    let mut recall_rows = Vec::new();
+    if run_recall {
+        let mut compressors = Vec::new();
+        if none {
+            compressors.push(("none", None));
+        }
+        if let Some(model) = &local_model {
+            compressors.push(("local", Some(model.clone())));
+        }
+        for (label, model) in compressors {
+            let compressor = Compressor::start(model, troupe::agents::shared_counter()).await?;
+            for &window in &args.windows {
+                for (name, input) in &inputs {
+                    if label == "local"
+                        && args
+                            .local_max_tokens
+                            .is_some_and(|max| sizes.get(name).copied().unwrap_or(0) > max)
+                    {
+                        continue;
+                    }
+                    eprintln!("{name} @ {window}: recall ({label})");
+                    let row = recall_row(name, input, window, label, &compressor).await;
+                    match row {
+                        Ok(row) => recall_rows.push(row),
+                        Err(e) => {
+                            compressor.shutdown().await;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            compressor.shutdown().await;
+        }
+    }
+    for &window in args.windows.iter().filter(|_| run_replay) {
         for (name, input) in &inputs {
             if none {
                 eprintln!("{name} @ {window}: none");
@@ -477,12 +678,17 @@ async fn main() -> anyhow::Result<()> {
         }
     }
 
-    let mut md = table(&rows);
+    let mut md = if run_replay {
+        table(&rows)
+    } else {
+        String::new()
+    };
     let failures: usize = rows.iter().map(|r| r.invariant_failures).sum();
     let _ = writeln!(
         md,
-        "\n{} replays in {:.1} s; invariant failures in total: {failures}.",
+        "\n{} replays and {} recall compactions in {:.1} s; invariant failures in total: {failures}.",
         rows.len(),
+        recall_rows.len(),
         started.elapsed().as_secs_f64()
     );
     if !skipped_local.is_empty() {
@@ -516,6 +722,10 @@ async fn main() -> anyhow::Result<()> {
         md.push_str(
             "✗: this replay differs from `replay_transcript`'s (see the example's header).\n",
         );
+    }
+    if run_recall {
+        md.push_str("\n### Artifact recall after one manual compaction\n");
+        md.push_str(&recall_tables(&recall_rows, args.recall_missing));
     }
     println!("{md}");
     if let Some(out) = &args.out {

@@ -16,6 +16,7 @@ mod compact;
 mod compressor;
 mod distinct_paths;
 mod expand;
+mod recall;
 mod replay;
 
 pub use archive_file::{ARCHIVE_VERSION, ArchiveHeader, read_archive_file, write_archive_file};
@@ -26,6 +27,10 @@ pub use compressor::{Compressor, CompressorJob};
 pub use distinct_paths::ensure_distinct_files;
 pub use expand::{
     ExpandedTranscript, RestoredMatch, expand_transcript, expand_transcript_file, messages_sha256,
+};
+pub use recall::{
+    ArtifactCategory, Artifacts, COMMAND_KEY_CHARS, CategoryRecall, RecallReport, artifact_recall,
+    extract_artifacts, haystack,
 };
 pub use replay::{ReplayReport, ReplayRow, replay_transcript};
 

@@ -175,3 +175,48 @@ fn troupe_compact_is_one_trace_from_the_command_to_the_compressors_tool_calls() 
         "{chats:#?}"
     );
 }
+
+#[test]
+fn troupe_expand_writes_its_trace_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("t.json");
+    std::fs::write(&input, transcript().to_string()).unwrap();
+    let (out, archive) = (dir.path().join("o.json"), dir.path().join("a.jsonl"));
+    let (restored, trace) = (dir.path().join("r.json"), dir.path().join("t.jsonl"));
+    super::binary::ok(&[
+        "compact",
+        s(&input),
+        "--window",
+        "2000",
+        "--model",
+        "none",
+        "--out",
+        s(&out),
+        "--archive",
+        s(&archive),
+    ]);
+    let run = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args([
+            "expand",
+            s(&out),
+            "--archive",
+            s(&archive),
+            "--out",
+            s(&restored),
+        ])
+        .env("TROUPE_TRACE", &trace)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let names: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter_map(|l| l["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(names, ["expand_transcript"], "{text}");
+}

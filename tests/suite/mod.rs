@@ -7,6 +7,7 @@ mod config;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod readme;
+mod recall;
 mod session;
 mod support;
 mod telemetry;

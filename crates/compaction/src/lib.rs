@@ -20,6 +20,7 @@
 //! [`FileLedger`]: troupe_tools::FileLedger
 
 pub mod archive;
+pub mod artifacts;
 pub mod compact;
 pub mod counter;
 pub mod error;
@@ -33,12 +34,14 @@ pub mod protection;
 pub mod report;
 pub mod session;
 pub mod summary;
+mod tagged;
 pub mod token_cache;
 pub mod transcript;
 pub mod truncate;
 pub mod validate;
 
 pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
+pub use artifacts::{ArtifactLedger, TestStatus};
 pub use compact::{CompactOptions, CompactTrigger, Compaction, Steering, compact, compact_with};
 pub use counter::{
     BpeEncoding, CharEstimateCounter, MessageOverhead, TiktokenCounter, TokenCounter,
@@ -54,7 +57,7 @@ pub use session::{
 };
 pub use summary::{
     FileLists, MechanicalSummarizer, Summarizer, SummarizerError, SummaryKind, SummaryPrompt,
-    summary_has_substance,
+    SummaryRejection, summary_has_substance, vet_summary,
 };
 pub use token_cache::{CacheStats, ConversationTokens, TokenCache};
 pub use transcript::{Transcript, TranscriptError, ledger_from_transcript, parse_transcript};

@@ -29,6 +29,7 @@ mod trace_cmd;
 mod transcript_cmds;
 
 use clap::Parser;
+use tracing::Instrument;
 use troupe::telemetry::redact::redact_value;
 
 use cli::{Cli, Command, ModelCommand};
@@ -64,7 +65,11 @@ fn main() -> std::process::ExitCode {
             Command::Replay(args) => transcript_cmds::replay(args).await,
             Command::Model {
                 command: ModelCommand::Pull(args),
-            } => model_cmd::pull(args).await,
+            } => {
+                model_cmd::pull(args)
+                    .instrument(tracing::info_span!("model_pull"))
+                    .await
+            }
             Command::Chat(args) => chat::run(args).await,
         }
     });

@@ -140,6 +140,12 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
 }
 
 pub fn expand(args: ExpandArgs) -> anyhow::Result<()> {
+    let _span = tracing::info_span!(
+        "expand_transcript",
+        "troupe.input" = %args.input.display(),
+        "troupe.archive" = %args.archive.display(),
+    )
+    .entered();
     let expanded = expand_transcript_file(&args.input, &args.archive, &args.out)?;
     println!(
         "restored    {} → {}",

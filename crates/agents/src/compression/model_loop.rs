@@ -9,10 +9,12 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_compaction::{CompactionSession, Steering, Summarizer};
 use troupe_runtime::trace::{self, semconv};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolChoice};
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolCall, ToolChoice,
+};
 
 use crate::compression::tools;
-use crate::model::{tool_span, traced_chat};
+use crate::model::tool_span;
 
 const SYSTEM_PROMPT: &str = include_str!("prompt.md");
 
@@ -22,6 +24,11 @@ const MAX_TOKENS_PER_CALL: u32 = 256;
 /// The loop's own conversation keeps its opening and at most this many messages after it: the
 /// oldest exchange is dropped past that, so a long loop does not outgrow a small model.
 const KEPT_LOOP_MESSAGES: usize = 8;
+
+/// Steps in a row that free nothing before the loop hands over to the planner: a model that
+/// keeps asking for what is refused would otherwise spend every iteration (each a full prompt
+/// on a local model) for nothing.
+const MAX_IDLE_STEPS: u32 = 2;
 
 /// What the compression agent does once a compaction goes ahead: announce it, then (when it has
 /// a model) let the model work the session.
@@ -62,22 +69,30 @@ impl Steering for ModelSteering {
 }
 
 impl ModelSteering {
+    /// The loop opens with a `get_compression_metadata` call and its result, as if the model had
+    /// asked, and after every step of the model it runs `verify_compression_target` itself: it
+    /// ends as soon as verify says the target is met, when the model stops calling tools, when
+    /// two steps in a row free nothing, or at the iteration bound. Every tool call — the model's
+    /// and the loop's own — is an `execute_tool` span.
     async fn run(
         &self,
         model: &dyn ChatModel,
         session: &mut CompactionSession<'_>,
         summarizer: &dyn Summarizer,
     ) {
+        let metadata_call = ToolCall::new("call_metadata", tools::GET_METADATA, "{}");
+        let metadata = self.execute(&metadata_call, session, summarizer).await;
         let mut messages = vec![
             ChatMessage::system(SYSTEM_PROMPT),
             ChatMessage::user(format!(
-                "Compress the conversation of agent `{}` to its target. Metadata:\n{}",
-                self.agent,
-                tools::condensed_metadata(&session.metadata())
+                "Compress the conversation of agent `{}` to its target.",
+                self.agent
             )),
+            ChatMessage::assistant_tool_calls(None, vec![metadata_call]),
+            ChatMessage::tool_result("call_metadata", metadata.content),
         ];
         let opening = messages.len();
-        let mut reached_before = false;
+        let mut idle_steps = 0;
         for iteration in 1..=self.max_iterations {
             let request = ChatRequest {
                 messages: messages.clone(),
@@ -86,7 +101,8 @@ impl ModelSteering {
                 temperature: Some(0.0),
                 max_tokens: Some(MAX_TOKENS_PER_CALL),
             };
-            let reply = match traced_chat(model, request, &self.compressor).await {
+            // The model is already traced (a `TracedModel`): its calls are `chat` spans.
+            let reply = match model.chat(request).await {
                 Ok(r) => r.message,
                 Err(e) => {
                     tracing::warn!(error = %e, "compression model failed; the planner finishes");
@@ -98,17 +114,21 @@ impl ModelSteering {
                 return;
             }
             messages.push(reply);
-            let mut verified = false;
+            let before = session.verify_target().current;
             for call in &calls {
-                let span = tool_span(call, &self.compressor);
-                let result = tools::execute(call, session, summarizer)
-                    .instrument(span.clone())
-                    .await;
-                if trace::record_content() {
-                    span.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
-                }
+                let result = self.execute(call, session, summarizer).await;
                 messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
-                verified |= call.function.name == tools::VERIFY_TARGET;
+            }
+            if !calls
+                .iter()
+                .any(|c| c.function.name == tools::VERIFY_TARGET)
+            {
+                let verify = ToolCall::new(
+                    format!("call_verify_{iteration}"),
+                    tools::VERIFY_TARGET,
+                    "{}",
+                );
+                self.execute(&verify, session, summarizer).await;
             }
             let status = session.verify_target();
             self.events.publish(
@@ -119,12 +139,17 @@ impl ModelSteering {
                     tokens: status.current,
                 },
             );
-            // The loop ends when verify says the target is reached; a model that keeps working
-            // past a reached target without verifying gets one more turn, then is stopped.
-            if status.reached && (verified || reached_before) {
+            if status.reached {
                 return;
             }
-            reached_before = status.reached;
+            idle_steps = if status.current < before {
+                0
+            } else {
+                idle_steps + 1
+            };
+            if idle_steps >= MAX_IDLE_STEPS {
+                return;
+            }
             // Keep the loop's own conversation small: drop the oldest exchange (an assistant
             // message and all its tool results together) once it grows.
             if messages.len() > opening + KEPT_LOOP_MESSAGES {
@@ -135,5 +160,22 @@ impl ModelSteering {
                 messages.drain(opening..end);
             }
         }
+    }
+
+    /// Run one tool call against the session inside its `execute_tool` span.
+    async fn execute(
+        &self,
+        call: &ToolCall,
+        session: &mut CompactionSession<'_>,
+        summarizer: &dyn Summarizer,
+    ) -> tools::ToolExecution {
+        let span = tool_span(call, &self.compressor);
+        let result = tools::execute(call, session, summarizer)
+            .instrument(span.clone())
+            .await;
+        if trace::record_content() {
+            span.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
+        }
+        result
     }
 }

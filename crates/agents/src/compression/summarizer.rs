@@ -1,21 +1,24 @@
 //! [`ModelSummarizer`]: any [`ChatModel`] as the compaction crate's [`Summarizer`], with the
-//! mechanical summarizer behind it for answers that say nothing.
+//! mechanical summarizer behind it for answers that cannot be trusted.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use troupe_compaction::{
-    MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, summary_has_substance,
+    MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
 };
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice};
 
+use crate::compaction_hooks::shared_counter;
+
 /// Summaries written by a chat model (tier 3 of compaction).
 ///
-/// A model that fails, or answers with nothing but the section skeleton (`- (not provided)`
-/// everywhere — what a very small model often writes), would otherwise replace real messages with
-/// an empty summary or stop tier 3 altogether; in both cases the [`MechanicalSummarizer`] answers
-/// the same prompt instead (user requests quoted, tools used, decisions, errors), and a warning is
-/// logged.
+/// A model that fails, or whose answer fails [`vet_summary`] — the bare section skeleton, a
+/// JSON blob looping until the token limit, the prompt read back, a note about work the
+/// transcript never mentions, an answer far over its budget — would otherwise replace real
+/// messages with nothing, or with fiction. Then the [`MechanicalSummarizer`] answers the same
+/// prompt instead (user requests quoted, tools used, decisions, errors), a warning is logged, and
+/// [`ModelSummarizer::take_fallbacks`] says which check failed.
 #[derive(Clone)]
 pub struct ModelSummarizer {
     model: Arc<dyn ChatModel>,
@@ -69,10 +72,10 @@ impl Summarizer for ModelSummarizer {
         let why = match self.model.chat(request).await {
             Ok(response) => {
                 let text = response.message.text();
-                if summary_has_substance(&text) {
-                    return Ok(text);
+                match vet_summary(&text, &prompt, shared_counter().as_ref()) {
+                    Ok(()) => return Ok(text),
+                    Err(rejection) => rejection.to_string(),
                 }
-                "its answer had no content beyond the section headings".to_string()
             }
             Err(e) => e.to_string(),
         };

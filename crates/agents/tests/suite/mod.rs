@@ -8,4 +8,5 @@ mod model_local;
 mod model_openai;
 mod model_replay;
 mod session;
+mod summary_trust;
 mod thrash;

@@ -5,8 +5,10 @@
 //! segment, just large enough to reach the target. It reaches the target whenever the
 //! operations can; it is what the compression agent falls back on when its model is weak.
 
+use std::ops::RangeInclusive;
+
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{MessageId, MessageKind, Role};
+use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked, text_starts_with};
 use crate::error::Refusal;
@@ -15,6 +17,12 @@ use crate::summary::Summarizer;
 
 /// Tokens a summary message adds beyond its body: tags, file lists, the marker.
 const SUMMARY_FRAME_ESTIMATE: usize = 128;
+/// Fewest tokens a summary body is asked to fit: about what the six headings with one short
+/// Goal item take. Below it a summary would say nothing, so the target is missed instead.
+pub(crate) const SUMMARY_BUDGET_FLOOR: usize = 96;
+/// Tokens kept free when a body is joined to its wrapping: BPE counts of joined text can differ
+/// slightly from the sum of the parts.
+const JOIN_SLACK_TOKENS: usize = 4;
 
 /// The next operation the planner would apply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,8 +176,12 @@ impl CompactionSession<'_> {
     /// enough to reach the target (ending where no tool result follows), else the whole run.
     fn next_segment(&self, runs: &[(usize, usize)]) -> Option<(usize, usize)> {
         let needed = self.total.saturating_sub(self.policy.target_tokens());
-        let reserve = self.policy.summary_max_tokens + SUMMARY_FRAME_ESTIMATE;
         for &(s, e) in runs {
+            // Room for the summary and its wrapping (file lists and artifact blocks can take
+            // thousands of tokens): the wrapping of the whole run bounds any prefix's, so a
+            // prefix chosen with it leaves the summary its full budget.
+            let frame = self.count(&self.segment_frame(s, e).message(""));
+            let reserve = self.policy.summary_max_tokens + frame.max(SUMMARY_FRAME_ESTIMATE);
             let mut end = e;
             let mut sum = 0;
             for i in s..=e {
@@ -191,6 +203,25 @@ impl CompactionSession<'_> {
             }
         }
         None
+    }
+
+    /// The tokens a summary body replacing the messages `range` may take: the target minus
+    /// everything that stays — the messages outside `range` and `wrapping` (the summary message
+    /// with an empty body: tags, file lists, marker, message framing). At most the policy's
+    /// summary bound, never below [`SUMMARY_BUDGET_FLOOR`].
+    pub(crate) fn summary_budget(
+        &self,
+        range: RangeInclusive<usize>,
+        wrapping: &ChatMessage,
+    ) -> usize {
+        let replaced: usize = self.tokens[range].iter().sum();
+        let staying =
+            self.total.saturating_sub(replaced) + self.count(wrapping) + JOIN_SLACK_TOKENS;
+        let ceiling = self.policy.summary_max_tokens.max(SUMMARY_BUDGET_FLOOR);
+        self.policy
+            .target_tokens()
+            .saturating_sub(staying)
+            .clamp(SUMMARY_BUDGET_FLOOR, ceiling)
     }
 
     /// Whether a segment may end at `i` without separating a call from its results.

@@ -1,17 +1,43 @@
 //! Tier 3: a segment of old turns becomes one structured summary, or (per-message mode) each
 //! old user/assistant message is shortened on its own.
 
+use std::collections::HashSet;
+
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{CompactionSession, StepOutcome};
+use crate::artifacts::ArtifactLedger;
 use crate::error::Refusal;
 use crate::markers::replaces_line;
 use crate::pairing::{owners, tool_name};
 use crate::summary::fold::{FoldSpend, clip_to_tokens, fold_with_spend};
 use crate::summary::{
-    FileLists, ParsedSummary, Summarizer, SummarizerError, parse_summary_message,
+    FileLists, ParsedSummary, Summarizer, SummarizerError, fit_summary, parse_summary_message,
     per_message_prompt, render_message, summary_message_text,
 };
+
+/// The wrapping of one segment summary (see [`CompactionSession::segment_frame`]).
+pub(crate) struct SegmentFrame {
+    /// The previous summary inside the segment, by index, taken apart.
+    previous: Option<(usize, ParsedSummary)>,
+    files: FileLists,
+    artifacts: ArtifactLedger,
+    /// The input messages the summary stands for.
+    roots: Vec<MessageId>,
+}
+
+impl SegmentFrame {
+    /// The summary message with `body` inside this wrapping.
+    pub(crate) fn message(&self, body: &str) -> ChatMessage {
+        ChatMessage::user(summary_message_text(
+            body,
+            &self.files,
+            &self.artifacts,
+            &self.roots,
+        ))
+        .with_kind(MessageKind::Summary)
+    }
+}
 
 /// Marks a message shortened in per-message mode.
 const SHORTENED_PREFIX: &str = "[summarized]";
@@ -80,16 +106,8 @@ impl CompactionSession<'_> {
         let (s, e) = self.check_segment(start, end)?;
         self.refuse_if_under_target()?;
 
-        let mut previous: Option<(usize, ParsedSummary)> = None;
-        if self.options.detect_previous_summary {
-            previous = (s..=e).find_map(|i| {
-                let m = &self.messages[i];
-                (m.role != Role::Tool)
-                    .then(|| parse_summary_message(&m.text()))
-                    .flatten()
-                    .map(|p| (i, p))
-            });
-        }
+        let frame = self.segment_frame(s, e);
+        let previous = &frame.previous;
         let owners = owners(&self.messages);
         let blocks: Vec<String> = (s..=e)
             .filter(|i| previous.as_ref().is_none_or(|(p, _)| p != i))
@@ -99,20 +117,16 @@ impl CompactionSession<'_> {
         if blocks.is_empty() {
             return Err(Refusal::NothingToSummarize { start, end });
         }
-        let call_ids = self.messages[s..=e]
-            .iter()
-            .flat_map(|m| m.calls().iter().map(|c| c.id.as_str()));
-        let mut files = FileLists::from_ledger_calls(self.ledger, call_ids);
-        if let Some((_, summary)) = &previous {
-            files.union(&summary.files);
-        }
         let focus = focus.or_else(|| self.options.instructions.clone());
+        let summary_message = |body: &str| frame.message(body);
+        // Sized to the room left under the target, measured on the message's own wrapping.
+        let budget = self.summary_budget(s..=e, &summary_message(""));
         let mut spend = FoldSpend::default();
         let folded = fold_with_spend(
             &blocks,
             previous.as_ref().map(|(_, p)| p.body.as_str()),
             focus.as_deref(),
-            self.policy.summary_max_tokens,
+            budget,
             summarizer,
             self.counter,
             &mut spend,
@@ -127,9 +141,7 @@ impl CompactionSession<'_> {
             cause: source,
         })?;
 
-        let roots = self.roots_of(s..=e);
-        let text = summary_message_text(&folded.summary, &files, &roots);
-        let mut summary = ChatMessage::user(text).with_kind(MessageKind::Summary);
+        let mut summary = summary_message(&fit_summary(&folded.summary, budget, self.counter));
         summary.id = self.allocate_id();
         let new_tokens = self.count(&summary);
         let old_tokens: usize = self.tokens[s..=e].iter().sum();
@@ -142,7 +154,50 @@ impl CompactionSession<'_> {
         }
         self.counts.segment_summaries += 1;
         self.counts.summarized_messages += e - s + 1;
+        let roots = frame.roots;
         Ok(self.commit_replacement(s..=e, summary, new_tokens, roots))
+    }
+
+    /// What a summary of `s..=e` is wrapped in: the previous summary it merges (if any), the
+    /// file lists, the artifact ledger and the ids it replaces.
+    pub(crate) fn segment_frame(&self, s: usize, e: usize) -> SegmentFrame {
+        let mut previous: Option<(usize, ParsedSummary)> = None;
+        if self.options.detect_previous_summary {
+            previous = (s..=e).find_map(|i| {
+                let m = &self.messages[i];
+                (m.role != Role::Tool)
+                    .then(|| parse_summary_message(&m.text()))
+                    .flatten()
+                    .map(|p| (i, p))
+            });
+        }
+        let call_ids = self.messages[s..=e]
+            .iter()
+            .flat_map(|m| m.calls().iter().map(|c| c.id.as_str()));
+        let mut files = FileLists::from_ledger_calls(self.ledger, call_ids);
+        if let Some((_, summary)) = &previous {
+            files.union(&summary.files);
+        }
+        let roots = self.roots_of(s..=e);
+        // The previous summary's artifacts are older than the segment's: merge them first.
+        let mut artifacts = previous
+            .as_ref()
+            .map(|(_, p)| p.artifacts.clone())
+            .unwrap_or_default();
+        artifacts.merge(&self.artifacts_of(&roots));
+        SegmentFrame {
+            previous,
+            files,
+            artifacts,
+            roots,
+        }
+    }
+
+    /// The artifacts of the input messages behind `roots`, read from the originals so output
+    /// truncated or masked earlier in this session still counts.
+    fn artifacts_of(&self, roots: &[MessageId]) -> ArtifactLedger {
+        let roots: HashSet<MessageId> = roots.iter().copied().collect();
+        ArtifactLedger::from_messages(self.before.iter().filter(|m| roots.contains(&m.id)))
     }
 
     /// Per-message mode: shorten each unprotected user message above the policy's user bound

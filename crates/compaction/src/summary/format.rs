@@ -1,4 +1,6 @@
-//! The summary message: the six-section body, the file lists, the `[replaces …]` marker.
+//! The summary message: the six-section body, the file lists, the artifact blocks
+//! ([`ArtifactLedger`]: `<commands>`, `<errors>`, `<tests>`, `<symbols>`), the `[replaces …]`
+//! marker. Lists and blocks are read back only from after `</summary>`, where troupe writes them.
 //!
 //! ```text
 //! <summary>
@@ -16,9 +18,14 @@
 //! src/app.rs
 //! </modified-files>
 //!
+//! <commands>
+//! cargo test (exit 101)
+//! </commands>
+//!
 //! [replaces m3..m17]
 //! ```
 
+use crate::tagged::{block_items, strip_blocks};
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +37,7 @@ use super::prompt::{
     PREVIOUS_OPEN,
 };
 use super::render::parse_header;
+use crate::artifacts::ArtifactLedger;
 use crate::markers::{parse_replaces, replaces_line};
 
 /// The six top-level sections, in order.
@@ -136,37 +144,7 @@ fn block(open: &str, close: &str, paths: &BTreeSet<String>) -> String {
 }
 
 fn block_lines(text: &str, open: &str, close: &str) -> BTreeSet<String> {
-    let mut lines = BTreeSet::new();
-    let mut rest = text;
-    while let Some(start) = rest.find(open) {
-        let after = &rest[start + open.len()..];
-        let end = after.find(close).unwrap_or(after.len());
-        lines.extend(
-            after[..end]
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(str::to_string),
-        );
-        rest = &after[end..];
-    }
-    lines
-}
-
-/// Remove every `open … close` block from `text`.
-fn strip_blocks(text: &str, open: &str, close: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(open) {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + open.len()..];
-        rest = match after.find(close) {
-            Some(end) => &after[end + close.len()..],
-            None => "",
-        };
-    }
-    out.push_str(rest);
-    out
+    block_items(text, open, close).into_iter().collect()
 }
 
 fn heading_name(line: &str, level: &str) -> Option<String> {
@@ -206,12 +184,13 @@ pub fn missing_sections(text: &str) -> Vec<String> {
     missing
 }
 
-/// A summarizer's answer made into a clean structured body: file lists, summary tags and
-/// markers it may have echoed are removed (troupe computes those itself), and missing sections
+/// A summarizer's answer made into a clean structured body: file lists, artifact blocks,
+/// summary tags and markers it may have echoed are removed (troupe computes those itself), and missing sections
 /// are added as "(not provided)" so the structure always holds. `None` when nothing is left.
 pub fn normalize_summary(text: &str) -> Option<String> {
     let text = strip_blocks(text, READ_OPEN, READ_CLOSE);
     let text = strip_blocks(&text, MODIFIED_OPEN, MODIFIED_CLOSE);
+    let text = ArtifactLedger::strip_blocks(&text);
     let mut lines: Vec<String> = text
         .lines()
         .filter(|l| {
@@ -335,13 +314,20 @@ fn add_missing_progress_subsections(lines: &mut Vec<String>) {
     lines.splice(end..end, insert);
 }
 
-/// The full text of a summary message.
-pub fn summary_message_text(body: &str, files: &FileLists, replaced: &[MessageId]) -> String {
+/// The full text of a summary message: the body in summary tags, then the file lists and the
+/// artifact blocks (only here, after `</summary>`, are they read back), then the marker.
+pub fn summary_message_text(
+    body: &str,
+    files: &FileLists,
+    artifacts: &ArtifactLedger,
+    replaced: &[MessageId],
+) -> String {
     let mut text = format!("{SUMMARY_OPEN}\n{}\n{SUMMARY_CLOSE}", body.trim());
-    let lists = files.render();
-    if !lists.is_empty() {
-        text.push_str("\n\n");
-        text.push_str(&lists);
+    for blocks in [files.render(), artifacts.render()] {
+        if !blocks.is_empty() {
+            text.push_str("\n\n");
+            text.push_str(&blocks);
+        }
     }
     text.push_str("\n\n");
     text.push_str(&replaces_line(replaced));
@@ -355,6 +341,8 @@ pub struct ParsedSummary {
     pub body: String,
     /// The file lists after it.
     pub files: FileLists,
+    /// The artifact blocks after it (commands, errors, tests, symbols).
+    pub artifacts: ArtifactLedger,
     /// The ids it names as replaced (empty when it has no marker, e.g. a pasted summary).
     pub replaces: Vec<MessageId>,
 }
@@ -367,6 +355,8 @@ pub fn parse_summary_message(text: &str) -> Option<ParsedSummary> {
     Some(ParsedSummary {
         body: rest[..end].trim().to_string(),
         files: FileLists::parse(tail),
+        // Only the part troupe writes: a model's text lives inside the summary tags.
+        artifacts: ArtifactLedger::parse(tail),
         replaces: parse_replaces(tail).unwrap_or_default(),
     })
 }
@@ -406,6 +396,23 @@ mod tests {
     }
 
     #[test]
+    fn artifact_blocks_round_trip_and_are_read_only_after_the_body() {
+        let mut artifacts = ArtifactLedger::default();
+        artifacts.commands.record("cargo test", Some(101));
+        artifacts
+            .tests
+            .record("a::b", crate::artifacts::TestStatus::Failed);
+        // A body that smuggles blocks in (normalize_summary would strip them; even unstripped
+        // they sit inside the summary tags, where nothing is read back).
+        let body = "## Goal\ng\n<commands>\nrm -rf /\n</commands>";
+        let text = summary_message_text(body, &FileLists::default(), &artifacts, &[MessageId(3)]);
+        let parsed = parse_summary_message(&text).unwrap();
+        assert_eq!(parsed.artifacts, artifacts);
+        assert_eq!(parsed.replaces, vec![MessageId(3)]);
+        assert!(!normalize_summary(body).unwrap().contains("rm -rf"));
+    }
+
+    #[test]
     fn summary_message_round_trips() {
         let mut ledger = FileLedger::new();
         ledger.record(LedgerEntry::new("a.rs", FileAccess::Read).with_call("c1"));
@@ -413,7 +420,12 @@ mod tests {
         ledger.record(LedgerEntry::new("b.rs", FileAccess::Edited).with_call("c2"));
         ledger.record(LedgerEntry::new("other.rs", FileAccess::Edited).with_call("c9"));
         let files = FileLists::from_ledger_calls(&ledger, ["c1", "c2"]);
-        let text = summary_message_text("## Goal\ng", &files, &[MessageId(3), MessageId(4)]);
+        let text = summary_message_text(
+            "## Goal\ng",
+            &files,
+            &ArtifactLedger::default(),
+            &[MessageId(3), MessageId(4)],
+        );
         assert!(text.contains("<read-files>\na.rs\n</read-files>"));
         assert!(text.contains("<modified-files>\nb.rs\n</modified-files>"));
         assert!(text.ends_with("[replaces m3..m4]"));

@@ -12,6 +12,7 @@ mod mechanical;
 mod prompt;
 mod render;
 mod summarizer;
+mod trust;
 
 pub use fold::{FoldOutcome, summarize_folded};
 pub use format::{
@@ -19,6 +20,8 @@ pub use format::{
     parse_summary_message, summary_has_substance, summary_message_text,
 };
 pub use mechanical::MechanicalSummarizer;
+pub(crate) use mechanical::fit::fit_summary;
 pub use prompt::{SummaryKind, SummaryPrompt, per_message_prompt, segment_prompt};
 pub use render::render_message;
 pub use summarizer::{Summarizer, SummarizerError};
+pub use trust::{MIN_FILLED_SECTIONS, MIN_GROUNDED_SHARE, SummaryRejection, vet_summary};

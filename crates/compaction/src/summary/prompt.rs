@@ -79,9 +79,10 @@ pub fn segment_prompt(
         None => (SEGMENT_SYSTEM, SummaryKind::Segment),
     };
     let system = format!(
-        "{}\n\n{}\nStay within {max_output_tokens} tokens.",
+        "{}\n\n{}\n{}",
         intro.trim_end(),
-        SUMMARY_FORMAT.trim_end()
+        SUMMARY_FORMAT.trim_end(),
+        budget_line(max_output_tokens)
     );
     let mut user = format!("{CONVERSATION_OPEN}\n{conversation}\n{CONVERSATION_CLOSE}");
     if let Some(previous) = previous {
@@ -105,6 +106,16 @@ pub fn segment_prompt(
     }
 }
 
+/// The sentence that gives a structured summary its budget: the room left under the target,
+/// so what to drop when it is tight is said too.
+fn budget_line(max_output_tokens: usize) -> String {
+    format!(
+        "Write at most {max_output_tokens} tokens: that is the room left in the context. If the \
+         note would be longer, drop the least important items first (Critical Context details, \
+         then older Progress items, then Key Decisions) and keep the Goal."
+    )
+}
+
 /// The prompt that shortens one message of `role` to at most `max_output_tokens`.
 pub fn per_message_prompt(role: Role, text: &str, max_output_tokens: usize) -> SummaryPrompt {
     let (template, kind) = match role {
@@ -113,7 +124,7 @@ pub fn per_message_prompt(role: Role, text: &str, max_output_tokens: usize) -> S
     };
     SummaryPrompt {
         system: format!(
-            "{}\nStay within {max_output_tokens} tokens.",
+            "{}\nAnswer in at most {max_output_tokens} tokens.",
             template.trim_end()
         ),
         user: format!("{MESSAGE_OPEN}\n{text}\n{MESSAGE_CLOSE}"),
@@ -138,8 +149,20 @@ mod tests {
         );
         assert!(prompt.user.contains("Additional focus: the parser"));
         assert!(prompt.system.contains("## Critical Context"));
+        assert!(
+            prompt.system.contains("at most 500 tokens"),
+            "{}",
+            prompt.system
+        );
         let first = segment_prompt("[m3 user]\nhi", None, None, 500);
         assert_eq!(first.kind, SummaryKind::Segment);
         assert!(!first.user.contains(PREVIOUS_OPEN));
+        assert!(first.system.contains("at most 500 tokens"));
+        let short = per_message_prompt(Role::User, "text", 40);
+        assert!(
+            short.system.contains("at most 40 tokens"),
+            "{}",
+            short.system
+        );
     }
 }

@@ -1,0 +1,376 @@
+//! Line scanners over tool output and tool arguments: exit codes, error lines, test outcomes,
+//! symbol definitions. Plain string matching, no model involved, so the result is the same
+//! every time for the same text.
+
+use super::ledger::TestStatus;
+
+/// The longest item kept, in characters; longer ones are cut with `…`.
+pub const MAX_ITEM_CHARS: usize = 160;
+/// At most this many error lines are taken from one tool result (a compiler can print
+/// hundreds; the first ones matter most).
+pub const ERRORS_PER_RESULT: usize = 5;
+/// At most this many symbols are taken from one edit.
+pub const SYMBOLS_PER_EDIT: usize = 10;
+
+/// One line, whitespace collapsed, cut to [`MAX_ITEM_CHARS`].
+pub fn one_line(text: &str) -> String {
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if collapsed.chars().count() <= MAX_ITEM_CHARS {
+        return collapsed;
+    }
+    let mut cut: String = collapsed.chars().take(MAX_ITEM_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// Remove ANSI colour sequences (`ESC [ … letter`), which test runners love.
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The exit code a shell tool's result reports (`Command exited with code 2`,
+/// `[The command completed with exit code 0.]`, `Exit code: 1`, `exit status 101`); the last
+/// such report wins. `None` when the result says nothing about it.
+pub fn exit_code(result: &str) -> Option<i32> {
+    let lower = result.to_ascii_lowercase();
+    let found = ["exited with code", "exit code", "exit status", "exit_code"]
+        .iter()
+        .filter_map(|needle| lower.rfind(needle).map(|at| at + needle.len()))
+        .max()?;
+    let rest = lower[found..].trim_start_matches([' ', ':', '=']);
+    let end = rest
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
+        .map_or(rest.len(), |(i, _)| i);
+    rest[..end].parse().ok()
+}
+
+/// Whether `word` names an error or exception type (`TypeError`, `std::io::Error`,
+/// `java.lang.IllegalStateException`).
+fn is_error_type(word: &str) -> bool {
+    let ident = word.rsplit(['.', ':']).next().unwrap_or(word);
+    (ident.ends_with("Error") || ident.ends_with("Exception"))
+        && ident.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':'))
+}
+
+/// The error line in `line`, if it is one: Rust's `error[E0308]: …` and `error: …`, TypeScript's
+/// `file(1,2): error TS2339: …`, Python's and JavaScript's `TypeError: …` (a traceback's last
+/// line), a Rust panic, gcc's `fatal error: …`.
+pub fn error_line(line: &str) -> Option<String> {
+    let line = strip_ansi(line);
+    let t = line.trim();
+    if let Some(at) = t.find("error[E") {
+        return Some(one_line(&t[at..]));
+    }
+    if t.contains("error TS") || t.contains("fatal error:") || t.contains("panicked at") {
+        return Some(one_line(t));
+    }
+    if t.starts_with("error:") {
+        return Some(one_line(t));
+    }
+    let head = t.strip_prefix("Uncaught ").unwrap_or(t);
+    let is_error = match head.split_once(": ") {
+        Some((ty, message)) => is_error_type(ty) && !message.trim().is_empty(),
+        None => is_error_type(head.trim_end_matches(':')),
+    };
+    is_error.then(|| one_line(head))
+}
+
+/// The error lines of a tool result, first ones first, at most [`ERRORS_PER_RESULT`].
+pub fn error_lines(result: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for line in result.lines() {
+        if let Some(error) = error_line(line)
+            && !found.contains(&error)
+        {
+            found.push(error);
+            if found.len() == ERRORS_PER_RESULT {
+                break;
+            }
+        }
+    }
+    found
+}
+
+/// A test outcome named on `line`: `test a::b ... ok` (cargo), `tests/x.py::t PASSED` and
+/// `FAILED tests/x.py::t - …` (pytest), `✓ name (3 ms)` / `✕ name` (jest, node), `ok 3 - name`
+/// (TAP), `--- FAIL: TestX (0.01s)` (go).
+pub fn test_outcome(line: &str) -> Option<(String, TestStatus)> {
+    let line = strip_ansi(line);
+    let t = line.trim();
+    if let Some(rest) = t.strip_prefix("test ")
+        && let Some((name, outcome)) = rest.rsplit_once(" ... ")
+    {
+        let status = match outcome.trim() {
+            "ok" => TestStatus::Passed,
+            "FAILED" => TestStatus::Failed,
+            "ignored" => TestStatus::Skipped,
+            _ => return None,
+        };
+        return Some((one_line(name), status));
+    }
+    let words: Vec<&str> = t.split_whitespace().collect();
+    let pytest_status = |w: &str| match w {
+        "PASSED" | "XPASS" => Some(TestStatus::Passed),
+        "FAILED" | "ERROR" => Some(TestStatus::Failed),
+        "SKIPPED" | "XFAIL" => Some(TestStatus::Skipped),
+        _ => None,
+    };
+    if let [first, second, ..] = words.as_slice() {
+        if first.contains("::")
+            && let Some(status) = pytest_status(second)
+        {
+            return Some((one_line(first), status));
+        }
+        if second.contains("::")
+            && let Some(status) = pytest_status(first)
+        {
+            return Some((one_line(second), status));
+        }
+    }
+    for (mark, status) in [
+        ("✓ ", TestStatus::Passed),
+        ("✔ ", TestStatus::Passed),
+        ("✕ ", TestStatus::Failed),
+        ("✖ ", TestStatus::Failed),
+        ("× ", TestStatus::Failed),
+    ] {
+        if let Some(name) = t.strip_prefix(mark) {
+            return Some((one_line(without_duration(name)), status)).filter(|(n, _)| !n.is_empty());
+        }
+    }
+    for (prefix, status) in [
+        ("--- PASS: ", TestStatus::Passed),
+        ("--- FAIL: ", TestStatus::Failed),
+        ("--- SKIP: ", TestStatus::Skipped),
+    ] {
+        if let Some(name) = t.strip_prefix(prefix) {
+            return Some((one_line(without_duration(name)), status));
+        }
+    }
+    for (prefix, status) in [("not ok ", TestStatus::Failed), ("ok ", TestStatus::Passed)] {
+        if let Some(rest) = t.strip_prefix(prefix)
+            && let Some((number, name)) = rest.split_once(" - ")
+            && number.chars().all(|c| c.is_ascii_digit())
+        {
+            let name = name.split(" # ").next().unwrap_or(name);
+            return Some((one_line(name), status));
+        }
+    }
+    None
+}
+
+/// `name (12 ms)` → `name`.
+fn without_duration(name: &str) -> &str {
+    match name.rsplit_once(" (") {
+        Some((head, tail))
+            if tail.ends_with(')') && tail.starts_with(|c: char| c.is_ascii_digit()) =>
+        {
+            head.trim()
+        }
+        _ => name.trim(),
+    }
+}
+
+/// Words that may precede a definition keyword.
+const MODIFIERS: [&str; 14] = [
+    "pub",
+    "pub(crate)",
+    "pub(super)",
+    "export",
+    "default",
+    "async",
+    "static",
+    "public",
+    "private",
+    "protected",
+    "abstract",
+    "unsafe",
+    "override",
+    "readonly",
+];
+/// Definition keywords, as written in the source.
+const KEYWORDS: [&str; 9] = [
+    "fn",
+    "def",
+    "class",
+    "struct",
+    "enum",
+    "trait",
+    "interface",
+    "function",
+    "type",
+];
+/// Words that look like a method header but are control flow.
+const NOT_METHODS: [&str; 8] = [
+    "if", "for", "while", "switch", "catch", "return", "match", "else",
+];
+
+fn ident_prefix(text: &str) -> &str {
+    let end = text
+        .char_indices()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+        .map_or(text.len(), |(i, _)| i);
+    &text[..end]
+}
+
+/// The symbol a source line defines: `fn parse`, `class Parser`, `def load`, or a method
+/// header `render(width: number): string[] {` as `method render`.
+pub fn symbol_definition(line: &str) -> Option<String> {
+    let mut rest = line.trim();
+    loop {
+        let word = rest.split_whitespace().next()?;
+        if MODIFIERS.contains(&word) {
+            rest = rest[word.len()..].trim_start();
+        } else {
+            break;
+        }
+    }
+    let word = rest.split_whitespace().next()?;
+    if KEYWORDS.contains(&word) {
+        let after = rest[word.len()..].trim_start();
+        let name = ident_prefix(after);
+        let valid = name.chars().next().is_some_and(|c| !c.is_ascii_digit());
+        return valid.then(|| format!("{word} {name}"));
+    }
+    let name = ident_prefix(rest);
+    let is_method = !name.is_empty()
+        && !NOT_METHODS.contains(&name)
+        && name.chars().next().is_some_and(|c| !c.is_ascii_digit())
+        && rest[name.len()..].starts_with('(')
+        && rest.ends_with('{')
+        // `setTimeout(() => {` and `describe("x", () => {` call; they do not define.
+        && !rest.contains("=>")
+        && !rest[name.len() + 1..].starts_with(['"', '\'', '`']);
+    is_method.then(|| format!("method {name}"))
+}
+
+/// The symbols defined in written text, first ones first, at most [`SYMBOLS_PER_EDIT`].
+pub fn symbol_definitions(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    for symbol in text.lines().filter_map(symbol_definition) {
+        if !found.contains(&symbol) {
+            found.push(symbol);
+            if found.len() == SYMBOLS_PER_EDIT {
+                break;
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_in_the_shapes_agents_report_them() {
+        assert_eq!(exit_code("out\n\nCommand exited with code 2"), Some(2));
+        assert_eq!(
+            exit_code("[The command completed with exit code 0.]"),
+            Some(0)
+        );
+        assert_eq!(exit_code("Exit code: 101\n"), Some(101));
+        assert_eq!(exit_code("just output"), None);
+        assert_eq!(exit_code("exit code unknown"), None);
+    }
+
+    #[test]
+    fn error_lines_of_several_languages() {
+        let out = "Compiling x\nerror[E0308]: mismatched types\n  --> src/a.rs:3:5\nTraceback (most recent call last):\n  File \"a.py\", line 1\nTypeError: unsupported operand\nsrc/x.ts(28,2): error TS2739: Type is missing\nAssertionError\nnot an error: here\nthread 'main' panicked at src/main.rs:2:5:";
+        assert_eq!(
+            error_lines(out),
+            [
+                "error[E0308]: mismatched types",
+                "TypeError: unsupported operand",
+                "src/x.ts(28,2): error TS2739: Type is missing",
+                "AssertionError",
+                "thread 'main' panicked at src/main.rs:2:5:",
+            ]
+        );
+        assert_eq!(error_line("    raise ValueError(\"bad\")"), None);
+    }
+
+    #[test]
+    fn test_outcomes_of_several_runners() {
+        let cases = [
+            (
+                "test parser::tests::eof ... ok",
+                "parser::tests::eof",
+                TestStatus::Passed,
+            ),
+            ("test a::b ... FAILED", "a::b", TestStatus::Failed),
+            (
+                "tests/test_x.py::test_y PASSED  [ 50%]",
+                "tests/test_x.py::test_y",
+                TestStatus::Passed,
+            ),
+            (
+                "FAILED tests/test_x.py::test_z - AssertionError",
+                "tests/test_x.py::test_z",
+                TestStatus::Failed,
+            ),
+            (
+                "  ✓ renders the logo (3 ms)",
+                "renders the logo",
+                TestStatus::Passed,
+            ),
+            (
+                "  ✕ wraps long lines",
+                "wraps long lines",
+                TestStatus::Failed,
+            ),
+            (
+                "not ok 2 - truncates text",
+                "truncates text",
+                TestStatus::Failed,
+            ),
+            (
+                "--- FAIL: TestParse (0.00s)",
+                "TestParse",
+                TestStatus::Failed,
+            ),
+        ];
+        for (line, name, status) in cases {
+            assert_eq!(
+                test_outcome(line),
+                Some((name.to_string(), status)),
+                "{line}"
+            );
+        }
+        assert_eq!(test_outcome("running 3 tests"), None);
+    }
+
+    #[test]
+    fn symbol_definitions_in_written_code() {
+        let code = "pub(crate) fn parse_header(x: &str) {\n}\nclass Parser:\n    def load(self):\nexport default function render() {\n\trender(width: number): string[] {\n\tif (x) {\n  setTimeout(() => {\n  describe(\"wraps\", () => {\nstruct Point { x: i32 }\nlet x = 3;";
+        assert_eq!(
+            symbol_definitions(code),
+            [
+                "fn parse_header",
+                "class Parser",
+                "def load",
+                "function render",
+                "method render",
+                "struct Point"
+            ]
+        );
+    }
+}
