@@ -4,6 +4,7 @@
 //! content, which the agent can read again if it needs it. Facts come from the ledger, so a stub
 //! never depends on parsing a tool's output format.
 
+use crate::artifacts::{error_kind, error_lines, exit_code};
 use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
 
 /// Every stub starts with this, which is also how an already-masked result is recognised.
@@ -49,9 +50,25 @@ pub fn stub_text(
         let n = line_count(output);
         let unit = if n == 1 { "line" } else { "lines" };
         let mut stub = format!("{STUB_PREFIX} {tool} returned {n} {unit}");
-        // An error is the one fact about a generic output the agent most needs to keep.
+        if let Some(code) = exit_code(output) {
+            stub.push_str(&format!(", exit code {code}"));
+        }
+        // An error is the one fact about a generic output the agent most needs to keep: the
+        // first error line, and the kind of every other error (a compiler's later errors are
+        // often of kinds the first does not show).
         if let Some(error) = first_error_line(output) {
             stub.push_str(&format!("; first error: {error}"));
+            let first_kind = error_kind(&error);
+            let mut others: Vec<String> = Vec::new();
+            for kind in error_lines(output).iter().map(|e| error_kind(e)) {
+                if kind != first_kind && !others.contains(&kind) && others.len() < OTHER_ERROR_KINDS
+                {
+                    others.push(kind);
+                }
+            }
+            if !others.is_empty() {
+                stub.push_str(&format!("; also: {}", others.join(", ")));
+            }
         }
         lines.push(stub);
     }
@@ -100,6 +117,8 @@ const ERROR_WORDS: [&str; 6] = [
     "panicked",
     "fatal",
 ];
+/// Kinds of errors besides the first that a stub names.
+const OTHER_ERROR_KINDS: usize = 8;
 /// Characters of an error line a stub keeps.
 const ERROR_LINE_CHARS: usize = 120;
 
@@ -129,6 +148,18 @@ pub fn is_stub(text: &str) -> bool {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_generic_stub_keeps_the_exit_code_the_first_error_and_the_other_error_kinds() {
+        let output = "src/a.ts(1,1): error TS2339: no p\nsrc/b.ts(2,2): error TS2339: no q\n\
+                      src/c.ts(3,3): error TS2551: did you mean\nCommand exited with code 2";
+        let stub = stub_text(Some("bash"), "c1", output, &FileLedger::new());
+        assert_eq!(
+            stub,
+            "[compressed] bash returned 4 lines, exit code 2; first error: \
+             src/a.ts(1,1): error TS2339: no p; also: error TS2551"
+        );
+    }
 
     #[test]
     fn modified_stub_names_line_range() {

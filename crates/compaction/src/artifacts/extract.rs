@@ -7,6 +7,7 @@ use troupe_runtime::{ChatMessage, Role};
 use troupe_tools::FileAccess;
 
 use super::ledger::ArtifactLedger;
+use super::names::names_in_prose;
 use super::scan::{error_lines, exit_code, one_line, symbol_definitions, test_outcome};
 use crate::transcript::file_access_for_call;
 
@@ -60,10 +61,12 @@ fn shell_command(arguments: &Value) -> Option<String> {
 impl ArtifactLedger {
     /// The artifacts of `messages`' tool calls and results, in the order they happened.
     ///
-    /// Only tool-call arguments and tool results are read: a shell call's command and the exit
-    /// code its result reports; error lines and test outcomes from every result except file
-    /// reads (a file's source text is not an error seen); symbols from the text an edit or
-    /// write put into a file. Assistant and user prose is never looked at.
+    /// Statuses come only from tool-call arguments and tool results: a shell call's command and
+    /// the exit code its result reports; error lines and test outcomes from every result except
+    /// file reads (a file's source text is not an error seen); symbols from the text an edit or
+    /// write put into a file. The agent's own prose gives only `named`: the backticked
+    /// identifiers and file paths it wrote, quoted, with no claim attached. User prose is never
+    /// looked at.
     pub fn from_messages<'a>(messages: impl IntoIterator<Item = &'a ChatMessage>) -> Self {
         let mut ledger = ArtifactLedger::default();
         // call id → (tool name, parsed arguments), filled as calls appear.
@@ -74,6 +77,11 @@ impl ArtifactLedger {
                     serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
                 ledger.record_call(&call.function.name, &arguments);
                 calls.insert(call.id.as_str(), (call.function.name.as_str(), arguments));
+            }
+            if message.role == Role::Assistant {
+                for name in names_in_prose(&message.text()) {
+                    ledger.named.record(name, ());
+                }
             }
             if message.role != Role::Tool {
                 continue;

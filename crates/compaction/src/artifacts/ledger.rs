@@ -100,6 +100,10 @@ pub struct ArtifactLedger {
     pub tests: Recent<TestStatus>,
     /// Symbols defined or edited (`fn parse`, `class Parser`), with the file when known.
     pub symbols: Recent<Option<String>>,
+    /// Names the agent itself wrote in its messages — backticked identifiers and file paths —
+    /// quoted as written, with no claim attached (what an engineer would search for later).
+    #[serde(default)]
+    pub named: Recent<()>,
 }
 
 impl ArtifactLedger {
@@ -109,6 +113,7 @@ impl ArtifactLedger {
             && self.errors.is_empty()
             && self.tests.is_empty()
             && self.symbols.is_empty()
+            && self.named.is_empty()
     }
 
     /// Add what `newer` recorded (it happened after everything here): a union in which the
@@ -118,6 +123,7 @@ impl ArtifactLedger {
         self.errors.merge(&newer.errors);
         self.tests.merge(&newer.tests);
         self.symbols.merge(&newer.symbols);
+        self.named.merge(&newer.named);
     }
 
     /// The names an engineer would search for afterwards: each command, error line and test
@@ -132,6 +138,7 @@ impl ArtifactLedger {
                 .oldest_first()
                 .map(|(k, _)| k.rsplit(' ').next().unwrap_or(k).to_string()),
         );
+        names.extend(self.named.oldest_first().map(|(k, _)| k.to_string()));
         names
     }
 }

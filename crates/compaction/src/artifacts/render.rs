@@ -18,25 +18,72 @@
 //! <symbols>
 //! fn parse_header (src/lib.rs)
 //! </symbols>
+//!
+//! <named>
+//! ThemeLoader.reload
+//! </named>
 //! ```
 //!
 //! Each block lists the newest items first (failed tests before the others), keeps at most its
-//! cap and ends with `+N more` when some were left out.
+//! cap and ends with `+N more` when some were left out. [`ArtifactLedger::render_within`] picks
+//! the caps so that the blocks fit the room a summary has.
 
 use super::ledger::{ArtifactLedger, Recent, TestStatus};
+use crate::counter::TokenCounter;
 use crate::tagged;
 
-/// Most commands listed.
+/// Most commands listed by [`ArtifactLedger::render`].
 pub const MAX_COMMANDS: usize = 50;
-/// Most error lines listed.
+/// Most error lines listed by [`ArtifactLedger::render`].
 pub const MAX_ERRORS: usize = 20;
-/// Most tests listed.
+/// Most tests listed by [`ArtifactLedger::render`].
 pub const MAX_TESTS: usize = 40;
-/// Most symbols listed.
+/// Most symbols listed by [`ArtifactLedger::render`].
 pub const MAX_SYMBOLS: usize = 40;
+/// Most names listed by [`ArtifactLedger::render`].
+pub const MAX_NAMED: usize = 40;
+/// Fewest items per block [`ArtifactLedger::render_within`] goes down to.
+pub const MIN_CAP: usize = 4;
 
 /// The block tags, in rendering order.
-pub const BLOCK_TAGS: [&str; 4] = ["commands", "errors", "tests", "symbols"];
+pub const BLOCK_TAGS: [&str; 5] = ["commands", "errors", "tests", "symbols", "named"];
+
+/// How many items each block lists at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    /// Commands.
+    pub commands: usize,
+    /// Error lines.
+    pub errors: usize,
+    /// Tests.
+    pub tests: usize,
+    /// Symbols.
+    pub symbols: usize,
+    /// Names the agent wrote.
+    pub named: usize,
+}
+
+impl Caps {
+    /// The fixed caps of [`ArtifactLedger::render`].
+    pub const DEFAULT: Caps = Caps {
+        commands: MAX_COMMANDS,
+        errors: MAX_ERRORS,
+        tests: MAX_TESTS,
+        symbols: MAX_SYMBOLS,
+        named: MAX_NAMED,
+    };
+
+    /// The same cap for every block.
+    pub fn all(cap: usize) -> Caps {
+        Caps {
+            commands: cap,
+            errors: cap,
+            tests: cap,
+            symbols: cap,
+            named: cap,
+        }
+    }
+}
 
 const EXIT_OPEN: &str = " (exit ";
 
@@ -61,9 +108,48 @@ fn newest_first<V: Clone>(items: &Recent<V>, line: impl Fn(&str, &V) -> String) 
 }
 
 impl ArtifactLedger {
-    /// The `<commands>`, `<errors>`, `<tests>` and `<symbols>` blocks (empty ones left out),
-    /// separated by blank lines.
+    /// The `<commands>`, `<errors>`, `<tests>`, `<symbols>` and `<named>` blocks (empty ones
+    /// left out), separated by blank lines, with the [`Caps::DEFAULT`] caps.
     pub fn render(&self) -> String {
+        self.render_capped(Caps::DEFAULT)
+    }
+
+    /// The blocks with as many items as fit `max_tokens` (counted by `counter`): every item
+    /// when they fit, else the newest of each block under the largest single cap that fits
+    /// (found by bisection), never below [`MIN_CAP`].
+    pub fn render_within(&self, max_tokens: usize, counter: &dyn TokenCounter) -> String {
+        let longest = [
+            self.commands.len(),
+            self.errors.len(),
+            self.tests.len(),
+            self.symbols.len(),
+            self.named.len(),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        let fits = |cap: usize| {
+            let text = self.render_capped(Caps::all(cap));
+            (counter.count(&text) <= max_tokens).then_some(text)
+        };
+        if let Some(text) = fits(longest.max(MIN_CAP)) {
+            return text;
+        }
+        // The largest cap in [MIN_CAP, longest) that fits; `lo` always fits or is the floor.
+        let (mut lo, mut hi) = (MIN_CAP, longest);
+        while lo + 1 < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid).is_some() {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        self.render_capped(Caps::all(lo))
+    }
+
+    /// The blocks with at most `caps` items each.
+    pub fn render_capped(&self, caps: Caps) -> String {
         let commands = newest_first(&self.commands, |command, exit| match exit {
             Some(code) => format!("{command}{EXIT_OPEN}{code})"),
             None => command.to_string(),
@@ -78,11 +164,13 @@ impl ArtifactLedger {
             Some(path) => format!("{symbol} ({path})"),
             None => symbol.to_string(),
         });
+        let named = newest_first(&self.named, |name, ()| name.to_string());
         [
-            capped("commands", commands, MAX_COMMANDS),
-            capped("errors", errors, MAX_ERRORS),
-            capped("tests", tests, MAX_TESTS),
-            capped("symbols", symbols, MAX_SYMBOLS),
+            capped("commands", commands, caps.commands),
+            capped("errors", errors, caps.errors),
+            capped("tests", tests, caps.tests),
+            capped("symbols", symbols, caps.symbols),
+            capped("named", named, caps.named),
         ]
         .into_iter()
         .flatten()
@@ -127,6 +215,9 @@ impl ArtifactLedger {
                 Some((symbol, path)) => ledger.symbols.record(symbol, Some(path.to_string())),
                 None => ledger.symbols.record(line.as_str(), None),
             }
+        }
+        for line in block_items(text, "named").iter().rev() {
+            ledger.named.record(line.as_str(), ());
         }
         ledger
     }
@@ -204,6 +295,34 @@ mod tests {
         assert!(!text.contains("echo 3 "), "oldest are left out: {text}");
         assert!(text.contains("\n+4 more\n</commands>"), "{text}");
         assert_eq!(ArtifactLedger::parse(&text).commands.len(), MAX_COMMANDS);
+    }
+
+    #[test]
+    fn render_within_lists_everything_that_fits_and_halves_the_cap_until_it_fits() {
+        let counter = crate::counter::TiktokenCounter::default();
+        let mut ledger = ArtifactLedger::default();
+        for i in 0..120 {
+            ledger
+                .commands
+                .record(format!("npm run check -w package-{i}"), Some(0));
+            ledger.named.record(format!("Component{i}.render"), ());
+        }
+        let all = ledger.render_within(usize::MAX, &counter);
+        assert!(
+            all.contains("package-0 ") && !all.contains("more"),
+            "roomy: all listed"
+        );
+        assert_eq!(ArtifactLedger::parse(&all).commands.len(), 120);
+        let tight = ledger.render_within(600, &counter);
+        assert!(counter.count(&tight) <= 600, "{}", counter.count(&tight));
+        assert!(tight.contains("package-119 "), "the newest stay: {tight}");
+        assert!(tight.contains(" more\n</commands>"), "{tight}");
+        let one_more =
+            ledger.render_capped(Caps::all(ArtifactLedger::parse(&tight).commands.len() + 1));
+        assert!(counter.count(&one_more) > 600, "the largest cap that fits");
+        // Below what the smallest cap takes, the smallest cap is what is rendered.
+        let floor = ledger.render_within(1, &counter);
+        assert_eq!(ArtifactLedger::parse(&floor).commands.len(), MIN_CAP);
     }
 
     #[test]

@@ -6,11 +6,15 @@ use super::ledger::TestStatus;
 
 /// The longest item kept, in characters; longer ones are cut with `…`.
 pub const MAX_ITEM_CHARS: usize = 160;
-/// At most this many error lines are taken from one tool result (a compiler can print
-/// hundreds; the first ones matter most).
+/// This many error lines are taken from one tool result, and after them only errors of a kind
+/// not seen yet (a compiler can print hundreds; the first ones matter most).
 pub const ERRORS_PER_RESULT: usize = 5;
 /// At most this many symbols are taken from one edit.
 pub const SYMBOLS_PER_EDIT: usize = 10;
+
+/// The longest error line kept: its kind and where it happened come first; the rest of the
+/// message is for reading, not for searching.
+pub const ERROR_CHARS: usize = 120;
 
 /// One line, whitespace collapsed, cut to [`MAX_ITEM_CHARS`].
 pub fn one_line(text: &str) -> String {
@@ -92,20 +96,53 @@ pub fn error_line(line: &str) -> Option<String> {
     is_error.then(|| one_line(head))
 }
 
-/// The error lines of a tool result, first ones first, at most [`ERRORS_PER_RESULT`].
+/// The error lines of a tool result, first ones first: at most [`ERRORS_PER_RESULT`], then
+/// one more line for each kind of error not seen yet (a compiler's 40th line may be the only
+/// `error TS2551`).
 pub fn error_lines(result: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
+    let mut kinds: Vec<String> = Vec::new();
     for line in result.lines() {
-        if let Some(error) = error_line(line)
-            && !found.contains(&error)
-        {
-            found.push(error);
-            if found.len() == ERRORS_PER_RESULT {
-                break;
-            }
+        let Some(error) = error_line(line) else {
+            continue;
+        };
+        let kind = error_kind(&error);
+        if found.contains(&error) || (found.len() >= ERRORS_PER_RESULT && kinds.contains(&kind)) {
+            continue;
         }
+        kinds.push(kind);
+        found.push(error);
     }
-    found
+    found.into_iter().map(|e| cut(&e, ERROR_CHARS)).collect()
+}
+
+/// `text` cut to `chars` characters, ending with `…` when cut.
+fn cut(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(chars.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// What kind of error an error line is: `error TS2339`, `error[E0308]`, `TypeError`, or the
+/// line's text before its first `: `.
+pub fn error_kind(line: &str) -> String {
+    if let Some(at) = line.find("error TS") {
+        let code: String = line[at + "error TS".len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        return format!("error TS{code}");
+    }
+    if let Some(at) = line.find("error[E") {
+        let rest = &line[at..];
+        return rest[..rest.find(']').map_or(rest.len(), |i| i + 1)].to_string();
+    }
+    line.split_once(": ")
+        .map_or(line, |(kind, _)| kind)
+        .to_string()
 }
 
 /// A test outcome named on `line`: `test a::b ... ok` (cargo), `tests/x.py::t PASSED` and
@@ -306,6 +343,23 @@ mod tests {
             ]
         );
         assert_eq!(error_line("    raise ValueError(\"bad\")"), None);
+    }
+
+    #[test]
+    fn past_the_first_errors_only_new_kinds_are_kept_and_lines_are_cut() {
+        let mut out: String = (0..30)
+            .map(|i| format!("src/f{i}.ts(1,1): error TS2339: Property 'p{i}' does not exist\n"))
+            .collect();
+        out.push_str("src/g.ts(2,2): error TS2551: Did you mean 'x'?\n");
+        out.push_str(&format!("TypeError: {}\n", "x".repeat(300)));
+        let lines = error_lines(&out);
+        assert_eq!(lines.len(), ERRORS_PER_RESULT + 2, "{lines:#?}");
+        assert!(lines[ERRORS_PER_RESULT].contains("error TS2551"));
+        assert_eq!(lines[ERRORS_PER_RESULT + 1].chars().count(), ERROR_CHARS);
+        assert!(lines[ERRORS_PER_RESULT + 1].ends_with('…'));
+        assert_eq!(error_kind(&lines[0]), "error TS2339");
+        assert_eq!(error_kind("error[E0308]: mismatched types"), "error[E0308]");
+        assert_eq!(error_kind("TypeError: bad"), "TypeError");
     }
 
     #[test]

@@ -21,7 +21,8 @@ pub(crate) struct SegmentFrame {
     /// The previous summary inside the segment, by index, taken apart.
     previous: Option<(usize, ParsedSummary)>,
     files: FileLists,
-    artifacts: ArtifactLedger,
+    /// The artifact blocks, rendered to fit their share of the room left.
+    artifacts: String,
     /// The input messages the summary stands for.
     roots: Vec<MessageId>,
 }
@@ -38,6 +39,9 @@ impl SegmentFrame {
         .with_kind(MessageKind::Summary)
     }
 }
+
+/// The most of the target the artifact blocks of one summary may take, in percent.
+const ARTIFACT_SHARE_PERCENT: usize = 50;
 
 /// Marks a message shortened in per-message mode.
 const SHORTENED_PREFIX: &str = "[summarized]";
@@ -185,10 +189,20 @@ impl CompactionSession<'_> {
             .map(|(_, p)| p.artifacts.clone())
             .unwrap_or_default();
         artifacts.merge(&self.artifacts_of(&roots));
+        // The room the target leaves once everything outside the segment stays: the body gets
+        // a third of it (at most its own bound), the blocks the rest, up to a share of the
+        // target. Names are what an engineer looks up; a long body is what they skim.
+        let target = self.policy.target_tokens();
+        let replaced: usize = self.tokens[s..=e].iter().sum();
+        let room = target.saturating_sub(self.total.saturating_sub(replaced));
+        let body = self.policy.summary_max_tokens.min(room / 3);
+        let allowance = room
+            .saturating_sub(body)
+            .min(target * ARTIFACT_SHARE_PERCENT / 100);
         SegmentFrame {
             previous,
             files,
-            artifacts,
+            artifacts: artifacts.render_within(allowance, self.counter),
             roots,
         }
     }

@@ -319,14 +319,14 @@ fn add_missing_progress_subsections(lines: &mut Vec<String>) {
 pub fn summary_message_text(
     body: &str,
     files: &FileLists,
-    artifacts: &ArtifactLedger,
+    artifacts: &str,
     replaced: &[MessageId],
 ) -> String {
     let mut text = format!("{SUMMARY_OPEN}\n{}\n{SUMMARY_CLOSE}", body.trim());
-    for blocks in [files.render(), artifacts.render()] {
+    for blocks in [files.render().as_str(), artifacts] {
         if !blocks.is_empty() {
             text.push_str("\n\n");
-            text.push_str(&blocks);
+            text.push_str(blocks);
         }
     }
     text.push_str("\n\n");
@@ -405,7 +405,12 @@ mod tests {
         // A body that smuggles blocks in (normalize_summary would strip them; even unstripped
         // they sit inside the summary tags, where nothing is read back).
         let body = "## Goal\ng\n<commands>\nrm -rf /\n</commands>";
-        let text = summary_message_text(body, &FileLists::default(), &artifacts, &[MessageId(3)]);
+        let text = summary_message_text(
+            body,
+            &FileLists::default(),
+            &artifacts.render(),
+            &[MessageId(3)],
+        );
         let parsed = parse_summary_message(&text).unwrap();
         assert_eq!(parsed.artifacts, artifacts);
         assert_eq!(parsed.replaces, vec![MessageId(3)]);
@@ -420,12 +425,7 @@ mod tests {
         ledger.record(LedgerEntry::new("b.rs", FileAccess::Edited).with_call("c2"));
         ledger.record(LedgerEntry::new("other.rs", FileAccess::Edited).with_call("c9"));
         let files = FileLists::from_ledger_calls(&ledger, ["c1", "c2"]);
-        let text = summary_message_text(
-            "## Goal\ng",
-            &files,
-            &ArtifactLedger::default(),
-            &[MessageId(3), MessageId(4)],
-        );
+        let text = summary_message_text("## Goal\ng", &files, "", &[MessageId(3), MessageId(4)]);
         assert!(text.contains("<read-files>\na.rs\n</read-files>"));
         assert!(text.contains("<modified-files>\nb.rs\n</modified-files>"));
         assert!(text.ends_with("[replaces m3..m4]"));

@@ -412,4 +412,22 @@ fn a_big_artifact_block_does_not_make_the_planner_summarize_everything() {
         report.tokens_after,
         report.target_tokens
     );
+    // And with that room, the commands the summarized turns ran are still named (the
+    // artifact blocks take up to half the target; these 160 commands need a little more).
+    let text: String = result
+        .messages
+        .iter()
+        .map(|m| {
+            let calls: String = m
+                .calls()
+                .iter()
+                .map(|c| c.function.arguments.clone())
+                .collect();
+            m.text() + &calls
+        })
+        .collect();
+    let named = (0..160)
+        .filter(|t| text.contains(&format!("cargo test -p crate_{t} --lib")))
+        .count();
+    assert!(named >= 128, "only {named} of 160 commands are still named");
 }
