@@ -11,24 +11,25 @@
 //! cargo run --release --example eval -- --corpus DIR --windows 16000,32000 --only swe-
 //! ```
 //!
-//! The replay is the loop of `troupe::transcript_ops::replay_transcript` (what `troupe replay`
-//! runs): feed the transcript message by message; before every assistant message, when the
-//! live conversation is at or over the trigger, run an automatic compaction (with the thrash
-//! guard) and apply it. It is repeated here rather than called because the evaluation needs what
-//! that function's report does not carry: the final conversation (to check that every file path
-//! is still named), the summarizer's token usage per compaction, and the messages tier 3
-//! replaced. For `--model none` each replay is cross-checked against `replay_transcript` (same
-//! compactions, same final token count) and the row says so.
+//! The replay is `troupe::transcript_ops::replay_transcript` itself (what `troupe replay` runs),
+//! each with a compression agent of its own: feed the transcript message by message; before
+//! every assistant message, when the live conversation is at or over the trigger, send an
+//! automatic compaction job to the compression agent (which applies the thrash guard) and apply
+//! its result. What the replay's report does not carry — the summarizer's token usage per
+//! compaction, the conversation each compaction was given (for the tier-3 measure), model time,
+//! the final conversation (to check that every file path is still named) — the example takes
+//! from the replay's `ReplayObserver`.
 //!
 //! Columns: compactions run (and automatic triggers the thrash guard skipped); tokens of the
 //! live conversation at its peak and at the end, and of the uncompacted transcript; summarizer
 //! calls and input/output tokens; "tier-3 removed": the tokens of the messages that summaries
 //! replaced, counted as they stood after tiers 1–2 (a tiers-1–2-only pass over the same input),
 //! and the summarizer input over it (goal ≤ 1.2); median milliseconds per compaction excluding
-//! model time (the summarizer is wrapped and its time subtracted; the mechanical summarizer
-//! counts as compaction work); invariant failures (an independent `validate` of every
-//! compaction; must be 0); file paths from `ledger_from_transcript` still named somewhere in
-//! the final conversation (must be all).
+//! model time (the job's round trip to the compression agent, less the time inside its model —
+//! tool loop and summaries alike — measured by wrapping the model the agent is started with; the
+//! mechanical summarizer counts as compaction work); model seconds; invariant failures (an
+//! independent `validate` of every compaction; must be 0); file paths from
+//! `ledger_from_transcript` still named somewhere in the final conversation (must be all).
 //!
 //! `--mode recall` (or `both`) measures artifact recall instead of (or besides) replaying: one
 //! manual compaction of the whole transcript per window, as `troupe compact` runs it (the
@@ -52,18 +53,19 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use clap::Parser;
-use troupe::agents::compression::ModelSummarizer;
 use troupe::agents::model::LocalModel;
 use troupe::compaction::{
-    BudgetPolicy, CompactOptions, CompactTrigger, MechanicalSummarizer, ProtectedSet, Summarizer,
-    SummarizerError, SummaryPrompt, ThrashGuard, TiktokenCounter, TokenCache, TokenCounter,
-    compact, ledger_from_transcript, validate,
+    BudgetPolicy, CompactOptions, ProtectedSet, TiktokenCounter, TokenCounter, compact,
+    ledger_from_transcript,
 };
-use troupe::runtime::{ChatMessage, ChatModel, Conversation, MessageId, Role};
+use troupe::runtime::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, Conversation, MessageId, ModelError,
+    ModelInfo,
+};
 use troupe::transcript_file::TranscriptFile;
 use troupe::transcript_ops::{
-    ArtifactCategory, CompactRequest, Compressor, RecallReport, TranscriptOpError, artifact_recall,
-    compact_transcript, replay_transcript,
+    ArtifactCategory, CompactRequest, Compressor, RecallReport, ReplayObserver, ReplayedCompaction,
+    TranscriptOpError, artifact_recall, compact_transcript, replay_transcript,
 };
 
 #[derive(Parser, Debug)]
@@ -233,38 +235,23 @@ fn recall_tables(rows: &[RecallRow], list_missing: bool) -> String {
     md
 }
 
-/// A summarizer wrapper that measures the time spent inside the wrapped summarizer.
-struct Timed<'a> {
-    inner: &'a dyn Summarizer,
-    nanos: AtomicU64,
-}
-
-impl<'a> Timed<'a> {
-    fn new(inner: &'a dyn Summarizer) -> Self {
-        Timed {
-            inner,
-            nanos: AtomicU64::new(0),
-        }
-    }
-
-    fn take(&self) -> Duration {
-        Duration::from_nanos(self.nanos.swap(0, Ordering::Relaxed))
-    }
+/// A chat model that adds the time spent in its calls to a clock the replay's observer reads
+/// (and resets) at every compaction: the compression agent's model time, tool loop and summaries
+/// together.
+struct TimedModel {
+    inner: Arc<dyn ChatModel>,
+    nanos: Arc<AtomicU64>,
 }
 
 #[async_trait]
-impl Summarizer for Timed<'_> {
-    fn context_window(&self) -> usize {
-        self.inner.context_window()
+impl ChatModel for TimedModel {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
     }
 
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError> {
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let started = Instant::now();
-        let out = self.inner.summarize(prompt).await;
+        let out = self.inner.chat(request).await;
         let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.nanos.fetch_add(nanos, Ordering::Relaxed);
         out
@@ -291,7 +278,6 @@ struct Row {
     tier3_removed: usize,
     ms_excl_model: Vec<f64>,
     model_ms: f64,
-    fallbacks: usize,
     /// Local-model summaries replaced by the mechanical one.
     stand_ins: usize,
     not_reached: usize,
@@ -299,7 +285,6 @@ struct Row {
     paths_named: usize,
     paths_total: usize,
     missing_paths: Vec<String>,
-    cross_check: Option<bool>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -327,7 +312,9 @@ fn haystack(messages: &[ChatMessage]) -> String {
 }
 
 /// Tokens of the messages tier 3 replaced: those present after a tiers-1–2-only pass over
-/// `conversation` but gone from `result`, counted as they stand after tiers 1–2.
+/// `conversation` but gone from `result`, counted as they stand after tiers 1–2. The pass is a
+/// measuring stick, not a replay: it calls `compact` with no summarizer on the conversation the
+/// compression agent was given.
 async fn tier3_removed(
     conversation: &Conversation,
     result: &[ChatMessage],
@@ -356,108 +343,116 @@ async fn tier3_removed(
         .sum())
 }
 
-async fn replay(
-    name: &str,
-    input: &TranscriptFile,
-    window: usize,
-    model: &str,
-    summarizer: &dyn Summarizer,
-    counter: &TiktokenCounter,
-) -> anyhow::Result<Row> {
-    let policy = BudgetPolicy::for_window(window);
-    policy.validate()?;
-    let timed = Timed::new(summarizer);
-    let cache = TokenCache::new();
-    let mut conversation = Conversation::new();
-    let mut guard = ThrashGuard::new();
-    let mut row = Row {
-        transcript: name.to_string(),
-        window,
-        model: model.to_string(),
-        messages: input.messages.len(),
-        ..Row::default()
-    };
-    let messages = &input.messages;
-    for (i, message) in messages.iter().enumerate() {
-        conversation.push(message.clone());
-        let tokens = cache.count_messages(counter, conversation.messages()).total;
-        row.peak_tokens = row.peak_tokens.max(tokens);
-        let model_turn_next = messages
-            .get(i + 1)
-            .is_some_and(|next| next.role == Role::Assistant);
-        if !model_turn_next || tokens < policy.trigger_tokens() {
-            continue;
-        }
-        let ledger = ledger_from_transcript(conversation.messages());
-        let options = CompactOptions {
-            trigger: CompactTrigger::Automatic,
-            guard: Some(guard),
-            token_cache: Some(cache.clone()),
-            ..CompactOptions::default()
-        };
-        timed.take();
-        let started = Instant::now();
-        let result = compact(
-            &conversation,
-            &ledger,
-            &policy,
-            counter,
-            Some(&timed),
-            options,
-        )
-        .await?;
-        let total = started.elapsed();
-        let model_time = timed.take();
-        guard.record(&result.report);
-        if !result.changed() {
-            row.skipped += 1;
-            continue;
-        }
-        let ok = validate(
-            conversation.messages(),
-            &result.messages,
-            &result.archive,
-            &policy,
-            counter,
-        )
-        .is_ok();
-        let report = &result.report;
+/// Whether a report's fallback is a local-model summary the mechanical one stood in for: the
+/// compression agent adds `ModelSummarizer`'s reasons, which read "summarizer model `M` gave no
+/// usable summary (…)", to the compaction's `fallbacks`.
+fn is_stand_in(fallback: &str) -> bool {
+    fallback.starts_with("summarizer model ")
+}
+
+/// What the evaluation takes from `replay_transcript` as it runs, beyond its report.
+struct Measure<'a> {
+    row: Row,
+    /// The compression agent's model time since the last compaction (zero without a model).
+    model_nanos: &'a AtomicU64,
+    /// For each compaction that summarized: the conversation it was given and what it returned,
+    /// for the tier-3 measure once the replay is done.
+    summarized: Vec<(Conversation, Vec<ChatMessage>)>,
+    final_conversation: Conversation,
+}
+
+impl ReplayObserver for Measure<'_> {
+    fn on_compaction(&mut self, event: &ReplayedCompaction<'_>) {
+        let model_time = Duration::from_nanos(self.model_nanos.swap(0, Ordering::Relaxed));
+        let report = &event.compaction.report;
+        let row = &mut self.row;
         row.compactions += 1;
-        row.invariant_failures += usize::from(!ok);
+        row.invariant_failures += usize::from(!event.row.invariants_ok);
         row.before += report.tokens_before;
         row.after += report.tokens_after;
         row.calls += report.summarizer.calls;
         row.input_tokens += report.summarizer.input_tokens;
         row.output_tokens += report.summarizer.output_tokens;
-        row.fallbacks += report.fallbacks.len();
+        row.stand_ins += report.fallbacks.iter().filter(|f| is_stand_in(f)).count();
         row.not_reached += usize::from(!report.reached);
         if report.summarizer.calls > 0 {
-            row.tier3_removed +=
-                tier3_removed(&conversation, &result.messages, &policy, counter).await?;
+            self.summarized
+                .push((event.before.clone(), event.compaction.messages.clone()));
         }
-        let excluded = if model == "none" {
-            Duration::ZERO
-        } else {
-            model_time
-        };
-        row.ms_excl_model
-            .push(total.saturating_sub(excluded).as_secs_f64() * 1000.0);
-        row.model_ms += model_time.as_secs_f64() * 1000.0;
+        let model_ms = model_time.as_secs_f64() * 1000.0;
+        row.ms_excl_model.push((event.row.ms - model_ms).max(0.0));
+        row.model_ms += model_ms;
         eprintln!(
-            "  {name} @ {window} ({model}): compaction at message {}: {} → {} tokens, {} summarizer call(s), {:.1} s in the summarizer",
-            i + 1,
+            "  {} @ {} ({}): compaction at message {}: {} → {} tokens, {} summarizer call(s), {:.1} s in the model",
+            row.transcript,
+            row.window,
+            row.model,
+            event.row.at_message,
             report.tokens_before,
             report.tokens_after,
             report.summarizer.calls,
             model_time.as_secs_f64()
         );
-        result.apply_to(&mut conversation);
     }
-    row.final_tokens = cache.count_messages(counter, conversation.messages()).total;
-    row.raw_tokens = counter.count_messages(messages);
 
-    let paths = ledger_from_transcript(messages).all_files();
-    let text = haystack(conversation.messages());
+    fn on_finish(&mut self, conversation: &Conversation) {
+        self.final_conversation = conversation.clone();
+    }
+}
+
+/// Replay `input` at `window` through a compression agent of its own (a fresh anti-thrash
+/// memory) that summarizes with `model` (`None`: the mechanical summarizer), exactly as
+/// `troupe replay` does, and measure it.
+async fn replay(
+    name: &str,
+    input: &TranscriptFile,
+    window: usize,
+    label: &str,
+    model: Option<Arc<dyn ChatModel>>,
+) -> anyhow::Result<Row> {
+    let policy = BudgetPolicy::for_window(window);
+    policy.validate()?;
+    let counter = troupe::agents::shared_counter();
+    let model_nanos = Arc::new(AtomicU64::new(0));
+    let model = model.map(|inner| {
+        Arc::new(TimedModel {
+            inner,
+            nanos: model_nanos.clone(),
+        }) as Arc<dyn ChatModel>
+    });
+    let mut measure = Measure {
+        row: Row {
+            transcript: name.to_string(),
+            window,
+            model: label.to_string(),
+            messages: input.messages.len(),
+            ..Row::default()
+        },
+        model_nanos: &model_nanos,
+        summarized: Vec::new(),
+        final_conversation: Conversation::new(),
+    };
+    let compressor = Compressor::start(model, counter.clone()).await?;
+    let report =
+        replay_transcript(input, &policy, counter.as_ref(), &compressor, &mut measure).await;
+    compressor.shutdown().await;
+    let report = report?;
+    let Measure {
+        mut row,
+        summarized,
+        final_conversation,
+        ..
+    } = measure;
+    row.raw_tokens = report.raw_tokens;
+    row.peak_tokens = report.peak_tokens;
+    row.final_tokens = report.final_tokens;
+    row.skipped = report.skipped;
+    for (before, after) in &summarized {
+        row.tier3_removed += tier3_removed(before, after, &policy, counter.as_ref()).await?;
+    }
+
+    let paths = ledger_from_transcript(&input.messages).all_files();
+    let text = haystack(final_conversation.messages());
     row.paths_total = paths.len();
     for path in paths {
         if text.contains(path.as_str()) {
@@ -465,19 +460,6 @@ async fn replay(
         } else {
             row.missing_paths.push(path);
         }
-    }
-
-    if model == "none" {
-        // `replay_transcript` compacts through a compression agent (the CLI's road).
-        let compressor = Compressor::start(None, troupe::agents::shared_counter()).await?;
-        let reference = replay_transcript(input, &policy, counter, &compressor, |_| {}).await;
-        compressor.shutdown().await;
-        let reference = reference?;
-        row.cross_check = Some(
-            reference.compactions.len() == row.compactions
-                && reference.final_tokens == row.final_tokens
-                && reference.skipped == row.skipped,
-        );
     }
     Ok(row)
 }
@@ -511,15 +493,10 @@ fn table(rows: &[Row]) -> String {
         };
         let _ = writeln!(
             md,
-            "| {} | {}k | {}{} | {} | {} ({}) | {} → {} ({}) | {} → {} | {} | {} | {} / {} | {} | {} | {} | {} | {}{} | {}/{} |",
+            "| {} | {}k | {} | {} | {} ({}) | {} → {} ({}) | {} → {} | {} | {} | {} / {} | {} | {} | {} | {} | {}{} | {}/{} |",
             r.transcript,
             r.window / 1000,
             r.model,
-            match r.cross_check {
-                Some(true) => " ✓",
-                Some(false) => " ✗",
-                None => "",
-            },
             r.messages,
             r.compactions,
             r.skipped,
@@ -594,7 +571,6 @@ async fn main() -> anyhow::Result<()> {
         anyhow::bail!("no transcripts in {}", args.corpus.display());
     }
     let counter = TiktokenCounter::default();
-    let mechanical = MechanicalSummarizer::new();
     let local_model: Option<Arc<dyn ChatModel>> = if local {
         let model = LocalModel::load_default()
             .await
@@ -603,10 +579,6 @@ async fn main() -> anyhow::Result<()> {
     } else {
         None
     };
-    let local_summarizer = local_model
-        .clone()
-        .filter(|_| run_replay)
-        .map(ModelSummarizer::new);
     let sizes: HashMap<String, usize> = inputs
         .iter()
         .map(|(n, f)| (n.clone(), counter.count_messages(&f.messages)))
@@ -653,9 +625,9 @@ async fn main() -> anyhow::Result<()> {
         for (name, input) in &inputs {
             if none {
                 eprintln!("{name} @ {window}: none");
-                rows.push(replay(name, input, window, "none", &mechanical, &counter).await?);
+                rows.push(replay(name, input, window, "none", None).await?);
             }
-            if let Some(summarizer) = &local_summarizer {
+            if let Some(model) = &local_model {
                 if args
                     .local_max_tokens
                     .is_some_and(|max| sizes.get(name).copied().unwrap_or(0) > max)
@@ -665,9 +637,7 @@ async fn main() -> anyhow::Result<()> {
                 }
                 eprintln!("{name} @ {window}: local");
                 let t = Instant::now();
-                let mut row = replay(name, input, window, "local", summarizer, &counter).await?;
-                // Answers the mechanical summary stood in for (skeleton, transcript echo, error).
-                row.stand_ins = summarizer.take_fallbacks().len();
+                let row = replay(name, input, window, "local", Some(model.clone())).await?;
                 rows.push(row);
                 eprintln!("  done in {:.1} s", t.elapsed().as_secs_f64());
                 // The local model is slow: keep each finished row, in case the run is cut short.
@@ -716,11 +686,6 @@ async fn main() -> anyhow::Result<()> {
             r.window / 1000,
             r.model,
             r.missing_paths.join(", ")
-        );
-    }
-    if rows.iter().any(|r| r.cross_check == Some(false)) {
-        md.push_str(
-            "✗: this replay differs from `replay_transcript`'s (see the example's header).\n",
         );
     }
     if run_recall {

@@ -118,10 +118,10 @@ fn print_compactions(events: &mut broadcast::Receiver<EventRecord>) -> usize {
                     finished += 1;
                     println!(
                         "  compaction finished: {} -> {} tokens (target {}): {}",
-                        report["tokens_before"],
-                        report["tokens_after"],
-                        report["target_tokens"],
-                        report["reason"].as_str().unwrap_or_default()
+                        report.tokens_before,
+                        report.tokens_after,
+                        report.target_tokens,
+                        report.reason
                     );
                 }
                 Event::CompactionFailed { reason, .. } => {

@@ -6,15 +6,20 @@
 //! - [`compaction`]: token budgets, compaction tiers, summaries, invariants, the archive;
 //! - [`agents`]: model providers, the LLM agent, the compression agent.
 //!
+//! A team with its compression agent and an agent, in one expression:
+//!
 //! ```no_run
 //! use std::sync::Arc;
-//! use troupe::{AgentSpec, Team, TeamConfig, spawn_agent};
+//! use troupe::prelude::*;
 //! use troupe::agents::model::{ScriptedModel, ScriptedReply};
 //!
 //! # async fn demo() -> anyhow::Result<()> {
-//! let team = Team::start(TeamConfig::default()).await?;
 //! let model = Arc::new(ScriptedModel::new("demo", [ScriptedReply::text("Hello!")]));
-//! spawn_agent(&team, AgentSpec::new("greeter", model)).await?;
+//! let team = Team::builder()
+//!     .compression(CompressionConfig::new(shared_counter()))
+//!     .agent(AgentSpec::new("greeter", model))
+//!     .start()
+//!     .await?;
 //! println!("{}", team.ask("greeter", "Say hello").await?);
 //! team.shutdown().await;
 //! # Ok(()) }
@@ -39,3 +44,17 @@ pub use troupe_runtime::{
     TeamConfig,
 };
 pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};
+
+/// What most programs need, in one import: a team (`Team::builder()`), agents, tools.
+pub mod prelude {
+    pub use troupe_agents::{
+        AgentSpec, CompactionSettings, CompressionConfig, TeamBuilderExt, shared_counter,
+    };
+    pub use troupe_runtime::{Event, Team, TeamConfig};
+    pub use troupe_tools::{ToolError, ToolRegistry};
+}
+
+/// The README's code blocks compile against this surface (`cargo test --doc`).
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

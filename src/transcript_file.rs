@@ -46,7 +46,7 @@ pub struct TranscriptFile {
     pub source: Option<Value>,
     /// License, kept as is.
     pub license: Option<Value>,
-    /// The messages.
+    /// The conversation, in order, in the OpenAI message shape.
     pub messages: Vec<ChatMessage>,
     /// How to write it back.
     pub layout: Layout,
@@ -58,17 +58,17 @@ pub enum TranscriptFileError {
     /// I/O.
     #[error("{path}: {cause}")]
     Io {
-        /// The file.
+        /// The transcript file's path.
         path: PathBuf,
-        /// Why.
+        /// The read or write error.
         cause: std::io::Error,
     },
     /// Not a transcript.
     #[error("{path}: {cause}")]
     Format {
-        /// The file.
+        /// The transcript file's path.
         path: PathBuf,
-        /// Why.
+        /// What about its contents is not a transcript.
         cause: troupe_compaction::TranscriptError,
     },
     /// Could not serialize.

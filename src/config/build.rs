@@ -23,7 +23,7 @@ pub enum BuildError {
     Model {
         /// The `[models]` key.
         name: String,
-        /// Why.
+        /// The provider's error, as text.
         reason: String,
     },
     /// No such model or agent in the configuration.
@@ -37,11 +37,11 @@ pub enum BuildError {
     /// A tool could not be registered.
     #[error("agent `{agent}`: tool `{tool}`: {reason}")]
     Tool {
-        /// The agent.
+        /// The `[agents]` key of the agent whose tools were being built.
         agent: String,
-        /// The tool.
+        /// The tool's name as the configuration gives it.
         tool: String,
-        /// Why.
+        /// The registry's error, as text.
         reason: String,
     },
 }

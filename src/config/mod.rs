@@ -198,9 +198,9 @@ pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read the config file {path}: {cause}")]
     Io {
-        /// The file.
+        /// The config file's path.
         path: PathBuf,
-        /// Why.
+        /// The read error.
         cause: std::io::Error,
     },
     /// Not valid TOML, an unknown key, or a value of the wrong type.

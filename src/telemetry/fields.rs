@@ -3,20 +3,21 @@
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
+use troupe_runtime::trace::semconv;
 
 use super::redact::{REDACTED, is_secret_name, redact_value};
 
 /// Attribute-name prefixes that carry message content (prompts, completions, tool arguments and
 /// results): written only when content recording is on (`TROUPE_TRACE_CONTENT=1`).
 pub const CONTENT_PREFIXES: &[&str] = &[
-    "gen_ai.input.messages",
-    "gen_ai.output.messages",
-    "gen_ai.system_instructions",
-    "gen_ai.prompt",
-    "gen_ai.completion",
-    "gen_ai.tool.call.arguments",
-    "gen_ai.tool.call.result",
-    "troupe.content",
+    semconv::INPUT_MESSAGES,
+    semconv::OUTPUT_MESSAGES,
+    semconv::SYSTEM_INSTRUCTIONS,
+    semconv::LEGACY_PROMPT,
+    semconv::LEGACY_COMPLETION,
+    semconv::TOOL_CALL_ARGUMENTS,
+    semconv::TOOL_CALL_RESULT,
+    semconv::CONTENT,
 ];
 
 /// Whether an attribute with this name is message content.

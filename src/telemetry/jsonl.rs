@@ -11,7 +11,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -21,12 +21,10 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
-use troupe_runtime::TraceContext;
+use troupe_runtime::trace::semconv;
+use troupe_runtime::{TraceContext, sync};
 
 use super::fields::FieldCollector;
-
-/// The attribute through which a span names its trace (32 hex digits).
-pub const TRACE_ID_FIELD: &str = "troupe.trace_id";
 
 /// One line of a trace file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,14 +128,14 @@ impl TraceFile {
             return;
         };
         text.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut file = sync::lock(&self.file);
         // Tracing must never take the program down: a full disk loses trace lines, not work.
         let _ = file.write_all(text.as_bytes());
     }
 
     /// Flush the file to disk.
     pub fn flush(&self) {
-        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut file = sync::lock(&self.file);
         let _ = file.flush();
         let _ = file.sync_data();
     }
@@ -177,7 +175,7 @@ fn unix_nanos(t: SystemTime) -> u64 {
 }
 
 fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
-    let hex = attributes.get(TRACE_ID_FIELD)?.as_str()?;
+    let hex = attributes.get(semconv::TRACE_ID)?.as_str()?;
     u128::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
 }
 

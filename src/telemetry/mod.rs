@@ -120,9 +120,9 @@ pub enum TelemetryError {
     /// The trace file could not be opened.
     #[error("cannot open the trace file {path}: {cause}")]
     TraceFile {
-        /// The file.
+        /// The trace file's path (`TROUPE_TRACE`).
         path: PathBuf,
-        /// Why.
+        /// The error opening or creating it.
         cause: std::io::Error,
     },
     /// A filter directive did not parse.
@@ -130,7 +130,7 @@ pub enum TelemetryError {
     Filter {
         /// `RUST_LOG` or `TROUPE_TRACE_FILTER`.
         variable: &'static str,
-        /// The directives.
+        /// The filter text as given.
         directives: String,
         /// The parser's message.
         reason: String,
@@ -140,7 +140,7 @@ pub enum TelemetryError {
     Otlp {
         /// The configured endpoint.
         endpoint: String,
-        /// Why.
+        /// The exporter's error, as text.
         reason: String,
     },
     /// A global subscriber was already installed.

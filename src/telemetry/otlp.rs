@@ -20,7 +20,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use opentelemetry::trace::{SpanContext, SpanId, Status, TraceId, TracerProvider as _};
@@ -33,8 +33,9 @@ use opentelemetry_sdk::trace::{
 };
 use tracing_subscriber::Layer;
 use tracing_subscriber::registry::LookupSpan;
+use troupe_runtime::sync;
+use troupe_runtime::trace::semconv;
 
-use super::jsonl::TRACE_ID_FIELD;
 use super::redact::{REDACTED, is_secret_name, redact_value};
 use super::{
     DEFAULT_SERVICE_NAME, TRACE_FILTER_ENV, TelemetryConfig, TelemetryError, default_trace_filter,
@@ -202,10 +203,7 @@ impl<P: SpanProcessor> PrivacyProcessor<P> {
     /// Move `span` into the runtime's trace, if its root named one.
     fn retrace(&self, span: &mut SpanData) {
         let sdk_trace = span.span_context.trace_id();
-        let mut trace_ids = self
-            .trace_ids
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut trace_ids = sync::lock(&self.trace_ids);
         let Some(&(trace, root)) = trace_ids.get(&sdk_trace) else {
             return;
         };
@@ -227,11 +225,13 @@ impl<P: SpanProcessor> PrivacyProcessor<P> {
 /// Whether the GenAI semantic conventions type this attribute as an integer: the token counts
 /// (`gen_ai.usage.*`) and the request's `max_tokens`, `seed` and `choice.count`.
 pub fn is_integer_name(name: &str) -> bool {
-    name.starts_with("gen_ai.usage.")
-        || matches!(
-            name,
-            "gen_ai.request.max_tokens" | "gen_ai.request.seed" | "gen_ai.request.choice.count"
-        )
+    name.starts_with(semconv::USAGE_PREFIX)
+        || [
+            semconv::REQUEST_MAX_TOKENS,
+            semconv::REQUEST_SEED,
+            semconv::REQUEST_CHOICE_COUNT,
+        ]
+        .contains(&name)
 }
 
 /// An integer that reached the SDK as a string (`tracing` `u64` fields do), as an integer again.
@@ -277,7 +277,7 @@ fn scrub_cow(text: &mut Cow<'static, str>) {
 fn named_trace(attributes: &[KeyValue]) -> Option<TraceId> {
     let kv = attributes
         .iter()
-        .find(|kv| kv.key.as_str() == TRACE_ID_FIELD)?;
+        .find(|kv| kv.key.as_str() == semconv::TRACE_ID)?;
     let hex = kv.value.as_str();
     let id = u128::from_str_radix(&hex, 16).ok().filter(|id| *id != 0)?;
     Some(TraceId::from(id))
@@ -294,10 +294,7 @@ impl<P: SpanProcessor> SpanProcessor for PrivacyProcessor<P> {
                 .exported_data()
                 .and_then(|data| named_trace(&data.attributes))
             {
-                self.trace_ids
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(sdk.trace_id(), (trace, sdk.span_id()));
+                sync::lock(&self.trace_ids).insert(sdk.trace_id(), (trace, sdk.span_id()));
             }
         }
         self.next.on_start(span, cx);
@@ -364,14 +361,14 @@ mod tests {
     #[test]
     fn named_trace_reads_troupe_trace_id() {
         let attrs = [KeyValue::new(
-            TRACE_ID_FIELD,
+            semconv::TRACE_ID,
             "0123456789abcdef0123456789abcdef",
         )];
         assert_eq!(
             named_trace(&attrs),
             Some(TraceId::from(0x0123456789abcdef0123456789abcdef_u128))
         );
-        assert_eq!(named_trace(&[KeyValue::new(TRACE_ID_FIELD, "zz")]), None);
+        assert_eq!(named_trace(&[KeyValue::new(semconv::TRACE_ID, "zz")]), None);
         assert_eq!(named_trace(&[]), None);
     }
 }

@@ -12,9 +12,9 @@ pub enum TraceFileError {
     /// The file could not be read.
     #[error("cannot read the trace file {}: {cause}", escape_control(&path.display().to_string()))]
     Io {
-        /// The file.
+        /// The trace file's path.
         path: PathBuf,
-        /// Why.
+        /// The read error.
         cause: std::io::Error,
     },
     /// A complete line is not a trace record.
@@ -24,7 +24,7 @@ pub enum TraceFileError {
         escape_control(reason)
     )]
     BadLine {
-        /// The file.
+        /// The trace file's path.
         path: PathBuf,
         /// 1-based line number.
         line: usize,

@@ -2,6 +2,8 @@
 
 use std::fmt::Write as _;
 
+use troupe_runtime::trace::semconv;
+
 use super::escape::escape_control;
 use super::tree::{SpanNode, TraceForest, TraceTree};
 use crate::telemetry::jsonl::EventLine;
@@ -43,8 +45,8 @@ impl TraceTree {
                 "invoke_agent" => t.agents += 1,
                 "chat" => {
                     t.model_calls += 1;
-                    t.input_tokens += node.attr_u64("gen_ai.usage.input_tokens").unwrap_or(0);
-                    t.output_tokens += node.attr_u64("gen_ai.usage.output_tokens").unwrap_or(0);
+                    t.input_tokens += node.attr_u64(semconv::USAGE_INPUT_TOKENS).unwrap_or(0);
+                    t.output_tokens += node.attr_u64(semconv::USAGE_OUTPUT_TOKENS).unwrap_or(0);
                 }
                 "execute_tool" => t.tool_calls += 1,
                 _ => {}
@@ -73,12 +75,12 @@ impl TraceTree {
 
 /// Attributes not worth a place in a label (ids, and what the label already says).
 const QUIET_ATTRIBUTES: &[&str] = &[
-    "gen_ai.operation.name",
-    "gen_ai.agent.name",
-    "troupe.trace_id",
-    "troupe.parent_span_id",
-    "troupe.from",
-    "troupe.trigger",
+    semconv::OPERATION_NAME,
+    semconv::AGENT_NAME,
+    semconv::TRACE_ID,
+    semconv::PARENT_SPAN_ID,
+    semconv::FROM,
+    semconv::TRIGGER,
 ];
 
 /// The one-line description of a span.
@@ -88,19 +90,19 @@ fn label(node: &SpanNode) -> String {
     let mut text = match node.span.name.as_str() {
         "invoke_agent" => {
             let from = node
-                .attr("troupe.from")
+                .attr(semconv::FROM)
                 .unwrap_or_else(|| "user".to_string());
             format!(
                 "agent {}  (asked by {from})  {duration}",
-                attr("gen_ai.agent.name")
+                attr(semconv::AGENT_NAME)
             )
         }
         "turn" => format!("turn  {duration}"),
         "chat" => {
-            let mut t = format!("model call {}  {duration}", attr("gen_ai.request.model"));
+            let mut t = format!("model call {}  {duration}", attr(semconv::REQUEST_MODEL));
             if let (Some(i), Some(o)) = (
-                node.attr_u64("gen_ai.usage.input_tokens"),
-                node.attr_u64("gen_ai.usage.output_tokens"),
+                node.attr_u64(semconv::USAGE_INPUT_TOKENS),
+                node.attr_u64(semconv::USAGE_OUTPUT_TOKENS),
             ) {
                 let _ = write!(t, "  tokens {i} in / {o} out");
             }
@@ -109,8 +111,8 @@ fn label(node: &SpanNode) -> String {
         "execute_tool" => {
             format!(
                 "tool {} [{}]  {duration}",
-                attr("gen_ai.tool.name"),
-                attr("gen_ai.tool.call.id")
+                attr(semconv::TOOL_NAME),
+                attr(semconv::TOOL_CALL_ID)
             )
         }
         other => {
@@ -126,10 +128,10 @@ fn label(node: &SpanNode) -> String {
                 .collect();
             let kind = if other == "compaction" {
                 let trigger = node
-                    .attr("troupe.trigger")
+                    .attr(semconv::TRIGGER)
                     .map(|t| format!(" ({t})"))
                     .unwrap_or_default();
-                format!("compaction of {}{trigger}", attr("gen_ai.agent.name"))
+                format!("compaction of {}{trigger}", attr(semconv::AGENT_NAME))
             } else if other.contains("compact") || other.contains("compress") {
                 format!("compaction {other}")
             } else {
@@ -144,7 +146,7 @@ fn label(node: &SpanNode) -> String {
     };
     if node.span.status == "error" {
         text.push_str("  ERROR");
-        if let Some(kind) = node.attr("error.type") {
+        if let Some(kind) = node.attr(semconv::ERROR_TYPE) {
             let _ = write!(text, " ({kind})");
         }
     }

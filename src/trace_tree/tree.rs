@@ -13,13 +13,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use troupe_runtime::trace::semconv;
+
 use super::escape::escape_control;
 use crate::telemetry::jsonl::{EventLine, SpanLine, TraceLine};
 
 /// A span with the indices of its children (in [`TraceTree::nodes`]), ordered by start time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanNode {
-    /// The span.
+    /// The span as the trace file recorded it.
     pub span: SpanLine,
     /// Its children: indices into the trace's [`TraceTree::nodes`].
     pub children: Vec<usize>,
@@ -40,7 +42,7 @@ pub struct TraceTree {
 /// Every trace of a file, in order of first start, plus events outside any span.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TraceForest {
-    /// The traces.
+    /// One tree per trace id, in order of the trace's first span start.
     pub traces: Vec<TraceTree>,
     /// Warnings and errors logged outside any span.
     pub loose_events: Vec<EventLine>,
@@ -111,15 +113,15 @@ fn asking_calls(spans: &[SpanLine], orphans: &[usize]) -> HashMap<usize, usize> 
     let mut calls: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, s) in spans.iter().enumerate() {
         if s.name == "execute_tool"
-            && str_attr(s, "gen_ai.tool.name") == Some("ask_agent")
-            && let Some(agent) = str_attr(s, "gen_ai.agent.name")
+            && str_attr(s, semconv::TOOL_NAME) == Some("ask_agent")
+            && let Some(agent) = str_attr(s, semconv::AGENT_NAME)
         {
             calls.entry(agent).or_default().push(i);
         }
     }
     let mut asked: HashMap<&str, Vec<usize>> = HashMap::new();
     for &o in orphans {
-        if let Some(from) = str_attr(&spans[o], "troupe.from")
+        if let Some(from) = str_attr(&spans[o], semconv::FROM)
             && calls.contains_key(from)
         {
             asked.entry(from).or_default().push(o);

@@ -27,11 +27,11 @@ pub struct Compressor {
 pub struct CompressorJob<'a> {
     /// Whose conversation it is: the compression agent keeps its anti-thrash memory per name.
     pub agent: &'a str,
-    /// The conversation.
+    /// The conversation to compact; it is copied, never changed in place.
     pub conversation: &'a Conversation,
-    /// Its file ledger.
+    /// The files the conversation read and wrote: file lists and mask stubs come from it.
     pub ledger: &'a FileLedger,
-    /// The budget.
+    /// The window, thresholds and target the compaction works to.
     pub policy: &'a BudgetPolicy,
     /// What asks for it (automatic triggers are held back by the anti-thrash guard).
     pub trigger: CompactTrigger,
@@ -93,6 +93,12 @@ impl Compressor {
             .await
             .map_err(|e| TranscriptOpError::Team(e.to_string()))?;
         Ok(answer?)
+    }
+
+    /// The per-message counts this compressor's jobs share. A replay counts its live
+    /// conversation with it too, so a compaction finds every message already counted.
+    pub(crate) fn token_cache(&self) -> &TokenCache {
+        &self.token_cache
     }
 
     /// Stop the team.

@@ -32,7 +32,9 @@ pub use recall::{
     ArtifactCategory, Artifacts, COMMAND_KEY_CHARS, CategoryRecall, RecallReport, artifact_recall,
     extract_artifacts, haystack,
 };
-pub use replay::{ReplayReport, ReplayRow, replay_transcript};
+pub use replay::{
+    ReplayObserver, ReplayReport, ReplayRow, ReplayedCompaction, SkippedTrigger, replay_transcript,
+};
 
 use std::path::PathBuf;
 
@@ -70,9 +72,9 @@ pub enum TranscriptOpError {
     /// Writing an output failed; the file at `path` is as it was before.
     #[error("writing {path}: {cause}; the file is unchanged")]
     Write {
-        /// The output.
+        /// The output file that was not written.
         path: PathBuf,
-        /// Why.
+        /// The write, fsync or rename error.
         cause: std::io::Error,
     },
     /// Even compacted, the transcript does not fit the window: nothing worth writing.

@@ -1,11 +1,17 @@
 //! Replaying a transcript as if an agent lived it, compacting automatically at the trigger.
+//!
+//! [`replay_transcript`] is the one replay loop: `troupe replay` shows its progress through a
+//! [`ReplayObserver`], and the evaluation example (`examples/eval.rs`) takes from the same
+//! observer what the [`ReplayReport`] does not carry — the conversation each compaction started
+//! from, the whole [`Compaction`] (summarizer usage, fallbacks, the new messages) and the final
+//! conversation.
 
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, TierCounts, TokenCache, TokenCounter, ledger_from_transcript,
-    validate,
+    BudgetPolicy, CompactTrigger, Compaction, CompactionReport, TierCounts, TokenCounter,
+    ledger_from_transcript, validate,
 };
 use troupe_runtime::{Conversation, Role};
 
@@ -66,12 +72,66 @@ pub struct ReplayReport {
     pub invariants_ok: bool,
 }
 
+/// A compaction that changed the live conversation, as [`ReplayObserver::on_compaction`] sees
+/// it: before it is applied.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplayedCompaction<'a> {
+    /// The row the report gets for it.
+    pub row: &'a ReplayRow,
+    /// The live conversation it compacted, as it stood (message ids included).
+    pub before: &'a Conversation,
+    /// What the compression agent returned: the new messages, the archive, the full report.
+    pub compaction: &'a Compaction,
+}
+
+/// An automatic trigger that changed nothing: usually the compression agent's anti-thrash guard
+/// held it back (`report.skipped`), else there was nothing it could compact.
+#[derive(Debug, Clone, Copy)]
+pub struct SkippedTrigger<'a> {
+    /// How many transcript messages had been fed.
+    pub at_message: usize,
+    /// The compression agent's report; `reason` says why nothing changed.
+    pub report: &'a CompactionReport,
+}
+
+/// Watches a [`replay_transcript`] as it runs. Every method does nothing by default; `()` is the
+/// observer that watches nothing.
+///
+/// The calls come in replay order: `on_message` for every message fed, right after it
+/// `on_compaction` or `on_skip` when the trigger fired there, and `on_finish` once at the end
+/// (not when the replay fails).
+pub trait ReplayObserver {
+    /// `fed` transcript messages have been fed (1 for the first).
+    fn on_message(&mut self, fed: usize) {
+        let _ = fed;
+    }
+
+    /// A compaction changed the live conversation; it is applied after this returns.
+    fn on_compaction(&mut self, event: &ReplayedCompaction<'_>) {
+        let _ = event;
+    }
+
+    /// An automatic trigger changed nothing (the report counts it in `skipped`).
+    fn on_skip(&mut self, event: &SkippedTrigger<'_>) {
+        let _ = event;
+    }
+
+    /// Every message was fed; `conversation` is the live conversation at the end.
+    fn on_finish(&mut self, conversation: &Conversation) {
+        let _ = conversation;
+    }
+}
+
+/// Watches nothing.
+impl ReplayObserver for () {}
+
 /// Feed `input` message by message; before every point where the model would be called (the
 /// next message is the assistant's), compact automatically when the live conversation is at or
 /// over the trigger — an automatic [`CompactionJob`](troupe_agents::compression::CompactionJob)
 /// to `compressor`'s compression agent, which applies the anti-thrash guard as it does for a
-/// live agent. `progress` is told how many messages were fed. `counter` counts the live
-/// conversation; it should be the compressor's.
+/// live agent. `observer` is told of every message fed, every compaction and skipped trigger,
+/// and the final conversation. `counter` counts the live conversation; it should be the
+/// compressor's.
 ///
 /// # Errors
 /// [`TranscriptOpError::Compaction`] when a compaction fails outright.
@@ -80,9 +140,10 @@ pub async fn replay_transcript(
     policy: &BudgetPolicy,
     counter: &dyn TokenCounter,
     compressor: &Compressor,
-    mut progress: impl FnMut(usize),
+    observer: &mut dyn ReplayObserver,
 ) -> Result<ReplayReport, TranscriptOpError> {
-    let cache = TokenCache::new();
+    // The compressor's cache: the compaction jobs then recount nothing the replay counted.
+    let cache = compressor.token_cache();
     let mut conversation = Conversation::new();
     let mut report = ReplayReport {
         window: policy.context_window,
@@ -94,7 +155,7 @@ pub async fn replay_transcript(
     for (i, message) in messages.iter().enumerate() {
         conversation.push(message.clone());
         report.messages = i + 1;
-        progress(i + 1);
+        observer.on_message(i + 1);
         let tokens = cache.count_messages(counter, conversation.messages()).total;
         report.peak_tokens = report.peak_tokens.max(tokens);
         let model_turn_next = messages
@@ -119,6 +180,10 @@ pub async fn replay_transcript(
         if !result.changed() {
             report.skipped += 1;
             report.last_skip_reason = Some(result.report.reason.clone());
+            observer.on_skip(&SkippedTrigger {
+                at_message: i + 1,
+                report: &result.report,
+            });
             continue;
         }
         let invariants_ok = validate(
@@ -132,7 +197,7 @@ pub async fn replay_transcript(
         report.invariants_ok &= invariants_ok;
         report.summarizer_calls += result.report.summarizer.calls;
         report.ms += ms;
-        report.compactions.push(ReplayRow {
+        let row = ReplayRow {
             at_message: i + 1,
             tokens_before: result.report.tokens_before,
             tokens_after: result.report.tokens_after,
@@ -142,10 +207,17 @@ pub async fn replay_transcript(
             invariants_ok,
             reached: result.report.reached,
             reason: result.report.reason.clone(),
+        };
+        observer.on_compaction(&ReplayedCompaction {
+            row: &row,
+            before: &conversation,
+            compaction: &result,
         });
+        report.compactions.push(row);
         result.apply_to(&mut conversation);
     }
     report.final_tokens = cache.count_messages(counter, conversation.messages()).total;
     report.raw_tokens = counter.count_messages(messages);
+    observer.on_finish(&conversation);
     Ok(report)
 }

@@ -8,6 +8,7 @@ mod config;
 mod otlp;
 mod readme;
 mod recall;
+mod replay;
 mod session;
 mod support;
 mod telemetry;

@@ -711,7 +711,7 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
         let parent = by_id[compaction.parent_span_id.as_deref().unwrap()];
         assert_eq!(parent.name, "invoke_agent");
         assert_eq!(parent.attributes["gen_ai.agent.name"], "coder");
-        assert_eq!(compaction.attributes["troupe.trigger"], "auto");
+        assert_eq!(compaction.attributes["troupe.trigger"], "automatic");
         assert!(compaction.attributes["troupe.compaction.tokens_before"].is_u64());
         assert!(compaction.attributes["troupe.compaction.tiers"].is_string());
     }

@@ -139,9 +139,9 @@ fn compaction_spans_are_labelled() {
     let path = dir.path().join("compaction.jsonl");
     with_trace_file(&path, false, || {
         let _a = tracing::info_span!(target: "troupe_test", "invoke_agent", "gen_ai.agent.name" = "solo").entered();
-        tracing::info_span!(target: "troupe_test", "compaction", "gen_ai.agent.name" = "solo", "troupe.trigger" = "auto")
+        tracing::info_span!(target: "troupe_test", "compaction", "gen_ai.agent.name" = "solo", "troupe.trigger" = "automatic")
             .in_scope(|| {});
     });
     let text = render_file(&path).unwrap();
-    assert!(text.contains("└─ compaction of solo (auto)"), "{text}");
+    assert!(text.contains("└─ compaction of solo (automatic)"), "{text}");
 }

@@ -6,22 +6,26 @@
 //!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
 //! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
 
-mod compaction_hooks;
+mod agent_jobs;
+mod compaction_settings;
 pub mod compression;
 mod llm_agent;
 pub mod model;
 mod session_sync;
 mod spec;
+mod team_builder;
 mod team_tools;
 
-pub use compaction_hooks::{
-    COMPACTION_TIMEOUT, CloseScope, CompactError, CompactNow, CompactOutcome, CompactionSettings,
-    ContextQuery, ContextShare, ContextStats, OpenScope, close_scope, compact_agent, context_stats,
-    open_scope, shared_counter,
+pub use agent_jobs::{
+    COMPACTION_TIMEOUT, CloseScope, CompactError, CompactNow, CompactOutcome, ContextQuery,
+    OpenScope, close_scope, compact_agent, context_stats, open_scope,
 };
+pub use compaction_settings::{CompactionSettings, shared_counter};
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
-pub use llm_agent::{COMPACT_TOOL, LlmAgent};
+pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent};
+pub use session_sync::AgentSession;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
+pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
 
 use troupe_runtime::{Team, TeamError};

@@ -14,20 +14,38 @@
 //! A killed process therefore loses at most the turn in flight; [`restore`] rebuilds the
 //! conversation, ledger, archive and last compaction report from the log.
 //!
+//! The records are typed by [`AgentSession`]: a ledger, archive entry or report of the wrong shape
+//! is refused at its line when the log is read, and one that cannot be serialized fails the write
+//! with [`SessionError::Serialize`] (nothing is dropped).
+//!
 //! The log's lock ([`SessionLock`]) belongs to whoever owns the agent for its whole life: the
 //! factory the supervisor rebuilds it with ([`SessionClaim`]), so a rebuilt agent reopens its log
 //! under the same claim instead of finding it locked by its own failed predecessor.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
-use serde_json::Value;
 use troupe_compaction::{Archive, ArchiveEntry, CompactionReport};
 use troupe_runtime::session::{
-    CompactionRecord, Session, SessionError, SessionLock, SessionLog, SessionRecord,
+    CompactionRecord, SessionError, SessionLock, SessionLog, SessionRecord, SessionSchema,
 };
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, StoredMessage};
 use troupe_tools::FileLedger;
+
+/// The agent state an [`crate::LlmAgent`]'s session log records: its [`FileLedger`], the
+/// [`ArchiveEntry`]s of its compactions and their [`CompactionReport`]s. Read a log with it:
+/// `troupe_runtime::session::load_typed::<AgentSession>(path)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentSession;
+
+impl SessionSchema for AgentSession {
+    type Ledger = FileLedger;
+    type ArchiveEntry = ArchiveEntry;
+    type Report = CompactionReport;
+}
+
+/// A session log of an agent.
+pub(crate) type Session = troupe_runtime::session::Session<AgentSession>;
 
 /// What an agent resumes with.
 pub(crate) struct Restored {
@@ -37,41 +55,14 @@ pub(crate) struct Restored {
     pub(crate) last_compaction: Option<CompactionReport>,
 }
 
-/// Why a log's contents cannot be turned back into agent state.
-fn corrupt(path: &Path, what: &str, e: &serde_json::Error) -> SessionError {
-    SessionError::State {
-        path: path.to_path_buf(),
-        reason: format!("the recorded {what} does not parse: {e}"),
-    }
-}
-
 /// The agent state a session describes.
-///
-/// # Errors
-/// [`SessionError::State`] when the ledger, an archive entry or the report recorded in the log
-/// is not of the expected shape.
-pub(crate) fn restore(path: &Path, session: &Session) -> Result<Restored, SessionError> {
-    let ledger = match &session.ledger {
-        Some(v) => {
-            serde_json::from_value(v.clone()).map_err(|e| corrupt(path, "file ledger", &e))?
-        }
-        None => FileLedger::default(),
-    };
-    let archive: Archive = serde_json::from_value(Value::Array(session.archive_entries.clone()))
-        .map_err(|e| corrupt(path, "archive", &e))?;
-    let last_compaction = match &session.last_report {
-        Some(v) => Some(
-            serde_json::from_value(v.clone())
-                .map_err(|e| corrupt(path, "compaction report", &e))?,
-        ),
-        None => None,
-    };
-    Ok(Restored {
+pub(crate) fn restore(session: &Session) -> Restored {
+    Restored {
         conversation: session.conversation.clone(),
-        ledger,
-        archive,
-        last_compaction,
-    })
+        ledger: session.ledger.clone().unwrap_or_default(),
+        archive: Archive::from(session.archive_entries.clone()),
+        last_compaction: session.last_report.clone(),
+    }
 }
 
 /// The claim on an agent's session log, shared by every build of that agent (an agent factory
@@ -81,14 +72,18 @@ pub(crate) struct SessionClaim(Arc<Mutex<Option<SessionLock>>>);
 
 impl SessionClaim {
     /// Open the log at `path` under this claim, taking it first if it is not yet held.
-    fn open(&self, path: &Path, agent: &str) -> Result<(SessionLog, Session), SessionError> {
+    fn open(
+        &self,
+        path: &Path,
+        agent: &str,
+    ) -> Result<(SessionLog<AgentSession>, Session), SessionError> {
         // A panic elsewhere while this was held leaves a valid `Option`: poison is moot.
-        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = troupe_runtime::sync::lock(&self.0);
         let lock = match slot.take() {
             Some(lock) if lock.log_path() == path => lock,
             _ => SessionLock::acquire(path)?,
         };
-        let opened = SessionLog::open_locked(&lock, Some(agent));
+        let opened = SessionLog::open_locked_typed(&lock, Some(agent));
         *slot = Some(lock);
         opened
     }
@@ -96,13 +91,13 @@ impl SessionClaim {
 
 /// An open log and what of the agent's state it already holds.
 pub(crate) struct SessionSync {
-    log: SessionLog,
+    log: SessionLog<AgentSession>,
     /// The claim, when this agent holds its own (built without a factory); a factory's claim
     /// stays with the factory, so a failed agent that is slow to go does not block its rebuild.
     _claim: Option<SessionClaim>,
     persisted: Vec<ChatMessage>,
     archive_persisted: usize,
-    ledger_persisted: Option<Value>,
+    ledger_persisted: Option<FileLedger>,
 }
 
 impl std::fmt::Debug for SessionSync {
@@ -183,17 +178,9 @@ impl SessionSync {
         let now = conversation.messages();
         let extends =
             now.len() >= self.persisted.len() && now[..self.persisted.len()] == self.persisted[..];
-        // A state that cannot be serialized is an error, never a silently missing record.
-        let path = self.log.path().to_path_buf();
-        let serialize = |what: &str, e: serde_json::Error| SessionError::Serialize {
-            path: path.clone(),
-            reason: format!("the {what}: {e}"),
-        };
-        let ledger_value = if ledger.is_empty() {
-            None
-        } else {
-            Some(serde_json::to_value(ledger).map_err(|e| serialize("file ledger", e))?)
-        };
+        // The ledger, archive entries and report are queued typed: one that cannot be serialized
+        // fails the flush below (SessionError::Serialize), never leaves a record out.
+        let ledger_now = (!ledger.is_empty()).then(|| ledger.clone());
         let fresh: &[ArchiveEntry] = archive
             .entries()
             .get(self.archive_persisted..)
@@ -215,20 +202,13 @@ impl SessionSync {
                 read_files: ledger.read_only_files().into_iter().collect(),
                 modified_files: ledger.modified_files().into_iter().collect(),
                 archived: fresh.iter().map(|e| e.original.id).collect(),
-                archive_entries: fresh
-                    .iter()
-                    .map(serde_json::to_value)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| serialize("archive", e))?,
-                ledger: ledger_value.clone(),
-                report: report
-                    .map(serde_json::to_value)
-                    .transpose()
-                    .map_err(|e| serialize("compaction report", e))?,
+                archive_entries: fresh.to_vec(),
+                ledger: ledger_now.clone(),
+                report: report.cloned(),
             }));
         }
-        if ledger_value != self.ledger_persisted
-            && let Some(l) = &ledger_value
+        if ledger_now != self.ledger_persisted
+            && let Some(l) = &ledger_now
         {
             self.log.append(SessionRecord::Ledger { ledger: l.clone() });
         }
@@ -238,7 +218,7 @@ impl SessionSync {
         }
         self.persisted = now.to_vec();
         self.archive_persisted = archive.len();
-        self.ledger_persisted = ledger_value;
+        self.ledger_persisted = ledger_now;
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use troupe_runtime::ChatModel;
 
-use crate::compaction_hooks::CompactionSettings;
+use crate::compaction_settings::CompactionSettings;
 use troupe_tools::{RegistryError, Tool, ToolRegistry};
 
 /// The default bound on model calls per request.
@@ -26,11 +26,11 @@ pub const DEFAULT_MAX_TURNS: u32 = 16;
 pub struct AgentSpec {
     /// The agent's name in its team.
     pub name: String,
-    /// The system prompt.
+    /// The system prompt: the first message of every conversation the agent starts.
     pub instructions: String,
     /// The model it talks to.
     pub model: Arc<dyn ChatModel>,
-    /// Its tools.
+    /// The tools the model may call; their definitions go with every model request.
     pub tools: ToolRegistry,
     /// Model calls allowed per request before giving up.
     pub max_turns: u32,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe_runtime::{AgentRequest, Directory, TraceContext};
+use troupe_runtime::{AgentRequest, Directory, TraceContext, sync};
 use troupe_tools::{Tool, ToolContext, ToolError};
 
 /// How long one `ask_agent` call waits for the teammate's answer.
@@ -21,17 +21,11 @@ pub(crate) struct TeamLink(Arc<Mutex<Option<(Directory, TraceContext)>>>);
 
 impl TeamLink {
     pub(crate) fn set(&self, directory: Directory, trace: TraceContext) {
-        *self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((directory, trace));
+        *sync::lock(&self.0) = Some((directory, trace));
     }
 
     fn get(&self) -> Option<(Directory, TraceContext)> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        sync::lock(&self.0).clone()
     }
 }
 

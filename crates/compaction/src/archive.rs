@@ -75,6 +75,13 @@ pub enum ExpandError {
     },
 }
 
+/// An archive of `entries`, oldest first (e.g. those a session log recorded).
+impl From<Vec<ArchiveEntry>> for Archive {
+    fn from(entries: Vec<ArchiveEntry>) -> Self {
+        Archive { entries }
+    }
+}
+
 impl Archive {
     /// An empty archive.
     pub fn new() -> Self {

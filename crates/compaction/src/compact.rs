@@ -18,7 +18,8 @@ use crate::session::CompactionSession;
 use crate::summary::Summarizer;
 use crate::token_cache::TokenCache;
 
-/// What asked for a compaction; automatic requests are rate-limited by the [`ThrashGuard`].
+/// What asked for a compaction — the one trigger type of troupe; automatic and agent-tool
+/// requests are rate-limited by the [`ThrashGuard`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactTrigger {
@@ -29,6 +30,27 @@ pub enum CompactTrigger {
     Automatic,
     /// The agent's own `compact` tool: rate-limited like an automatic trigger.
     AgentTool,
+    /// A provider refused the request as too long ("context length exceeded"): always
+    /// attempted, then the request is retried once.
+    Emergency,
+}
+
+impl CompactTrigger {
+    /// The trigger's name as events, spans and reports write it (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactTrigger::Manual => "manual",
+            CompactTrigger::Automatic => "automatic",
+            CompactTrigger::AgentTool => "agent_tool",
+            CompactTrigger::Emergency => "emergency",
+        }
+    }
+
+    /// Whether the anti-thrash guard may hold this trigger back (the budget trigger and the
+    /// agent's own tool; never a person or an emergency).
+    pub fn is_rate_limited(self) -> bool {
+        matches!(self, CompactTrigger::Automatic | CompactTrigger::AgentTool)
+    }
 }
 
 /// Options of one compaction.
@@ -70,7 +92,7 @@ pub struct Compaction {
     pub messages: Vec<ChatMessage>,
     /// Every original this compaction replaced or removed.
     pub archive: Archive,
-    /// What happened.
+    /// Tokens, tiers, summarizer use and fallbacks: what this compaction did and why it ended so.
     pub report: CompactionReport,
 }
 
@@ -171,7 +193,7 @@ pub async fn compact_with(
     if session.verify_target().reached {
         return session.finish();
     }
-    if trigger != CompactTrigger::Manual {
+    if trigger.is_rate_limited() {
         let freeable = session.freeable_tokens();
         if let Err(why) = guard.unwrap_or_default().allows(freeable, policy) {
             return session.finish_skipped(why);

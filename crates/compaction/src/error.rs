@@ -19,7 +19,7 @@ pub enum Refusal {
     /// The message is protected.
     #[error("{id} is protected ({reason}) and cannot be compressed")]
     Protected {
-        /// The message.
+        /// The id the call named.
         id: MessageId,
         /// Why it is protected.
         reason: ProtectionReason,
@@ -29,7 +29,7 @@ pub enum Refusal {
         "{id} is a message from the {role}, not a tool result; compress_tool_result only accepts tool results"
     )]
     NotToolResult {
-        /// The message.
+        /// The id the call named.
         id: MessageId,
         /// Its role.
         role: Role,
@@ -37,13 +37,13 @@ pub enum Refusal {
     /// The tool result was already compressed this way (or further).
     #[error("{id} is already compressed")]
     AlreadyCompressed {
-        /// The message.
+        /// The id the call named.
         id: MessageId,
     },
     /// Truncation asked for an output at or below the truncation limit.
     #[error("{id} has {tokens} tokens, not above the truncation limit of {limit}; mask it instead")]
     BelowTruncationLimit {
-        /// The message.
+        /// The id the call named.
         id: MessageId,
         /// Its tokens.
         tokens: usize,
@@ -63,7 +63,7 @@ pub enum Refusal {
     /// `remove_display_only` on a message the model sees.
     #[error("{id} is not a display-only message")]
     NotDisplayOnly {
-        /// The message.
+        /// The id the call named.
         id: MessageId,
     },
     /// A segment whose start comes after its end.

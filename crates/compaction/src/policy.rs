@@ -4,8 +4,9 @@ use serde::{Deserialize, Serialize};
 
 /// When compaction warns, triggers and where it aims, plus the knobs of its tiers.
 ///
-/// Fractions are of [`BudgetPolicy::context_window`]. Defaults follow DESIGN.md §3: warning at
-/// 70 %, automatic trigger at 80 %, target 40 %, the last 5 user/assistant messages protected.
+/// Fractions are of [`BudgetPolicy::context_window`]. Defaults: a warning at 70 % (room to act
+/// before anything is compacted), the automatic trigger at 80 %, a target of 40 % (so one
+/// compaction buys half a window of work), the last 5 user/assistant messages protected.
 /// Deserializing fills missing fields with defaults, so a config's `[compaction]` table may name
 /// only what it changes; call [`BudgetPolicy::validate`] afterwards.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -73,7 +74,7 @@ pub enum PolicyError {
     NotAFraction {
         /// The field at fault.
         field: &'static str,
-        /// Its value.
+        /// The value the configuration gave it.
         value: f64,
     },
     /// Two fractions are in the wrong order.
@@ -81,7 +82,7 @@ pub enum PolicyError {
     Misordered {
         /// The field at fault.
         field: &'static str,
-        /// Its value.
+        /// The value the configuration gave it.
         value: f64,
         /// "below" or "at most".
         relation: &'static str,
@@ -95,7 +96,7 @@ pub enum PolicyError {
     TooSmall {
         /// The field at fault.
         field: &'static str,
-        /// Its value.
+        /// The value the configuration gave it.
         value: usize,
         /// The smallest allowed value.
         min: usize,

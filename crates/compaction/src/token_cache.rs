@@ -9,7 +9,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageId};
+use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageId, sync};
 
 use crate::counter::TokenCounter;
 use crate::id_hash::IdMap;
@@ -67,10 +67,7 @@ impl TokenCache {
     fn lock(&self, counter: &dyn TokenCounter) -> MutexGuard<'_, CacheState> {
         // A panic while holding the lock cannot leave a count half-written, so a poisoned
         // cache is still a correct cache.
-        let mut state = self
-            .inner
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut state = sync::lock(&self.inner);
         if state.counter.as_deref() != Some(counter.name()) {
             state.entries.clear();
             state.counter = Some(counter.name().to_string());
@@ -122,10 +119,7 @@ impl TokenCache {
 
     /// An independent copy of the current counts (clones share one cache; this does not).
     pub fn detached_copy(&self) -> TokenCache {
-        let state = self
-            .inner
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let state = sync::lock(&self.inner);
         let copy = CacheState {
             counter: state.counter.clone(),
             entries: state.entries.clone(),
@@ -139,19 +133,13 @@ impl TokenCache {
 
     /// Forget one message (e.g. after `/clear`).
     pub fn forget(&self, id: MessageId) {
-        let mut state = self
-            .inner
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut state = sync::lock(&self.inner);
         state.entries.remove(&id);
     }
 
     /// Hit, miss and size figures.
     pub fn stats(&self) -> CacheStats {
-        let state = self
-            .inner
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let state = sync::lock(&self.inner);
         CacheStats {
             hits: state.hits,
             misses: state.misses,

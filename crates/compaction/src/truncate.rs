@@ -1,7 +1,11 @@
 //! Tier 1: an oversized tool output becomes its head and tail around a marker saying what was cut.
 //!
 //! The head usually holds the command and the start of the output, the tail the result or the
-//! error; the middle of a 40k-token log is what an agent can most afford to lose.
+//! error; the middle of a 40k-token log is what an agent can most afford to lose. The cut is
+//! sized in tokens and placed at line breaks; the tools' byte cap (`troupe_tools::cap_output`)
+//! does the same job at dispatch, and both write `troupe_tools::truncation_marker`.
+
+use troupe_tools::truncation_marker;
 
 /// Share of the kept budget given to the head; the rest goes to the tail.
 const HEAD_SHARE: f64 = 0.6;
@@ -14,14 +18,14 @@ const LINE_SNAP_SHARE: f64 = 0.2;
 /// the cuts. Returns `None` when there is nothing worth cutting (the text already fits).
 ///
 /// ```
-/// use troupe_compaction::truncate::truncate_output;
+/// use troupe_compaction::truncate::truncate_to_tokens;
 /// let log: String = (0..1000).map(|i| format!("line {i}\n")).collect();
-/// let cut = truncate_output(&log, 2500, 250).unwrap();
+/// let cut = truncate_to_tokens(&log, 2500, 250).unwrap();
 /// assert!(cut.starts_with("line 0\n"));
 /// assert!(cut.trim_end().ends_with("line 999"));
-/// assert!(cut.contains("lines cut from the middle"));
+/// assert!(cut.contains("bytes dropped ("));
 /// ```
-pub fn truncate_output(text: &str, text_tokens: usize, keep_tokens: usize) -> Option<String> {
+pub fn truncate_to_tokens(text: &str, text_tokens: usize, keep_tokens: usize) -> Option<String> {
     if text_tokens <= keep_tokens || text.is_empty() {
         return None;
     }
@@ -46,11 +50,14 @@ pub fn truncate_output(text: &str, text_tokens: usize, keep_tokens: usize) -> Op
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
-    out.push_str(&format!(
-        "[… {cut_lines} lines cut from the middle of this output ({} bytes, ~{} tokens) …]\n",
-        cut.len(),
-        (cut.len() as f64 / bytes_per_token).round() as usize,
+    let cut_tokens = (cut.len() as f64 / bytes_per_token).round() as usize;
+    out.push_str(&truncation_marker(
+        text.len() as u64,
+        head_end,
+        text.len() - tail_start,
+        Some(&format!("{cut_lines} lines, ~{cut_tokens} tokens")),
     ));
+    out.push('\n');
     out.push_str(&text[tail_start..]);
     Some(out)
 }
@@ -100,13 +107,15 @@ mod tests {
     fn keeps_head_and_tail_and_states_the_cut() {
         let text: String = (0..400).map(|i| format!("row {i:03} é\n")).collect();
         let tokens = text.len() / 4;
-        let out = truncate_output(&text, tokens, 100).unwrap();
+        let out = truncate_to_tokens(&text, tokens, 100).unwrap();
         assert!(out.len() < text.len() / 2);
         assert!(out.starts_with("row 000"));
         assert!(out.ends_with("row 399 é\n"));
-        let marker = out.lines().find(|l| l.contains("lines cut")).unwrap();
+        let marker = out.lines().find(|l| l.contains("bytes dropped")).unwrap();
         let cut_lines: usize = marker
-            .trim_start_matches("[… ")
+            .split_once(" bytes dropped (")
+            .unwrap()
+            .1
             .split(' ')
             .next()
             .unwrap()
@@ -117,15 +126,37 @@ mod tests {
     }
 
     #[test]
+    fn states_the_cut_in_the_marker_the_tools_write() {
+        let text: String = (0..400).map(|i| format!("row {i:03}\n")).collect();
+        let out = truncate_to_tokens(&text, text.len() / 4, 100).unwrap();
+        let marker = out.lines().find(|l| l.starts_with("[...")).unwrap();
+        let kept_head = out.find(marker).unwrap();
+        let kept_tail = out.len() - kept_head - marker.len() - 1;
+        let cut = text.len() - kept_head - kept_tail;
+        assert!(
+            marker.starts_with(&format!("[... output truncated: {cut} bytes dropped (",)),
+            "{marker}"
+        );
+        assert!(
+            marker.ends_with(&format!(
+                "the original was {} bytes, showing the first {kept_head} and the last \
+                 {kept_tail} bytes ...]",
+                text.len()
+            )),
+            "{marker}"
+        );
+    }
+
+    #[test]
     fn refuses_when_nothing_to_cut() {
-        assert_eq!(truncate_output("short", 2, 100), None);
-        assert_eq!(truncate_output("", 0, 0), None);
+        assert_eq!(truncate_to_tokens("short", 2, 100), None);
+        assert_eq!(truncate_to_tokens("", 0, 0), None);
     }
 
     #[test]
     fn never_splits_a_char() {
         let text = "é".repeat(5000);
-        let out = truncate_output(&text, 5000, 100).unwrap();
+        let out = truncate_to_tokens(&text, 5000, 100).unwrap();
         assert!(out.starts_with('é') && out.ends_with('é'));
     }
 }

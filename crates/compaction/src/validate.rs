@@ -56,19 +56,19 @@ pub enum InvariantViolation {
     /// A protected message is gone.
     #[error("protected message {id} is missing from the result")]
     ProtectedMissing {
-        /// The message.
+        /// The protected message's id.
         id: MessageId,
     },
     /// A protected message changed.
     #[error("protected message {id} was changed")]
     ProtectedChanged {
-        /// The message.
+        /// The protected message's id.
         id: MessageId,
     },
     /// Protected messages changed order.
     #[error("protected message {id} moved relative to the other protected messages")]
     ProtectedReordered {
-        /// The message.
+        /// The protected message's id.
         id: MessageId,
     },
     /// The system prompt is not first any more.
@@ -98,7 +98,7 @@ pub enum InvariantViolation {
     /// Two messages share an id.
     #[error("message id {id} appears twice")]
     DuplicateId {
-        /// The id.
+        /// The id that appears more than once.
         id: MessageId,
     },
     /// Expanding the result with the archive does not give back the input.

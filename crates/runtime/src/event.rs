@@ -9,6 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::compaction_report::CompactionReport;
+
 /// Something an agent or the supervisor did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -16,12 +18,12 @@ use tokio::sync::broadcast;
 pub enum Event {
     /// An agent began handling a request.
     TurnStarted {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
     },
     /// An agent is about to call its model.
     ModelCallStarted {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// The model's name.
         model: String,
@@ -30,7 +32,7 @@ pub enum Event {
     },
     /// A model call returned.
     ModelCallFinished {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// The model's name.
         model: String,
@@ -45,7 +47,7 @@ pub enum Event {
     },
     /// A tool call began.
     ToolCallStarted {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// The tool's name.
         tool: String,
@@ -54,7 +56,7 @@ pub enum Event {
     },
     /// A tool call finished.
     ToolCallFinished {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// The tool's name.
         tool: String,
@@ -67,7 +69,7 @@ pub enum Event {
     },
     /// An agent finished handling a request.
     TurnFinished {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// Model calls made in this request.
         model_calls: u32,
@@ -76,7 +78,7 @@ pub enum Event {
     },
     /// The agent's context passed the warning threshold.
     ContextWarning {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// Tokens in the conversation.
         tokens: usize,
@@ -89,7 +91,8 @@ pub enum Event {
         agent: String,
         /// Tokens before.
         tokens: usize,
-        /// What started it (`auto`, `manual`, `tool`, `emergency`, `scope`).
+        /// What started it: a `CompactTrigger`'s name (`manual`, `automatic`, `agent_tool`,
+        /// `emergency`).
         trigger: String,
     },
     /// One iteration of the compression agent.
@@ -105,19 +108,19 @@ pub enum Event {
     CompactionFinished {
         /// The agent whose conversation is compacted.
         agent: String,
-        /// The compaction report, as JSON.
-        report: serde_json::Value,
+        /// The compaction report (boxed: it is by far the largest event).
+        report: Box<CompactionReport>,
     },
     /// Compaction failed; the conversation is unchanged.
     CompactionFailed {
         /// The agent whose conversation is compacted.
         agent: String,
-        /// Why.
+        /// The compaction error's message (the conversation is unchanged).
         reason: String,
     },
     /// The supervisor restarted a failed agent.
     AgentRestarted {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
         /// Restarts within the current window, this one included.
         restarts: u32,
@@ -126,9 +129,9 @@ pub enum Event {
     },
     /// An agent failed too often and was stopped for good.
     AgentStopped {
-        /// The agent.
+        /// The name of the agent it happened in.
         agent: String,
-        /// Why.
+        /// The last failure, and that the restart limit was reached (or the restart failed).
         reason: String,
     },
 }

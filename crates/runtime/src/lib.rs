@@ -7,15 +7,19 @@
 //!   last [`Checkpoint`].
 //! - [`EventBus`] and [`Event`]: everything observable, in causal order.
 //! - [`TraceContext`]: the trace that travels inside actor messages.
+//! - [`sync`]: the one way troupe takes a `std::sync` lock, recovering from poisoning.
 
+pub mod compaction_report;
 pub mod conversation;
 pub mod event;
 pub mod message;
 pub mod model;
 pub mod session;
 mod supervisor;
+pub mod sync;
 pub mod trace;
 
+pub use compaction_report::{CompactionReport, SummarizerUsage, TierCounts};
 pub use conversation::Conversation;
 pub use event::{Event, EventBus, EventRecord};
 pub use message::{

@@ -31,7 +31,7 @@ pub enum Role {
     Developer,
     /// The person (or calling agent) asking.
     User,
-    /// The model.
+    /// The model's turn: text, tool calls, or both.
     Assistant,
     /// The result of one tool call.
     Tool,
@@ -381,9 +381,10 @@ impl ChatMessage {
 /// A message as troupe stores it in sessions and archives: wire shape plus id and kind.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredMessage {
-    /// The stable id.
+    /// The message's conversation-local id (`m1`, `m2`, …), never reused.
     pub id: MessageId,
-    /// The kind.
+    /// What the message is to troupe beyond its wire role: normal, a summary, a compressed
+    /// stub, or display-only.
     #[serde(default)]
     pub kind: MessageKind,
     /// The message in the OpenAI shape.

@@ -135,7 +135,8 @@ impl fmt::Display for TraceContext {
     }
 }
 
-/// Span and attribute names from the OpenTelemetry GenAI semantic conventions.
+/// Span attribute names: the OpenTelemetry GenAI semantic conventions' (`gen_ai.*`) and troupe's
+/// own (`troupe.*`). Every span field and every reader of the trace file names them from here.
 pub mod semconv {
     /// `gen_ai.operation.name`: `chat`, `execute_tool`, `invoke_agent`, …
     pub const OPERATION_NAME: &str = "gen_ai.operation.name";
@@ -163,6 +164,61 @@ pub mod semconv {
     pub const TOOL_CALL_ARGUMENTS: &str = "gen_ai.tool.call.arguments";
     /// `gen_ai.tool.call.result`: what the tool returned (content).
     pub const TOOL_CALL_RESULT: &str = "gen_ai.tool.call.result";
+    /// `gen_ai.prompt`: the prompt, in the conventions' older form (content; troupe reads it in
+    /// spans from other libraries, never writes it).
+    pub const LEGACY_PROMPT: &str = "gen_ai.prompt";
+    /// `gen_ai.completion`: the answer, in the conventions' older form (content; read, not written).
+    pub const LEGACY_COMPLETION: &str = "gen_ai.completion";
+    /// The prefix of the token counts, `gen_ai.usage.*`: integers in the conventions.
+    pub const USAGE_PREFIX: &str = "gen_ai.usage.";
+    /// `gen_ai.request.max_tokens`: the output limit a request set (an integer).
+    pub const REQUEST_MAX_TOKENS: &str = "gen_ai.request.max_tokens";
+    /// `gen_ai.request.seed`: the sampling seed a request set (an integer).
+    pub const REQUEST_SEED: &str = "gen_ai.request.seed";
+    /// `gen_ai.request.choice.count`: how many answers a request asked for (an integer).
+    pub const REQUEST_CHOICE_COUNT: &str = "gen_ai.request.choice.count";
+
+    // troupe's own attributes, under `troupe.`: what the GenAI conventions have no name for.
+
+    /// `troupe.trace_id`: the runtime's trace id (32 hex digits) on a request's root span, so
+    /// the trace file and OTLP export put the span in the trace that travelled with the request.
+    pub const TRACE_ID: &str = "troupe.trace_id";
+    /// `troupe.parent_span_id`: the span id (16 hex digits) of the asking side of a request.
+    pub const PARENT_SPAN_ID: &str = "troupe.parent_span_id";
+    /// `troupe.from`: the agent that sent a request, or `user`.
+    pub const FROM: &str = "troupe.from";
+    /// `troupe.trigger`: what started a compaction (`manual`, `automatic`, `agent_tool`,
+    /// `emergency`, `scope`).
+    pub const TRIGGER: &str = "troupe.trigger";
+    /// `troupe.compressor`: the compression agent that ran a compaction.
+    pub const COMPRESSOR: &str = "troupe.compressor";
+    /// `troupe.scope`: the label of the scope a scope summary closes.
+    pub const SCOPE: &str = "troupe.scope";
+    /// `troupe.compaction.tokens_before`: the conversation's tokens before a compaction.
+    pub const COMPACTION_TOKENS_BEFORE: &str = "troupe.compaction.tokens_before";
+    /// `troupe.compaction.tokens_after`: the conversation's tokens after it.
+    pub const COMPACTION_TOKENS_AFTER: &str = "troupe.compaction.tokens_after";
+    /// `troupe.compaction.target`: the token count the compaction aimed for.
+    pub const COMPACTION_TARGET: &str = "troupe.compaction.target";
+    /// `troupe.compaction.reached`: whether it got there.
+    pub const COMPACTION_REACHED: &str = "troupe.compaction.reached";
+    /// `troupe.compaction.skipped`: whether the anti-thrash guard skipped it.
+    pub const COMPACTION_SKIPPED: &str = "troupe.compaction.skipped";
+    /// `troupe.compaction.tiers`: the tiers it used, e.g. `truncate,mask`.
+    pub const COMPACTION_TIERS: &str = "troupe.compaction.tiers";
+    /// `troupe.compaction.reason`: the report's one-line account of what happened.
+    pub const COMPACTION_REASON: &str = "troupe.compaction.reason";
+    /// `troupe.compaction.summarizer_calls`: how many summaries a model was asked for.
+    pub const COMPACTION_SUMMARIZER_CALLS: &str = "troupe.compaction.summarizer_calls";
+    /// `troupe.input`: the transcript file a CLI operation read.
+    pub const INPUT: &str = "troupe.input";
+    /// `troupe.archive`: the archive file a CLI operation read.
+    pub const ARCHIVE: &str = "troupe.archive";
+    /// `troupe.window`: the context window (tokens) a CLI operation assumed.
+    pub const WINDOW: &str = "troupe.window";
+    /// `troupe.content`: the prefix for message content of troupe's own (or a custom tool's)
+    /// attributes, written only when content recording is on, like the `gen_ai` content fields.
+    pub const CONTENT: &str = "troupe.content";
 }
 
 #[cfg(test)]

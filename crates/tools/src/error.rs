@@ -57,7 +57,7 @@ pub enum RegistryError {
          schema is {schema}"
     )]
     ArgsNotAnObject {
-        /// The tool.
+        /// The name of the tool being registered.
         tool: String,
         /// The schema that was generated, compact JSON.
         schema: String,

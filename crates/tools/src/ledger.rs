@@ -4,7 +4,7 @@
 //! masked or summarized, so the lists are computed from facts, never from a model's text.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -218,6 +218,6 @@ impl SharedLedger {
     fn lock(&self) -> MutexGuard<'_, FileLedger> {
         // A panic while holding the lock cannot leave a Vec push half-done, so the data is
         // still consistent: recover it instead of poisoning every later tool call.
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        troupe_runtime::sync::lock(&self.0)
     }
 }

@@ -29,7 +29,7 @@ pub mod workspace;
 pub use context::ToolContext;
 pub use error::{RegistryError, ToolError};
 pub use ledger::{FileAccess, FileLedger, LedgerEntry, SharedLedger};
-pub use output::{DEFAULT_OUTPUT_CAP, truncate_output};
+pub use output::{DEFAULT_OUTPUT_CAP, cap_output, truncation_marker};
 pub use registry::{DEFAULT_TIMEOUT, ToolRegistry};
 pub use result::{ToolFailure, ToolOutcome, ToolResult};
 pub use tool::{NoArgs, Tool};

@@ -16,7 +16,7 @@ use crate::context::ToolContext;
 use crate::erased::{Erased, ErasedTool};
 use crate::error::{RegistryError, ToolError};
 use crate::fn_tool::FnTool;
-use crate::output::{DEFAULT_OUTPUT_CAP, truncate_output};
+use crate::output::{DEFAULT_OUTPUT_CAP, cap_output};
 use crate::result::{ToolFailure, ToolResult};
 use crate::schema::is_object_schema;
 use crate::suggest::closest;
@@ -264,7 +264,7 @@ impl ToolRegistry {
         );
         let started = Instant::now();
         let mut result = self.run(call, &ctx).await;
-        result.content = truncate_output(result.content, self.output_cap);
+        result.content = cap_output(result.content, self.output_cap);
         ctx.events.publish(
             ctx.trace_id.clone(),
             Event::ToolCallFinished {

@@ -65,9 +65,9 @@ pub enum PathError {
     /// The workspace root itself is unusable.
     #[error("the workspace root {root} cannot be used: {cause}")]
     Root {
-        /// The root.
+        /// The configured root, as given.
         root: String,
-        /// Why.
+        /// The error opening or inspecting it.
         cause: io::Error,
     },
     /// Resolving the path failed (too many symlinks, unreadable link, empty path).
@@ -75,7 +75,7 @@ pub enum PathError {
     Unresolvable {
         /// The path as requested.
         requested: String,
-        /// Why.
+        /// What stopped the resolution (symlink loop, unreadable link, empty path).
         reason: String,
     },
 }

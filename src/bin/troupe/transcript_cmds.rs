@@ -3,13 +3,15 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use indicatif::ProgressBar;
 use tracing::Instrument;
 use troupe::agents::shared_counter;
 use troupe::compaction::{CompactionReport, TierCounts};
+use troupe::runtime::trace::semconv;
 use troupe::transcript_file::TranscriptFile;
 use troupe::transcript_ops::{
-    CompactRequest, Compressor, ReplayReport, RestoredMatch, check_window, compact_transcript,
-    ensure_distinct_files, expand_transcript_file, replay_transcript,
+    CompactRequest, Compressor, ReplayObserver, ReplayReport, RestoredMatch, check_window,
+    compact_transcript, ensure_distinct_files, expand_transcript_file, replay_transcript,
 };
 
 use crate::cli::{CompactArgs, ExpandArgs, ReplayArgs};
@@ -107,8 +109,8 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     // The command's span: the compression agent's work is traced beneath it, as one trace.
     let span = tracing::info_span!(
         "compact_transcript",
-        "troupe.input" = %args.input.display(),
-        "troupe.window" = args.window,
+        { semconv::INPUT } = %args.input.display(),
+        { semconv::WINDOW } = args.window,
     );
     let result = compact_transcript(&input, &text, &request, &compressor)
         .instrument(span)
@@ -142,8 +144,8 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
 pub fn expand(args: ExpandArgs) -> anyhow::Result<()> {
     let _span = tracing::info_span!(
         "expand_transcript",
-        "troupe.input" = %args.input.display(),
-        "troupe.archive" = %args.archive.display(),
+        { semconv::INPUT } = %args.input.display(),
+        { semconv::ARCHIVE } = %args.archive.display(),
     )
     .entered();
     let expanded = expand_transcript_file(&args.input, &args.archive, &args.out)?;
@@ -220,6 +222,15 @@ fn print_replay(r: &ReplayReport) {
     );
 }
 
+/// Moves the progress bar as a replay feeds messages.
+struct ReplayProgress<'a>(&'a ProgressBar);
+
+impl ReplayObserver for ReplayProgress<'_> {
+    fn on_message(&mut self, fed: usize) {
+        self.0.set_position(fed as u64);
+    }
+}
+
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     check_window(args.window)?;
     let input = TranscriptFile::read(&args.input)?;
@@ -231,12 +242,17 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     let bar = crate::progress::bar(input.messages.len() as u64, "replaying");
     let span = tracing::info_span!(
         "replay_transcript",
-        "troupe.input" = %args.input.display(),
-        "troupe.window" = args.window,
+        { semconv::INPUT } = %args.input.display(),
+        { semconv::WINDOW } = args.window,
     );
-    let report = replay_transcript(&input, &policy, counter.as_ref(), &compressor, |n| {
-        bar.set_position(n as u64)
-    })
+    let mut progress = ReplayProgress(&bar);
+    let report = replay_transcript(
+        &input,
+        &policy,
+        counter.as_ref(),
+        &compressor,
+        &mut progress,
+    )
     .instrument(span)
     .await;
     bar.finish_and_clear();

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_compaction::{
-    CompactOptions, CompactTrigger, CompactionReport, MechanicalSummarizer, Summarizer,
-    ThrashGuard, TokenCounter, compact_with,
+    CompactOptions, CompactionReport, MechanicalSummarizer, Summarizer, ThrashGuard, TokenCounter,
+    compact_with,
 };
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
@@ -116,7 +116,7 @@ impl CompressionAgent {
             model,
             compressor: ctx.name.clone(),
             agent: job.agent.clone(),
-            trigger: trigger_name(job.trigger),
+            trigger: job.trigger.as_str(),
             trace_id: trace.trace_id_hex(),
             events: ctx.events.clone(),
             max_iterations: self.config.max_iterations,
@@ -141,12 +141,11 @@ impl CompressionAgent {
                     .or_default()
                     .record(&compaction.report);
                 record_report(&compaction.report);
-                let report = serde_json::to_value(&compaction.report).unwrap_or_default();
                 ctx.events.publish(
                     Some(trace.trace_id_hex()),
                     Event::CompactionFinished {
                         agent: job.agent.clone(),
-                        report,
+                        report: Box::new(compaction.report.clone()),
                     },
                 );
                 Ok(compaction)
@@ -174,32 +173,32 @@ fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Spa
         "compaction",
         { semconv::OPERATION_NAME } = "compaction",
         { semconv::AGENT_NAME } = %agent,
-        "troupe.compressor" = %compressor,
-        "troupe.trigger" = %trigger,
-        "troupe.scope" = tracing::field::Empty,
-        "troupe.compaction.tokens_before" = tracing::field::Empty,
-        "troupe.compaction.tokens_after" = tracing::field::Empty,
-        "troupe.compaction.target" = tracing::field::Empty,
-        "troupe.compaction.reached" = tracing::field::Empty,
-        "troupe.compaction.skipped" = tracing::field::Empty,
-        "troupe.compaction.tiers" = tracing::field::Empty,
-        "troupe.compaction.reason" = tracing::field::Empty,
-        "troupe.compaction.summarizer_calls" = tracing::field::Empty,
+        { semconv::COMPRESSOR } = %compressor,
+        { semconv::TRIGGER } = %trigger,
+        { semconv::SCOPE } = tracing::field::Empty,
+        { semconv::COMPACTION_TOKENS_BEFORE } = tracing::field::Empty,
+        { semconv::COMPACTION_TOKENS_AFTER } = tracing::field::Empty,
+        { semconv::COMPACTION_TARGET } = tracing::field::Empty,
+        { semconv::COMPACTION_REACHED } = tracing::field::Empty,
+        { semconv::COMPACTION_SKIPPED } = tracing::field::Empty,
+        { semconv::COMPACTION_TIERS } = tracing::field::Empty,
+        { semconv::COMPACTION_REASON } = tracing::field::Empty,
+        { semconv::COMPACTION_SUMMARIZER_CALLS } = tracing::field::Empty,
     )
 }
 
 /// Put what a compaction did on the current (`compaction`) span.
 fn record_report(report: &CompactionReport) {
     let span = tracing::Span::current();
-    span.record("troupe.compaction.tokens_before", report.tokens_before);
-    span.record("troupe.compaction.tokens_after", report.tokens_after);
-    span.record("troupe.compaction.target", report.target_tokens);
-    span.record("troupe.compaction.reached", report.reached);
-    span.record("troupe.compaction.skipped", report.skipped);
-    span.record("troupe.compaction.tiers", tiers_used(report).as_str());
-    span.record("troupe.compaction.reason", report.reason.as_str());
+    span.record(semconv::COMPACTION_TOKENS_BEFORE, report.tokens_before);
+    span.record(semconv::COMPACTION_TOKENS_AFTER, report.tokens_after);
+    span.record(semconv::COMPACTION_TARGET, report.target_tokens);
+    span.record(semconv::COMPACTION_REACHED, report.reached);
+    span.record(semconv::COMPACTION_SKIPPED, report.skipped);
+    span.record(semconv::COMPACTION_TIERS, tiers_used(report).as_str());
+    span.record(semconv::COMPACTION_REASON, report.reason.as_str());
     span.record(
-        "troupe.compaction.summarizer_calls",
+        semconv::COMPACTION_SUMMARIZER_CALLS,
         report.summarizer.calls,
     );
 }
@@ -220,14 +219,6 @@ fn tiers_used(report: &CompactionReport) -> String {
         "none".into()
     } else {
         used.join(",")
-    }
-}
-
-fn trigger_name(trigger: CompactTrigger) -> &'static str {
-    match trigger {
-        CompactTrigger::Manual => "manual",
-        CompactTrigger::Automatic => "auto",
-        CompactTrigger::AgentTool => "tool",
     }
 }
 
@@ -252,7 +243,7 @@ impl AgentBehavior for CompressionAgent {
         let trace = job.trace();
         let job = match job.open::<CompactionJob>() {
             Ok((job, reply)) => {
-                let span = compaction_span(&job.agent, &ctx.name, trigger_name(job.trigger));
+                let span = compaction_span(&job.agent, &ctx.name, job.trigger.as_str());
                 let result = self.compact(job, &trace, ctx).instrument(span).await;
                 return Ok(reply.answer(result));
             }
@@ -261,7 +252,7 @@ impl AgentBehavior for CompressionAgent {
         match job.open::<ScopeSummaryJob>() {
             Ok((job, reply)) => {
                 let span = compaction_span(&job.agent, &ctx.name, "scope");
-                span.record("troupe.scope", job.label.as_str());
+                span.record(semconv::SCOPE, job.label.as_str());
                 let summary = summarize_scope(&job, &ctx.name).instrument(span).await;
                 Ok(reply.answer(summary))
             }

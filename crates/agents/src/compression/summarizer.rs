@@ -1,15 +1,15 @@
 //! [`ModelSummarizer`]: any [`ChatModel`] as the compaction crate's [`Summarizer`], with the
 //! mechanical summarizer behind it for answers that cannot be trusted.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use troupe_compaction::{
     MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
 };
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice};
+use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice, sync};
 
-use crate::compaction_hooks::shared_counter;
+use crate::compaction_settings::shared_counter;
 
 /// Summaries written by a chat model (tier 3 of compaction).
 ///
@@ -38,12 +38,7 @@ impl ModelSummarizer {
     /// Why the mechanical summary was used instead of the model's, one entry per time, oldest
     /// first; taking them empties the list. The compression agent adds them to the report.
     pub fn take_fallbacks(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .fallbacks
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        std::mem::take(&mut *sync::lock(&self.fallbacks))
     }
 
     /// The model's name.
@@ -85,12 +80,9 @@ impl Summarizer for ModelSummarizer {
             reason = %why,
             "the summarizer model gave no usable summary; using the mechanical summary"
         );
-        self.fallbacks
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(format!(
-                "summarizer model `{model}` gave no usable summary ({why}); used the mechanical summary"
-            ));
+        sync::lock(&self.fallbacks).push(format!(
+            "summarizer model `{model}` gave no usable summary ({why}); used the mechanical summary"
+        ));
         MechanicalSummarizer::new().summarize(prompt).await
     }
 }

@@ -14,6 +14,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use troupe_runtime::sync::lock;
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo,
     ToolChoice, ToolDefinition, Usage,
@@ -25,15 +26,15 @@ pub enum ReplayError {
     /// The file could not be opened, read or written.
     #[error("cassette {path}: {cause}")]
     Io {
-        /// The cassette.
+        /// The cassette file's path.
         path: PathBuf,
-        /// What failed.
+        /// The open, read or write error.
         cause: std::io::Error,
     },
     /// A line is not a recorded call.
     #[error("cassette {path}, line {line}: {message}")]
     Parse {
-        /// The cassette.
+        /// The cassette file's path.
         path: PathBuf,
         /// 1-based line number.
         line: usize,
@@ -188,10 +189,7 @@ impl<M: ChatModel> RecordingModel<M> {
         let mut line = serde_json::to_string(record)
             .map_err(|e| ModelError::Unavailable(format!("cannot encode a recorded call: {e}")))?;
         line.push('\n');
-        let mut file = self
-            .file
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut file = lock(&self.file);
         // One write per line, then flush: a crash leaves whole lines behind.
         file.write_all(line.as_bytes())
             .and_then(|()| file.flush())
@@ -299,10 +297,6 @@ impl ReplayModel {
     pub fn remaining(&self) -> usize {
         lock(&self.records).len()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[async_trait]

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use troupe_runtime::sync::lock;
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo,
     ToolCall, Usage,
@@ -92,10 +93,6 @@ impl ScriptedModel {
     pub fn remaining(&self) -> usize {
         lock(&self.script).len()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Rough token estimate for usage reporting (4 characters per token).

@@ -10,7 +10,7 @@ use troupe_runtime::{ChatModel, ModelError};
 pub struct ConfiguredModel {
     /// The name the configuration uses for it.
     pub name: String,
-    /// The model.
+    /// The provider built from that configuration, ready to call.
     pub model: Arc<dyn ChatModel>,
     /// Relative cost (or size): lower is cheaper. `None`: unknown, never picked as "cheapest".
     pub cost_rank: Option<u32>,

@@ -282,7 +282,7 @@ async fn the_automatic_trigger_warns_then_compacts() {
         match record.event {
             Event::ContextWarning { .. } => saw.push("warning"),
             Event::CompactionStarted { trigger, .. } => {
-                assert_eq!(trigger, "auto");
+                assert_eq!(trigger, "automatic");
                 saw.push("started")
             }
             Event::CompactionFinished { .. } => saw.push("finished"),
@@ -449,7 +449,7 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
         }
     };
     run.await.unwrap().unwrap();
-    assert_eq!(serde_json::to_value(&joined.report).unwrap(), first_report);
+    assert_eq!(joined.report, *first_report);
     while let Ok(record) = events.try_recv() {
         if let Event::CompactionStarted { trigger, .. } = record.event {
             assert_ne!(

@@ -9,4 +9,5 @@ mod model_openai;
 mod model_replay;
 mod session;
 mod summary_trust;
+mod team_builder;
 mod thrash;

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_agent,
-    spawn_compression_agent,
+    AgentSession, AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter,
+    spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};
-use troupe_runtime::session::load;
+use troupe_runtime::session::{SessionRecord, load, load_typed};
 use troupe_runtime::{ChatMessage, Checkpoint, MessageKind, Team, TeamConfig};
 use troupe_tools::{FileLedger, ToolRegistry};
 
@@ -278,7 +278,58 @@ async fn a_log_whose_ledger_has_the_wrong_shape_is_refused() {
         "\n",
     ))
     .await;
-    assert!(error.contains("file ledger"), "{error}");
+    // Refused when the log is read, at the line of the record of the wrong shape.
+    assert!(error.contains("coder.jsonl:3"), "{error}");
+    assert!(error.contains("FileLedger"), "{error}");
+}
+
+/// A log written before the records were typed (format 1, by the agent as of `ce1cd2d`): a turn
+/// of eight `read_file` calls, one compaction (archive entries, ledger, report) and a ledger.
+const FORMAT_1_LOG: &str = include_str!("../fixtures/session_format_1.jsonl");
+
+#[tokio::test]
+async fn a_log_written_before_typed_records_resumes_and_is_written_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    std::fs::write(&log, FORMAT_1_LOG).unwrap();
+
+    let logged = load_typed::<AgentSession>(&log).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert_eq!(logged.compactions, 1);
+    let report = logged.last_report.clone().unwrap();
+    assert_eq!((report.tokens_before, report.tokens_after), (3676, 1424));
+    assert_eq!(report.tiers.masked, 4);
+    assert_eq!(logged.archive_entries.len(), logged.archived.len());
+    assert!(!logged.archive_entries.is_empty());
+    assert_eq!(logged.ledger.as_ref().unwrap().entries().len(), 8);
+
+    // Every record, read typed and written again, is the same line: the format is unchanged.
+    for (i, line) in FORMAT_1_LOG.lines().enumerate() {
+        let record: SessionRecord<AgentSession> = serde_json::from_str(line).unwrap();
+        let written = serde_json::to_string(&record).unwrap();
+        assert!(
+            written == line,
+            "line {} changed:\n{line}\n{written}",
+            i + 1
+        );
+    }
+
+    // An agent resumes from it: conversation, ledger, archive and last report.
+    let team = team().await;
+    let model = Arc::new(ScriptedModel::new("m", []));
+    spawn_agent(&team, reader(dir.path(), model, &log))
+        .await
+        .unwrap();
+    let resumed = team.checkpoint("coder").unwrap();
+    assert_eq!(resumed.conversation, logged.conversation);
+    let (ledger, archive) = state_of(&resumed);
+    assert_eq!(Some(ledger), logged.ledger);
+    assert_eq!(archive.entries(), &logged.archive_entries[..]);
+    let stats = context_stats(&team, "coder").await.unwrap();
+    assert_eq!(stats.last_compaction, Some(report));
+    team.shutdown().await;
+    // Opening it added nothing: the model it names is the one it logged.
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), FORMAT_1_LOG);
 }
 
 /// A model that panics when asked about `boom` (the agent actor dies and is restarted) and

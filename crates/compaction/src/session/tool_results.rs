@@ -6,7 +6,7 @@ use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked};
 use crate::error::Refusal;
 use crate::markers::replaces_line;
 use crate::mask::stub_text;
-use crate::truncate::truncate_output;
+use crate::truncate::truncate_to_tokens;
 
 /// Tokens reserved in a truncated output for the cut marker and the `[replaces …]` line, so the
 /// result stays within the limit and is not picked for truncation again.
@@ -46,7 +46,7 @@ impl CompactionSession<'_> {
                     return Err(Refusal::BelowTruncationLimit { id, tokens, limit });
                 }
                 let keep = limit.saturating_sub(MARKER_TOKENS).max(limit / 2);
-                truncate_output(&message.text(), tokens, keep).ok_or(Refusal::NoGain {
+                truncate_to_tokens(&message.text(), tokens, keep).ok_or(Refusal::NoGain {
                     id,
                     before: tokens,
                     after: tokens,

@@ -8,12 +8,13 @@ pub enum SessionError {
     /// An I/O error.
     #[error("session log {path}: {cause}")]
     Io {
-        /// The log.
+        /// The log file.
         path: PathBuf,
-        /// Why.
+        /// The failed operation's error.
         cause: std::io::Error,
     },
-    /// A complete line that is not a session record: the log is damaged.
+    /// A complete line that is not a session record, or holds agent state (ledger, archive entry,
+    /// report) of another shape than the reader's [`super::SessionSchema`]: the log is damaged.
     #[error("session log {path}:{line}: corrupt record: {reason}")]
     Corrupt {
         /// The log.
@@ -35,21 +36,13 @@ pub enum SessionError {
         /// What is wrong.
         reason: String,
     },
-    /// The records parse, but what they hold does not fit the reader (an agent's ledger, archive
-    /// or compaction report of the wrong shape).
-    #[error("session log {path}: {reason}")]
-    State {
-        /// The log.
-        path: PathBuf,
-        /// What does not fit.
-        reason: String,
-    },
-    /// A record could not be serialized.
+    /// A record could not be serialized (the reason names its `type`); nothing of the turn was
+    /// written.
     #[error("session log {path}: cannot serialize a record: {reason}")]
     Serialize {
-        /// The log.
+        /// The log file.
         path: PathBuf,
-        /// Why.
+        /// Which record, and serde's message.
         reason: String,
     },
     /// The path is a FIFO, a device, a directory…: refused before anything is read from it.

@@ -17,7 +17,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::error::SessionError;
 use super::files::{create_dirs_durably, open_regular, refuse_irregular};
@@ -34,7 +34,7 @@ static HELD: Mutex<Option<HashMap<PathBuf, Weak<Held>>>> = Mutex::new(None);
 
 fn held_locks() -> MutexGuard<'static, Option<HashMap<PathBuf, Weak<Held>>>> {
     // The map stays consistent under a panic (single inserts and removes), so poison is moot.
-    HELD.lock().unwrap_or_else(PoisonError::into_inner)
+    crate::sync::lock(&HELD)
 }
 
 /// An `flock` this process holds on one log's lock file.

@@ -13,13 +13,15 @@ use super::files::{open_regular, sync_parent_dir};
 use super::lock::{Held, SessionLock};
 use super::records::{SESSION_FORMAT_VERSION, Session, SessionRecord};
 use super::scan::scan;
+use super::schema::{SessionSchema, Untyped};
 
-/// An open session log, appending at turn boundaries.
+/// An open session log, appending at turn boundaries; `S` types the agent state its records
+/// carry ([`SessionSchema`]; [`Untyped`] keeps it as JSON values).
 #[derive(Debug)]
-pub struct SessionLog {
+pub struct SessionLog<S: SessionSchema = Untyped> {
     path: PathBuf,
     file: File,
-    pending: Vec<SessionRecord>,
+    pending: Vec<SessionRecord<S>>,
     /// The claim, when this log took its own ([`SessionLog::open`]).
     _claim: Option<SessionLock>,
     /// The `flock`, which keeps other processes out while this log is open.
@@ -57,8 +59,32 @@ impl SessionLog {
         path: &Path,
         agent: Option<&str>,
     ) -> Result<(SessionLog, Session), SessionError> {
+        Self::open_typed(path, agent)
+    }
+
+    /// [`SessionLog::open_locked_typed`] with the agent state as JSON values.
+    ///
+    /// # Errors
+    /// As [`SessionLog::open_locked_typed`].
+    pub fn open_locked(
+        lock: &SessionLock,
+        agent: Option<&str>,
+    ) -> Result<(SessionLog, Session), SessionError> {
+        Self::open_locked_typed(lock, agent)
+    }
+}
+
+impl<S: SessionSchema> SessionLog<S> {
+    /// [`SessionLog::open_for`], with the agent state typed by `S`.
+    ///
+    /// # Errors
+    /// As [`SessionLog::open`].
+    pub fn open_typed(
+        path: &Path,
+        agent: Option<&str>,
+    ) -> Result<(SessionLog<S>, Session<S>), SessionError> {
         let claim = SessionLock::acquire(path)?;
-        let (mut log, session) = Self::open_locked(&claim, agent)?;
+        let (mut log, session) = Self::open_locked_typed(&claim, agent)?;
         log._claim = Some(claim);
         Ok((log, session))
     }
@@ -70,11 +96,12 @@ impl SessionLog {
     /// # Errors
     /// [`SessionError::NotRegularFile`] when the path is a FIFO, device, directory…;
     /// [`SessionError::Io`] when the file cannot be read or written; [`SessionError::Corrupt`]
-    /// or [`SessionError::Invalid`] when it is damaged (then nothing is changed on disk).
-    pub fn open_locked(
+    /// or [`SessionError::Invalid`] when it is damaged or holds agent state of another shape than `S`
+    /// (then nothing is changed on disk).
+    pub fn open_locked_typed(
         lock: &SessionLock,
         agent: Option<&str>,
-    ) -> Result<(SessionLog, Session), SessionError> {
+    ) -> Result<(SessionLog<S>, Session<S>), SessionError> {
         let path = lock.log_path();
         let io = |source| SessionError::Io {
             path: path.to_path_buf(),
@@ -128,7 +155,7 @@ impl SessionLog {
     }
 
     /// Queue a record; nothing is written until [`SessionLog::flush`].
-    pub fn append(&mut self, record: SessionRecord) {
+    pub fn append(&mut self, record: SessionRecord<S>) {
         self.pending.push(record);
     }
 
@@ -162,11 +189,11 @@ impl SessionLog {
         for record in self
             .pending
             .iter()
-            .chain(std::iter::once(&SessionRecord::Commit))
+            .chain(std::iter::once(&SessionRecord::<S>::Commit))
         {
             let line = serde_json::to_string(record).map_err(|e| SessionError::Serialize {
                 path: self.path.clone(),
-                reason: e.to_string(),
+                reason: format!("a `{}` record: {e}", record.kind()),
             })?;
             text.push_str(&line);
             text.push('\n');

@@ -18,6 +18,12 @@
 //! turns. Only regular files are opened: a FIFO, a device or a directory is refused before
 //! anything is read.
 //!
+//! The runtime replays messages, compactions and clears; the agent state recorded with them — the
+//! file ledger, archive entries, the compaction report — is typed by a [`SessionSchema`] from the
+//! layer that knows it (`troupe_agents::AgentSession`): a record of the wrong shape is refused at
+//! its line, and state that cannot be serialized is a [`SessionError::Serialize`], never a missing
+//! record. [`Untyped`] (the default) reads and writes it as JSON values; both write the same bytes.
+//!
 //! ```no_run
 //! use troupe_runtime::session::{SessionLog, SessionRecord};
 //! use troupe_runtime::ChatMessage;
@@ -38,6 +44,7 @@ mod log;
 mod records;
 mod replay;
 mod scan;
+mod schema;
 #[cfg(test)]
 mod tests;
 
@@ -45,4 +52,5 @@ pub use error::SessionError;
 pub use lock::{SessionLock, lock_path};
 pub use log::SessionLog;
 pub use records::{CompactionRecord, SESSION_FORMAT_VERSION, Session, SessionRecord};
-pub use scan::load;
+pub use scan::{load, load_typed};
+pub use schema::{SessionSchema, Untyped};

@@ -11,6 +11,7 @@ use crate::conversation::Conversation;
 use crate::message::{ChatMessage, MessageKind, Role, StoredMessage};
 
 use super::records::{Session, SessionRecord};
+use super::schema::SessionSchema;
 
 /// Adds `items` not yet in `into`, keeping order.
 fn union_into(into: &mut Vec<String>, items: &[String]) {
@@ -90,9 +91,8 @@ impl Pairing {
 }
 
 /// Replays committed records into a [`Session`].
-#[derive(Default)]
-pub(super) struct Replayer {
-    session: Session,
+pub(super) struct Replayer<S: SessionSchema> {
+    session: Session<S>,
     messages: Vec<ChatMessage>,
     pairing: Pairing,
     /// Every id recorded so far and the line that first recorded it: a new message never reuses
@@ -102,9 +102,21 @@ pub(super) struct Replayer {
     max_id: u64,
 }
 
-impl Replayer {
+impl<S: SessionSchema> Default for Replayer<S> {
+    fn default() -> Self {
+        Replayer {
+            session: Session::default(),
+            messages: Vec::new(),
+            pairing: Pairing::default(),
+            seen: HashMap::new(),
+            max_id: 0,
+        }
+    }
+}
+
+impl<S: SessionSchema> Replayer<S> {
     /// Apply one committed record, read at `line`.
-    pub(super) fn apply(&mut self, record: SessionRecord, line: usize) -> Result<(), Invalid> {
+    pub(super) fn apply(&mut self, record: SessionRecord<S>, line: usize) -> Result<(), Invalid> {
         self.session.records += 1;
         match record {
             SessionRecord::Session { agent, .. } => self.session.agent = agent,
@@ -188,7 +200,7 @@ impl Replayer {
         }
     }
 
-    pub(super) fn finish(mut self) -> Session {
+    pub(super) fn finish(mut self) -> Session<S> {
         let stored: Vec<StoredMessage> = self.messages.iter().map(StoredMessage::from).collect();
         let next_id = self.max_id + 1;
         // Conversation's serde form is the one way to restore an id counter past cleared ids.

@@ -150,3 +150,45 @@ fn compaction_clear_and_model_change_are_restored() {
     assert_eq!(session.previous_summary, None);
     assert_eq!(session.archived.len(), 2, "the archive survives a clear");
 }
+
+/// A ledger whose serialization always fails.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+struct UnwritableLedger;
+
+impl serde::Serialize for UnwritableLedger {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("this ledger cannot be written"))
+    }
+}
+
+/// Agent state with a ledger that cannot be serialized.
+#[derive(Debug, Clone, PartialEq)]
+struct Unwritable;
+
+impl SessionSchema for Unwritable {
+    type Ledger = UnwritableLedger;
+    type ArchiveEntry = serde_json::Value;
+    type Report = serde_json::Value;
+}
+
+#[test]
+fn a_record_that_cannot_be_serialized_is_an_error_and_writes_nothing() {
+    let path = temp_path("unserializable");
+    let (mut log, _) = SessionLog::<Unwritable>::open_typed(&path, Some("solo")).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    log.append_message(&ChatMessage::user("hello"));
+    log.append(SessionRecord::Ledger {
+        ledger: UnwritableLedger,
+    });
+    let error = log.flush().unwrap_err();
+    assert!(matches!(error, SessionError::Serialize { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.contains("`ledger` record"), "{message}");
+    assert!(
+        message.contains("this ledger cannot be written"),
+        "{message}"
+    );
+    // Nothing of the turn reached the file, and the turn is still queued for a retry.
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+    assert_eq!(log.pending(), 2);
+}

@@ -13,19 +13,20 @@ use crate::supervisor::behavior::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint,
 };
 use crate::supervisor::job::{JobReply, JobRequest};
+use crate::trace::semconv;
 
 /// A message to an agent actor.
 pub enum AgentMsg {
     /// Handle a request; answer on `reply` (or nowhere, for `send`).
     Request {
-        /// The request.
+        /// The text and trace context of the request.
         request: AgentRequest,
         /// Where the answer goes.
         reply: Option<RpcReplyPort<Result<String, AgentError>>>,
     },
     /// Handle a typed job; answer on `reply`.
     Job {
-        /// The job.
+        /// The typed job; the behaviour opens it as the job types it takes.
         job: JobRequest,
         /// The caller's span: the spans the job opens are its children, in the caller's trace.
         span: tracing::Span,
@@ -57,17 +58,11 @@ pub(crate) struct CheckpointStore(Arc<Mutex<HashMap<String, Checkpoint>>>);
 
 impl CheckpointStore {
     pub(crate) fn put(&self, name: &str, checkpoint: Checkpoint) {
-        match self.0.lock() {
-            Ok(mut map) => map.insert(name.to_string(), checkpoint),
-            Err(poisoned) => poisoned.into_inner().insert(name.to_string(), checkpoint),
-        };
+        crate::sync::lock(&self.0).insert(name.to_string(), checkpoint);
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<Checkpoint> {
-        match self.0.lock() {
-            Ok(map) => map.get(name).cloned(),
-            Err(poisoned) => poisoned.into_inner().get(name).cloned(),
-        }
+        crate::sync::lock(&self.0).get(name).cloned()
     }
 }
 
@@ -147,11 +142,11 @@ impl Actor for AgentActor {
             AgentMsg::Request { request, reply } => {
                 let span = tracing::info_span!(
                     "invoke_agent",
-                    "gen_ai.operation.name" = "invoke_agent",
-                    "gen_ai.agent.name" = %state.ctx.name,
-                    "troupe.trace_id" = %request.trace.trace_id_hex(),
-                    "troupe.parent_span_id" = %format!("{:016x}", request.trace.span_id),
-                    "troupe.from" = request.from.as_deref().unwrap_or("user"),
+                    { semconv::OPERATION_NAME } = "invoke_agent",
+                    { semconv::AGENT_NAME } = %state.ctx.name,
+                    { semconv::TRACE_ID } = %request.trace.trace_id_hex(),
+                    { semconv::PARENT_SPAN_ID } = %format!("{:016x}", request.trace.span_id),
+                    { semconv::FROM } = request.from.as_deref().unwrap_or("user"),
                 );
                 state.responding.store(true, Ordering::SeqCst);
                 let guard = RespondingGuard(state.responding.clone());

@@ -37,7 +37,7 @@ pub enum AskError {
     /// The agent failed too often and was stopped by its supervisor.
     #[error("agent `{name}` is stopped: {reason}")]
     AgentStopped {
-        /// The agent.
+        /// The stopped agent's name.
         name: String,
         /// The supervisor's reason.
         reason: String,
@@ -45,7 +45,7 @@ pub enum AskError {
     /// The agent crashed while handling this request.
     #[error("agent `{name}` failed while handling the request: {reason}")]
     AgentFailed {
-        /// The agent.
+        /// The failed agent's name.
         name: String,
         /// What the supervisor recorded (panic message or fatal error, and whether it restarted).
         reason: String,
@@ -53,7 +53,7 @@ pub enum AskError {
     /// No answer within the timeout (the agent keeps working on it).
     #[error("agent `{name}` did not answer within {timeout:?}")]
     Timeout {
-        /// The agent.
+        /// The agent that was asked.
         name: String,
         /// The timeout that elapsed.
         timeout: Duration,
@@ -61,9 +61,9 @@ pub enum AskError {
     /// The agent answered with an error.
     #[error("agent `{name}`: {error}")]
     Agent {
-        /// The agent.
+        /// The agent that answered.
         name: String,
-        /// Its error.
+        /// The error its behaviour returned for this request.
         error: AgentError,
     },
     /// The team is shutting down.
@@ -105,17 +105,11 @@ impl fmt::Debug for Directory {
 
 impl Directory {
     fn read<T>(&self, f: impl FnOnce(&Entries) -> T) -> T {
-        match self.entries.read() {
-            Ok(guard) => f(&guard),
-            Err(poisoned) => f(&poisoned.into_inner()),
-        }
+        f(&crate::sync::read(&self.entries))
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut Entries) -> T) -> T {
-        let out = match self.entries.write() {
-            Ok(mut guard) => f(&mut guard),
-            Err(poisoned) => f(&mut poisoned.into_inner()),
-        };
+        let out = f(&mut crate::sync::write(&self.entries));
         self.changed.notify_waiters();
         out
     }
@@ -137,10 +131,7 @@ impl Directory {
     /// Teams use this for shared coordination state (e.g. which compactions are in flight)
     /// without the runtime knowing the types.
     pub fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
-        let mut map = self
-            .extensions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = crate::sync::lock(&self.extensions);
         let key = std::any::TypeId::of::<T>();
         if let Some(existing) = map.get(&key).cloned()
             && let Ok(typed) = existing.downcast::<T>()

@@ -9,6 +9,7 @@ use crate::event::{Event, EventBus};
 use crate::supervisor::actor::{AgentActor, AgentActorArgs, CheckpointStore};
 use crate::supervisor::behavior::{AgentContext, BehaviorFactory, Checkpoint};
 use crate::supervisor::directory::Directory;
+use crate::trace::semconv;
 
 /// How often a failing agent is restarted before the supervisor gives up on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,17 +42,17 @@ pub enum SpawnError {
     /// The behaviour factory failed.
     #[error("agent `{name}` could not be built: {reason}")]
     Build {
-        /// The agent.
+        /// The name the agent was to have.
         name: String,
-        /// Why.
+        /// The factory's error, as text.
         reason: String,
     },
     /// The actor system refused to start it.
     #[error("agent `{name}` could not be started: {reason}")]
     Actor {
-        /// The agent.
+        /// The name the agent was to have.
         name: String,
-        /// Why.
+        /// ractor's spawn error, as text.
         reason: String,
     },
     /// The supervisor is gone.
@@ -175,26 +176,15 @@ impl Supervisor {
         }
         child.failures.push_back(now);
         let count = child.failures.len() as u32;
-        let span = tracing::warn_span!("restart", "gen_ai.agent.name" = %name, failures = count);
+        let span =
+            tracing::warn_span!("restart", { semconv::AGENT_NAME } = %name, failures = count);
         let _entered = span.enter();
         if count > policy.max_restarts {
             let why = format!(
                 "failed {count} times within {:?} (limit {} restarts); last failure: {reason}",
                 policy.window, policy.max_restarts
             );
-            tracing::error!(agent = %name, "{why}");
-            state.args.directory.set_stopped(&name, why.clone());
-            state
-                .args
-                .directory
-                .record_failure(&name, format!("{reason}; agent stopped: {why}"));
-            state.args.events.publish(
-                None,
-                Event::AgentStopped {
-                    agent: name.clone(),
-                    reason: why,
-                },
-            );
+            Self::stop_for_good(state, &name, &reason, why);
             return;
         }
         let factory = child.factory.clone();
@@ -220,22 +210,26 @@ impl Supervisor {
                     },
                 );
             }
-            Err(e) => {
-                let why = format!("restart failed: {e}");
-                state.args.directory.set_stopped(&name, why.clone());
-                state
-                    .args
-                    .directory
-                    .record_failure(&name, format!("{reason}; {why}"));
-                state.args.events.publish(
-                    None,
-                    Event::AgentStopped {
-                        agent: name.clone(),
-                        reason: why,
-                    },
-                );
-            }
+            Err(e) => Self::stop_for_good(state, &name, &reason, format!("restart failed: {e}")),
         }
+    }
+
+    /// Stop agent `name` for good after `failure`, because of `why` (too many failures, or a
+    /// restart that could not build it): every later `ask` gets `AskError::AgentStopped` with
+    /// `why`, the caller of the failing request learns it alongside `failure`, and
+    /// `Event::AgentStopped` reports it — the failure is reported, not only logged.
+    fn stop_for_good(state: &SupervisorState, name: &str, failure: &str, why: String) {
+        tracing::error!(agent = %name, "{why}");
+        let directory = &state.args.directory;
+        directory.set_stopped(name, why.clone());
+        directory.record_failure(name, format!("{failure}; agent stopped: {why}"));
+        state.args.events.publish(
+            None,
+            Event::AgentStopped {
+                agent: name.to_string(),
+                reason: why,
+            },
+        );
     }
 }
 

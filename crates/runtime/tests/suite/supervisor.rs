@@ -1,6 +1,10 @@
+use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{AskError, Event, RestartPolicy, SpawnError, Team, TeamConfig, TeamError};
+use troupe_runtime::{
+    AgentError, AskError, BehaviorFactory, Checkpoint, Event, RestartPolicy, SpawnError, Team,
+    TeamConfig, TeamError,
+};
 
 use super::support::{Echo, echo_factory};
 
@@ -81,6 +85,46 @@ async fn after_too_many_failures_in_the_window_the_caller_gets_an_error() {
         }
         other => panic!("expected AgentStopped, got {other:?}"),
     }
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_be_rebuilt_is_stopped_for_good_like_one_that_failed_too_often() {
+    let team = team_with(RestartPolicy::default()).await;
+    let mut events = team.subscribe();
+    let fresh_only: BehaviorFactory = Arc::new(|checkpoint: Option<Checkpoint>| {
+        if checkpoint.is_some() {
+            return Err(AgentError::Failed(
+                "the checkpoint cannot be restored".into(),
+            ));
+        }
+        echo_factory()(None)
+    });
+    team.spawn("echo", fresh_only).await.unwrap();
+    team.ask("echo", "one").await.unwrap();
+
+    let failed = team.ask("echo", "panic").await.unwrap_err();
+    let AskError::AgentFailed { reason, .. } = &failed else {
+        panic!("{failed:?}")
+    };
+    assert!(reason.contains("agent stopped: restart failed"), "{reason}");
+    assert!(reason.contains("cannot be restored"), "{reason}");
+
+    match team.ask("echo", "hello").await.unwrap_err() {
+        AskError::AgentStopped { name, reason } => {
+            assert_eq!(name, "echo");
+            assert!(reason.starts_with("restart failed"), "{reason}");
+        }
+        other => panic!("expected AgentStopped, got {other:?}"),
+    }
+    let stopped = loop {
+        let record = events.recv().await.unwrap();
+        if let Event::AgentStopped { agent, reason } = record.event {
+            break (agent, reason);
+        }
+    };
+    assert_eq!(stopped.0, "echo");
+    assert!(stopped.1.contains("cannot be restored"), "{}", stopped.1);
     team.shutdown().await;
 }
 

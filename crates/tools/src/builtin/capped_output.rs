@@ -3,6 +3,8 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::output::truncation_marker;
+
 /// Bytes read from the pipe per read.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -72,19 +74,13 @@ impl CappedOutput {
             self.tail.drain(..excess);
         }
         let kept = (self.head.len() + self.tail.len()) as u64;
-        let dropped = self.total - kept;
         let head = String::from_utf8_lossy(&self.head);
         let tail = String::from_utf8_lossy(&self.tail);
-        if dropped == 0 {
+        if self.total == kept {
             return format!("{head}{tail}");
         }
-        format!(
-            "{head}\n[... output truncated: {dropped} bytes dropped; the original was {} bytes, \
-             showing the first {} and the last {} bytes ...]\n{tail}",
-            self.total,
-            self.head.len(),
-            self.tail.len()
-        )
+        let marker = truncation_marker(self.total, self.head.len(), self.tail.len(), None);
+        format!("{head}\n{marker}\n{tail}")
     }
 }
 
@@ -112,6 +108,18 @@ mod tests {
             out.finish(),
             "abcdef\n[... output truncated: 999994 bytes dropped; the original was 1000003 \
              bytes, showing the first 6 and the last 3 bytes ...]\nEND"
+        );
+    }
+
+    #[test]
+    fn a_streamed_cap_and_the_registry_cap_cut_alike() {
+        let text: String = (0..500).map(|i| format!("line {i}\n")).collect();
+        let mut streamed = CappedOutput::new(300);
+        streamed.push(text.as_bytes());
+        assert_eq!(
+            streamed.finish(),
+            crate::output::cap_output(text, 300),
+            "one cap, one marker"
         );
     }
 }

@@ -248,7 +248,7 @@ async fn oversized_output_is_truncated_with_a_marker_stating_the_original_size()
     assert!(
         result
             .content
-            .contains("[... output truncated: the original was 10008 bytes;"),
+            .contains("bytes dropped; the original was 10008 bytes,"),
         "{}",
         result.content
     );

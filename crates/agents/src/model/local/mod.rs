@@ -48,9 +48,9 @@ pub enum LocalModelError {
     /// A file could not be read or written.
     #[error("{path}: {cause}")]
     Io {
-        /// The file.
+        /// The model, wheel or cache file.
         path: PathBuf,
-        /// What failed.
+        /// The read or write error.
         cause: std::io::Error,
     },
     /// llama.cpp could not load the model or create a context.

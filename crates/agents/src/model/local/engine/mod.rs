@@ -25,6 +25,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use troupe_runtime::sync::lock;
 
 use super::LocalModelError;
 
@@ -100,10 +101,6 @@ impl std::fmt::Debug for Engine {
             .field("context_window", &self.context_window)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub(crate) fn backend() -> Result<&'static LlamaBackend, LocalModelError> {

@@ -1,68 +1,21 @@
-//! How an [`LlmAgent`](crate::LlmAgent) keeps its conversation within budget: the automatic
-//! trigger, manual `/compact`, the agent-callable `compact` tool, emergency compaction, scoped
-//! compression, and the team-wide tracker that lets a manual request join a running compaction.
+//! The typed jobs an [`LlmAgent`](crate::LlmAgent) takes between requests — `/compact`, opening
+//! and closing a scope, `/context` — the functions that send them by name, what they answer,
+//! and the team-wide tracker that lets a manual compaction join a running one.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, CompactionError, CompactionReport, TiktokenCounter, TokenCounter,
-};
+use troupe_compaction::{CompactionError, CompactionReport};
 use troupe_runtime::{ChatModel, Directory, Job, Team, TraceContext};
 
 use crate::compression::{COMPRESSION_AGENT, ScopeSummaryError};
+use crate::llm_agent::ContextStats;
 
 /// How long an agent waits for the compression agent.
 pub const COMPACTION_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// An agent's compaction settings (the `[compaction]` section of the config).
-#[derive(Clone)]
-pub struct CompactionSettings {
-    /// The budget; `None` derives it from the model's context window with default thresholds.
-    pub policy: Option<BudgetPolicy>,
-    /// Whether the trigger threshold compacts automatically.
-    pub auto: bool,
-    /// The token counter; `None` uses the shared o200k BPE counter.
-    pub counter: Option<Arc<dyn TokenCounter>>,
-    /// Whether the agent gets the `compact` tool.
-    pub agent_tool: bool,
-}
-
-impl Default for CompactionSettings {
-    fn default() -> Self {
-        CompactionSettings {
-            policy: None,
-            auto: true,
-            counter: None,
-            agent_tool: false,
-        }
-    }
-}
-
-impl CompactionSettings {
-    /// The policy for a model with this context window.
-    pub fn policy_for(&self, context_window: usize) -> BudgetPolicy {
-        self.policy
-            .clone()
-            .unwrap_or_else(|| BudgetPolicy::for_window(context_window))
-    }
-
-    /// The counter to use.
-    pub fn counter(&self) -> Arc<dyn TokenCounter> {
-        self.counter.clone().unwrap_or_else(shared_counter)
-    }
-}
-
-/// The process-wide exact BPE counter (building its tables is expensive; do it once).
-pub fn shared_counter() -> Arc<dyn TokenCounter> {
-    static COUNTER: OnceLock<Arc<dyn TokenCounter>> = OnceLock::new();
-    COUNTER
-        .get_or_init(|| Arc::new(TiktokenCounter::default()))
-        .clone()
-}
 
 /// Why a compaction request did not produce a report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -140,9 +93,7 @@ impl CompactionTracker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Shared>> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        troupe_runtime::sync::lock(&self.in_flight)
     }
 }
 
@@ -197,34 +148,6 @@ pub struct ContextQuery;
 
 impl Job for ContextQuery {
     type Reply = ContextStats;
-}
-
-/// Where an agent's context stands.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ContextStats {
-    /// Tokens in the conversation.
-    pub tokens: usize,
-    /// The context window.
-    pub window: usize,
-    /// Percent of the window used.
-    pub percent: usize,
-    /// Messages and tokens by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
-    pub by_kind: Vec<ContextShare>,
-    /// Messages and tokens by role (`system`, `user`, `assistant`, `tool`).
-    pub by_role: Vec<ContextShare>,
-    /// The last compaction's report, if any.
-    pub last_compaction: Option<CompactionReport>,
-}
-
-/// One slice of a conversation: how many messages of a kind (or role) and their tokens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContextShare {
-    /// The kind or role.
-    pub name: String,
-    /// Messages of it.
-    pub messages: usize,
-    /// Their tokens (message tokens only; the request's reply priming is not attributed).
-    pub tokens: usize,
 }
 
 async fn ask_agent_job<J: Job>(team: &Team, agent: &str, job: J) -> Result<J::Reply, CompactError> {
@@ -290,22 +213,4 @@ pub async fn close_scope(
 /// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.
 pub async fn context_stats(team: &Team, agent: &str) -> Result<ContextStats, CompactError> {
     ask_agent_job(team, agent, ContextQuery).await
-}
-
-/// The trigger kind for the compaction crate.
-pub(crate) fn crate_trigger(trigger: Trigger) -> CompactTrigger {
-    match trigger {
-        Trigger::Auto => CompactTrigger::Automatic,
-        Trigger::Tool => CompactTrigger::AgentTool,
-        Trigger::Manual | Trigger::Emergency => CompactTrigger::Manual,
-    }
-}
-
-/// What started a compaction inside an agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Trigger {
-    Auto,
-    Manual,
-    Tool,
-    Emergency,
 }

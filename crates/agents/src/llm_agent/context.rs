@@ -1,0 +1,76 @@
+//! `/context`: where an agent's context stands.
+
+use serde::{Deserialize, Serialize};
+use troupe_compaction::CompactionReport;
+
+use super::LlmAgent;
+
+/// Where an agent's context stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextStats {
+    /// Tokens in the conversation.
+    pub tokens: usize,
+    /// The context window.
+    pub window: usize,
+    /// Percent of the window used.
+    pub percent: usize,
+    /// Messages and tokens by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
+    pub by_kind: Vec<ContextShare>,
+    /// Messages and tokens by role (`system`, `user`, `assistant`, `tool`).
+    pub by_role: Vec<ContextShare>,
+    /// The last compaction's report, if any.
+    pub last_compaction: Option<CompactionReport>,
+}
+
+/// One slice of a conversation: how many messages of a kind (or role) and their tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextShare {
+    /// The kind or role.
+    pub name: String,
+    /// Messages of it.
+    pub messages: usize,
+    /// Their tokens (message tokens only; the request's reply priming is not attributed).
+    pub tokens: usize,
+}
+
+impl LlmAgent {
+    pub(super) fn context_stats(&self) -> ContextStats {
+        let counts = self
+            .token_cache
+            .count_messages(self.counter.as_ref(), self.conversation.messages());
+        let name_of = |v: serde_json::Result<serde_json::Value>| {
+            v.ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        };
+        let mut by_kind = std::collections::BTreeMap::<String, (usize, usize)>::new();
+        let mut by_role = std::collections::BTreeMap::<String, (usize, usize)>::new();
+        for (m, tokens) in self.conversation.messages().iter().zip(&counts.per_message) {
+            for (map, name) in [
+                (&mut by_kind, name_of(serde_json::to_value(m.kind))),
+                (&mut by_role, name_of(serde_json::to_value(m.role))),
+            ] {
+                let share = map.entry(name).or_default();
+                share.0 += 1;
+                share.1 += tokens;
+            }
+        }
+        let shares = |map: std::collections::BTreeMap<String, (usize, usize)>| {
+            map.into_iter()
+                .map(|(name, (messages, tokens))| ContextShare {
+                    name,
+                    messages,
+                    tokens,
+                })
+                .collect()
+        };
+        ContextStats {
+            tokens: counts.total,
+            window: self.policy.context_window,
+            percent: self.policy.percent(counts.total),
+            by_kind: shares(by_kind),
+            by_role: shares(by_role),
+            last_compaction: self.last_compaction.clone(),
+        }
+    }
+}

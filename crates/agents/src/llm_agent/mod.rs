@@ -1,0 +1,315 @@
+//! [`LlmAgent`]: an agent backed by a chat model and its tools.
+//!
+//! One request: the request becomes a user message; then model call → tool calls → tool results
+//! → model call … until the model answers without tool calls (the final answer) or `max_turns`
+//! model calls have been made. Each concern has its file: the turn loop (`turn.rs`), the budget
+//! check and the compaction client that sends jobs to the compression agent (`budget.rs`), the
+//! agent-callable `compact` tool (`compact_tool.rs`), scoped compression (`scopes.rs`), context
+//! statistics (`context.rs`); this file holds the agent's state, its construction and the
+//! [`AgentBehavior`] that dispatches requests and jobs.
+
+mod budget;
+mod compact_tool;
+mod context;
+mod scopes;
+mod turn;
+
+pub use context::{ContextShare, ContextStats};
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use troupe_compaction::{
+    Archive, BudgetPolicy, CompactTrigger, CompactionReport, TokenCache, TokenCounter,
+};
+use troupe_runtime::{
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
+    Conversation, Event, JobReply, JobRequest, MessageId, TraceContext,
+};
+use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
+
+use crate::agent_jobs::{CloseScope, CompactError, CompactNow, ContextQuery, OpenScope};
+use crate::session_sync::{SessionClaim, SessionSync, restore};
+use crate::spec::AgentSpec;
+use crate::team_tools::{AskAgentTool, TeamLink};
+
+pub use compact_tool::COMPACT_TOOL;
+
+/// An agent whose answers come from a [`troupe_runtime::ChatModel`] and its tools.
+pub struct LlmAgent {
+    spec: AgentSpec,
+    tools: ToolRegistry,
+    conversation: Conversation,
+    ledger: SharedLedger,
+    link: TeamLink,
+    policy: BudgetPolicy,
+    counter: Arc<dyn TokenCounter>,
+    token_cache: TokenCache,
+    /// Whether the warning for the current crossing of the warning threshold went out.
+    warned: bool,
+    archive: Archive,
+    last_compaction: Option<CompactionReport>,
+    /// Open scopes, innermost last: label and the first id that belongs to it.
+    scopes: Vec<(String, MessageId)>,
+    last_scope_model: Option<Arc<dyn ChatModel>>,
+    /// The session log, when the spec names one.
+    session: Option<SessionSync>,
+    /// The trace of the request or job being handled: compactions it causes join it.
+    trace: TraceContext,
+}
+
+/// What an [`LlmAgent`] keeps across restarts beyond its conversation.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct CheckpointState {
+    ledger: FileLedger,
+    #[serde(default)]
+    archive: Archive,
+    #[serde(default)]
+    last_compaction: Option<CompactionReport>,
+}
+
+impl LlmAgent {
+    /// A fresh agent, or one restored from a checkpoint. Its session log, if any, is locked for
+    /// as long as the agent lives.
+    pub fn new(spec: AgentSpec, checkpoint: Option<Checkpoint>) -> Result<Self, AgentError> {
+        Self::build(spec, checkpoint, None)
+    }
+
+    /// [`LlmAgent::new`], opening the session log under `claim` when given.
+    fn build(
+        spec: AgentSpec,
+        checkpoint: Option<Checkpoint>,
+        claim: Option<&SessionClaim>,
+    ) -> Result<Self, AgentError> {
+        let link = TeamLink::default();
+        let mut tools = spec.tools.clone();
+        if spec.team_messaging {
+            tools
+                .register(AskAgentTool { link: link.clone() })
+                .map_err(|e| AgentError::Failed(e.to_string()))?;
+        }
+        let mut session = None;
+        let mut restored = None;
+        if let Some(path) = &spec.session {
+            let (mut sync, logged) = SessionSync::open(path, &spec.name, claim)
+                .map_err(|e| AgentError::Failed(e.to_string()))?;
+            for warning in &logged.warnings {
+                tracing::warn!(agent = %spec.name, "{warning}");
+            }
+            if checkpoint.is_none() {
+                restored = Some(restore(&logged));
+            }
+            // Written only once the log has restored: a log refused above stays as it was (apart
+            // from a torn last line, which opening cuts off).
+            sync.note_model(logged.model.as_deref(), &spec.model.info().name)
+                .map_err(|e| AgentError::Failed(e.to_string()))?;
+            session = Some(sync);
+        }
+        let (conversation, state) = match (checkpoint, restored) {
+            (Some(c), _) => {
+                let state: CheckpointState = serde_json::from_value(c.state).unwrap_or_default();
+                (c.conversation, state)
+            }
+            (None, Some(r)) => (
+                r.conversation,
+                CheckpointState {
+                    ledger: r.ledger,
+                    archive: r.archive,
+                    last_compaction: r.last_compaction,
+                },
+            ),
+            (None, None) => (Conversation::new(), CheckpointState::default()),
+        };
+        let policy = spec.compaction.policy_for(spec.model.info().context_window);
+        policy
+            .validate()
+            .map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;
+        let counter = spec.compaction.counter();
+        Ok(LlmAgent {
+            spec,
+            tools,
+            conversation,
+            ledger: SharedLedger::from_ledger(state.ledger),
+            link,
+            policy,
+            counter,
+            token_cache: TokenCache::new(),
+            warned: false,
+            archive: state.archive,
+            last_compaction: state.last_compaction,
+            scopes: Vec::new(),
+            last_scope_model: None,
+            session,
+            trace: TraceContext::new_root(),
+        })
+    }
+
+    /// A factory the supervisor uses to build (and rebuild) this agent. The factory holds the
+    /// session log's lock, so a rebuilt agent never finds its log locked by its predecessor.
+    pub fn factory(spec: AgentSpec) -> BehaviorFactory {
+        let claim = SessionClaim::default();
+        Arc::new(move |checkpoint| {
+            let agent = LlmAgent::build(spec.clone(), checkpoint, Some(&claim))?;
+            Ok(Box::new(agent) as Box<dyn AgentBehavior>)
+        })
+    }
+
+    /// The conversation so far.
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    /// The file ledger of this agent's tool calls.
+    pub fn ledger(&self) -> FileLedger {
+        self.ledger.snapshot()
+    }
+
+    /// The tools this agent can call.
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// Register a tool while the agent runs (between requests); a duplicate name is an error.
+    pub fn tools_mut(&mut self) -> &mut ToolRegistry {
+        &mut self.tools
+    }
+
+    /// The archive of every message compaction replaced (for `expand`).
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    /// Tokens in the conversation now (cached per message: O(new messages)).
+    pub fn tokens(&self) -> usize {
+        self.token_cache
+            .count_messages(self.counter.as_ref(), self.conversation.messages())
+            .total
+    }
+
+    /// The budget policy in force.
+    pub fn policy(&self) -> &BudgetPolicy {
+        &self.policy
+    }
+
+    /// A turn boundary: write what changed to the session log, if there is one. A failed write
+    /// is logged and retried at the next boundary (the difference is recomputed then), so the
+    /// answer is not lost to a full disk.
+    pub(super) fn persist(&mut self) {
+        let Some(sync) = &mut self.session else {
+            return;
+        };
+        if let Err(e) = sync.persist(
+            &self.conversation,
+            &self.archive,
+            &self.ledger.snapshot(),
+            self.last_compaction.as_ref(),
+        ) {
+            tracing::error!(
+                agent = %self.spec.name,
+                session = %sync.path().display(),
+                error = %e,
+                "could not write the session log; will retry at the next turn boundary"
+            );
+        }
+    }
+}
+
+#[async_trait]
+impl AgentBehavior for LlmAgent {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        ctx: &AgentContext,
+    ) -> Result<String, AgentError> {
+        let trace_id = request.trace.trace_id_hex();
+        self.trace = request.trace;
+        self.link.set(ctx.directory.clone(), request.trace);
+        let before = self.conversation.clone();
+        ctx.events.publish(
+            Some(trace_id.clone()),
+            Event::TurnStarted {
+                agent: ctx.name.clone(),
+            },
+        );
+        self.start_request(&request);
+        let outcome = self.run_turns(ctx, &trace_id).await;
+        let (model_calls, error) = match &outcome {
+            Ok((_, turns)) => (*turns, None),
+            Err(e) => (0, Some(e.to_string())),
+        };
+        if let Err(AgentError::Model(_)) = &outcome {
+            // A provider fault loses nothing and adds nothing: the caller may simply retry.
+            self.conversation = before;
+        }
+        self.persist();
+        ctx.events.publish(
+            Some(trace_id),
+            Event::TurnFinished {
+                agent: ctx.name.clone(),
+                model_calls,
+                error,
+            },
+        );
+        outcome.map(|(text, _)| text)
+    }
+
+    async fn handle_job(
+        &mut self,
+        job: JobRequest,
+        ctx: &AgentContext,
+    ) -> Result<JobReply, AgentError> {
+        self.trace = job.trace();
+        let job = match job.open::<CompactNow>() {
+            Ok((CompactNow { instructions }, reply)) => {
+                let outcome = if self.conversation.len() < 2 {
+                    Err(CompactError::NothingToCompact)
+                } else {
+                    self.compact(CompactTrigger::Manual, instructions, ctx)
+                        .await
+                };
+                if outcome.is_ok() {
+                    self.persist();
+                }
+                return Ok(reply.answer(outcome));
+            }
+            Err(job) => job,
+        };
+        let job = match job.open::<OpenScope>() {
+            Ok((OpenScope { label }, reply)) => {
+                self.scopes.push((label, self.conversation.next_id()));
+                return Ok(reply.answer(Ok(())));
+            }
+            Err(job) => job,
+        };
+        let job = match job.open::<CloseScope>() {
+            Ok((CloseScope { prompt, model }, reply)) => {
+                let closed = self.close_scope(prompt, model, ctx).await;
+                if closed.is_ok() {
+                    self.persist();
+                }
+                return Ok(reply.answer(closed));
+            }
+            Err(job) => job,
+        };
+        match job.open::<ContextQuery>() {
+            Ok((ContextQuery, reply)) => Ok(reply.answer(self.context_stats())),
+            Err(job) => Err(job.refuse(&ctx.name)),
+        }
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        let state = CheckpointState {
+            ledger: self.ledger.snapshot(),
+            archive: self.archive.clone(),
+            last_compaction: self.last_compaction.clone(),
+        };
+        Checkpoint {
+            conversation: self.conversation.clone(),
+            state: serde_json::to_value(state).unwrap_or_default(),
+        }
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

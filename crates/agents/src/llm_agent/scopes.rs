@@ -1,0 +1,68 @@
+//! Scoped compression (seed 000): a closed scope's messages become one summary between scope
+//! markers, written by the compression agent with the model the caller names.
+
+use std::sync::Arc;
+
+use troupe_runtime::{AgentContext, ChatMessage, ChatModel, MessageKind};
+
+use crate::agent_jobs::CompactError;
+use crate::compression::{COMPRESSION_AGENT, ScopeSummaryJob};
+
+use super::LlmAgent;
+
+impl LlmAgent {
+    /// Close the innermost scope: its messages become one summary between scope markers.
+    pub(super) async fn close_scope(
+        &mut self,
+        prompt: Option<String>,
+        model: Option<Arc<dyn ChatModel>>,
+        ctx: &AgentContext,
+    ) -> Result<Option<String>, CompactError> {
+        let (label, start) = self.scopes.last().cloned().ok_or(CompactError::NoScope)?;
+        let model = model
+            .or_else(|| self.last_scope_model.clone())
+            .ok_or(CompactError::NoModel)?;
+        self.scopes.pop();
+        let first = self
+            .conversation
+            .messages()
+            .iter()
+            .position(|m| m.id >= start);
+        let Some(first) = first else { return Ok(None) };
+        let entries: Vec<ChatMessage> = self.conversation.messages()[first..].to_vec();
+        if !ctx.directory.is_live(COMPRESSION_AGENT) {
+            self.scopes.push((label, start));
+            return Err(CompactError::NoCompressionAgent);
+        }
+        let job = ScopeSummaryJob {
+            agent: ctx.name.clone(),
+            label: label.clone(),
+            messages: entries.clone(),
+            prompt,
+            model: model.clone(),
+        };
+        let answer = self.ask_compressor(job, ctx).await;
+        let summary = match answer {
+            Ok(Ok(summary)) => summary,
+            Ok(Err(e)) => {
+                self.scopes.push((label, start));
+                return Err(CompactError::Scope(e));
+            }
+            Err(e) => {
+                self.scopes.push((label, start));
+                return Err(CompactError::Ask(e));
+            }
+        };
+        let mut kept: Vec<ChatMessage> = self.conversation.messages()[..first].to_vec();
+        let id = self.conversation.allocate_id();
+        let mut marker =
+            ChatMessage::user(format!("<scope label=\"{label}\">\n{summary}\n</scope>"))
+                .with_kind(MessageKind::Summary);
+        marker.id = id;
+        self.archive.record_replacement(id, &entries);
+        kept.push(marker);
+        self.conversation.replace_messages(kept);
+        self.last_scope_model = Some(model);
+        Ok(Some(summary))
+    }
+}

@@ -1,0 +1,205 @@
+//! The turn loop: model call → tool calls → tool results → … → the final answer.
+
+use std::time::Instant;
+
+use futures::future::join_all;
+use tracing::Instrument;
+
+use troupe_runtime::trace::{self, semconv};
+use troupe_runtime::{
+    AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, Event, MessageId, ModelError,
+    ToolCall,
+};
+use troupe_tools::{ToolContext, ToolOutcome, ToolResult};
+
+use crate::model::{tool_span, traced_chat};
+use troupe_compaction::CompactTrigger;
+
+use super::LlmAgent;
+use super::compact_tool::{COMPACT_TOOL, compact_focus};
+
+impl LlmAgent {
+    pub(super) fn start_request(&mut self, request: &AgentRequest) {
+        if self.conversation.is_empty() && !self.spec.instructions.is_empty() {
+            self.conversation
+                .push(ChatMessage::system(self.spec.instructions.clone()));
+        }
+        let text = match &request.from {
+            Some(from) => format!("[message from agent `{from}`]\n{}", request.text),
+            None => request.text.clone(),
+        };
+        self.conversation.push(ChatMessage::user(text));
+    }
+
+    async fn call_model(
+        &self,
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) -> Result<ChatMessage, ModelError> {
+        let info = self.spec.model.info();
+        let request = ChatRequest {
+            messages: self.conversation.messages().to_vec(),
+            tools: self.tool_definitions(),
+            temperature: self.spec.temperature,
+            max_tokens: self.spec.max_tokens,
+            ..ChatRequest::default()
+        };
+        ctx.events.publish(
+            Some(trace_id.to_string()),
+            Event::ModelCallStarted {
+                agent: ctx.name.clone(),
+                model: info.name.clone(),
+                messages: request.messages.len(),
+            },
+        );
+        let started = Instant::now();
+        let result = traced_chat(self.spec.model.as_ref(), request, &ctx.name).await;
+        let ms = started.elapsed().as_millis() as u64;
+        match result {
+            Ok(response) => {
+                ctx.events.publish(
+                    Some(trace_id.to_string()),
+                    Event::ModelCallFinished {
+                        agent: ctx.name.clone(),
+                        model: info.name,
+                        input_tokens: response.usage.input_tokens,
+                        output_tokens: response.usage.output_tokens,
+                        ms,
+                        error: None,
+                    },
+                );
+                Ok(response.message)
+            }
+            Err(e) => {
+                ctx.events.publish(
+                    Some(trace_id.to_string()),
+                    Event::ModelCallFinished {
+                        agent: ctx.name.clone(),
+                        model: info.name,
+                        input_tokens: 0,
+                        output_tokens: 0,
+                        ms,
+                        error: Some(e.to_string()),
+                    },
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Run one assistant message's tool calls concurrently; results come back in call order.
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) -> Vec<ToolResult> {
+        let base = ToolContext::new(ctx.name.clone(), self.spec.workspace_root.clone())
+            .with_events(ctx.events.clone())
+            .with_ledger(self.ledger.clone())
+            .with_trace_id(Some(trace_id.to_string()));
+        let runs = calls.iter().map(|call| {
+            let span = tool_span(call, &ctx.name);
+            let record_content = trace::record_content();
+            let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
+            let recorder = span.clone();
+            async move {
+                let result = self.tools.dispatch(call, &tool_ctx).await;
+                if record_content {
+                    recorder.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
+                }
+                match &result.outcome {
+                    ToolOutcome::Success => {}
+                    ToolOutcome::Error(failure) => {
+                        recorder.record(semconv::ERROR_TYPE, failure.kind());
+                    }
+                    ToolOutcome::Fatal(_) => {
+                        recorder.record(semconv::ERROR_TYPE, "fatal");
+                    }
+                }
+                result
+            }
+            .instrument(span)
+        });
+        join_all(runs).await
+    }
+
+    pub(super) async fn run_turns(
+        &mut self,
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) -> Result<(String, u32), AgentError> {
+        for turn in 1..=self.spec.max_turns {
+            let reply = match self.call_model(ctx, trace_id).await {
+                Ok(reply) => reply,
+                Err(ModelError::ContextLengthExceeded(why)) => {
+                    // Emergency: compact, then retry the call once.
+                    tracing::warn!(agent = %ctx.name, "context length exceeded ({why}); compacting and retrying once");
+                    self.compact(CompactTrigger::Emergency, None, ctx)
+                        .await
+                        .map_err(|e| {
+                            AgentError::Model(format!("context length exceeded ({why}) and {e}"))
+                        })?;
+                    self.call_model(ctx, trace_id)
+                        .await
+                        .map_err(|e| AgentError::Model(e.to_string()))?
+                }
+                Err(e) => return Err(AgentError::Model(e.to_string())),
+            };
+            let calls = reply.calls().to_vec();
+            let text = reply.text();
+            self.conversation.push(reply);
+            if calls.is_empty() {
+                self.check_budget(ctx, trace_id).await;
+                return Ok((text, turn));
+            }
+            self.check_budget(ctx, trace_id).await;
+            let compact_call = self.spec.compaction.agent_tool;
+            let (compact_calls, tool_calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
+                .iter()
+                .cloned()
+                .partition(|c| compact_call && c.function.name == COMPACT_TOOL);
+            let mut results: std::collections::HashMap<String, ToolResult> = calls_results(
+                &tool_calls,
+                self.run_tools(&tool_calls, ctx, trace_id).await,
+            );
+            let mut fatal = None;
+            let mut compact_result: Option<(MessageId, Option<String>)> = None;
+            for call in &calls {
+                let content = match results.remove(&call.id) {
+                    Some(result) => {
+                        if let troupe_tools::ToolOutcome::Fatal(reason) = &result.outcome {
+                            fatal.get_or_insert_with(|| {
+                                format!("tool `{}` failed fatally: {reason}", call.function.name)
+                            });
+                        }
+                        result.content
+                    }
+                    None => "compacting the conversation…".to_string(),
+                };
+                // Every call gets its result, fatal or not, so the conversation stays valid.
+                let id = self
+                    .conversation
+                    .push(ChatMessage::tool_result(call.id.clone(), content));
+                if compact_calls.iter().any(|c| c.id == call.id) && compact_result.is_none() {
+                    compact_result = Some((id, compact_focus(call)));
+                }
+            }
+            if let Some((result_id, focus)) = compact_result {
+                self.answer_compact_tool(result_id, focus, ctx).await;
+            }
+            if let Some(reason) = fatal {
+                return Err(AgentError::Failed(reason));
+            }
+            self.check_budget(ctx, trace_id).await;
+        }
+        Err(AgentError::MaxTurns(self.spec.max_turns))
+    }
+}
+
+fn calls_results(
+    calls: &[ToolCall],
+    results: Vec<ToolResult>,
+) -> std::collections::HashMap<String, ToolResult> {
+    calls.iter().map(|c| c.id.clone()).zip(results).collect()
+}

@@ -1,0 +1,122 @@
+//! A team with its compression agent and its LLM agents in one expression:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use troupe_agents::model::ScriptedModel;
+//! use troupe_agents::{AgentSpec, CompressionConfig, TeamBuilderExt, shared_counter};
+//! use troupe_runtime::Team;
+//!
+//! let model = Arc::new(ScriptedModel::new("m", []).with_fallback("hello"));
+//! let team = Team::builder()
+//!     .compression(CompressionConfig::new(shared_counter()))
+//!     .agent(AgentSpec::new("coder", model))
+//!     .start()
+//!     .await?;
+//! println!("{}", team.ask("coder", "hi").await?);
+//! team.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use troupe_runtime::{SpawnError, Team, TeamConfig, TeamError};
+
+use crate::compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
+use crate::llm_agent::LlmAgent;
+use crate::spec::AgentSpec;
+
+/// What a team is started with: its config, its compression agent, its agents.
+#[derive(Default)]
+pub struct TeamBuilder {
+    config: TeamConfig,
+    compression: Option<CompressionConfig>,
+    agents: Vec<AgentSpec>,
+}
+
+/// Why [`TeamBuilder::start`] gave no team; a team that was started is shut down again.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TeamBuildError {
+    /// The supervisor could not start.
+    #[error(transparent)]
+    Team(#[from] TeamError),
+    /// An agent could not be spawned (a duplicate name, a failing factory, a locked session).
+    #[error("agent `{name}` could not be spawned: {cause}")]
+    Agent {
+        /// The agent's name.
+        name: String,
+        /// The supervisor's refusal (duplicate name, failing factory, locked session log).
+        cause: SpawnError,
+    },
+}
+
+impl TeamBuilder {
+    /// The team's supervisor settings (restart policy, shutdown grace, event capacity).
+    pub fn config(mut self, config: TeamConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Give the team its compression agent (named [`COMPRESSION_AGENT`]); without one, agents
+    /// cannot compact and say so.
+    pub fn compression(mut self, config: CompressionConfig) -> Self {
+        self.compression = Some(config);
+        self
+    }
+
+    /// Add an LLM agent.
+    pub fn agent(mut self, spec: AgentSpec) -> Self {
+        self.agents.push(spec);
+        self
+    }
+
+    /// Start the supervisor and spawn the compression agent and every agent in one supervisor
+    /// message.
+    ///
+    /// # Errors
+    /// [`TeamBuildError`]: the first agent that could not be spawned (the team is shut down).
+    pub async fn start(self) -> Result<Team, TeamBuildError> {
+        let team = Team::start(self.config).await?;
+        let mut names = Vec::new();
+        let mut factories = Vec::new();
+        if let Some(config) = self.compression {
+            names.push(COMPRESSION_AGENT.to_string());
+            factories.push((
+                COMPRESSION_AGENT.to_string(),
+                CompressionAgent::factory(config),
+            ));
+        }
+        for spec in self.agents {
+            names.push(spec.name.clone());
+            factories.push((spec.name.clone(), LlmAgent::factory(spec)));
+        }
+        let results = match team.spawn_many(factories).await {
+            Ok(results) => results,
+            Err(e) => {
+                team.shutdown().await;
+                return Err(e.into());
+            }
+        };
+        if let Some((name, cause)) = names
+            .into_iter()
+            .zip(results)
+            .find_map(|(name, r)| r.err().map(|cause| (name, cause)))
+        {
+            team.shutdown().await;
+            return Err(TeamBuildError::Agent { name, cause });
+        }
+        Ok(team)
+    }
+}
+
+/// `Team::builder()`: the [`TeamBuilder`] as an associated function of [`Team`] (bring this
+/// trait into scope, e.g. with `use troupe::prelude::*`).
+pub trait TeamBuilderExt {
+    /// A builder for a team with a compression agent and LLM agents.
+    fn builder() -> TeamBuilder;
+}
+
+impl TeamBuilderExt for Team {
+    fn builder() -> TeamBuilder {
+        TeamBuilder::default()
+    }
+}
