@@ -142,6 +142,16 @@ impl Job for CloseScope {
     type Reply = Result<Option<String>, CompactError>;
 }
 
+/// `/clear`: forget the conversation, its file ledger and last report, and record the fresh
+/// start in the session log (loading it then starts from there). The archive is kept.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClearConversation;
+
+impl Job for ClearConversation {
+    /// `Err` when the session log could not be written; the conversation is then unchanged.
+    type Reply = Result<(), troupe_runtime::session::SessionError>;
+}
+
 /// Context statistics (`/context`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ContextQuery;
@@ -208,6 +218,35 @@ pub async fn close_scope(
     model: Option<Arc<dyn ChatModel>>,
 ) -> Result<Option<String>, CompactError> {
     ask_agent_job(team, agent, CloseScope { prompt, model }).await?
+}
+
+/// `/clear` on `agent` (see [`ClearConversation`]), between its requests.
+///
+/// # Errors
+/// [`ClearError`]: the agent could not be reached, or its session log could not be written (the
+/// conversation is then unchanged).
+pub async fn clear_conversation(team: &Team, agent: &str) -> Result<(), ClearError> {
+    team.directory()
+        .ask_job(
+            agent,
+            ClearConversation,
+            TraceContext::new_root(),
+            COMPACTION_TIMEOUT,
+        )
+        .await?
+        .map_err(ClearError::Session)
+}
+
+/// Why `/clear` did not happen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClearError {
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] troupe_runtime::AskError),
+    /// Its session log could not be written; nothing was cleared.
+    #[error("the session log could not record the clear: {0}")]
+    Session(troupe_runtime::session::SessionError),
 }
 
 /// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.

@@ -17,8 +17,9 @@ mod team_builder;
 mod team_tools;
 
 pub use agent_jobs::{
-    COMPACTION_TIMEOUT, CloseScope, CompactError, CompactNow, CompactOutcome, ContextQuery,
-    OpenScope, close_scope, compact_agent, context_stats, open_scope,
+    COMPACTION_TIMEOUT, ClearConversation, ClearError, CloseScope, CompactError, CompactNow,
+    CompactOutcome, ContextQuery, OpenScope, clear_conversation, close_scope, compact_agent,
+    context_stats, open_scope,
 };
 pub use compaction_settings::{CompactionSettings, shared_counter};
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};

@@ -157,6 +157,22 @@ impl SessionSync {
         self.log.flush().inspect_err(|_| self.log.discard_pending())
     }
 
+    /// Record a fresh start (`/clear`) as one committed turn: loading forgets everything before
+    /// it but the archive.
+    ///
+    /// # Errors
+    /// [`SessionError`] when writing fails; nothing is written then.
+    pub(crate) fn clear(&mut self) -> Result<(), SessionError> {
+        self.log.append(SessionRecord::Clear);
+        if let Err(e) = self.log.flush() {
+            self.log.discard_pending();
+            return Err(e);
+        }
+        self.persisted.clear();
+        self.ledger_persisted = None;
+        Ok(())
+    }
+
     /// The log's path.
     pub(crate) fn path(&self) -> &Path {
         self.log.path()

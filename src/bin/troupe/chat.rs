@@ -2,7 +2,9 @@
 //!
 //! The agent keeps its own session log ([`AgentSpec::session`]): every turn boundary — an answer,
 //! a compaction — is one committed record group. Ctrl-C during a turn abandons that turn: the
-//! team is rebuilt and the agent resumes from the log, which never saw it.
+//! team is rebuilt and the agent resumes from the log, which never saw it. `/clear` is a job the
+//! agent handles (it records the fresh start in its own log); `/resume` opens another log, so it
+//! starts a new team.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,11 +14,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe::agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, compact_agent, context_stats, shared_counter,
-    spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, CompressionConfig, clear_conversation, compact_agent,
+    context_stats, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe::config::{Config, build_model};
-use troupe::runtime::session::{SessionError, SessionLock, SessionLog, SessionRecord};
+use troupe::runtime::session::{SessionError, SessionLock};
 use troupe::telemetry::redact::redact_value;
 use troupe::{ChatModel, Team, TeamConfig};
 
@@ -213,16 +215,10 @@ impl Chat {
         Ok(())
     }
 
-    /// Stop the team, optionally append `record` to the log, and start again from the log
-    /// (after Ctrl-C or `/clear`).
-    async fn restart(self, record: Option<SessionRecord>) -> anyhow::Result<Chat> {
-        // The old agent lets go of the log before anything else writes to it.
+    /// Stop the team and start again from the log (after Ctrl-C: the log never saw the
+    /// cancelled turn).
+    async fn restart(self) -> anyhow::Result<Chat> {
         self.team.shutdown().await;
-        if let Some(record) = record {
-            let (mut log, _) = SessionLog::open(&self.path)?;
-            log.append(record);
-            log.flush()?;
-        }
         let team = start_team(&self.blueprint, &self.path).await?;
         Ok(Chat { team, ..self })
     }
@@ -242,7 +238,7 @@ impl Chat {
         };
         if cancelled {
             println!("\n(turn cancelled)");
-            return self.restart(None).await;
+            return self.restart().await;
         }
         Ok(self)
     }
@@ -285,10 +281,10 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                 chat.compact(Some(rest.to_string()).filter(|r| !r.is_empty()))
                     .await?
             }
-            "/clear" => {
-                chat = chat.restart(Some(SessionRecord::Clear)).await?;
-                println!("(conversation cleared)");
-            }
+            "/clear" => match clear_conversation(&chat.team, &chat.name()).await {
+                Ok(()) => println!("(conversation cleared)"),
+                Err(e) => println!("cannot clear: {}", redact_value(&e.to_string())),
+            },
             "/resume" => {
                 let target = if rest.is_empty() {
                     chat.path.clone()

@@ -28,7 +28,9 @@ use troupe_runtime::{
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
 
-use crate::agent_jobs::{CloseScope, CompactError, CompactNow, ContextQuery, OpenScope};
+use crate::agent_jobs::{
+    ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope,
+};
 use crate::session_sync::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
@@ -194,6 +196,21 @@ impl LlmAgent {
     /// A turn boundary: write what changed to the session log, if there is one. A failed write
     /// is logged and retried at the next boundary (the difference is recomputed then), so the
     /// answer is not lost to a full disk.
+    /// `/clear`: record the fresh start in the session log first (so a failed write changes
+    /// nothing), then forget the conversation, its ledger, scopes and last report.
+    fn clear(&mut self) -> Result<(), troupe_runtime::session::SessionError> {
+        if let Some(sync) = &mut self.session {
+            sync.clear()?;
+        }
+        // Ids keep counting: the archive still holds originals under the old ones.
+        self.conversation.replace_messages(Vec::new());
+        self.ledger.replace(FileLedger::new());
+        self.last_compaction = None;
+        self.scopes.clear();
+        self.warned = false;
+        Ok(())
+    }
+
     pub(super) fn persist(&mut self) {
         let Some(sync) = &mut self.session else {
             return;
@@ -289,6 +306,10 @@ impl AgentBehavior for LlmAgent {
                 }
                 return Ok(reply.answer(closed));
             }
+            Err(job) => job,
+        };
+        let job = match job.open::<ClearConversation>() {
+            Ok((ClearConversation, reply)) => return Ok(reply.answer(self.clear())),
             Err(job) => job,
         };
         match job.open::<ContextQuery>() {

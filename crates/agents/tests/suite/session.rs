@@ -432,3 +432,52 @@ fn a_rebuild_by_the_same_factory_does_not_wait_for_its_predecessor_to_go() {
     drop((failed, rebuilt, factory));
     intruder(None).unwrap();
 }
+
+/// `/clear` is a job the agent handles while its team keeps running: it records the fresh start
+/// in its own log, and the next run resumes from there.
+#[tokio::test]
+async fn clearing_through_the_agent_records_a_fresh_start_its_log_resumes_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("clear.jsonl");
+    let model = Arc::new(ScriptedModel::new("m", []).with_fallback("ok"));
+    let team = team().await;
+    spawn_agent(&team, reader(dir.path(), model.clone(), &log))
+        .await
+        .unwrap();
+    team.ask("coder", "before the clear").await.unwrap();
+    troupe_agents::clear_conversation(&team, "coder")
+        .await
+        .unwrap();
+    assert!(team.checkpoint("coder").unwrap().conversation.is_empty());
+    team.ask("coder", "after the clear").await.unwrap();
+    let texts: Vec<String> = team
+        .checkpoint("coder")
+        .unwrap()
+        .conversation
+        .messages()
+        .iter()
+        .map(ChatMessage::text)
+        .collect();
+    assert_eq!(texts, ["after the clear", "ok"]);
+    team.shutdown().await;
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(r#""type":"clear""#), "{text}");
+    let resumed = team_with_resumed(dir.path(), model, &log).await;
+    let messages = resumed.checkpoint("coder").unwrap().conversation;
+    assert_eq!(
+        messages
+            .messages()
+            .iter()
+            .map(ChatMessage::text)
+            .collect::<Vec<_>>(),
+        ["after the clear", "ok"]
+    );
+    resumed.shutdown().await;
+}
+
+async fn team_with_resumed(root: &Path, model: Arc<ScriptedModel>, log: &Path) -> Team {
+    let team = team().await;
+    spawn_agent(&team, reader(root, model, log)).await.unwrap();
+    team
+}
