@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
-use troupe_compaction::transcript::BYTE_ORDER_MARK;
+use troupe_compaction::BYTE_ORDER_MARK;
 use troupe_runtime::{ChatMessage, ContentSlot, ToolCallsSlot};
 
 /// How a transcript file was laid out.

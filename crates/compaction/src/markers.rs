@@ -6,17 +6,10 @@
 use troupe_runtime::MessageId;
 
 /// The prefix of the marker line.
-pub const REPLACES_PREFIX: &str = "[replaces ";
+pub(crate) const REPLACES_PREFIX: &str = "[replaces ";
 
 /// `ids` written compactly, in the given order: runs of consecutive ids become `mA..mB`.
-///
-/// ```
-/// use troupe_compaction::markers::format_id_list;
-/// use troupe_runtime::MessageId;
-/// let ids = [3, 4, 5, 9, 12, 13].map(MessageId);
-/// assert_eq!(format_id_list(&ids), "m3..m5, m9, m12..m13");
-/// ```
-pub fn format_id_list(ids: &[MessageId]) -> String {
+pub(crate) fn format_id_list(ids: &[MessageId]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut i = 0;
     while i < ids.len() {
@@ -37,7 +30,7 @@ pub fn format_id_list(ids: &[MessageId]) -> String {
 }
 
 /// The ids of a list written by [`format_id_list`].
-pub fn parse_id_list(text: &str) -> Option<Vec<MessageId>> {
+pub(crate) fn parse_id_list(text: &str) -> Option<Vec<MessageId>> {
     let mut ids = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once("..") {
@@ -56,12 +49,12 @@ pub fn parse_id_list(text: &str) -> Option<Vec<MessageId>> {
 }
 
 /// The marker line for a message that replaces `ids`.
-pub fn replaces_line(ids: &[MessageId]) -> String {
+pub(crate) fn replaces_line(ids: &[MessageId]) -> String {
     format!("{REPLACES_PREFIX}{}]", format_id_list(ids))
 }
 
 /// The ids named by the marker on the last line of `text`, if it ends with one.
-pub fn parse_replaces(text: &str) -> Option<Vec<MessageId>> {
+pub(crate) fn parse_replaces(text: &str) -> Option<Vec<MessageId>> {
     let last = text.trim_end().lines().next_back()?;
     let inner = last
         .trim()
@@ -83,5 +76,12 @@ mod tests {
         assert_eq!(parse_replaces(&format!("body\n{line}\n")), Some(ids));
         assert_eq!(parse_replaces("no marker here"), None);
         assert_eq!(parse_id_list("m5..m3"), None);
+    }
+
+    #[test]
+    fn format_id_list_writes_runs_as_ranges() {
+        use troupe_runtime::MessageId;
+        let ids = [3, 4, 5, 9, 12, 13].map(MessageId);
+        assert_eq!(format_id_list(&ids), "m3..m5, m9, m12..m13");
     }
 }

@@ -8,31 +8,14 @@ use crate::artifacts::{error_kind, error_lines, exit_code};
 use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
 
 /// Every stub starts with this, which is also how an already-masked result is recognised.
-pub const STUB_PREFIX: &str = "[compressed]";
+pub(crate) const STUB_PREFIX: &str = "[compressed]";
 
 /// How many hex digits of a sha256 a stub shows.
 const SHA_PREFIX_LEN: usize = 8;
 
 /// The stub text for the result of call `tool_call_id` (tool `tool_name`) whose output was
 /// `output`, from the ledger's entries for that call.
-///
-/// ```
-/// use troupe_compaction::mask::stub_text;
-/// use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
-/// let mut ledger = FileLedger::new();
-/// ledger.record(
-///     LedgerEntry::new("src/app.rs", FileAccess::Read)
-///         .with_call("c1")
-///         .with_line_count(5000)
-///         .with_sha256("3f2a9c1d00aa"),
-/// );
-/// assert_eq!(
-///     stub_text(Some("read"), "c1", "…", &ledger),
-///     "[compressed] read src/app.rs (5000 lines, sha256 3f2a9c1d)"
-/// );
-/// assert_eq!(stub_text(Some("bash"), "c2", "a\nb\n", &ledger), "[compressed] bash returned 2 lines");
-/// ```
-pub fn stub_text(
+pub(crate) fn stub_text(
     tool_name: Option<&str>,
     tool_call_id: &str,
     output: &str,
@@ -140,7 +123,7 @@ pub(crate) fn line_count(text: &str) -> usize {
 }
 
 /// Whether a tool result's text is already a stub.
-pub fn is_stub(text: &str) -> bool {
+pub(crate) fn is_stub(text: &str) -> bool {
     text.starts_with(STUB_PREFIX)
 }
 
@@ -191,6 +174,26 @@ mod tests {
                 &ledger
             ),
             "[compressed] bash returned 2 lines; first error: error[E0308]: mismatched types"
+        );
+    }
+
+    #[test]
+    fn stub_text_shows_ledger_metadata_or_line_count() {
+        use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+        let mut ledger = FileLedger::new();
+        ledger.record(
+            LedgerEntry::new("src/app.rs", FileAccess::Read)
+                .with_call("c1")
+                .with_line_count(5000)
+                .with_sha256("3f2a9c1d00aa"),
+        );
+        assert_eq!(
+            stub_text(Some("read"), "c1", "…", &ledger),
+            "[compressed] read src/app.rs (5000 lines, sha256 3f2a9c1d)"
+        );
+        assert_eq!(
+            stub_text(Some("bash"), "c2", "a\nb\n", &ledger),
+            "[compressed] bash returned 2 lines"
         );
     }
 }

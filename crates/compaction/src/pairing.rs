@@ -35,7 +35,7 @@ pub fn owners(messages: &[ChatMessage]) -> Vec<Option<usize>> {
 
 /// The index of the assistant message the tool result at `index` answers: the nearest
 /// preceding assistant message that is not display-only.
-pub fn owner_of(messages: &[ChatMessage], index: usize) -> Option<usize> {
+pub(crate) fn owner_of(messages: &[ChatMessage], index: usize) -> Option<usize> {
     if messages.get(index)?.role != Role::Tool {
         return None;
     }
@@ -58,7 +58,7 @@ pub fn tool_name(messages: &[ChatMessage], owner: Option<usize>, index: usize) -
 
 /// Check that every tool result answers an open call of the nearest preceding assistant
 /// message, directly after it, at most once.
-pub fn check_pairing(messages: &[ChatMessage]) -> Result<(), InvariantViolation> {
+pub(crate) fn check_pairing(messages: &[ChatMessage]) -> Result<(), InvariantViolation> {
     let mut open: HashSet<&str> = HashSet::new();
     let mut previous_role: Option<Role> = None;
     for message in messages
@@ -91,7 +91,7 @@ pub fn check_pairing(messages: &[ChatMessage]) -> Result<(), InvariantViolation>
 }
 
 /// For every assistant message with tool calls, the call ids its following tool results answer.
-pub fn answered_calls(messages: &[ChatMessage]) -> HashMap<MessageId, BTreeSet<String>> {
+pub(crate) fn answered_calls(messages: &[ChatMessage]) -> HashMap<MessageId, BTreeSet<String>> {
     let owners = owners(messages);
     let mut answered: HashMap<MessageId, BTreeSet<String>> = HashMap::new();
     for (i, message) in messages.iter().enumerate() {

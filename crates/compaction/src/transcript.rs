@@ -51,14 +51,14 @@ pub fn parse_transcript(json: &str) -> Result<Transcript, TranscriptError> {
 }
 
 /// A file a tool call touched: its path, what was done, and the line range when known.
-pub type CallFileAccess = (String, FileAccess, Option<(usize, usize)>);
+pub(crate) type CallFileAccess = (String, FileAccess, Option<(usize, usize)>);
 
 /// What a tool call did to which file, judged from its name and arguments.
 ///
 /// `read`/`read_file`/`view`/`open` read; `write`/`write_file`/`create` write;
 /// `edit`/`edit_file`/`str_replace`/`insert` edit; `str_replace_editor` by its `command`.
 /// The path comes from `path`, `file_path`, `filename` or `file_name`.
-pub fn file_access_for_call(tool: &str, arguments: &Value) -> Option<CallFileAccess> {
+pub(crate) fn file_access_for_call(tool: &str, arguments: &Value) -> Option<CallFileAccess> {
     let path = ["path", "file_path", "filename", "file_name"]
         .iter()
         .find_map(|k| arguments.get(*k).and_then(Value::as_str))?

@@ -16,16 +16,11 @@ const LINE_SNAP_SHARE: f64 = 0.2;
 ///
 /// `text_tokens` is the token count of `text`; it sets the bytes-per-token ratio used to place
 /// the cuts. Returns `None` when there is nothing worth cutting (the text already fits).
-///
-/// ```
-/// use troupe_compaction::truncate::truncate_to_tokens;
-/// let log: String = (0..1000).map(|i| format!("line {i}\n")).collect();
-/// let cut = truncate_to_tokens(&log, 2500, 250).unwrap();
-/// assert!(cut.starts_with("line 0\n"));
-/// assert!(cut.trim_end().ends_with("line 999"));
-/// assert!(cut.contains("bytes dropped ("));
-/// ```
-pub fn truncate_to_tokens(text: &str, text_tokens: usize, keep_tokens: usize) -> Option<String> {
+pub(crate) fn truncate_to_tokens(
+    text: &str,
+    text_tokens: usize,
+    keep_tokens: usize,
+) -> Option<String> {
     if text_tokens <= keep_tokens || text.is_empty() {
         return None;
     }
@@ -158,5 +153,14 @@ mod tests {
         let text = "é".repeat(5000);
         let out = truncate_to_tokens(&text, 5000, 100).unwrap();
         assert!(out.starts_with('é') && out.ends_with('é'));
+    }
+
+    #[test]
+    fn truncate_to_tokens_keeps_head_and_tail() {
+        let log: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        let cut = truncate_to_tokens(&log, 2500, 250).unwrap();
+        assert!(cut.starts_with("line 0\n"));
+        assert!(cut.trim_end().ends_with("line 999"));
+        assert!(cut.contains("bytes dropped ("));
     }
 }

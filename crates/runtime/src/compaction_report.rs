@@ -2,7 +2,7 @@
 //! session log, traces, the CLI and tests carry.
 //!
 //! The types live here, below the compaction crate, so that [`crate::Event::CompactionFinished`]
-//! and the session log can hold them typed; `troupe_compaction::report` re-exports them.
+//! and the session log can hold them typed; `troupe_compaction` re-exports them at its root.
 
 use serde::{Deserialize, Serialize};
 

@@ -37,7 +37,7 @@ const WRITTEN_TEXT_KEYS: [&str; 9] = [
 ];
 
 /// Whether a tool of this name runs shell commands.
-pub fn is_shell_tool(name: &str) -> bool {
+pub(super) fn is_shell_tool(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     name.contains("bash") || name.contains("shell") || SHELL_TOOLS.contains(&name.as_str())
 }

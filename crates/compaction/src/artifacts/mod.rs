@@ -14,10 +14,5 @@ mod names;
 mod render;
 mod scan;
 
-pub use extract::is_shell_tool;
-pub use ledger::{ArtifactLedger, Recent, TestStatus};
-pub use names::names_in_prose;
-pub use render::{
-    BLOCK_TAGS, Caps, MAX_COMMANDS, MAX_ERRORS, MAX_NAMED, MAX_SYMBOLS, MAX_TESTS, MIN_CAP,
-};
-pub use scan::{error_kind, error_line, error_lines, exit_code, symbol_definition, test_outcome};
+pub use ledger::{ArtifactLedger, TestStatus};
+pub(crate) use scan::{error_kind, error_lines, exit_code};

@@ -4,7 +4,7 @@
 //! still in the conversation once the message that said it is summarized.
 
 /// At most this many names are taken from one message.
-pub const NAMES_PER_MESSAGE: usize = 24;
+pub(super) const NAMES_PER_MESSAGE: usize = 24;
 
 /// File extensions that make a bare word a file name (`settings.json`).
 const FILE_EXTENSIONS: [&str; 24] = [
@@ -13,7 +13,7 @@ const FILE_EXTENSIONS: [&str; 24] = [
 ];
 
 /// The names in an assistant message's `text`, first ones first.
-pub fn names_in_prose(text: &str) -> Vec<String> {
+pub(super) fn names_in_prose(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut push = |name: String| {
         if found.len() < NAMES_PER_MESSAGE && !found.contains(&name) {

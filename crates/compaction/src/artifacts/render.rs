@@ -33,20 +33,20 @@ use crate::counter::TokenCounter;
 use crate::tagged;
 
 /// Most commands listed by [`ArtifactLedger::render`].
-pub const MAX_COMMANDS: usize = 50;
+pub(super) const MAX_COMMANDS: usize = 50;
 /// Most error lines listed by [`ArtifactLedger::render`].
-pub const MAX_ERRORS: usize = 20;
+pub(super) const MAX_ERRORS: usize = 20;
 /// Most tests listed by [`ArtifactLedger::render`].
-pub const MAX_TESTS: usize = 40;
+pub(super) const MAX_TESTS: usize = 40;
 /// Most symbols listed by [`ArtifactLedger::render`].
-pub const MAX_SYMBOLS: usize = 40;
+pub(super) const MAX_SYMBOLS: usize = 40;
 /// Most names listed by [`ArtifactLedger::render`].
-pub const MAX_NAMED: usize = 40;
+pub(super) const MAX_NAMED: usize = 40;
 /// Fewest items per block [`ArtifactLedger::render_within`] goes down to.
-pub const MIN_CAP: usize = 4;
+pub(super) const MIN_CAP: usize = 4;
 
 /// The block tags, in rendering order.
-pub const BLOCK_TAGS: [&str; 5] = ["commands", "errors", "tests", "symbols", "named"];
+pub(super) const BLOCK_TAGS: [&str; 5] = ["commands", "errors", "tests", "symbols", "named"];
 
 /// How many items each block lists at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,14 +109,14 @@ fn newest_first<V: Clone>(items: &Recent<V>, line: impl Fn(&str, &V) -> String) 
 
 impl ArtifactLedger {
     /// The `<commands>`, `<errors>`, `<tests>`, `<symbols>` and `<named>` blocks (empty ones
-    /// left out), separated by blank lines, with the [`Caps::DEFAULT`] caps.
+    /// left out), separated by blank lines, with the default caps (`Caps::DEFAULT`).
     pub fn render(&self) -> String {
         self.render_capped(Caps::DEFAULT)
     }
 
     /// The blocks with as many items as fit `max_tokens` (counted by `counter`): every item
     /// when they fit, else the newest of each block under the largest single cap that fits
-    /// (found by bisection), never below [`MIN_CAP`].
+    /// (found by bisection), never below `MIN_CAP` (4).
     pub fn render_within(&self, max_tokens: usize, counter: &dyn TokenCounter) -> String {
         let longest = [
             self.commands.len(),

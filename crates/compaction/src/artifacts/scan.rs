@@ -5,19 +5,19 @@
 use super::ledger::TestStatus;
 
 /// The longest item kept, in characters; longer ones are cut with `…`.
-pub const MAX_ITEM_CHARS: usize = 160;
+pub(super) const MAX_ITEM_CHARS: usize = 160;
 /// This many error lines are taken from one tool result, and after them only errors of a kind
 /// not seen yet (a compiler can print hundreds; the first ones matter most).
-pub const ERRORS_PER_RESULT: usize = 5;
+pub(super) const ERRORS_PER_RESULT: usize = 5;
 /// At most this many symbols are taken from one edit.
-pub const SYMBOLS_PER_EDIT: usize = 10;
+pub(super) const SYMBOLS_PER_EDIT: usize = 10;
 
 /// The longest error line kept: its kind and where it happened come first; the rest of the
 /// message is for reading, not for searching.
-pub const ERROR_CHARS: usize = 120;
+pub(super) const ERROR_CHARS: usize = 120;
 
 /// One line, whitespace collapsed, cut to [`MAX_ITEM_CHARS`].
-pub fn one_line(text: &str) -> String {
+pub(super) fn one_line(text: &str) -> String {
     let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if collapsed.chars().count() <= MAX_ITEM_CHARS {
         return collapsed;
@@ -48,7 +48,7 @@ fn strip_ansi(line: &str) -> String {
 /// The exit code a shell tool's result reports (`Command exited with code 2`,
 /// `[The command completed with exit code 0.]`, `Exit code: 1`, `exit status 101`); the last
 /// such report wins. `None` when the result says nothing about it.
-pub fn exit_code(result: &str) -> Option<i32> {
+pub(crate) fn exit_code(result: &str) -> Option<i32> {
     let lower = result.to_ascii_lowercase();
     let found = ["exited with code", "exit code", "exit status", "exit_code"]
         .iter()
@@ -76,7 +76,7 @@ fn is_error_type(word: &str) -> bool {
 /// The error line in `line`, if it is one: Rust's `error[E0308]: …` and `error: …`, TypeScript's
 /// `file(1,2): error TS2339: …`, Python's and JavaScript's `TypeError: …` (a traceback's last
 /// line), a Rust panic, gcc's `fatal error: …`.
-pub fn error_line(line: &str) -> Option<String> {
+pub(super) fn error_line(line: &str) -> Option<String> {
     let line = strip_ansi(line);
     let t = line.trim();
     if let Some(at) = t.find("error[E") {
@@ -99,7 +99,7 @@ pub fn error_line(line: &str) -> Option<String> {
 /// The error lines of a tool result, first ones first: at most [`ERRORS_PER_RESULT`], then
 /// one more line for each kind of error not seen yet (a compiler's 40th line may be the only
 /// `error TS2551`).
-pub fn error_lines(result: &str) -> Vec<String> {
+pub(crate) fn error_lines(result: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut kinds: Vec<String> = Vec::new();
     for line in result.lines() {
@@ -128,7 +128,7 @@ fn cut(text: &str, chars: usize) -> String {
 
 /// What kind of error an error line is: `error TS2339`, `error[E0308]`, `TypeError`, or the
 /// line's text before its first `: `.
-pub fn error_kind(line: &str) -> String {
+pub(crate) fn error_kind(line: &str) -> String {
     if let Some(at) = line.find("error TS") {
         let code: String = line[at + "error TS".len()..]
             .chars()
@@ -148,7 +148,7 @@ pub fn error_kind(line: &str) -> String {
 /// A test outcome named on `line`: `test a::b ... ok` (cargo), `tests/x.py::t PASSED` and
 /// `FAILED tests/x.py::t - …` (pytest), `✓ name (3 ms)` / `✕ name` (jest, node), `ok 3 - name`
 /// (TAP), `--- FAIL: TestX (0.01s)` (go).
-pub fn test_outcome(line: &str) -> Option<(String, TestStatus)> {
+pub(super) fn test_outcome(line: &str) -> Option<(String, TestStatus)> {
     let line = strip_ansi(line);
     let t = line.trim();
     if let Some(rest) = t.strip_prefix("test ")
@@ -269,7 +269,7 @@ fn ident_prefix(text: &str) -> &str {
 
 /// The symbol a source line defines: `fn parse`, `class Parser`, `def load`, or a method
 /// header `render(width: number): string[] {` as `method render`.
-pub fn symbol_definition(line: &str) -> Option<String> {
+pub(super) fn symbol_definition(line: &str) -> Option<String> {
     let mut rest = line.trim();
     loop {
         let word = rest.split_whitespace().next()?;
@@ -299,7 +299,7 @@ pub fn symbol_definition(line: &str) -> Option<String> {
 }
 
 /// The symbols defined in written text, first ones first, at most [`SYMBOLS_PER_EDIT`].
-pub fn symbol_definitions(text: &str) -> Vec<String> {
+pub(super) fn symbol_definitions(text: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     for symbol in text.lines().filter_map(symbol_definition) {
         if !found.contains(&symbol) {

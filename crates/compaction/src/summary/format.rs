@@ -41,7 +41,7 @@ use crate::artifacts::ArtifactLedger;
 use crate::markers::{parse_replaces, replaces_line};
 
 /// The six top-level sections, in order.
-pub const SECTIONS: [&str; 6] = [
+pub(super) const SECTIONS: [&str; 6] = [
     "Goal",
     "Constraints & Preferences",
     "Progress",
@@ -51,7 +51,7 @@ pub const SECTIONS: [&str; 6] = [
 ];
 
 /// The subsections of "Progress", in order.
-pub const PROGRESS_SUBSECTIONS: [&str; 3] = ["Done", "In Progress", "Blocked"];
+pub(super) const PROGRESS_SUBSECTIONS: [&str; 3] = ["Done", "In Progress", "Blocked"];
 
 const SUMMARY_OPEN: &str = "<summary>";
 const SUMMARY_CLOSE: &str = "</summary>";
@@ -316,7 +316,7 @@ fn add_missing_progress_subsections(lines: &mut Vec<String>) {
 
 /// The full text of a summary message: the body in summary tags, then the file lists and the
 /// artifact blocks (only here, after `</summary>`, are they read back), then the marker.
-pub fn summary_message_text(
+pub(crate) fn summary_message_text(
     body: &str,
     files: &FileLists,
     artifacts: &str,

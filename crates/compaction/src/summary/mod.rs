@@ -15,13 +15,15 @@ mod summarizer;
 mod trust;
 
 pub use fold::{FoldOutcome, summarize_folded};
+pub(crate) use format::summary_message_text;
 pub use format::{
-    FileLists, PROGRESS_SUBSECTIONS, ParsedSummary, SECTIONS, missing_sections, normalize_summary,
-    parse_summary_message, summary_has_substance, summary_message_text,
+    FileLists, ParsedSummary, missing_sections, normalize_summary, parse_summary_message,
+    summary_has_substance,
 };
 pub use mechanical::MechanicalSummarizer;
 pub(crate) use mechanical::fit::fit_summary;
-pub use prompt::{SummaryKind, SummaryPrompt, per_message_prompt, segment_prompt};
+pub(crate) use prompt::per_message_prompt;
+pub use prompt::{SummaryKind, SummaryPrompt, segment_prompt};
 pub use render::render_message;
 pub use summarizer::{Summarizer, SummarizerError};
-pub use trust::{MIN_FILLED_SECTIONS, MIN_GROUNDED_SHARE, SummaryRejection, vet_summary};
+pub use trust::{SummaryRejection, vet_summary};

@@ -117,7 +117,11 @@ fn budget_line(max_output_tokens: usize) -> String {
 }
 
 /// The prompt that shortens one message of `role` to at most `max_output_tokens`.
-pub fn per_message_prompt(role: Role, text: &str, max_output_tokens: usize) -> SummaryPrompt {
+pub(crate) fn per_message_prompt(
+    role: Role,
+    text: &str,
+    max_output_tokens: usize,
+) -> SummaryPrompt {
     let (template, kind) = match role {
         Role::User => (PER_MESSAGE_USER, SummaryKind::UserMessage),
         _ => (PER_MESSAGE_ASSISTANT, SummaryKind::AssistantMessage),

@@ -20,9 +20,9 @@ use super::render::parse_header;
 use crate::counter::TokenCounter;
 
 /// Of the six sections, how many must say something beyond a placeholder.
-pub const MIN_FILLED_SECTIONS: usize = 3;
+pub(super) const MIN_FILLED_SECTIONS: usize = 3;
 /// The share of a summary's distinctive words that must occur in the text it summarizes.
-pub const MIN_GROUNDED_SHARE: f64 = 0.35;
+pub(super) const MIN_GROUNDED_SHARE: f64 = 0.35;
 /// Below this many distinctive words, a summary is too short to judge where its words came from.
 const MIN_WORDS_TO_JUDGE_GROUNDING: usize = 8;
 /// A content line seen this many times is a loop, not a summary.
@@ -209,15 +209,14 @@ pub enum SummaryRejection {
 ///
 /// Every answer must not be degenerate (the same line or block of lines over and over, phrases
 /// looping within lines, the prompt's tags or headers or instruction lines copied back), must
-/// draw at least [`MIN_GROUNDED_SHARE`] of its distinctive words from the prompt's material, and
+/// draw at least `MIN_GROUNDED_SHARE` (35%) of its distinctive words from the prompt's material, and
 /// must fit `max_output_tokens` (counted with `counter`, with a little slack). Structured
 /// summaries ([`SummaryKind::Segment`], [`SummaryKind::Update`]) must also carry every section and
-/// Progress subsection, have content in at least [`MIN_FILLED_SECTIONS`] sections, and be mostly
+/// Progress subsection, have content in at least `MIN_FILLED_SECTIONS` (3) sections, and be mostly
 /// prose rather than JSON or code.
 ///
 /// ```
-/// use troupe_compaction::summary::segment_prompt;
-/// use troupe_compaction::{CharEstimateCounter, SummaryRejection, vet_summary};
+/// use troupe_compaction::{CharEstimateCounter, SummaryRejection, segment_prompt, vet_summary};
 /// let prompt = segment_prompt("[m1 user]\nFix the parser in src/lib.rs", None, None, 500);
 /// let skeleton = "## Goal\n- (not provided)\n## Progress\n### Done\n- (none)";
 /// assert_eq!(

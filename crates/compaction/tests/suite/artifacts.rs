@@ -1,6 +1,6 @@
 //! The artifact ledger in summaries: commands, errors, tests and symbols survive compaction.
 
-use troupe_compaction::summary::parse_summary_message;
+use troupe_compaction::parse_summary_message;
 use troupe_compaction::{
     BudgetPolicy, CharEstimateCounter, CompactOptions, Compaction, MechanicalSummarizer,
     Summarizer, TiktokenCounter, TokenCounter, compact, ledger_from_transcript, parse_transcript,

@@ -1,10 +1,10 @@
 //! Tier 3: the structured summary, iterative merging, focus, per-message mode, fallbacks.
 
-use troupe_compaction::summary::{missing_sections, parse_summary_message};
 use troupe_compaction::{
     BudgetPolicy, CharEstimateCounter, CompactOptions, Compaction, MechanicalSummarizer,
     Summarizer, SummaryKind, compact, expand, ledger_from_transcript,
 };
+use troupe_compaction::{missing_sections, parse_summary_message};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, Role, ToolCall};
 use troupe_tools::FileLedger;
 
