@@ -25,6 +25,10 @@
 //! # Ok(()) }
 //! ```
 
+// Every `pub` item is reachable from the crate root: a public item with no public path is a
+// mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
+#![deny(unreachable_pub)]
+
 pub mod atomic_write;
 pub mod config;
 pub mod summary;

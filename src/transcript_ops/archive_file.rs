@@ -36,7 +36,7 @@ pub struct ArchiveHeader {
 }
 
 /// The header's `format` value.
-pub const ARCHIVE_FORMAT: &str = "troupe.compacted_transcript";
+pub(super) const ARCHIVE_FORMAT: &str = "troupe.compacted_transcript";
 
 /// The archive format version written now: 2 added the message checksums.
 pub const ARCHIVE_VERSION: u32 = 2;

@@ -16,7 +16,7 @@ use crate::atomic_write::write_atomically;
 use crate::transcript_file::TranscriptFile;
 
 /// The name a transcript's conversation has in the compression agent's reports and events.
-pub const TRANSCRIPT_AGENT: &str = "transcript";
+pub(super) const TRANSCRIPT_AGENT: &str = "transcript";
 
 /// What to compact to.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,6 +6,10 @@
 //!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
 //! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
 
+// Every `pub` item is reachable from the crate root: a public item with no public path is a
+// mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
+#![deny(unreachable_pub)]
+
 mod agent_jobs;
 mod compaction_settings;
 pub mod compression;

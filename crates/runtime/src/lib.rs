@@ -9,6 +9,10 @@
 //! - [`TraceContext`]: the trace that travels inside actor messages.
 //! - [`sync`]: the one way troupe takes a `std::sync` lock, recovering from poisoning.
 
+// Every `pub` item is reachable from the crate root: a public item with no public path is a
+// mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
+#![deny(unreachable_pub)]
+
 pub mod compaction_report;
 pub mod conversation;
 pub mod event;

@@ -10,6 +10,10 @@
 //! - [`builtin`] holds `read_file`, `write_file`, `edit_file`, `list_dir`, `grep` (all confined
 //!   to [`ToolContext::root`] by [`workspace`]) and the opt-in `shell` and `http_get`.
 
+// Every `pub` item is reachable from the crate root: a public item with no public path is a
+// mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
+#![deny(unreachable_pub)]
+
 mod args;
 pub mod builtin;
 mod context;

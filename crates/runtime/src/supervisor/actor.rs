@@ -38,7 +38,7 @@ pub enum AgentMsg {
 }
 
 /// A closure run on an agent's behaviour between requests.
-pub type BehaviorFn = Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>;
+pub(crate) type BehaviorFn = Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>;
 
 impl fmt::Debug for AgentMsg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -18,14 +18,14 @@ pub(crate) struct DirEntry {
 
 impl DirEntry {
     /// What the entry is (a symlink is a symlink, never its target).
-    pub fn kind(&self) -> Option<FileType> {
+    pub(crate) fn kind(&self) -> Option<FileType> {
         self.stat
             .as_ref()
             .map(|s| FileType::from_raw_mode(s.st_mode))
     }
 
     /// Its size in bytes, 0 when unknown.
-    pub fn size(&self) -> u64 {
+    pub(crate) fn size(&self) -> u64 {
         self.stat
             .as_ref()
             .map_or(0, |s| u64::try_from(s.st_size).unwrap_or(0))
