@@ -8,6 +8,7 @@ mod config;
 mod otlp;
 mod readme;
 mod recall;
+mod redaction;
 mod replay;
 mod session;
 mod support;
