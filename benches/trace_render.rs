@@ -14,7 +14,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use troupe::trace_tree::{TraceFollower, build_forest, render_file, render_forest};
+use troupe_cli::trace_tree::{TraceFollower, build_forest, render_file, render_forest};
 
 const TARGET_BYTES: usize = 50 * 1024 * 1024;
 const ITERATIONS: usize = 5;

@@ -146,6 +146,6 @@ async fn main() -> anyhow::Result<()> {
 
     println!("team answer: {answer}\n");
     println!("trace file: {}\n", path.display());
-    print!("{}", troupe::trace_tree::render_file(&path)?);
+    print!("{}", troupe_cli::trace_tree::render_file(&path)?);
     Ok(())
 }

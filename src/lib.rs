@@ -1,10 +1,14 @@
 //! troupe: an actor-based multi-agent runtime with a dedicated context-compression agent.
 //!
-//! This facade re-exports the workspace crates:
+//! This facade is the library a program imports (the `troupe` command line lives in the
+//! binary). It re-exports the workspace crates:
 //! - [`runtime`]: protocol types, the supervisor ([`Team`]), events and trace context;
 //! - [`tools`]: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools, the file ledger;
 //! - [`compaction`]: token budgets, compaction tiers, summaries, invariants, the archive;
 //! - [`agents`]: model providers, the LLM agent, the compression agent.
+//!
+//! and adds [`telemetry`] (console logs, the JSONL trace file, OTLP export with the `otlp`
+//! feature) and [`summary`] (a per-agent summary of a run from its events).
 //!
 //! A team with its compression agent and an agent, in one expression:
 //!
@@ -29,13 +33,8 @@
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
-pub mod atomic_write;
-pub mod config;
 pub mod summary;
 pub mod telemetry;
-pub mod trace_tree;
-pub mod transcript_file;
-pub mod transcript_ops;
 
 pub use troupe_agents as agents;
 pub use troupe_compaction as compaction;

@@ -205,6 +205,55 @@ fn chat_keeps_a_session_that_the_next_run_resumes() {
     assert_eq!(logged.agent.as_deref(), Some("assistant"));
 }
 
+/// `/resume SESSION` moves the running chat to another log (the agent switches, the team stays);
+/// a log it cannot take is refused with its reason and changes nothing.
+#[test]
+fn resume_moves_the_chat_to_another_session_and_a_bad_one_changes_nothing() {
+    let server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server.url);
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "not json\n").unwrap();
+    chat(&config, &b, "in b\n/exit\n");
+
+    let script = format!(
+        "in a\n/resume {}\nafter\n/resume {}\nstill\n/exit\n",
+        b.display(),
+        bad.display()
+    );
+    let out = chat(&config, &a, &script);
+    assert!(
+        out.contains(&format!("resumed {} (3 messages)", b.display())),
+        "{out}"
+    );
+    assert!(
+        out.contains("cannot resume") && out.contains("bad.jsonl:1"),
+        "{out}"
+    );
+    assert_eq!(server.dialogue(2), ["in b", "reply 1", "after"]);
+    assert_eq!(
+        server.dialogue(3),
+        ["in b", "reply 1", "after", "reply 3", "still"]
+    );
+    let texts = |path: &Path| -> Vec<String> {
+        troupe::runtime::session::load(path)
+            .unwrap()
+            .conversation
+            .messages()
+            .iter()
+            .filter(|m| m.role != troupe::runtime::Role::System)
+            .map(troupe::ChatMessage::text)
+            .collect()
+    };
+    assert_eq!(texts(&a), ["in a", "reply 2"]);
+    assert_eq!(
+        texts(&b),
+        ["in b", "reply 1", "after", "reply 3", "still", "reply 4"]
+    );
+    assert_eq!(std::fs::read_to_string(&bad).unwrap(), "not json\n");
+}
+
 #[test]
 fn chat_refuses_a_corrupt_session_and_leaves_it_alone() {
     let dir = tempfile::tempdir().unwrap();

@@ -34,7 +34,7 @@ fn compact_with_no_model_then_expand_gives_back_every_corpus_file_byte_for_byte(
             "{name}: {r}"
         );
         // Compacted output is a transcript in the input's format.
-        troupe::transcript_file::TranscriptFile::read(&small).unwrap();
+        troupe_cli::transcript_file::TranscriptFile::read(&small).unwrap();
         let out = ok(&[
             "expand",
             s(&small),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
-use troupe::transcript_file::TranscriptFile;
+use troupe_cli::transcript_file::TranscriptFile;
 
 use super::binary::{fails, ok, s, stdout, troupe};
 

@@ -1,6 +1,6 @@
 //! The configuration file: a full example loads; every class of bad input names its key.
 
-use troupe::config::{Config, ConfigError, Provider};
+use troupe_cli::config::{Config, ConfigError, Provider};
 
 const FULL: &str = r#"
 [models.small]

@@ -9,7 +9,7 @@ fn the_readme_config_example_parses() {
         .expect("a toml block in the README")
         + "```toml\n".len();
     let end = start + readme[start..].find("```").unwrap();
-    let config = troupe::config::Config::parse(&readme[start..end]).unwrap();
+    let config = troupe_cli::config::Config::parse(&readme[start..end]).unwrap();
     assert!(config.agents.contains_key("coder"));
     assert!(config.models.contains_key("local"));
 }

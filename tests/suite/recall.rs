@@ -2,7 +2,7 @@
 //! transcripts.
 
 use troupe::runtime::{ChatMessage, ToolCall};
-use troupe::transcript_ops::{ArtifactCategory, artifact_recall, extract_artifacts, haystack};
+use troupe_cli::transcript_ops::{ArtifactCategory, artifact_recall, extract_artifacts, haystack};
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> ChatMessage {
     ChatMessage::assistant_tool_calls(None, vec![ToolCall::new(id, name, args.to_string())])
@@ -67,7 +67,7 @@ fn long_commands_are_cut_to_the_key_length() {
     assert_eq!(commands.len(), 1);
     assert_eq!(
         commands[0].chars().count(),
-        troupe::transcript_ops::COMMAND_KEY_CHARS
+        troupe_cli::transcript_ops::COMMAND_KEY_CHARS
     );
 }
 

@@ -4,8 +4,8 @@
 use troupe::agents::shared_counter;
 use troupe::compaction::{BudgetPolicy, TokenCounter};
 use troupe::runtime::{ChatMessage, Conversation, ToolCall};
-use troupe::transcript_file::TranscriptFile;
-use troupe::transcript_ops::{
+use troupe_cli::transcript_file::TranscriptFile;
+use troupe_cli::transcript_ops::{
     Compressor, ReplayObserver, ReplayReport, ReplayRow, ReplayedCompaction, SkippedTrigger,
     replay_transcript,
 };

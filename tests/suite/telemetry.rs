@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use troupe::telemetry::jsonl::{SpanLine, TraceLine};
-use troupe::trace_tree::read_trace_file;
+use troupe::runtime::trace::{SpanLine, TraceLine};
+use troupe_cli::trace_tree::read_trace_file;
 
 use super::support::{run_scripted_team, with_trace_file};
 
@@ -230,7 +230,7 @@ fn failed_tool_and_model_calls_are_errors_with_an_error_type() {
             .all(|s| !s.attributes.contains_key("error.type"))
     );
 
-    let text = troupe::trace_tree::render_file(&path).unwrap();
+    let text = troupe_cli::trace_tree::render_file(&path).unwrap();
     assert!(text.contains("ERROR (refused)"), "{text}");
     assert!(text.contains("ERROR (unknown_tool)"), "{text}");
     assert!(text.contains("ERROR (rate_limited)"), "{text}");

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use troupe::trace_tree::{TraceFollower, build_forest, read_trace_file, render_file};
+use troupe_cli::trace_tree::{TraceFollower, build_forest, read_trace_file, render_file};
 
 use super::support::{run_scripted_team, with_trace_file};
 

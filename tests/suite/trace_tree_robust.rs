@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-use troupe::trace_tree::{TraceFollower, render_file};
+use troupe_cli::trace_tree::{TraceFollower, render_file};
 
 /// One span line of a trace file.
 fn span(

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use troupe::transcript_file::TranscriptFile;
+use troupe_cli::transcript_file::TranscriptFile;
 
 use super::binary::ok;
 

@@ -54,14 +54,14 @@ pub enum CompactError {
 
 /// The outcome of one compaction as an agent reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompactOutcome {
+pub struct AppliedCompaction {
     /// The compaction report.
     pub report: CompactionReport,
     /// The summary text, when a summary was written.
     pub summary: Option<String>,
 }
 
-type Shared = watch::Receiver<Option<Result<CompactOutcome, CompactError>>>;
+type Shared = watch::Receiver<Option<Result<AppliedCompaction, CompactError>>>;
 
 /// Team-wide record of running compactions, so a manual request joins instead of racing.
 #[derive(Default)]
@@ -78,7 +78,7 @@ impl CompactionTracker {
     pub(crate) fn begin(
         &self,
         agent: &str,
-    ) -> watch::Sender<Option<Result<CompactOutcome, CompactError>>> {
+    ) -> watch::Sender<Option<Result<AppliedCompaction, CompactError>>> {
         let (tx, rx) = watch::channel(None);
         self.lock().insert(agent.to_string(), rx);
         tx
@@ -105,7 +105,7 @@ pub struct CompactNow {
 }
 
 impl Job for CompactNow {
-    type Reply = Result<CompactOutcome, CompactError>;
+    type Reply = Result<AppliedCompaction, CompactError>;
 }
 
 /// Open a scope: everything from here on belongs to it until it is closed.
@@ -152,6 +152,22 @@ impl Job for ClearConversation {
     type Reply = Result<(), troupe_runtime::session::SessionError>;
 }
 
+/// `/resume SESSION`: continue from another session log. The agent writes its last turn boundary
+/// to the log it has, takes the other log's lock, loads it and lets go of the old one; from then
+/// on it (and any restart of it) keeps the new log. Switching to the log it already keeps
+/// reloads it.
+#[derive(Debug, Clone)]
+pub struct SwitchSession {
+    /// The session log to continue from (created when missing).
+    pub path: std::path::PathBuf,
+}
+
+impl Job for SwitchSession {
+    /// The number of messages restored, or why the agent stays on its current log (then nothing
+    /// changed: not its conversation, not its log).
+    type Reply = Result<usize, SwitchError>;
+}
+
 /// Context statistics (`/context`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ContextQuery;
@@ -173,7 +189,7 @@ pub async fn compact_agent(
     team: &Team,
     agent: &str,
     instructions: Option<String>,
-) -> Result<CompactOutcome, CompactError> {
+) -> Result<AppliedCompaction, CompactError> {
     if !team.directory().is_live(COMPRESSION_AGENT) {
         return Err(CompactError::NoCompressionAgent);
     }
@@ -247,6 +263,37 @@ pub enum ClearError {
     /// Its session log could not be written; nothing was cleared.
     #[error("the session log could not record the clear: {0}")]
     Session(troupe_runtime::session::SessionError),
+}
+
+/// Why `/resume` did not happen; the agent keeps its conversation and its log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SwitchError {
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] troupe_runtime::AskError),
+    /// The agent keeps no session log (its spec names none), so there is nothing to switch.
+    #[error("agent `{0}` keeps no session log")]
+    NoSession(String),
+    /// The other log is in use, unreadable or invalid, or could not be written.
+    #[error(transparent)]
+    Session(#[from] troupe_runtime::session::SessionError),
+}
+
+/// `/resume SESSION` on `agent`: see [`SwitchSession`]. Answers the number of messages restored.
+pub async fn switch_session(
+    team: &Team,
+    agent: &str,
+    path: impl Into<std::path::PathBuf>,
+) -> Result<usize, SwitchError> {
+    team.directory()
+        .ask_job(
+            agent,
+            SwitchSession { path: path.into() },
+            TraceContext::new_root(),
+            COMPACTION_TIMEOUT,
+        )
+        .await?
 }
 
 /// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.

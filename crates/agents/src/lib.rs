@@ -21,9 +21,9 @@ mod team_builder;
 mod team_tools;
 
 pub use agent_jobs::{
-    COMPACTION_TIMEOUT, ClearConversation, ClearError, CloseScope, CompactError, CompactNow,
-    CompactOutcome, ContextQuery, OpenScope, clear_conversation, close_scope, compact_agent,
-    context_stats, open_scope,
+    AppliedCompaction, COMPACTION_TIMEOUT, ClearConversation, ClearError, CloseScope, CompactError,
+    CompactNow, ContextQuery, OpenScope, SwitchError, SwitchSession, clear_conversation,
+    close_scope, compact_agent, context_stats, open_scope, switch_session,
 };
 pub use compaction_settings::{CompactionSettings, shared_counter};
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};

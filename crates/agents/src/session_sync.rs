@@ -22,7 +22,7 @@
 //! factory the supervisor rebuilds it with ([`SessionClaim`]), so a rebuilt agent reopens its log
 //! under the same claim instead of finding it locked by its own failed predecessor.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use troupe_compaction::{Archive, ArchiveEntry, CompactionReport};
@@ -87,14 +87,60 @@ impl SessionClaim {
         *slot = Some(lock);
         opened
     }
+
+    /// The log this claim holds now: after a [`SessionSync::switch`], not the one the agent's
+    /// spec names, so a rebuilt agent reopens the log it last kept.
+    pub(crate) fn held_path(&self) -> Option<PathBuf> {
+        troupe_runtime::sync::lock(&self.0)
+            .as_ref()
+            .map(|lock| lock.log_path().to_path_buf())
+    }
+
+    /// Open the log at `path` and, once `prepare` accepted it, hold its lock instead of the one
+    /// held now. Any failure leaves the claim as it was.
+    fn switch(
+        &self,
+        path: &Path,
+        agent: &str,
+        prepare: impl FnOnce(&mut SessionLog<AgentSession>, &Session) -> Result<(), SessionError>,
+    ) -> Result<(SessionLog<AgentSession>, Session), SessionError> {
+        let mut slot = troupe_runtime::sync::lock(&self.0);
+        if let Some(held) = slot.as_ref().filter(|lock| lock.log_path() == path) {
+            let (mut log, session) = SessionLog::open_locked_typed(held, Some(agent))?;
+            prepare(&mut log, &session)?;
+            return Ok((log, session));
+        }
+        let fresh = SessionLock::acquire(path)?;
+        let (mut log, session) = SessionLog::open_locked_typed(&fresh, Some(agent))?;
+        prepare(&mut log, &session)?;
+        // The old lock goes only now: the agent is never left without a log.
+        *slot = Some(fresh);
+        Ok((log, session))
+    }
+}
+
+/// Append and flush a `model_change` to `model` when the log last named another one (or none);
+/// a failed write leaves nothing pending.
+fn record_model(
+    log: &mut SessionLog<AgentSession>,
+    logged: Option<&str>,
+    model: &str,
+) -> Result<(), SessionError> {
+    if logged == Some(model) {
+        return Ok(());
+    }
+    log.append(SessionRecord::ModelChange {
+        model: model.to_string(),
+    });
+    log.flush().inspect_err(|_| log.discard_pending())
 }
 
 /// An open log and what of the agent's state it already holds.
 pub(crate) struct SessionSync {
     log: SessionLog<AgentSession>,
-    /// The claim, when this agent holds its own (built without a factory); a factory's claim
-    /// stays with the factory, so a failed agent that is slow to go does not block its rebuild.
-    _claim: Option<SessionClaim>,
+    /// The claim on the log: the factory's (shared by every build of the agent) or, for an
+    /// agent built without one, its own.
+    claim: SessionClaim,
     persisted: Vec<ChatMessage>,
     archive_persisted: usize,
     ledger_persisted: Option<FileLedger>,
@@ -121,17 +167,11 @@ impl SessionSync {
         agent: &str,
         claim: Option<&SessionClaim>,
     ) -> Result<(SessionSync, Session), SessionError> {
-        let (claim, own) = match claim {
-            Some(shared) => (shared.clone(), None),
-            None => {
-                let own = SessionClaim::default();
-                (own.clone(), Some(own))
-            }
-        };
+        let claim = claim.cloned().unwrap_or_default();
         let (log, session) = claim.open(path, agent)?;
         let sync = SessionSync {
             log,
-            _claim: own,
+            claim,
             persisted: session.conversation.messages().to_vec(),
             archive_persisted: session.archive_entries.len(),
             ledger_persisted: session.ledger.clone(),
@@ -148,13 +188,32 @@ impl SessionSync {
         logged: Option<&str>,
         model: &str,
     ) -> Result<(), SessionError> {
-        if logged == Some(model) {
-            return Ok(());
-        }
-        self.log.append(SessionRecord::ModelChange {
-            model: model.to_string(),
-        });
-        self.log.flush().inspect_err(|_| self.log.discard_pending())
+        record_model(&mut self.log, logged, model)
+    }
+
+    /// Continue from the log at `path` (see [`crate::SwitchSession`]): open it under this
+    /// sync's claim, record `model` in it, and return the sync that keeps it with the session it
+    /// holds. On an error this sync, its log and its claim are unchanged.
+    ///
+    /// # Errors
+    /// As [`SessionSync::open`], and [`SessionError`] when the model change cannot be written.
+    pub(crate) fn switch(
+        &self,
+        path: &Path,
+        agent: &str,
+        model: &str,
+    ) -> Result<(SessionSync, Session), SessionError> {
+        let (log, session) = self.claim.switch(path, agent, |log, session| {
+            record_model(log, session.model.as_deref(), model)
+        })?;
+        let sync = SessionSync {
+            log,
+            claim: self.claim.clone(),
+            persisted: session.conversation.messages().to_vec(),
+            archive_persisted: session.archive_entries.len(),
+            ledger_persisted: session.ledger.clone(),
+        };
+        Ok((sync, session))
     }
 
     /// Record a fresh start (`/clear`) as one committed turn: loading forgets everything before

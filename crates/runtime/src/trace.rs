@@ -10,6 +10,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 pub mod content;
+mod file_line;
+
+pub use file_line::{EventLine, SpanLine, TraceLine};
 
 /// `1`/`true`/`yes`/`on` asks for message content (prompts, completions, tool arguments and
 /// results) in trace spans.
@@ -177,6 +180,11 @@ pub mod semconv {
     pub const REQUEST_SEED: &str = "gen_ai.request.seed";
     /// `gen_ai.request.choice.count`: how many answers a request asked for (an integer).
     pub const REQUEST_CHOICE_COUNT: &str = "gen_ai.request.choice.count";
+    /// `gen_ai.response.time_to_first_chunk`: seconds (a float) from issuing a model call to
+    /// the first delta of its streamed answer.
+    pub const RESPONSE_TIME_TO_FIRST_CHUNK: &str = "gen_ai.response.time_to_first_chunk";
+    /// `gen_ai.request.stream`: whether the call was made in streaming mode (a boolean).
+    pub const REQUEST_STREAM: &str = "gen_ai.request.stream";
 
     // troupe's own attributes, under `troupe.`: what the GenAI conventions have no name for.
 

@@ -3,8 +3,8 @@
 //! The agent keeps its own session log ([`AgentSpec::session`]): every turn boundary — an answer,
 //! a compaction — is one committed record group. Ctrl-C during a turn abandons that turn: the
 //! team is rebuilt and the agent resumes from the log, which never saw it. `/clear` is a job the
-//! agent handles (it records the fresh start in its own log); `/resume` opens another log, so it
-//! starts a new team.
+//! agent handles (it records the fresh start in its own log), and so is `/resume` (the agent
+//! moves to the other log and lets go of its own; a log it cannot take changes nothing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,12 +15,12 @@ use anyhow::Context as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe::agents::{
     AgentSpec, CompactionSettings, CompressionConfig, clear_conversation, compact_agent,
-    context_stats, shared_counter, spawn_agent, spawn_compression_agent,
+    context_stats, shared_counter, spawn_agent, spawn_compression_agent, switch_session,
 };
-use troupe::config::{Config, build_model};
 use troupe::runtime::session::{SessionError, SessionLock};
 use troupe::telemetry::redact::redact_value;
 use troupe::{ChatModel, Team, TeamConfig};
+use troupe_cli::config::{Config, build_model};
 
 use crate::cli::ChatArgs;
 
@@ -291,20 +291,18 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                 } else {
                     PathBuf::from(rest)
                 };
-                let Chat {
-                    blueprint,
-                    team,
-                    path,
-                } = chat;
-                // The current agent lets go of its log before another one is opened.
-                team.shutdown().await;
-                chat = match Chat::open(blueprint.clone(), &target).await {
-                    Ok(next) => next,
-                    Err(e) => {
-                        println!("cannot resume {}: {e:#}", target.display());
-                        Chat::open(blueprint, &path).await?
+                // The agent switches logs itself: on any error it keeps its conversation and log.
+                match switch_session(&chat.team, &chat.name(), &target).await {
+                    Ok(restored) => {
+                        println!("resumed {} ({restored} messages)", target.display());
+                        chat.path = target;
                     }
-                };
+                    Err(e) => println!(
+                        "cannot resume {}: {}",
+                        target.display(),
+                        redact_value(&e.to_string())
+                    ),
+                }
             }
             other if other.starts_with('/') => println!("unknown command {other}"),
             _ => chat = chat.turn(line.to_string()).await?,

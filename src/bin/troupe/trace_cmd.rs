@@ -3,7 +3,9 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use troupe::trace_tree::{TraceFollower, build_forest, escape_control, render_file, render_forest};
+use troupe_cli::trace_tree::{
+    TraceFollower, build_forest, escape_control, render_file, render_forest,
+};
 
 use crate::cli::TraceArgs;
 

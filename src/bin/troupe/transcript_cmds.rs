@@ -8,9 +8,9 @@ use tracing::Instrument;
 use troupe::agents::shared_counter;
 use troupe::compaction::{CompactionReport, TierCounts};
 use troupe::runtime::trace::semconv;
-use troupe::transcript_file::TranscriptFile;
-use troupe::transcript_ops::{
-    CompactRequest, Compressor, ReplayObserver, ReplayReport, RestoredMatch, check_window,
+use troupe_cli::transcript_file::TranscriptFile;
+use troupe_cli::transcript_ops::{
+    CompactGoal, Compressor, ReplayObserver, ReplayReport, RestoredMatch, check_window,
     compact_transcript, ensure_distinct_files, expand_transcript_file, replay_transcript,
 };
 
@@ -96,7 +96,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
     let input = TranscriptFile::parse(&args.input, &text)?;
-    let request = CompactRequest {
+    let request = CompactGoal {
         window: args.window,
         target: args.target,
         protected: args.protected,

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_compaction::{
-    CompactOptions, CompactionReport, MechanicalSummarizer, Summarizer, ThrashGuard, TokenCounter,
-    compact_with,
+    CompactOptions, Compaction, CompactionError, CompactionReport, MechanicalSummarizer,
+    Summarizer, ThrashGuard, TokenCounter, compact_with,
 };
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
@@ -24,7 +24,7 @@ use troupe_runtime::{
     Event, JobReply, JobRequest, TraceContext,
 };
 
-use crate::compression::job::{CompactionJob, CompactionResult, ScopeSummaryJob};
+use crate::compression::job::{CompactionJob, ScopeSummaryJob};
 use crate::compression::model_loop::ModelSteering;
 use crate::compression::scope::summarize_scope;
 use crate::compression::summarizer::ModelSummarizer;
@@ -89,7 +89,7 @@ impl CompressionAgent {
         job: CompactionJob,
         trace: &TraceContext,
         ctx: &AgentContext,
-    ) -> CompactionResult {
+    ) -> Result<Compaction, CompactionError> {
         let model: Option<Arc<dyn ChatModel>> = if self.config.use_model {
             self.config
                 .model

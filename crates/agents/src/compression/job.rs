@@ -39,12 +39,10 @@ impl std::fmt::Debug for CompactionJob {
 }
 
 impl Job for CompactionJob {
-    type Reply = CompactionResult;
+    /// The validated compaction (possibly "no compaction needed", or an automatic trigger the
+    /// anti-thrash guard skipped; the report says which).
+    type Reply = Result<Compaction, CompactionError>;
 }
-
-/// The compression agent's answer: the validated compaction (possibly "no compaction needed",
-/// or an automatic trigger the anti-thrash guard skipped; the report says which).
-pub type CompactionResult = Result<Compaction, CompactionError>;
 
 /// A request to write the summary of a closed scope (seed 000's scoped compression): the
 /// messages of one finished part of an agent's work become one short summary.

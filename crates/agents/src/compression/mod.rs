@@ -8,5 +8,5 @@ mod summarizer;
 pub mod tools;
 
 pub use agent::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig, DEFAULT_MAX_ITERATIONS};
-pub use job::{CompactionJob, CompactionResult, ScopeSummaryError, ScopeSummaryJob};
+pub use job::{CompactionJob, ScopeSummaryError, ScopeSummaryJob};
 pub use summarizer::ModelSummarizer;

@@ -5,7 +5,7 @@
 use troupe_compaction::{BudgetState, CompactTrigger};
 use troupe_runtime::{AgentContext, ChatMessage, Event, Job, MessageId, MessageKind};
 
-use crate::agent_jobs::{COMPACTION_TIMEOUT, CompactError, CompactOutcome, CompactionTracker};
+use crate::agent_jobs::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError, CompactionTracker};
 use crate::compression::{COMPRESSION_AGENT, CompactionJob};
 
 use super::LlmAgent;
@@ -60,7 +60,7 @@ impl LlmAgent {
         trigger: CompactTrigger,
         instructions: Option<String>,
         ctx: &AgentContext,
-    ) -> Result<CompactOutcome, CompactError> {
+    ) -> Result<AppliedCompaction, CompactError> {
         if !ctx.directory.is_live(COMPRESSION_AGENT) {
             return Err(CompactError::NoCompressionAgent);
         }
@@ -94,7 +94,7 @@ impl LlmAgent {
                     .map(ChatMessage::text);
                 self.last_compaction = Some(compaction.report.clone());
                 self.warned = false;
-                Ok(CompactOutcome {
+                Ok(AppliedCompaction {
                     report: compaction.report,
                     summary,
                 })

@@ -16,6 +16,7 @@ mod turn;
 
 pub use context::{ContextShare, ContextStats};
 use std::any::Any;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -29,7 +30,8 @@ use troupe_runtime::{
 use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
 
 use crate::agent_jobs::{
-    ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope,
+    ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope, SwitchError,
+    SwitchSession,
 };
 use crate::session_sync::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
@@ -92,7 +94,11 @@ impl LlmAgent {
         }
         let mut session = None;
         let mut restored = None;
-        if let Some(path) = &spec.session {
+        // After a `/resume`, the claim holds the log the agent switched to: a rebuild keeps it.
+        let path = claim
+            .and_then(SessionClaim::held_path)
+            .or_else(|| spec.session.clone());
+        if let Some(path) = &path {
             let (mut sync, logged) = SessionSync::open(path, &spec.name, claim)
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
             for warning in &logged.warnings {
@@ -211,6 +217,32 @@ impl LlmAgent {
         Ok(())
     }
 
+    /// `/resume`: write the last turn boundary to the current log, then continue from the log
+    /// at `path` (see [`SwitchSession`]). On an error nothing changed.
+    fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
+        self.persist();
+        let Some(sync) = &self.session else {
+            return Err(SwitchError::NoSession(self.spec.name.clone()));
+        };
+        let model = self.spec.model.info().name;
+        let (sync, logged) = sync.switch(path, &self.spec.name, &model)?;
+        for warning in &logged.warnings {
+            tracing::warn!(agent = %self.spec.name, "{warning}");
+        }
+        let restored = restore(&logged);
+        let count = restored.conversation.len();
+        self.session = Some(sync);
+        self.conversation = restored.conversation;
+        self.ledger.replace(restored.ledger);
+        self.archive = restored.archive;
+        self.last_compaction = restored.last_compaction;
+        // Message ids restart with the other log: cached counts under old ids would be wrong.
+        self.token_cache = TokenCache::new();
+        self.scopes.clear();
+        self.warned = false;
+        Ok(count)
+    }
+
     pub(super) fn persist(&mut self) {
         let Some(sync) = &mut self.session else {
             return;
@@ -305,6 +337,12 @@ impl AgentBehavior for LlmAgent {
                     self.persist();
                 }
                 return Ok(reply.answer(closed));
+            }
+            Err(job) => job,
+        };
+        let job = match job.open::<SwitchSession>() {
+            Ok((SwitchSession { path }, reply)) => {
+                return Ok(reply.answer(self.switch_session(&path)));
             }
             Err(job) => job,
         };

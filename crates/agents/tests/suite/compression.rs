@@ -3,13 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_agents::compression::{CompactionJob, CompactionResult};
+use troupe_agents::compression::CompactionJob;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, COMPRESSION_AGENT, CompactError, CompactionSettings, CompressionConfig, close_scope,
     compact_agent, open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::{BudgetPolicy, CompactTrigger, validate};
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError, validate};
 use troupe_runtime::{
     ChatMessage, ChatModel, Conversation, Event, Team, TeamConfig, ToolCall, TraceContext,
 };
@@ -61,7 +61,7 @@ async fn team_with_compressor(model: Option<Arc<dyn ChatModel>>) -> Team {
     team
 }
 
-async fn run_job(team: &Team, job: CompactionJob) -> CompactionResult {
+async fn run_job(team: &Team, job: CompactionJob) -> Result<Compaction, CompactionError> {
     team.directory()
         .ask_job(
             COMPRESSION_AGENT,

@@ -4,13 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_agents::compression::{CompactionJob, CompactionResult};
+use troupe_agents::compression::CompactionJob;
 use troupe_agents::model::LocalModel;
 use troupe_agents::{
     COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
 };
 use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, ledger_from_transcript, parse_transcript, validate,
+    BudgetPolicy, CompactTrigger, Compaction, CompactionError, ledger_from_transcript,
+    parse_transcript, validate,
 };
 use troupe_runtime::{ChatModel, Conversation, Team, TeamConfig, TraceContext};
 
@@ -48,7 +49,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
         agent_model: None,
         token_cache: None,
     };
-    let compaction: CompactionResult = team
+    let compaction: Result<Compaction, CompactionError> = team
         .directory()
         .ask_job(
             COMPRESSION_AGENT,

@@ -8,6 +8,7 @@ mod model_local;
 mod model_openai;
 mod model_replay;
 mod session;
+mod session_switch;
 mod summary_trust;
 mod team_builder;
 mod thrash;

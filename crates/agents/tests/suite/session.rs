@@ -14,7 +14,8 @@ use troupe_runtime::session::{SessionRecord, load, load_typed};
 use troupe_runtime::{ChatMessage, Checkpoint, MessageKind, Team, TeamConfig};
 use troupe_tools::{FileLedger, ToolRegistry};
 
-async fn team() -> Team {
+/// A team whose compression agent uses the mechanical summary (`session_switch.rs` uses it too).
+pub(super) async fn team() -> Team {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     // No summarizer model: tier 3 uses the mechanical summary, so scripts stay the agent's own.
     let mut config = CompressionConfig::new(shared_counter());

@@ -20,7 +20,7 @@ pub(super) const TRANSCRIPT_AGENT: &str = "transcript";
 
 /// What to compact to.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CompactRequest {
+pub struct CompactGoal {
     /// The context window in tokens.
     pub window: usize,
     /// Target fraction of the window.
@@ -52,7 +52,7 @@ pub fn check_window(window: usize) -> Result<(), TranscriptOpError> {
     Ok(())
 }
 
-impl CompactRequest {
+impl CompactGoal {
     /// The budget policy: the default thresholds with this window, target and protection.
     ///
     /// A one-shot compaction never triggers, so only `0 < target < 1` is asked of the target;
@@ -141,7 +141,7 @@ impl CompactedTranscript {
 pub async fn compact_transcript(
     input: &TranscriptFile,
     original_text: &str,
-    request: &CompactRequest,
+    request: &CompactGoal,
     compressor: &Compressor,
 ) -> Result<CompactedTranscript, TranscriptOpError> {
     let policy = request.policy()?;

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashMap};
 use troupe_runtime::trace::semconv;
 
 use super::escape::escape_control;
-use crate::telemetry::jsonl::{EventLine, SpanLine, TraceLine};
+use troupe_runtime::trace::{EventLine, SpanLine, TraceLine};
 
 /// A span with the indices of its children (in [`TraceTree::nodes`]), ordered by start time.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,7 +21,7 @@ mod replay;
 
 pub use archive_file::{ARCHIVE_VERSION, ArchiveHeader, read_archive_file, write_archive_file};
 pub use compact::{
-    CompactRequest, CompactedTranscript, MIN_CONTEXT_WINDOW, check_window, compact_transcript,
+    CompactGoal, CompactedTranscript, MIN_CONTEXT_WINDOW, check_window, compact_transcript,
 };
 pub use compressor::{Compressor, CompressorJob};
 pub use distinct_paths::ensure_distinct_files;

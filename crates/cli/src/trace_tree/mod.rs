@@ -1,9 +1,10 @@
-//! `troupe trace`: a trace file (see [`crate::telemetry::jsonl`]) rendered as an indented tree —
-//! agent → turn → model call / tool call / compaction — with durations, token counts and errors.
+//! `troupe trace`: a trace file (lines as in [`troupe_runtime::trace::TraceLine`]) rendered as an
+//! indented tree — agent → turn → model call / tool call / compaction — with durations, token
+//! counts and errors.
 //!
 //! ```no_run
-//! # fn main() -> Result<(), troupe::trace_tree::TraceFileError> {
-//! let text = troupe::trace_tree::render_file("run.jsonl".as_ref())?;
+//! # fn main() -> Result<(), troupe_cli::trace_tree::TraceFileError> {
+//! let text = troupe_cli::trace_tree::render_file("run.jsonl".as_ref())?;
 //! print!("{text}");
 //! # Ok(()) }
 //! ```

@@ -1,7 +1,7 @@
 //! Replaying a transcript as if an agent lived it, compacting automatically at the trigger.
 //!
 //! [`replay_transcript`] is the one replay loop: `troupe replay` shows its progress through a
-//! [`ReplayObserver`], and the evaluation example (`examples/eval.rs`) takes from the same
+//! [`ReplayObserver`], and the evaluation example (`examples/eval/`) takes from the same
 //! observer what the [`ReplayReport`] does not carry — the conversation each compaction started
 //! from, the whole [`Compaction`] (summarizer usage, fallbacks, the new messages) and the final
 //! conversation.

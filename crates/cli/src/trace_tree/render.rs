@@ -6,7 +6,7 @@ use troupe_runtime::trace::semconv;
 
 use super::escape::escape_control;
 use super::tree::{SpanNode, TraceForest, TraceTree};
-use crate::telemetry::jsonl::EventLine;
+use troupe_runtime::trace::EventLine;
 
 /// A duration for people: `0.42 ms`, `12 ms`, `1.23 s`.
 pub fn format_duration(ms: f64) -> String {

@@ -1,0 +1,269 @@
+//! Compaction evaluation on real transcripts: replays every transcript of a corpus as if an agent
+//! lived it, compacting automatically at the trigger, at several context windows, with the
+//! mechanical summarizer (`none`) and with the local model, and writes a markdown table.
+//!
+//! Run it:
+//!
+//! ```text
+//! cargo run --release --example eval                                  # ../shared/corpus, 32k and 128k, both summarizers
+//! cargo run --release --example eval -- --model none --out eval.md    # no model: fast, deterministic
+//! cargo run --release --example eval -- --model local --local-max-tokens 30000
+//! cargo run --release --example eval -- --corpus DIR --windows 16000,32000 --only swe-
+//! ```
+//!
+//! The replay is `troupe_cli::transcript_ops::replay_transcript` itself (what `troupe replay` runs),
+//! each with a compression agent of its own: feed the transcript message by message; before
+//! every assistant message, when the live conversation is at or over the trigger, send an
+//! automatic compaction job to the compression agent (which applies the thrash guard) and apply
+//! its result. What the replay's report does not carry — the summarizer's token usage per
+//! compaction, the conversation each compaction was given (for the tier-3 measure), model time,
+//! the final conversation (to check that every file path is still named) — the example takes
+//! from the replay's `ReplayObserver`.
+//!
+//! Columns: compactions run (and automatic triggers the thrash guard skipped); tokens of the
+//! live conversation at its peak and at the end, and of the uncompacted transcript; summarizer
+//! calls and input/output tokens; "tier-3 removed": the tokens of the messages that summaries
+//! replaced, counted as they stood after tiers 1–2 (a tiers-1–2-only pass over the same input),
+//! and the summarizer input over it (goal ≤ 1.2); median milliseconds per compaction excluding
+//! model time (the job's round trip to the compression agent, less the time inside its model —
+//! tool loop and summaries alike — measured by wrapping the model the agent is started with; the
+//! mechanical summarizer counts as compaction work); model seconds; invariant failures (an
+//! independent `validate` of every compaction; must be 0); file paths from
+//! `ledger_from_transcript` still named somewhere in the final conversation (must be all).
+//!
+//! `--mode recall` (or `both`) measures artifact recall instead of (or besides) replaying: one
+//! manual compaction of the whole transcript per window, as `troupe compact` runs it (the
+//! compression agent, the window's default policy: target 40 %, 5 recent messages protected),
+//! then, per category (commands, error types, tests, paths, symbols), of the artifacts in the
+//! transcript that the protected messages do not already name, how many the compacted
+//! transcript still names (`troupe_cli::transcript_ops::artifact_recall`, an extractor independent
+//! of the compaction crate's own). A `--recall-missing` run lists the artifacts lost.
+//!
+//! ```text
+//! cargo run --release --example eval -- --mode recall --model none --windows 8000,32000,128000
+//! ```
+
+mod recall;
+mod replay;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use clap::Parser;
+use troupe::agents::model::LocalModel;
+use troupe::compaction::{TiktokenCounter, TokenCounter};
+use troupe::runtime::ChatModel;
+use troupe_cli::transcript_file::TranscriptFile;
+use troupe_cli::transcript_ops::Compressor;
+
+use recall::{recall_row, recall_tables};
+use replay::{replay, table};
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Replay a corpus of transcripts with automatic compaction and tabulate the result"
+)]
+struct Args {
+    /// Folder of transcripts (`*.json`).
+    #[arg(long, default_value = "../shared/corpus")]
+    corpus: PathBuf,
+    /// Write the markdown here (it is printed too).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Which summarizer: `none` (mechanical), `local` (the local model), or `both`.
+    #[arg(long, default_value = "both")]
+    model: String,
+    /// Context windows, comma-separated.
+    #[arg(long, default_value = "32000,128000", value_delimiter = ',')]
+    windows: Vec<usize>,
+    /// Only transcripts whose file name contains this.
+    #[arg(long)]
+    only: Option<String>,
+    /// Run the local model only on transcripts of at most this many tokens (it is slow).
+    #[arg(long)]
+    local_max_tokens: Option<usize>,
+    /// What to measure: `replay` (the automatic-compaction replay table), `recall` (artifact
+    /// recall after one manual compaction per window), or `both`.
+    #[arg(long, default_value = "replay")]
+    mode: String,
+    /// With `--mode recall`/`both`: list the artifacts no longer named.
+    #[arg(long)]
+    recall_missing: bool,
+}
+
+fn transcripts(corpus: &Path, only: Option<&str>) -> anyhow::Result<Vec<(String, TranscriptFile)>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus)
+        .with_context(|| format!("reading {}", corpus.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| {
+            only.is_none_or(|o| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains(o))
+            })
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Ok((name, TranscriptFile::read(&p)?))
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let (none, local) = match args.model.as_str() {
+        "none" => (true, false),
+        "local" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("--model must be none, local or both, not {other:?}"),
+    };
+    let (run_replay, run_recall) = match args.mode.as_str() {
+        "replay" => (true, false),
+        "recall" => (false, true),
+        "both" => (true, true),
+        other => anyhow::bail!("--mode must be replay, recall or both, not {other:?}"),
+    };
+    let inputs = transcripts(&args.corpus, args.only.as_deref())?;
+    if inputs.is_empty() {
+        anyhow::bail!("no transcripts in {}", args.corpus.display());
+    }
+    let counter = TiktokenCounter::default();
+    let local_model: Option<Arc<dyn ChatModel>> = if local {
+        let model = LocalModel::load_default()
+            .await
+            .context("loading the local model (use --model none to run without it)")?;
+        Some(Arc::new(model))
+    } else {
+        None
+    };
+    let sizes: HashMap<String, usize> = inputs
+        .iter()
+        .map(|(n, f)| (n.clone(), counter.count_messages(&f.messages)))
+        .collect();
+
+    let started = Instant::now();
+    let mut rows = Vec::new();
+    let mut skipped_local = Vec::new();
+    let mut recall_rows = Vec::new();
+    if run_recall {
+        let mut compressors = Vec::new();
+        if none {
+            compressors.push(("none", None));
+        }
+        if let Some(model) = &local_model {
+            compressors.push(("local", Some(model.clone())));
+        }
+        for (label, model) in compressors {
+            let compressor = Compressor::start(model, troupe::agents::shared_counter()).await?;
+            for &window in &args.windows {
+                for (name, input) in &inputs {
+                    if label == "local"
+                        && args
+                            .local_max_tokens
+                            .is_some_and(|max| sizes.get(name).copied().unwrap_or(0) > max)
+                    {
+                        continue;
+                    }
+                    eprintln!("{name} @ {window}: recall ({label})");
+                    let row = recall_row(name, input, window, label, &compressor).await;
+                    match row {
+                        Ok(row) => recall_rows.push(row),
+                        Err(e) => {
+                            compressor.shutdown().await;
+                            return Err(e);
+                        }
+                    }
+                }
+            }
+            compressor.shutdown().await;
+        }
+    }
+    for &window in args.windows.iter().filter(|_| run_replay) {
+        for (name, input) in &inputs {
+            if none {
+                eprintln!("{name} @ {window}: none");
+                rows.push(replay(name, input, window, "none", None).await?);
+            }
+            if let Some(model) = &local_model {
+                if args
+                    .local_max_tokens
+                    .is_some_and(|max| sizes.get(name).copied().unwrap_or(0) > max)
+                {
+                    skipped_local.push(format!("{name} @ {}k", window / 1000));
+                    continue;
+                }
+                eprintln!("{name} @ {window}: local");
+                let t = Instant::now();
+                let row = replay(name, input, window, "local", Some(model.clone())).await?;
+                rows.push(row);
+                eprintln!("  done in {:.1} s", t.elapsed().as_secs_f64());
+                // The local model is slow: keep each finished row, in case the run is cut short.
+                if let Some(last) = rows.last() {
+                    eprint!("{}", table(std::slice::from_ref(last)));
+                }
+            }
+        }
+    }
+
+    let mut md = if run_replay {
+        table(&rows)
+    } else {
+        String::new()
+    };
+    let failures: usize = rows.iter().map(|r| r.invariant_failures).sum();
+    let _ = writeln!(
+        md,
+        "\n{} replays and {} recall compactions in {:.1} s; invariant failures in total: {failures}.",
+        rows.len(),
+        recall_rows.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if !skipped_local.is_empty() {
+        let _ = writeln!(
+            md,
+            "Local model not run on (over --local-max-tokens): {}.",
+            skipped_local.join(", ")
+        );
+    }
+    for r in rows.iter().filter(|r| r.model == "local" && r.calls > 0) {
+        let _ = writeln!(
+            md,
+            "{} @ {}k: the mechanical summary stood in for {} of {} local-model summarizer answers.",
+            r.transcript,
+            r.window / 1000,
+            r.stand_ins,
+            r.calls
+        );
+    }
+    for r in rows.iter().filter(|r| !r.missing_paths.is_empty()) {
+        let _ = writeln!(
+            md,
+            "Paths no longer named in {} @ {}k ({}): {}",
+            r.transcript,
+            r.window / 1000,
+            r.model,
+            r.missing_paths.join(", ")
+        );
+    }
+    if run_recall {
+        md.push_str("\n### Artifact recall after one manual compaction\n");
+        md.push_str(&recall_tables(&recall_rows, args.recall_missing));
+    }
+    println!("{md}");
+    if let Some(out) = &args.out {
+        std::fs::write(out, &md).with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
