@@ -11,8 +11,8 @@ use troupe::compaction::{
     BudgetPolicy, CompactOptions, TokenCounter, compact, ledger_from_transcript,
 };
 use troupe::runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, Conversation, MessageId, ModelError,
-    ModelInfo,
+    ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, MessageId, ModelError,
+    ModelInfo, stream_response,
 };
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
@@ -33,12 +33,14 @@ impl ChatModel for TimedModel {
         self.inner.info()
     }
 
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    /// The evaluation times whole calls: the answer is collected, timed, then handed on as a
+    /// stream of its own.
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
         let started = Instant::now();
         let out = self.inner.chat(request).await;
         let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.nanos.fetch_add(nanos, Ordering::Relaxed);
-        out
+        Ok(stream_response(out?, 4096))
     }
 }
 

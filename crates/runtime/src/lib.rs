@@ -2,7 +2,8 @@
 //!
 //! - [`ChatMessage`], [`Conversation`], [`ToolCall`]: messages in the OpenAI Chat Completions
 //!   shape, with stable ids.
-//! - [`ChatModel`]: the one interface to any LLM.
+//! - [`ChatModel`]: the one interface to any LLM, answering as a [`ChatStream`] of
+//!   [`ModelDelta`]s.
 //! - [`Team`]: a ractor supervisor with named agent actors that restarts failed agents from their
 //!   last [`Checkpoint`].
 //! - [`EventBus`] and [`Event`]: everything observable, in causal order.
@@ -18,6 +19,7 @@ pub mod conversation;
 pub mod event;
 pub mod message;
 pub mod model;
+mod model_stream;
 pub mod session;
 mod supervisor;
 pub mod sync;
@@ -33,6 +35,9 @@ pub use message::{
 pub use model::{
     ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice,
     ToolDefinition, Usage,
+};
+pub use model_stream::{
+    ChatStream, ModelDelta, ResponseAssembler, collect_stream, response_deltas, stream_response,
 };
 pub use supervisor::actor::AgentMsg;
 pub use supervisor::behavior::{

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::message::ChatMessage;
+use crate::model_stream::{ChatStream, collect_stream};
 
 /// A tool the model may call, as an OpenAI function definition.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -195,13 +196,26 @@ impl ModelError {
 
 /// A chat model: the one interface agents use to talk to any LLM.
 ///
-/// Implementations must be cancellation-safe: dropping the future of [`ChatModel::chat`] leaves
-/// the model usable and the caller's conversation untouched (requests are taken by value).
+/// A provider implements [`ChatModel::chat_stream`] — its one code path — and gets
+/// [`ChatModel::chat`] as the collected form of the same stream, so the streamed and the whole
+/// answer cannot differ. Implementations must be cancellation-safe: dropping the future of
+/// either call, or the stream, stops generation and leaves the model usable and the caller's
+/// conversation untouched (requests are taken by value).
 #[async_trait]
 pub trait ChatModel: Send + Sync + 'static {
     /// The model's name, window and capabilities.
     fn info(&self) -> ModelInfo;
 
-    /// Answer one request.
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError>;
+    /// Answer one request as a stream of deltas (the one code path of every provider).
+    ///
+    /// The future resolves when the answer has started (errors before it — a refused request,
+    /// an unreachable server — come from here); the stream then yields the deltas and ends
+    /// with [`ModelDelta::Finished`](crate::ModelDelta::Finished) (and possibly the usage
+    /// after it), or with an error.
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError>;
+
+    /// Answer one request whole: the collected form of [`ChatModel::chat_stream`].
+    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+        collect_stream(self.chat_stream(request).await?).await
+    }
 }

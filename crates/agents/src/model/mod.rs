@@ -8,6 +8,7 @@
 
 #[cfg(feature = "local")]
 pub mod local;
+mod observed_stream;
 pub mod openai;
 pub mod replay;
 pub mod retry;
@@ -24,7 +25,7 @@ pub use scripted::{ScriptedModel, ScriptedReply};
 pub use select::{
     CompactionModel, ConfiguredModel, compaction_model, default_model, openai_configured,
 };
-pub use traced::{TracedModel, tool_span, traced_chat};
+pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 
 /// At most `max` characters of `s`, with an ellipsis when cut: provider output quoted in errors.
 pub(crate) fn shorten(s: &str, max: usize) -> String {

@@ -9,16 +9,21 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_runtime::sync::lock;
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo,
-    ToolChoice, ToolDefinition, Usage,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError,
+    ModelInfo, ToolChoice, ToolDefinition, Usage, stream_response,
 };
+
+use super::observed_stream::{StreamObserver, observe};
+
+/// Characters per streamed text delta of a replayed answer (about a token).
+pub const REPLAY_CHUNK_CHARS: usize = 4;
 
 /// Errors reading or writing a cassette.
 #[derive(Debug, thiserror::Error)]
@@ -150,9 +155,16 @@ struct Record {
 
 /// Wraps a model and appends every call (request and response or error) to a JSONL file.
 ///
-/// A call whose future is dropped before it completes is not recorded.
+/// The inner model's stream is passed on as it comes; the call is recorded when it ends, as the
+/// response its deltas add up to (or its error). A call whose future or stream is dropped
+/// before it ends is not recorded.
 pub struct RecordingModel<M> {
     inner: M,
+    cassette: Arc<Cassette>,
+}
+
+/// The file a [`RecordingModel`] appends to, shared with the streams it records.
+struct Cassette {
     path: PathBuf,
     file: Mutex<File>,
 }
@@ -170,8 +182,10 @@ impl<M: ChatModel> RecordingModel<M> {
         })?;
         Ok(RecordingModel {
             inner,
-            path,
-            file: Mutex::new(file),
+            cassette: Arc::new(Cassette {
+                path,
+                file: Mutex::new(file),
+            }),
         })
     }
 
@@ -182,9 +196,11 @@ impl<M: ChatModel> RecordingModel<M> {
 
     /// The cassette being written.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.cassette.path
     }
+}
 
+impl Cassette {
     fn append(&self, record: &Record) -> Result<(), ModelError> {
         let mut line = serde_json::to_string(record)
             .map_err(|e| ModelError::Unavailable(format!("cannot encode a recorded call: {e}")))?;
@@ -208,16 +224,40 @@ impl<M: ChatModel> ChatModel for RecordingModel<M> {
         self.inner.info()
     }
 
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        let recorded = RecordedRequest::from(&request);
-        let result = self.inner.chat(request).await;
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
         let mut record = Record {
             model: self.inner.info(),
-            request: recorded,
+            request: RecordedRequest::from(&request),
             response: None,
             error: None,
         };
-        match &result {
+        match self.inner.chat_stream(request).await {
+            Ok(stream) => {
+                let recorder = Recorder {
+                    cassette: Arc::clone(&self.cassette),
+                    record,
+                };
+                Ok(observe(stream, Box::new(recorder), tracing::Span::none()))
+            }
+            Err(e) => {
+                record.error = Some(RecordedError::from(&e));
+                self.cassette.append(&record)?;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Writes one call's record when its stream ends.
+struct Recorder {
+    cassette: Arc<Cassette>,
+    record: Record,
+}
+
+impl StreamObserver for Recorder {
+    fn finished(self: Box<Self>, outcome: &Result<ChatResponse, ModelError>) {
+        let mut record = self.record;
+        match outcome {
             Ok(r) => {
                 record.response = Some(RecordedResponse {
                     message: r.message.clone(),
@@ -227,8 +267,11 @@ impl<M: ChatModel> ChatModel for RecordingModel<M> {
             }
             Err(e) => record.error = Some(RecordedError::from(e)),
         }
-        self.append(&record)?;
-        result
+        // The stream's consumer has its answer already; a cassette that cannot be written is
+        // worth a loud warning, not a failed call.
+        if let Err(e) = self.cassette.append(&record) {
+            tracing::warn!(error = %e, "the call was not recorded");
+        }
     }
 }
 
@@ -237,6 +280,11 @@ impl<M: ChatModel> ChatModel for RecordingModel<M> {
 /// A request that differs from the recording fails with [`ModelError::BadRequest`] (status 0:
 /// no server was involved) naming the first difference, e.g. `replay call 2:
 /// messages[3] content differs: expected "…", got "…"`. The mismatched record is not consumed.
+///
+/// A recorded answer streams as a live one would: text in deltas of [`REPLAY_CHUNK_CHARS`]
+/// characters, then its tool calls, usage and finish (a recorded error fails the call before
+/// any delta). Keys of the recorded message that troupe does not interpret (`refusal`, …) are
+/// not deltas and are not replayed.
 #[derive(Debug)]
 pub struct ReplayModel {
     info: ModelInfo,
@@ -305,7 +353,7 @@ impl ChatModel for ReplayModel {
         self.info.clone()
     }
 
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
         let got = RecordedRequest::from(&request);
         let mut records = lock(&self.records);
         let mut served = lock(&self.served);
@@ -327,11 +375,14 @@ impl ChatModel for ReplayModel {
         };
         *served += 1;
         match (record.response, record.error) {
-            (Some(r), _) => Ok(ChatResponse {
-                message: r.message,
-                usage: r.usage,
-                finish_reason: r.finish_reason,
-            }),
+            (Some(r), _) => Ok(stream_response(
+                ChatResponse {
+                    message: r.message,
+                    usage: r.usage,
+                    finish_reason: r.finish_reason,
+                },
+                REPLAY_CHUNK_CHARS,
+            )),
             (None, Some(e)) => Err(e.into()),
             (None, None) => Err(ModelError::Unavailable("replay: empty record".into())),
         }

@@ -6,9 +6,13 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use troupe_runtime::sync::lock;
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo,
-    ToolCall, Usage,
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError,
+    ModelInfo, ToolCall, Usage, stream_response,
 };
+
+/// Characters per streamed text delta: about a token, so a scripted answer of a few words
+/// arrives as several deltas, as a real model's would.
+pub const SCRIPTED_CHUNK_CHARS: usize = 4;
 
 /// One scripted answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +38,9 @@ impl ScriptedReply {
 }
 
 /// A model that plays back a fixed script, then repeats a fallback answer (or errors).
+///
+/// Answers stream in deltas of [`SCRIPTED_CHUNK_CHARS`] characters; an error reply fails the
+/// call before any delta.
 ///
 /// It records every request it received so tests can assert what the agent sent.
 ///
@@ -110,7 +117,15 @@ impl ChatModel for ScriptedModel {
         }
     }
 
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let response = self.answer(request)?;
+        Ok(stream_response(response, SCRIPTED_CHUNK_CHARS))
+    }
+}
+
+impl ScriptedModel {
+    /// The next scripted answer to `request`, whole.
+    fn answer(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
         let input_tokens = request
             .messages
             .iter()

@@ -4,13 +4,20 @@
 //! usage, error type and, when content recording is on, messages and tool arguments).
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_runtime::trace::{self, content, semconv};
-use troupe_runtime::{ChatModel, ChatRequest, ChatResponse, ModelError, ModelInfo, ToolCall};
+use troupe_runtime::{
+    ChatModel, ChatRequest, ChatResponse, ChatStream, ModelError, ModelInfo, ToolCall,
+    collect_stream,
+};
 
-/// Call `model` with `request` inside a `chat` span attributed to `agent`.
+use super::observed_stream::{StreamObserver, observe};
+
+/// Call `model` with `request` inside a `chat` span attributed to `agent`: the collected form
+/// of [`traced_chat_stream`].
 ///
 /// # Errors
 /// The model's error, unchanged (recorded on the span as `error.type`).
@@ -19,12 +26,32 @@ pub async fn traced_chat(
     request: ChatRequest,
     agent: &str,
 ) -> Result<ChatResponse, ModelError> {
+    collect_stream(traced_chat_stream(model, request, agent).await?).await
+}
+
+/// Call `model` with `request` as a stream inside a `chat` span attributed to `agent`.
+///
+/// The span lives as long as the stream: it ends when the stream ends or is dropped (a dropped
+/// stream records `error.type = cancelled`). It records the time from the call to the first
+/// delta (`gen_ai.response.time_to_first_chunk`, seconds), the usage the stream reports, and,
+/// when content recording is on, the answer the deltas add up to.
+///
+/// # Errors
+/// The model's error before the answer started, unchanged (recorded as `error.type`); errors
+/// later are the stream's items, recorded the same way.
+pub async fn traced_chat_stream(
+    model: &dyn ChatModel,
+    request: ChatRequest,
+    agent: &str,
+) -> Result<ChatStream, ModelError> {
     let info = model.info();
     let span = tracing::info_span!(
         "chat",
         { semconv::OPERATION_NAME } = "chat",
         { semconv::REQUEST_MODEL } = %info.name,
         { semconv::AGENT_NAME } = %agent,
+        { semconv::REQUEST_STREAM } = true,
+        { semconv::RESPONSE_TIME_TO_FIRST_CHUNK } = tracing::field::Empty,
         { semconv::USAGE_INPUT_TOKENS } = tracing::field::Empty,
         { semconv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
         { semconv::ERROR_TYPE } = tracing::field::Empty,
@@ -41,22 +68,63 @@ pub async fn traced_chat(
         let input = content::input_messages(&request.messages);
         span.record(semconv::INPUT_MESSAGES, input.as_str());
     }
-    let result = model.chat(request).instrument(span.clone()).await;
-    match &result {
-        Ok(response) => {
-            span.record(semconv::USAGE_INPUT_TOKENS, response.usage.input_tokens);
-            span.record(semconv::USAGE_OUTPUT_TOKENS, response.usage.output_tokens);
-            if record_content {
-                let output = content::output_messages(&response.message, &response.finish_reason);
-                span.record(semconv::OUTPUT_MESSAGES, output.as_str());
-            }
+    let started = Instant::now();
+    match model.chat_stream(request).instrument(span.clone()).await {
+        Ok(stream) => {
+            let observer = ChatSpan {
+                span: span.clone(),
+                started,
+                record_content,
+            };
+            Ok(observe(stream, Box::new(observer), span))
         }
         Err(e) => {
-            span.record(semconv::ERROR_TYPE, e.kind());
-            tracing::warn!(parent: &span, error = %e, "model call failed");
+            record_error(&span, &e);
+            Err(e)
         }
     }
-    result
+}
+
+fn record_error(span: &tracing::Span, e: &ModelError) {
+    span.record(semconv::ERROR_TYPE, e.kind());
+    tracing::warn!(parent: span, error = %e, "model call failed");
+}
+
+/// Records a streamed answer on its `chat` span; the span closes when this (and the stream
+/// holding it) is gone.
+struct ChatSpan {
+    span: tracing::Span,
+    started: Instant,
+    record_content: bool,
+}
+
+impl StreamObserver for ChatSpan {
+    fn first_delta(&mut self) {
+        let seconds = self.started.elapsed().as_secs_f64();
+        self.span
+            .record(semconv::RESPONSE_TIME_TO_FIRST_CHUNK, seconds);
+    }
+
+    fn finished(self: Box<Self>, outcome: &Result<ChatResponse, ModelError>) {
+        match outcome {
+            Ok(response) => {
+                let span = &self.span;
+                span.record(semconv::USAGE_INPUT_TOKENS, response.usage.input_tokens);
+                span.record(semconv::USAGE_OUTPUT_TOKENS, response.usage.output_tokens);
+                if self.record_content {
+                    let output =
+                        content::output_messages(&response.message, &response.finish_reason);
+                    span.record(semconv::OUTPUT_MESSAGES, output.as_str());
+                }
+            }
+            Err(e) => record_error(&self.span, e),
+        }
+    }
+
+    fn dropped(self: Box<Self>) {
+        self.span
+            .record(semconv::ERROR_TYPE, ModelError::Cancelled.kind());
+    }
 }
 
 /// The `execute_tool` span of `call` made by `agent`, with its arguments when content is
@@ -105,7 +173,7 @@ impl ChatModel for TracedModel {
         self.inner.info()
     }
 
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
-        traced_chat(self.inner.as_ref(), request, &self.agent).await
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        traced_chat_stream(self.inner.as_ref(), request, &self.agent).await
     }
 }

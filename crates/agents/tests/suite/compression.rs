@@ -379,12 +379,12 @@ impl ChatModel for SlowModel {
         self.inner.info()
     }
 
-    async fn chat(
+    async fn chat_stream(
         &self,
         request: troupe_runtime::ChatRequest,
-    ) -> Result<troupe_runtime::ChatResponse, troupe_runtime::ModelError> {
+    ) -> Result<troupe_runtime::ChatStream, troupe_runtime::ModelError> {
         tokio::time::sleep(self.delay).await;
-        self.inner.chat(request).await
+        self.inner.chat_stream(request).await
     }
 }
 

@@ -6,6 +6,7 @@ mod model_fault_server;
 #[cfg(feature = "local")]
 mod model_local;
 mod model_openai;
+mod model_openai_stream;
 mod model_replay;
 mod session;
 mod session_switch;

@@ -1,8 +1,9 @@
 //! A fault-injecting OpenAI-compatible server for provider tests.
 //!
 //! It serves `POST /v1/chat/completions` on 127.0.0.1 (random port), answers each request with
-//! the next scripted [`Fault`] (a real `chat.completion` body, or a failure), and records every
-//! request body it received, so tests can count attempts and check what was sent.
+//! the next scripted [`Fault`] (a real `chat.completion` body, a streamed answer in server-sent
+//! events, or a failure), and records every request body it received, so tests can count
+//! attempts and check what was sent.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -36,6 +37,26 @@ pub enum Fault {
     ModelNotFound,
     /// 400 with an unrelated complaint.
     BadRequest,
+    /// 200 `text/event-stream` with these raw body chunks, each written (and flushed) a few
+    /// milliseconds after the one before, so the client reads them as separate network reads.
+    Stream(Vec<Vec<u8>>),
+    /// As [`Fault::Stream`], then the connection is cut (no end of the chunked body).
+    StreamThenCut(Vec<Vec<u8>>),
+    /// As [`Fault::Stream`], then the connection stays open and silent for 10 s.
+    StreamThenStall(Vec<Vec<u8>>),
+    /// As [`Fault::Stream`], with this pause before each chunk.
+    StreamPaced(Vec<Vec<u8>>, Duration),
+}
+
+/// Pause between two streamed body chunks.
+const CHUNK_GAP: Duration = Duration::from_millis(5);
+
+/// How a streamed body ends.
+#[derive(Clone, Copy)]
+enum StreamEnd {
+    Close,
+    Cut,
+    Stall,
 }
 
 #[derive(Default)]
@@ -213,7 +234,130 @@ async fn chat_completions(
             );
             (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
         }
+        Fault::Stream(chunks) => event_stream(chunks, CHUNK_GAP, StreamEnd::Close),
+        Fault::StreamThenCut(chunks) => event_stream(chunks, CHUNK_GAP, StreamEnd::Cut),
+        Fault::StreamThenStall(chunks) => event_stream(chunks, CHUNK_GAP, StreamEnd::Stall),
+        Fault::StreamPaced(chunks, gap) => event_stream(chunks, gap, StreamEnd::Close),
     }
+}
+
+/// A `text/event-stream` response writing `chunks` one by one, `gap` apart, then ending as
+/// `end` says.
+fn event_stream(chunks: Vec<Vec<u8>>, gap: Duration, end: StreamEnd) -> Response {
+    let body = futures::stream::unfold(
+        (chunks.into_iter(), Some(end)),
+        move |(mut chunks, end)| async move {
+            if let Some(chunk) = chunks.next() {
+                tokio::time::sleep(gap).await;
+                return Some((Ok::<_, std::io::Error>(chunk), (chunks, end)));
+            }
+            match end? {
+                StreamEnd::Close => None,
+                StreamEnd::Cut => Some((
+                    Err(std::io::Error::other("fault server: connection cut")),
+                    (chunks, None),
+                )),
+                StreamEnd::Stall => {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    None
+                }
+            }
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "text/event-stream")
+        .header("cache-control", "no-cache")
+        .body(axum::body::Body::from_stream(body))
+        .unwrap()
+}
+
+/// One server-sent event carrying `chunk` (`data: {...}` and the blank line).
+pub fn sse(chunk: &Value) -> Vec<u8> {
+    format!("data: {chunk}\n\n").into_bytes()
+}
+
+/// The event that ends a stream.
+pub const SSE_DONE: &[u8] = b"data: [DONE]\n\n";
+
+/// A whole streamed body: these chunks as events, then `data: [DONE]`.
+pub fn sse_body(chunks: &[Value]) -> Vec<u8> {
+    let mut body: Vec<u8> = chunks.iter().flat_map(sse).collect();
+    body.extend_from_slice(SSE_DONE);
+    body
+}
+
+/// `body` cut into network chunks at these byte offsets.
+pub fn split_at(body: &[u8], offsets: &[usize]) -> Vec<Vec<u8>> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for &offset in offsets {
+        pieces.push(body[start..offset].to_vec());
+        start = offset;
+    }
+    pieces.push(body[start..].to_vec());
+    pieces
+}
+
+/// A `chat.completion.chunk` with this `delta` and finish reason, as OpenAI sends it.
+pub fn chunk(delta: Value, finish_reason: Option<&str>) -> Value {
+    json!({
+        "id": "chatcmpl-stream",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "system_fingerprint": "fp_test",
+        "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}],
+        "usage": null
+    })
+}
+
+/// The first chunk of an answer: the role, empty content.
+pub fn chunk_role() -> Value {
+    chunk(
+        json!({"role": "assistant", "content": "", "refusal": null}),
+        None,
+    )
+}
+
+/// A chunk with more text.
+pub fn chunk_text(text: &str) -> Value {
+    chunk(json!({"content": text}), None)
+}
+
+/// A chunk starting tool call `index`, with the first fragment of its arguments.
+pub fn chunk_call_start(index: u32, id: &str, name: &str, arguments: &str) -> Value {
+    chunk(
+        json!({"tool_calls": [{"index": index, "id": id, "type": "function",
+            "function": {"name": name, "arguments": arguments}}]}),
+        None,
+    )
+}
+
+/// A chunk with more arguments of tool call `index`.
+pub fn chunk_call_arguments(index: u32, arguments: &str) -> Value {
+    chunk(
+        json!({"tool_calls": [{"index": index, "function": {"arguments": arguments}}]}),
+        None,
+    )
+}
+
+/// The chunk that says why the model stopped.
+pub fn chunk_finish(reason: &str) -> Value {
+    chunk(json!({}), Some(reason))
+}
+
+/// The last chunk with `stream_options.include_usage`: no choices, the usage.
+pub fn chunk_usage(prompt: u32, completion: u32) -> Value {
+    json!({
+        "id": "chatcmpl-stream",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": "gpt-test",
+        "choices": [],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
+    })
 }
 
 /// A `chat.completion` body answering with text.

@@ -4,11 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use troupe_agents::model::local::{LocalModel, LocalModelConfig};
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, FinishReason, ModelError, ToolChoice, ToolDefinition,
+    ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ModelError, ResponseAssembler,
+    ToolChoice, ToolDefinition,
 };
 
 /// One load per test binary (the engine is shared process-wide anyway).
@@ -301,4 +303,101 @@ async fn model_local_prompt_over_the_window_is_context_length_exceeded() {
         matches!(result, Err(ModelError::ContextLengthExceeded(_))),
         "{result:?}"
     );
+}
+
+/// Every delta of a streamed answer to `request`.
+async fn stream_deltas(model: &LocalModel, request: ChatRequest) -> Vec<ModelDelta> {
+    let mut stream = model.chat_stream(request).await.unwrap();
+    let mut deltas = Vec::new();
+    while let Some(delta) = stream.next().await {
+        deltas.push(delta.unwrap());
+    }
+    deltas
+}
+
+#[tokio::test]
+async fn model_local_streams_text_in_several_deltas_that_collect_to_the_whole_answer() {
+    let model = model().await;
+    let request = ChatRequest {
+        messages: vec![ChatMessage::user("Name three colours of the rainbow.")],
+        max_tokens: Some(24),
+        temperature: Some(0.0),
+        ..Default::default()
+    };
+    let deltas = stream_deltas(model, request.clone()).await;
+    let texts: Vec<&str> = deltas
+        .iter()
+        .filter_map(|d| match d {
+            ModelDelta::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        texts.len() >= 2,
+        "one delta for a multi-token answer: {texts:?}"
+    );
+    assert!(
+        matches!(deltas.last(), Some(ModelDelta::Finished(_))),
+        "{deltas:?}"
+    );
+    let mut assembler = ResponseAssembler::new();
+    for delta in &deltas {
+        assembler.push(delta).unwrap();
+    }
+    let streamed = assembler.finish().unwrap();
+    assert_eq!(streamed.message.text(), texts.concat());
+    assert!(streamed.usage.output_tokens >= 2);
+    // The same request answered whole (greedy: deterministic) is the same answer.
+    let whole = model.chat(request).await.unwrap();
+    assert_eq!(whole, streamed);
+}
+
+#[tokio::test]
+async fn model_local_tool_call_streams_as_one_start_and_its_arguments() {
+    let model = model().await;
+    let request = ChatRequest {
+        messages: vec![ChatMessage::user("What's the weather in Oslo?")],
+        tools: tools(),
+        tool_choice: ToolChoice::Named("get_weather".into()),
+        ..Default::default()
+    };
+    let deltas = stream_deltas(model, request).await;
+    assert!(
+        matches!(&deltas[..], [
+            ModelDelta::ToolCallStarted { index: 0, name, .. },
+            ModelDelta::ToolCallArguments { index: 0, .. },
+            ModelDelta::Usage(_),
+            ModelDelta::Finished(FinishReason::ToolCalls),
+        ] if name == "get_weather"),
+        "{deltas:?}"
+    );
+}
+
+#[tokio::test]
+async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next() {
+    let model = model().await;
+    let long = ChatRequest {
+        messages: vec![ChatMessage::user("Write a very long story about a dragon.")],
+        max_tokens: Some(2000),
+        ..Default::default()
+    };
+    let mut stream = model.chat_stream(long).await.unwrap();
+    let first = stream.next().await;
+    assert!(matches!(first, Some(Ok(ModelDelta::Text(_)))), "{first:?}");
+    drop(stream);
+    // The inference thread serves one job at a time: the next answer comes only once the
+    // dropped one has stopped, long before 2000 more tokens could be generated.
+    let request = ChatRequest {
+        messages: vec![ChatMessage::user("Say hello.")],
+        max_tokens: Some(8),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    let response = tokio::time::timeout(Duration::from_secs(20), model.chat(request))
+        .await
+        .expect("the dropped stream kept the model busy")
+        .unwrap();
+    eprintln!("next answer after the drop in {:?}", started.elapsed());
+    assert!(response.usage.output_tokens <= 8);
+    assert!(!response.message.text().is_empty());
 }

@@ -343,14 +343,14 @@ impl troupe_runtime::ChatModel for PanickyModel {
         troupe_runtime::ChatModel::info(&self.0)
     }
 
-    async fn chat(
+    async fn chat_stream(
         &self,
         request: troupe_runtime::ChatRequest,
-    ) -> Result<troupe_runtime::ChatResponse, troupe_runtime::ModelError> {
+    ) -> Result<troupe_runtime::ChatStream, troupe_runtime::ModelError> {
         if request.messages.iter().any(|m| m.text() == "boom") {
             panic!("the model blew up");
         }
-        troupe_runtime::ChatModel::chat(&self.0, request).await
+        troupe_runtime::ChatModel::chat_stream(&self.0, request).await
     }
 }
 

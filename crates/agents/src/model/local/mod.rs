@@ -8,10 +8,18 @@
 //! Tool calls always parse: when a call is wanted (see [`AutoToolCalls`]) sampling is
 //! constrained by a grammar built with llama.cpp's `json_schema_to_grammar` from a `oneOf`
 //! schema, one branch per tool (`{"name": {"const": NAME}, "arguments": <parameters>}`).
+//!
+//! Streaming: a text answer's tokens are passed on as they are sampled (`text_stream`), in
+//! whole UTF-8 pieces, without the leading and trailing whitespace the model wrapped them in.
+//! A tool call is generated whole (its JSON is only known to be a call once the grammar closes
+//! it, and a cut-off call is sampled once more), then passed on as one
+//! [`ModelDelta::ToolCallStarted`](troupe_runtime::ModelDelta::ToolCallStarted) and one
+//! [`ModelDelta::ToolCallArguments`](troupe_runtime::ModelDelta::ToolCallArguments).
 
 mod engine;
 pub mod fetch;
 mod prompt;
+mod text_stream;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +28,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, Usage,
+    ChatModel, ChatRequest, ChatResponse, ChatStream, FinishReason, ModelError, ModelInfo, Usage,
+    stream_response,
 };
 
 #[doc(hidden)]
@@ -29,6 +38,10 @@ pub use prompt::AutoToolCalls;
 
 use engine::{Engine, EngineOptions, Generation, Job, Stop};
 use prompt::Output;
+use text_stream::TextAnswer;
+
+/// Text pieces the inference thread may run ahead of a slow reader before it waits.
+const PIECES_IN_FLIGHT: usize = 32;
 
 /// Everything that can go wrong finding, loading or running the local model.
 #[derive(Debug, thiserror::Error)]
@@ -235,12 +248,6 @@ impl LocalModel {
     async fn run(&self, job: Job) -> Result<Generation, ModelError> {
         // Dropping this future (the caller gave up) sets the flag: the worker skips the job if it
         // has not started, or stops at the next token.
-        struct CancelOnDrop(Arc<AtomicBool>);
-        impl Drop for CancelOnDrop {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
         let _cancel = CancelOnDrop(Arc::clone(&job.cancel));
         let reply = self.engine.submit(job)?;
         reply
@@ -250,6 +257,103 @@ impl LocalModel {
             })?
             .map_err(ModelError::from)
     }
+
+    /// A text answer, streamed as it is generated: the stream once its first delta is in (so
+    /// an error before any text — a prompt over the window — fails the call itself).
+    async fn stream_text(&self, mut job: Job) -> Result<ChatStream, ModelError> {
+        let (pieces, receiver) = tokio::sync::mpsc::channel(PIECES_IN_FLIGHT);
+        job.pieces = Some(pieces);
+        let cancel = CancelOnDrop(Arc::clone(&job.cancel));
+        let reply = self.engine.submit(job)?;
+        let mut answer = TextAnswer::new(receiver, reply, cancel);
+        match answer.next().await {
+            Some(Ok(first)) => Ok(answer.into_stream(first)),
+            Some(Err(e)) => Err(e),
+            None => Err(ModelError::Unavailable(
+                "the local model ended without an answer".into(),
+            )),
+        }
+    }
+
+    /// A grammar-constrained tool call, generated whole.
+    async fn tool_call(
+        &self,
+        request: &ChatRequest,
+        output: &Output<'_>,
+        tools: &[&troupe_runtime::ToolDefinition],
+        job: Job,
+    ) -> Result<ChatResponse, ModelError> {
+        let max_tokens = job.max_tokens;
+        let mut generation = self.run(job).await?;
+        let mut usage = Usage {
+            input_tokens: generation.prompt_tokens as u64,
+            output_tokens: generation.output_tokens as u64,
+        };
+        // A tool call cut off at the limit (a small model can keep writing one argument) gets
+        // one more, sampled, attempt: greedy decoding would only repeat the same run. Prompt
+        // and grammar are rebuilt here, on this rare path, rather than copied for every call.
+        if generation.stop == Stop::Length
+            && prompt::parse_tool_call(&generation.text, tools).is_err()
+        {
+            tracing::warn!(
+                max_tokens,
+                "the tool call was cut off at the token limit; sampling it once more"
+            );
+            let retry = Job {
+                prompt: self.prompt(&prompt::render(request, output)),
+                max_tokens,
+                temperature: CUT_OFF_RETRY_TEMPERATURE,
+                seed: self.config.seed.wrapping_add(1),
+                grammar: Some(Self::tool_grammar(tools)?),
+                cancel: Arc::new(AtomicBool::new(false)),
+                pieces: None,
+            };
+            generation = self.run(retry).await?;
+            usage.input_tokens += generation.prompt_tokens as u64;
+            usage.output_tokens += generation.output_tokens as u64;
+        }
+        log_generation(&generation);
+        let (name, arguments) =
+            prompt::parse_tool_call(&generation.text, tools).map_err(|why| {
+                match generation.stop {
+                    // The grammar only allows valid calls, so a call that does not parse was cut
+                    // off: say that, not just where the JSON ended.
+                    Stop::Length => ModelError::InvalidResponse(format!(
+                        "the tool call was cut off at the {max_tokens}-token limit before its \
+                     JSON closed (the model kept writing one argument): {}",
+                        super::shorten(&generation.text, 160)
+                    )),
+                    Stop::EndOfTurn => ModelError::InvalidResponse(why),
+                }
+            })?;
+        let id = format!("call_local_{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed));
+        Ok(ChatResponse {
+            message: prompt::tool_call_message(id, name, arguments),
+            usage,
+            finish_reason: FinishReason::ToolCalls,
+        })
+    }
+}
+
+/// Sets a job's cancel flag when dropped: the worker skips the job if it has not started, or
+/// stops at the next token. Held by whatever waits for the job (a future, a stream), so a
+/// caller that gives up stops generation.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn log_generation(generation: &Generation) {
+    tracing::debug!(
+        prompt_tokens = generation.prompt_tokens,
+        output_tokens = generation.output_tokens,
+        prompt_ms = millis(generation.prompt_time),
+        generation_ms = millis(generation.generation_time),
+        "local generation"
+    );
 }
 
 #[async_trait]
@@ -262,7 +366,7 @@ impl ChatModel for LocalModel {
         }
     }
 
-    async fn chat(&self, request: ChatRequest) -> Result<ChatResponse, ModelError> {
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
         let output = prompt::output_for(&request, self.config.auto_tool_calls)
             .map_err(ModelError::InvalidRequest)?;
         let prompt = self.prompt(&prompt::render(&request, &output));
@@ -286,70 +390,13 @@ impl ChatModel for LocalModel {
             seed: self.config.seed,
             grammar,
             cancel: Arc::new(AtomicBool::new(false)),
+            pieces: None,
         };
-        let mut generation = self.run(job).await?;
-        let mut usage = Usage {
-            input_tokens: generation.prompt_tokens as u64,
-            output_tokens: generation.output_tokens as u64,
-        };
-        // A tool call cut off at the limit (a small model can keep writing one argument) gets
-        // one more, sampled, attempt: greedy decoding would only repeat the same run. Prompt
-        // and grammar are rebuilt here, on this rare path, rather than copied for every call.
-        if let Output::ToolCall(tools) = &output
-            && generation.stop == Stop::Length
-            && prompt::parse_tool_call(&generation.text, tools).is_err()
-        {
-            tracing::warn!(
-                max_tokens,
-                "the tool call was cut off at the token limit; sampling it once more"
-            );
-            let retry = Job {
-                prompt: self.prompt(&prompt::render(&request, &output)),
-                max_tokens,
-                temperature: CUT_OFF_RETRY_TEMPERATURE,
-                seed: self.config.seed.wrapping_add(1),
-                grammar: Some(Self::tool_grammar(tools)?),
-                cancel: Arc::new(AtomicBool::new(false)),
-            };
-            generation = self.run(retry).await?;
-            usage.input_tokens += generation.prompt_tokens as u64;
-            usage.output_tokens += generation.output_tokens as u64;
-        }
-        tracing::debug!(
-            prompt_tokens = generation.prompt_tokens,
-            output_tokens = generation.output_tokens,
-            prompt_ms = millis(generation.prompt_time),
-            generation_ms = millis(generation.generation_time),
-            "local generation"
-        );
-        match output {
-            Output::Text => Ok(ChatResponse {
-                message: ChatMessage::assistant(generation.text.trim().to_string()),
-                usage,
-                finish_reason: match generation.stop {
-                    Stop::EndOfTurn => FinishReason::Stop,
-                    Stop::Length => FinishReason::Length,
-                },
-            }),
+        match &output {
+            Output::Text => self.stream_text(job).await,
             Output::ToolCall(tools) => {
-                let (name, arguments) = prompt::parse_tool_call(&generation.text, &tools).map_err(
-                    |why| match generation.stop {
-                        // The grammar only allows valid calls, so a call that does not parse
-                        // was cut off: say that, not just where the JSON ended.
-                        Stop::Length => ModelError::InvalidResponse(format!(
-                            "the tool call was cut off at the {max_tokens}-token limit before its \
-                             JSON closed (the model kept writing one argument): {}",
-                            super::shorten(&generation.text, 160)
-                        )),
-                        Stop::EndOfTurn => ModelError::InvalidResponse(why),
-                    },
-                )?;
-                let id = format!("call_local_{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed));
-                Ok(ChatResponse {
-                    message: prompt::tool_call_message(id, name, arguments),
-                    usage,
-                    finish_reason: FinishReason::ToolCalls,
-                })
+                let call = self.tool_call(&request, &output, tools, job).await?;
+                Ok(stream_response(call, usize::MAX))
             }
         }
     }

@@ -7,8 +7,13 @@
 //! from a queue, one at a time. The async side never blocks: it queues a job and awaits a
 //! oneshot reply. A job carries a cancel flag checked before it starts and between tokens, and
 //! every job starts from an empty KV cache — a cancelled or failed job leaves nothing behind.
+//!
+//! A job may also ask for its text as it is generated: whole UTF-8 pieces go into a bounded
+//! channel with `blocking_send`, so a consumer that reads slowly pauses generation instead of
+//! letting pieces pile up, and one that stops reading (drops the receiver) ends the job.
 
 pub mod baseline;
+mod pieces;
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -28,6 +33,7 @@ use llama_cpp_2::token::LlamaToken;
 use troupe_runtime::sync::lock;
 
 use super::LocalModelError;
+use pieces::Utf8Pieces;
 
 /// Serialises `LlamaModel::new_context` (see `worker`).
 static CONTEXT_CREATION: Mutex<()> = Mutex::new(());
@@ -59,6 +65,9 @@ pub(crate) struct Job {
     pub grammar: Option<String>,
     /// Set by the caller to stop the job.
     pub cancel: Arc<AtomicBool>,
+    /// Where to send the text as it is generated (whole UTF-8 pieces), if anywhere. The job
+    /// waits while the channel is full and stops as cancelled when it is closed.
+    pub pieces: Option<tokio::sync::mpsc::Sender<String>>,
 }
 
 /// Why generation stopped.
@@ -329,6 +338,8 @@ fn generate(
     let mut sampler = sampler(model, job)?;
     let budget = (job.max_tokens as usize).min(n_ctx - tokens.len());
     let mut bytes = Vec::new();
+    let mut text = String::new();
+    let mut pieces = Utf8Pieces::default();
     let mut produced = 0;
     let mut logits_at = batch.n_tokens() - 1;
     let mut stop = Stop::Length;
@@ -344,7 +355,12 @@ fn generate(
             stop = Stop::EndOfTurn;
             break;
         }
+        bytes.clear();
         vocab.token_to_piece_into(token, &mut bytes, false, None);
+        if let Some(piece) = pieces.push(&bytes) {
+            send_piece(job, &piece)?;
+            text.push_str(&piece);
+        }
         produced += 1;
         batch.clear();
         batch
@@ -353,14 +369,28 @@ fn generate(
         ctx.decode(&mut batch).map_err(|e| fail("decode", &e))?;
         logits_at = 0;
     }
+    if let Some(piece) = pieces.finish() {
+        send_piece(job, &piece)?;
+        text.push_str(&piece);
+    }
     Ok(Generation {
-        text: String::from_utf8_lossy(&bytes).into_owned(),
+        text,
         prompt_tokens: tokens.len(),
         output_tokens: produced,
         stop,
         prompt_time,
         generation_time: generation_started.elapsed(),
     })
+}
+
+/// Hand `piece` to the job's listener, if it has one, waiting while its channel is full.
+fn send_piece(job: &Job, piece: &str) -> Result<(), LocalModelError> {
+    match &job.pieces {
+        Some(listener) => listener
+            .blocking_send(piece.to_string())
+            .map_err(|_| LocalModelError::Cancelled),
+        None => Ok(()),
+    }
 }
 
 /// The sampler chain: grammar (if any) first, so everything after it only sees allowed tokens.

@@ -1,0 +1,232 @@
+//! The OpenAI-compatible provider: OpenAI, Azure OpenAI, Ollama, vLLM, llama.cpp's server,
+//! LM Studio — anything that speaks `POST {base}/chat/completions`.
+//!
+//! | server | base URL (`OPENAI_BASE_URL`) | key (`OPENAI_API_KEY`) | model (`OPENAI_MODEL`) |
+//! |---|---|---|---|
+//! | OpenAI | default (`https://api.openai.com/v1`) | required | e.g. `gpt-4o-mini` |
+//! | Azure OpenAI (v1 API) | `https://<resource>.openai.azure.com/openai/v1` | required | the deployment name |
+//! | Azure OpenAI (deployments) | use [`OpenAiConfig::azure`] (`api-key` header, `api-version`) | required | the deployment |
+//! | Ollama | `http://localhost:11434/v1` | any / none | e.g. `llama3.2` |
+//! | vLLM | `http://localhost:8000/v1` | the `--api-key` it was started with, if any | the served model |
+//! | llama.cpp `llama-server` | `http://localhost:8080/v1` | the `--api-key`, if any | any (one model is served) |
+//! | LM Studio | `http://localhost:1234/v1` | none | the loaded model's id |
+//!
+//! Set `OPENAI_CONTEXT_WINDOW` for models [`known_context_window`] does not know (local
+//! servers especially), so compaction budgets against the real window.
+//!
+//! Answers are streamed (`stream: true`, the usage in the last chunk): server-sent events are
+//! decoded into troupe's deltas as they arrive (`sse`, `chunk`, `stream`); a server that
+//! ignores `stream` and answers with a whole `chat.completion` is accepted too (`wire`).
+//! Failures before the answer starts are classified and retried by the
+//! [`RetryPolicy`](super::RetryPolicy)
+//! (`errors`); a streamed answer that breaks before its first delta is retried as well, one
+//! that breaks after it is a typed error (its deltas were passed on: a retry would repeat
+//! them).
+//!
+//! This is the only module that knows `async-openai` types. It uses them for the wire format
+//! (request and response bodies) but does the HTTP itself with `reqwest`. Why not
+//! `async_openai::Client`: its built-in retry layer retries 429/5xx on its own schedule (three
+//! times, ignoring our policy), does not retry timeouts, and its error type keeps the status but
+//! drops the `Retry-After` header — so neither "honour Retry-After" nor "retry timeouts with
+//! backoff" nor "count attempts" can be done correctly on top of it. Owning the loop (a few dozen
+//! lines) gets all three right and keeps one retry layer, not two stacked ones.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use tokio::time::Instant;
+use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, stream_response};
+
+mod chunk;
+mod config;
+mod errors;
+mod sse;
+mod stream;
+mod wire;
+
+pub use config::{
+    AuthStyle, DEFAULT_OPENAI_MODEL, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig,
+    known_context_window,
+};
+
+use config::chat_completions_url;
+use errors::{AttemptError, classify_status, retry_after};
+use stream::SseAnswer;
+use wire::{build_request, parse_response};
+
+/// A chat model behind an OpenAI-compatible HTTP API.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), troupe_runtime::ModelError> {
+/// use troupe_agents::model::openai::{OpenAiConfig, OpenAiModel};
+/// use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
+/// let model = OpenAiModel::new(OpenAiConfig::new("http://localhost:11434/v1", "llama3.2"))?;
+/// let answer = model.chat(ChatRequest::new(vec![ChatMessage::user("hi")])).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OpenAiModel {
+    config: OpenAiConfig,
+    http: reqwest::Client,
+    endpoint: String,
+}
+
+impl OpenAiModel {
+    /// A provider with this configuration.
+    ///
+    /// # Errors
+    /// [`ModelError::Transport`] when the HTTP client cannot be built (TLS setup).
+    pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| ModelError::Transport(format!("cannot build the HTTP client: {e}")))?;
+        let endpoint = chat_completions_url(&config.base_url);
+        Ok(OpenAiModel {
+            config,
+            http,
+            endpoint,
+        })
+    }
+
+    /// A provider configured from the environment (see [`OpenAiConfig::from_env`]).
+    ///
+    /// # Errors
+    /// As [`OpenAiModel::new`].
+    pub fn from_env() -> Result<Self, ModelError> {
+        OpenAiModel::new(OpenAiConfig::from_env())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.config
+    }
+
+    /// One request: its answer as a stream once the first delta is in, or why not.
+    async fn attempt(&self, body: &[u8]) -> Result<ChatStream, AttemptError> {
+        let limit = self.config.request_timeout;
+        let deadline = Instant::now() + limit;
+        let response = match tokio::time::timeout_at(deadline, self.request(body).send()).await {
+            Err(_) => return Err(AttemptError::timeout(limit)),
+            Ok(Err(e)) => return Err(AttemptError::transport(e)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let bytes = whole_body(response, deadline, limit).await?;
+            return Err(classify_status(
+                status,
+                retry_after,
+                &bytes,
+                &self.config.model,
+            ));
+        }
+        if !is_event_stream(response.headers()) {
+            // A server that ignores `stream: true` answers with the whole completion (older
+            // compatible servers do): one text delta, then the calls, usage and finish.
+            let bytes = whole_body(response, deadline, limit).await?;
+            let whole = parse_response(&bytes).map_err(AttemptError::fatal)?;
+            return Ok(stream_response(whole, usize::MAX));
+        }
+        let mut answer = SseAnswer::new(response, limit);
+        match answer.next().await {
+            Some(Ok(first)) => Ok(answer.into_stream(first)),
+            Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
+            None => Err(AttemptError::before_first_delta(
+                ModelError::InvalidResponse("the stream ended without an answer".to_string()),
+            )),
+        }
+    }
+
+    /// The POST of `body` with the configured auth, headers and query.
+    fn request(&self, body: &[u8]) -> reqwest::RequestBuilder {
+        let mut builder = self
+            .http
+            .post(&self.endpoint)
+            .header(CONTENT_TYPE, "application/json")
+            .header(
+                reqwest::header::ACCEPT,
+                "text/event-stream, application/json",
+            )
+            .body(body.to_vec());
+        if !self.config.query.is_empty() {
+            builder = builder.query(&self.config.query);
+        }
+        if let Some(key) = &self.config.api_key {
+            builder = match self.config.auth_style {
+                AuthStyle::Bearer => builder.bearer_auth(key),
+                AuthStyle::ApiKeyHeader => builder.header("api-key", key),
+            };
+        }
+        if let Some(org) = &self.config.organization {
+            builder = builder.header("OpenAI-Organization", org);
+        }
+        if let Some(project) = &self.config.project {
+            builder = builder.header("OpenAI-Project", project);
+        }
+        builder
+    }
+}
+
+/// Whether the server answered with server-sent events.
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// A whole (error or non-streamed) body, by the attempt's deadline: a server that sends
+/// headers and then stalls times out too.
+async fn whole_body(
+    response: reqwest::Response,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<Vec<u8>, AttemptError> {
+    match tokio::time::timeout_at(deadline, response.bytes()).await {
+        Err(_) => Err(AttemptError::timeout(limit)),
+        Ok(Err(e)) => Err(AttemptError::transport(e)),
+        Ok(Ok(bytes)) => Ok(bytes.to_vec()),
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: self.config.model.clone(),
+            context_window: self.config.context_window,
+            supports_tools: true,
+        }
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let body = build_request(&self.config, &request)?;
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
+        let mut retry = 0;
+        loop {
+            let failure = match self.attempt(&body).await {
+                Ok(stream) => return Ok(stream),
+                Err(failure) => failure,
+            };
+            if !failure.retryable || retry >= self.config.retry.max_retries {
+                return Err(failure.error);
+            }
+            let Some(wait) = self.config.retry.delay(retry, failure.retry_after) else {
+                return Err(failure.error);
+            };
+            tracing::warn!(
+                model = %self.config.model,
+                attempt = retry + 1,
+                wait_ms = wait.as_millis() as u64,
+                error = %failure.error,
+                "model call failed; retrying"
+            );
+            tokio::time::sleep(wait).await;
+            retry += 1;
+        }
+    }
+}

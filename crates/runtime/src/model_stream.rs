@@ -1,0 +1,368 @@
+//! A model's answer as a stream of deltas ([`ChatStream`]), and the one place deltas become a
+//! [`ChatResponse`] ([`ResponseAssembler`]).
+//!
+//! Every provider answers through [`ChatModel::chat_stream`](crate::ChatModel::chat_stream);
+//! [`ChatModel::chat`](crate::ChatModel::chat) is [`collect_stream`] over it, so a streamed
+//! answer and a whole one cannot disagree.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+
+use crate::message::{ChatMessage, ToolCall};
+use crate::model::{ChatResponse, FinishReason, ModelError, Usage};
+
+/// One piece of a model's answer as it is generated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelDelta {
+    /// Generated text (a whole UTF-8 string; never a split character).
+    Text(String),
+    /// A tool call began: its position among the answer's calls, id and function name.
+    ToolCallStarted {
+        /// The call's position among the answer's calls (OpenAI's `index`).
+        index: usize,
+        /// The call's id, which its tool result will answer.
+        id: String,
+        /// The function called.
+        name: String,
+    },
+    /// More of the JSON arguments of the tool call at `index`.
+    ToolCallArguments {
+        /// The call these arguments belong to.
+        index: usize,
+        /// The next piece of its arguments' JSON text (not valid JSON on its own).
+        fragment: String,
+    },
+    /// Token usage of the call (OpenAI sends it in the last chunk).
+    Usage(Usage),
+    /// Why generation stopped.
+    Finished(FinishReason),
+}
+
+/// A model's answer as a stream of deltas; ends after the last delta or at the first error.
+///
+/// Dropping it stops generation (the provider cancels its job or drops its connection).
+pub type ChatStream = Pin<Box<dyn Stream<Item = Result<ModelDelta, ModelError>> + Send>>;
+
+/// A tool call being assembled from its deltas.
+#[derive(Debug)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Builds the `ChatResponse` a stream adds up to: text concatenated, tool calls assembled by
+/// index (in index order, whatever order their deltas came in), the usage and the finish
+/// reason. The one place deltas become a response.
+///
+/// A delta that cannot belong to a well-formed answer — arguments of a call that never
+/// started, a call started twice, text or calls after the finish, a second finish — is a
+/// [`ModelError::InvalidResponse`] naming it, as is an answer that ends without a finish.
+#[derive(Debug, Default)]
+pub struct ResponseAssembler {
+    text: String,
+    calls: BTreeMap<usize, PartialCall>,
+    usage: Option<Usage>,
+    finish: Option<FinishReason>,
+}
+
+impl ResponseAssembler {
+    /// An assembler that has seen nothing yet.
+    pub fn new() -> Self {
+        ResponseAssembler::default()
+    }
+
+    /// Add the next delta.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidResponse`] when the delta cannot follow the ones before it.
+    pub fn push(&mut self, delta: &ModelDelta) -> Result<(), ModelError> {
+        let invalid = |what: String| Err(ModelError::InvalidResponse(what));
+        if self.finish.is_some() && !matches!(delta, ModelDelta::Usage(_)) {
+            return invalid(format!(
+                "the stream went on after the model finished: {}",
+                describe(delta)
+            ));
+        }
+        match delta {
+            ModelDelta::Text(text) => self.text.push_str(text),
+            ModelDelta::ToolCallStarted { index, id, name } => {
+                if self.calls.contains_key(index) {
+                    return invalid(format!("tool call {index} started twice"));
+                }
+                self.calls.insert(
+                    *index,
+                    PartialCall {
+                        id: id.clone(),
+                        name: name.clone(),
+                        arguments: String::new(),
+                    },
+                );
+            }
+            ModelDelta::ToolCallArguments { index, fragment } => {
+                let Some(call) = self.calls.get_mut(index) else {
+                    return invalid(format!(
+                        "arguments for tool call {index}, which has not started"
+                    ));
+                };
+                call.arguments.push_str(fragment);
+            }
+            ModelDelta::Usage(usage) => self.usage = Some(*usage),
+            ModelDelta::Finished(reason) => self.finish = Some(reason.clone()),
+        }
+        Ok(())
+    }
+
+    /// The response the deltas add up to. A `stop` finish with tool calls reads as
+    /// [`FinishReason::ToolCalls`] (some servers say `stop` after calls); text next to tool
+    /// calls is kept as the message's content, and no text is `null` content.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidResponse`] when no [`ModelDelta::Finished`] came.
+    pub fn finish(self) -> Result<ChatResponse, ModelError> {
+        let Some(reason) = self.finish else {
+            return Err(ModelError::InvalidResponse(
+                "the stream ended before the model said why it stopped (no finish reason)"
+                    .to_string(),
+            ));
+        };
+        let calls: Vec<ToolCall> = self
+            .calls
+            .into_values()
+            .map(|c| ToolCall::new(c.id, c.name, c.arguments))
+            .collect();
+        let (message, finish_reason) = if calls.is_empty() {
+            (ChatMessage::assistant(self.text), reason)
+        } else {
+            let content = (!self.text.is_empty()).then_some(self.text);
+            let reason = match reason {
+                FinishReason::Stop => FinishReason::ToolCalls,
+                other => other,
+            };
+            (ChatMessage::assistant_tool_calls(content, calls), reason)
+        };
+        Ok(ChatResponse {
+            message,
+            usage: self.usage.unwrap_or_default(),
+            finish_reason,
+        })
+    }
+}
+
+/// A delta in a few words, for error messages (text is not quoted: it may be long).
+fn describe(delta: &ModelDelta) -> String {
+    match delta {
+        ModelDelta::Text(text) => format!("{} characters of text", text.chars().count()),
+        ModelDelta::ToolCallStarted { index, name, .. } => {
+            format!("tool call {index} (`{name}`) started")
+        }
+        ModelDelta::ToolCallArguments { index, .. } => format!("arguments for tool call {index}"),
+        ModelDelta::Usage(_) => "usage".to_string(),
+        ModelDelta::Finished(_) => "a second finish".to_string(),
+    }
+}
+
+/// Collect a stream into its response.
+///
+/// # Errors
+/// The stream's first error, or the assembler's (see [`ResponseAssembler`]).
+pub async fn collect_stream(mut stream: ChatStream) -> Result<ChatResponse, ModelError> {
+    let mut assembler = ResponseAssembler::new();
+    while let Some(delta) = stream.next().await {
+        assembler.push(&delta?)?;
+    }
+    assembler.finish()
+}
+
+/// The deltas of a whole response, in the order a provider would stream them: text cut into
+/// chunks of about `chunk_chars` characters (on char boundaries; at least one per chunk), then
+/// each tool call's start and its arguments in chunks, then the usage and the finish.
+///
+/// Collected again, the deltas give back the same response for every response a provider
+/// produces (fields troupe does not interpret, kept in the message's `extra`, are not deltas
+/// and are not carried).
+pub fn response_deltas(response: ChatResponse, chunk_chars: usize) -> Vec<ModelDelta> {
+    let chunk_chars = chunk_chars.max(1);
+    let mut deltas: Vec<ModelDelta> = chunks(&response.message.text(), chunk_chars)
+        .map(ModelDelta::Text)
+        .collect();
+    for (index, call) in response.message.calls().iter().enumerate() {
+        deltas.push(ModelDelta::ToolCallStarted {
+            index,
+            id: call.id.clone(),
+            name: call.function.name.clone(),
+        });
+        deltas.extend(
+            chunks(&call.function.arguments, chunk_chars)
+                .map(|fragment| ModelDelta::ToolCallArguments { index, fragment }),
+        );
+    }
+    deltas.push(ModelDelta::Usage(response.usage));
+    deltas.push(ModelDelta::Finished(response.finish_reason));
+    deltas
+}
+
+/// A response as a stream (for models that have the whole answer at once), text cut into
+/// chunks of about `chunk_chars` characters on char boundaries (see [`response_deltas`]).
+pub fn stream_response(response: ChatResponse, chunk_chars: usize) -> ChatStream {
+    let deltas = response_deltas(response, chunk_chars);
+    Box::pin(futures::stream::iter(deltas.into_iter().map(Ok)))
+}
+
+/// `text` in pieces of `size` characters (the last may be shorter); nothing for empty text.
+fn chunks(text: &str, size: usize) -> impl Iterator<Item = String> + '_ {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.char_indices().nth(size).map_or(rest.len(), |(i, _)| i);
+        let (head, tail) = rest.split_at(end);
+        rest = tail;
+        Some(head.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn started(index: usize, id: &str, name: &str) -> ModelDelta {
+        ModelDelta::ToolCallStarted {
+            index,
+            id: id.into(),
+            name: name.into(),
+        }
+    }
+
+    fn args(index: usize, fragment: &str) -> ModelDelta {
+        ModelDelta::ToolCallArguments {
+            index,
+            fragment: fragment.into(),
+        }
+    }
+
+    fn assemble(deltas: &[ModelDelta]) -> Result<ChatResponse, ModelError> {
+        let mut assembler = ResponseAssembler::new();
+        for delta in deltas {
+            assembler.push(delta)?;
+        }
+        assembler.finish()
+    }
+
+    #[test]
+    fn text_fragments_concatenate_and_usage_may_follow_the_finish() {
+        let usage = Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+        };
+        let response = assemble(&[
+            ModelDelta::Text("Os".into()),
+            ModelDelta::Text("lo é".into()),
+            ModelDelta::Finished(FinishReason::Stop),
+            ModelDelta::Usage(usage),
+        ])
+        .unwrap();
+        assert_eq!(response.message.text(), "Oslo é");
+        assert!(!response.message.has_tool_calls());
+        assert_eq!(response.usage, usage);
+        assert_eq!(response.finish_reason, FinishReason::Stop);
+    }
+
+    #[test]
+    fn interleaved_and_out_of_order_calls_are_assembled_by_index() {
+        let response = assemble(&[
+            started(1, "b", "get_time"),
+            args(1, r#"{"tz":"#),
+            started(0, "a", "get_weather"),
+            args(0, r#"{"city""#),
+            args(1, r#""UTC"}"#),
+            args(0, r#":"Oslo"}"#),
+            ModelDelta::Finished(FinishReason::Stop),
+        ])
+        .unwrap();
+        let calls = response.message.calls();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].function.name.as_str()),
+            ("a", "get_weather")
+        );
+        assert_eq!(calls[0].function.arguments, r#"{"city":"Oslo"}"#);
+        assert_eq!(calls[1].function.arguments, r#"{"tz":"UTC"}"#);
+        // `stop` after tool calls is normalised; no text is `null` content.
+        assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(
+            serde_json::to_value(&response.message).unwrap()["content"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[test]
+    fn malformed_sequences_are_invalid_responses() {
+        let finished = ModelDelta::Finished(FinishReason::Stop);
+        let cases: Vec<(Vec<ModelDelta>, &str)> = vec![
+            (vec![args(0, "{}"), finished.clone()], "has not started"),
+            (
+                vec![started(0, "a", "f"), args(1, "{}"), finished.clone()],
+                "tool call 1, which has not started",
+            ),
+            (
+                vec![started(0, "a", "f"), started(0, "b", "g"), finished.clone()],
+                "started twice",
+            ),
+            (
+                vec![finished.clone(), ModelDelta::Text("more".into())],
+                "went on after the model finished",
+            ),
+            (vec![finished.clone(), finished.clone()], "a second finish"),
+            (vec![ModelDelta::Text("cut".into())], "no finish reason"),
+        ];
+        for (deltas, expected) in cases {
+            match assemble(&deltas) {
+                Err(ModelError::InvalidResponse(message)) => {
+                    assert!(message.contains(expected), "{deltas:?}: {message}")
+                }
+                other => panic!("{deltas:?}: expected InvalidResponse, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_response_streams_in_chunks_on_char_boundaries_and_collects_back() {
+        let text = ChatResponse {
+            message: ChatMessage::assistant("héllo wörld ✓"),
+            usage: Usage {
+                input_tokens: 1,
+                output_tokens: 2,
+            },
+            finish_reason: FinishReason::Length,
+        };
+        let deltas = response_deltas(text.clone(), 4);
+        let pieces: Vec<&str> = deltas
+            .iter()
+            .filter_map(|d| match d {
+                ModelDelta::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(pieces, ["héll", "o wö", "rld ", "✓"]);
+        let calls = ChatResponse {
+            message: ChatMessage::assistant_tool_calls(
+                None,
+                vec![
+                    ToolCall::new("c1", "f", r#"{"a":1}"#),
+                    ToolCall::new("c2", "g", "{}"),
+                ],
+            ),
+            usage: Usage::default(),
+            finish_reason: FinishReason::ToolCalls,
+        };
+        for response in [text, calls] {
+            let collected =
+                futures::executor::block_on(collect_stream(stream_response(response.clone(), 3)));
+            assert_eq!(collected.unwrap(), response);
+        }
+    }
+}
