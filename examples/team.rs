@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::StreamExt as _;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
-use troupe::runtime::{AgentBehavior, AgentContext, AgentError, Checkpoint};
+use troupe::runtime::{AgentBehavior, AgentContext, AgentError, AskItem, Checkpoint};
 use troupe::summary::RunSummary;
 use troupe::{AgentRequest, AgentSpec, ChatModel, Event, Team, TeamConfig, spawn_agent};
 
@@ -168,7 +169,35 @@ async fn main() -> anyhow::Result<()> {
     .await?;
 
     println!("task: {TASK}\n");
-    let answer = team.ask("coordinator", TASK).await;
+    // Streamed: every agent's text as its model generates it, under its name (the workers run
+    // concurrently, so their lines interleave), tool calls as they start, then the answer.
+    let mut stream = team.ask_stream("coordinator", TASK);
+    let mut speaking: Option<String> = None;
+    let mut answer = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(AskItem::Event(Event::ModelDelta { agent, text })) => {
+                if speaking.as_deref() != Some(agent.as_str()) {
+                    print!("{}{agent}> ", if speaking.is_some() { "\n" } else { "" });
+                    speaking = Some(agent);
+                }
+                print!("{text}");
+                std::io::Write::flush(&mut std::io::stdout())?;
+            }
+            Ok(AskItem::Event(Event::ToolCallStarted { agent, tool, .. })) => {
+                if speaking.take().is_some() {
+                    println!();
+                }
+                println!("{agent}: [{tool}]");
+            }
+            Ok(AskItem::Answer(text)) => answer = Some(Ok(text)),
+            Ok(_) => {}
+            Err(e) => answer = Some(Err(e)),
+        }
+    }
+    if speaking.is_some() {
+        println!("\n");
+    }
     team.shutdown().await;
     // Every event of the request was published before its answer was sent.
     let mut summary = RunSummary::default();
@@ -177,8 +206,9 @@ async fn main() -> anyhow::Result<()> {
     }
 
     match answer {
-        Ok(answer) => println!("team answer:\n{answer}\n"),
-        Err(e) => println!("the team could not answer: {e}\n"),
+        Some(Ok(answer)) => println!("team answer:\n{answer}\n"),
+        Some(Err(e)) => println!("the team could not answer: {e}\n"),
+        None => println!("the team's stream ended without an answer\n"),
     }
     println!("trace summary:\n{summary}");
     Ok(())

@@ -9,6 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
+use crate::ask_stream::{RequestWatch, WatchedRequest, Watches};
 use crate::compaction_report::CompactionReport;
 
 /// Something an agent or the supervisor did.
@@ -85,6 +86,14 @@ pub enum Event {
         /// The context window.
         window: usize,
     },
+    /// Text a model generated for an agent, as it was generated (streamed answers). The deltas
+    /// of one model call, concatenated, are its answer's text.
+    ModelDelta {
+        /// The agent whose model call it is.
+        agent: String,
+        /// The new text (whole UTF-8 characters).
+        text: String,
+    },
     /// Compaction of an agent's conversation began.
     CompactionStarted {
         /// The agent whose conversation is compacted.
@@ -143,6 +152,7 @@ impl Event {
             Event::TurnStarted { agent }
             | Event::ModelCallStarted { agent, .. }
             | Event::ModelCallFinished { agent, .. }
+            | Event::ModelDelta { agent, .. }
             | Event::ToolCallStarted { agent, .. }
             | Event::ToolCallFinished { agent, .. }
             | Event::TurnFinished { agent, .. }
@@ -173,10 +183,15 @@ pub struct EventRecord {
 /// A broadcast bus of [`EventRecord`]s; cheap to clone, every clone publishes to the same stream.
 ///
 /// Slow subscribers lose the oldest events (they see `Lagged`); publishers never block.
+///
+/// A request asked with `Team::ask_stream` is also *watched*: every event published under its
+/// trace id goes, in order and without loss, to that request's stream as well (see
+/// [`RequestWatch`]).
 #[derive(Debug, Clone)]
 pub struct EventBus {
     sender: broadcast::Sender<EventRecord>,
     seq: Arc<AtomicU64>,
+    watches: Arc<Watches>,
 }
 
 impl Default for EventBus {
@@ -192,6 +207,7 @@ impl EventBus {
         EventBus {
             sender,
             seq: Arc::new(AtomicU64::new(1)),
+            watches: Arc::default(),
         }
     }
 
@@ -201,6 +217,9 @@ impl EventBus {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
+        if let Some(watch) = trace_id.as_deref().and_then(|id| self.watches.get(id)) {
+            watch.forward(&event);
+        }
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
         // No subscribers is fine: events are observational.
         let _ = self.sender.send(EventRecord {
@@ -209,6 +228,34 @@ impl EventBus {
             trace_id,
             event,
         });
+    }
+
+    /// Publish text a model generated for `agent` ([`Event::ModelDelta`]). When the request is
+    /// watched, this waits until its stream has room (a slow reader slows the model down
+    /// instead of growing memory), or until nobody reads it any more.
+    pub async fn publish_delta(&self, trace_id: &str, agent: &str, text: String) {
+        if let Some(watch) = self.watches.get(trace_id) {
+            watch.wait_for_room().await;
+        }
+        self.publish(
+            Some(trace_id.to_string()),
+            Event::ModelDelta {
+                agent: agent.to_string(),
+                text,
+            },
+        );
+    }
+
+    /// The watch on the request with this trace id, when one is streamed to a caller: agents
+    /// working for it keep it to notice that the caller stopped listening
+    /// ([`RequestWatch::abandoned`]).
+    pub fn watch_of(&self, trace_id: &str) -> Option<RequestWatch> {
+        self.watches.get(trace_id)
+    }
+
+    /// Start watching the request with this trace id (one watch per trace).
+    pub(crate) fn watch(&self, trace_id: &str) -> WatchedRequest {
+        self.watches.register(trace_id)
     }
 
     /// A new subscriber that sees every event published from now on.

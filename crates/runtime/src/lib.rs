@@ -14,6 +14,7 @@
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
+mod ask_stream;
 pub mod compaction_report;
 pub mod conversation;
 pub mod event;
@@ -25,6 +26,7 @@ mod supervisor;
 pub mod sync;
 pub mod trace;
 
+pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
 pub use compaction_report::{CompactionReport, SummarizerUsage, TierCounts};
 pub use conversation::Conversation;
 pub use event::{Event, EventBus, EventRecord};

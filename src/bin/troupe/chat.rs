@@ -1,10 +1,12 @@
 //! `troupe chat`: a REPL with one agent and the compression agent, persisted to a session log.
 //!
 //! The agent keeps its own session log ([`AgentSpec::session`]): every turn boundary — an answer,
-//! a compaction — is one committed record group. Ctrl-C during a turn abandons that turn: the
-//! team is rebuilt and the agent resumes from the log, which never saw it. `/clear` is a job the
-//! agent handles (it records the fresh start in its own log), and so is `/resume` (the agent
-//! moves to the other log and lets go of its own; a log it cannot take changes nothing).
+//! a compaction — is one committed record group. A turn is streamed (`Team::ask_stream`): text
+//! as the model generates it, tool calls and compactions as one-line notices; Ctrl-C drops the
+//! stream, which cancels the turn — the agent rolls its conversation back and its log never sees
+//! it. `/clear` is a job the agent handles (it records the fresh start in its own log), and so
+//! is `/resume` (the agent moves to the other log and lets go of its own; a log it cannot take
+//! changes nothing).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,14 +14,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use futures::StreamExt as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe::agents::{
     AgentSpec, CompactionSettings, CompressionConfig, clear_conversation, compact_agent,
     context_stats, shared_counter, spawn_agent, spawn_compression_agent, switch_session,
 };
+use troupe::runtime::AskItem;
 use troupe::runtime::session::{SessionError, SessionLock};
 use troupe::telemetry::redact::redact_value;
-use troupe::{ChatModel, Team, TeamConfig};
+use troupe::{ChatModel, Event, Team, TeamConfig};
 use troupe_cli::config::{Config, build_model};
 
 use crate::cli::ChatArgs;
@@ -215,32 +219,96 @@ impl Chat {
         Ok(())
     }
 
-    /// Stop the team and start again from the log (after Ctrl-C: the log never saw the
-    /// cancelled turn).
-    async fn restart(self) -> anyhow::Result<Chat> {
-        self.team.shutdown().await;
-        let team = start_team(&self.blueprint, &self.path).await?;
-        Ok(Chat { team, ..self })
-    }
-
-    async fn turn(self, text: String) -> anyhow::Result<Chat> {
+    /// One request, printed as it happens: the agent's text as the model generates it, its tool
+    /// calls and compactions as one-line notices. Ctrl-C drops the stream, which cancels the
+    /// turn: the agent rolls its conversation back and its log never sees the turn.
+    async fn turn(&self, text: String) {
         let name = self.name();
-        let cancelled = tokio::select! {
-            answer = self.team.ask(&name, text) => {
-                match answer {
-                    Ok(answer) => println!("{answer}"),
-                    // The agent's error can quote a provider's answer, key and all.
-                    Err(e) => println!("error: {}", redact_value(&e.to_string())),
+        let mut stream = self.team.ask_stream(&name, text);
+        let mut shown = Shown::default();
+        let cancelled = loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                _ = tokio::signal::ctrl_c() => break true,
+            };
+            match item {
+                None => break false,
+                Some(Ok(AskItem::Event(event))) if event.agent() == name => shown.event(&event),
+                Some(Ok(AskItem::Event(_))) => {}
+                Some(Ok(AskItem::Answer(answer))) => shown.answer(&answer),
+                // The agent's error can quote a provider's answer, key and all.
+                Some(Ok(_)) => {}
+                Some(Err(e)) => {
+                    shown.end_line();
+                    println!("error: {}", redact_value(&e.to_string()));
                 }
-                false
             }
-            _ = tokio::signal::ctrl_c() => true,
         };
         if cancelled {
-            println!("\n(turn cancelled)");
-            return self.restart().await;
+            drop(stream);
+            shown.end_line();
+            println!("(turn cancelled)");
         }
-        Ok(self)
+    }
+}
+
+/// What a streamed turn has printed so far.
+#[derive(Default)]
+struct Shown {
+    /// The text of the current model call, as printed.
+    text: String,
+    /// Whether the cursor is mid-line.
+    mid_line: bool,
+}
+
+impl Shown {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::ModelCallStarted { .. } => self.text.clear(),
+            Event::ModelDelta { text, .. } => {
+                print!("{text}");
+                crate::out::flush_stdout();
+                self.text.push_str(text);
+                self.mid_line = !text.ends_with('\n');
+            }
+            Event::ToolCallStarted { tool, .. } => self.notice(&format!("[tool {tool}]")),
+            Event::ToolCallFinished {
+                tool,
+                is_error: true,
+                ..
+            } => self.notice(&format!("[tool {tool} reported an error]")),
+            Event::CompactionStarted { tokens, .. } => {
+                self.notice(&format!("[compacting {tokens} tokens…]"));
+            }
+            Event::CompactionFinished { report, .. } => self.notice(&format!(
+                "[compacted: {} → {} tokens ({})]",
+                report.tokens_before, report.tokens_after, report.reason
+            )),
+            _ => {}
+        }
+    }
+
+    fn notice(&mut self, line: &str) {
+        self.end_line();
+        println!("{line}");
+    }
+
+    /// The answer is what the last model call streamed; print it only if it was not (a model
+    /// that answered whole).
+    fn answer(&mut self, answer: &str) {
+        if self.text.trim() != answer.trim() {
+            self.end_line();
+            print!("{answer}");
+            self.mid_line = true;
+        }
+        self.end_line();
+    }
+
+    fn end_line(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
     }
 }
 
@@ -305,7 +373,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                 }
             }
             other if other.starts_with('/') => println!("unknown command {other}"),
-            _ => chat = chat.turn(line.to_string()).await?,
+            _ => chat.turn(line.to_string()).await,
         }
     }
     chat.team.shutdown().await;

@@ -286,8 +286,9 @@ impl AgentBehavior for LlmAgent {
             Ok((_, turns)) => (*turns, None),
             Err(e) => (0, Some(e.to_string())),
         };
-        if let Err(AgentError::Model(_)) = &outcome {
-            // A provider fault loses nothing and adds nothing: the caller may simply retry.
+        if let Err(AgentError::Model(_) | AgentError::Cancelled) = &outcome {
+            // A provider fault loses nothing and adds nothing: the caller may simply retry. An
+            // abandoned request leaves the conversation as it found it too.
             self.conversation = before;
         }
         self.persist();

@@ -5,14 +5,15 @@ use std::time::Instant;
 use futures::future::join_all;
 use tracing::Instrument;
 
+use futures::StreamExt;
 use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
-    AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, Event, MessageId, ModelError,
-    ToolCall,
+    AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, ChatResponse, Event,
+    MessageId, ModelDelta, ModelError, RequestWatch, ResponseAssembler, ToolCall,
 };
 use troupe_tools::{ToolContext, ToolOutcome, ToolResult};
 
-use crate::model::{tool_span, traced_chat};
+use crate::model::{tool_span, traced_chat_stream};
 use troupe_compaction::CompactTrigger;
 
 use super::LlmAgent;
@@ -31,10 +32,37 @@ impl LlmAgent {
         self.conversation.push(ChatMessage::user(text));
     }
 
+    /// One model call, streamed: every text delta is published as it arrives
+    /// ([`Event::ModelDelta`], and to the caller's stream when the request is watched), and the
+    /// call stops with [`ModelError::Cancelled`] once the caller stops listening.
+    async fn stream_model(
+        &self,
+        request: ChatRequest,
+        ctx: &AgentContext,
+        trace_id: &str,
+        watch: Option<&RequestWatch>,
+    ) -> Result<ChatResponse, ModelError> {
+        let collect = async {
+            let mut stream =
+                traced_chat_stream(self.spec.model.as_ref(), request, &ctx.name).await?;
+            let mut answer = ResponseAssembler::new();
+            while let Some(delta) = stream.next().await {
+                let delta = delta?;
+                answer.push(&delta)?;
+                if let ModelDelta::Text(text) = delta {
+                    ctx.events.publish_delta(trace_id, &ctx.name, text).await;
+                }
+            }
+            answer.finish()
+        };
+        until_abandoned(watch, collect, ModelError::Cancelled).await
+    }
+
     async fn call_model(
         &self,
         ctx: &AgentContext,
         trace_id: &str,
+        watch: Option<&RequestWatch>,
     ) -> Result<ChatMessage, ModelError> {
         let info = self.spec.model.info();
         let request = ChatRequest {
@@ -53,7 +81,7 @@ impl LlmAgent {
             },
         );
         let started = Instant::now();
-        let result = traced_chat(self.spec.model.as_ref(), request, &ctx.name).await;
+        let result = self.stream_model(request, ctx, trace_id, watch).await;
         let ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(response) => {
@@ -129,9 +157,18 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace_id: &str,
     ) -> Result<(String, u32), AgentError> {
+        // Kept for the whole request: the caller may drop its stream at any point.
+        let watch = ctx.events.watch_of(trace_id);
+        let watch = watch.as_ref();
         for turn in 1..=self.spec.max_turns {
-            let reply = match self.call_model(ctx, trace_id).await {
+            if watch.is_some_and(RequestWatch::is_abandoned) {
+                return Err(AgentError::Cancelled);
+            }
+            let reply = match self.call_model(ctx, trace_id, watch).await {
                 Ok(reply) => reply,
+                Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {
+                    return Err(AgentError::Cancelled);
+                }
                 Err(ModelError::ContextLengthExceeded(why)) => {
                     // Emergency: compact, then retry the call once.
                     tracing::warn!(agent = %ctx.name, "context length exceeded ({why}); compacting and retrying once");
@@ -140,7 +177,7 @@ impl LlmAgent {
                         .map_err(|e| {
                             AgentError::Model(format!("context length exceeded ({why}) and {e}"))
                         })?;
-                    self.call_model(ctx, trace_id)
+                    self.call_model(ctx, trace_id, watch)
                         .await
                         .map_err(|e| AgentError::Model(e.to_string()))?
                 }
@@ -159,10 +196,14 @@ impl LlmAgent {
                 .iter()
                 .cloned()
                 .partition(|c| compact_call && c.function.name == COMPACT_TOOL);
-            let mut results: std::collections::HashMap<String, ToolResult> = calls_results(
-                &tool_calls,
-                self.run_tools(&tool_calls, ctx, trace_id).await,
-            );
+            let ran = until_abandoned(
+                watch,
+                async { Ok(self.run_tools(&tool_calls, ctx, trace_id).await) },
+                AgentError::Cancelled,
+            )
+            .await?;
+            let mut results: std::collections::HashMap<String, ToolResult> =
+                calls_results(&tool_calls, ran);
             let mut fatal = None;
             let mut compact_result: Option<(MessageId, Option<String>)> = None;
             for call in &calls {
@@ -194,6 +235,22 @@ impl LlmAgent {
             self.check_budget(ctx, trace_id).await;
         }
         Err(AgentError::MaxTurns(self.spec.max_turns))
+    }
+}
+
+/// Run `work` to its end, or until the caller watching the request stops listening (then
+/// `cancelled`). Unwatched requests just run `work`.
+async fn until_abandoned<T, E>(
+    watch: Option<&RequestWatch>,
+    work: impl Future<Output = Result<T, E>>,
+    cancelled: E,
+) -> Result<T, E> {
+    match watch {
+        None => work.await,
+        Some(watch) => tokio::select! {
+            done = work => done,
+            () = watch.abandoned() => Err(cancelled),
+        },
     }
 }
 

@@ -1,3 +1,4 @@
+mod ask_stream;
 mod compression;
 #[cfg(feature = "local")]
 mod compression_local;

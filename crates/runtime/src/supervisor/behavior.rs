@@ -53,6 +53,10 @@ pub enum AgentError {
     /// Anything else the behaviour reports; the agent keeps running.
     #[error("{0}")]
     Failed(String),
+    /// Whoever asked stopped listening (a dropped [`AskStream`](crate::AskStream)): the turn
+    /// was abandoned and the conversation is as the request found it.
+    #[error("cancelled: the caller stopped listening")]
+    Cancelled,
     /// A failure that leaves the agent unusable: the supervisor restarts it from its checkpoint.
     #[error("fatal: {0}")]
     Fatal(String),

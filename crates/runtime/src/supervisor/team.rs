@@ -183,6 +183,28 @@ impl Team {
         self.directory.ask(name, request, timeout).await
     }
 
+    /// Ask an agent and watch the request as it happens: the returned stream yields every event
+    /// of the request — [`Event::ModelDelta`](crate::Event::ModelDelta)s as the model generates
+    /// text, tool calls, compactions, in the asked agent and in any agent it asks in turn — and
+    /// ends with [`AskItem::Answer`](crate::AskItem::Answer) or the [`AskError`].
+    ///
+    /// Dropping the stream cancels the request: the agents working for it stop and roll their
+    /// conversations back to where the request found them. A reader slower than the model holds
+    /// at most [`DELTA_ROOM`](crate::DELTA_ROOM) unread deltas; the model then waits for it.
+    pub fn ask_stream(&self, name: &str, text: impl Into<String>) -> crate::AskStream {
+        let request = AgentRequest::from_user(text);
+        let watched = self.events.watch(&request.trace.trace_id_hex());
+        let finish = watched.finisher();
+        let directory = self.directory.clone();
+        let name = name.to_string();
+        let timeout = self.config.ask_timeout;
+        tokio::spawn(async move {
+            let answer = directory.ask(&name, request, timeout).await;
+            finish(answer.map(crate::AskItem::Answer));
+        });
+        crate::AskStream::new(watched)
+    }
+
     /// Send an agent a request without waiting for the answer.
     pub async fn send(&self, name: &str, text: impl Into<String>) -> Result<(), AskError> {
         self.directory
