@@ -254,6 +254,81 @@ fn resume_moves_the_chat_to_another_session_and_a_bad_one_changes_nothing() {
     assert_eq!(std::fs::read_to_string(&bad).unwrap(), "not json\n");
 }
 
+/// An OpenAI-compatible server that answers the first request as a server-sent event stream:
+/// `first` as one chunk, then — only once the test releases it — `rest` and the end of the
+/// stream. Returns the base URL and the release.
+fn gated_stream_server(first: &str, rest: &str) -> (String, std::sync::mpsc::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let (release, gate) = std::sync::mpsc::channel::<()>();
+    let (first, rest) = (first.to_string(), rest.to_string());
+    std::thread::spawn(move || {
+        let Ok((mut stream, _)) = listener.accept() else {
+            return;
+        };
+        read_request(&mut stream);
+        let chunk = |delta: Value, finish: Option<&str>| {
+            let chunk = json!({
+                "id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0,
+                "model": "test-model",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            });
+            format!("data: {chunk}\n\n")
+        };
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let opening = chunk(json!({"role": "assistant", "content": first}), None);
+        let _ = stream.write_all(format!("{head}{opening}").as_bytes());
+        let _ = stream.flush();
+        let _ = gate.recv_timeout(std::time::Duration::from_secs(60));
+        let ending = chunk(json!({"content": rest}), Some("stop"));
+        let _ = stream.write_all(format!("{ending}data: [DONE]\n\n").as_bytes());
+    });
+    (url, release)
+}
+
+/// `troupe chat` prints the answer as it is generated: the first piece shows while the model
+/// (a server holding the rest back until the test has seen it) is still generating.
+#[test]
+fn chat_prints_the_first_delta_before_the_model_has_finished() {
+    let (url, release) = gated_stream_server("Streaming ", "works.");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &url);
+    let mut child = spawn_chat(&config, &dir.path().join("s.jsonl"));
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let (printed, output) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(n) = stdout.read(&mut buffer) {
+            if n == 0
+                || printed
+                    .send(String::from_utf8_lossy(&buffer[..n]).into())
+                    .is_err()
+            {
+                break;
+            }
+        }
+    });
+    writeln!(stdin, "hello").unwrap();
+    let mut seen = String::new();
+    while !seen.contains("Streaming") {
+        match output.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(text) => seen.push_str(&text),
+            Err(_) => panic!("nothing of the answer was printed before its end: {seen:?}"),
+        }
+    }
+    assert!(!seen.contains("works."), "{seen}");
+    release.send(()).unwrap();
+    writeln!(stdin, "/exit").unwrap();
+    drop(stdin);
+    while let Ok(text) = output.recv_timeout(std::time::Duration::from_secs(60)) {
+        seen.push_str(&text);
+    }
+    assert!(child.wait().unwrap().success(), "{seen}");
+    assert!(seen.contains("Streaming works."), "{seen}");
+}
+
 #[test]
 fn chat_refuses_a_corrupt_session_and_leaves_it_alone() {
     let dir = tempfile::tempdir().unwrap();

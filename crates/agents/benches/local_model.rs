@@ -1,25 +1,32 @@
-//! Local model throughput through troupe's provider vs llama-cpp-2 called directly, for the same
-//! prompt, interleaved in the same run (goal: the wrapper costs < 10 %).
+//! Local model latency and throughput through troupe's streamed provider vs llama-cpp-2 called
+//! directly, for the same prompt, interleaved in the same run (goal: the wrapper costs < 10 %).
 //!
 //! Run: `cargo bench -p troupe-agents --bench local_model` (fetches the default model on first
 //! use; `TROUPE_MODEL` picks another GGUF; `TROUPE_BENCH_ROUNDS` sets the rounds, default 7;
 //! `TROUPE_BENCH_THREADS` the CPU threads, default all cores).
 //!
 //! Per round:
-//! - direct: llama-cpp-2's plain loop times prompt decoding and generation itself;
-//! - troupe: `chat` with `max_tokens = 1` (prompt throughput, measured from outside, so template,
-//!   tokenisation, queueing and one sampled token count against the wrapper), then `chat` with
-//!   `max_tokens = N` (generation throughput = the extra tokens over the extra time);
-//! - end to end: the whole `chat(N)` against the whole direct run — the cleanest overhead figure.
+//! - direct: llama-cpp-2's plain loop times prompt decoding and generation itself; its time to
+//!   first token is the prompt's decoding plus one token's share of the generation;
+//! - troupe: one streamed call (`chat_stream` with `max_tokens = N`), measured from outside as a
+//!   user of the stream sees it: time to the first text delta (prompt throughput = prompt tokens
+//!   over it, so template, tokenisation, queueing and the first sampled token count against the
+//!   wrapper), then generation throughput through the stream = the tokens after the first over
+//!   the time after the first delta;
+//! - end to end: the whole streamed call against the whole direct run — the cleanest overhead
+//!   figure.
 //!
 //! Both sides sample greedily with the same repetition penalty, so they generate the same tokens.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use troupe_agents::model::local::baseline::Baseline;
 use troupe_agents::model::local::{LocalModel, LocalModelConfig};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, ModelDelta, ModelError, ResponseAssembler,
+};
 
 const SYSTEM: &str = "You are a storyteller. Write long, detailed stories.";
 const USER: &str = "Write a long story about an old lighthouse keeper named Elias who lives alone \
@@ -52,6 +59,7 @@ fn secs(d: Duration) -> f64 {
 struct Samples {
     prompt_tps: Vec<f64>,
     gen_tps: Vec<f64>,
+    first_token_ms: Vec<f64>,
     total_ms: Vec<f64>,
 }
 
@@ -81,6 +89,10 @@ fn direct_round(
     samples
         .gen_tps
         .push(run.output_tokens as f64 / secs(run.generation_time));
+    let per_token = secs(run.generation_time) / run.output_tokens.max(1) as f64;
+    samples
+        .first_token_ms
+        .push((secs(run.prompt_time) + per_token) * 1000.0);
     counts.push(("direct", run.prompt_tokens, run.output_tokens));
     Ok(())
 }
@@ -91,27 +103,34 @@ fn troupe_round(
     samples: &mut Samples,
     counts: &mut Counts,
 ) -> Result<(), Box<dyn Error>> {
-    let started = Instant::now();
-    let one = runtime.block_on(model.chat(request(1)))?;
-    let t_one = started.elapsed();
-    let started = Instant::now();
-    let full = runtime.block_on(model.chat(request(GENERATE)))?;
-    let t_full = started.elapsed();
-    samples.total_ms.push(secs(t_full) * 1000.0);
+    let (first, full, response) = runtime.block_on(async {
+        let started = Instant::now();
+        let mut stream = model.chat_stream(request(GENERATE)).await?;
+        let mut first = None;
+        let mut answer = ResponseAssembler::new();
+        while let Some(delta) = stream.next().await {
+            let delta = delta?;
+            if first.is_none() && matches!(delta, ModelDelta::Text(_)) {
+                first = Some(started.elapsed());
+            }
+            answer.push(&delta)?;
+        }
+        let full = started.elapsed();
+        Ok::<_, ModelError>((first.unwrap_or(full), full, answer.finish()?))
+    })?;
+    samples.total_ms.push(secs(full) * 1000.0);
+    samples.first_token_ms.push(secs(first) * 1000.0);
     samples
         .prompt_tps
-        .push(one.usage.input_tokens as f64 / secs(t_one));
-    let extra = full
-        .usage
-        .output_tokens
-        .saturating_sub(one.usage.output_tokens) as f64;
+        .push(response.usage.input_tokens as f64 / secs(first));
+    let after_first = response.usage.output_tokens.saturating_sub(1) as f64;
     samples
         .gen_tps
-        .push(extra / secs(t_full.saturating_sub(t_one)));
+        .push(after_first / secs(full.saturating_sub(first)));
     counts.push((
         "troupe",
-        full.usage.input_tokens as usize,
-        full.usage.output_tokens as usize,
+        response.usage.input_tokens as usize,
+        response.usage.output_tokens as usize,
     ));
     Ok(())
 }
@@ -166,7 +185,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         let last = |v: &[f64]| v.last().copied().unwrap_or(f64::NAN);
         println!(
-            "round {round}: prompt t/s {:.0} vs {:.0}, gen t/s {:.1} vs {:.1}, total ms {:.0} vs {:.0} (troupe vs direct)",
+            "round {round}: first token ms {:.0} vs {:.0}, prompt t/s {:.0} vs {:.0}, gen t/s {:.1} vs {:.1}, total ms {:.0} vs {:.0} (troupe vs direct)",
+            last(&troupe.first_token_ms),
+            last(&raw.first_token_ms),
             last(&troupe.prompt_tps),
             last(&raw.prompt_tps),
             last(&troupe.gen_tps),
@@ -191,13 +212,19 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     println!("medians over {rounds} rounds:");
     row(
+        "time to first token ms",
+        median(troupe.first_token_ms),
+        median(raw.first_token_ms),
+        false,
+    );
+    row(
         "prompt tokens/s",
         median(troupe.prompt_tps),
         median(raw.prompt_tps),
         true,
     );
     row(
-        "generated tokens/s",
+        "generated tokens/s (stream)",
         median(troupe.gen_tps),
         median(raw.gen_tps),
         true,

@@ -27,6 +27,29 @@ pub use select::{
 };
 pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 
+/// An answer a provider reads delta by delta, after its first delta was read (so that errors
+/// before the answer started are the call's, and retried, not the stream's).
+pub(crate) trait DeltaReader: Send + Sized + 'static {
+    /// The next delta; `None` at the end.
+    fn next_delta(
+        &mut self,
+    ) -> impl std::future::Future<
+        Output = Option<Result<troupe_runtime::ModelDelta, troupe_runtime::ModelError>>,
+    > + Send;
+
+    /// This answer as a stream that starts with `first` (the delta already read).
+    fn into_stream(self, first: troupe_runtime::ModelDelta) -> troupe_runtime::ChatStream {
+        let rest = futures::stream::unfold(self, |mut answer| async move {
+            let item = answer.next_delta().await?;
+            Some((item, answer))
+        });
+        Box::pin(futures::StreamExt::chain(
+            futures::stream::iter([Ok(first)]),
+            rest,
+        ))
+    }
+}
+
 /// At most `max` characters of `s`, with an ellipsis when cut: provider output quoted in errors.
 pub(crate) fn shorten(s: &str, max: usize) -> String {
     if s.chars().count() <= max {

@@ -267,7 +267,7 @@ impl LocalModel {
         let reply = self.engine.submit(job)?;
         let mut answer = TextAnswer::new(receiver, reply, cancel);
         match answer.next().await {
-            Some(Ok(first)) => Ok(answer.into_stream(first)),
+            Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
             Some(Err(e)) => Err(e),
             None => Err(ModelError::Unavailable(
                 "the local model ended without an answer".into(),

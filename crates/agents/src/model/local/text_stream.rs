@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use tokio::sync::{mpsc, oneshot};
-use troupe_runtime::{ChatStream, FinishReason, ModelDelta, ModelError, Usage};
+use troupe_runtime::{FinishReason, ModelDelta, ModelError, Usage};
 
 use super::engine::{Generation, Stop};
 use super::{CancelOnDrop, LocalModelError, log_generation};
@@ -80,17 +80,13 @@ impl TextAnswer {
                 }));
         }
     }
+}
 
-    /// This answer as a stream that starts with `first` (the delta already read).
-    pub(super) fn into_stream(self, first: ModelDelta) -> ChatStream {
-        let rest = futures::stream::unfold(self, |mut answer| async move {
-            let item = answer.next().await?;
-            Some((item, answer))
-        });
-        Box::pin(futures::StreamExt::chain(
-            futures::stream::iter([Ok(first)]),
-            rest,
-        ))
+impl crate::model::DeltaReader for TextAnswer {
+    fn next_delta(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<Result<ModelDelta, ModelError>>> + Send {
+        self.next()
     }
 }
 

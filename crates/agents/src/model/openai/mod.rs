@@ -132,7 +132,7 @@ impl OpenAiModel {
         }
         let mut answer = SseAnswer::new(response, limit);
         match answer.next().await {
-            Some(Ok(first)) => Ok(answer.into_stream(first)),
+            Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
             Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
             None => Err(AttemptError::before_first_delta(
                 ModelError::InvalidResponse("the stream ended without an answer".to_string()),

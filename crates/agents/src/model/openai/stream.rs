@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use troupe_runtime::{ChatStream, ModelDelta, ModelError};
+use troupe_runtime::{ModelDelta, ModelError};
 
 use super::chunk::ChunkDecoder;
 use super::sse::{SseDecoder, SseEvent};
@@ -60,18 +60,6 @@ impl SseAnswer {
                 self.failed = Some(error);
             }
         }
-    }
-
-    /// This answer as a stream that starts with `first` (the delta already read).
-    pub(super) fn into_stream(self, first: ModelDelta) -> ChatStream {
-        let rest = futures::stream::unfold(self, |mut answer| async move {
-            let item = answer.next().await?;
-            Some((item, answer))
-        });
-        Box::pin(futures::StreamExt::chain(
-            futures::stream::iter([Ok(first)]),
-            rest,
-        ))
     }
 
     /// Read the next network chunk and decode what it completes.
@@ -125,5 +113,13 @@ impl SseAnswer {
             }
         }
         Ok(())
+    }
+}
+
+impl crate::model::DeltaReader for SseAnswer {
+    fn next_delta(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<Result<ModelDelta, ModelError>>> + Send {
+        self.next()
     }
 }
