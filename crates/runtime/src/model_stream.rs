@@ -10,7 +10,7 @@ use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 
-use crate::message::{ChatMessage, ToolCall};
+use crate::message::{ChatMessage, ToolCall, WireFields, WireValue};
 use crate::model::{ChatResponse, FinishReason, ModelError, Usage};
 
 /// One piece of a model's answer as it is generated.
@@ -34,6 +34,27 @@ pub enum ModelDelta {
         /// The next piece of its arguments' JSON text (not valid JSON on its own).
         fragment: String,
     },
+    /// A field of the answer's message troupe does not interpret (`refusal`,
+    /// `reasoning_content`, provider extensions), kept in its `extra`. A text value for a key
+    /// that already has text is appended (streamed `refusal` and reasoning arrive in pieces);
+    /// any other value replaces.
+    MessageField {
+        /// The field's key.
+        key: String,
+        /// Its value (or the next piece of its text), exactly as sent.
+        value: WireValue,
+    },
+    /// Fields of the tool call at `index` troupe does not interpret — on the call (Gemini's
+    /// `extra_content` with its thought signature, which must go back unchanged) and on its
+    /// function — kept in their `extra`s; later values replace earlier ones.
+    ToolCallFields {
+        /// The call they belong to.
+        index: usize,
+        /// Fields of the call itself.
+        call: WireFields,
+        /// Fields of its `function`.
+        function: WireFields,
+    },
     /// Token usage of the call (OpenAI sends it in the last chunk).
     Usage(Usage),
     /// Why generation stopped.
@@ -51,6 +72,8 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
+    call_fields: WireFields,
+    function_fields: WireFields,
 }
 
 /// Builds the `ChatResponse` a stream adds up to: text concatenated, tool calls assembled by
@@ -63,6 +86,7 @@ struct PartialCall {
 #[derive(Debug, Default)]
 pub struct ResponseAssembler {
     text: String,
+    fields: WireFields,
     calls: BTreeMap<usize, PartialCall>,
     usage: Option<Usage>,
     finish: Option<FinishReason>,
@@ -98,6 +122,8 @@ impl ResponseAssembler {
                         id: id.clone(),
                         name: name.clone(),
                         arguments: String::new(),
+                        call_fields: WireFields::new(),
+                        function_fields: WireFields::new(),
                     },
                 );
             }
@@ -108,6 +134,33 @@ impl ResponseAssembler {
                     ));
                 };
                 call.arguments.push_str(fragment);
+            }
+            ModelDelta::MessageField { key, value } => {
+                let joined = match (self.fields.get(key).and_then(WireValue::as_str), value) {
+                    (Some(before), WireValue::String(more)) => {
+                        Some(WireValue::String(format!("{before}{more}")))
+                    }
+                    _ => None,
+                };
+                self.fields
+                    .insert(key.clone(), joined.unwrap_or_else(|| value.clone()));
+            }
+            ModelDelta::ToolCallFields {
+                index,
+                call,
+                function,
+            } => {
+                let Some(partial) = self.calls.get_mut(index) else {
+                    return invalid(format!(
+                        "fields for tool call {index}, which has not started"
+                    ));
+                };
+                for (key, value) in call.iter() {
+                    partial.call_fields.insert(key, value.clone());
+                }
+                for (key, value) in function.iter() {
+                    partial.function_fields.insert(key, value.clone());
+                }
             }
             ModelDelta::Usage(usage) => self.usage = Some(*usage),
             ModelDelta::Finished(reason) => self.finish = Some(reason.clone()),
@@ -131,7 +184,12 @@ impl ResponseAssembler {
         let calls: Vec<ToolCall> = self
             .calls
             .into_values()
-            .map(|c| ToolCall::new(c.id, c.name, c.arguments))
+            .map(|c| {
+                let mut call = ToolCall::new(c.id, c.name, c.arguments);
+                call.extra = c.call_fields;
+                call.function.extra = c.function_fields;
+                call
+            })
             .collect();
         let (message, finish_reason) = if calls.is_empty() {
             (ChatMessage::assistant(self.text), reason)
@@ -143,6 +201,8 @@ impl ResponseAssembler {
             };
             (ChatMessage::assistant_tool_calls(content, calls), reason)
         };
+        let mut message = message;
+        message.extra = self.fields;
         Ok(ChatResponse {
             message,
             usage: self.usage.unwrap_or_default(),
@@ -159,6 +219,8 @@ fn describe(delta: &ModelDelta) -> String {
             format!("tool call {index} (`{name}`) started")
         }
         ModelDelta::ToolCallArguments { index, .. } => format!("arguments for tool call {index}"),
+        ModelDelta::MessageField { key, .. } => format!("the message field `{key}`"),
+        ModelDelta::ToolCallFields { index, .. } => format!("fields of tool call {index}"),
         ModelDelta::Usage(_) => "usage".to_string(),
         ModelDelta::Finished(_) => "a second finish".to_string(),
     }
@@ -181,8 +243,8 @@ pub async fn collect_stream(mut stream: ChatStream) -> Result<ChatResponse, Mode
 /// each tool call's start and its arguments in chunks, then the usage and the finish.
 ///
 /// Collected again, the deltas give back the same response for every response a provider
-/// produces (fields troupe does not interpret, kept in the message's `extra`, are not deltas
-/// and are not carried).
+/// produces, fields troupe does not interpret (the message's, each call's and its function's
+/// `extra`) included.
 pub fn response_deltas(response: ChatResponse, chunk_chars: usize) -> Vec<ModelDelta> {
     let chunk_chars = chunk_chars.max(1);
     let mut deltas: Vec<ModelDelta> = chunks(&response.message.text(), chunk_chars)
@@ -198,7 +260,24 @@ pub fn response_deltas(response: ChatResponse, chunk_chars: usize) -> Vec<ModelD
             chunks(&call.function.arguments, chunk_chars)
                 .map(|fragment| ModelDelta::ToolCallArguments { index, fragment }),
         );
+        if !call.extra.is_empty() || !call.function.extra.is_empty() {
+            deltas.push(ModelDelta::ToolCallFields {
+                index,
+                call: call.extra.clone(),
+                function: call.function.extra.clone(),
+            });
+        }
     }
+    deltas.extend(
+        response
+            .message
+            .extra
+            .iter()
+            .map(|(key, value)| ModelDelta::MessageField {
+                key: key.to_string(),
+                value: value.clone(),
+            }),
+    );
     deltas.push(ModelDelta::Usage(response.usage));
     deltas.push(ModelDelta::Finished(response.finish_reason));
     deltas
@@ -364,5 +443,69 @@ mod tests {
                 futures::executor::block_on(collect_stream(stream_response(response.clone(), 3)));
             assert_eq!(collected.unwrap(), response);
         }
+    }
+
+    #[test]
+    fn fields_troupe_does_not_interpret_survive_the_stream() {
+        // A refusal, a provider's reasoning and Gemini's thought signature on a tool call: a
+        // whole answer streamed and collected keeps every one, exactly.
+        let mut call = ToolCall::new("c1", "f", "{}");
+        call.extra.insert(
+            "extra_content",
+            serde_json::json!({"google": {"thought_signature": "sig=="}}),
+        );
+        call.function
+            .extra
+            .insert("strict", serde_json::json!(true));
+        let mut message = ChatMessage::assistant_tool_calls(Some("thinking".into()), vec![call]);
+        message.extra.insert("refusal", "I would rather not.");
+        message.extra.insert("reasoning_content", "Because.");
+        let response = ChatResponse {
+            message,
+            usage: Usage::default(),
+            finish_reason: FinishReason::ToolCalls,
+        };
+        let collected =
+            futures::executor::block_on(collect_stream(stream_response(response.clone(), 2)));
+        assert_eq!(collected.unwrap(), response);
+
+        // Streamed text fields arrive in pieces and are joined; other values replace.
+        let field = |key: &str, value: WireValue| ModelDelta::MessageField {
+            key: key.into(),
+            value,
+        };
+        let joined = assemble(&[
+            field("refusal", "I would ".into()),
+            field("refusal", "rather not.".into()),
+            field("n", serde_json::json!(1).into()),
+            field("n", serde_json::json!(2).into()),
+            ModelDelta::Finished(FinishReason::Stop),
+        ])
+        .unwrap();
+        assert_eq!(
+            joined
+                .message
+                .extra
+                .get("refusal")
+                .and_then(WireValue::as_str),
+            Some("I would rather not.")
+        );
+        assert_eq!(
+            joined.message.extra.get("n").map(WireValue::to_value),
+            Some(serde_json::json!(2))
+        );
+        // Fields of a call that never started are a malformed answer.
+        let orphan = assemble(&[
+            ModelDelta::ToolCallFields {
+                index: 3,
+                call: WireFields::new(),
+                function: WireFields::new(),
+            },
+            ModelDelta::Finished(FinishReason::Stop),
+        ]);
+        assert!(
+            matches!(orphan, Err(ModelError::InvalidResponse(_))),
+            "{orphan:?}"
+        );
     }
 }

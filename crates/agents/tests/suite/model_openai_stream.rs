@@ -8,7 +8,7 @@ use troupe_agents::model::RetryPolicy;
 use troupe_agents::model::openai::{OpenAiConfig, OpenAiModel};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelDelta, ModelError,
-    ResponseAssembler, Usage,
+    ResponseAssembler, Usage, WireValue,
 };
 
 use super::model_fault_server::{
@@ -252,6 +252,34 @@ async fn model_openai_stream_a_whole_json_answer_is_accepted_as_deltas() {
             }),
             ModelDelta::Finished(FinishReason::Stop),
         ]
+    );
+}
+
+#[tokio::test]
+async fn model_openai_stream_a_streamed_refusal_is_kept_in_the_message() {
+    let refusal = |piece: &str| {
+        let mut chunk = chunk_text("");
+        chunk["choices"][0]["delta"] = serde_json::json!({"refusal": piece});
+        chunk
+    };
+    let server = FaultServer::start([Fault::Stream(vec![sse_body(&[
+        chunk_role(),
+        refusal("I can't "),
+        refusal("help with that."),
+        chunk_finish("stop"),
+    ])])])
+    .await;
+    let response = model(&server)
+        .chat(ChatRequest::new(vec![ChatMessage::user("?")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        response
+            .message
+            .extra
+            .get("refusal")
+            .and_then(WireValue::as_str),
+        Some("I can't help with that.")
     );
 }
 

@@ -132,8 +132,11 @@ impl ChunkDecoder {
                     }
                 }
             }
-            if delta.refusal.as_deref().is_some_and(|r| !r.is_empty()) {
-                tracing::debug!("the model refused; a streamed refusal has no delta of its own");
+            if let Some(refusal) = delta.refusal.as_deref().filter(|r| !r.is_empty()) {
+                deltas.push(ModelDelta::MessageField {
+                    key: "refusal".to_string(),
+                    value: refusal.into(),
+                });
             }
             if let Some(raw) = raw_finish {
                 if let Some((index, _)) = self.calls.iter().find(|(_, c)| !c.started) {
