@@ -227,3 +227,136 @@ fn tool_settings_reach_the_tools() {
     let registry = config.tool_registry("a", &config.agents["a"]).unwrap();
     assert_eq!(registry.len(), 2);
 }
+
+const MCP: &str = r#"
+[mcp.servers.time]
+command = "uvx"
+args = ["mcp-server-time"]
+env = { TZ = "Etc/UTC" }
+timeout_secs = 20
+max_restarts = 1
+
+[agents.a]
+tools = ["read_file", "mcp:time", "mcp:time/get_current_time"]
+"#;
+
+#[test]
+fn an_http_mcp_server_loads_with_its_headers() {
+    let config = Config::parse(
+        "[mcp.servers.search]\nurl = \"http://127.0.0.1:8000/mcp\"\n\
+         headers = { Authorization = \"Bearer t\" }\n[agents.a]\ntools = [\"mcp:search\"]\n",
+    )
+    .unwrap();
+    let search = &config.mcp.servers["search"];
+    assert_eq!(search.url.as_deref(), Some("http://127.0.0.1:8000/mcp"));
+    assert_eq!(search.headers["Authorization"], "Bearer t");
+}
+
+#[test]
+fn mcp_servers_load_and_agents_name_them() {
+    let config = Config::parse(MCP).unwrap();
+    let time = &config.mcp.servers["time"];
+    assert_eq!(time.command.as_deref(), Some("uvx"));
+    assert_eq!(time.args, ["mcp-server-time"]);
+    assert_eq!(time.env["TZ"], "Etc/UTC");
+    assert_eq!(time.timeout_secs, Some(20));
+    // The built-in part of the registry leaves the MCP entries to `mcp_tools`.
+    let registry = config.tool_registry("a", &config.agents["a"]).unwrap();
+    assert_eq!(registry.names(), ["read_file"]);
+}
+
+#[test]
+fn an_unknown_mcp_server_is_an_error_naming_the_entry() {
+    assert_names(
+        "[mcp.servers.time]\ncommand = \"t\"\n[agents.a]\ntools = [\"grep\", \"mcp:tiem\"]\n",
+        "agents.a.tools[1]",
+        "no MCP server `tiem` in [mcp.servers] (configured: time)",
+    );
+    assert_names(
+        "[agents.a]\ntools = [\"mcp:time/get_current_time\"]\n",
+        "agents.a.tools[0]",
+        "configured: none",
+    );
+}
+
+#[test]
+fn bad_mcp_server_entries_name_the_key() {
+    assert_names(
+        "[mcp.servers.t]\nargs = []\n",
+        "mcp.servers.t.command",
+        "required",
+    );
+    assert_names(
+        "[mcp.servers.t]\ncommand = \"x\"\nurl = \"http://127.0.0.1:9/mcp\"\n",
+        "mcp.servers.t.url",
+        "not both",
+    );
+    assert_names(
+        "[mcp.servers.t]\nurl = \"ftp://127.0.0.1:9/mcp\"\n",
+        "mcp.servers.t.url",
+        "must start with http:// or https://",
+    );
+    assert_names(
+        "[mcp.servers.t]\nurl = \"http://127.0.0.1:9/mcp\"\nargs = [\"x\"]\n",
+        "mcp.servers.t.args",
+        "only for a server started with `command`",
+    );
+    assert_names(
+        "[mcp.servers.t]\ncommand = \"x\"\nheaders = { A = \"b\" }\n",
+        "mcp.servers.t.headers",
+        "only for a server reached by `url`",
+    );
+    assert_names(
+        "[mcp.servers.t]\ncommand = \"x\"\ntimeout_secs = 0\n",
+        "mcp.servers.t.timeout_secs",
+        "at least 1",
+    );
+    assert_names(
+        "[mcp.servers.t]\ncommand = \"x\"\nport = 3\n",
+        "mcp.servers.t.port",
+        "unknown field `port`",
+    );
+    assert_names(
+        "[mcp.servers.\"a.b\"]\ncommand = \"x\"\n",
+        "mcp.servers.a.b",
+        "letters, digits",
+    );
+}
+
+#[tokio::test]
+async fn an_agents_mcp_tools_are_connected_from_the_config() {
+    let Ok(time) = std::env::var("TROUPE_MCP_TIME") else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "TROUPE_MCP_TIME is not set: under CI .ci/run installs mcp-server-time"
+        );
+        eprintln!("skipped: TROUPE_MCP_TIME is not set; run .ci/run to install mcp-server-time");
+        return;
+    };
+    let text = format!(
+        "[mcp.servers.time]\ncommand = {time:?}\n\
+         [agents.a]\ntools = [\"mcp:time/get_current_time\", \"mcp:time\"]\n\
+         [agents.b]\ntools = [\"mcp:time/no_such_tool\"]\n"
+    );
+    let config = Config::parse(&text).unwrap();
+    let (tools, servers) = config.mcp_tools("a", &config.agents["a"]).await.unwrap();
+    assert_eq!(servers.len(), 1, "one server started for both entries");
+    assert_eq!(
+        tools.names(),
+        ["time__get_current_time", "time__convert_time"]
+    );
+    let err = config
+        .mcp_tools("b", &config.agents["b"])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("agent `b`: tool `mcp:time/no_such_tool`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("has no tool `no_such_tool` (it has: get_current_time, convert_time)"),
+        "{err}"
+    );
+}

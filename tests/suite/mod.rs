@@ -4,6 +4,7 @@ mod cli;
 mod compact_safety;
 mod compact_trace;
 mod config;
+mod mcp;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod readme;

@@ -185,6 +185,15 @@ pub mod semconv {
     pub const RESPONSE_TIME_TO_FIRST_CHUNK: &str = "gen_ai.response.time_to_first_chunk";
     /// `gen_ai.request.stream`: whether the call was made in streaming mode (a boolean).
     pub const REQUEST_STREAM: &str = "gen_ai.request.stream";
+    /// `gen_ai.conversation.id`: the conversation an `invoke_agent` span continues — the
+    /// agent's session log when it keeps one, else an id for the agent's life in this process.
+    pub const CONVERSATION_ID: &str = "gen_ai.conversation.id";
+    /// `session.id` (OpenInference): the same id, for trace UIs that group a conversation's
+    /// traces by it (Arize Phoenix's Sessions view).
+    pub const SESSION_ID: &str = "session.id";
+    /// `openinference.span.kind` (OpenInference): the kind a trace UI shows for a span it cannot
+    /// classify from `gen_ai.operation.name` (a compaction is a `CHAIN`).
+    pub const OPENINFERENCE_SPAN_KIND: &str = "openinference.span.kind";
 
     // troupe's own attributes, under `troupe.`: what the GenAI conventions have no name for.
 
@@ -195,6 +204,8 @@ pub mod semconv {
     pub const PARENT_SPAN_ID: &str = "troupe.parent_span_id";
     /// `troupe.from`: the agent that sent a request, or `user`.
     pub const FROM: &str = "troupe.from";
+    /// `troupe.mcp.server`: the MCP server that served a tool call, on its `execute_tool` span.
+    pub const MCP_SERVER: &str = "troupe.mcp.server";
     /// `troupe.trigger`: what started a compaction (`manual`, `automatic`, `agent_tool`,
     /// `emergency`, `scope`).
     pub const TRIGGER: &str = "troupe.trigger";

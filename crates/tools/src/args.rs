@@ -45,6 +45,42 @@ pub(crate) fn parse_args<A: DeserializeOwned>(
     })
 }
 
+/// Parse `raw` into a JSON object and check it against `schema` itself — for tools whose
+/// schema is data ([`crate::JsonTool`]), where no serde type stands in for the check.
+pub(crate) fn parse_json_args(
+    tool: &str,
+    raw: &str,
+    schema: &Value,
+) -> Result<Map<String, Value>, ArgsError> {
+    let value = parse_json(tool, raw, schema)?;
+    if let Some(m) = find_mismatch(&value, schema) {
+        let (field, detail) = match m.problem.as_str() {
+            "missing" => (
+                Some(m.path.clone()),
+                format!("missing field \"{}\"", m.path),
+            ),
+            "unknown field" => (
+                Some(m.path.clone()),
+                format!("unknown field \"{}\"", m.path),
+            ),
+            _ if m.path.is_empty() => (None, m.problem),
+            _ => (
+                Some(m.path.clone()),
+                format!("field \"{}\": {}", m.path, m.problem),
+            ),
+        };
+        let message = format!(
+            "invalid arguments for {tool}: {detail}; {}",
+            describe_parameters(schema)
+        );
+        return Err((ToolFailure::InvalidArguments { field }, message));
+    }
+    match value {
+        Value::Object(args) => Ok(args),
+        _ => Ok(Map::new()),
+    }
+}
+
 /// The arguments as a JSON object, with the lenient readings small models need.
 fn parse_json(tool: &str, raw: &str, schema: &Value) -> Result<Value, ArgsError> {
     // Models often send "" (or nothing) for a tool without parameters.

@@ -20,6 +20,7 @@ mod context;
 mod erased;
 mod error;
 mod fn_tool;
+mod json_tool;
 pub mod ledger;
 mod output;
 mod registry;
@@ -32,6 +33,7 @@ pub mod workspace;
 
 pub use context::ToolContext;
 pub use error::{RegistryError, ToolError};
+pub use json_tool::JsonTool;
 pub use ledger::{FileAccess, FileLedger, LedgerEntry, SharedLedger};
 pub use output::{DEFAULT_OUTPUT_CAP, cap_output, truncation_marker};
 pub use registry::{DEFAULT_TIMEOUT, ToolRegistry};

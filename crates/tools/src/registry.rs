@@ -16,6 +16,7 @@ use crate::context::ToolContext;
 use crate::erased::{Erased, ErasedTool};
 use crate::error::{RegistryError, ToolError};
 use crate::fn_tool::FnTool;
+use crate::json_tool::{ErasedJson, JsonTool};
 use crate::output::{DEFAULT_OUTPUT_CAP, cap_output};
 use crate::result::{ToolFailure, ToolResult};
 use crate::schema::is_object_schema;
@@ -132,6 +133,13 @@ impl ToolRegistry {
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
     {
         self.register(FnTool::new(name, description, f))
+    }
+
+    /// Add a tool whose parameters are a JSON Schema known at run time ([`JsonTool`]), such as
+    /// a tool an MCP server serves. Fails like [`ToolRegistry::register`]: a taken or invalid
+    /// name, or a schema that is not an object.
+    pub fn register_json<T: JsonTool>(&mut self, tool: T) -> Result<&mut Self, RegistryError> {
+        self.insert(Arc::new(ErasedJson(tool)))
     }
 
     fn insert(&mut self, tool: Arc<dyn ErasedTool>) -> Result<&mut Self, RegistryError> {

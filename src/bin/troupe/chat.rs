@@ -86,7 +86,9 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
         None
     };
     let spec = if config.agents.contains_key(&agent_name) {
-        config.agent_spec(&agent_name, &models, default.clone())?
+        config
+            .agent_spec_connected(&agent_name, &models, default.clone())
+            .await?
     } else if args.agent.is_some() {
         anyhow::bail!("no agent `{agent_name}` in the configuration");
     } else {

@@ -39,6 +39,30 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// The Model Context Protocol: troupe's compressor as an MCP server.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve compact_transcript, expand_transcript and count_tokens to an MCP client over stdio.
+    Serve(McpServeArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe mcp serve                  # mechanical summaries, no model
+  troupe mcp serve --model openai   # summaries by OPENAI_BASE_URL / OPENAI_API_KEY's model
+
+In an MCP host's configuration: {\"command\": \"troupe\", \"args\": [\"mcp\", \"serve\"]}")]
+pub struct McpServeArgs {
+    /// Which model summarizes.
+    #[arg(long, value_enum, default_value_t = SummaryModel::None)]
+    pub model: SummaryModel,
 }
 
 #[derive(Debug, Subcommand)]

@@ -21,6 +21,7 @@ macro_rules! println {
 
 mod chat;
 mod cli;
+mod mcp_cmd;
 mod model_cmd;
 mod out;
 mod progress;
@@ -32,7 +33,7 @@ use clap::Parser;
 use tracing::Instrument;
 use troupe::telemetry::redact::redact_value;
 
-use cli::{Cli, Command, ModelCommand};
+use cli::{Cli, Command, McpCommand, ModelCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -71,6 +72,9 @@ fn main() -> std::process::ExitCode {
                     .await
             }
             Command::Chat(args) => chat::run(args).await,
+            Command::Mcp {
+                command: McpCommand::Serve(args),
+            } => mcp_cmd::serve(args).await,
         }
     });
     drop(telemetry);

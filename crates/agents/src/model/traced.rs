@@ -139,6 +139,8 @@ pub fn tool_span(call: &ToolCall, agent: &str) -> tracing::Span {
         { semconv::ERROR_TYPE } = tracing::field::Empty,
         { semconv::TOOL_CALL_ARGUMENTS } = tracing::field::Empty,
         { semconv::TOOL_CALL_RESULT } = tracing::field::Empty,
+        // Recorded by a tool an MCP server serves (troupe-mcp), inside this span.
+        { semconv::MCP_SERVER } = tracing::field::Empty,
     );
     if trace::record_content() {
         span.record(

@@ -101,7 +101,8 @@ async fn local_model(config: &ModelConfig) -> Result<Arc<dyn ChatModel>, String>
 }
 
 impl Config {
-    /// The tools `agent` names, configured by `[tools]`.
+    /// The built-in tools `agent` names, configured by `[tools]`; its `mcp:` entries are left to
+    /// [`Config::mcp_tools`].
     ///
     /// # Errors
     /// [`BuildError::Tool`] if a tool cannot be registered.
@@ -145,6 +146,8 @@ impl Config {
                     })?;
                     tools.register(tool).map(drop)
                 }
+                // Connected by `Config::mcp_tools`: starting a server is async.
+                other if other.starts_with(super::MCP_TOOL_PREFIX) => Ok(()),
                 other => {
                     return Err(BuildError::Tool {
                         agent: agent_name.to_string(),
@@ -167,6 +170,7 @@ impl Config {
 
     /// The spec of agent `name`, with its model taken from `models` (built by [`build_model`]),
     /// falling back to `default_model` when the agent names none and none is configured.
+    /// Built-in tools only: [`Config::agent_spec_connected`] adds the agent's MCP tools.
     ///
     /// # Errors
     /// [`BuildError::Missing`] for an unknown agent or a model not in `models`.

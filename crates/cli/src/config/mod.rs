@@ -21,6 +21,10 @@
 //! [tools]
 //! workspace = "."
 //!
+//! [mcp.servers.time]                # an MCP server; agents name its tools "mcp:time"
+//! command = "uvx"
+//! args = ["mcp-server-time"]
+//!
 //! [compaction]
 //! model = "small"
 //! auto = true
@@ -33,6 +37,7 @@
 //! Unknown keys and bad values are errors that name the key (`agents.assistant.tools[1]`).
 
 mod build;
+mod mcp;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -41,6 +46,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use build::{BuildError, build_model};
+pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 
 /// A whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -58,6 +64,9 @@ pub struct Config {
     /// Compaction settings.
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// MCP servers whose tools agents name as `mcp:NAME` (see [`McpConfig`]).
+    #[serde(default)]
+    pub mcp: McpConfig,
 }
 
 /// Which kind of model server.
@@ -99,7 +108,8 @@ pub struct AgentConfig {
     /// The system prompt.
     #[serde(default)]
     pub instructions: String,
-    /// Tool names (see [`BUILTIN_TOOLS`]).
+    /// Tool names (see [`BUILTIN_TOOLS`]), and `mcp:SERVER` or `mcp:SERVER/TOOL` for tools of
+    /// an MCP server in `[mcp.servers]`.
     #[serde(default)]
     pub tools: Vec<String>,
     /// Model calls allowed per request.

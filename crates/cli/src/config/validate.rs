@@ -2,7 +2,7 @@
 
 use troupe_tools::builtin::AllowedHost;
 
-use super::{BUILTIN_TOOLS, Config, ModelConfig, Provider, ToolsConfig};
+use super::{BUILTIN_TOOLS, Config, MCP_TOOL_PREFIX, ModelConfig, Provider, ToolsConfig};
 
 /// `(key, message)` of the first problem found.
 type Problem = (String, String);
@@ -144,11 +144,15 @@ impl Config {
                 ));
             }
             for (i, tool) in agent.tools.iter().enumerate() {
-                if !BUILTIN_TOOLS.contains(&tool.as_str()) {
+                if tool.starts_with(MCP_TOOL_PREFIX) {
+                    self.mcp
+                        .check_tool_ref(format!("agents.{name}.tools[{i}]"), tool)?;
+                } else if !BUILTIN_TOOLS.contains(&tool.as_str()) {
                     return Err(problem(
                         format!("agents.{name}.tools[{i}]"),
                         format!(
-                            "unknown tool `{tool}` (known: {})",
+                            "unknown tool `{tool}` (known: {}, or mcp:SERVER for a server in \
+                             [mcp.servers])",
                             BUILTIN_TOOLS.join(", ")
                         ),
                     ));
@@ -173,6 +177,7 @@ impl Config {
             return Err(problem("tools.timeout_secs", "must be at least 1"));
         }
         check_tool_allow_lists(&self.tools)?;
+        self.mcp.validate()?;
         let c = &self.compaction;
         if let Some(model) = &c.model
             && !self.models.contains_key(model)

@@ -2,6 +2,7 @@ mod confinement;
 mod dispatch_errors;
 mod file_tools;
 mod http_get;
+mod json_tool;
 mod ledger;
 mod open_beneath;
 mod registry;

@@ -1,0 +1,323 @@
+//! `[mcp.servers.NAME]`: MCP servers whose tools agents name as `mcp:NAME` (every tool) or
+//! `mcp:NAME/TOOL` (one); their checks and the connecting of an agent's servers.
+//!
+//! ```toml
+//! [mcp.servers.time]
+//! command = "uvx"                   # started as a child process; stdio transport
+//! args = ["mcp-server-time"]
+//! env = { TZ = "Etc/UTC" }          # it inherits only PATH, HOME, LANG, … from troupe
+//! cwd = "."
+//! timeout_secs = 20                 # per call; default: [tools] timeout_secs, else 60
+//! init_timeout_secs = 30            # initialize + tools/list
+//! max_restarts = 3                  # a server that exits is started again at most this often
+//!
+//! [mcp.servers.search]
+//! url = "http://127.0.0.1:8000/mcp"  # streamable HTTP instead of a command
+//! headers = { Authorization = "Bearer …" }
+//!
+//! [agents.assistant]
+//! tools = ["read_file", "mcp:time"]  # or "mcp:time/get_current_time"
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use troupe_agents::AgentSpec;
+use troupe_mcp::{McpServer, McpServerConfig, RegisterMcp};
+use troupe_runtime::ChatModel;
+use troupe_tools::ToolRegistry;
+
+use super::{AgentConfig, BuildError, Config};
+
+/// How an agent's `tools` entry names MCP tools: `mcp:NAME` or `mcp:NAME/TOOL`.
+pub const MCP_TOOL_PREFIX: &str = "mcp:";
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Servers by name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServerEntry>,
+}
+
+/// `[mcp.servers.NAME]`: a server started as a child process and spoken to over stdio
+/// (`command`), or one reached over streamable HTTP (`url`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerEntry {
+    /// The program to run.
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables set for it; it inherits only `PATH`, `HOME`, `LANG`, `LC_ALL`, `USER`,
+    /// `LOGNAME`, `SHELL`, `TERM` and `TMPDIR` from troupe (never its API keys).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Its working directory.
+    pub cwd: Option<PathBuf>,
+    /// A streamable HTTP endpoint, instead of `command`.
+    pub url: Option<String>,
+    /// HTTP headers for `url` (e.g. `Authorization`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds one call may take; default: `[tools] timeout_secs`, else 60.
+    pub timeout_secs: Option<u64>,
+    /// Seconds `initialize` plus `tools/list` may take; default 30.
+    pub init_timeout_secs: Option<u64>,
+    /// How often a server that exited is started again; default 3.
+    pub max_restarts: Option<u32>,
+}
+
+/// An agent's `mcp:NAME` or `mcp:NAME/TOOL` entry, split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct McpToolRef<'a> {
+    /// The `[mcp.servers]` key.
+    pub server: &'a str,
+    /// One tool by its name on the server, or `None` for all of them.
+    pub tool: Option<&'a str>,
+}
+
+impl<'a> McpToolRef<'a> {
+    /// The reference a `tools` entry makes, if it starts with `mcp:`.
+    pub fn parse(entry: &'a str) -> Option<Self> {
+        let rest = entry.strip_prefix(MCP_TOOL_PREFIX)?;
+        Some(match rest.split_once('/') {
+            Some((server, tool)) => McpToolRef {
+                server,
+                tool: Some(tool),
+            },
+            None => McpToolRef {
+                server: rest,
+                tool: None,
+            },
+        })
+    }
+}
+
+/// `(key, message)` of a problem, as the config's validation reports it.
+type Problem = (String, String);
+
+impl McpConfig {
+    /// The first problem in `[mcp.servers]`.
+    pub(super) fn validate(&self) -> Result<(), Problem> {
+        for (name, server) in &self.servers {
+            let key = |field: &str| format!("mcp.servers.{name}.{field}");
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            {
+                return Err((
+                    format!("mcp.servers.{name}"),
+                    "server names may use letters, digits, `-` and `_` only (they prefix tool \
+                     names)"
+                        .to_string(),
+                ));
+            }
+            match (&server.command, &server.url) {
+                (None, None) => {
+                    return Err((
+                        key("command"),
+                        "required: the program to run (or `url` for a streamable HTTP server)"
+                            .into(),
+                    ));
+                }
+                (Some(_), Some(_)) => {
+                    return Err((key("url"), "give `command` or `url`, not both".into()));
+                }
+                (Some(c), None) if c.trim().is_empty() => {
+                    return Err((key("command"), "must not be empty".into()));
+                }
+                (None, Some(url)) => {
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err((
+                            key("url"),
+                            format!("must start with http:// or https://, got `{url}`"),
+                        ));
+                    }
+                    for (field, set) in [
+                        ("args", !server.args.is_empty()),
+                        ("env", !server.env.is_empty()),
+                        ("cwd", server.cwd.is_some()),
+                    ] {
+                        if set {
+                            return Err((
+                                key(field),
+                                "only for a server started with `command`".into(),
+                            ));
+                        }
+                    }
+                }
+                (Some(_), None) => {
+                    if !server.headers.is_empty() {
+                        return Err((key("headers"), "only for a server reached by `url`".into()));
+                    }
+                }
+            }
+            for (field, value) in [
+                ("timeout_secs", server.timeout_secs),
+                ("init_timeout_secs", server.init_timeout_secs),
+            ] {
+                if value == Some(0) {
+                    return Err((key(field), "must be at least 1".into()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The problem with `entry` (`agents.AGENT.tools[i]` is `key`), if it names no server.
+    pub(super) fn check_tool_ref(&self, key: String, entry: &str) -> Result<(), Problem> {
+        let Some(reference) = McpToolRef::parse(entry) else {
+            return Ok(());
+        };
+        if !self.servers.contains_key(reference.server) {
+            let known = self.servers.keys().cloned().collect::<Vec<_>>().join(", ");
+            return Err((
+                key,
+                format!(
+                    "no MCP server `{}` in [mcp.servers] (configured: {})",
+                    reference.server,
+                    if known.is_empty() { "none" } else { &known }
+                ),
+            ));
+        }
+        if reference.tool.is_some_and(str::is_empty) {
+            return Err((key, format!("`{entry}` names no tool after the `/`")));
+        }
+        Ok(())
+    }
+}
+
+impl McpServerEntry {
+    /// The server's start-up settings; `default_timeout` is `[tools] timeout_secs`.
+    fn server_config(&self, default_timeout: Option<Duration>) -> McpServerConfig {
+        let mut config = match &self.url {
+            Some(url) => McpServerConfig::http(url.clone()),
+            None => McpServerConfig::stdio(self.command.clone().unwrap_or_default())
+                .args(self.args.iter().cloned()),
+        };
+        config.env = self.env.clone();
+        config.cwd = self.cwd.clone();
+        config.headers = self.headers.clone();
+        if let Some(t) = self
+            .timeout_secs
+            .map(Duration::from_secs)
+            .or(default_timeout)
+        {
+            config = config.call_timeout(t);
+        }
+        if let Some(t) = self.init_timeout_secs {
+            config = config.init_timeout(Duration::from_secs(t));
+        }
+        if let Some(n) = self.max_restarts {
+            config = config.max_restarts(n);
+        }
+        config
+    }
+}
+
+impl Config {
+    /// Start the MCP servers `agent` names and register their tools (`SERVER__tool`); a server
+    /// named by several entries is started once.
+    ///
+    /// # Errors
+    /// [`BuildError::Tool`] naming the entry when a server cannot be started or initialized,
+    /// or names no such tool.
+    pub async fn mcp_tools(
+        &self,
+        agent_name: &str,
+        agent: &AgentConfig,
+    ) -> Result<(ToolRegistry, Vec<McpServer>), BuildError> {
+        let fail = |entry: &str, reason: String| BuildError::Tool {
+            agent: agent_name.to_string(),
+            tool: entry.to_string(),
+            reason,
+        };
+        let default_timeout = self.tools.timeout_secs.map(Duration::from_secs);
+        let mut started: BTreeMap<&str, (ToolRegistry, McpServer)> = BTreeMap::new();
+        let mut tools = ToolRegistry::new();
+        for entry in &agent.tools {
+            let Some(reference) = McpToolRef::parse(entry) else {
+                continue;
+            };
+            let Some(server) = self.mcp.servers.get(reference.server) else {
+                return Err(fail(entry, "no such server in [mcp.servers]".into()));
+            };
+            if !started.contains_key(reference.server) {
+                let mut all = ToolRegistry::new();
+                let handle = all
+                    .register_mcp(reference.server, server.server_config(default_timeout))
+                    .await
+                    .map_err(|e| fail(entry, e.to_string()))?;
+                started.insert(reference.server, (all, handle));
+            }
+            let Some((all, handle)) = started.get(reference.server) else {
+                continue;
+            };
+            let wanted = match reference.tool {
+                None => all.clone(),
+                Some(tool) => {
+                    let Some(registered) = handle.registered_name(tool) else {
+                        return Err(fail(
+                            entry,
+                            format!(
+                                "MCP server `{}` has no tool `{tool}` (it has: {})",
+                                reference.server,
+                                handle.remote_names().collect::<Vec<_>>().join(", ")
+                            ),
+                        ));
+                    };
+                    let mut one = all.clone();
+                    for name in all.names() {
+                        if name != registered {
+                            one.remove(&name);
+                        }
+                    }
+                    one
+                }
+            };
+            // `mcp:time` and `mcp:time/get_current_time` together: each tool once.
+            let mut fresh = wanted.clone();
+            for name in wanted.names() {
+                if tools.contains(&name) {
+                    fresh.remove(&name);
+                }
+            }
+            tools
+                .merge(&fresh)
+                .map_err(|e| fail(entry, e.to_string()))?;
+        }
+        Ok((tools, started.into_values().map(|(_, h)| h).collect()))
+    }
+
+    /// [`Config::agent_spec`] with the agent's MCP tools connected and added (the plain
+    /// `agent_spec` registers built-in tools only, since starting a server is async).
+    ///
+    /// # Errors
+    /// As [`Config::agent_spec`] and [`Config::mcp_tools`].
+    pub async fn agent_spec_connected(
+        &self,
+        name: &str,
+        models: &BTreeMap<String, Arc<dyn ChatModel>>,
+        default_model: Option<Arc<dyn ChatModel>>,
+    ) -> Result<AgentSpec, BuildError> {
+        let mut spec = self.agent_spec(name, models, default_model)?;
+        let agent = self.agents.get(name).ok_or_else(|| BuildError::Missing {
+            what: "agent",
+            name: name.to_string(),
+        })?;
+        let (mcp, _servers) = self.mcp_tools(name, agent).await?;
+        spec.tools.merge(&mcp).map_err(|e| BuildError::Tool {
+            agent: name.to_string(),
+            tool: "mcp".to_string(),
+            reason: e.to_string(),
+        })?;
+        Ok(spec)
+    }
+}

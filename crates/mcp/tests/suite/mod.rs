@@ -1,0 +1,6 @@
+mod client_errors;
+mod everything;
+mod http;
+mod restart;
+mod support;
+mod time_server;
