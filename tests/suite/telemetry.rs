@@ -67,6 +67,21 @@ fn a_team_run_writes_one_trace_with_genai_attributes() {
         .unwrap();
     assert_eq!(root.parent_span_id, None);
     assert_eq!(root.attributes["troupe.trace_id"], root.trace_id.as_str());
+
+    // Each agent's spans name its conversation, for trace UIs that group by it; agents keep
+    // conversations of their own.
+    let conversations: std::collections::BTreeSet<&str> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_agent")
+        .map(|s| {
+            let id = s.attributes["gen_ai.conversation.id"].as_str().unwrap();
+            assert_eq!(s.attributes["session.id"].as_str(), Some(id));
+            let agent = s.attributes["gen_ai.agent.name"].as_str().unwrap();
+            assert!(id.starts_with(agent), "{id} is not {agent}'s");
+            id
+        })
+        .collect();
+    assert_eq!(conversations.len(), 3, "{conversations:?}");
 }
 
 #[test]

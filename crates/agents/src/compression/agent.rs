@@ -172,6 +172,7 @@ fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Spa
     tracing::info_span!(
         "compaction",
         { semconv::OPERATION_NAME } = "compaction",
+        { semconv::OPENINFERENCE_SPAN_KIND } = "CHAIN",
         { semconv::AGENT_NAME } = %agent,
         { semconv::COMPRESSOR } = %compressor,
         { semconv::TRIGGER } = %trigger,

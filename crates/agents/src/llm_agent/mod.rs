@@ -23,6 +23,7 @@ use async_trait::async_trait;
 use troupe_compaction::{
     Archive, BudgetPolicy, CompactTrigger, CompactionReport, TokenCache, TokenCounter,
 };
+use troupe_runtime::trace::semconv;
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
     Conversation, Event, JobReply, JobRequest, MessageId, TraceContext,
@@ -58,6 +59,8 @@ pub struct LlmAgent {
     last_scope_model: Option<Arc<dyn ChatModel>>,
     /// The session log, when the spec names one.
     session: Option<SessionSync>,
+    /// What its `invoke_agent` spans record as `gen_ai.conversation.id` and `session.id`.
+    conversation_id: String,
     /// The trace of the request or job being handled: compactions it causes join it.
     trace: TraceContext,
 }
@@ -128,6 +131,7 @@ impl LlmAgent {
             ),
             (None, None) => (Conversation::new(), CheckpointState::default()),
         };
+        let conversation_id = conversation_id(&spec.name, path.as_deref());
         let policy = spec.compaction.policy_for(spec.model.info().context_window);
         policy
             .validate()
@@ -148,6 +152,7 @@ impl LlmAgent {
             scopes: Vec::new(),
             last_scope_model: None,
             session,
+            conversation_id,
             trace: TraceContext::new_root(),
         })
     }
@@ -232,6 +237,7 @@ impl LlmAgent {
         let restored = restore(&logged);
         let count = restored.conversation.len();
         self.session = Some(sync);
+        self.conversation_id = conversation_id(&self.spec.name, Some(path));
         self.conversation = restored.conversation;
         self.ledger.replace(restored.ledger);
         self.archive = restored.archive;
@@ -271,6 +277,9 @@ impl AgentBehavior for LlmAgent {
         ctx: &AgentContext,
     ) -> Result<String, AgentError> {
         let trace_id = request.trace.trace_id_hex();
+        let span = tracing::Span::current();
+        span.record(semconv::CONVERSATION_ID, self.conversation_id.as_str());
+        span.record(semconv::SESSION_ID, self.conversation_id.as_str());
         self.trace = request.trace;
         self.link.set(ctx.directory.clone(), request.trace);
         let before = self.conversation.clone();
@@ -371,5 +380,14 @@ impl AgentBehavior for LlmAgent {
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+/// The conversation an agent's spans name: its session log (the same log is the same
+/// conversation across runs), else one id for this agent's life in this process.
+fn conversation_id(agent: &str, session: Option<&Path>) -> String {
+    match session {
+        Some(path) => format!("{agent}@{}", path.display()),
+        None => format!("{agent}-{}", TraceContext::new_root().trace_id_hex()),
     }
 }

@@ -147,6 +147,9 @@ impl Actor for AgentActor {
                     { semconv::TRACE_ID } = %request.trace.trace_id_hex(),
                     { semconv::PARENT_SPAN_ID } = %format!("{:016x}", request.trace.span_id),
                     { semconv::FROM } = request.from.as_deref().unwrap_or("user"),
+                    // Recorded by behaviours that keep a conversation (an `LlmAgent`).
+                    { semconv::CONVERSATION_ID } = tracing::field::Empty,
+                    { semconv::SESSION_ID } = tracing::field::Empty,
                 );
                 state.responding.store(true, Ordering::SeqCst);
                 let guard = RespondingGuard(state.responding.clone());
