@@ -3,8 +3,9 @@
 # PyPI. Installs it into a cached venv, starts it on a free loopback port in a temporary working
 # directory, runs the `traces` example (a three-agent team with tools) and the `long_session`
 # example (an automatic compaction) with OTLP export pointed at it, then checks what Phoenix
-# stored against the runs' own JSONL trace files (scripts/trace_backend_check.py). Phoenix is
-# stopped and the temporary directory removed on any exit.
+# stored against the runs' own JSONL trace files (scripts/trace_backend_check.py). Phoenix takes
+# spans only, so the examples' metrics export is off here (tests/suite/otlp.rs checks metrics).
+# Phoenix is stopped and the temporary directory removed on any exit.
 #
 #   scripts/trace-backend-check.sh            # what .ci/run runs
 #   TROUPE_CI_CACHE=/tmp/cache scripts/trace-backend-check.sh
@@ -61,7 +62,7 @@ SECRET="ghp_traceCheck$(python3 -c 'import secrets; print(secrets.token_hex(12))
 run_example() {
   local example="$1" trace="$2"
   GITHUB_TOKEN="$SECRET" TROUPE_TRACE="$trace" TROUPE_TRACE_CONTENT=1 \
-    OTEL_EXPORTER_OTLP_ENDPOINT="$URL" \
+    OTEL_EXPORTER_OTLP_ENDPOINT="$URL" OTEL_METRICS_EXPORTER=none \
     cargo run -q --features otlp --example "$example" -- --scripted >"$WORK/$example.out" 2>&1 ||
     { echo "example $example failed (exit $?):"; cat "$WORK/$example.out"; exit 1; }
 }

@@ -17,6 +17,8 @@
 //! | `TROUPE_TRACE_FILTER` | which spans go to the file and to OTLP (an `EnvFilter`), default `troupe=info,warn` |
 //! | `OTEL_EXPORTER_OTLP_ENDPOINT=URL` | feature `otlp`: export spans to `URL/v1/traces` (OTLP/HTTP, protobuf) |
 //! | `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=URL` | feature `otlp`: the same, to `URL` as given |
+//! | `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=URL` | feature `otlp`: metrics (see `metrics`) to `URL` as given; else to `{OTEL_EXPORTER_OTLP_ENDPOINT}/v1/metrics` |
+//! | `OTEL_METRICS_EXPORTER=none` | feature `otlp`: export no metrics (for a collector that takes spans only) |
 //! | `OTEL_SERVICE_NAME` | feature `otlp`: `service.name` of the exported spans, default `troupe` |
 //!
 //! Secrets never reach the file, the collector or the console: fields named like credentials,
@@ -31,6 +33,8 @@
 pub mod console;
 mod fields;
 pub mod jsonl;
+#[cfg(feature = "otlp")]
+pub mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 pub mod redact;
@@ -59,6 +63,11 @@ pub const TRACE_FILTER_ENV: &str = "TROUPE_TRACE_FILTER";
 pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// The OTLP traces URL, used as given; wins over [`OTLP_ENDPOINT_ENV`].
 pub const OTLP_TRACES_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
+/// The OTLP metrics URL, used as given; wins over [`OTLP_ENDPOINT_ENV`].
+pub const OTLP_METRICS_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+/// `none` turns metrics export off (OpenTelemetry's variable), for a collector that takes spans
+/// only.
+pub const METRICS_EXPORTER_ENV: &str = "OTEL_METRICS_EXPORTER";
 /// `service.name` of exported spans (OpenTelemetry's variable).
 pub const SERVICE_NAME_ENV: &str = "OTEL_SERVICE_NAME";
 /// `service.name` when [`SERVICE_NAME_ENV`] is not set.
@@ -78,6 +87,9 @@ pub struct TelemetryConfig {
     /// The OTLP/HTTP URL spans are posted to (`http://host:4318/v1/traces`), if any. Used only
     /// with the `otlp` feature; without it a configured endpoint is ignored with a warning.
     pub otlp_endpoint: Option<String>,
+    /// The OTLP/HTTP URL metrics are posted to (`http://host:4318/v1/metrics`), if any; feature
+    /// `otlp`, as for [`otlp_endpoint`](Self::otlp_endpoint).
+    pub otlp_metrics_endpoint: Option<String>,
     /// `service.name` of exported spans; `None` means [`DEFAULT_SERVICE_NAME`].
     pub service_name: Option<String>,
 }
@@ -91,19 +103,31 @@ impl TelemetryConfig {
             trace_file: var(TRACE_ENV).map(PathBuf::from),
             trace_filter: var(TRACE_FILTER_ENV),
             record_content: content_enabled(),
-            otlp_endpoint: otlp_traces_endpoint(
+            otlp_endpoint: otlp_signal_endpoint(
                 var(OTLP_TRACES_ENDPOINT_ENV),
                 var(OTLP_ENDPOINT_ENV),
+                "traces",
             ),
+            otlp_metrics_endpoint: otlp_signal_endpoint(
+                var(OTLP_METRICS_ENDPOINT_ENV),
+                var(OTLP_ENDPOINT_ENV),
+                "metrics",
+            )
+            // OpenTelemetry's switch, for a collector that takes spans only.
+            .filter(|_| var(METRICS_EXPORTER_ENV).as_deref() != Some("none")),
             service_name: var(SERVICE_NAME_ENV),
         }
     }
 }
 
-/// The OTLP traces URL, as OpenTelemetry specifies it for OTLP/HTTP: the traces endpoint as
-/// given, else `/v1/traces` under the base endpoint.
-fn otlp_traces_endpoint(traces: Option<String>, base: Option<String>) -> Option<String> {
-    traces.or_else(|| base.map(|base| format!("{}/v1/traces", base.trim_end_matches('/'))))
+/// The OTLP URL of one signal (`traces`, `metrics`), as OpenTelemetry specifies it for
+/// OTLP/HTTP: the signal's endpoint as given, else `/v1/{signal}` under the base endpoint.
+fn otlp_signal_endpoint(
+    given: Option<String>,
+    base: Option<String>,
+    signal: &str,
+) -> Option<String> {
+    given.or_else(|| base.map(|base| format!("{}/v1/{signal}", base.trim_end_matches('/'))))
 }
 
 /// Whether `TROUPE_TRACE_CONTENT` asks for message content in traces. Code that records content
@@ -308,11 +332,15 @@ pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryErr
     // The global subscriber decides: content is built for the spans exactly when it is kept.
     troupe_runtime::trace::set_record_content(config.record_content);
     #[cfg(not(feature = "otlp"))]
-    if let Some(endpoint) = &config.otlp_endpoint {
+    if let Some(endpoint) = config
+        .otlp_endpoint
+        .as_ref()
+        .or(config.otlp_metrics_endpoint.as_ref())
+    {
         tracing::warn!(
             target: "troupe::telemetry",
             "OTLP export to {endpoint} is not built into this troupe (cargo feature `otlp`); \
-             spans are not exported"
+             spans and metrics are not exported"
         );
     }
     Ok(guard)
@@ -325,17 +353,21 @@ mod tests {
     #[test]
     fn otlp_endpoint_follows_the_opentelemetry_variables() {
         let some = |s: &str| Some(s.to_string());
-        assert_eq!(otlp_traces_endpoint(None, None), None);
+        assert_eq!(otlp_signal_endpoint(None, None, "traces"), None);
         assert_eq!(
-            otlp_traces_endpoint(None, some("http://collector:4318")),
+            otlp_signal_endpoint(None, some("http://collector:4318"), "traces"),
             some("http://collector:4318/v1/traces")
         );
         assert_eq!(
-            otlp_traces_endpoint(None, some("http://collector:4318/")),
-            some("http://collector:4318/v1/traces")
+            otlp_signal_endpoint(None, some("http://collector:4318/"), "metrics"),
+            some("http://collector:4318/v1/metrics")
         );
         assert_eq!(
-            otlp_traces_endpoint(some("http://c:4318/custom"), some("http://other:4318")),
+            otlp_signal_endpoint(
+                some("http://c:4318/custom"),
+                some("http://other:4318"),
+                "traces"
+            ),
             some("http://c:4318/custom")
         );
     }

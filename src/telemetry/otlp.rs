@@ -17,25 +17,33 @@
 //! conventions ask. `tracing-opentelemetry` exports unsigned integer fields (the runtime's token
 //! counts) as strings; the GenAI conventions' integer attributes ([`is_integer_name`]) are turned
 //! back into integers.
+//!
+//! Metrics go out the same way, to their own endpoint (normally `http://host:4318/v1/metrics`),
+//! from an SDK meter provider with a periodic reader (every 60 s, `OTEL_METRIC_EXPORT_INTERVAL`,
+//! and on flush and shutdown); [`MetricsLayer`] records them from the spans as they close.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::{SpanContext, SpanId, Status, TraceId, TracerProvider as _};
 use opentelemetry::{Array, Context, KeyValue, StringValue, Value};
-use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig};
+use opentelemetry_otlp::{MetricExporter, Protocol, SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{
     BatchSpanProcessor, SdkTracerProvider, Span, SpanData, SpanProcessor,
 };
 use tracing_subscriber::Layer;
+use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::registry::LookupSpan;
 use troupe_runtime::sync;
 use troupe_runtime::trace::semconv;
 
+use super::metrics::{MetricsLayer, is_measured};
 use super::redact::{REDACTED, is_secret_name, redact_value};
 use super::{
     DEFAULT_SERVICE_NAME, TRACE_FILTER_ENV, TelemetryConfig, TelemetryError, default_trace_filter,
@@ -51,40 +59,70 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// A boxed OTLP layer and the export it feeds (flush it, shut it down).
 pub type OtlpLayer<S> = (Box<dyn Layer<S> + Send + Sync>, OtlpExport);
 
-/// A running OTLP export: the tracer provider behind an [`otlp_layer`]. Clones share it.
+/// A running OTLP export: the tracer and meter providers behind an [`otlp_layer`]. Clones
+/// share them.
 #[derive(Debug, Clone)]
 pub struct OtlpExport {
-    provider: SdkTracerProvider,
-    endpoint: String,
+    tracer: Option<(SdkTracerProvider, String)>,
+    meters: Option<(SdkMeterProvider, String)>,
 }
 
 impl OtlpExport {
-    /// The URL spans are posted to.
+    /// The URL spans are posted to, or else the URL metrics are posted to.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        match (&self.tracer, &self.meters) {
+            (Some((_, endpoint)), _) | (None, Some((_, endpoint))) => endpoint,
+            (None, None) => "",
+        }
     }
 
-    /// Export every finished span now, waiting for the collector's answer.
+    /// The URL metrics are posted to, if metrics are exported.
+    pub fn metrics_endpoint(&self) -> Option<&str> {
+        self.meters.as_ref().map(|(_, endpoint)| endpoint.as_str())
+    }
+
+    /// Export every finished span and the metrics so far now, waiting for the collector's
+    /// answers.
     ///
     /// # Errors
-    /// The SDK's error when the export failed or timed out (the spans are then lost).
+    /// The SDK's error when an export failed or timed out (its spans or points are then lost).
     pub fn flush(&self) -> Result<(), OTelSdkError> {
-        self.provider.force_flush()
+        let spans = self.tracer.as_ref().map(|(p, _)| p.force_flush());
+        let metrics = self
+            .meters
+            .as_ref()
+            .map(|(p, endpoint)| p.force_flush().map_err(|e| metrics_error(endpoint, e)));
+        spans.unwrap_or(Ok(())).and(metrics.unwrap_or(Ok(())))
     }
 
-    /// Export what is left and stop; spans that finish afterwards are not exported. Also done
-    /// by the [`TelemetryGuard`](super::TelemetryGuard) on drop.
+    /// Export what is left and stop; spans that finish afterwards are not exported, nor are
+    /// later metrics. Also done by the [`TelemetryGuard`](super::TelemetryGuard) on drop.
     ///
     /// # Errors
     /// The SDK's error when the last export failed, or the export was already shut down.
     pub fn shutdown(&self) -> Result<(), OTelSdkError> {
-        self.provider.shutdown_with_timeout(SHUTDOWN_TIMEOUT)
+        let spans = self
+            .tracer
+            .as_ref()
+            .map(|(p, _)| p.shutdown_with_timeout(SHUTDOWN_TIMEOUT));
+        let metrics = self.meters.as_ref().map(|(p, endpoint)| {
+            p.shutdown_with_timeout(SHUTDOWN_TIMEOUT)
+                .map_err(|e| metrics_error(endpoint, e))
+        });
+        spans.unwrap_or(Ok(())).and(metrics.unwrap_or(Ok(())))
     }
 }
 
-/// The OTLP layer for `config`, if it names an endpoint ([`TelemetryConfig::otlp_endpoint`]); for
-/// programs that build their own subscriber. Keep the [`OtlpExport`] and flush or shut it down
-/// before exiting, or the last spans are lost.
+/// A metrics export error that names where metrics went: the guard's warning names the spans'
+/// endpoint, which is not this one.
+fn metrics_error(endpoint: &str, error: OTelSdkError) -> OTelSdkError {
+    OTelSdkError::InternalFailure(format!("metrics to {endpoint}: {error}"))
+}
+
+/// The OTLP layer for `config`, if it names an endpoint ([`TelemetryConfig::otlp_endpoint`] for
+/// spans, [`TelemetryConfig::otlp_metrics_endpoint`] for metrics); for programs that build their
+/// own subscriber. Keep the [`OtlpExport`] and flush or shut it down before exiting, or the last
+/// spans and metrics are lost.
 ///
 /// # Errors
 /// [`TelemetryError::Otlp`] when the exporter cannot be built (a malformed endpoint, say), and
@@ -93,27 +131,77 @@ pub fn otlp_layer<S>(config: &TelemetryConfig) -> Result<Option<OtlpLayer<S>>, T
 where
     S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
-    let Some(endpoint) = config.otlp_endpoint.as_deref() else {
+    if config.otlp_endpoint.is_none() && config.otlp_metrics_endpoint.is_none() {
         return Ok(None);
-    };
-    let export = export(config, endpoint)?;
-    // As for the trace file: a layer that wants content has the agents build it.
-    if config.record_content {
-        troupe_runtime::trace::set_record_content(true);
     }
-    let layer = tracing_opentelemetry::layer()
-        .with_tracer(export.provider.tracer(SCOPE))
-        .with_level(true)
-        .with_target(true)
-        .with_threads(false);
-    let layer: Box<dyn Layer<S> + Send + Sync> = match &config.trace_filter {
-        Some(directives) => Box::new(layer.with_filter(env_filter(TRACE_FILTER_ENV, directives)?)),
-        None => Box::new(layer.with_filter(default_trace_filter())),
+    let export = OtlpExport {
+        tracer: match config.otlp_endpoint.as_deref() {
+            Some(endpoint) => Some((tracer_provider(config, endpoint)?, endpoint.to_string())),
+            None => None,
+        },
+        meters: match config.otlp_metrics_endpoint.as_deref() {
+            Some(endpoint) => Some((meter_provider(config, endpoint)?, endpoint.to_string())),
+            None => None,
+        },
     };
-    Ok(Some((layer, export)))
+    let mut layers: Vec<Box<dyn Layer<S> + Send + Sync>> = Vec::new();
+    if let Some((provider, _)) = &export.tracer {
+        // As for the trace file: a layer that wants content has the agents build it.
+        if config.record_content {
+            troupe_runtime::trace::set_record_content(true);
+        }
+        let layer = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer(SCOPE))
+            .with_level(true)
+            .with_target(true)
+            .with_threads(false);
+        layers.push(match &config.trace_filter {
+            Some(directives) => {
+                Box::new(layer.with_filter(env_filter(TRACE_FILTER_ENV, directives)?))
+            }
+            None => Box::new(layer.with_filter(default_trace_filter())),
+        });
+    }
+    if let Some((provider, _)) = &export.meters {
+        // Metrics do not follow the trace filter: a dashboard's numbers stay whole however few
+        // spans are exported.
+        let layer = MetricsLayer::new(&provider.meter(SCOPE));
+        layers.push(Box::new(layer.with_filter(filter_fn(is_measured))));
+    }
+    Ok(Some((Box::new(layers), export)))
 }
 
-fn export(config: &TelemetryConfig, endpoint: &str) -> Result<OtlpExport, TelemetryError> {
+fn service_resource(config: &TelemetryConfig) -> Resource {
+    let service_name = config
+        .service_name
+        .clone()
+        .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string());
+    Resource::builder().with_service_name(service_name).build()
+}
+
+fn meter_provider(
+    config: &TelemetryConfig,
+    endpoint: &str,
+) -> Result<SdkMeterProvider, TelemetryError> {
+    let exporter = MetricExporter::builder()
+        .with_http()
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(endpoint)
+        .build()
+        .map_err(|e| TelemetryError::Otlp {
+            endpoint: endpoint.to_string(),
+            reason: e.to_string(),
+        })?;
+    Ok(SdkMeterProvider::builder()
+        .with_periodic_exporter(exporter)
+        .with_resource(service_resource(config))
+        .build())
+}
+
+fn tracer_provider(
+    config: &TelemetryConfig,
+    endpoint: &str,
+) -> Result<SdkTracerProvider, TelemetryError> {
     let exporter = SpanExporter::builder()
         .with_http()
         .with_protocol(Protocol::HttpBinary)
@@ -127,18 +215,10 @@ fn export(config: &TelemetryConfig, endpoint: &str) -> Result<OtlpExport, Teleme
         BatchSpanProcessor::builder(exporter).build(),
         config.record_content,
     );
-    let service_name = config
-        .service_name
-        .clone()
-        .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string());
-    let provider = SdkTracerProvider::builder()
+    Ok(SdkTracerProvider::builder()
         .with_span_processor(processor)
-        .with_resource(Resource::builder().with_service_name(service_name).build())
-        .build();
-    Ok(OtlpExport {
-        provider,
-        endpoint: endpoint.to_string(),
-    })
+        .with_resource(service_resource(config))
+        .build())
 }
 
 /// A span processor that applies the trace file's privacy rules to every finished span, and the

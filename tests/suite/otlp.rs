@@ -1,6 +1,6 @@
 //! OTLP export (feature `otlp`): spans shaped like the runtime's go to a fake OTLP/HTTP collector,
 //! which decodes them with the real OTLP protobuf schema; secrets and (by default) message content
-//! must not reach it.
+//! must not reach it. Metrics go to the same collector's `POST /v1/metrics`.
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -10,13 +10,19 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::routing::post;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::{AnyValue as AnyValueMsg, KeyValue};
+use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point};
 use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode as SpanStatus};
 use prost::Message;
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::SubscriberExt;
+use troupe::runtime::{
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint, Team,
+    TeamConfig,
+};
 use troupe::telemetry::{OtlpExport, TelemetryConfig, TelemetryError, otlp_layer};
 
 use super::support::run_scripted_team;
@@ -32,11 +38,13 @@ const CHILD_ENV: &str = "TROUPE_TEST_OTLP_CHILD";
 /// What the fake collector received: one (content type, body) per request.
 type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
-/// A fake OTLP/HTTP collector on 127.0.0.1, serving `POST /v1/traces` until dropped.
+/// A fake OTLP/HTTP collector on 127.0.0.1, serving `POST /v1/traces` and `POST /v1/metrics`
+/// until dropped.
 struct Collector {
     _runtime: tokio::runtime::Runtime,
     base: String,
     received: Received,
+    metrics: Received,
 }
 
 async fn accept(State(received): State<Received>, headers: HeaderMap, body: Bytes) -> StatusCode {
@@ -61,15 +69,32 @@ fn start_collector() -> Collector {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
+    let metrics = Received::default();
     let app = Router::new()
         .route("/v1/traces", post(accept))
-        .with_state(Arc::clone(&received));
+        .with_state(Arc::clone(&received))
+        .merge(
+            Router::new()
+                .route("/v1/metrics", post(accept))
+                .with_state(Arc::clone(&metrics)),
+        );
     runtime.spawn(async move { axum::serve(listener, app).await });
     Collector {
         _runtime: runtime,
         base,
         received,
+        metrics,
     }
+}
+
+/// One metric stream as last exported: its name and its attributes, sorted.
+type StreamKey = (String, Vec<(String, String)>);
+
+/// A stream's latest cumulative value: a counter's sum, or a histogram's count and sum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Point {
+    Sum(i64),
+    Histogram { count: u64, sum: f64 },
 }
 
 impl Collector {
@@ -79,6 +104,62 @@ impl Collector {
             record_content,
             ..TelemetryConfig::default()
         }
+    }
+
+    /// The same endpoints with metrics exported too.
+    fn config_with_metrics(&self) -> TelemetryConfig {
+        TelemetryConfig {
+            otlp_metrics_endpoint: Some(format!("{}/v1/metrics", self.base)),
+            ..self.config(false)
+        }
+    }
+
+    /// Every metric stream received, at its latest (cumulative) value.
+    fn metrics(&self) -> std::collections::BTreeMap<StreamKey, Point> {
+        let mut streams = std::collections::BTreeMap::new();
+        for (content_type, body) in self.metrics.lock().unwrap().clone() {
+            assert_eq!(content_type, "application/x-protobuf");
+            let request = ExportMetricsServiceRequest::decode(body.as_slice()).unwrap();
+            for metric in request
+                .resource_metrics
+                .into_iter()
+                .flat_map(|r| r.scope_metrics)
+                .flat_map(|s| s.metrics)
+            {
+                let key = |attributes: &[KeyValue]| {
+                    let mut pairs: Vec<(String, String)> = attributes
+                        .iter()
+                        .map(|kv| {
+                            let value = kv.value.clone().and_then(|v| v.value);
+                            (kv.key.clone(), value.and_then(|v| str_value(&v)).unwrap())
+                        })
+                        .collect();
+                    pairs.sort();
+                    (metric.name.clone(), pairs)
+                };
+                match &metric.data {
+                    Some(Data::Sum(sum)) => {
+                        for p in &sum.data_points {
+                            let Some(number_data_point::Value::AsInt(n)) = p.value else {
+                                panic!("{} is not an integer sum: {p:?}", metric.name)
+                            };
+                            streams.insert(key(&p.attributes), Point::Sum(n));
+                        }
+                    }
+                    Some(Data::Histogram(histogram)) => {
+                        for p in &histogram.data_points {
+                            let point = Point::Histogram {
+                                count: p.count,
+                                sum: p.sum.unwrap(),
+                            };
+                            streams.insert(key(&p.attributes), point);
+                        }
+                    }
+                    other => panic!("unexpected data for {}: {other:?}", metric.name),
+                }
+            }
+        }
+        streams
     }
 
     fn requests(&self) -> Vec<(String, Vec<u8>)> {
@@ -381,9 +462,8 @@ fn otlp_init_child() {
     drop(telemetry);
 }
 
-#[test]
-fn init_from_env_exports_when_the_guard_drops() {
-    let collector = start_collector();
+/// Run [`otlp_init_child`] against `collector`, with `env` set on top of the base endpoint.
+fn run_init_child(collector: &Collector, env: &[(&str, &str)]) {
     let mut child = Command::new(std::env::current_exe().unwrap());
     child
         .args([
@@ -401,6 +481,8 @@ fn init_from_env_exports_when_the_guard_drops() {
         .env("OTEL_SERVICE_NAME", "from-env");
     for var in [
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_METRICS_EXPORTER",
         "TROUPE_TRACE",
         "TROUPE_TRACE_FILTER",
         "TROUPE_TRACE_CONTENT",
@@ -408,6 +490,7 @@ fn init_from_env_exports_when_the_guard_drops() {
     ] {
         child.env_remove(var);
     }
+    child.envs(env.iter().copied());
     let out = child.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -415,7 +498,22 @@ fn init_from_env_exports_when_the_guard_drops() {
         "the child failed or did not run:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
 
+#[test]
+fn init_from_env_exports_when_the_guard_drops() {
+    let collector = start_collector();
+    run_init_child(&collector, &[]);
+
+    // Metrics go to `/v1/metrics` under the same base endpoint.
+    let key = (
+        "gen_ai.client.token.usage".to_string(),
+        pairs(&[("gen_ai.token.type", "input")]),
+    );
+    assert_eq!(
+        collector.metrics().get(&key),
+        Some(&Point::Histogram { count: 1, sum: 3.0 })
+    );
     let spans = collector.spans();
     let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
@@ -486,4 +584,260 @@ fn a_team_run_exports_content_only_when_recorded() {
             }
         }
     }
+}
+
+/// The JSONL spans of `path` named `name`, as JSON.
+fn trace_file_spans(path: &std::path::Path, name: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["span_id"].is_string() && l["name"] == name)
+        .collect()
+}
+
+fn pairs(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut pairs: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    pairs.sort();
+    pairs
+}
+
+/// `OTEL_METRICS_EXPORTER=none` keeps metrics home; spans still go out.
+#[test]
+fn otel_metrics_exporter_none_exports_spans_only() {
+    let collector = start_collector();
+    run_init_child(&collector, &[("OTEL_METRICS_EXPORTER", "none")]);
+    assert_eq!(collector.spans().len(), 2);
+    assert!(collector.metrics.lock().unwrap().is_empty());
+}
+
+/// A scripted team run exports, per agent and model, token usage equal to the token counts of
+/// the run's trace file, and one duration point per model call and per tool call.
+#[test]
+fn a_team_run_exports_token_and_duration_metrics_matching_its_trace() {
+    let collector = start_collector();
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.jsonl");
+    let (otlp, export) = otlp_layer::<Registry>(&collector.config_with_metrics())
+        .unwrap()
+        .unwrap();
+    let file_config = TelemetryConfig {
+        trace_file: Some(trace.clone()),
+        ..TelemetryConfig::default()
+    };
+    let (file_layer, file) = troupe::telemetry::trace_file_layer::<Registry>(&file_config)
+        .unwrap()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(vec![otlp, file_layer]);
+    tracing::subscriber::with_default(subscriber, || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(run_scripted_team())
+    });
+    file.flush();
+    export.shutdown().unwrap();
+
+    let metrics = collector.metrics();
+    let chats = trace_file_spans(&trace, "chat");
+    assert_eq!(chats.len(), 4);
+    // What the trace file says, per (agent, model): calls and tokens in and out.
+    let mut expected: std::collections::BTreeMap<(String, String), (u64, u64, u64)> =
+        Default::default();
+    for chat in &chats {
+        let a = &chat["attributes"];
+        let key = (
+            a["gen_ai.agent.name"].as_str().unwrap().to_string(),
+            a["gen_ai.request.model"].as_str().unwrap().to_string(),
+        );
+        let entry = expected.entry(key).or_default();
+        entry.0 += 1;
+        entry.1 += a["gen_ai.usage.input_tokens"].as_u64().unwrap();
+        entry.2 += a["gen_ai.usage.output_tokens"].as_u64().unwrap();
+    }
+    assert_eq!(expected.len(), 3, "{expected:?}");
+    for ((agent, model), (calls, input, output)) in expected {
+        let base = [
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.agent.name", agent.as_str()),
+            ("gen_ai.request.model", model.as_str()),
+        ];
+        for (token_type, tokens) in [("input", input), ("output", output)] {
+            let mut attributes = base.to_vec();
+            attributes.push(("gen_ai.token.type", token_type));
+            let key = ("gen_ai.client.token.usage".to_string(), pairs(&attributes));
+            assert_eq!(
+                metrics.get(&key),
+                Some(&Point::Histogram {
+                    count: calls,
+                    sum: tokens as f64
+                }),
+                "{key:?} in {metrics:#?}"
+            );
+        }
+        let key = ("gen_ai.client.operation.duration".to_string(), pairs(&base));
+        assert!(
+            matches!(metrics.get(&key), Some(Point::Histogram { count, .. }) if *count == calls),
+            "{key:?} in {metrics:#?}"
+        );
+    }
+    // One duration point per tool call: the coordinator's two `ask_agent` calls.
+    let tools = trace_file_spans(&trace, "execute_tool");
+    assert_eq!(tools.len(), 2);
+    let key = (
+        "gen_ai.client.operation.duration".to_string(),
+        pairs(&[
+            ("gen_ai.operation.name", "execute_tool"),
+            ("gen_ai.agent.name", "coordinator"),
+            ("gen_ai.tool.name", "ask_agent"),
+        ]),
+    );
+    assert!(
+        matches!(metrics.get(&key), Some(Point::Histogram { count: 2, .. })),
+        "{key:?} in {metrics:#?}"
+    );
+}
+
+/// `troupe compact` with `OTEL_EXPORTER_OTLP_ENDPOINT` set counts one manual compaction and the
+/// tokens it freed, as its trace file reports them.
+#[test]
+fn a_compaction_exports_its_count_and_the_tokens_it_freed() {
+    let collector = start_collector();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("t.json");
+    let mut messages = vec![serde_json::json!({"role": "system", "content": "Be brief."})];
+    for i in 0..40 {
+        messages.push(serde_json::json!({"role": "user", "content": format!(
+            "Module m{i}: write the parser, keep the public API, and list the tests you changed."
+        )}));
+        messages.push(serde_json::json!({"role": "assistant", "content": format!(
+            "Wrote the parser for module m{i} with a hand-written lexer; tests/parser.rs covers it."
+        )}));
+    }
+    std::fs::write(&input, serde_json::Value::Array(messages).to_string()).unwrap();
+    let (out, trace) = (dir.path().join("o.json"), dir.path().join("t.jsonl"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
+        .args(["compact", input.to_str().unwrap(), "--window", "2000"])
+        .args(["--model", "none", "--out", out.to_str().unwrap()])
+        .env("TROUPE_TRACE", &trace)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.base);
+    for var in [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "TROUPE_TRACE_FILTER",
+        "RUST_LOG",
+    ] {
+        command.env_remove(var);
+    }
+    let run = command.output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+
+    let compactions = trace_file_spans(&trace, "compaction");
+    assert_eq!(compactions.len(), 1);
+    let attrs = &compactions[0]["attributes"];
+    let before = attrs["troupe.compaction.tokens_before"].as_u64().unwrap();
+    let after = attrs["troupe.compaction.tokens_after"].as_u64().unwrap();
+    assert!(before > after, "{attrs}");
+    let agent = attrs["gen_ai.agent.name"].as_str().unwrap();
+    let by = pairs(&[("gen_ai.agent.name", agent), ("troupe.trigger", "manual")]);
+
+    let metrics = collector.metrics();
+    assert_eq!(
+        metrics.get(&("troupe.compactions".to_string(), by.clone())),
+        Some(&Point::Sum(1)),
+        "{metrics:#?}"
+    );
+    assert_eq!(
+        metrics.get(&("troupe.compaction.tokens_freed".to_string(), by)),
+        Some(&Point::Sum(i64::try_from(before - after).unwrap())),
+        "{metrics:#?}"
+    );
+}
+
+/// An agent that fails fatally (so its supervisor restarts it) when told `fail`.
+struct Fragile;
+
+#[async_trait::async_trait]
+impl AgentBehavior for Fragile {
+    async fn handle(
+        &mut self,
+        request: AgentRequest,
+        _: &AgentContext,
+    ) -> Result<String, AgentError> {
+        match request.text.as_str() {
+            "fail" => Err(AgentError::Fatal("told to fail".into())),
+            _ => Ok("fine".into()),
+        }
+    }
+
+    fn checkpoint(&self) -> Checkpoint {
+        Checkpoint::default()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+/// Builds [`Fragile`]; unless `rebuildable`, only the first time, so a restart fails.
+fn fragile(rebuildable: bool) -> BehaviorFactory {
+    Arc::new(move |checkpoint: Option<Checkpoint>| {
+        if checkpoint.is_some() && !rebuildable {
+            return Err(AgentError::Fatal("cannot be rebuilt".into()));
+        }
+        Ok(Box::new(Fragile) as Box<dyn AgentBehavior>)
+    })
+}
+
+/// The supervisor's restarts are counted per agent, and only when the agent runs again.
+#[test]
+fn restarts_are_counted_per_agent_when_the_agent_runs_again() {
+    let collector = start_collector();
+    let (layer, export) = otlp_layer::<Registry>(&collector.config_with_metrics())
+        .unwrap()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let team = Team::start(TeamConfig::default()).await.unwrap();
+                team.spawn("namer", fragile(true)).await.unwrap();
+                team.spawn("copywriter", fragile(false)).await.unwrap();
+                for _ in 0..2 {
+                    team.ask("namer", "fail").await.unwrap_err();
+                }
+                assert_eq!(team.ask("namer", "hello").await.unwrap(), "fine");
+                team.ask("copywriter", "fail").await.unwrap_err();
+                team.ask("copywriter", "hello").await.unwrap_err();
+                team.shutdown().await;
+            });
+    });
+    export.shutdown().unwrap();
+
+    let restarts: Vec<(StreamKey, Point)> = collector
+        .metrics()
+        .into_iter()
+        .filter(|((name, _), _)| name == "troupe.agent.restarts")
+        .collect();
+    assert_eq!(
+        restarts,
+        [(
+            (
+                "troupe.agent.restarts".to_string(),
+                pairs(&[("gen_ai.agent.name", "namer")])
+            ),
+            Point::Sum(2)
+        )]
+    );
 }

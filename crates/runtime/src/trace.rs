@@ -238,6 +238,24 @@ pub mod semconv {
     /// `troupe.content`: the prefix for message content of troupe's own (or a custom tool's)
     /// attributes, written only when content recording is on, like the `gen_ai` content fields.
     pub const CONTENT: &str = "troupe.content";
+    /// `troupe.restarted`: on a supervisor's `restart` span, `true` once the agent is running
+    /// again (absent when the supervisor gave up on it).
+    pub const RESTARTED: &str = "troupe.restarted";
+    /// `gen_ai.token.type`: `input` or `output`, on [`METRIC_TOKEN_USAGE`] points.
+    pub const TOKEN_TYPE: &str = "gen_ai.token.type";
+    /// Metric `gen_ai.client.token.usage` (histogram, `{token}`): tokens per model call, by
+    /// agent, model and [`TOKEN_TYPE`].
+    pub const METRIC_TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+    /// Metric `gen_ai.client.operation.duration` (histogram, `s`): how long a model call
+    /// (`gen_ai.operation.name` = `chat`) or a tool call (`execute_tool`) took.
+    pub const METRIC_OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
+    /// Metric `troupe.compactions` (counter): compactions run, by agent and [`TRIGGER`].
+    pub const METRIC_COMPACTIONS: &str = "troupe.compactions";
+    /// Metric `troupe.compaction.tokens_freed` (counter, `{token}`): tokens before minus tokens
+    /// after, summed over compactions, by agent and [`TRIGGER`].
+    pub const METRIC_COMPACTION_TOKENS_FREED: &str = "troupe.compaction.tokens_freed";
+    /// Metric `troupe.agent.restarts` (counter): agents restarted by their supervisor, by agent.
+    pub const METRIC_AGENT_RESTARTS: &str = "troupe.agent.restarts";
 }
 
 #[cfg(test)]

@@ -176,8 +176,12 @@ impl Supervisor {
         }
         child.failures.push_back(now);
         let count = child.failures.len() as u32;
-        let span =
-            tracing::warn_span!("restart", { semconv::AGENT_NAME } = %name, failures = count);
+        let span = tracing::warn_span!(
+            "restart",
+            { semconv::AGENT_NAME } = %name,
+            failures = count,
+            { semconv::RESTARTED } = tracing::field::Empty,
+        );
         let _entered = span.enter();
         if count > policy.max_restarts {
             let why = format!(
@@ -191,6 +195,7 @@ impl Supervisor {
         let checkpoint = state.args.checkpoints.get(&name);
         match Self::start_child(myself, state, &name, &factory, checkpoint).await {
             Ok(actor) => {
+                span.record(semconv::RESTARTED, true);
                 tracing::warn!(agent = %name, restarts = count, "restarted after failure: {reason}");
                 state.by_id.insert(actor.get_id(), name.clone());
                 if let Some(child) = state.children.get_mut(&name) {
