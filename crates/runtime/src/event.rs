@@ -213,11 +213,17 @@ impl EventBus {
 
     /// Publish an event; the sequence number is assigned atomically with the send order.
     pub fn publish(&self, trace_id: Option<String>, event: Event) {
+        let watch = trace_id.as_deref().and_then(|id| self.watches.get(id));
+        self.send(trace_id, event, watch.as_ref());
+    }
+
+    /// Send `event` to the request's stream (when watched) and to the bus's subscribers.
+    fn send(&self, trace_id: Option<String>, event: Event, watch: Option<&RequestWatch>) {
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        if let Some(watch) = trace_id.as_deref().and_then(|id| self.watches.get(id)) {
+        if let Some(watch) = watch {
             watch.forward(&event);
         }
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
@@ -234,15 +240,18 @@ impl EventBus {
     /// watched, this waits until its stream has room (a slow reader slows the model down
     /// instead of growing memory), or until nobody reads it any more.
     pub async fn publish_delta(&self, trace_id: &str, agent: &str, text: String) {
-        if let Some(watch) = self.watches.get(trace_id) {
+        // One lookup for both the room and the delivery: this runs for every generated piece.
+        let watch = self.watches.get(trace_id);
+        if let Some(watch) = &watch {
             watch.wait_for_room().await;
         }
-        self.publish(
+        self.send(
             Some(trace_id.to_string()),
             Event::ModelDelta {
                 agent: agent.to_string(),
                 text,
             },
+            watch.as_ref(),
         );
     }
 

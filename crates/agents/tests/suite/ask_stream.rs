@@ -7,30 +7,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use schemars::JsonSchema;
-use serde::Deserialize;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, spawn_agent};
 use troupe_runtime::{
     AskItem, ChatMessage, ChatModel, ChatRequest, ChatStream, DELTA_ROOM, Event, ModelDelta,
     ModelError, ModelInfo, Team, TeamConfig,
 };
-use troupe_tools::{ToolError, ToolRegistry};
 
-#[derive(Deserialize, JsonSchema)]
-struct Word {
-    word: String,
-}
-
-fn shout_tools() -> ToolRegistry {
-    let mut tools = ToolRegistry::new();
-    tools
-        .register_fn("shout", "Upper-case a word.", |args: Word| async move {
-            Ok::<_, ToolError>(args.word.to_uppercase())
-        })
-        .unwrap();
-    tools
-}
+use super::llm_agent::shout_tools;
 
 async fn drain(mut stream: troupe_runtime::AskStream) -> Vec<AskItem> {
     let mut items = Vec::new();

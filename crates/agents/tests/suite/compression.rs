@@ -668,8 +668,9 @@ async fn the_agent_compact_tool_appends_its_result_first_and_returns_the_outcome
     team.shutdown().await;
 }
 
-/// Long user/assistant exchanges and no tool output: only summaries (tier 3) can shrink it.
-fn talkative_conversation() -> Conversation {
+/// Long user/assistant exchanges and no tool output: only summaries (tier 3) can shrink it (also
+/// used by `summary_trust.rs`).
+pub(super) fn talkative_conversation() -> Conversation {
     let mut messages = vec![
         ChatMessage::system("You are a coder."),
         ChatMessage::user("Port the tokenizer to Rust; it must stay allocation-free."),

@@ -14,7 +14,8 @@ struct Word {
     word: String,
 }
 
-fn shout_tools() -> ToolRegistry {
+/// A registry with one tool, `shout`, that upper-cases a word (also used by `ask_stream.rs`).
+pub(super) fn shout_tools() -> ToolRegistry {
     let mut tools = ToolRegistry::new();
     tools
         .register_fn("shout", "Upper-case a word.", |args: Word| async move {

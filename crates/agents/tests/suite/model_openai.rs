@@ -11,7 +11,9 @@ use troupe_runtime::{
 
 use super::model_fault_server::{Fault, FaultServer, completion_text, completion_tool_call};
 
-fn model(server: &FaultServer) -> OpenAiModel {
+/// The provider pointed at `server`, with short timeouts and backoffs (also used by
+/// `model_openai_stream.rs`).
+pub(super) fn model(server: &FaultServer) -> OpenAiModel {
     let config = OpenAiConfig::new(&server.base_url, "gpt-test")
         .with_api_key("sk-test")
         .with_request_timeout(Duration::from_millis(500))

@@ -4,8 +4,6 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use troupe_agents::model::RetryPolicy;
-use troupe_agents::model::openai::{OpenAiConfig, OpenAiModel};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelDelta, ModelError,
     ResponseAssembler, Usage, WireValue,
@@ -15,19 +13,7 @@ use super::model_fault_server::{
     Fault, FaultServer, SSE_DONE, chunk_call_arguments, chunk_call_start, chunk_finish, chunk_role,
     chunk_text, chunk_usage, completion_text, split_at, sse, sse_body,
 };
-
-fn model(server: &FaultServer) -> OpenAiModel {
-    let config = OpenAiConfig::new(&server.base_url, "gpt-test")
-        .with_api_key("sk-test")
-        .with_request_timeout(Duration::from_millis(500))
-        .with_retry(RetryPolicy {
-            max_retries: 3,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(50),
-            max_retry_after: Duration::from_secs(5),
-        });
-    OpenAiModel::new(config).unwrap()
-}
+use super::model_openai::model;
 
 fn request() -> ChatRequest {
     ChatRequest::new(vec![ChatMessage::user("What is the capital of Norway?")])

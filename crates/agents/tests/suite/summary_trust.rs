@@ -20,6 +20,8 @@ use troupe_runtime::{
 };
 use troupe_tools::FileLedger;
 
+use super::compression::talkative_conversation;
+
 /// A short bug-fixing session, as the summarizer sees it.
 fn conversation() -> Conversation {
     let call = ToolCall::new("c1", "read_file", r#"{"path": "src/lexer.rs"}"#);
@@ -166,23 +168,9 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
     config.use_model = true;
     config.model = Some(weak);
     spawn_compression_agent(&team, config).await.unwrap();
-    let mut messages = vec![
-        ChatMessage::system("You are a coder."),
-        ChatMessage::user("Port the tokenizer to Rust; it must stay allocation-free."),
-    ];
-    for i in 0..12 {
-        messages.push(ChatMessage::user(format!(
-            "step {i}: {}",
-            "please look at the tokenizer state machine again. ".repeat(12)
-        )));
-        messages.push(ChatMessage::assistant(format!(
-            "step {i} done: {}",
-            "I rewrote the branch for quoted strings and checked the tests. ".repeat(12)
-        )));
-    }
     let job = CompactionJob {
         agent: "coder".into(),
-        conversation: Conversation::from_messages(messages),
+        conversation: talkative_conversation(),
         ledger: FileLedger::new(),
         policy: BudgetPolicy {
             tool_output_limit_tokens: 100_000,

@@ -6,18 +6,11 @@ use troupe_compaction::{
 };
 use troupe_runtime::Conversation;
 
-use super::support::{FixedSummarizer, block_on, corpus_dir, visible_text};
+use super::support::{FixedSummarizer, block_on, corpus_files, visible_text};
 
 #[test]
 fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
-    let Some(dir) = corpus_dir() else { return };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no transcripts in {}", dir.display());
+    let Some(files) = corpus_files() else { return };
     let counter = TiktokenCounter::default();
     for path in files {
         let name = path.file_name().unwrap().to_string_lossy().to_string();

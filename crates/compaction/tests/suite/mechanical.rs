@@ -8,7 +8,7 @@ use troupe_compaction::{missing_sections, render_message, segment_prompt};
 use troupe_runtime::{ChatMessage, Conversation, ToolCall};
 use troupe_tools::FileLedger;
 
-use super::support::{FixedSummarizer, block_on, corpus_dir};
+use super::support::{FixedSummarizer, block_on, corpus_files};
 
 /// The mechanical summary of `messages` (rendered as compaction renders them).
 fn summarize(messages: &[ChatMessage], max_output_tokens: usize) -> String {
@@ -327,13 +327,7 @@ fn the_summarizer_is_told_the_room_left_and_its_answer_is_fitted_to_it() {
 
 #[test]
 fn corpus_summaries_pick_no_headings_lead_ins_or_shell_lines() {
-    let Some(dir) = corpus_dir() else { return };
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
+    let Some(files) = corpus_files() else { return };
     let counter = TiktokenCounter::default();
     for path in files {
         let name = path.file_name().unwrap().to_string_lossy().to_string();

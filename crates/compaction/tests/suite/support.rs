@@ -168,6 +168,19 @@ pub fn coding_session(turns: usize, output_lines: usize) -> Conversation {
 }
 
 /// The shared corpus directory, if present.
+/// The corpus's transcripts (`*.json`), sorted; `None` (and a note) when the corpus is absent.
+pub fn corpus_files() -> Option<Vec<PathBuf>> {
+    let dir = corpus_dir()?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no transcripts in {}", dir.display());
+    Some(files)
+}
+
 pub fn corpus_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
     if dir.is_dir() {
