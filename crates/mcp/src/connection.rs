@@ -1,27 +1,52 @@
 //! One MCP server — a child process over stdio or an endpoint over streamable HTTP — started
-//! (or connected), initialized, started again when its connection is gone (bounded), and the
-//! `tools/call` requests sent to it.
+//! (or connected), initialized, started again when its connection is gone (bounded), the
+//! `tools/call` requests sent to it, and its tool list kept current: re-listed when the server
+//! sends `notifications/tools/list_changed`, when it is started again, and after a call it
+//! refused or answered with an error (how servers answer for a tool they dropped without
+//! telling).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
+use std::sync::{Arc, Weak};
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool as McpToolInfo};
-use rmcp::service::RunningService;
+use rmcp::service::{MaybeSendFuture, NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
-use rmcp::{RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
-use tokio::sync::Mutex;
-use tokio::time::{Instant, timeout_at};
+use tokio::sync::{Mutex, watch};
+use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::config::McpServerConfig;
 use crate::error::McpError;
 use crate::stderr_tail::StderrTail;
+use crate::tool_list::{BadTool, ServerTools};
+
+/// The client side of a session: answers the server's requests as rmcp's defaults do, and
+/// passes on `notifications/tools/list_changed`.
+///
+/// rmcp calls [`ClientHandler::on_tool_list_changed`] for every such notification not sent on
+/// a `subscriptions/listen` stream; troupe opens none (and `serve` negotiates a protocol with
+/// the `initialize` handshake, where servers send the notification unscoped), so every one
+/// arrives here.
+#[derive(Clone)]
+struct ListChanged(watch::Sender<u64>);
+
+impl ClientHandler for ListChanged {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.0.send_modify(|count| *count = count.wrapping_add(1));
+        std::future::ready(())
+    }
+}
 
 /// A started, initialized server.
 struct Live {
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, ListChanged>,
     /// Which start this is (0 the first), so a failed call retires only the process it used.
     generation: u32,
     pid: Option<u32>,
@@ -49,29 +74,73 @@ pub(crate) struct Connection {
     name: String,
     config: McpServerConfig,
     state: Mutex<State>,
+    tools: ServerTools,
+    /// Bumped by each `tools/list_changed` the server sends; a task re-lists on every change.
+    list_changed: watch::Sender<u64>,
+    /// One re-listing at a time, so the last one applied is the newest.
+    relisting: Mutex<()>,
 }
 
 impl Connection {
-    /// Start the server, initialize it and list its tools.
+    /// Start the server, initialize it and list its tools, naming them around `reserved` (the
+    /// names the registry's other tools have). A task re-lists them whenever the server says
+    /// they changed, for as long as the connection lives.
     pub(crate) async fn open(
         name: &str,
         config: McpServerConfig,
-    ) -> Result<(Connection, Vec<McpToolInfo>), McpError> {
-        let (live, tools) = start(name, &config, 0).await?;
-        let connection = Connection {
+        reserved: HashSet<String>,
+    ) -> Result<Arc<Connection>, McpError> {
+        let (list_changed, notified) = watch::channel(0);
+        let (live, infos) = start(name, &config, 0, &list_changed).await?;
+        let connection = Arc::new(Connection {
             name: name.to_string(),
+            tools: ServerTools::new(name, config.call_timeout, reserved),
             config,
             state: Mutex::new(State {
                 live: Some(live),
                 restarts: 0,
             }),
-        };
-        Ok((connection, tools))
+            list_changed,
+            relisting: Mutex::new(()),
+        });
+        connection
+            .tools
+            .replace(infos, &Arc::downgrade(&connection), BadTool::Refuse)?;
+        tokio::spawn(relist_on_change(Arc::downgrade(&connection), notified));
+        Ok(connection)
     }
 
     /// The server's name.
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its tools as listed last.
+    pub(crate) fn tools(&self) -> &ServerTools {
+        &self.tools
+    }
+
+    /// List the server's tools again and offer the new list (starting the server again first
+    /// if it exited). On failure the previous list stays.
+    pub(crate) async fn relist(self: &Arc<Self>) -> Result<(), McpError> {
+        let _one_at_a_time = self.relisting.lock().await;
+        let failed = |reason: String| McpError::ListTools {
+            server: self.name.clone(),
+            reason,
+        };
+        let (peer, _) = self.peer().await.map_err(|e| failed(e.into_message()))?;
+        let infos = match timeout(self.config.init_timeout, peer.list_all_tools()).await {
+            Ok(Ok(infos)) => infos,
+            Ok(Err(e)) => return Err(failed(e.to_string())),
+            Err(_) => {
+                return Err(failed(format!(
+                    "no answer within {:?}",
+                    self.config.init_timeout
+                )));
+            }
+        };
+        self.tools
+            .replace(infos, &Arc::downgrade(self), BadTool::Skip)
     }
 
     /// The process id of the running server, if it is running.
@@ -85,8 +154,29 @@ impl Connection {
     }
 
     /// Send `tools/call` for `tool` with `args`, starting the server again first if it exited.
+    ///
+    /// When the server refuses the call or answers with an error, its tools are listed again
+    /// before this returns: servers answer a call to a tool they no longer have that way, and
+    /// a server may drop a tool without sending `tools/list_changed`.
     pub(crate) async fn call(
-        &self,
+        self: &Arc<Self>,
+        tool: &str,
+        args: Map<String, Value>,
+    ) -> Result<CallToolResult, CallError> {
+        let outcome = self.call_once(tool, args).await;
+        let refused = match &outcome {
+            Ok(result) => result.is_error == Some(true),
+            Err(CallError::Refused(_)) => true,
+            Err(CallError::Exited(_) | CallError::Unavailable(_)) => false,
+        };
+        if refused && let Err(e) = self.relist().await {
+            tracing::warn!(server = %self.name, error = %e, "re-listing MCP tools failed");
+        }
+        outcome
+    }
+
+    async fn call_once(
+        self: &Arc<Self>,
         tool: &str,
         args: Map<String, Value>,
     ) -> Result<CallToolResult, CallError> {
@@ -116,7 +206,7 @@ impl Connection {
 
     /// The live server's peer, starting it again when it has exited (at most
     /// `max_restarts` times).
-    async fn peer(&self) -> Result<(rmcp::Peer<RoleClient>, u32), CallError> {
+    async fn peer(self: &Arc<Self>) -> Result<(rmcp::Peer<RoleClient>, u32), CallError> {
         let mut state = self.state.lock().await;
         if let Some(live) = &state.live
             && !live.service.is_closed()
@@ -133,10 +223,17 @@ impl Connection {
         }
         state.restarts += 1;
         tracing::warn!(server = %self.name, restart = state.restarts, "restarting MCP server");
-        match start(&self.name, &self.config, state.restarts).await {
-            Ok((live, _tools)) => {
+        match start(&self.name, &self.config, state.restarts, &self.list_changed).await {
+            Ok((live, infos)) => {
                 let peer = (live.service.peer().clone(), live.generation);
                 state.live = Some(live);
+                // The new process may serve other tools than the one that exited.
+                if let Err(e) = self
+                    .tools
+                    .replace(infos, &Arc::downgrade(self), BadTool::Skip)
+                {
+                    tracing::warn!(server = %self.name, error = %e, "MCP tools not updated");
+                }
                 Ok(peer)
             }
             Err(e) => Err(CallError::Unavailable(format!(
@@ -172,6 +269,30 @@ impl Connection {
             "MCP server `{}` stopped before answering ({error}){stderr}; {next}",
             self.name
         )
+    }
+}
+
+impl CallError {
+    /// What to tell the model.
+    fn into_message(self) -> String {
+        match self {
+            CallError::Exited(m) | CallError::Refused(m) | CallError::Unavailable(m) => m,
+        }
+    }
+}
+
+/// Re-list `connection`'s tools each time `notified` changes, until the connection is gone.
+/// Holds the connection only while re-listing, so it never keeps a server running.
+async fn relist_on_change(connection: Weak<Connection>, mut notified: watch::Receiver<u64>) {
+    while notified.changed().await.is_ok() {
+        let Some(connection) = connection.upgrade() else {
+            return;
+        };
+        match connection.relist().await {
+            Ok(()) => tracing::debug!(server = %connection.name, "MCP tools re-listed"),
+            Err(e) => tracing::warn!(server = %connection.name, error = %e,
+                "re-listing MCP tools after tools/list_changed failed"),
+        }
     }
 }
 
@@ -240,6 +361,7 @@ async fn start(
     name: &str,
     config: &McpServerConfig,
     generation: u32,
+    list_changed: &watch::Sender<u64>,
 ) -> Result<(Live, Vec<McpToolInfo>), McpError> {
     let (transport, pid, stderr) = match &config.url {
         Some(url) => (
@@ -260,10 +382,11 @@ async fn start(
         timeout: config.init_timeout,
         stderr: stderr.describe(),
     };
+    let handler = ListChanged(list_changed.clone());
     let serving = async {
         match transport {
-            Transport::Child(child) => ().serve(child).await,
-            Transport::Http(http) => ().serve(http).await,
+            Transport::Child(child) => handler.serve(child).await,
+            Transport::Http(http) => handler.serve(http).await,
         }
     };
     let service = match timeout_at(deadline, serving).await {

@@ -3,14 +3,23 @@
 //!
 //! [`register_mcp`] (or [`RegisterMcp::register_mcp`] on a registry) starts a server as a child
 //! process (or connects to one over streamable HTTP, [`McpServerConfig::http`]), initializes
-//! it, lists its tools and registers each as `SERVER__tool` with the server's JSON Schema
+//! it, lists its tools and offers each as `SERVER__tool` with the server's JSON Schema
 //! passed through to the model. Calls go through the registry's dispatch
 //! like native tools: bad arguments are refused before the server sees them; the server's
 //! `isError`, a protocol error, a timeout (the registry's), an oversized output (the registry's
 //! cap) and a server that exited all become tool results the model can act on. A server that
 //! exited is started again on the next call, at most [`McpServerConfig::max_restarts`] times.
-//! A server's `notifications/tools/list_changed` is not acted on: the tools are those listed at
-//! registration.
+//!
+//! The tools stay the server's (a [`troupe_tools::ToolSource`] in the registry): when the
+//! server sends `notifications/tools/list_changed`, they are listed again in the background and
+//! every registry holding them (clones included) offers the new list — an agent sees it on its
+//! next model turn, and a tool that is gone answers as an unknown tool naming the tools there
+//! are. They are also listed again when the server is started again, after a call the server
+//! refused or answered with an error (how servers answer a tool they no longer have, which
+//! catches a server that drops a tool without notifying), and on [`McpServer::refresh`]. A tool
+//! keeps its registry name while the server lists it; a new one is named like the first ones,
+//! never taking a name the registry's other tools had at registration. A newly listed tool whose
+//! schema is not an object is left out (with a warning) rather than failing the whole list.
 //!
 //! The other way round, [`RegistryServer`] serves a registry's tools to any MCP client over
 //! stdio (`troupe mcp serve` serves troupe's compressor this way).
@@ -23,7 +32,7 @@
 //! let mut tools = ToolRegistry::new();
 //! let server = McpServerConfig::stdio("uvx").arg("mcp-server-time");
 //! let time = tools.register_mcp("time", server).await?;
-//! println!("registered {:?}", time.tool_names()); // ["time__get_current_time", …]
+//! println!("offered {:?}", time.tool_names()); // ["time__get_current_time", …]
 //! # Ok(()) }
 //! ```
 
@@ -38,6 +47,7 @@ mod register;
 mod server;
 mod stderr_tail;
 mod tool;
+mod tool_list;
 
 pub use config::{DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_RESTARTS, McpServerConfig};
 pub use error::McpError;

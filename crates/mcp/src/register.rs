@@ -8,27 +8,23 @@ use troupe_tools::ToolRegistry;
 use crate::config::McpServerConfig;
 use crate::connection::Connection;
 use crate::error::McpError;
-use crate::names::registry_name;
-use crate::tool::{McpTool, parameters};
+use crate::tool_list::McpToolSource;
 
-/// A registered server: its name, the registry names of its tools, its process.
+/// A registered server: its name, its tools as listed last, its process.
 ///
-/// The server keeps running while any of its tools is in a registry (or this handle lives);
-/// it is stopped when the last one is dropped.
+/// The server keeps running while a registry holds its tools (or this handle lives); it is
+/// stopped when the last one is dropped. Its tools change when the server says they did
+/// (`notifications/tools/list_changed`), so the names here are a snapshot.
 #[derive(Clone)]
 pub struct McpServer {
     connection: Arc<Connection>,
-    /// Registry names, in the order the server listed its tools.
-    tools: Vec<String>,
-    /// The server's own names, index for index.
-    remotes: Vec<String>,
 }
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpServer")
             .field("name", &self.connection.name())
-            .field("tools", &self.tools)
+            .field("tools", &self.tool_names())
             .finish()
     }
 }
@@ -39,20 +35,36 @@ impl McpServer {
         self.connection.name()
     }
 
-    /// The registry names of its tools (`SERVER__tool`), in the order the server listed them.
-    pub fn tool_names(&self) -> &[String] {
-        &self.tools
+    /// The registry names of its tools now (`SERVER__tool`), in the order the server listed
+    /// them.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.names()
+            .into_iter()
+            .map(|(_, registered)| registered)
+            .collect()
     }
 
-    /// The registry name of the server's tool `remote`, if it has one by that name.
-    pub fn registered_name(&self, remote: &str) -> Option<&str> {
-        let at = self.remotes.iter().position(|r| r == remote)?;
-        self.tools.get(at).map(String::as_str)
+    /// The registry name of the server's tool `remote` now, if it has one by that name.
+    pub fn registered_name(&self, remote: &str) -> Option<String> {
+        self.names()
+            .into_iter()
+            .find(|(r, _)| r == remote)
+            .map(|(_, registered)| registered)
     }
 
-    /// The server's own names of its tools, in the order it listed them.
-    pub fn remote_names(&self) -> impl Iterator<Item = &str> {
-        self.remotes.iter().map(String::as_str)
+    /// The server's own names of its tools now, in the order it listed them.
+    pub fn remote_names(&self) -> impl Iterator<Item = String> {
+        self.names().into_iter().map(|(remote, _)| remote)
+    }
+
+    /// List the server's tools again now, as a `tools/list_changed` notification does, and
+    /// offer the new list in every registry holding the server. A tool listed before keeps its
+    /// registry name.
+    ///
+    /// # Errors
+    /// [`McpError::ListTools`] when the server does not answer; the previous list stays.
+    pub async fn refresh(&self) -> Result<(), McpError> {
+        self.connection.relist().await
     }
 
     /// The process id of the server while it runs (`None` after it exited, until the next call
@@ -60,10 +72,18 @@ impl McpServer {
     pub async fn pid(&self) -> Option<u32> {
         self.connection.pid().await
     }
+
+    fn names(&self) -> Vec<(String, String)> {
+        self.connection.tools().names()
+    }
 }
 
-/// Start the MCP server `config` describes, list its tools and add each to `registry` as
+/// Start the MCP server `config` describes, list its tools and offer them in `registry` as
 /// `NAME__tool` (made valid and unique; see [`McpServer::tool_names`]).
+///
+/// The tools stay the server's: when it sends `notifications/tools/list_changed` they are
+/// listed again and every registry holding them (clones included) offers the new list from
+/// the next [`ToolRegistry::definitions`] on; a tool that is gone answers as an unknown tool.
 ///
 /// Nothing is added when any tool cannot be; the server is then stopped.
 ///
@@ -74,50 +94,16 @@ pub async fn register_mcp(
     name: &str,
     config: McpServerConfig,
 ) -> Result<McpServer, McpError> {
-    let timeout = config.call_timeout;
-    let (connection, infos) = Connection::open(name, config).await?;
-    let connection = Arc::new(connection);
-    let mut tools = ToolRegistry::new();
-    let mut names = Vec::with_capacity(infos.len());
-    let mut remotes = Vec::with_capacity(infos.len());
-    for info in infos {
-        let registered = registry_name(name, &info.name, |candidate| {
-            registry.contains(candidate) || tools.contains(candidate)
-        });
-        let description = info
-            .description
-            .as_deref()
-            .or(info.title.as_deref())
-            .unwrap_or("")
-            .to_string();
-        let tool = McpTool {
-            name: registered.clone(),
-            remote: info.name.to_string(),
-            description,
-            parameters: parameters(&info.input_schema),
-            timeout,
-            connection: connection.clone(),
-        };
-        tools
-            .register_json(tool)
-            .map_err(|cause| McpError::Register {
-                server: name.to_string(),
-                tool: info.name.to_string(),
-                cause,
-            })?;
-        names.push(registered);
-        remotes.push(info.name.to_string());
-    }
-    registry.merge(&tools).map_err(|cause| McpError::Register {
-        server: name.to_string(),
-        tool: String::new(),
-        cause,
-    })?;
-    Ok(McpServer {
-        connection,
-        tools: names,
-        remotes,
-    })
+    let reserved = registry.names().into_iter().collect();
+    let connection = Connection::open(name, config, reserved).await?;
+    registry
+        .register_source(Arc::new(McpToolSource(connection.clone())))
+        .map_err(|cause| McpError::Register {
+            server: name.to_string(),
+            tool: String::new(),
+            cause,
+        })?;
+    Ok(McpServer { connection })
 }
 
 /// [`register_mcp`] as a method of [`ToolRegistry`].

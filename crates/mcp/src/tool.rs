@@ -1,6 +1,6 @@
 //! One tool of an MCP server, as a [`JsonTool`] in a troupe registry.
 
-use std::sync::Arc;
+use std::sync::Weak;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,7 +19,9 @@ pub(crate) struct McpTool {
     pub(crate) description: String,
     pub(crate) parameters: Value,
     pub(crate) timeout: Option<Duration>,
-    pub(crate) connection: Arc<Connection>,
+    /// Weak: the connection holds its tools; registries keep it alive through its
+    /// [`crate::tool_list::McpToolSource`].
+    pub(crate) connection: Weak<Connection>,
 }
 
 #[async_trait]
@@ -45,9 +47,15 @@ impl JsonTool for McpTool {
         _ctx: &ToolContext,
         args: Map<String, Value>,
     ) -> Result<String, ToolError> {
-        let server = self.connection.name();
+        let Some(connection) = self.connection.upgrade() else {
+            return Err(ToolError::respond(format!(
+                "{} is no longer available: its MCP server was shut down",
+                self.name
+            )));
+        };
+        let server = connection.name();
         tracing::Span::current().record(troupe_runtime::trace::semconv::MCP_SERVER, server);
-        match self.connection.call(&self.remote, args).await {
+        match connection.call(&self.remote, args).await {
             Ok(result) if result.is_error == Some(true) => Err(ToolError::respond(format!(
                 "{} failed (reported by MCP server `{server}`): {}",
                 self.name,

@@ -45,6 +45,9 @@ pub enum RegistryError {
     /// Another tool already has this name.
     #[error("a tool named \"{0}\" is already registered; tool names must be unique")]
     DuplicateTool(String),
+    /// This [`crate::ToolSource`] is already registered.
+    #[error("{0} is already registered as a tool source")]
+    DuplicateSource(String),
     /// No tool has this name.
     #[error("no tool named \"{0}\" is registered")]
     UnknownTool(String),

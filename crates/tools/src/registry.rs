@@ -1,5 +1,6 @@
 //! The [`ToolRegistry`]: an agent's tool set, its OpenAI definitions and safe dispatch.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -20,6 +21,7 @@ use crate::json_tool::{ErasedJson, JsonTool};
 use crate::output::{DEFAULT_OUTPUT_CAP, cap_output};
 use crate::result::{ToolFailure, ToolResult};
 use crate::schema::is_object_schema;
+use crate::source::{SourceFilter, ToolSource};
 use crate::suggest::closest;
 use crate::tool::Tool;
 
@@ -27,19 +29,28 @@ use crate::tool::Tool;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Clone)]
-struct Entry {
-    tool: Arc<dyn ErasedTool>,
-    /// Set with [`ToolRegistry::set_timeout`]; wins over the tool's own.
-    timeout: Option<Duration>,
+enum Entry {
+    /// One tool, registered by name.
+    Tool(Arc<dyn ErasedTool>),
+    /// Whatever tools a source lists at the time of asking.
+    Source {
+        source: Arc<dyn ToolSource>,
+        /// Which of its tools this registry offers ([`ToolRegistry::remove`],
+        /// [`ToolRegistry::retain`]).
+        filter: SourceFilter,
+    },
 }
 
 /// A set of tools, in registration order, that a model can call.
 ///
 /// Cloning is cheap (tools are shared), so an agent can hand a copy to each turn and still
-/// register more tools while it runs.
+/// register more tools while it runs. A [`ToolSource`]'s tools are shared too: when its list
+/// changes, every clone offers the new list.
 #[derive(Clone)]
 pub struct ToolRegistry {
     entries: Vec<Entry>,
+    /// Set with [`ToolRegistry::set_timeout`], by tool name; wins over the tool's own.
+    timeouts: HashMap<String, Duration>,
     default_timeout: Duration,
     output_cap: usize,
 }
@@ -48,6 +59,7 @@ impl Default for ToolRegistry {
     fn default() -> Self {
         ToolRegistry {
             entries: Vec::new(),
+            timeouts: HashMap::new(),
             default_timeout: DEFAULT_TIMEOUT,
             output_cap: DEFAULT_OUTPUT_CAP,
         }
@@ -142,42 +154,91 @@ impl ToolRegistry {
         self.insert(Arc::new(ErasedJson(tool)))
     }
 
-    fn insert(&mut self, tool: Arc<dyn ErasedTool>) -> Result<&mut Self, RegistryError> {
-        let name = tool.name();
-        if !is_valid_name(name) {
-            return Err(RegistryError::InvalidName(name.to_string()));
+    /// Add a [`ToolSource`]: from now on this registry (and its clones) offers the tools the
+    /// source lists at the time of asking. Fails like [`ToolRegistry::register_json`] when a
+    /// tool it lists now has an invalid name or schema or a name that is taken, and when the
+    /// source is already registered.
+    pub fn register_source(
+        &mut self,
+        source: Arc<dyn ToolSource>,
+    ) -> Result<&mut Self, RegistryError> {
+        if self.entries.iter().any(|e| e.is_source(&source)) {
+            return Err(RegistryError::DuplicateSource(source.label().to_string()));
         }
-        if self.contains(name) {
-            return Err(RegistryError::DuplicateTool(name.to_string()));
+        let tools = source.tools();
+        let mut listed = HashSet::new();
+        for tool in tools.iter() {
+            check(tool.name(), tool.parameters())?;
+            if self.contains(tool.name()) || !listed.insert(tool.name()) {
+                return Err(RegistryError::DuplicateTool(tool.name().to_string()));
+            }
         }
-        if !is_object_schema(tool.parameters()) {
-            return Err(RegistryError::ArgsNotAnObject {
-                tool: name.to_string(),
-                schema: tool.parameters().to_string(),
-            });
-        }
-        self.entries.push(Entry {
-            tool,
-            timeout: None,
+        self.entries.push(Entry::Source {
+            source,
+            filter: SourceFilter::default(),
         });
         Ok(self)
     }
 
-    /// Remove a tool; returns whether it was registered.
-    pub fn remove(&mut self, name: &str) -> bool {
-        let before = self.entries.len();
-        self.entries.retain(|e| e.tool.name() != name);
-        self.entries.len() != before
+    fn insert(&mut self, tool: Arc<dyn ErasedTool>) -> Result<&mut Self, RegistryError> {
+        let name = tool.name();
+        check(name, tool.parameters())?;
+        if self.contains(name) {
+            return Err(RegistryError::DuplicateTool(name.to_string()));
+        }
+        self.entries.push(Entry::Tool(tool));
+        Ok(self)
     }
 
-    /// Override one tool's timeout (wins over the tool's own [`Tool::timeout`]).
+    /// Remove a tool; returns whether it was offered. A [`ToolSource`]'s tool stays out of
+    /// this registry even when the source lists it again.
+    pub fn remove(&mut self, name: &str) -> bool {
+        let offered = self.contains(name);
+        self.entries
+            .retain(|e| !matches!(e, Entry::Tool(t) if t.name() == name));
+        for entry in &mut self.entries {
+            if let Entry::Source { source, filter } = entry
+                && source.tools().iter().any(|t| t.name() == name)
+            {
+                filter.remove(name);
+            }
+        }
+        self.timeouts.remove(name);
+        offered
+    }
+
+    /// Keep only the tools offered now whose name `keep` accepts. A [`ToolSource`]'s tools
+    /// are then limited to those kept: tools it lists later are not offered here (a selection
+    /// such as "this one tool of that server" stays that selection).
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let offered: HashSet<String> = self.names().into_iter().collect();
+        self.entries.retain(|e| match e {
+            Entry::Tool(tool) => keep(tool.name()),
+            Entry::Source { .. } => true,
+        });
+        for entry in &mut self.entries {
+            if let Entry::Source { source, filter } = entry {
+                let kept = source
+                    .tools()
+                    .iter()
+                    .map(|t| t.name())
+                    .filter(|n| filter.allows(n) && offered.contains(*n) && keep(n))
+                    .map(str::to_string)
+                    .collect();
+                *filter = SourceFilter::Only(kept);
+            }
+        }
+        self.timeouts
+            .retain(|name, _| offered.contains(name) && keep(name));
+    }
+
+    /// Override one tool's timeout (wins over the tool's own [`Tool::timeout`]). A
+    /// [`ToolSource`]'s tool keeps the override while the source lists it by that name.
     pub fn set_timeout(&mut self, tool: &str, timeout: Duration) -> Result<(), RegistryError> {
-        let entry = self
-            .entries
-            .iter_mut()
-            .find(|e| e.tool.name() == tool)
-            .ok_or_else(|| RegistryError::UnknownTool(tool.to_string()))?;
-        entry.timeout = Some(timeout);
+        if !self.contains(tool) {
+            return Err(RegistryError::UnknownTool(tool.to_string()));
+        }
+        self.timeouts.insert(tool.to_string(), timeout);
         Ok(())
     }
 
@@ -194,62 +255,115 @@ impl ToolRegistry {
 
     /// The timeout a call of `tool` runs under, if it is registered.
     pub fn timeout_of(&self, tool: &str) -> Option<Duration> {
-        self.entry(tool).map(|e| self.effective_timeout(e))
+        self.find(tool).map(|t| self.effective_timeout(t.as_ref()))
     }
 
-    /// Add every tool of `other` (with its timeout override). Nothing is added when any name is
-    /// already taken.
+    /// Add every tool of `other` (with its timeout overrides). Nothing is added when any name is
+    /// already taken. A [`ToolSource`] both hold stays one source here, offering the tools
+    /// either offers.
     pub fn merge(&mut self, other: &ToolRegistry) -> Result<(), RegistryError> {
-        if let Some(dup) = other.entries.iter().find(|e| self.contains(e.tool.name())) {
-            return Err(RegistryError::DuplicateTool(dup.tool.name().to_string()));
+        if let Some(dup) = other.names().into_iter().find(|n| self.contains(n)) {
+            return Err(RegistryError::DuplicateTool(dup));
         }
-        self.entries.extend(other.entries.iter().cloned());
+        for entry in &other.entries {
+            let same_source = match entry {
+                Entry::Tool(_) => None,
+                Entry::Source { source, filter } => self
+                    .entries
+                    .iter_mut()
+                    .find(|mine| mine.is_source(source))
+                    .map(|mine| (mine, filter)),
+            };
+            match same_source {
+                Some((Entry::Source { filter: mine, .. }, theirs)) => {
+                    *mine = mine.union(theirs);
+                }
+                _ => self.entries.push(entry.clone()),
+            }
+        }
+        for (name, timeout) in &other.timeouts {
+            self.timeouts.entry(name.clone()).or_insert(*timeout);
+        }
         Ok(())
     }
 
-    /// The OpenAI function definitions of every tool, in registration order.
+    /// The OpenAI function definitions of every tool offered now, in registration order.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.entries
+        self.offered()
             .iter()
-            .map(|e| ToolDefinition {
-                name: e.tool.name().to_string(),
-                description: e.tool.description().to_string(),
-                parameters: e.tool.parameters().clone(),
+            .map(|tool| ToolDefinition {
+                name: tool.name().to_string(),
+                description: tool.description().to_string(),
+                parameters: tool.parameters().clone(),
             })
             .collect()
     }
 
     /// Every tool's name, in registration order.
     pub fn names(&self) -> Vec<String> {
-        self.entries
+        self.offered()
             .iter()
-            .map(|e| e.tool.name().to_string())
+            .map(|tool| tool.name().to_string())
             .collect()
     }
 
     /// Whether a tool has this name.
     pub fn contains(&self, name: &str) -> bool {
-        self.entry(name).is_some()
+        self.find(name).is_some()
     }
 
-    /// Number of tools.
+    /// Number of tools offered now.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.offered().len()
     }
 
-    /// Whether there are no tools.
+    /// Whether no tool is offered now.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.offered().is_empty()
     }
 
-    fn entry(&self, name: &str) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.tool.name() == name)
+    fn find(&self, name: &str) -> Option<Arc<dyn ErasedTool>> {
+        self.offered().into_iter().find(|tool| tool.name() == name)
     }
 
-    fn effective_timeout(&self, entry: &Entry) -> Duration {
-        entry
-            .timeout
-            .or_else(|| entry.tool.timeout())
+    /// The tools offered now, in registration order: every registered tool, then in its place
+    /// each source's listed tools that are valid, not removed, and not named like a registered
+    /// tool or an earlier source's.
+    fn offered(&self) -> Vec<Arc<dyn ErasedTool>> {
+        let mut taken: HashSet<String> = self
+            .entries
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Tool(tool) => Some(tool.name().to_string()),
+                Entry::Source { .. } => None,
+            })
+            .collect();
+        let mut offered = Vec::new();
+        for entry in &self.entries {
+            match entry {
+                Entry::Tool(tool) => offered.push(tool.clone()),
+                Entry::Source { source, filter } => {
+                    for tool in source.tools().iter() {
+                        let name = tool.name();
+                        if !filter.allows(name)
+                            || check(name, tool.parameters()).is_err()
+                            || !taken.insert(name.to_string())
+                        {
+                            continue;
+                        }
+                        offered.push(Arc::new(ErasedJson(tool.clone())));
+                    }
+                }
+            }
+        }
+        offered
+    }
+
+    fn effective_timeout(&self, tool: &dyn ErasedTool) -> Duration {
+        self.timeouts
+            .get(tool.name())
+            .copied()
+            .or_else(|| tool.timeout())
             .unwrap_or(self.default_timeout)
     }
 
@@ -288,15 +402,15 @@ impl ToolRegistry {
 
     async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
         let name = call.function.name.as_str();
-        let Some(entry) = self.entry(name) else {
+        let Some(tool) = self.find(name) else {
             return self.unknown_tool(name);
         };
-        let timeout = self.effective_timeout(entry);
+        let timeout = self.effective_timeout(tool.as_ref());
         // The future borrows only `ctx` and the tool; a panic leaves neither half-updated in a
         // way later calls could observe (the ledger recovers from poisoning), so unwinding
         // through it is safe to catch.
         let call_future =
-            AssertUnwindSafe(entry.tool.call_json(ctx, &call.function.arguments)).catch_unwind();
+            AssertUnwindSafe(tool.call_json(ctx, &call.function.arguments)).catch_unwind();
         tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => ToolResult::error(
@@ -340,6 +454,28 @@ impl ToolRegistry {
         };
         ToolResult::error(ToolFailure::UnknownTool, message)
     }
+}
+
+impl Entry {
+    fn is_source(&self, other: &Arc<dyn ToolSource>) -> bool {
+        // The data pointers: the same source may be reached through different vtables.
+        matches!(self, Entry::Source { source, .. }
+            if std::ptr::addr_eq(Arc::as_ptr(source), Arc::as_ptr(other)))
+    }
+}
+
+/// Whether a tool with this name and parameter schema can be offered to a model.
+fn check(name: &str, parameters: &serde_json::Value) -> Result<(), RegistryError> {
+    if !is_valid_name(name) {
+        return Err(RegistryError::InvalidName(name.to_string()));
+    }
+    if !is_object_schema(parameters) {
+        return Err(RegistryError::ArgsNotAnObject {
+            tool: name.to_string(),
+            schema: parameters.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// OpenAI function names: 1-64 characters of `a-zA-Z0-9_-`.

@@ -273,12 +273,9 @@ impl Config {
                             ),
                         ));
                     };
+                    // `retain`, not removing the others: tools the server adds later stay out.
                     let mut one = all.clone();
-                    for name in all.names() {
-                        if name != registered {
-                            one.remove(&name);
-                        }
-                    }
+                    one.retain(|name| name == registered);
                     one
                 }
             };

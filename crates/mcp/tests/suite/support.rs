@@ -36,6 +36,18 @@ pub fn time() -> Option<McpServerConfig> {
     server("TROUPE_MCP_TIME").map(McpServerConfig::stdio)
 }
 
+/// `tests/changing_tools_server.py` (a server whose tool list changes) run by the Python of the
+/// venv `mcp-server-time` is installed in, which has the PyPI `mcp` package; if installed.
+pub fn changing_tools() -> Option<McpServerConfig> {
+    let time = std::path::PathBuf::from(server("TROUPE_MCP_TIME")?);
+    let python = time.with_file_name("python");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/changing_tools_server.py"
+    );
+    Some(McpServerConfig::stdio(python.to_string_lossy().into_owned()).arg(script))
+}
+
 /// A context for calls that touch no files.
 pub fn ctx() -> ToolContext {
     ToolContext::new("tester", std::env::temp_dir())

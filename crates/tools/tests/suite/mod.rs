@@ -9,4 +9,5 @@ mod registry;
 mod schema;
 mod shell;
 mod support;
+mod tool_source;
 mod workspace;
