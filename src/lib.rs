@@ -5,7 +5,8 @@
 //! - [`runtime`]: protocol types, the supervisor ([`Team`]), events and trace context;
 //! - [`tools`]: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools, the file ledger;
 //! - [`compaction`]: token budgets, compaction tiers, summaries, invariants, the archive;
-//! - [`agents`]: model providers, the LLM agent, the compression agent.
+//! - [`agents`]: model providers, the LLM agent, the compression agent;
+//! - [`cluster`]: a team across processes and machines (ractor_cluster nodes).
 //!
 //! and adds [`telemetry`] (console logs, the JSONL trace file, OTLP export with the `otlp`
 //! feature) and [`summary`] (a per-agent summary of a run from its events).
@@ -37,6 +38,7 @@ pub mod summary;
 pub mod telemetry;
 
 pub use troupe_agents as agents;
+pub use troupe_cluster as cluster;
 pub use troupe_compaction as compaction;
 pub use troupe_runtime as runtime;
 pub use troupe_tools as tools;

@@ -113,6 +113,13 @@ fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
     u128::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
 }
 
+/// A 64-bit span id given as 16 hex digits under `key` (troupe's own ids, for spans that link
+/// across processes).
+fn parse_span_id(attributes: &Map<String, Value>, key: &str) -> Option<u64> {
+    let hex = attributes.get(key)?.as_str()?;
+    u64::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
+}
+
 impl JsonlLayer {
     fn event_line(&self, event: &Event<'_>) -> EventLine {
         let mut attributes = Map::new();
@@ -155,10 +162,16 @@ where
         let trace_id = parse_trace_id(&attributes)
             .or(parent.map(|(_, trace)| trace))
             .unwrap_or(fresh.trace_id);
+        // A span sending a request to another node carries its id, and the span taking it
+        // there names it as its parent: one request is one tree across the nodes' files.
+        let span_id = parse_span_id(&attributes, semconv::SPAN_ID).unwrap_or(fresh.span_id);
+        let parent_span_id = parent
+            .map(|(id, _)| id)
+            .or_else(|| parse_span_id(&attributes, semconv::REMOTE_PARENT_SPAN_ID));
         span.extensions_mut().insert(OpenSpan {
-            span_id: fresh.span_id,
+            span_id,
             trace_id,
-            parent_span_id: parent.map(|(id, _)| id),
+            parent_span_id,
             start: SystemTime::now(),
             attributes,
             events: Vec::new(),

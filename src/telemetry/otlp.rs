@@ -353,6 +353,37 @@ fn scrub_cow(text: &mut Cow<'static, str>) {
     }
 }
 
+/// The span id (16 hex digits) a span's attributes give under `key`, if any.
+fn named_span(attributes: &[KeyValue], key: &str) -> Option<SpanId> {
+    let kv = attributes.iter().find(|kv| kv.key.as_str() == key)?;
+    let id = u64::from_str_radix(&kv.value.as_str(), 16)
+        .ok()
+        .filter(|id| *id != 0)?;
+    Some(SpanId::from(id))
+}
+
+/// Link a span across processes: a span sending a request to another node takes the id it
+/// gave the request (`troupe.span_id`), and a root span taking one names the sending span as
+/// its (remote) parent (`troupe.remote_parent_span_id`) — as the trace file does.
+fn relink(span: &mut SpanData) {
+    if let Some(id) = named_span(&span.attributes, semconv::SPAN_ID) {
+        let old = &span.span_context;
+        span.span_context = SpanContext::new(
+            old.trace_id(),
+            id,
+            old.trace_flags(),
+            old.is_remote(),
+            old.trace_state().clone(),
+        );
+    }
+    if span.parent_span_id == SpanId::INVALID
+        && let Some(parent) = named_span(&span.attributes, semconv::REMOTE_PARENT_SPAN_ID)
+    {
+        span.parent_span_id = parent;
+        span.parent_span_is_remote = true;
+    }
+}
+
 /// The trace id a span's attributes name through `troupe.trace_id`, if any.
 fn named_trace(attributes: &[KeyValue]) -> Option<TraceId> {
     let kv = attributes
@@ -383,6 +414,7 @@ impl<P: SpanProcessor> SpanProcessor for PrivacyProcessor<P> {
     fn on_end(&self, mut span: SpanData) {
         self.scrub(&mut span);
         self.retrace(&mut span);
+        relink(&mut span);
         self.next.on_end(span);
     }
 

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 /// A minimal OpenAI-compatible `/v1/chat/completions` server: it answers every request with
 /// `reply N` and keeps the request bodies.
-struct ChatServer {
-    url: String,
+pub(super) struct ChatServer {
+    pub(super) url: String,
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -42,7 +42,7 @@ pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
 }
 
 impl ChatServer {
-    fn start() -> ChatServer {
+    pub(super) fn start() -> ChatServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));

@@ -5,6 +5,7 @@ mod compact_safety;
 mod compact_trace;
 mod config;
 mod mcp;
+mod node;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod readme;

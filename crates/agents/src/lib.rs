@@ -27,7 +27,7 @@ pub use agent_jobs::{
 };
 pub use compaction_settings::{CompactionSettings, shared_counter};
 pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
-pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent};
+pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent, LlmAgentState};
 pub use session_sync::AgentSession;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};

@@ -8,6 +8,8 @@
 //!
 //! The serde form is JSONL-friendly: one [`ArchiveEntry`] per line.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, MessageId, StoredMessage};
 
@@ -25,10 +27,24 @@ pub struct ArchiveEntry {
 }
 
 /// The archived originals of one or more compactions, in the order they were replaced.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
+///
+/// Cloning is O(1): the entries are shared, and copied only when a clone that shares them
+/// records more (an agent's checkpoint holds a clone of its archive after every request).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Archive {
-    entries: Vec<ArchiveEntry>,
+    entries: Arc<Vec<ArchiveEntry>>,
+}
+
+impl Serialize for Archive {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.entries.as_slice().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Archive {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Vec::<ArchiveEntry>::deserialize(d).map(Archive::from)
+    }
 }
 
 /// Why an archive file could not be read.
@@ -78,7 +94,9 @@ pub enum ExpandError {
 /// An archive of `entries`, oldest first (e.g. those a session log recorded).
 impl From<Vec<ArchiveEntry>> for Archive {
     fn from(entries: Vec<ArchiveEntry>) -> Self {
-        Archive { entries }
+        Archive {
+            entries: Arc::new(entries),
+        }
     }
 }
 
@@ -105,7 +123,7 @@ impl Archive {
 
     /// Record that `originals` (in conversation order) were replaced by `replacement`.
     pub fn record_replacement(&mut self, replacement: MessageId, originals: &[ChatMessage]) {
-        self.entries.extend(originals.iter().map(|m| ArchiveEntry {
+        Arc::make_mut(&mut self.entries).extend(originals.iter().map(|m| ArchiveEntry {
             replaced_by: Some(replacement),
             after: None,
             original: StoredMessage::from(m),
@@ -114,7 +132,7 @@ impl Archive {
 
     /// Record that `original` was removed; it followed `after`.
     pub fn record_removal(&mut self, original: &ChatMessage, after: Option<MessageId>) {
-        self.entries.push(ArchiveEntry {
+        Arc::make_mut(&mut self.entries).push(ArchiveEntry {
             replaced_by: None,
             after,
             original: StoredMessage::from(original),
@@ -123,7 +141,10 @@ impl Archive {
 
     /// Append another archive (a later compaction's entries).
     pub fn extend(&mut self, later: &Archive) {
-        self.entries.extend(later.entries.iter().cloned());
+        if later.entries.is_empty() {
+            return;
+        }
+        Arc::make_mut(&mut self.entries).extend(later.entries.iter().cloned());
     }
 
     /// The archived original with this id.
@@ -146,7 +167,7 @@ impl Archive {
     /// One JSON entry per line.
     pub fn to_jsonl(&self) -> Result<String, ArchiveError> {
         let mut out = String::new();
-        for entry in &self.entries {
+        for entry in self.entries.iter() {
             let line = serde_json::to_string(entry).map_err(|source| ArchiveError::Serialize {
                 id: entry.original.id,
                 cause: source,
@@ -170,7 +191,7 @@ impl Archive {
             })?;
             entries.push(entry);
         }
-        Ok(Archive { entries })
+        Ok(Archive::from(entries))
     }
 }
 

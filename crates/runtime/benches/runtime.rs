@@ -6,7 +6,9 @@
 //!
 //! - `ask/agent` — one `Team::ask_with` round trip to a trivial agent (an actor that echoes the
 //!   request text and checkpoints an empty conversation) vs `ask/raw_tokio` — one request over a
-//!   tokio mpsc channel to an echo task that answers on a oneshot. Goal: agent ≤ 1.5 × raw.
+//!   tokio mpsc channel to an echo task that answers on a oneshot. Goal: agent ≤ 1.2 × raw.
+//!   `ask/raw_ractor` is the floor under `ask/agent`: one `call` to a bare ractor actor that
+//!   echoes (the actor library's mailbox and reply port, nothing of troupe's).
 //! - spawning 10 000 idle agents under one supervisor (goal < 100 ms), one `Team::spawn` each
 //!   and with one `Team::spawn_many`: printed as the median of the rounds, not through criterion
 //!   (one sample takes too long for criterion's sampling).
@@ -14,6 +16,14 @@
 //!   drains all 100 receivers on one thread (the cost of the fan-out itself), next to the same
 //!   with a bare `tokio::sync::broadcast` channel; `publish_to_100_tasks` publishes and waits
 //!   until 100 subscriber tasks have each received it (wake-up latency included).
+//!
+//! - `ask_history/{100,10000,100000}` — one `Team::ask_with` round trip to an agent that keeps
+//!   its conversation as `LlmAgent` does (common/history.rs: each request pushes two realistic
+//!   messages, corpus messages when `../shared/corpus` is there, and is checkpointed), holding
+//!   that many messages. Goal: the `100000` median ≤ 1.3 × the `100` median — a request's cost
+//!   must not grow with the history. Every `HISTORY_RESET_EVERY` requests, outside the timed
+//!   part, the agent rewinds to its first `n` messages (as a failed request rolls back), and
+//!   one untimed request follows.
 //!
 //! Memory per idle agent is measured by the `agent_memory` bench (it needs its own allocator).
 
@@ -29,9 +39,46 @@ use criterion::Criterion;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use troupe_runtime::{AgentRequest, Event, EventBus, EventRecord, Team, TeamConfig};
 
+use common::history::{HistoryAgent, history_factory, history_of, sample_messages};
 use common::{echo_factory, median, runtime};
 
+/// Requests timed between two resets of an `ask_history` agent's history (so a `100`-message
+/// history stays between 100 and 100 + 2 × this many messages).
+const HISTORY_RESET_EVERY: u64 = 25;
+
 type EchoMsg = (String, oneshot::Sender<String>);
+
+/// A request to the bare ractor echo actor of `ask/raw_ractor`.
+struct Ping(String, ractor::RpcReplyPort<String>);
+
+impl ractor::Message for Ping {}
+
+/// The bare ractor actor of `ask/raw_ractor`: answers with the request's text.
+struct RactorEcho;
+
+impl ractor::Actor for RactorEcho {
+    type Msg = Ping;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ractor::ActorRef<Ping>,
+        _args: (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _myself: ractor::ActorRef<Ping>,
+        Ping(text, reply): Ping,
+        _state: &mut (),
+    ) -> Result<(), ractor::ActorProcessingErr> {
+        let _ = reply.send(text);
+        Ok(())
+    }
+}
 
 fn bench_ask(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let team = rt.block_on(async {
@@ -62,6 +109,25 @@ fn bench_ask(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
             })
         });
     });
+    let (ractor_echo, ractor_task) = rt
+        .block_on(ractor::Actor::spawn(None, RactorEcho, ()))
+        .unwrap();
+    group.bench_function("raw_ractor", |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    let answer = ractor_echo
+                        .call(|reply| Ping("ping".to_string(), reply), Some(timeout))
+                        .await;
+                    std::hint::black_box(answer.unwrap());
+                }
+                started.elapsed()
+            })
+        });
+    });
+    ractor_echo.stop(None);
+    rt.block_on(ractor_task).unwrap();
     group.bench_function("agent", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
@@ -76,6 +142,58 @@ fn bench_ask(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     });
     group.finish();
     rt.block_on(team.shutdown());
+}
+
+fn bench_ask_history(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
+    let samples = sample_messages();
+    let answer = samples
+        .iter()
+        .find(|m| m.role == troupe_runtime::Role::Assistant && m.text().len() > 200)
+        .cloned()
+        .unwrap_or_else(|| troupe_runtime::ChatMessage::assistant("done ".repeat(100)));
+    let timeout = Duration::from_secs(60);
+    let mut group = c.benchmark_group("ask_history");
+    // A 100 000-message history made a request cost milliseconds: ten samples keep a run short.
+    group.sample_size(10);
+    for n in [100usize, 10_000, 100_000] {
+        let team = rt.block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let factory = history_factory(history_of(&samples, n), answer.clone());
+            team.spawn("keeper", factory).await.unwrap();
+            team
+        });
+        let request = AgentRequest::from_user("what changed in src/parser.rs since yesterday?");
+        group.bench_function(n.to_string(), |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut timed = Duration::ZERO;
+                    let mut done = 0;
+                    while done < iters {
+                        let batch = HISTORY_RESET_EVERY.min(iters - done);
+                        team.with_agent::<HistoryAgent, _, _>("keeper", HistoryAgent::reset)
+                            .await
+                            .unwrap()
+                            .unwrap();
+                        // Untimed, as the reset: the checkpoint's first catch-up after it.
+                        let answer = team.ask_with("keeper", request.clone(), timeout).await;
+                        std::hint::black_box(answer.unwrap());
+                        let started = Instant::now();
+                        for _ in 0..batch {
+                            let answer = team.ask_with("keeper", request.clone(), timeout).await;
+                            std::hint::black_box(answer.unwrap());
+                        }
+                        timed += started.elapsed();
+                        done += batch;
+                    }
+                    timed
+                })
+            });
+        });
+        let len = rt.block_on(team.with_agent::<HistoryAgent, _, _>("keeper", |a| a.len()));
+        assert!(len.unwrap().unwrap() >= n);
+        rt.block_on(team.shutdown());
+    }
+    group.finish();
 }
 
 /// How one round spawns its agents.
@@ -241,6 +359,7 @@ fn main() {
     let rt = runtime();
     let mut criterion = Criterion::default().configure_from_args();
     bench_ask(&mut criterion, &rt);
+    bench_ask_history(&mut criterion, &rt);
     bench_event_bus(&mut criterion, &rt);
     criterion.final_summary();
     spawn_report(&rt);

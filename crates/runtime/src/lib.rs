@@ -28,7 +28,7 @@ pub mod trace;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
 pub use compaction_report::{CompactionReport, SummarizerUsage, TierCounts};
-pub use conversation::Conversation;
+pub use conversation::{Conversation, ConversationMark};
 pub use event::{Event, EventBus, EventRecord};
 pub use message::{
     ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, Role, StoredMessage,
@@ -43,10 +43,12 @@ pub use model_stream::{
 };
 pub use supervisor::actor::AgentMsg;
 pub use supervisor::behavior::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
+    Checkpoint,
 };
 pub use supervisor::directory::{AskError, Directory};
 pub use supervisor::job::{Job, JobReply, JobRequest, ReplyTo};
+pub use supervisor::remote::RemoteAgents;
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};
 pub use trace::TraceContext;

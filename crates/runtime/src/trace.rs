@@ -202,6 +202,16 @@ pub mod semconv {
     pub const TRACE_ID: &str = "troupe.trace_id";
     /// `troupe.parent_span_id`: the span id (16 hex digits) of the asking side of a request.
     pub const PARENT_SPAN_ID: &str = "troupe.parent_span_id";
+    /// `troupe.span_id`: a span's id (16 hex digits) chosen by troupe rather than the exporter:
+    /// set on the span that sends a request to another node, so the other node can name it
+    /// as its parent.
+    pub const SPAN_ID: &str = "troupe.span_id";
+    /// `troupe.remote_parent_span_id`: on the span that takes a request from another node,
+    /// the id (16 hex digits) of the sending span there — the exporters make it the parent,
+    /// so one request is one trace across processes.
+    pub const REMOTE_PARENT_SPAN_ID: &str = "troupe.remote_parent_span_id";
+    /// `troupe.node`: the cluster node a request went to or came from.
+    pub const NODE: &str = "troupe.node";
     /// `troupe.from`: the agent that sent a request, or `user`.
     pub const FROM: &str = "troupe.from";
     /// `troupe.mcp.server`: the MCP server that served a tool call, on its `execute_tool` span.

@@ -200,6 +200,16 @@ impl SharedLedger {
         self.lock().clone()
     }
 
+    /// The entries recorded from position `start` on (what a copy of the first `start`
+    /// entries lacks), without copying the rest.
+    pub fn entries_from(&self, start: usize) -> Vec<LedgerEntry> {
+        self.lock()
+            .entries()
+            .get(start..)
+            .unwrap_or_default()
+            .to_vec()
+    }
+
     /// Replace the whole ledger (e.g. after a session was restored).
     pub fn replace(&self, ledger: FileLedger) {
         *self.lock() = ledger;

@@ -39,6 +39,8 @@ pub enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// Run a cluster node hosting the agents of a config, reachable by name from other nodes.
+    Node(NodeArgs),
     /// The Model Context Protocol: troupe's compressor as an MCP server.
     Mcp {
         #[command(subcommand)]
@@ -197,4 +199,42 @@ pub struct ChatArgs {
     /// The session log to append to (default: a new file under the user's cache directory).
     #[arg(long)]
     pub session: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  TROUPE_COOKIE=s3cret troupe node --name gpu-box --config troupe.toml
+  TROUPE_COOKIE=s3cret troupe node --name laptop --config mine.toml --connect 127.0.0.1:7400
+
+Every node of a cluster needs the same cookie; agents are then asked by name on any node.
+The node prints `READY ADDRESS` once it listens, and runs until Ctrl-C or SIGTERM.")]
+pub struct NodeArgs {
+    /// This node's name, unique in the cluster.
+    #[arg(long, default_value = "node")]
+    pub name: String,
+    /// Where to listen for other nodes (port 0: any free port). Loopback unless told otherwise.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub listen: std::net::SocketAddr,
+    /// The environment variable holding the cluster's cookie (the secret is never an argument).
+    #[arg(long, default_value = "TROUPE_COOKIE")]
+    pub cookie_env: String,
+    /// The config whose agents this node hosts (with a compression agent for them).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Nodes to connect to once listening (repeatable).
+    #[arg(long = "connect")]
+    pub connect: Vec<std::net::SocketAddr>,
+    /// TLS: this node's certificate chain (PEM); with --tls-key, --tls-ca and --tls-name.
+    #[arg(long, requires_all = ["tls_key", "tls_ca", "tls_name"])]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: this node's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS: the authority (PEM) that signed the other nodes' certificates.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_ca: Option<PathBuf>,
+    /// TLS: the name the other nodes' certificates are issued for.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_name: Option<String>,
 }

@@ -23,6 +23,7 @@ mod chat;
 mod cli;
 mod mcp_cmd;
 mod model_cmd;
+mod node_cmd;
 mod out;
 mod progress;
 mod summarizer;
@@ -72,6 +73,7 @@ fn main() -> std::process::ExitCode {
                     .await
             }
             Command::Chat(args) => chat::run(args).await,
+            Command::Node(args) => node_cmd::run(args).await,
             Command::Mcp {
                 command: McpCommand::Serve(args),
             } => mcp_cmd::serve(args).await,

@@ -256,3 +256,44 @@ fn a_team_run_exports_content_only_when_recorded() {
         }
     }
 }
+
+#[test]
+fn spans_linked_across_nodes_keep_their_link_in_the_collector() {
+    use troupe::runtime::trace::semconv;
+    let collector = start_collector();
+    let (layer, export) = otlp_layer::<Registry>(&collector.config(false))
+        .unwrap()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    tracing::subscriber::with_default(subscriber, || {
+        // The asking node's span, and (as the other node exports it) the taking one.
+        // Targets the default trace filter keeps (`troupe*`), as the real spans have.
+        tracing::info_span!(
+            target: "troupe_cluster::route",
+            "remote_ask",
+            { semconv::TRACE_ID } = trace,
+            { semconv::SPAN_ID } = "00f067aa0ba902b7"
+        )
+        .in_scope(|| {});
+        tracing::info_span!(
+            target: "troupe_cluster::gateway",
+            "remote_request",
+            { semconv::TRACE_ID } = trace,
+            { semconv::REMOTE_PARENT_SPAN_ID } = "00f067aa0ba902b7"
+        )
+        .in_scope(|| tracing::info_span!(target: "troupe_runtime", "invoke_agent").in_scope(|| {}));
+    });
+    export.flush().unwrap();
+    let spans = collector.spans();
+    let asking = find(&spans, "remote_ask");
+    let taking = find(&spans, "remote_request");
+    let agent = find(&spans, "invoke_agent");
+    assert_eq!(hex(&asking.span_id), "00f067aa0ba902b7");
+    assert_eq!(hex(&taking.parent_span_id), "00f067aa0ba902b7");
+    assert_eq!(agent.parent_span_id, taking.span_id);
+    for span in [asking, taking, agent] {
+        assert_eq!(hex(&span.trace_id), trace);
+    }
+    export.shutdown().unwrap();
+}

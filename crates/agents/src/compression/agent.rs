@@ -265,6 +265,10 @@ impl AgentBehavior for CompressionAgent {
         Checkpoint::default()
     }
 
+    /// Nothing to keep (its anti-thrash guards start afresh after a restart): the first,
+    /// empty checkpoint stays right, and a compaction job costs no checkpoint at all.
+    fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
+
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }

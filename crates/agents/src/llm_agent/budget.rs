@@ -82,6 +82,7 @@ impl LlmAgent {
                 let before: std::collections::HashSet<MessageId> =
                     self.conversation.messages().iter().map(|m| m.id).collect();
                 if compaction.changed() {
+                    self.keep_for_rollback();
                     compaction.apply_to(&mut self.conversation);
                     self.archive.extend(&compaction.archive);
                 }

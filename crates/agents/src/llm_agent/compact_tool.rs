@@ -59,6 +59,7 @@ impl LlmAgent {
             Ok(outcome) => outcome.summary.unwrap_or(outcome.report.reason),
             Err(e) => format!("compaction did not run: {e}"),
         };
+        self.keep_for_rollback();
         if let Some(message) = self.conversation.get_mut(result_id) {
             message.set_text(text);
         }

@@ -18,6 +18,7 @@ pub use context::{ContextShare, ContextStats};
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use troupe_compaction::{
@@ -25,8 +26,9 @@ use troupe_compaction::{
 };
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
-    Conversation, Event, JobReply, JobRequest, MessageId, TraceContext,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
+    ChatModel, Checkpoint, Conversation, ConversationMark, Event, JobReply, JobRequest, MessageId,
+    TraceContext,
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
 
@@ -63,16 +65,34 @@ pub struct LlmAgent {
     conversation_id: String,
     /// The trace of the request or job being handled: compactions it causes join it.
     trace: TraceContext,
+    /// Which ledger `ledger` holds: a fresh number whenever it is replaced rather than added
+    /// to, so a checkpoint's copy knows whether it may just take the new entries.
+    ledger_epoch: u64,
+    /// Where the request being handled found the conversation (a rollback goes back there).
+    request_mark: Option<ConversationMark>,
+    /// The conversation as the request found it, kept only once the request rewrites it (a
+    /// compaction, the `compact` tool's answer): then rewinding to the mark is not enough.
+    before_rewrite: Option<Conversation>,
 }
 
-/// What an [`LlmAgent`] keeps across restarts beyond its conversation.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-struct CheckpointState {
-    ledger: FileLedger,
-    #[serde(default)]
-    archive: Archive,
-    #[serde(default)]
-    last_compaction: Option<CompactionReport>,
+/// What an [`LlmAgent`] keeps across restarts beyond its conversation: its checkpoint's
+/// [`BehaviorState`], read back with `checkpoint.state.get::<LlmAgentState>()`.
+#[derive(Debug, Default, Clone)]
+pub struct LlmAgentState {
+    /// The file ledger of the agent's tool calls.
+    pub ledger: FileLedger,
+    /// Every message compaction replaced (shared with the agent: cloning is O(1)).
+    pub archive: Archive,
+    /// The report of the agent's last compaction.
+    pub last_compaction: Option<CompactionReport>,
+    /// The agent's `ledger_epoch` when `ledger` was copied.
+    ledger_epoch: u64,
+}
+
+/// A number no other ledger of this process had (see `LlmAgent::ledger_epoch`).
+fn fresh_ledger_epoch() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl LlmAgent {
@@ -118,18 +138,19 @@ impl LlmAgent {
         }
         let (conversation, state) = match (checkpoint, restored) {
             (Some(c), _) => {
-                let state: CheckpointState = serde_json::from_value(c.state).unwrap_or_default();
+                let state = c.state.get::<LlmAgentState>().cloned().unwrap_or_default();
                 (c.conversation, state)
             }
             (None, Some(r)) => (
                 r.conversation,
-                CheckpointState {
+                LlmAgentState {
                     ledger: r.ledger,
                     archive: r.archive,
                     last_compaction: r.last_compaction,
+                    ledger_epoch: 0,
                 },
             ),
-            (None, None) => (Conversation::new(), CheckpointState::default()),
+            (None, None) => (Conversation::new(), LlmAgentState::default()),
         };
         let conversation_id = conversation_id(&spec.name, path.as_deref());
         let policy = spec.compaction.policy_for(spec.model.info().context_window);
@@ -154,6 +175,9 @@ impl LlmAgent {
             session,
             conversation_id,
             trace: TraceContext::new_root(),
+            ledger_epoch: fresh_ledger_epoch(),
+            request_mark: None,
+            before_rewrite: None,
         })
     }
 
@@ -216,6 +240,7 @@ impl LlmAgent {
         // Ids keep counting: the archive still holds originals under the old ones.
         self.conversation.replace_messages(Vec::new());
         self.ledger.replace(FileLedger::new());
+        self.ledger_epoch = fresh_ledger_epoch();
         self.last_compaction = None;
         self.scopes.clear();
         self.warned = false;
@@ -240,6 +265,7 @@ impl LlmAgent {
         self.conversation_id = conversation_id(&self.spec.name, Some(path));
         self.conversation = restored.conversation;
         self.ledger.replace(restored.ledger);
+        self.ledger_epoch = fresh_ledger_epoch();
         self.archive = restored.archive;
         self.last_compaction = restored.last_compaction;
         // Message ids restart with the other log: cached counts under old ids would be wrong.
@@ -247,6 +273,42 @@ impl LlmAgent {
         self.scopes.clear();
         self.warned = false;
         Ok(count)
+    }
+
+    /// Before a request rewrites its conversation (rather than pushing to it): keep the
+    /// conversation as the request found it, for a rollback. O(history), but only when a
+    /// request rewrites — a compaction, which costs that much anyway.
+    pub(super) fn keep_for_rollback(&mut self) {
+        if let Some(mark) = self.request_mark
+            && self.before_rewrite.is_none()
+        {
+            self.before_rewrite = self.conversation.copy_at(mark);
+        }
+    }
+
+    /// Put the conversation back where the request found it.
+    fn roll_back(&mut self, mark: ConversationMark) {
+        if self.conversation.rewind(mark) {
+            return;
+        }
+        match self.before_rewrite.take() {
+            Some(before) => self.conversation = before,
+            // Every rewrite during a request keeps its copy first (`keep_for_rollback`).
+            None => tracing::error!(
+                agent = %self.spec.name,
+                "the request rewrote the conversation without keeping a copy: not rolled back"
+            ),
+        }
+    }
+
+    /// The state a checkpoint keeps beyond the conversation, copied whole.
+    fn state(&self) -> LlmAgentState {
+        LlmAgentState {
+            ledger: self.ledger.snapshot(),
+            archive: self.archive.clone(),
+            last_compaction: self.last_compaction.clone(),
+            ledger_epoch: self.ledger_epoch,
+        }
     }
 
     pub(super) fn persist(&mut self) {
@@ -282,7 +344,11 @@ impl AgentBehavior for LlmAgent {
         span.record(semconv::SESSION_ID, self.conversation_id.as_str());
         self.trace = request.trace;
         self.link.set(ctx.directory.clone(), request.trace);
-        let before = self.conversation.clone();
+        // O(1): a rollback drops what the request pushed; a request that rewrites the
+        // conversation keeps a copy first (`keep_for_rollback`).
+        let mark = self.conversation.mark();
+        self.request_mark = Some(mark);
+        self.before_rewrite = None;
         ctx.events.publish(
             Some(trace_id.clone()),
             Event::TurnStarted {
@@ -298,8 +364,10 @@ impl AgentBehavior for LlmAgent {
         if let Err(AgentError::Model(_) | AgentError::Cancelled) = &outcome {
             // A provider fault loses nothing and adds nothing: the caller may simply retry. An
             // abandoned request leaves the conversation as it found it too.
-            self.conversation = before;
+            self.roll_back(mark);
         }
+        self.request_mark = None;
+        self.before_rewrite = None;
         self.persist();
         ctx.events.publish(
             Some(trace_id),
@@ -367,15 +435,30 @@ impl AgentBehavior for LlmAgent {
     }
 
     fn checkpoint(&self) -> Checkpoint {
-        let state = CheckpointState {
-            ledger: self.ledger.snapshot(),
-            archive: self.archive.clone(),
-            last_compaction: self.last_compaction.clone(),
-        };
         Checkpoint {
             conversation: self.conversation.clone(),
-            state: serde_json::to_value(state).unwrap_or_default(),
+            state: BehaviorState::new(self.state()),
         }
+    }
+
+    /// O(what changed): the new messages, the new ledger entries; the archive is shared.
+    fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
+        checkpoint.conversation.catch_up(&self.conversation);
+        let Some(state) = checkpoint.state.get_mut::<LlmAgentState>() else {
+            checkpoint.state = BehaviorState::new(self.state());
+            return;
+        };
+        let copied = state.ledger.entries().len();
+        if state.ledger_epoch == self.ledger_epoch && copied <= self.ledger.len() {
+            for entry in self.ledger.entries_from(copied) {
+                state.ledger.record(entry);
+            }
+        } else {
+            state.ledger = self.ledger.snapshot();
+            state.ledger_epoch = self.ledger_epoch;
+        }
+        state.archive = self.archive.clone();
+        state.last_compaction.clone_from(&self.last_compaction);
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {

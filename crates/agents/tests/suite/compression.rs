@@ -668,6 +668,46 @@ async fn the_agent_compact_tool_appends_its_result_first_and_returns_the_outcome
     team.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_model_error_after_the_compact_tool_rewrote_history_rolls_the_conversation_back() {
+    let script = (0..6)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([
+            ScriptedReply::text("read them"),
+            ScriptedReply::call("compact", "{}"),
+            ScriptedReply::Error(troupe_runtime::ModelError::Unavailable("down".into())),
+        ]);
+    let model = Arc::new(ScriptedModel::new("coder", script));
+    let team = team_with_compressor(None).await;
+    let settings = CompactionSettings {
+        auto: false,
+        agent_tool: true,
+        ..small_window_settings()
+    };
+    let spec = AgentSpec::new("coder", model.clone())
+        .tools(reader_tools())
+        .compaction(settings)
+        .max_turns(10);
+    spawn_agent(&team, spec).await.unwrap();
+    assert_eq!(team.ask("coder", "read").await.unwrap(), "read them");
+    let before = team.checkpoint("coder").unwrap().conversation;
+
+    // The compaction rewrote the history mid-request; the model then failed.
+    let err = team.ask("coder", "compact, then answer").await.unwrap_err();
+    assert!(err.to_string().contains("down"), "{err}");
+    let after = team.checkpoint("coder").unwrap().conversation;
+    assert_eq!(after, before);
+    let live = team
+        .with_agent("coder", |a: &mut troupe_agents::LlmAgent| {
+            a.conversation().clone()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(live, before);
+    team.shutdown().await;
+}
+
 /// Long user/assistant exchanges and no tool output: only summaries (tier 3) can shrink it (also
 /// used by `summary_trust.rs`).
 pub(super) fn talkative_conversation() -> Conversation {

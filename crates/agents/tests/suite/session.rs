@@ -25,9 +25,11 @@ pub(super) async fn team() -> Team {
 }
 
 fn state_of(checkpoint: &Checkpoint) -> (FileLedger, Archive) {
-    let ledger = serde_json::from_value(checkpoint.state["ledger"].clone()).unwrap();
-    let archive = serde_json::from_value(checkpoint.state["archive"].clone()).unwrap();
-    (ledger, archive)
+    let state = checkpoint
+        .state
+        .get::<troupe_agents::LlmAgentState>()
+        .unwrap();
+    (state.ledger.clone(), state.archive.clone())
 }
 
 fn reader(root: &Path, model: Arc<ScriptedModel>, log: &Path) -> AgentSpec {
@@ -432,6 +434,48 @@ fn a_rebuild_by_the_same_factory_does_not_wait_for_its_predecessor_to_go() {
     assert!(error.contains("is in use by process"), "{error}");
     drop((failed, rebuilt, factory));
     intruder(None).unwrap();
+}
+
+/// The checkpoint takes only a request's new ledger entries, yet follows a ledger that `/clear`
+/// replaced: after the clear it holds the new entries, not the old ones plus some.
+#[tokio::test]
+async fn the_checkpointed_ledger_follows_the_agent_through_a_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        std::fs::write(dir.path().join(name), format!("{name}\n")).unwrap();
+    }
+    let log = dir.path().join("ledger.jsonl");
+    let read = |path: &str| ScriptedReply::call("read_file", format!(r#"{{"path": "{path}"}}"#));
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            read("a.txt"),
+            ScriptedReply::text("read a"),
+            read("b.txt"),
+            read("c.txt"),
+            ScriptedReply::text("read b and c"),
+        ],
+    ));
+    let team = team().await;
+    spawn_agent(&team, reader(dir.path(), model, &log))
+        .await
+        .unwrap();
+    team.ask("coder", "read a").await.unwrap();
+    troupe_agents::clear_conversation(&team, "coder")
+        .await
+        .unwrap();
+    team.ask("coder", "read b and c").await.unwrap();
+
+    let (ledger, _) = state_of(&team.checkpoint("coder").unwrap());
+    let live = team
+        .with_agent("coder", |a: &mut troupe_agents::LlmAgent| a.ledger())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ledger, live);
+    let paths: Vec<&str> = ledger.entries().iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["b.txt", "c.txt"]);
+    team.shutdown().await;
 }
 
 /// `/clear` is a job the agent handles while its team keeps running: it records the fresh start

@@ -1,4 +1,8 @@
-//! What the runtime benches share: a trivial agent behaviour and a tokio runtime.
+//! What the runtime benches share: a trivial agent behaviour, one that keeps a conversation
+//! (`history`), and a tokio runtime.
+
+#[allow(dead_code)]
+pub mod history;
 
 use std::any::Any;
 use std::sync::Arc;
@@ -25,6 +29,9 @@ impl AgentBehavior for Echo {
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
     }
+
+    /// Nothing to keep: the first checkpoint stays right.
+    fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self

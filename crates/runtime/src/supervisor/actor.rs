@@ -37,6 +37,11 @@ pub enum AgentMsg {
     Apply(BehaviorFn),
 }
 
+// In-process only (it carries closures and type-erased jobs): the default
+// `serializable() == false` keeps it off the wire; remote requests reach an agent through its
+// node's gateway, which asks it locally.
+impl ractor::Message for AgentMsg {}
+
 /// A closure run on an agent's behaviour between requests.
 pub(crate) type BehaviorFn = Box<dyn FnOnce(&mut dyn AgentBehavior) + Send>;
 
@@ -54,15 +59,25 @@ impl fmt::Debug for AgentMsg {
 
 /// The last checkpoint of every agent of a team, by name: what a restart restores.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CheckpointStore(Arc<Mutex<HashMap<String, Checkpoint>>>);
+pub(crate) struct CheckpointStore(Arc<Mutex<HashMap<String, CheckpointSlot>>>);
+
+/// One agent's place in the [`CheckpointStore`]: its actor (and the actor that replaces it
+/// after a restart) updates the checkpoint in place, without looking the name up again.
+pub(crate) type CheckpointSlot = Arc<Mutex<Checkpoint>>;
 
 impl CheckpointStore {
-    pub(crate) fn put(&self, name: &str, checkpoint: Checkpoint) {
-        crate::sync::lock(&self.0).insert(name.to_string(), checkpoint);
+    /// The slot for `name`, made empty on first use.
+    pub(crate) fn slot(&self, name: &str) -> CheckpointSlot {
+        crate::sync::lock(&self.0)
+            .entry(name.to_string())
+            .or_default()
+            .clone()
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<Checkpoint> {
-        crate::sync::lock(&self.0).get(name).cloned()
+        let slot = crate::sync::lock(&self.0).get(name)?.clone();
+        let checkpoint = crate::sync::lock(&slot).clone();
+        Some(checkpoint)
     }
 }
 
@@ -84,7 +99,7 @@ pub(crate) struct AgentActorArgs {
 pub(crate) struct AgentState {
     ctx: AgentContext,
     behavior: Box<dyn AgentBehavior>,
-    checkpoints: CheckpointStore,
+    checkpoint: CheckpointSlot,
     responding: Arc<AtomicBool>,
 }
 
@@ -95,11 +110,16 @@ impl AgentState {
         match result {
             Err(e) if e.is_fatal() => Err(Box::new(FatalAgentError(e.to_string()))),
             _ => {
-                self.checkpoints
-                    .put(&self.ctx.name, self.behavior.checkpoint());
+                self.update_checkpoint();
                 Ok(())
             }
         }
+    }
+
+    /// Bring the stored checkpoint up to date (the behaviour copies only what changed).
+    fn update_checkpoint(&self) {
+        self.behavior
+            .update_checkpoint(&mut crate::sync::lock(&self.checkpoint));
     }
 }
 
@@ -122,12 +142,12 @@ impl Actor for AgentActor {
         _myself: ActorRef<Self::Msg>,
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
-        args.checkpoints
-            .put(&args.ctx.name, args.behavior.checkpoint());
+        let checkpoint = args.checkpoints.slot(&args.ctx.name);
+        *crate::sync::lock(&checkpoint) = args.behavior.checkpoint();
         Ok(AgentState {
             ctx: args.ctx,
             behavior: args.behavior,
-            checkpoints: args.checkpoints,
+            checkpoint,
             responding: args.responding,
         })
     }
@@ -181,9 +201,7 @@ impl Actor for AgentActor {
             }
             AgentMsg::Apply(f) => {
                 f(state.behavior.as_mut());
-                state
-                    .checkpoints
-                    .put(&state.ctx.name, state.behavior.checkpoint());
+                state.update_checkpoint();
             }
         }
         Ok(())

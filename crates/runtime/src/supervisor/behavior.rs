@@ -38,7 +38,7 @@ impl AgentRequest {
 }
 
 /// Why an agent could not answer a request.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum AgentError {
     /// The model call failed.
@@ -70,13 +70,49 @@ impl AgentError {
 }
 
 /// What an agent needs to survive a restart: its conversation and any behaviour-specific state.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Checkpoint {
     /// The conversation as of the last completed request.
     pub conversation: Conversation,
-    /// Behaviour-specific state (e.g. the file ledger), as JSON.
-    #[serde(default)]
-    pub state: serde_json::Value,
+    /// Behaviour-specific state (e.g. the file ledger), typed.
+    pub state: BehaviorState,
+}
+
+/// A behaviour's own state in a [`Checkpoint`] (e.g. an `LlmAgent`'s file ledger and archive):
+/// typed and shared, so storing a checkpoint neither serializes nor deep-copies it. The
+/// behaviour that wrote it reads it back with [`BehaviorState::get`] when it is rebuilt.
+#[derive(Clone, Default)]
+pub struct BehaviorState(Option<Arc<dyn Any + Send + Sync>>);
+
+impl BehaviorState {
+    /// State holding `value`.
+    pub fn new<T: Any + Send + Sync>(value: T) -> Self {
+        BehaviorState(Some(Arc::new(value)))
+    }
+
+    /// The state, if it is a `T`.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.as_deref()?.downcast_ref::<T>()
+    }
+
+    /// The state to change in place, if it is a `T` that no clone of this checkpoint shares.
+    pub fn get_mut<T: Any>(&mut self) -> Option<&mut T> {
+        Arc::get_mut(self.0.as_mut()?)?.downcast_mut::<T>()
+    }
+
+    /// Whether there is no state.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+impl std::fmt::Debug for BehaviorState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(_) => f.write_str("BehaviorState(..)"),
+            None => f.write_str("BehaviorState(empty)"),
+        }
+    }
 }
 
 /// What a behaviour may use while handling a request.
@@ -112,8 +148,18 @@ pub trait AgentBehavior: Send + 'static {
         Err(job.refuse(&ctx.name))
     }
 
-    /// The state to restore after a restart. Called after every request that did not fail fatally.
+    /// The state to restore after a restart, whole: what the agent's first checkpoint is.
     fn checkpoint(&self) -> Checkpoint;
+
+    /// Bring `checkpoint` — this agent's last one — up to date. Called after every request, job
+    /// or [`Team::with_agent`](crate::Team::with_agent) closure that did not fail fatally, so
+    /// it should cost what the request changed, not what the agent holds: follow the
+    /// conversation with [`Conversation::catch_up`], keep state that did not change, and leave
+    /// the checkpoint alone if nothing can change (a behaviour without state). The default
+    /// stores a whole new [`checkpoint`](Self::checkpoint).
+    fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
+        *checkpoint = self.checkpoint();
+    }
 
     /// Downcast support for typed access to the behaviour through [`crate::Team::with_agent`].
     fn as_any_mut(&mut self) -> &mut dyn Any;

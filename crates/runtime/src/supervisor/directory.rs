@@ -17,13 +17,16 @@ use tokio::sync::Notify;
 use crate::supervisor::actor::AgentMsg;
 use crate::supervisor::behavior::{AgentError, AgentRequest};
 use crate::supervisor::job::{Job, JobRequest};
+use crate::supervisor::remote::RemoteAgents;
 use crate::trace::TraceContext;
 
 /// How long `ask` waits for the supervisor to settle an agent that just failed.
 const FAILURE_SETTLE: Duration = Duration::from_secs(2);
 
 /// Why an `ask` or `send` did not get an answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Serializable: a remote node answers with the same error a local ask would give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum AskError {
     /// No agent of that name was ever spawned in this team.
@@ -69,6 +72,22 @@ pub enum AskError {
     /// The team is shutting down.
     #[error("the team is shut down")]
     ShutDown,
+    /// The node running the agent disconnected (or was never reachable) while the request was
+    /// in flight: the request may or may not have been handled there.
+    #[error("node `{node}` is down: the request's outcome there is unknown")]
+    NodeDown {
+        /// The node's name.
+        node: String,
+    },
+    /// The node running the agent refused or could not decode the request (another wire
+    /// protocol version, a malformed payload).
+    #[error("node `{node}` refused the request: {reason}")]
+    Remote {
+        /// The node's name.
+        node: String,
+        /// What the node (or the wire) reported.
+        reason: String,
+    },
 }
 
 #[derive(Clone)]
@@ -92,6 +111,8 @@ struct Entries {
 pub struct Directory {
     entries: Arc<RwLock<Entries>>,
     changed: Arc<Notify>,
+    /// Agents on other nodes, once this team joined a cluster (see [`Directory::set_remote`]).
+    remote: Arc<std::sync::OnceLock<Arc<dyn RemoteAgents>>>,
     extensions: Arc<std::sync::Mutex<HashMap<std::any::TypeId, Arc<dyn Any + Send + Sync>>>>,
 }
 
@@ -206,16 +227,42 @@ impl Directory {
         })
     }
 
+    /// Reach agents on other nodes through `remote`: a name no local agent has is looked up
+    /// there. Set once, when the team joins a cluster; returns `false` if one was already set.
+    pub fn set_remote(&self, remote: Arc<dyn RemoteAgents>) -> bool {
+        self.remote.set(remote).is_ok()
+    }
+
+    /// The node running `name` when another node of the cluster does and no local agent has
+    /// that name.
+    pub fn remote_node_of(&self, name: &str) -> Option<String> {
+        self.remote_for(name).and_then(|remote| remote.locate(name))
+    }
+
+    /// Where a request for `name` goes when it does not stay here: local agents (live or
+    /// stopped) come first.
+    fn remote_for(&self, name: &str) -> Option<&Arc<dyn RemoteAgents>> {
+        let remote = self.remote.get()?;
+        if self.read(|e| e.slots.contains_key(name)) || remote.locate(name).is_none() {
+            return None;
+        }
+        Some(remote)
+    }
+
     /// Ask `name` and wait up to `timeout` for its answer.
     ///
     /// If the agent crashes on this request the error names the failure; if it is being
-    /// restarted the next `ask` reaches the restarted agent.
+    /// restarted the next `ask` reaches the restarted agent. A name no local agent has goes to
+    /// the cluster, if the team joined one.
     pub async fn ask(
         &self,
         name: &str,
         request: AgentRequest,
         timeout: Duration,
     ) -> Result<String, AskError> {
+        if let Some(remote) = self.remote_for(name) {
+            return remote.ask(name, request, timeout).await;
+        }
         self.call(name, timeout, |reply| AgentMsg::Request {
             request,
             reply: Some(reply),
@@ -280,6 +327,9 @@ impl Directory {
 
     /// Send `name` a request without waiting for the answer (fire and forget).
     pub async fn send(&self, name: &str, request: AgentRequest) -> Result<(), AskError> {
+        if let Some(remote) = self.remote_for(name) {
+            return remote.send(name, request).await;
+        }
         let actor = self.resolve_settled(name).await?;
         actor
             .cast(AgentMsg::Request {

@@ -55,6 +55,15 @@ pub enum SpawnError {
         /// ractor's spawn error, as text.
         reason: String,
     },
+    /// Another node of the cluster already runs an agent of that name (names are unique across
+    /// the cluster, so that asking a name reaches one agent).
+    #[error("an agent named `{name}` already runs on node `{node}`")]
+    NameTakenOnNode {
+        /// The name asked for.
+        name: String,
+        /// The node that holds it.
+        node: String,
+    },
     /// The supervisor is gone.
     #[error("the team is shut down")]
     ShutDown,
@@ -68,6 +77,9 @@ pub(crate) enum SupervisorMsg {
     },
     StopAll(RpcReplyPort<()>),
 }
+
+// In-process only: the default `serializable() == false` keeps it off the wire.
+impl ractor::Message for SupervisorMsg {}
 
 struct Child {
     factory: BehaviorFactory,

@@ -135,7 +135,15 @@ impl Team {
         let mut results: Vec<Option<Result<(), SpawnError>>> = Vec::new();
         let mut valid = Vec::new();
         for (name, factory) in agents {
-            match check_name(&name) {
+            let checked =
+                check_name(&name).and_then(|()| match self.directory.remote_node_of(&name) {
+                    Some(node) => Err(SpawnError::NameTakenOnNode {
+                        name: name.clone(),
+                        node,
+                    }),
+                    None => Ok(()),
+                });
+            match checked {
                 Ok(()) => {
                     results.push(None);
                     valid.push((name, factory));

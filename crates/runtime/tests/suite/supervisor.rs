@@ -57,6 +57,43 @@ async fn a_panicking_agent_is_restarted_with_its_conversation_intact() {
 }
 
 #[tokio::test]
+async fn the_checkpoint_follows_the_conversation_through_rewrites_and_restarts() {
+    let team = team_with(RestartPolicy {
+        max_restarts: 10,
+        window: Duration::from_secs(60),
+    })
+    .await;
+    team.spawn("echo", echo_factory()).await.unwrap();
+    let live = || async {
+        team.with_agent("echo", |e: &mut Echo| e.conversation().clone())
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    for text in ["one", "two"] {
+        team.ask("echo", text).await.unwrap();
+    }
+    assert_eq!(team.checkpoint("echo").unwrap().conversation, live().await);
+
+    // A rewrite (same length, other messages), then more: the checkpoint has the rewrite.
+    team.ask("echo", "shout").await.unwrap();
+    team.ask("echo", "three").await.unwrap();
+    assert_eq!(team.checkpoint("echo").unwrap().conversation, live().await);
+    let _ = team.ask("echo", "panic").await.unwrap_err();
+    assert_eq!(team.ask("echo", "history").await.unwrap(), "ONE|TWO|three");
+
+    // The restarted agent's checkpoint goes on following it, across another restart.
+    team.ask("echo", "four").await.unwrap();
+    let _ = team.ask("echo", "fatal").await.unwrap_err();
+    assert_eq!(
+        team.ask("echo", "history").await.unwrap(),
+        "ONE|TWO|three|four"
+    );
+    assert_eq!(team.checkpoint("echo").unwrap().conversation, live().await);
+    team.shutdown().await;
+}
+
+#[tokio::test]
 async fn after_too_many_failures_in_the_window_the_caller_gets_an_error() {
     let team = team_with(RestartPolicy {
         max_restarts: 2,

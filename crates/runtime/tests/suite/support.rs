@@ -12,7 +12,9 @@ use troupe_runtime::{
 
 /// Echoes requests and keeps them in its conversation. Special requests:
 /// `panic` panics, `fatal` returns a fatal error, `sleep <ms>` sleeps, `ask <agent> <text>` asks
-/// another agent, `history` answers with every user message so far.
+/// another agent, `history` answers with every user message so far, `shout` rewrites every
+/// message so far in capitals (as a compaction rewrites history). Its checkpoint follows the
+/// conversation with `Conversation::catch_up`, as an `LlmAgent`'s does.
 pub struct Echo {
     conversation: Conversation,
 }
@@ -47,6 +49,20 @@ impl AgentBehavior for Echo {
                 .collect();
             return Ok(seen.join("|"));
         }
+        if text == "shout" {
+            let shouted = self
+                .conversation
+                .messages()
+                .iter()
+                .map(|m| {
+                    let mut m = m.clone();
+                    m.set_text(m.text().to_uppercase());
+                    m
+                })
+                .collect();
+            self.conversation.replace_messages(shouted);
+            return Ok("shouted".into());
+        }
         if let Some(ms) = text.strip_prefix("sleep ") {
             tokio::time::sleep(Duration::from_millis(ms.parse().unwrap())).await;
         }
@@ -71,8 +87,12 @@ impl AgentBehavior for Echo {
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             conversation: self.conversation.clone(),
-            state: serde_json::Value::Null,
+            state: Default::default(),
         }
+    }
+
+    fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
+        checkpoint.conversation.catch_up(&self.conversation);
     }
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
@@ -83,5 +103,9 @@ impl AgentBehavior for Echo {
 impl Echo {
     pub fn checkpoint_len(&self) -> usize {
         self.conversation.len()
+    }
+
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
     }
 }

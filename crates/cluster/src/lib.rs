@@ -1,0 +1,39 @@
+//! troupe-cluster: a team across processes and machines, on `ractor_cluster` nodes.
+//!
+//! Start a [`ClusterNode`] for a [`Team`](troupe_runtime::Team), [`connect`](ClusterNode::connect)
+//! it to other nodes, and every `ask`, `send` and `ask_agent` tool call of the team reaches
+//! agents on those nodes by name, as it reaches its own: a name is looked up locally first,
+//! then across the cluster.
+//!
+//! What the cluster guarantees (and what it does not):
+//! - **Authentication first**: nodes share a cookie; a node with another cookie is refused in
+//!   the handshake, before any message of it is handled. Connections can use TLS
+//!   ([`TlsConfig`]). A node listens on loopback unless told otherwise.
+//! - **Names are unique across the cluster**: spawning an agent whose name a connected node
+//!   already publishes fails with the node that holds it.
+//! - **Every remote ask is acknowledged** (or fails within 5 s), **has a deadline** (the ask's
+//!   timeout) and **an id**: a delivery seen twice is not handled twice.
+//! - **A node that goes away fails its in-flight asks at once** with
+//!   [`AskError::NodeDown`](troupe_runtime::AskError::NodeDown); nothing is retried, so a
+//!   request is handled at most once. Whether a request that was in flight when its node died
+//!   was handled there is unknown.
+//! - **Versioned payloads**: requests travel as JSON frames that name the troupe wire protocol
+//!   ([`WIRE_PROTOCOL`]); a node on another version is refused at connect with a clear error.
+//! - **One trace across processes**: the request's `traceparent` travels with it; each node
+//!   writes its own spans (JSONL, OTLP) and the receiving side's spans hang under the sending
+//!   span.
+//! - Typed jobs (compaction requests to a compression agent) do not cross nodes: a compression
+//!   agent must run on the node of the agents it serves.
+
+mod error;
+mod gateway;
+mod node;
+mod peers;
+mod route;
+mod tls;
+mod wire;
+
+pub use error::ClusterError;
+pub use node::{ClusterNode, NodeConfig};
+pub use tls::TlsConfig;
+pub use wire::{FrameError, WIRE_PROTOCOL};

@@ -1,0 +1,316 @@
+//! [`ClusterNode`]: a team's presence in a cluster — a listening ractor_cluster node server, the
+//! gateway other nodes reach its agents through, and the route its directory takes to theirs.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::{NodeServer, NodeServerMessage};
+use tokio::task::JoinHandle;
+use troupe_runtime::{Directory, Team};
+
+use crate::error::ClusterError;
+use crate::gateway::{Gateway, GatewayArgs};
+use crate::peers::{PeerEvents, Peers};
+use crate::route::{ACK_TIMEOUT, ClusterRoute, GATEWAYS, SCOPE};
+use crate::tls::TlsConfig;
+use crate::wire::{self, GatewayMsg, WireReply, WireRequest};
+
+/// How long [`ClusterNode::connect`] waits for a peer to accept and authenticate us.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How a node is started.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's name, unique in the cluster (letters, digits, `-`, `_`, `.`).
+    pub name: String,
+    /// Where to listen for other nodes. Port 0 picks a free port (see
+    /// [`ClusterNode::listen_addr`]). Defaults to loopback: a node is reachable from other
+    /// machines only when told so.
+    pub listen: SocketAddr,
+    /// The shared secret: a node whose cookie differs is refused before any message is handled.
+    pub cookie: String,
+    /// Encrypt connections with TLS (both accepting and connecting).
+    pub tls: Option<TlsConfig>,
+}
+
+impl NodeConfig {
+    /// A node called `name` listening on a free loopback port, authenticated by `cookie`.
+    pub fn new(name: impl Into<String>, cookie: impl Into<String>) -> Self {
+        NodeConfig {
+            name: name.into(),
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            cookie: cookie.into(),
+            tls: None,
+        }
+    }
+}
+
+/// A team's node in a cluster. Agents the node publishes can be asked by name from every
+/// connected node, and the team's own `ask`s reach agents on them: a name is looked up locally
+/// first, then across the cluster.
+pub struct ClusterNode {
+    name: String,
+    listen: SocketAddr,
+    server: ActorRef<NodeServerMessage>,
+    server_task: JoinHandle<()>,
+    gateway: ActorRef<GatewayMsg>,
+    gateway_task: JoinHandle<()>,
+    peers: Peers,
+    directory: Directory,
+    tls: Option<TlsConfig>,
+}
+
+impl std::fmt::Debug for ClusterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterNode")
+            .field("name", &self.name)
+            .field("listen", &self.listen)
+            .field("peers", &self.peers.names())
+            .finish()
+    }
+}
+
+impl ClusterNode {
+    /// Start a node for `team` and publish the agents it has now (publish later ones with
+    /// [`ClusterNode::publish`]).
+    ///
+    /// # Errors
+    /// A bad name or empty cookie, a listen address that cannot be bound, TLS files that cannot
+    /// be read, or a team that is already in a cluster.
+    pub async fn start(team: &Team, config: NodeConfig) -> Result<ClusterNode, ClusterError> {
+        check_name(&config.name)?;
+        if config.cookie.is_empty() {
+            return Err(ClusterError::Config("the cookie is empty".into()));
+        }
+        let listen = resolve_port(config.listen)?;
+        let encryption = config.tls.as_ref().map(TlsConfig::acceptor).transpose()?;
+        let server = NodeServer::new(
+            listen.port(),
+            config.cookie.clone(),
+            config.name.clone(),
+            listen.ip().to_string(),
+            encryption,
+            Some(NodeConnectionMode::Isolated),
+        )
+        .with_listen_addr(listen.ip());
+        let (server, server_task) =
+            Actor::spawn(None, server, ())
+                .await
+                .map_err(|e| ClusterError::Listen {
+                    addr: listen,
+                    reason: e.to_string(),
+                })?;
+        let peers = Peers::default();
+        server
+            .cast(NodeServerMessage::SubscribeToEvents {
+                id: "troupe".into(),
+                subscription: Box::new(PeerEvents(peers.clone())),
+            })
+            .map_err(|e| ClusterError::Config(format!("node server: {e}")))?;
+        let directory = team.directory().clone();
+        let (gateway, gateway_task) = Actor::spawn(
+            None,
+            Gateway,
+            GatewayArgs {
+                node: config.name.clone(),
+                directory: directory.clone(),
+            },
+        )
+        .await
+        .map_err(|e| ClusterError::Config(format!("gateway: {e}")))?;
+        let route = ClusterRoute {
+            node: config.name.clone(),
+            peers: peers.clone(),
+        };
+        if !directory.set_remote(Arc::new(route)) {
+            server.stop(None);
+            gateway.stop(None);
+            return Err(ClusterError::Config(
+                "this team is already in a cluster".into(),
+            ));
+        }
+        ractor::pg::join_scoped(SCOPE.into(), GATEWAYS.into(), vec![gateway.get_cell()]);
+        let node = ClusterNode {
+            name: config.name,
+            listen,
+            server,
+            server_task,
+            gateway,
+            gateway_task,
+            peers,
+            directory,
+            tls: config.tls,
+        };
+        for name in node.directory.names() {
+            node.publish(&name)?;
+        }
+        tracing::info!(node = %node.name, listen = %node.listen, "cluster node started");
+        Ok(node)
+    }
+
+    /// Make the local agent `name` reachable from the other nodes.
+    ///
+    /// # Errors
+    /// [`ClusterError::NoSuchAgent`] when the team has no agent of that name.
+    pub fn publish(&self, name: &str) -> Result<(), ClusterError> {
+        if !self.directory.names().iter().any(|n| n == name) {
+            return Err(ClusterError::NoSuchAgent(name.to_string()));
+        }
+        ractor::pg::join_scoped(SCOPE.into(), name.into(), vec![self.gateway.get_cell()]);
+        Ok(())
+    }
+
+    /// Connect to the node listening at `addr` and wait until it has authenticated us and the
+    /// two nodes know each other's agents. Returns the peer's name.
+    ///
+    /// # Errors
+    /// [`ClusterError::Refused`] when the peer closes the connection during the handshake (a
+    /// wrong cookie, or TLS it does not accept), [`ClusterError::Protocol`] when it speaks
+    /// another troupe wire protocol, [`ClusterError::Connect`] when nothing listens there.
+    pub async fn connect(&self, addr: SocketAddr) -> Result<String, ClusterError> {
+        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+        let closed_before = self.peers.closed_count();
+        self.open(addr).await?;
+        // The session reports the address it connected to in one of these spellings.
+        let addrs = [addr.to_string(), format!("{}", addr.ip())];
+        let (node_id, peer) = loop {
+            let changed = self.peers.changed();
+            if let Some(found) = self.peers.ready_at(&addrs) {
+                break found;
+            }
+            if self.peers.closed_since(closed_before, &addrs) {
+                return Err(ClusterError::Refused {
+                    addr,
+                    reason: "it closed the connection during the handshake (wrong cookie?)".into(),
+                });
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return Err(ClusterError::Refused {
+                    addr,
+                    reason: format!("no handshake within {CONNECT_TIMEOUT:?}"),
+                });
+            }
+        };
+        self.hello(node_id, &peer).await?;
+        tracing::info!(node = %self.name, peer = %peer, %addr, "connected to cluster node");
+        Ok(peer)
+    }
+
+    /// Open the TCP (or TLS) connection, retrying briefly while the peer starts listening.
+    async fn open(&self, addr: SocketAddr) -> Result<(), ClusterError> {
+        let mut last = String::new();
+        for _ in 0..20 {
+            let opened = match &self.tls {
+                None => ractor_cluster::client_connect(&self.server, addr)
+                    .await
+                    .map_err(|e| format!("{e:?}")),
+                Some(tls) => {
+                    let (connector, domain) = tls.connector()?;
+                    ractor_cluster::client_connect_enc(&self.server, addr, connector, domain)
+                        .await
+                        .map_err(|e| format!("{e:?}"))
+                }
+            };
+            match opened {
+                Ok(()) => return Ok(()),
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(ClusterError::Connect { addr, reason: last })
+    }
+
+    /// Check the peer's gateway speaks our wire protocol; disconnect it when it does not.
+    async fn hello(&self, node_id: u64, peer: &str) -> Result<(), ClusterError> {
+        let gateway = ractor::pg::get_scoped_members(&SCOPE.into(), &GATEWAYS.into())
+            .into_iter()
+            .find(|cell| cell.get_id().node() == node_id && !cell.get_id().is_local());
+        let Some(gateway) = gateway else {
+            self.peers.disconnect(node_id, "no troupe gateway");
+            return Err(ClusterError::Protocol {
+                node: peer.to_string(),
+                reason: "it runs no troupe gateway".into(),
+            });
+        };
+        let gateway: ActorRef<GatewayMsg> = gateway.into();
+        let frame = wire::encode(&WireRequest::Hello {
+            node: self.name.clone(),
+        });
+        let reply = gateway
+            .call(|reply| GatewayMsg::Call { frame, reply }, Some(ACK_TIMEOUT))
+            .await;
+        let refusal = match reply {
+            Ok(ractor::rpc::CallResult::Success(bytes)) => {
+                match wire::decode::<WireReply>(&bytes) {
+                    Ok(WireReply::Hello { .. }) => return Ok(()),
+                    Ok(WireReply::Refused(reason)) => reason,
+                    Ok(other) => format!("unexpected reply {other:?}"),
+                    Err(error) => error.to_string(),
+                }
+            }
+            other => format!("no answer to hello: {other:?}"),
+        };
+        self.peers.disconnect(node_id, &refusal);
+        Err(ClusterError::Protocol {
+            node: peer.to_string(),
+            reason: refusal,
+        })
+    }
+
+    /// This node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The address other nodes connect to (with the port picked, when 0 was asked for).
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.listen
+    }
+
+    /// The names of the nodes connected to this one, sorted.
+    pub fn peers(&self) -> Vec<String> {
+        self.peers.names()
+    }
+
+    /// Leave the cluster: stop taking requests from other nodes and close every connection
+    /// (their in-flight asks here fail with `NodeDown` there). The team keeps running.
+    pub async fn shutdown(self) {
+        ractor::pg::leave_scoped(SCOPE.into(), GATEWAYS.into(), vec![self.gateway.get_cell()]);
+        self.gateway.stop(Some("node shutdown".into()));
+        self.server.stop(Some("node shutdown".into()));
+        let _ = self.gateway_task.await;
+        let _ = self.server_task.await;
+    }
+}
+
+/// Node names follow agent names' rules (they appear in errors and traces).
+fn check_name(name: &str) -> Result<(), ClusterError> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(ClusterError::Config(format!(
+            "invalid node name `{name}`: use letters, digits, '-', '_' or '.'"
+        )));
+    }
+    Ok(())
+}
+
+/// Port 0 means "any free port": ractor_cluster does not say which it took, so pick one here.
+fn resolve_port(listen: SocketAddr) -> Result<SocketAddr, ClusterError> {
+    if listen.port() != 0 {
+        return Ok(listen);
+    }
+    let probe = std::net::TcpListener::bind(listen).map_err(|e| ClusterError::Listen {
+        addr: listen,
+        reason: e.to_string(),
+    })?;
+    probe.local_addr().map_err(|e| ClusterError::Listen {
+        addr: listen,
+        reason: e.to_string(),
+    })
+}

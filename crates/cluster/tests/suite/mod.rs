@@ -1,0 +1,3 @@
+mod across_nodes;
+mod handshake;
+pub(crate) mod support;

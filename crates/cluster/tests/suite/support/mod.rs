@@ -1,0 +1,47 @@
+//! Shared by the cluster tests: the agents a node hosts, and the child node process.
+
+pub(crate) mod agents;
+pub(crate) mod child;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use troupe_cluster::{ClusterNode, NodeConfig};
+use troupe_runtime::{Team, TeamConfig};
+
+pub(crate) const COOKIE: &str = "test-cookie";
+
+/// A team with `agents` (see [`agents::factory`]) and its node called `name`.
+pub(crate) async fn node(name: &str, agents: &[&str], config: NodeConfig) -> (Team, ClusterNode) {
+    let team = Team::start(TeamConfig {
+        ask_timeout: Duration::from_secs(60),
+        ..TeamConfig::default()
+    })
+    .await
+    .unwrap();
+    for agent in agents {
+        team.spawn(*agent, agents::factory(agent, name))
+            .await
+            .unwrap();
+    }
+    let node = ClusterNode::start(
+        &team,
+        NodeConfig {
+            name: name.into(),
+            ..config
+        },
+    )
+    .await
+    .unwrap();
+    (team, node)
+}
+
+/// A node named `name` with `agents`, on a free loopback port, with the test cookie.
+pub(crate) async fn plain_node(name: &str, agents: &[&str]) -> (Team, ClusterNode) {
+    node(name, agents, NodeConfig::new(name, COOKIE)).await
+}
+
+/// The address of a child node, parsed from its `READY` line.
+pub(crate) fn parse_ready(line: &str) -> Option<SocketAddr> {
+    line.strip_prefix("READY ")?.trim().parse().ok()
+}

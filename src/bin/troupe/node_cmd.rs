@@ -1,0 +1,142 @@
+//! `troupe node`: a cluster node hosting the agents of a config, until Ctrl-C or SIGTERM.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use troupe::agents::{
+    CompactionSettings, CompressionConfig, shared_counter, spawn_agent, spawn_compression_agent,
+};
+use troupe::cluster::{ClusterNode, NodeConfig, TlsConfig};
+use troupe::{ChatModel, Team, TeamConfig};
+use troupe_cli::config::{Config, build_model};
+
+use crate::cli::NodeArgs;
+
+pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
+    let cookie = std::env::var(&args.cookie_env)
+        .ok()
+        .filter(|c| !c.is_empty())
+        .with_context(|| {
+            format!(
+                "set the cluster's cookie in ${} (every node of the cluster needs the same one)",
+                args.cookie_env
+            )
+        })?;
+    let config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if config.agents.is_empty() {
+        bail!("the node would host no agent: name a config with [agents.NAME] (--config)");
+    }
+    let team = Team::start(TeamConfig::default()).await?;
+    if let Err(e) = host_agents(&team, &config).await {
+        team.shutdown().await;
+        return Err(e);
+    }
+    let tls = args.tls_cert.map(|cert| TlsConfig {
+        cert,
+        key: args.tls_key.unwrap_or_default(),
+        ca: args.tls_ca.unwrap_or_default(),
+        server_name: args.tls_name.unwrap_or_default(),
+    });
+    let node_config = NodeConfig {
+        name: args.name,
+        listen: args.listen,
+        cookie,
+        tls,
+    };
+    let node = match ClusterNode::start(&team, node_config).await {
+        Ok(node) => node,
+        Err(e) => {
+            team.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    for addr in &args.connect {
+        match node.connect(*addr).await {
+            Ok(peer) => eprintln!("connected to node `{peer}` at {addr}"),
+            Err(e) => eprintln!("warning: {e}"),
+        }
+    }
+    eprintln!(
+        "node `{}` hosts {}",
+        node.name(),
+        team.directory().names().join(", ")
+    );
+    println!("READY {}", node.listen_addr());
+    stopped().await;
+    node.shutdown().await;
+    team.shutdown().await;
+    Ok(())
+}
+
+/// The config's agents (each with the model it names) and a compression agent for them.
+async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
+    let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
+    for (name, model_config) in &config.models {
+        models.insert(name.clone(), build_model(name, model_config).await?);
+    }
+    let default = if models.is_empty() {
+        Some(
+            troupe::agents::model::default_model()
+                .await
+                .context("loading the default model")?,
+        )
+    } else {
+        None
+    };
+    let compression_model = config
+        .compaction
+        .model
+        .as_ref()
+        .and_then(|name| models.get(name).cloned())
+        .or_else(|| default.clone())
+        .or_else(|| models.values().next().cloned());
+    spawn_compression_agent(
+        team,
+        CompressionConfig {
+            model: compression_model,
+            ..CompressionConfig::new(shared_counter())
+        },
+    )
+    .await?;
+    for name in config.agents.keys() {
+        let spec = config
+            .agent_spec_connected(name, &models, default.clone())
+            .await?;
+        // The config's compaction settings, as `troupe chat` applies them.
+        let window = spec.model.info().context_window;
+        let spec = spec.compaction(CompactionSettings {
+            policy: Some(config.compaction.policy(window)),
+            auto: config.compaction.auto,
+            ..CompactionSettings::default()
+        });
+        spawn_agent(team, spec)
+            .await
+            .with_context(|| format!("starting agent `{name}`"))?;
+    }
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn stopped() {
+    #[cfg(unix)]
+    {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = term => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
