@@ -103,7 +103,7 @@ impl ChatServer {
             .collect()
     }
 
-    fn count(&self) -> usize {
+    pub(super) fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
 }

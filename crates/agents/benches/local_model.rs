@@ -17,6 +17,8 @@
 //!   figure.
 //!
 //! Both sides sample greedily with the same repetition penalty, so they generate the same tokens.
+//! Each round's system prompt opens with its number: the provider keeps its KV cache between
+//! calls and would otherwise decode only the last token of a prompt it saw the round before.
 
 use std::error::Error;
 use std::time::{Duration, Instant};
@@ -65,9 +67,14 @@ struct Samples {
 
 type Counts = Vec<(&'static str, usize, usize)>;
 
-fn request(max_tokens: u32) -> ChatRequest {
+/// The system prompt of `round`, different from every other round's from its first word.
+fn system(round: usize) -> String {
+    format!("Round {round}. {SYSTEM}")
+}
+
+fn request(system: &str, max_tokens: u32) -> ChatRequest {
     ChatRequest {
-        messages: vec![ChatMessage::system(SYSTEM), ChatMessage::user(USER)],
+        messages: vec![ChatMessage::system(system), ChatMessage::user(USER)],
         max_tokens: Some(max_tokens),
         temperature: Some(0.0),
         ..Default::default()
@@ -100,12 +107,13 @@ fn direct_round(
 fn troupe_round(
     runtime: &tokio::runtime::Runtime,
     model: &LocalModel,
+    system: &str,
     samples: &mut Samples,
     counts: &mut Counts,
 ) -> Result<(), Box<dyn Error>> {
     let (first, full, response) = runtime.block_on(async {
         let started = Instant::now();
-        let mut stream = model.chat_stream(request(GENERATE)).await?;
+        let mut stream = model.chat_stream(request(system, GENERATE)).await?;
         let mut first = None;
         let mut answer = ResponseAssembler::new();
         while let Some(delta) = stream.next().await {
@@ -161,7 +169,6 @@ fn main() -> Result<(), Box<dyn Error>> {
     let model = runtime.block_on(LocalModel::load(config))?;
     let threads = model.config().threads;
     let mut direct = Baseline::new(model.path(), model.config().max_context, threads)?;
-    let prompt = direct.chat_prompt(SYSTEM, USER)?;
     println!(
         "local model bench: {} ({}), {threads} threads, {rounds} rounds, {GENERATE} generated tokens",
         model.info().name,
@@ -169,18 +176,20 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     // Warm-up: page in the weights, allocate both KV caches.
-    direct.run(&prompt, 8)?;
-    runtime.block_on(model.chat(request(8)))?;
+    direct.run(&direct.chat_prompt(SYSTEM, USER)?, 8)?;
+    runtime.block_on(model.chat(request(SYSTEM, 8)))?;
 
     let (mut troupe, mut raw) = (Samples::default(), Samples::default());
     let mut token_counts = Vec::new();
     for round in 0..rounds {
+        let system = system(round);
+        let prompt = direct.chat_prompt(&system, USER)?;
         // Alternate the order so neither side always runs on a warmer (or busier) machine.
         if round % 2 == 0 {
             direct_round(&mut direct, &prompt, &mut raw, &mut token_counts)?;
-            troupe_round(&runtime, &model, &mut troupe, &mut token_counts)?;
+            troupe_round(&runtime, &model, &system, &mut troupe, &mut token_counts)?;
         } else {
-            troupe_round(&runtime, &model, &mut troupe, &mut token_counts)?;
+            troupe_round(&runtime, &model, &system, &mut troupe, &mut token_counts)?;
             direct_round(&mut direct, &prompt, &mut raw, &mut token_counts)?;
         }
         let last = |v: &[f64]| v.last().copied().unwrap_or(f64::NAN);

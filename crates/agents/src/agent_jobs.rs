@@ -176,6 +176,34 @@ impl Job for ContextQuery {
     type Reply = ContextStats;
 }
 
+/// Where an agent's compaction goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CompressorRoute {
+    /// The team's own compression agent.
+    Local,
+    /// The compression agent on that node of the cluster.
+    Remote(String),
+    /// The team is in a cluster and no node has a compression agent: the agent compacts on its
+    /// own node with the planner.
+    Unreachable,
+}
+
+impl CompressorRoute {
+    /// The route from a team with this directory; `None` for a team with no compression agent
+    /// that is in no cluster (compaction is refused there, as it always was).
+    pub(crate) fn of(directory: &Directory) -> Option<CompressorRoute> {
+        if directory.is_live(COMPRESSION_AGENT) {
+            Some(CompressorRoute::Local)
+        } else if let Some(node) = directory.remote_node_of(COMPRESSION_AGENT) {
+            Some(CompressorRoute::Remote(node))
+        } else if directory.in_cluster() {
+            Some(CompressorRoute::Unreachable)
+        } else {
+            None
+        }
+    }
+}
+
 async fn ask_agent_job<J: Job>(team: &Team, agent: &str, job: J) -> Result<J::Reply, CompactError> {
     Ok(team
         .directory()
@@ -190,7 +218,7 @@ pub async fn compact_agent(
     agent: &str,
     instructions: Option<String>,
 ) -> Result<AppliedCompaction, CompactError> {
-    if !team.directory().is_live(COMPRESSION_AGENT) {
+    if CompressorRoute::of(team.directory()).is_none() {
         return Err(CompactError::NoCompressionAgent);
     }
     if team.is_responding(agent) {

@@ -26,7 +26,9 @@ pub use agent_jobs::{
     close_scope, compact_agent, context_stats, open_scope, switch_session,
 };
 pub use compaction_settings::{CompactionSettings, shared_counter};
-pub use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
+pub use compression::{
+    COMPRESSION_AGENT, CompressionAgent, CompressionConfig, RemoteCompactionJob,
+};
 pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent, LlmAgentState};
 pub use session_sync::AgentSession;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
@@ -41,7 +43,9 @@ pub async fn spawn_compression_agent(
     config: CompressionConfig,
 ) -> Result<(), TeamError> {
     team.spawn(COMPRESSION_AGENT, CompressionAgent::factory(config))
-        .await
+        .await?;
+    compression::accept_remote_compactions(team);
+    Ok(())
 }
 
 /// Spawn an LLM agent described by `spec` into `team` under the team's supervisor.

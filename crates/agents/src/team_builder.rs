@@ -79,6 +79,7 @@ impl TeamBuilder {
         let mut names = Vec::new();
         let mut factories = Vec::new();
         if let Some(config) = self.compression {
+            crate::compression::accept_remote_compactions(&team);
             names.push(COMPRESSION_AGENT.to_string());
             factories.push((
                 COMPRESSION_AGENT.to_string(),

@@ -149,7 +149,11 @@ async fn handle_delivery(
     };
     let timeout = Duration::from_millis(delivery.timeout_ms);
     async {
-        let result = if delivery.wants_answer {
+        let result = if let Some(kind) = &delivery.job_kind {
+            directory
+                .run_wire_job(&delivery.agent, kind, &request.text, trace, timeout)
+                .await
+        } else if delivery.wants_answer {
             directory.ask(&delivery.agent, request, timeout).await
         } else {
             directory
@@ -247,6 +251,7 @@ mod tests {
             agent: "counter".into(),
             from: None,
             text: "hi".into(),
+            job_kind: None,
             traceparent: TraceContext::new_root().traceparent(),
             from_node: "elsewhere".into(),
             timeout_ms: 10_000,

@@ -22,8 +22,9 @@
 //! - **One trace across processes**: the request's `traceparent` travels with it; each node
 //!   writes its own spans (JSONL, OTLP) and the receiving side's spans hang under the sending
 //!   span.
-//! - Typed jobs (compaction requests to a compression agent) do not cross nodes: a compression
-//!   agent must run on the node of the agents it serves.
+//! - **Typed jobs** cross nodes only as [`WireJob`](troupe_runtime::WireJob)s, to a team that
+//!   accepts their kind: an agent with no compression agent on its own node compacts through the
+//!   one on another node, and on its own node (the planner) when that one cannot be reached.
 
 mod error;
 mod gateway;

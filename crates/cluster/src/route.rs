@@ -72,6 +72,7 @@ impl ClusterRoute {
         request: AgentRequest,
         timeout: Duration,
         wants_answer: bool,
+        job_kind: Option<&str>,
     ) -> Result<(Delivery, ActorCell, String), AskError> {
         let Some((gateway, node)) = self.find(name) else {
             return Err(self.no_such_agent(name));
@@ -81,6 +82,7 @@ impl ClusterRoute {
             agent: name.to_string(),
             from: request.from,
             text: request.text,
+            job_kind: job_kind.map(str::to_string),
             traceparent: request.trace.traceparent(),
             from_node: self.node.clone(),
             timeout_ms: millis(timeout),
@@ -134,6 +136,42 @@ impl RemoteAgents for ClusterRoute {
         request: AgentRequest,
         timeout: Duration,
     ) -> Result<String, AskError> {
+        self.ask_spanned(name, request, timeout, None).await
+    }
+
+    async fn ask_job(
+        &self,
+        name: &str,
+        kind: &str,
+        payload: String,
+        trace: TraceContext,
+        timeout: Duration,
+    ) -> Result<String, AskError> {
+        let request = AgentRequest {
+            from: None,
+            text: payload,
+            trace,
+        };
+        self.ask_spanned(name, request, timeout, Some(kind)).await
+    }
+
+    async fn send(&self, name: &str, request: AgentRequest) -> Result<(), AskError> {
+        let (delivery, gateway, node) =
+            self.delivery(name, request, Duration::from_secs(300), false, None)?;
+        let ack = call(&gateway, &WireRequest::Deliver(delivery), ACK_TIMEOUT).await;
+        acknowledged(ack, &node)
+    }
+}
+
+impl ClusterRoute {
+    /// A remote ask — text, or a job of `job_kind` — inside its `remote_ask` span.
+    async fn ask_spanned(
+        &self,
+        name: &str,
+        request: AgentRequest,
+        timeout: Duration,
+        job_kind: Option<&str>,
+    ) -> Result<String, AskError> {
         // The span that sends the request; the other node's `remote_request` span names it as
         // its parent (by the id it is given here), so the trace is one tree across nodes.
         let sending = request.trace.child();
@@ -151,7 +189,7 @@ impl RemoteAgents for ClusterRoute {
             ..request
         };
         async {
-            let result = self.ask_traced(name, request, timeout).await;
+            let result = self.ask_traced(name, request, timeout, job_kind).await;
             if let Err(error) = &result {
                 tracing::Span::current().record("error.type", error_kind(error));
             }
@@ -161,15 +199,6 @@ impl RemoteAgents for ClusterRoute {
         .await
     }
 
-    async fn send(&self, name: &str, request: AgentRequest) -> Result<(), AskError> {
-        let (delivery, gateway, node) =
-            self.delivery(name, request, Duration::from_secs(300), false)?;
-        let ack = call(&gateway, &WireRequest::Deliver(delivery), ACK_TIMEOUT).await;
-        acknowledged(ack, &node)
-    }
-}
-
-impl ClusterRoute {
     /// Deliver and await in one round trip: both calls are sent at once, in that order, on the
     /// one ordered connection to the node; the acknowledgement is checked before the answer is
     /// believed.
@@ -178,8 +207,9 @@ impl ClusterRoute {
         name: &str,
         request: AgentRequest,
         timeout: Duration,
+        job_kind: Option<&str>,
     ) -> Result<String, AskError> {
-        let (delivery, gateway, node) = self.delivery(name, request, timeout, true)?;
+        let (delivery, gateway, node) = self.delivery(name, request, timeout, true, job_kind)?;
         tracing::Span::current().record(semconv::NODE, node.as_str());
         let wait = WireRequest::Await {
             request_id: delivery.request_id.clone(),

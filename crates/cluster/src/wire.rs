@@ -76,7 +76,11 @@ pub(crate) struct Delivery {
     pub(crate) agent: String,
     /// The asking agent, or `None` for a program/user.
     pub(crate) from: Option<String>,
+    /// The request text, or a job's JSON when `job_kind` is set.
     pub(crate) text: String,
+    /// A typed job's kind (`WireJob::KIND`): the agent is given that job, not text.
+    #[serde(default)]
+    pub(crate) job_kind: Option<String>,
     /// W3C `traceparent`: the request's trace and the sending span on the asking node.
     pub(crate) traceparent: String,
     /// The asking node's name (for the receiving side's traces and errors).
@@ -161,6 +165,7 @@ mod tests {
             agent: "worker".into(),
             from: Some("lead".into()),
             text: "hello ✓".into(),
+            job_kind: None,
             traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
             from_node: "a".into(),
             timeout_ms: 1000,

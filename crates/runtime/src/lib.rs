@@ -51,4 +51,5 @@ pub use supervisor::job::{Job, JobReply, JobRequest, ReplyTo};
 pub use supervisor::remote::RemoteAgents;
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};
+pub use supervisor::wire_job::WireJob;
 pub use trace::TraceContext;

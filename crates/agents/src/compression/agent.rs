@@ -26,6 +26,7 @@ use troupe_runtime::{
 
 use crate::compression::job::{CompactionJob, ScopeSummaryJob};
 use crate::compression::model_loop::ModelSteering;
+use crate::compression::remote::{RemoteCompaction, RemoteCompactionJob};
 use crate::compression::scope::summarize_scope;
 use crate::compression::summarizer::ModelSummarizer;
 use crate::model::TracedModel;
@@ -246,6 +247,19 @@ impl AgentBehavior for CompressionAgent {
             Ok((job, reply)) => {
                 let span = compaction_span(&job.agent, &ctx.name, job.trigger.as_str());
                 let result = self.compact(job, &trace, ctx).instrument(span).await;
+                return Ok(reply.answer(result));
+            }
+            Err(job) => job,
+        };
+        // A compaction from another node: the same job, without the asker's model and cache.
+        let job = match job.open::<RemoteCompactionJob>() {
+            Ok((job, reply)) => {
+                let job = CompactionJob::from(job);
+                let span = compaction_span(&job.agent, &ctx.name, job.trigger.as_str());
+                let result = self.compact(job, &trace, ctx).instrument(span).await;
+                let result = result
+                    .map(RemoteCompaction::from)
+                    .map_err(|e| e.to_string());
                 return Ok(reply.answer(result));
             }
             Err(job) => job,

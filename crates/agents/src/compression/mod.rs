@@ -3,10 +3,13 @@
 mod agent;
 mod job;
 mod model_loop;
+mod remote;
 mod scope;
 mod summarizer;
 pub mod tools;
 
 pub use agent::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig, DEFAULT_MAX_ITERATIONS};
 pub use job::{CompactionJob, ScopeSummaryError, ScopeSummaryJob};
+pub use remote::{RemoteCompaction, RemoteCompactionJob};
+pub(crate) use remote::{accept_remote_compactions, compact_here};
 pub use summarizer::ModelSummarizer;

@@ -2,11 +2,15 @@
 //! compaction this agent asks for — automatic, `/compact`, its `compact` tool, emergency — is a
 //! [`CompactionJob`] to the compression agent, applied here when it comes back.
 
-use troupe_compaction::{BudgetState, CompactTrigger};
-use troupe_runtime::{AgentContext, ChatMessage, Event, Job, MessageId, MessageKind};
+use tracing::Instrument;
+use troupe_compaction::{BudgetState, CompactTrigger, Compaction, CompactionError};
+use troupe_runtime::trace::semconv;
+use troupe_runtime::{AgentContext, AskError, ChatMessage, Event, Job, MessageId, MessageKind};
 
-use crate::agent_jobs::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError, CompactionTracker};
-use crate::compression::{COMPRESSION_AGENT, CompactionJob};
+use crate::agent_jobs::{
+    AppliedCompaction, COMPACTION_TIMEOUT, CompactError, CompactionTracker, CompressorRoute,
+};
+use crate::compression::{COMPRESSION_AGENT, CompactionJob, RemoteCompactionJob, compact_here};
 
 use super::LlmAgent;
 
@@ -54,6 +58,79 @@ impl LlmAgent {
             .await
     }
 
+    /// Give the compaction to the compression agent on `node`; when it cannot be reached, compact
+    /// here instead (the caller applies either result the same way).
+    async fn ask_remote_compressor(
+        &self,
+        job: CompactionJob,
+        node: &str,
+        ctx: &AgentContext,
+    ) -> Result<Result<Compaction, CompactionError>, AskError> {
+        let wire = RemoteCompactionJob::from(&job);
+        let answer = ctx
+            .directory
+            .ask_wire_job(
+                COMPRESSION_AGENT,
+                wire,
+                self.trace.child(),
+                COMPACTION_TIMEOUT,
+            )
+            .await;
+        match answer {
+            Ok(Ok(compaction)) => {
+                let compaction = Compaction::from(compaction);
+                // The compressor announced it on its own node's bus; this team's watchers
+                // hear it here.
+                self.publish_compaction(&compaction, ctx);
+                Ok(Ok(compaction))
+            }
+            Ok(Err(reason)) => Err(AskError::Remote {
+                node: node.to_string(),
+                reason: format!("its compression agent failed: {reason}"),
+            }),
+            Err(e) => {
+                let why = format!("the compression agent on node `{node}` was not reached: {e}");
+                Ok(self.compact_here(&job, &why, ctx).await)
+            }
+        }
+    }
+
+    /// Compact on this node with the planner and the mechanical summarizer, because no
+    /// compression agent could be reached (`why` goes into the report's fallbacks).
+    async fn compact_here(
+        &self,
+        job: &CompactionJob,
+        why: &str,
+        ctx: &AgentContext,
+    ) -> Result<Compaction, CompactionError> {
+        tracing::warn!(agent = %ctx.name, %why, "compacting on this node");
+        let span = tracing::info_span!(
+            "compaction",
+            { semconv::OPERATION_NAME } = "compaction",
+            { semconv::OPENINFERENCE_SPAN_KIND } = "CHAIN",
+            { semconv::AGENT_NAME } = %ctx.name,
+            { semconv::COMPRESSOR } = "planner (this node)",
+            { semconv::TRIGGER } = job.trigger.as_str(),
+        );
+        let result = compact_here(job, self.counter.as_ref(), why)
+            .instrument(span)
+            .await;
+        if let Ok(compaction) = &result {
+            self.publish_compaction(compaction, ctx);
+        }
+        result
+    }
+
+    fn publish_compaction(&self, compaction: &Compaction, ctx: &AgentContext) {
+        ctx.events.publish(
+            Some(self.trace.trace_id_hex()),
+            Event::CompactionFinished {
+                agent: ctx.name.clone(),
+                report: Box::new(compaction.report.clone()),
+            },
+        );
+    }
+
     /// Ask the compression agent to compact this conversation and apply the result.
     pub(super) async fn compact(
         &mut self,
@@ -61,9 +138,9 @@ impl LlmAgent {
         instructions: Option<String>,
         ctx: &AgentContext,
     ) -> Result<AppliedCompaction, CompactError> {
-        if !ctx.directory.is_live(COMPRESSION_AGENT) {
+        let Some(route) = CompressorRoute::of(&ctx.directory) else {
             return Err(CompactError::NoCompressionAgent);
-        }
+        };
         let tracker = CompactionTracker::of(&ctx.directory);
         let publish = tracker.begin(&ctx.name);
         let job = CompactionJob {
@@ -76,7 +153,14 @@ impl LlmAgent {
             agent_model: Some(self.spec.model.clone()),
             token_cache: Some(self.token_cache.clone()),
         };
-        let answer = self.ask_compressor(job, ctx).await;
+        let answer = match route {
+            CompressorRoute::Local => self.ask_compressor(job, ctx).await,
+            CompressorRoute::Remote(node) => self.ask_remote_compressor(job, &node, ctx).await,
+            CompressorRoute::Unreachable => {
+                let why = "no node of the cluster has a compression agent";
+                Ok(self.compact_here(&job, why, ctx).await)
+            }
+        };
         let outcome = match answer {
             Ok(Ok(compaction)) => {
                 let before: std::collections::HashSet<MessageId> =

@@ -403,3 +403,32 @@ async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next(
     assert!(response.usage.output_tokens <= 8);
     assert!(!response.message.text().is_empty());
 }
+
+#[tokio::test]
+async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
+    let model = model().await;
+    let ask = |question: &str| ChatRequest {
+        messages: vec![
+            ChatMessage::system(format!("Answer from this story only.\n\n{LIGHTHOUSE}")),
+            ChatMessage::user(question),
+        ],
+        max_tokens: Some(24),
+        temperature: Some(0.0),
+        ..Default::default()
+    };
+    let question = "How many fishermen survived?";
+    // Cold: the call before shares nothing past the chat template's opening.
+    let unrelated = ChatRequest {
+        messages: vec![ChatMessage::user("Name a colour.")],
+        max_tokens: Some(4),
+        temperature: Some(0.0),
+        ..Default::default()
+    };
+    model.chat(unrelated).await.unwrap();
+    let cold = model.chat(ask(question)).await.unwrap();
+    // Warm: the call before leaves the story's whole system prompt in the KV cache.
+    model.chat(ask("What did Elias grow?")).await.unwrap();
+    let warm = model.chat(ask(question)).await.unwrap();
+    assert_eq!(warm, cold);
+    assert!(!cold.message.text().is_empty());
+}

@@ -233,6 +233,11 @@ impl Directory {
         self.remote.set(remote).is_ok()
     }
 
+    /// Whether this team has joined a cluster (see [`Directory::set_remote`]).
+    pub fn in_cluster(&self) -> bool {
+        self.remote.get().is_some()
+    }
+
     /// The node running `name` when another node of the cluster does and no local agent has
     /// that name.
     pub fn remote_node_of(&self, name: &str) -> Option<String> {
@@ -241,7 +246,7 @@ impl Directory {
 
     /// Where a request for `name` goes when it does not stay here: local agents (live or
     /// stopped) come first.
-    fn remote_for(&self, name: &str) -> Option<&Arc<dyn RemoteAgents>> {
+    pub(crate) fn remote_for(&self, name: &str) -> Option<&Arc<dyn RemoteAgents>> {
         let remote = self.remote.get()?;
         if self.read(|e| e.slots.contains_key(name)) || remote.locate(name).is_none() {
             return None;

@@ -8,3 +8,4 @@ pub(crate) mod remote;
 #[allow(clippy::module_inception)]
 pub(crate) mod supervisor;
 pub(crate) mod team;
+pub(crate) mod wire_job;

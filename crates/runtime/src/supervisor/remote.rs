@@ -12,6 +12,7 @@ use async_trait::async_trait;
 
 use crate::supervisor::behavior::AgentRequest;
 use crate::supervisor::directory::AskError;
+use crate::trace::TraceContext;
 
 /// Agents that live on other nodes, reachable by name.
 #[async_trait]
@@ -27,6 +28,17 @@ pub trait RemoteAgents: Send + Sync + 'static {
         &self,
         name: &str,
         request: AgentRequest,
+        timeout: Duration,
+    ) -> Result<String, AskError>;
+
+    /// Give the remote agent `name` a [`WireJob`](crate::WireJob) of kind `kind` (its JSON in
+    /// `payload`) and wait up to `timeout` for the reply's JSON.
+    async fn ask_job(
+        &self,
+        name: &str,
+        kind: &str,
+        payload: String,
+        trace: TraceContext,
         timeout: Duration,
     ) -> Result<String, AskError>;
 

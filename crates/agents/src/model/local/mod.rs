@@ -350,6 +350,7 @@ fn log_generation(generation: &Generation) {
     tracing::debug!(
         prompt_tokens = generation.prompt_tokens,
         output_tokens = generation.output_tokens,
+        reused_tokens = generation.reused_tokens,
         prompt_ms = millis(generation.prompt_time),
         generation_ms = millis(generation.generation_time),
         "local generation"

@@ -136,4 +136,63 @@ impl Baseline {
             generation_time: generation_started.elapsed(),
         })
     }
+
+    /// Decode the first `prompt_tokens` tokens of `text` (with a BOS token) into an empty cache,
+    /// then generate exactly `output_tokens` tokens greedily, ignoring the end of turn: llama.cpp
+    /// doing the work of one provider call of the same size, for side-by-side timings.
+    ///
+    /// # Errors
+    /// When `text` has fewer tokens than asked for, or llama.cpp fails to decode.
+    pub fn run_counts(
+        &mut self,
+        text: &str,
+        prompt_tokens: usize,
+        output_tokens: usize,
+    ) -> Result<BaselineRun, LocalModelError> {
+        let vocab = self.model.vocab();
+        let mut tokens = vocab.tokenize(text.as_bytes(), true, false);
+        if tokens.len() < prompt_tokens || prompt_tokens == 0 {
+            return Err(fail(
+                "prompt",
+                format!(
+                    "the text has {} tokens, {prompt_tokens} asked for",
+                    tokens.len()
+                ),
+            ));
+        }
+        tokens.truncate(prompt_tokens);
+        self.ctx.clear_kv_cache();
+        let started = Instant::now();
+        let mut batch = LlamaBatch::new(BATCH as usize, 1);
+        let last = tokens.len() - 1;
+        for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
+            batch.clear();
+            for (i, t) in chunk.iter().enumerate() {
+                let pos = c * BATCH as usize + i;
+                batch
+                    .add(*t, pos as i32, &[0], pos == last)
+                    .map_err(|e| fail("batch", e))?;
+            }
+            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+        }
+        let prompt_time = started.elapsed();
+        let mut sampler = LlamaSampler::greedy();
+        let generation_started = Instant::now();
+        let mut at = batch.n_tokens() - 1;
+        for n in 0..output_tokens {
+            let token = sampler.sample(&self.ctx, at);
+            batch.clear();
+            batch
+                .add(token, (tokens.len() + n) as i32, &[0], true)
+                .map_err(|e| fail("batch", e))?;
+            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+            at = 0;
+        }
+        Ok(BaselineRun {
+            prompt_tokens: tokens.len(),
+            output_tokens,
+            prompt_time,
+            generation_time: generation_started.elapsed(),
+        })
+    }
 }

@@ -5,8 +5,12 @@
 //! model lets a worker own its `LlamaContext` without self-borrowing). A `LlamaContext` is not
 //! shareable, so each engine owns one worker thread that owns one context and serves requests
 //! from a queue, one at a time. The async side never blocks: it queues a job and awaits a
-//! oneshot reply. A job carries a cancel flag checked before it starts and between tokens, and
-//! every job starts from an empty KV cache — a cancelled or failed job leaves nothing behind.
+//! oneshot reply. A job carries a cancel flag checked before it starts and between tokens.
+//!
+//! The worker keeps the KV cache between jobs and knows which tokens it holds: a job decodes only
+//! the tokens after the longest prefix its prompt shares with them (a compressor loop resends
+//! its system prompt, tools and history on every call; without this, each call prefilled all of
+//! it again). A cancelled or failed job leaves nothing behind: the cache is emptied after it.
 //!
 //! A job may also ask for its text as it is generated: whole UTF-8 pieces go into a bounded
 //! channel with `blocking_send`, so a consumer that reads slowly pauses generation instead of
@@ -90,6 +94,8 @@ pub(crate) struct Generation {
     pub prompt_time: Duration,
     /// Time spent generating.
     pub generation_time: Duration,
+    /// Leading prompt tokens already in the KV cache from the job before, not decoded again.
+    pub reused_tokens: usize,
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<Generation, LocalModelError>>;
@@ -258,6 +264,8 @@ fn worker(
             .new_context(backend()?, context_params(n_ctx, threads))
             .map_err(|e| LocalModelError::Load(format!("cannot create a llama.cpp context: {e}")))
     };
+    // The tokens the KV cache holds for sequence 0, position by position.
+    let mut cached: Vec<LlamaToken> = Vec::new();
     let mut context = match new_context() {
         Ok(c) => {
             let _ = ready.send(Ok(c.n_ctx() as usize));
@@ -281,27 +289,75 @@ fn worker(
         };
         // A panic inside llama-cpp-2 must not take the worker (and every later request) down;
         // the context it left behind is dropped and rebuilt for the next job.
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| generate(model, ctx, &job)));
-        let result = result.unwrap_or_else(|_| {
-            context = None;
-            Err(LocalModelError::Inference(
-                "llama.cpp panicked during generation".into(),
-            ))
-        });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            generate(model, ctx, &mut cached, &job)
+        }));
+        let result = match result {
+            Ok(Ok(generation)) => Ok(generation),
+            // What a failed or cancelled job decoded is not trusted by the next one.
+            Ok(Err(e)) => {
+                ctx.clear_kv_cache();
+                cached.clear();
+                Err(e)
+            }
+            Err(_) => {
+                context = None;
+                cached.clear();
+                Err(LocalModelError::Inference(
+                    "llama.cpp panicked during generation".into(),
+                ))
+            }
+        };
         let _ = reply.send(result);
+    }
+}
+
+/// How many leading tokens of `prompt` can stay in a KV cache that holds `cached`: their
+/// common prefix, less one when it is the whole prompt (the last prompt token must be decoded
+/// again for its logits).
+fn reusable_prefix(cached: &[LlamaToken], prompt: &[LlamaToken]) -> usize {
+    let common = cached
+        .iter()
+        .zip(prompt)
+        .take_while(|(a, b)| a == b)
+        .count();
+    common.min(prompt.len().saturating_sub(1))
+}
+
+/// Drop everything in the KV cache after the first `keep` tokens of `cached` and return how many
+/// stayed (0 when the memory cannot drop a tail — then it is emptied).
+fn keep_prefix(
+    ctx: &mut LlamaContext<'static>,
+    cached: &mut Vec<LlamaToken>,
+    keep: usize,
+) -> usize {
+    let kept = u32::try_from(keep).ok().filter(|&k| k > 0).and_then(|k| {
+        ctx.clear_kv_cache_seq(Some(0), Some(k), None)
+            .ok()
+            .filter(|&removed| removed)
+    });
+    match kept {
+        Some(_) => {
+            cached.truncate(keep);
+            keep
+        }
+        None => {
+            ctx.clear_kv_cache();
+            cached.clear();
+            0
+        }
     }
 }
 
 fn generate(
     model: &'static LlamaModel,
     ctx: &mut LlamaContext<'static>,
+    cached: &mut Vec<LlamaToken>,
     job: &Job,
 ) -> Result<Generation, LocalModelError> {
     let vocab = model.vocab();
     let fail =
         |what: &str, e: &dyn std::fmt::Display| LocalModelError::Inference(format!("{what}: {e}"));
-    ctx.clear_kv_cache();
     let started = Instant::now();
     // Templates that spell out the BOS token would get it twice if llama.cpp added it again.
     let bos = String::from_utf8_lossy(&vocab.token_to_piece(vocab.bos(), true, None)).into_owned();
@@ -318,20 +374,22 @@ fn generate(
         });
     }
 
+    let reused = keep_prefix(ctx, cached, reusable_prefix(cached, &tokens));
     let mut batch = LlamaBatch::new(BATCH as usize, 1);
     let last = tokens.len() - 1;
-    for (chunk_index, chunk) in tokens.chunks(BATCH as usize).enumerate() {
+    for (chunk_index, chunk) in tokens[reused..].chunks(BATCH as usize).enumerate() {
         if job.cancel.load(Ordering::Relaxed) {
             return Err(LocalModelError::Cancelled);
         }
         batch.clear();
         for (i, token) in chunk.iter().enumerate() {
-            let pos = chunk_index * BATCH as usize + i;
+            let pos = reused + chunk_index * BATCH as usize + i;
             batch
                 .add(*token, pos as i32, &[0], pos == last)
                 .map_err(|e| fail("batch", &e))?;
         }
         ctx.decode(&mut batch).map_err(|e| fail("decode", &e))?;
+        cached.extend_from_slice(chunk);
     }
     let prompt_time = started.elapsed();
 
@@ -367,6 +425,7 @@ fn generate(
             .add(token, (tokens.len() + produced - 1) as i32, &[0], true)
             .map_err(|e| fail("batch", &e))?;
         ctx.decode(&mut batch).map_err(|e| fail("decode", &e))?;
+        cached.push(token);
         logits_at = 0;
     }
     if let Some(piece) = pieces.finish() {
@@ -380,6 +439,7 @@ fn generate(
         stop,
         prompt_time,
         generation_time: generation_started.elapsed(),
+        reused_tokens: reused,
     })
 }
 
@@ -417,4 +477,24 @@ fn sampler(model: &LlamaModel, job: &Job) -> Result<LlamaSampler, LocalModelErro
         ]);
     }
     Ok(LlamaSampler::chain_simple(chain))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(ids: &[i32]) -> Vec<LlamaToken> {
+        ids.iter().copied().map(LlamaToken::new).collect()
+    }
+
+    #[test]
+    fn a_prompt_reuses_the_prefix_it_shares_with_the_cache() {
+        let cached = tokens(&[1, 2, 3, 4, 9, 9]);
+        assert_eq!(reusable_prefix(&cached, &tokens(&[1, 2, 3, 4, 5, 6])), 4);
+        assert_eq!(reusable_prefix(&cached, &tokens(&[7, 2, 3])), 0);
+        assert_eq!(reusable_prefix(&[], &tokens(&[1, 2])), 0);
+        // A prompt the cache holds whole (or more) still decodes its last token for logits.
+        assert_eq!(reusable_prefix(&cached, &tokens(&[1, 2, 3])), 2);
+        assert_eq!(reusable_prefix(&cached, &cached), 5);
+    }
 }
