@@ -134,16 +134,6 @@ async fn worker(scripted: bool, trace_file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The trace files of both processes, merged into one forest of trees.
-fn merged_trace(files: &[PathBuf]) -> anyhow::Result<String> {
-    let mut lines = Vec::new();
-    for file in files {
-        lines.extend(troupe_cli::trace_tree::read_trace_file(file)?.lines);
-    }
-    let forest = troupe_cli::trace_tree::build_forest_owned(lines);
-    Ok(troupe_cli::trace_tree::render_forest(&forest))
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let scripted = std::env::args().any(|a| a == "--scripted");
@@ -217,7 +207,11 @@ async fn main() -> anyhow::Result<()> {
         coordinator_trace.display(),
         worker_trace.display()
     );
-    println!("{}", merged_trace(&[coordinator_trace, worker_trace])?);
+    // As `troupe trace coordinator.jsonl workers.jsonl` shows it: one tree per trace.
+    println!(
+        "{}",
+        troupe_cli::trace_tree::render_files(&[&coordinator_trace, &worker_trace])?
+    );
     if !status.success() {
         bail!("the worker process exited with {status}");
     }

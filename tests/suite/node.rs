@@ -176,6 +176,31 @@ fn a_config_agent_on_troupe_node_is_asked_by_name_in_one_trace_across_processes(
         .find(|s| s.name == "chat")
         .expect("a model call");
     assert_eq!(chat.trace_id, trace_id);
+
+    // `troupe trace` over both files: one tree for the trace, the remote side under the asker.
+    let merged = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .arg("trace")
+        .arg(&local_trace)
+        .arg(&node_trace)
+        .output()
+        .unwrap();
+    assert!(merged.status.success());
+    let text = String::from_utf8_lossy(&merged.stdout);
+    assert_eq!(text.matches(&format!("trace {trace_id}")).count(), 1, "{text}");
+    let depth = |name: &str| {
+        let line = text.lines().find(|l| l.contains(name)).unwrap_or_default();
+        line.find(name).unwrap_or(0)
+    };
+    assert!(depth("remote_request") > depth("remote_ask"), "{text}");
+    assert!(depth("agent helper") > depth("remote_request"), "{text}");
+    let follow_two = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["trace", "--follow"])
+        .arg(&local_trace)
+        .arg(&node_trace)
+        .output()
+        .unwrap();
+    assert!(!follow_two.status.success());
+    assert!(String::from_utf8_lossy(&follow_two.stderr).contains("one file"));
 }
 
 #[test]

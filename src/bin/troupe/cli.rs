@@ -163,9 +163,11 @@ Examples:
   troupe trace run.jsonl
   troupe trace run.jsonl --follow      # while the run is going on")]
 pub struct TraceArgs {
-    /// The trace file (written when TROUPE_TRACE=FILE is set).
-    pub file: PathBuf,
-    /// Keep reading as the file grows.
+    /// The trace file (written when TROUPE_TRACE=FILE is set); several files (one per cluster
+    /// node) are merged into one tree per trace.
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Keep reading as the file grows (one file only).
     #[arg(long, short)]
     pub follow: bool,
 }

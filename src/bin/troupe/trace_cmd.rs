@@ -1,10 +1,10 @@
-//! `troupe trace FILE [--follow]`.
+//! `troupe trace FILE... [--follow]`.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use troupe_cli::trace_tree::{
-    TraceFollower, build_forest, escape_control, render_file, render_forest,
+    TraceFollower, build_forest, escape_control, render_files, render_forest,
 };
 
 use crate::cli::TraceArgs;
@@ -14,13 +14,17 @@ const POLL: Duration = Duration::from_millis(500);
 
 pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     if !args.follow {
-        print!("{}", render_file(&args.file)?);
+        let files: Vec<&std::path::Path> = args.files.iter().map(|f| f.as_path()).collect();
+        print!("{}", render_files(&files)?);
         return Ok(());
     }
+    let [file] = args.files.as_slice() else {
+        anyhow::bail!("--follow reads one file; give it one trace file");
+    };
     // On a terminal the tree is redrawn as spans close; into a pipe, each redraw is appended.
     let redraw = std::io::stdout().is_terminal();
-    let mut follower = TraceFollower::new(&args.file);
-    let shown = args.file.display().to_string();
+    let mut follower = TraceFollower::new(file);
+    let shown = file.display().to_string();
     let header = format!("following {} (Ctrl-C to stop)", escape_control(&shown));
     println!("{header}");
     loop {

@@ -30,13 +30,27 @@ pub use tree::{SpanNode, TraceForest, TraceTree, build_forest, build_forest_owne
 /// # Errors
 /// [`TraceFileError`] when the file cannot be read or a complete line is not a trace record.
 pub fn render_file(path: &Path) -> Result<String, TraceFileError> {
-    let parsed = read_trace_file(path)?;
+    render_files(&[path])
+}
+
+/// Read several trace files — e.g. one per cluster node — and render them as one forest: the
+/// spans of one trace from every file form one tree, linked across files by their span ids.
+///
+/// # Errors
+/// [`TraceFileError`] for the first file that cannot be read or holds a line that is not a
+/// trace record.
+pub fn render_files(paths: &[&Path]) -> Result<String, TraceFileError> {
     let mut out = String::new();
-    for w in &parsed.warnings {
-        out.push_str("warning: ");
-        out.push_str(&escape_control(w));
-        out.push('\n');
+    let mut lines = Vec::new();
+    for path in paths {
+        let parsed = read_trace_file(path)?;
+        for w in &parsed.warnings {
+            out.push_str("warning: ");
+            out.push_str(&escape_control(w));
+            out.push('\n');
+        }
+        lines.extend(parsed.lines);
     }
-    out.push_str(&render_forest(&build_forest_owned(parsed.lines)));
+    out.push_str(&render_forest(&build_forest_owned(lines)));
     Ok(out)
 }
