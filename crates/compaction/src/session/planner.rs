@@ -79,6 +79,15 @@ pub struct PlannerOutcome {
 impl CompactionSession<'_> {
     /// The next step toward the target, or `None` when the target is met or nothing is left.
     pub fn plan_next_step(&self) -> Option<PlannedStep> {
+        self.plan_next_step_for(true)
+    }
+
+    /// [`CompactionSession::plan_next_step`]; with `summarizing` false (no summarizer to run a
+    /// tier-3 step) a tier-3 step is proposed without choosing its segment's end, which means
+    /// rendering and counting the segment's wrapping — a third of a large tier 1–2 compaction.
+    /// Such a step is never applied, only reported as needing a summarizer, so which segment
+    /// it names does not matter; whether there is one does, and is decided the same way.
+    fn plan_next_step_for(&self, summarizing: bool) -> Option<PlannedStep> {
         if self.verify_target().reached {
             return None;
         }
@@ -132,6 +141,17 @@ impl CompactionSession<'_> {
             && let Some(&(s, e)) = runs.first()
         {
             return Some(PlannedStep::SummarizeMessages {
+                start: self.messages[s].id,
+                end: self.messages[e].id,
+            });
+        }
+        // `next_segment` declines a run only for a segment that was refused before; with none
+        // refused, the oldest run has a segment, whatever its end.
+        if !summarizing
+            && self.failed_segments.is_empty()
+            && let Some(&(s, e)) = runs.first()
+        {
+            return Some(PlannedStep::SummarizeSegment {
                 start: self.messages[s].id,
                 end: self.messages[e].id,
             });
@@ -245,7 +265,7 @@ impl CompactionSession<'_> {
         // is never reached in practice; it guards against a planner bug looping forever.
         let max_steps = self.messages.len() * 4 + 16;
         while outcome.applied + outcome.refused < max_steps {
-            let Some(step) = self.plan_next_step() else {
+            let Some(step) = self.plan_next_step_for(summarizer.is_some()) else {
                 break;
             };
             let result = self.apply_step(&step, summarizer).await;
