@@ -186,7 +186,11 @@ fn a_config_agent_on_troupe_node_is_asked_by_name_in_one_trace_across_processes(
         .unwrap();
     assert!(merged.status.success());
     let text = String::from_utf8_lossy(&merged.stdout);
-    assert_eq!(text.matches(&format!("trace {trace_id}")).count(), 1, "{text}");
+    assert_eq!(
+        text.matches(&format!("trace {trace_id}")).count(),
+        1,
+        "{text}"
+    );
     let depth = |name: &str| {
         let line = text.lines().find(|l| l.contains(name)).unwrap_or_default();
         line.find(name).unwrap_or(0)
