@@ -116,8 +116,7 @@ fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
 /// A 64-bit span id given as 16 hex digits under `key` (troupe's own ids, for spans that link
 /// across processes).
 fn parse_span_id(attributes: &Map<String, Value>, key: &str) -> Option<u64> {
-    let hex = attributes.get(key)?.as_str()?;
-    u64::from_str_radix(hex, 16).ok().filter(|id| *id != 0)
+    troupe_runtime::trace::parse_span_id(attributes.get(key)?.as_str()?)
 }
 
 impl JsonlLayer {

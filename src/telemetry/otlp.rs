@@ -356,10 +356,7 @@ fn scrub_cow(text: &mut Cow<'static, str>) {
 /// The span id (16 hex digits) a span's attributes give under `key`, if any.
 fn named_span(attributes: &[KeyValue], key: &str) -> Option<SpanId> {
     let kv = attributes.iter().find(|kv| kv.key.as_str() == key)?;
-    let id = u64::from_str_radix(&kv.value.as_str(), 16)
-        .ok()
-        .filter(|id| *id != 0)?;
-    Some(SpanId::from(id))
+    troupe_runtime::trace::parse_span_id(&kv.value.as_str()).map(SpanId::from)
 }
 
 /// Link a span across processes: a span sending a request to another node takes the id it

@@ -260,10 +260,12 @@ async fn call(gateway: &ActorCell, request: &WireRequest, timeout: Duration) -> 
     }
 }
 
-/// A delivery id unique across nodes and restarts of this one: node name, process start, count.
+/// A delivery id unique across nodes and restarts of this one: the node's name, a random salt
+/// drawn once per process, and a count.
 fn fresh_request_id(node: &str) -> String {
+    static SALT: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
     static COUNT: AtomicU64 = AtomicU64::new(0);
-    let salt = TraceContext::new_root().trace_id;
+    let salt = SALT.get_or_init(|| TraceContext::new_root().trace_id);
     format!(
         "{node}-{salt:032x}-{}",
         COUNT.fetch_add(1, Ordering::Relaxed)

@@ -2,7 +2,7 @@
 //! (through [`McpToolSource`]) and the connection replaces when the server's list changes.
 
 use std::collections::HashSet;
-use std::sync::{Arc, PoisonError, RwLock, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
 use rmcp::model::Tool as McpToolInfo;
@@ -53,12 +53,13 @@ impl ServerTools {
 
     /// The tools now, for a registry.
     pub(crate) fn tools(&self) -> Arc<[Arc<dyn JsonTool>]> {
-        self.read().tools
+        // Read at every definitions list and every call: an `Arc` clone, not the whole listing.
+        troupe_runtime::sync::read(&self.current).tools.clone()
     }
 
     /// `(the server's name, the registry name)` of each tool now, in the server's order.
     pub(crate) fn names(&self) -> Vec<(String, String)> {
-        self.read().names
+        troupe_runtime::sync::read(&self.current).names.clone()
     }
 
     /// Replace the tools with the server's listing `infos`. A tool listed before keeps its
@@ -69,7 +70,7 @@ impl ServerTools {
         connection: &Weak<Connection>,
         bad: BadTool,
     ) -> Result<(), McpError> {
-        let before = self.read().names;
+        let before = self.names();
         let mut taken: HashSet<String> = before
             .iter()
             .filter(|(remote, _)| infos.iter().any(|info| info.name == remote.as_str()))
@@ -130,15 +131,8 @@ impl ServerTools {
             tools: tools.into(),
             names,
         };
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = listing;
+        *troupe_runtime::sync::write(&self.current) = listing;
         Ok(())
-    }
-
-    fn read(&self) -> Listing {
-        self.current
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 }
 

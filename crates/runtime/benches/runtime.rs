@@ -40,45 +40,12 @@ use tokio::sync::{Notify, broadcast, mpsc, oneshot};
 use troupe_runtime::{AgentRequest, Event, EventBus, EventRecord, Team, TeamConfig};
 
 use common::history::{HistoryAgent, history_factory, history_of, sample_messages};
+use common::raw::{EchoMsg, Ping, RactorEcho};
 use common::{echo_factory, median, runtime};
 
 /// Requests timed between two resets of an `ask_history` agent's history (so a `100`-message
 /// history stays between 100 and 100 + 2 × this many messages).
 const HISTORY_RESET_EVERY: u64 = 25;
-
-type EchoMsg = (String, oneshot::Sender<String>);
-
-/// A request to the bare ractor echo actor of `ask/raw_ractor`.
-struct Ping(String, ractor::RpcReplyPort<String>);
-
-impl ractor::Message for Ping {}
-
-/// The bare ractor actor of `ask/raw_ractor`: answers with the request's text.
-struct RactorEcho;
-
-impl ractor::Actor for RactorEcho {
-    type Msg = Ping;
-    type State = ();
-    type Arguments = ();
-
-    async fn pre_start(
-        &self,
-        _myself: ractor::ActorRef<Ping>,
-        _args: (),
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        Ok(())
-    }
-
-    async fn handle(
-        &self,
-        _myself: ractor::ActorRef<Ping>,
-        Ping(text, reply): Ping,
-        _state: &mut (),
-    ) -> Result<(), ractor::ActorProcessingErr> {
-        let _ = reply.send(text);
-        Ok(())
-    }
-}
 
 fn bench_ask(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let team = rt.block_on(async {

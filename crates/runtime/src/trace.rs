@@ -125,11 +125,17 @@ impl TraceContext {
         let trace_id = u128::from_str_radix(trace, 16)
             .ok()
             .filter(|t| *t != 0 && trace.len() == 32)?;
-        let span_id = u64::from_str_radix(span, 16)
-            .ok()
-            .filter(|s| *s != 0 && span.len() == 16)?;
+        let span_id = parse_span_id(span)?;
         Some(TraceContext { trace_id, span_id })
     }
+}
+
+/// A span id written as 16 hex digits (as `traceparent` and troupe's span-id attributes write
+/// it); `None` for anything else, and for the invalid id 0.
+pub fn parse_span_id(hex: &str) -> Option<u64> {
+    u64::from_str_radix(hex, 16)
+        .ok()
+        .filter(|id| *id != 0 && hex.len() == 16)
 }
 
 impl fmt::Display for TraceContext {

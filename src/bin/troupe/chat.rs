@@ -17,8 +17,8 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe::agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, clear_conversation, compact_agent,
-    context_stats, shared_counter, spawn_agent, spawn_compression_agent, switch_session,
+    AgentSpec, CompressionConfig, clear_conversation, compact_agent, context_stats, shared_counter,
+    spawn_agent, spawn_compression_agent, switch_session,
 };
 use troupe::runtime::AskItem;
 use troupe::runtime::session::{SessionError, SessionLock};
@@ -99,11 +99,7 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
         AgentSpec::new(agent_name, model).instructions("You are a helpful, concise assistant.")
     };
     let window = spec.model.info().context_window;
-    let settings = CompactionSettings {
-        policy: Some(config.compaction.policy(window)),
-        auto: config.compaction.auto,
-        ..CompactionSettings::default()
-    };
+    let settings = config.compaction.settings(window);
     let compression_model = config
         .compaction
         .model

@@ -4,9 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use troupe::agents::{
-    CompactionSettings, CompressionConfig, shared_counter, spawn_agent, spawn_compression_agent,
-};
+use troupe::agents::{CompressionConfig, shared_counter, spawn_agent, spawn_compression_agent};
 use troupe::cluster::{ClusterNode, NodeConfig, TlsConfig};
 use troupe::{ChatModel, Team, TeamConfig};
 use troupe_cli::config::{Config, build_model};
@@ -108,11 +106,7 @@ async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
             .await?;
         // The config's compaction settings, as `troupe chat` applies them.
         let window = spec.model.info().context_window;
-        let spec = spec.compaction(CompactionSettings {
-            policy: Some(config.compaction.policy(window)),
-            auto: config.compaction.auto,
-            ..CompactionSettings::default()
-        });
+        let spec = spec.compaction(config.compaction.settings(window));
         spawn_agent(team, spec)
             .await
             .with_context(|| format!("starting agent `{name}`"))?;

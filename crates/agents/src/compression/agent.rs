@@ -169,7 +169,7 @@ impl CompressionAgent {
 /// The `compaction` span of `agent`'s conversation. Opened inside the job, it is a child of the
 /// caller's span (the actor runs jobs inside it): one trace from the request that triggered the
 /// compaction down to the compressor's model and tool calls.
-fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Span {
+pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Span {
     tracing::info_span!(
         "compaction",
         { semconv::OPERATION_NAME } = "compaction",
@@ -190,7 +190,7 @@ fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Spa
 }
 
 /// Put what a compaction did on the current (`compaction`) span.
-fn record_report(report: &CompactionReport) {
+pub(crate) fn record_report(report: &CompactionReport) {
     let span = tracing::Span::current();
     span.record(semconv::COMPACTION_TOKENS_BEFORE, report.tokens_before);
     span.record(semconv::COMPACTION_TOKENS_AFTER, report.tokens_after);

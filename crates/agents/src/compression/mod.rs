@@ -9,6 +9,7 @@ mod summarizer;
 pub mod tools;
 
 pub use agent::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig, DEFAULT_MAX_ITERATIONS};
+pub(crate) use agent::{compaction_span, record_report};
 pub use job::{CompactionJob, ScopeSummaryError, ScopeSummaryJob};
 pub use remote::{RemoteCompaction, RemoteCompactionJob};
 pub(crate) use remote::{accept_remote_compactions, compact_here};

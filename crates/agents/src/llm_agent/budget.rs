@@ -4,13 +4,15 @@
 
 use tracing::Instrument;
 use troupe_compaction::{BudgetState, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::trace::semconv;
 use troupe_runtime::{AgentContext, AskError, ChatMessage, Event, Job, MessageId, MessageKind};
 
 use crate::agent_jobs::{
     AppliedCompaction, COMPACTION_TIMEOUT, CompactError, CompactionTracker, CompressorRoute,
 };
-use crate::compression::{COMPRESSION_AGENT, CompactionJob, RemoteCompactionJob, compact_here};
+use crate::compression::{
+    COMPRESSION_AGENT, CompactionJob, RemoteCompactionJob, compact_here, compaction_span,
+    record_report,
+};
 
 use super::LlmAgent;
 
@@ -104,18 +106,13 @@ impl LlmAgent {
         ctx: &AgentContext,
     ) -> Result<Compaction, CompactionError> {
         tracing::warn!(agent = %ctx.name, %why, "compacting on this node");
-        let span = tracing::info_span!(
-            "compaction",
-            { semconv::OPERATION_NAME } = "compaction",
-            { semconv::OPENINFERENCE_SPAN_KIND } = "CHAIN",
-            { semconv::AGENT_NAME } = %ctx.name,
-            { semconv::COMPRESSOR } = "planner (this node)",
-            { semconv::TRIGGER } = job.trigger.as_str(),
-        );
+        // The compression agent's own span, filled the same way.
+        let span = compaction_span(&ctx.name, "planner (this node)", job.trigger.as_str());
         let result = compact_here(job, self.counter.as_ref(), why)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
         if let Ok(compaction) = &result {
+            span.in_scope(|| record_report(&compaction.report));
             self.publish_compaction(compaction, ctx);
         }
         result

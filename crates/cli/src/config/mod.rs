@@ -200,6 +200,16 @@ impl CompactionConfig {
             ..troupe_compaction::BudgetPolicy::default()
         }
     }
+
+    /// An agent's compaction settings for a model with `context_window` tokens: this policy and
+    /// the `auto` switch (what `troupe chat` and `troupe node` give their agents).
+    pub fn settings(&self, context_window: usize) -> troupe_agents::CompactionSettings {
+        troupe_agents::CompactionSettings {
+            policy: Some(self.policy(context_window)),
+            auto: self.auto,
+            ..troupe_agents::CompactionSettings::default()
+        }
+    }
 }
 
 /// Why a configuration could not be loaded.

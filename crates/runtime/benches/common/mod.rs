@@ -1,8 +1,13 @@
 //! What the runtime benches share: a trivial agent behaviour, one that keeps a conversation
-//! (`history`), and a tokio runtime.
+//! (`history`), the raw baselines (`raw`), heap accounting (`heap`), and a tokio runtime.
 
+// A global allocator wrapper is `unsafe` by nature; only this module may be.
+#[allow(dead_code, unsafe_code)]
+pub mod heap;
 #[allow(dead_code)]
 pub mod history;
+#[allow(dead_code)]
+pub mod raw;
 
 use std::any::Any;
 use std::sync::Arc;
