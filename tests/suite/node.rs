@@ -16,6 +16,16 @@ use super::support::with_trace_file;
 
 const COOKIE: &str = "node-test-cookie";
 
+/// A process holds one cluster node at a time: ractor's process groups are process-wide, so two
+/// tests' nodes in this test binary would see each other's agents (both nodes here are named
+/// `remote` and host `helper`) and a request could be answered by the other test's node.
+fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static NODES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    NODES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
     let config = dir.join("troupe.toml");
     std::fs::write(
@@ -108,6 +118,7 @@ fn attr<'a>(span: &'a SpanLine, key: &str) -> Option<&'a str> {
 
 #[test]
 fn a_config_agent_on_troupe_node_is_asked_by_name_in_one_trace_across_processes() {
+    let _one = one_node_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let server = ChatServer::start();
     let config = write_config(dir.path(), &server.url);
@@ -242,9 +253,17 @@ const LONG_ANSWER: &str = "I read `src/parser.rs` and ran `cargo test parser` ag
     will look at the error message for an unclosed bracket, which still points at the end of the \
     file instead of the bracket that was opened; that needs the opening position kept on a stack. ";
 
-#[tokio::test]
-async fn an_agent_compacts_through_the_compression_agent_of_another_node_and_alone_when_it_is_gone()
-{
+#[test]
+fn an_agent_compacts_through_the_compression_agent_of_another_node_and_alone_when_it_is_gone() {
+    let _one = one_node_at_a_time();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(compacts_through_another_node_then_alone());
+}
+
+async fn compacts_through_another_node_then_alone() {
     use troupe::AgentSpec;
     use troupe::agents::model::ScriptedModel;
     use troupe::agents::{CompactionSettings, compact_agent, spawn_agent};
