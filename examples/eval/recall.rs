@@ -48,13 +48,12 @@ pub(super) async fn recall_row(
     match compact_transcript(input, &original_text, &request, compressor).await {
         Ok(compacted) => {
             // The messages `compact_transcript` keeps verbatim whatever it does.
-            let conversation = Conversation::from_messages(input.messages.iter().cloned());
-            let protected_ids = ProtectedSet::compute(conversation.messages(), request.protected);
-            let protected: Vec<ChatMessage> = conversation
-                .messages()
-                .iter()
+            let messages =
+                Conversation::from_messages(input.messages.iter().cloned()).to_messages();
+            let protected_ids = ProtectedSet::compute(&messages, request.protected);
+            let protected: Vec<ChatMessage> = messages
+                .into_iter()
                 .filter(|m| protected_ids.contains(m.id))
-                .cloned()
                 .collect();
             let report = &compacted.report;
             row.tokens = (report.tokens_before, report.tokens_after, report.reached);

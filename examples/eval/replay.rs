@@ -238,7 +238,7 @@ pub(super) async fn replay(
     }
 
     let paths = ledger_from_transcript(&input.messages).all_files();
-    let text = haystack(final_conversation.messages());
+    let text = haystack(&final_conversation.to_messages());
     row.paths_total = paths.len();
     for path in paths {
         if text.contains(path.as_str()) {

@@ -243,7 +243,7 @@ fn resume_moves_the_chat_to_another_session_and_a_bad_one_changes_nothing() {
             .messages()
             .iter()
             .filter(|m| m.role != troupe::runtime::Role::System)
-            .map(troupe::ChatMessage::text)
+            .map(|m| m.text())
             .collect()
     };
     assert_eq!(texts(&a), ["in a", "reply 2"]);
@@ -391,7 +391,7 @@ fn ctrl_c_cancels_the_running_turn_not_the_program() {
         .conversation
         .messages()
         .iter()
-        .map(troupe::ChatMessage::text)
+        .map(|m| m.text())
         .collect();
     assert!(!texts.iter().any(|t| t.contains("slow")), "{texts:?}");
 }
@@ -440,7 +440,7 @@ fn a_second_chat_on_the_same_session_is_refused_naming_the_first() {
         .messages()
         .iter()
         .filter(|m| m.role != troupe::runtime::Role::System)
-        .map(troupe::ChatMessage::text)
+        .map(|m| m.text())
         .collect();
     assert_eq!(texts, ["hello", "reply 1"]);
 }

@@ -92,7 +92,7 @@ impl ReplayObserver for Recorder {
             "`before` is the live conversation as it stood"
         );
         assert_eq!(
-            self.counter.count_messages(before),
+            self.counter.count_messages(&event.before.to_messages()),
             event.row.tokens_before,
             "`before` is what was compacted"
         );
@@ -189,11 +189,14 @@ async fn the_observer_sees_every_message_compaction_and_the_final_conversation()
 
     // The final conversation is the live one the report measured, ending as the transcript does.
     let last = recorder.final_conversation.expect("on_finish was called");
-    assert_eq!(counter.count_messages(last.messages()), report.final_tokens);
+    assert_eq!(
+        counter.count_messages(&last.to_messages()),
+        report.final_tokens
+    );
     assert!(report.final_tokens < report.raw_tokens, "{report:?}");
     assert_eq!(
-        last.messages().last().map(ChatMessage::text),
-        input.messages.last().map(ChatMessage::text)
+        last.messages().last().map(|m| m.text()),
+        input.messages.last().map(|m| m.text())
     );
 }
 

@@ -74,7 +74,10 @@ fn system(round: usize) -> String {
 
 fn request(system: &str, max_tokens: u32) -> ChatRequest {
     ChatRequest {
-        messages: vec![ChatMessage::system(system), ChatMessage::user(USER)],
+        messages: vec![
+            ChatMessage::system(system).into(),
+            ChatMessage::user(USER).into(),
+        ],
         max_tokens: Some(max_tokens),
         temperature: Some(0.0),
         ..Default::default()

@@ -141,7 +141,7 @@ pub(crate) struct SessionSync {
     /// The claim on the log: the factory's (shared by every build of the agent) or, for an
     /// agent built without one, its own.
     claim: SessionClaim,
-    persisted: Vec<ChatMessage>,
+    persisted: Vec<Arc<ChatMessage>>,
     archive_persisted: usize,
     ledger_persisted: Option<FileLedger>,
 }
@@ -251,8 +251,12 @@ impl SessionSync {
         report: Option<&CompactionReport>,
     ) -> Result<(), SessionError> {
         let now = conversation.messages();
-        let extends =
-            now.len() >= self.persisted.len() && now[..self.persisted.len()] == self.persisted[..];
+        // Pointers first: a message persisted before is, unless rewritten, the same allocation.
+        let extends = now.len() >= self.persisted.len()
+            && now
+                .iter()
+                .zip(&self.persisted)
+                .all(|(a, b)| Arc::ptr_eq(a, b) || a == b);
         // The ledger, archive entries and report are queued typed: one that cannot be serialized
         // fails the flush below (SessionError::Serialize), never leaves a record out.
         let ledger_now = (!ledger.is_empty()).then(|| ledger.clone());
@@ -270,9 +274,9 @@ impl SessionSync {
                 .iter()
                 .rev()
                 .find(|m| m.kind == MessageKind::Summary)
-                .map(ChatMessage::text);
+                .map(|m| m.text());
             self.log.append(SessionRecord::Compaction(CompactionRecord {
-                messages: now.iter().map(StoredMessage::from).collect(),
+                messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
                 summary,
                 read_files: ledger.read_only_files().into_iter().collect(),
                 modified_files: ledger.modified_files().into_iter().collect(),

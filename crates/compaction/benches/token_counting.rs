@@ -9,7 +9,8 @@ use criterion::{Criterion, Throughput};
 use troupe_compaction::{TiktokenCounter, TokenCache, TokenCounter, parse_transcript};
 use troupe_runtime::{ChatMessage, Conversation};
 
-fn corpus() -> Option<Vec<Conversation>> {
+/// The corpus transcripts as conversations would hold them (ids assigned), owned.
+fn corpus() -> Option<Vec<Vec<ChatMessage>>> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         println!(
@@ -27,7 +28,7 @@ fn corpus() -> Option<Vec<Conversation>> {
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
         .filter_map(|text| parse_transcript(&text).ok())
-        .map(|t| Conversation::from_messages(t.messages))
+        .map(|t| Conversation::from_messages(t.messages).to_messages())
         .collect();
     Some(conversations)
 }
@@ -51,12 +52,9 @@ fn main() {
     };
     let messages: Vec<ChatMessage> = conversations
         .iter()
-        .flat_map(|c| c.messages().to_vec())
+        .flat_map(|c| c.iter().cloned())
         .collect();
-    let texts: Vec<String> = conversations
-        .iter()
-        .flat_map(|c| texts(c.messages()))
-        .collect();
+    let texts: Vec<String> = conversations.iter().flat_map(|c| texts(c)).collect();
     let bytes: u64 = texts.iter().map(|t| t.len() as u64).sum();
     let counter = TiktokenCounter::default();
     let bpe = tiktoken_rs::o200k_base_singleton();
@@ -76,7 +74,7 @@ fn main() {
         b.iter(|| {
             conversations
                 .iter()
-                .map(|c| counter.count_messages(c.messages()))
+                .map(|c| counter.count_messages(c))
                 .sum::<usize>()
         })
     });
@@ -85,7 +83,7 @@ fn main() {
         .iter()
         .map(|c| {
             let cache = TokenCache::new();
-            cache.count_messages(&counter, c.messages());
+            cache.count_messages(&counter, c);
             cache
         })
         .collect();
@@ -94,7 +92,7 @@ fn main() {
             conversations
                 .iter()
                 .zip(&caches)
-                .map(|(c, cache)| cache.count_messages(&counter, c.messages()).total)
+                .map(|(c, cache)| cache.count_messages(&counter, c).total)
                 .sum::<usize>()
         })
     });
@@ -104,7 +102,7 @@ fn main() {
     let largest = conversations
         .iter()
         .max_by_key(|c| c.len())
-        .map(|c| c.messages().to_vec())
+        .map(|c| c.clone())
         .unwrap_or_default();
     let last = largest.last().map(|m| m.id);
     let mut group = criterion.benchmark_group("recount_after_one_new_message");

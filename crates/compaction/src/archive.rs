@@ -260,7 +260,7 @@ mod tests {
             ChatMessage::assistant("c"),
             ChatMessage::user("d"),
         ]);
-        let m = original.messages();
+        let m = original.to_messages();
         let mut archive = Archive::new();
         // Remove the display-only message, then summarize c+d into m10, then replace m10 by m11.
         archive.record_removal(&m[1], Some(m[0].id));
@@ -287,7 +287,7 @@ mod tests {
     fn missing_replacement_is_an_error() {
         let c = Conversation::from_messages([ChatMessage::user("a")]);
         let mut archive = Archive::new();
-        archive.record_replacement(MessageId(99), c.messages());
+        archive.record_replacement(MessageId(99), &c.to_messages());
         let err = expand(&[], &archive).unwrap_err();
         assert!(err.to_string().contains("m99"));
     }

@@ -4,6 +4,7 @@
 //! follow it directly (other tool results of the same batch may sit between). Display-only
 //! messages are never sent to a model, so they are transparent here.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
@@ -12,10 +13,11 @@ use crate::validate::InvariantViolation;
 
 /// For every message, the index of the assistant message a tool result answers (`None` for
 /// messages that are not tool results, or that follow no assistant message).
-pub fn owners(messages: &[ChatMessage]) -> Vec<Option<usize>> {
+pub fn owners<M: Borrow<ChatMessage>>(messages: &[M]) -> Vec<Option<usize>> {
     let mut owner = None;
     messages
         .iter()
+        .map(Borrow::borrow)
         .enumerate()
         .map(|(i, m)| {
             if m.kind == MessageKind::DisplayOnly {
@@ -46,9 +48,13 @@ pub(crate) fn owner_of(messages: &[ChatMessage], index: usize) -> Option<usize> 
 }
 
 /// The name of the tool whose result is `messages[index]`, if its call can be found.
-pub fn tool_name(messages: &[ChatMessage], owner: Option<usize>, index: usize) -> Option<&str> {
-    let call_id = messages.get(index)?.tool_call_id.as_deref()?;
-    let assistant = messages.get(owner?)?;
+pub fn tool_name<M: Borrow<ChatMessage>>(
+    messages: &[M],
+    owner: Option<usize>,
+    index: usize,
+) -> Option<&str> {
+    let call_id = messages.get(index)?.borrow().tool_call_id.as_deref()?;
+    let assistant: &ChatMessage = messages.get(owner?)?.borrow();
     assistant
         .calls()
         .iter()
@@ -131,10 +137,10 @@ mod tests {
             ChatMessage::tool_result("b", "2"),
             ChatMessage::tool_result("a", "1"),
         ]);
-        check_pairing(ok.messages()).unwrap();
-        let owners = owners(ok.messages());
+        check_pairing(&ok.to_messages()).unwrap();
+        let owners = owners(&ok.to_messages());
         assert_eq!(owners[2], Some(1));
-        assert_eq!(tool_name(ok.messages(), owners[3], 3), Some("bash"));
+        assert_eq!(tool_name(&ok.to_messages(), owners[3], 3), Some("bash"));
 
         let twice = Conversation::from_messages([
             calls(&["a"]),
@@ -142,7 +148,7 @@ mod tests {
             ChatMessage::tool_result("a", "1"),
         ]);
         assert!(matches!(
-            check_pairing(twice.messages()),
+            check_pairing(&twice.to_messages()),
             Err(InvariantViolation::OrphanToolResult { .. })
         ));
 
@@ -152,7 +158,7 @@ mod tests {
             ChatMessage::tool_result("a", "1"),
         ]);
         assert!(matches!(
-            check_pairing(after_user.messages()),
+            check_pairing(&after_user.to_messages()),
             Err(InvariantViolation::ToolNotAdjacent { .. })
         ));
     }

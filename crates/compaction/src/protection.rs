@@ -143,7 +143,7 @@ mod tests {
         let tool = c.push(ChatMessage::tool_result("1", "out"));
         let u = c.push(ChatMessage::user("u"));
         let b = c.push(ChatMessage::assistant("b"));
-        let set = ProtectedSet::compute(c.messages(), 3);
+        let set = ProtectedSet::compute(&c.to_messages(), 3);
         assert_eq!(set.reason(system), Some(ProtectionReason::SystemPrompt));
         assert_eq!(set.reason(task), Some(ProtectionReason::FirstUserMessage));
         assert!(!set.contains(old));
@@ -151,7 +151,7 @@ mod tests {
         for id in [a, u, b] {
             assert_eq!(set.reason(id), Some(ProtectionReason::Recent));
         }
-        let ranges = set.ranges(c.messages());
+        let ranges = set.ranges(&c.to_messages());
         assert_eq!(ranges.len(), 3);
         assert_eq!(
             ranges[0],

@@ -5,6 +5,7 @@
 //! content does. Each entry remembers a fingerprint of what it counted, so a message edited in
 //! place (same id, new text) is recounted rather than trusted.
 
+use std::borrow::Borrow;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -103,15 +104,16 @@ impl TokenCache {
         tokens
     }
 
-    /// The tokens of every message and the request total.
-    pub fn count_messages(
+    /// The tokens of every message (owned, or shared as a conversation holds them) and the
+    /// request total.
+    pub fn count_messages<M: Borrow<ChatMessage>>(
         &self,
         counter: &dyn TokenCounter,
-        messages: &[ChatMessage],
+        messages: &[M],
     ) -> ConversationTokens {
         let per_message: Vec<usize> = messages
             .iter()
-            .map(|m| self.count_message(counter, m))
+            .map(|m| self.count_message(counter, m.borrow()))
             .collect();
         let total = per_message.iter().sum::<usize>() + counter.overhead().reply_priming;
         ConversationTokens { per_message, total }
@@ -216,7 +218,7 @@ mod tests {
         let mut conversation = Conversation::new();
         let id = conversation.push(ChatMessage::user("short"));
         let before = cache.count_message(&CharEstimateCounter, &conversation.messages()[0]);
-        let mut edited = conversation.messages()[0].clone();
+        let mut edited = ChatMessage::clone(&conversation.messages()[0]);
         edited.set_text("a much longer text than before, surely more tokens");
         assert_eq!(edited.id, id);
         let after = cache.count_message(&CharEstimateCounter, &edited);

@@ -3,6 +3,8 @@
 //! A transcript recorded elsewhere has no troupe ledger; its tool calls still say which files
 //! were read and changed, which is what compaction's stubs and file lists need.
 
+use std::borrow::Borrow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_runtime::{ChatMessage, Role};
@@ -99,9 +101,11 @@ fn line_range(arguments: &Value) -> Option<(usize, usize)> {
 
 /// The file ledger implied by a transcript's tool calls (one entry per file-touching call,
 /// linked to the call id; whole-file reads get the line count of their result).
-pub fn ledger_from_transcript(messages: &[ChatMessage]) -> FileLedger {
+///
+/// Takes a transcript's messages owned or shared (a conversation's `messages()`).
+pub fn ledger_from_transcript<M: Borrow<ChatMessage>>(messages: &[M]) -> FileLedger {
     let mut ledger = FileLedger::new();
-    for (i, message) in messages.iter().enumerate() {
+    for (i, message) in messages.iter().map(Borrow::borrow).enumerate() {
         for call in message.calls() {
             let Ok(arguments) = serde_json::from_str::<Value>(&call.function.arguments) else {
                 continue;
@@ -118,6 +122,7 @@ pub fn ledger_from_transcript(messages: &[ChatMessage]) -> FileLedger {
             } else if access == FileAccess::Read {
                 let result = messages[i + 1..]
                     .iter()
+                    .map(Borrow::borrow)
                     .take_while(|m| m.role == Role::Tool)
                     .find(|m| m.tool_call_id.as_deref() == Some(call.id.as_str()));
                 if let Some(result) = result {
@@ -192,7 +197,7 @@ mod tests {
         )
         .unwrap();
         let c = troupe_runtime::Conversation::from_messages(t.messages);
-        let protected = crate::ProtectedSet::compute(c.messages(), 0);
+        let protected = crate::ProtectedSet::compute(&c.to_messages(), 0);
         assert_eq!(
             protected.reason(c.messages()[0].id),
             Some(crate::protection::ProtectionReason::SystemPrompt)

@@ -1,6 +1,7 @@
 //! An ordered conversation that hands out stable message ids.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
@@ -17,13 +18,16 @@ use crate::message::{ChatMessage, MessageId, StoredMessage};
 /// assert_eq!(c.get(id).unwrap().text(), "hello");
 /// ```
 ///
-/// A copy that must follow the conversation — an agent's checkpoint — is kept up to date with
-/// [`Conversation::catch_up`], which copies only the messages pushed since; rolling back a
-/// request is [`Conversation::mark`] before it and [`Conversation::rewind`] after, O(1) to take.
+/// Messages are immutable once pushed and shared (`Arc`): a clone of the conversation — an
+/// agent's checkpoint, a model request — holds pointers to the same messages, not copies, and
+/// [`Conversation::get_mut`] copies only the one message it edits if a clone still shares it. A
+/// copy that must follow the conversation is kept up to date with [`Conversation::catch_up`],
+/// which takes only the messages pushed since; rolling back a request is
+/// [`Conversation::mark`] before it and [`Conversation::rewind`] after, O(1) to take.
 #[derive(Serialize, Deserialize)]
 #[serde(from = "StoredConversation", into = "StoredConversation")]
 pub struct Conversation {
-    messages: Vec<ChatMessage>,
+    messages: Vec<Arc<ChatMessage>>,
     next_id: u64,
     /// Which history this is (see [`Lineage`]): what lets `catch_up` copy only what is new.
     lineage: Lineage,
@@ -158,7 +162,7 @@ impl Conversation {
         };
         for m in messages {
             if m.id.is_assigned() {
-                c.messages.push(m);
+                c.messages.push(Arc::new(m));
             } else {
                 c.push(m);
             }
@@ -170,7 +174,7 @@ impl Conversation {
     pub fn push(&mut self, mut message: ChatMessage) -> MessageId {
         let id = self.allocate_id();
         message.id = id;
-        self.messages.push(message);
+        self.messages.push(Arc::new(message));
         id
     }
 
@@ -181,15 +185,30 @@ impl Conversation {
         id
     }
 
-    /// The messages in order.
-    pub fn messages(&self) -> &[ChatMessage] {
+    /// The messages in order, shared: index or iterate them as `ChatMessage`s (an `Arc`
+    /// dereferences to its message), clone one in O(1).
+    pub fn messages(&self) -> &[Arc<ChatMessage>] {
         &self.messages
+    }
+
+    /// The messages in order, as owned copies (for a transcript to write or rewrite).
+    pub fn to_messages(&self) -> Vec<ChatMessage> {
+        self.messages
+            .iter()
+            .map(|m| ChatMessage::clone(m))
+            .collect()
     }
 
     /// Replace every message at once (compaction's output); ids are kept as given.
     ///
     /// Ids the new messages carry are respected and the id counter moves past them.
     pub fn replace_messages(&mut self, messages: Vec<ChatMessage>) {
+        self.replace_shared(messages.into_iter().map(Arc::new).collect());
+    }
+
+    /// [`Conversation::replace_messages`] with messages that are already shared (kept messages
+    /// of a compaction stay the same allocations).
+    pub fn replace_shared(&mut self, messages: Vec<Arc<ChatMessage>>) {
         let max = messages.iter().map(|m| m.id.0).max().unwrap_or(0);
         self.next_id = self.next_id.max(max + 1);
         self.messages = messages;
@@ -198,14 +217,18 @@ impl Conversation {
 
     /// The message with this id.
     pub fn get(&self, id: MessageId) -> Option<&ChatMessage> {
-        self.messages.iter().find(|m| m.id == id)
+        self.messages.iter().find(|m| m.id == id).map(|m| &**m)
     }
 
-    /// The message with this id, to edit in place (its id cannot change through this).
+    /// The message with this id, to edit in place (its id cannot change through this). A
+    /// message a clone still shares is copied first: the clone keeps the original.
     pub fn get_mut(&mut self, id: MessageId) -> Option<&mut ChatMessage> {
         // The message may change: a copy following this conversation must copy it again.
         self.lineage = Lineage::fresh();
-        self.messages.iter_mut().find(|m| m.id == id)
+        self.messages
+            .iter_mut()
+            .find(|m| m.id == id)
+            .map(Arc::make_mut)
     }
 
     /// The position of the message with this id.
@@ -225,7 +248,7 @@ impl Conversation {
 
     /// The last message.
     pub fn last(&self) -> Option<&ChatMessage> {
-        self.messages.last()
+        self.messages.last().map(|m| &**m)
     }
 
     /// The next id this conversation will hand out.
@@ -241,14 +264,18 @@ impl Conversation {
 
     /// The system prompt, if the conversation starts with one (`system` or `developer`).
     pub fn system_prompt(&self) -> Option<&ChatMessage> {
-        self.messages.first().filter(|m| m.role.is_instructions())
+        self.messages
+            .first()
+            .filter(|m| m.role.is_instructions())
+            .map(|m| &**m)
     }
 }
 
 impl Conversation {
-    /// Make this conversation equal to `live`, copying only what `live` pushed since this one
-    /// last caught up with it: O(new messages) while `live` only grew, a full copy after it
-    /// was rewritten (a compaction, an edit, a clear) or the first time.
+    /// Make this conversation equal to `live`, taking only what `live` pushed since this one
+    /// last caught up with it: O(new messages) while `live` only grew, every message's pointer
+    /// after it was rewritten (a compaction, an edit, a clear) or the first time. Messages are
+    /// shared, never copied.
     ///
     /// This is how an agent's checkpoint follows its conversation without copying the whole
     /// history after every request.
@@ -261,7 +288,8 @@ impl Conversation {
             .filter(|&kept| {
                 kept <= live.messages.len()
                     // Belt and braces: the last message kept is the one `live` has there.
-                    && (kept == 0 || self.messages[kept - 1] == live.messages[kept - 1])
+                    && (kept == 0 || Arc::ptr_eq(&self.messages[kept - 1], &live.messages[kept - 1])
+                        || self.messages[kept - 1] == live.messages[kept - 1])
             });
         match kept {
             Some(kept) => {
@@ -343,7 +371,11 @@ impl From<Conversation> for StoredConversation {
     fn from(c: Conversation) -> Self {
         StoredConversation {
             next_id: c.next_id,
-            messages: c.messages.iter().map(StoredMessage::from).collect(),
+            messages: c
+                .messages
+                .iter()
+                .map(|m| StoredMessage::from(&**m))
+                .collect(),
         }
     }
 }
@@ -369,6 +401,33 @@ mod tests {
         assert_eq!(copy, live);
         assert_eq!(copy.next_id(), live.next_id());
     }
+
+    #[test]
+    fn a_copy_shares_the_messages_and_an_edit_leaves_the_copy_as_it_was() {
+        let mut live = live_of(3);
+        let mut copy = Conversation::default();
+        copy.catch_up(&live);
+        let request = ChatRequestLike(live.messages().to_vec());
+        for ((a, b), c) in copy.messages().iter().zip(live.messages()).zip(&request.0) {
+            assert!(
+                Arc::ptr_eq(a, b) && Arc::ptr_eq(b, c),
+                "no message is copied"
+            );
+        }
+        let first = live.messages()[0].id;
+        live.get_mut(first).unwrap().set_text("edited");
+        assert_eq!(copy.messages()[0].text(), "message 0");
+        assert_eq!(request.0[0].text(), "message 0");
+        assert_eq!(live.messages()[0].text(), "edited");
+        // Only the edited message stopped being shared.
+        assert!(!Arc::ptr_eq(&copy.messages()[0], &live.messages()[0]));
+        assert!(Arc::ptr_eq(&copy.messages()[1], &live.messages()[1]));
+        copy.catch_up(&live);
+        assert_eq!(copy, live);
+    }
+
+    /// What a model request holds: the conversation's messages, shared.
+    struct ChatRequestLike(Vec<Arc<ChatMessage>>);
 
     #[test]
     fn a_rewritten_conversation_is_copied_whole() {

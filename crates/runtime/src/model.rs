@@ -1,5 +1,7 @@
 //! The [`ChatModel`] trait every provider implements, with its request and response types.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,8 +52,9 @@ pub enum ToolChoice {
 /// One request to a chat model.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatRequest {
-    /// The conversation so far.
-    pub messages: Vec<ChatMessage>,
+    /// The conversation so far, shared with the agent's [`Conversation`](crate::Conversation):
+    /// building a request copies pointers, not messages.
+    pub messages: Vec<Arc<ChatMessage>>,
     /// Tools the model may call.
     pub tools: Vec<ToolDefinition>,
     /// Tool-choice policy.
@@ -63,10 +66,10 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
-    /// A request over these messages with no tools.
-    pub fn new(messages: Vec<ChatMessage>) -> Self {
+    /// A request over these messages (owned or shared) with no tools.
+    pub fn new(messages: impl IntoIterator<Item = impl Into<Arc<ChatMessage>>>) -> Self {
         ChatRequest {
-            messages,
+            messages: messages.into_iter().map(Into::into).collect(),
             ..Default::default()
         }
     }

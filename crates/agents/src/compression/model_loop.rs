@@ -82,7 +82,7 @@ impl ModelSteering {
     ) {
         let metadata_call = ToolCall::new("call_metadata", tools::GET_METADATA, "{}");
         let metadata = self.execute(&metadata_call, session, summarizer).await;
-        let mut messages = vec![
+        let mut messages: Vec<Arc<ChatMessage>> = [
             ChatMessage::system(SYSTEM_PROMPT),
             ChatMessage::user(format!(
                 "Compress the conversation of agent `{}` to its target.",
@@ -90,7 +90,10 @@ impl ModelSteering {
             )),
             ChatMessage::assistant_tool_calls(None, vec![metadata_call]),
             ChatMessage::tool_result("call_metadata", metadata.content),
-        ];
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
         let opening = messages.len();
         let mut idle_steps = 0;
         for iteration in 1..=self.max_iterations {
@@ -113,11 +116,14 @@ impl ModelSteering {
             if calls.is_empty() {
                 return;
             }
-            messages.push(reply);
+            messages.push(Arc::new(reply));
             let before = session.verify_target().current;
             for call in &calls {
                 let result = self.execute(call, session, summarizer).await;
-                messages.push(ChatMessage::tool_result(call.id.clone(), result.content));
+                messages.push(Arc::new(ChatMessage::tool_result(
+                    call.id.clone(),
+                    result.content,
+                )));
             }
             if !calls
                 .iter()

@@ -33,8 +33,8 @@ pub(crate) async fn summarize_scope(
         .unwrap_or_else(|| "Summarize what was done and found, briefly.".into());
     let request = ChatRequest {
         messages: vec![
-            ChatMessage::system(SYSTEM),
-            ChatMessage::user(format!("{instruction}\n\n{transcript}")),
+            ChatMessage::system(SYSTEM).into(),
+            ChatMessage::user(format!("{instruction}\n\n{transcript}")).into(),
         ],
         max_tokens: Some(400),
         temperature: Some(0.2),

@@ -56,8 +56,8 @@ impl Summarizer for ModelSummarizer {
     async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError> {
         let request = ChatRequest {
             messages: vec![
-                ChatMessage::system(prompt.system.clone()),
-                ChatMessage::user(prompt.user.clone()),
+                ChatMessage::system(prompt.system.clone()).into(),
+                ChatMessage::user(prompt.user.clone()).into(),
             ],
             tool_choice: ToolChoice::None,
             temperature: Some(0.2),

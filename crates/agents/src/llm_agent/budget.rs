@@ -4,7 +4,7 @@
 
 use tracing::Instrument;
 use troupe_compaction::{BudgetState, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{AgentContext, AskError, ChatMessage, Event, Job, MessageId, MessageKind};
+use troupe_runtime::{AgentContext, AskError, Event, Job, MessageId, MessageKind};
 
 use crate::agent_jobs::{
     AppliedCompaction, COMPACTION_TIMEOUT, CompactError, CompactionTracker, CompressorRoute,
@@ -173,7 +173,7 @@ impl LlmAgent {
                     .iter()
                     .rev()
                     .find(|m| m.kind == MessageKind::Summary && !before.contains(&m.id))
-                    .map(ChatMessage::text);
+                    .map(|m| m.text());
                 self.last_compaction = Some(compaction.report.clone());
                 self.warned = false;
                 Ok(AppliedCompaction {

@@ -29,7 +29,10 @@ impl LlmAgent {
             .iter()
             .position(|m| m.id >= start);
         let Some(first) = first else { return Ok(None) };
-        let entries: Vec<ChatMessage> = self.conversation.messages()[first..].to_vec();
+        let entries: Vec<ChatMessage> = self.conversation.messages()[first..]
+            .iter()
+            .map(|m| ChatMessage::clone(m))
+            .collect();
         if !ctx.directory.is_live(COMPRESSION_AGENT) {
             self.scopes.push((label, start));
             return Err(CompactError::NoCompressionAgent);
@@ -53,15 +56,15 @@ impl LlmAgent {
                 return Err(CompactError::Ask(e));
             }
         };
-        let mut kept: Vec<ChatMessage> = self.conversation.messages()[..first].to_vec();
+        let mut kept: Vec<Arc<ChatMessage>> = self.conversation.messages()[..first].to_vec();
         let id = self.conversation.allocate_id();
         let mut marker =
             ChatMessage::user(format!("<scope label=\"{label}\">\n{summary}\n</scope>"))
                 .with_kind(MessageKind::Summary);
         marker.id = id;
         self.archive.record_replacement(id, &entries);
-        kept.push(marker);
-        self.conversation.replace_messages(kept);
+        kept.push(Arc::new(marker));
+        self.conversation.replace_shared(kept);
         self.last_scope_model = Some(model);
         Ok(Some(summary))
     }

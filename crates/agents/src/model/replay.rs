@@ -51,7 +51,7 @@ pub enum ReplayError {
 /// A request as recorded (the wire-visible parts of [`ChatRequest`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct RecordedRequest {
-    messages: Vec<ChatMessage>,
+    messages: Vec<Arc<ChatMessage>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ToolDefinition>,
     #[serde(default)]

@@ -10,8 +10,8 @@ use futures::StreamExt;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, spawn_agent};
 use troupe_runtime::{
-    AskItem, ChatMessage, ChatModel, ChatRequest, ChatStream, DELTA_ROOM, Event, ModelDelta,
-    ModelError, ModelInfo, Team, TeamConfig,
+    AskItem, ChatModel, ChatRequest, ChatStream, DELTA_ROOM, Event, ModelDelta, ModelError,
+    ModelInfo, Team, TeamConfig,
 };
 
 use super::llm_agent::shout_tools;
@@ -133,7 +133,7 @@ async fn dropping_the_stream_cancels_the_turn_and_rolls_the_conversation_back() 
         .conversation
         .messages()
         .iter()
-        .map(ChatMessage::text)
+        .map(|m| m.text())
         .collect();
     assert_eq!(texts, ["now quickly", "fine"]);
     team.shutdown().await;

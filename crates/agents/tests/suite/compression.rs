@@ -118,7 +118,7 @@ async fn a_scripted_compaction_model_drives_the_four_tools_to_the_target() {
     assert!(compaction.report.reached, "{:?}", compaction.report);
     assert!(compaction.report.tokens_after <= compaction.report.target_tokens);
     validate(
-        original.messages(),
+        &original.to_messages(),
         &compaction.messages,
         &compaction.archive,
         &policy(),
@@ -189,7 +189,7 @@ async fn nonsense_tool_calls_are_refused_and_the_planner_still_reaches_the_targe
     let compaction = run_job(&team, job(original.clone())).await.unwrap();
     assert!(compaction.report.reached, "{:?}", compaction.report);
     validate(
-        original.messages(),
+        &original.to_messages(),
         &compaction.messages,
         &compaction.archive,
         &policy(),
@@ -240,7 +240,7 @@ async fn without_a_model_the_mechanical_summarizer_still_reaches_the_target() {
         Conversation::from_messages([ChatMessage::user("hi"), ChatMessage::assistant("hello")]);
     let unchanged = run_job(&team, job(small.clone())).await.unwrap();
     assert!(unchanged.report.no_compaction_needed);
-    assert_eq!(unchanged.messages, small.messages());
+    assert_eq!(unchanged.messages, small.to_messages());
     team.shutdown().await;
 }
 

@@ -67,7 +67,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
     );
     assert!(compaction.report.reached, "{:?}", compaction.report);
     validate(
-        conversation.messages(),
+        &conversation.to_messages(),
         &compaction.messages,
         &compaction.archive,
         &policy,
@@ -75,7 +75,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
     )
     .unwrap();
     let restored = troupe_compaction::expand(&compaction.messages, &compaction.archive).unwrap();
-    assert_eq!(restored, conversation.messages());
+    assert_eq!(restored, conversation.to_messages());
     println!(
         "pi-large (120 messages) at 32k with the local model: {} → {} tokens, {} summarizer calls",
         compaction.report.tokens_before,

@@ -53,10 +53,11 @@ async fn model_local_summarises_a_paragraph_in_one_sentence() {
     );
     let request = ChatRequest {
         messages: vec![
-            ChatMessage::system("You summarise texts. Answer with exactly one sentence."),
+            ChatMessage::system("You summarise texts. Answer with exactly one sentence.").into(),
             ChatMessage::user(format!(
                 "{LIGHTHOUSE}\n\nSummarise the text above in one sentence."
-            )),
+            ))
+            .into(),
         ],
         max_tokens: Some(80),
         ..Default::default()
@@ -159,8 +160,8 @@ fn assert_matches_schema(arguments: &str, schema: &Value) {
 async fn forced_call(choice: ToolChoice, question: &str) -> troupe_runtime::ToolCall {
     let request = ChatRequest {
         messages: vec![
-            ChatMessage::system("You are a helpful assistant."),
-            ChatMessage::user(question),
+            ChatMessage::system("You are a helpful assistant.").into(),
+            ChatMessage::user(question).into(),
         ],
         tools: tools(),
         tool_choice: choice,
@@ -208,17 +209,17 @@ async fn model_local_required_tool_call_parses_and_picks_the_right_tool() {
 async fn model_local_auto_calls_after_user_and_answers_after_result() {
     let model = model().await;
     let mut request = ChatRequest {
-        messages: vec![ChatMessage::user("What's the weather in Oslo?")],
+        messages: vec![ChatMessage::user("What's the weather in Oslo?").into()],
         tools: tools(),
         ..Default::default()
     };
     let first = model.chat(request.clone()).await.unwrap();
     assert!(first.message.has_tool_calls(), "{:?}", first.message);
     let id = first.message.calls()[0].id.clone();
-    request.messages.push(first.message);
+    request.messages.push(first.message.into());
     request
         .messages
-        .push(ChatMessage::tool_result(id, "Sunny, 21 degrees."));
+        .push(ChatMessage::tool_result(id, "Sunny, 21 degrees.").into());
     request.max_tokens = Some(40);
     let second = model.chat(request).await.unwrap();
     assert!(!second.message.has_tool_calls());
@@ -245,7 +246,7 @@ async fn model_local_reports_its_window_and_counts_tokens() {
 async fn model_local_cancelled_request_leaves_the_model_usable() {
     let model = model().await;
     let long = ChatRequest {
-        messages: vec![ChatMessage::user("Write a very long story about a dragon.")],
+        messages: vec![ChatMessage::user("Write a very long story about a dragon.").into()],
         max_tokens: Some(6000),
         ..Default::default()
     };
@@ -255,7 +256,7 @@ async fn model_local_cancelled_request_leaves_the_model_usable() {
         "a 2000-token story should not finish in 200 ms"
     );
     let request = ChatRequest {
-        messages: vec![ChatMessage::user("Say hello.")],
+        messages: vec![ChatMessage::user("Say hello.").into()],
         max_tokens: Some(8),
         ..Default::default()
     };
@@ -272,7 +273,7 @@ async fn model_local_concurrent_requests_are_queued_and_all_answered() {
             let model = Arc::clone(&model);
             tokio::spawn(async move {
                 let request = ChatRequest {
-                    messages: vec![ChatMessage::user(format!("Count to {}.", i + 2))],
+                    messages: vec![ChatMessage::user(format!("Count to {}.", i + 2)).into()],
                     max_tokens: Some(16),
                     ..Default::default()
                 };
@@ -319,7 +320,7 @@ async fn stream_deltas(model: &LocalModel, request: ChatRequest) -> Vec<ModelDel
 async fn model_local_streams_text_in_several_deltas_that_collect_to_the_whole_answer() {
     let model = model().await;
     let request = ChatRequest {
-        messages: vec![ChatMessage::user("Name three colours of the rainbow.")],
+        messages: vec![ChatMessage::user("Name three colours of the rainbow.").into()],
         max_tokens: Some(24),
         temperature: Some(0.0),
         ..Default::default()
@@ -356,7 +357,7 @@ async fn model_local_streams_text_in_several_deltas_that_collect_to_the_whole_an
 async fn model_local_tool_call_streams_as_one_start_and_its_arguments() {
     let model = model().await;
     let request = ChatRequest {
-        messages: vec![ChatMessage::user("What's the weather in Oslo?")],
+        messages: vec![ChatMessage::user("What's the weather in Oslo?").into()],
         tools: tools(),
         tool_choice: ToolChoice::Named("get_weather".into()),
         ..Default::default()
@@ -377,7 +378,7 @@ async fn model_local_tool_call_streams_as_one_start_and_its_arguments() {
 async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next() {
     let model = model().await;
     let long = ChatRequest {
-        messages: vec![ChatMessage::user("Write a very long story about a dragon.")],
+        messages: vec![ChatMessage::user("Write a very long story about a dragon.").into()],
         max_tokens: Some(6000),
         ..Default::default()
     };
@@ -388,7 +389,7 @@ async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next(
     // The inference thread serves one job at a time: the next answer comes only once the
     // dropped one has stopped, long before 6000 more tokens could be generated.
     let request = ChatRequest {
-        messages: vec![ChatMessage::user("Say hello.")],
+        messages: vec![ChatMessage::user("Say hello.").into()],
         max_tokens: Some(8),
         ..Default::default()
     };
@@ -409,8 +410,8 @@ async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
     let model = model().await;
     let ask = |question: &str| ChatRequest {
         messages: vec![
-            ChatMessage::system(format!("Answer from this story only.\n\n{LIGHTHOUSE}")),
-            ChatMessage::user(question),
+            ChatMessage::system(format!("Answer from this story only.\n\n{LIGHTHOUSE}")).into(),
+            ChatMessage::user(question).into(),
         ],
         max_tokens: Some(24),
         temperature: Some(0.0),
@@ -419,7 +420,7 @@ async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
     let question = "How many fishermen survived?";
     // Cold: the call before shares nothing past the chat template's opening.
     let unrelated = ChatRequest {
-        messages: vec![ChatMessage::user("Name a colour.")],
+        messages: vec![ChatMessage::user("Name a colour.").into()],
         max_tokens: Some(4),
         temperature: Some(0.0),
         ..Default::default()

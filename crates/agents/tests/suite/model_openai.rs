@@ -316,7 +316,7 @@ async fn model_openai_tool_call_round_trip() {
     let model = model(&server);
     let mut messages = vec![ChatMessage::user("Weather in Oslo?")];
     let request = ChatRequest {
-        messages: messages.clone(),
+        messages: messages.iter().cloned().map(Into::into).collect(),
         tools: tools(),
         tool_choice: ToolChoice::Named("get_weather".into()),
         temperature: Some(0.0),
@@ -345,7 +345,7 @@ async fn model_openai_tool_call_round_trip() {
     messages.push(response.message.clone());
     messages.push(ChatMessage::tool_result("call_abc", "sunny, 21 °C"));
     let request = ChatRequest {
-        messages: messages.clone(),
+        messages: messages.iter().cloned().map(Into::into).collect(),
         tools: tools(),
         ..Default::default()
     };

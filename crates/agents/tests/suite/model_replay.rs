@@ -7,8 +7,8 @@ use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelError, ToolChoice
 fn first_request() -> ChatRequest {
     ChatRequest {
         messages: vec![
-            ChatMessage::system("Be brief."),
-            ChatMessage::user("Add 1 and 2."),
+            ChatMessage::system("Be brief.").into(),
+            ChatMessage::user("Add 1 and 2.").into(),
         ],
         tools: vec![ToolDefinition {
             name: "add".into(),
@@ -36,8 +36,10 @@ async fn record(path: &std::path::Path) -> Vec<Result<troupe_runtime::ChatRespon
     let first = recorder.chat(request.clone()).await;
     let call = first.as_ref().unwrap().message.clone();
     let id = call.calls()[0].id.clone();
-    request.messages.push(call);
-    request.messages.push(ChatMessage::tool_result(id, "3"));
+    request.messages.push(call.into());
+    request
+        .messages
+        .push(ChatMessage::tool_result(id, "3").into());
     let second = recorder.chat(request.clone()).await;
     let third = recorder
         .chat(ChatRequest::new(vec![ChatMessage::user("again")]))
@@ -58,10 +60,10 @@ async fn model_replay_serves_recorded_calls_in_order() {
     let mut request = first_request();
     let first = replay.chat(request.clone()).await;
     assert_eq!(first, recorded[0]);
-    request.messages.push(first.unwrap().message);
+    request.messages.push(first.unwrap().message.into());
     request
         .messages
-        .push(ChatMessage::tool_result("call_1", "3"));
+        .push(ChatMessage::tool_result("call_1", "3").into());
     assert_eq!(replay.chat(request).await, recorded[1]);
     let third = replay
         .chat(ChatRequest::new(vec![ChatMessage::user("again")]))
@@ -86,7 +88,7 @@ async fn model_replay_mismatch_names_the_difference() {
     let replay = ReplayModel::from_file(&path).unwrap();
 
     let mut request = first_request();
-    request.messages[1] = ChatMessage::user("Add 1 and 3.");
+    request.messages[1] = ChatMessage::user("Add 1 and 3.").into();
     let err = replay.chat(request).await.unwrap_err();
     assert_eq!(err.kind(), "invalid_request", "{err:?}");
     let err = err.to_string();

@@ -11,7 +11,7 @@ use troupe_agents::{
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};
 use troupe_runtime::session::{SessionRecord, load, load_typed};
-use troupe_runtime::{ChatMessage, Checkpoint, MessageKind, Team, TeamConfig};
+use troupe_runtime::{Checkpoint, MessageKind, Team, TeamConfig};
 use troupe_tools::{FileLedger, ToolRegistry};
 
 /// A team whose compression agent uses the mechanical summary (`session_switch.rs` uses it too).
@@ -152,7 +152,7 @@ async fn compactions_are_logged_and_survive_a_restart() {
         .iter()
         .rev()
         .find(|m| m.kind == MessageKind::Summary)
-        .map(ChatMessage::text);
+        .map(|m| m.text());
     assert_eq!(logged.previous_summary, summary);
     assert!(
         logged.read_files.iter().any(|f| f == "f0.txt"),
@@ -172,8 +172,8 @@ async fn compactions_are_logged_and_survive_a_restart() {
     assert_eq!(ledger, ledger_before);
     assert_eq!(archive, archive_before);
     // The archive still expands the compacted history back to every original message.
-    let originals = expand(restored.conversation.messages(), &archive).unwrap();
-    assert_ne!(originals, restored.conversation.messages());
+    let originals = expand(&restored.conversation.to_messages(), &archive).unwrap();
+    assert_ne!(originals, restored.conversation.to_messages());
     assert_eq!(originals[0].text(), "read them all");
     let full_results = originals
         .iter()
@@ -404,7 +404,7 @@ async fn a_restarted_agent_keeps_its_session_and_a_second_owner_is_refused() {
         .conversation
         .messages()
         .iter()
-        .map(ChatMessage::text)
+        .map(|m| m.text())
         .collect();
     assert_eq!(texts, ["first", "one", "second", "two"]);
 
@@ -501,7 +501,7 @@ async fn clearing_through_the_agent_records_a_fresh_start_its_log_resumes_from()
         .conversation
         .messages()
         .iter()
-        .map(ChatMessage::text)
+        .map(|m| m.text())
         .collect();
     assert_eq!(texts, ["after the clear", "ok"]);
     team.shutdown().await;
@@ -514,7 +514,7 @@ async fn clearing_through_the_agent_records_a_fresh_start_its_log_resumes_from()
         messages
             .messages()
             .iter()
-            .map(ChatMessage::text)
+            .map(|m| m.text())
             .collect::<Vec<_>>(),
         ["after the clear", "ok"]
     );

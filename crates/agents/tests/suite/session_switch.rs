@@ -7,7 +7,7 @@ use std::sync::Arc;
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent, switch_session};
 use troupe_runtime::session::load;
-use troupe_runtime::{ChatMessage, Conversation, TeamError};
+use troupe_runtime::{Conversation, TeamError};
 
 use super::session::team;
 
@@ -20,11 +20,7 @@ fn coder(log: &Path) -> AgentSpec {
 }
 
 fn texts(conversation: &Conversation) -> Vec<String> {
-    conversation
-        .messages()
-        .iter()
-        .map(ChatMessage::text)
-        .collect()
+    conversation.messages().iter().map(|m| m.text()).collect()
 }
 
 /// Whether another agent, in another team, can take the log at `path` now.

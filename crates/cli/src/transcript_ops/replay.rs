@@ -187,7 +187,7 @@ pub async fn replay_transcript(
             continue;
         }
         let invariants_ok = validate(
-            conversation.messages(),
+            &conversation.to_messages(),
             &result.messages,
             &result.archive,
             policy,

@@ -117,7 +117,7 @@ impl<'a> CompactionSession<'a> {
         options: CompactOptions,
     ) -> Result<Self, CompactionError> {
         policy.validate()?;
-        let messages = conversation.messages().to_vec();
+        let messages = conversation.to_messages();
         check_pairing(&messages).map_err(CompactionError::InvalidInput)?;
         let mut seen = HashSet::with_capacity(messages.len());
         if let Some(dup) = messages.iter().find(|m| !seen.insert(m.id)) {

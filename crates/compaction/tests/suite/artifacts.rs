@@ -21,7 +21,7 @@ fn tight_policy() -> BudgetPolicy {
 /// rerun — followed by a long ordinary session, so the artifact turns are old.
 fn session_with_artifacts() -> Conversation {
     let ordinary = coding_session(12, 40);
-    let mut messages = ordinary.messages()[..2].to_vec();
+    let mut messages = ordinary.to_messages()[..2].to_vec();
     messages.extend([
         ChatMessage::assistant_tool_calls(
             Some("Running the tests.".into()),
@@ -46,7 +46,7 @@ fn session_with_artifacts() -> Conversation {
         ),
         ChatMessage::tool_result("t3", "test parser::eof ... ok\n\ntest result: ok.\n[The command completed with exit code 0.]"),
     ]);
-    messages.extend(ordinary.messages()[2..].iter().cloned());
+    messages.extend(ordinary.to_messages()[2..].iter().cloned());
     Conversation::from_messages(messages)
 }
 
@@ -68,7 +68,7 @@ fn summary_text(compaction: &Compaction) -> String {
         .messages
         .iter()
         .find(|m| m.kind == MessageKind::Summary && m.text().starts_with("<summary>"))
-        .map(ChatMessage::text)
+        .map(|m| m.text())
         .unwrap_or_else(|| panic!("no segment summary in {:#?}", compaction.messages))
 }
 
@@ -113,7 +113,7 @@ fn blocks_a_model_writes_into_its_summary_do_not_become_artifacts() {
 #[test]
 fn a_later_compaction_merges_the_previous_summarys_artifacts_newest_status_winning() {
     // First compaction: the test failed and nothing fixed it yet.
-    let mut first = session_with_artifacts().messages().to_vec();
+    let mut first = session_with_artifacts().to_messages();
     first.retain(|m| m.tool_call_id.as_deref() != Some("t3"));
     first.retain(|m| !m.calls().iter().any(|c| c.id == "t3"));
     let first = Conversation::from_messages(first);
@@ -134,7 +134,7 @@ fn a_later_compaction_merges_the_previous_summarys_artifacts_newest_status_winni
         ),
         ChatMessage::tool_result("t9", "test parser::eof ... ok\nexit code: 0"),
     ]);
-    later.extend(coding_session(12, 40).messages()[2..].iter().cloned());
+    later.extend(coding_session(12, 40).to_messages()[2..].iter().cloned());
     let later = Conversation::from_messages(later);
     let twice = run(&later, &summarizer);
     let text = summary_text(&twice);
@@ -179,7 +179,9 @@ fn pi_large_session_artifact_recall_after_one_mechanical_compaction() {
     };
     let conversation = Conversation::from_messages(parse_transcript(&json).unwrap().messages);
     let ledger = ledger_from_transcript(conversation.messages());
-    let artifacts = troupe_compaction::ArtifactLedger::from_messages(conversation.messages());
+    let artifacts = troupe_compaction::ArtifactLedger::from_messages(
+        conversation.messages().iter().map(|m| &**m),
+    );
     println!(
         "pi-large-session ledger: {} commands, {} errors, {} tests, {} symbols, {} files",
         artifacts.commands.len(),

@@ -48,7 +48,7 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
                 report.reason
             );
             validate(
-                conversation.messages(),
+                &conversation.to_messages(),
                 &compaction.messages,
                 &compaction.archive,
                 &policy,
@@ -61,7 +61,7 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
             );
             assert_eq!(
                 expand(&compaction.messages, &compaction.archive).unwrap(),
-                conversation.messages(),
+                conversation.to_messages(),
                 "{name} @ {window}"
             );
             assert!(

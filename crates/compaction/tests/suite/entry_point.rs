@@ -26,7 +26,7 @@ fn under_target_nothing_changes_and_the_report_says_so() {
     assert!(compaction.report.reached);
     assert!(compaction.report.reason.starts_with("no compaction needed"));
     assert!(!compaction.changed());
-    assert_eq!(compaction.messages, conversation.messages());
+    assert_eq!(compaction.messages, conversation.to_messages());
 }
 
 #[test]
@@ -90,7 +90,7 @@ fn automatic_trigger_waits_for_enough_freeable_tokens() {
         "{}",
         skipped.report.reason
     );
-    assert_eq!(skipped.messages, conversation.messages());
+    assert_eq!(skipped.messages, conversation.to_messages());
 
     // After an unreachable attempt the guard holds off until new material accumulates.
     let policy = BudgetPolicy {

@@ -386,7 +386,7 @@ fn a_big_artifact_block_does_not_make_the_planner_summarize_everything() {
     let conversation = shell_session(160);
     let counter = TiktokenCounter::default();
     let policy = BudgetPolicy::for_window(32_000);
-    let total = counter.count_messages(conversation.messages());
+    let total = counter.count_messages(&conversation.to_messages());
     assert!(total > policy.trigger_tokens(), "{total}");
     let result = block_on(compact(
         &conversation,

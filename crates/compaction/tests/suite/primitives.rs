@@ -166,7 +166,7 @@ fn under_target_every_mutation_is_refused() {
     );
     let compaction = session.finish().unwrap();
     assert!(compaction.report.no_compaction_needed);
-    assert_eq!(compaction.messages, conversation.messages());
+    assert_eq!(compaction.messages, conversation.to_messages());
 }
 
 #[test]
@@ -257,7 +257,7 @@ fn planner_goes_cheapest_first_and_reaches_the_target() {
     let compaction = session.finish().unwrap();
     assert_eq!(
         expand(&compaction.messages, &compaction.archive).unwrap(),
-        conversation.messages()
+        conversation.to_messages()
     );
     // The masked results keep their call ids: pairs are intact.
     let stub = compaction

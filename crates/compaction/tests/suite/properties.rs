@@ -138,7 +138,7 @@ fn policy_for(
     conversation: &Conversation,
     counter: &dyn TokenCounter,
 ) -> BudgetPolicy {
-    let tokens = counter.count_messages(conversation.messages()) as f64;
+    let tokens = counter.count_messages(&conversation.to_messages()) as f64;
     let window = ((tokens * case.target_factor / 0.4) as usize).max(1);
     BudgetPolicy {
         context_window: window,
@@ -200,7 +200,7 @@ fn compact_keeps_every_invariant_and_expands_back() {
             options,
         ))
         .map_err(|e| TestCaseError::fail(format!("compaction failed: {e}")))?;
-        let before = conversation.messages();
+        let before = &conversation.to_messages()[..];
         validate(
             before,
             &compaction.messages,
@@ -347,7 +347,7 @@ fn random_primitive_calls_apply_or_refuse_cleanly() {
             .map_err(|e| TestCaseError::fail(format!("invalid result: {e}")))?;
         prop_assert_eq!(
             expand(&compaction.messages, &compaction.archive).unwrap(),
-            conversation.messages().to_vec()
+            conversation.to_messages()
         );
         Ok(())
     });

@@ -166,8 +166,8 @@ fn second_compaction_merges_the_first_summary_and_unites_file_lists() {
     // what was added after the first compaction.
     let mut archive = first.archive.clone();
     archive.extend(&second.archive);
-    let mut full = conversation.messages().to_vec();
-    full.extend_from_slice(&later.messages()[first.messages.len()..]);
+    let mut full = conversation.to_messages();
+    full.extend_from_slice(&later.to_messages()[first.messages.len()..]);
     assert_eq!(expand(&second.messages, &archive).unwrap(), full);
 }
 
@@ -300,6 +300,6 @@ fn per_message_mode_bounds_user_and_assistant_messages() {
     }
     assert_eq!(
         expand(&compaction.messages, &compaction.archive).unwrap(),
-        c.messages()
+        c.to_messages()
     );
 }

@@ -113,7 +113,11 @@ fn compaction_clear_and_model_change_are_restored() {
     let summary_id = c.allocate_id();
     let mut summary = ChatMessage::user("<summary>did things</summary>");
     summary.id = summary_id;
-    let kept: Vec<ChatMessage> = vec![c.messages()[0].clone(), summary, c.messages()[3].clone()];
+    let kept: Vec<ChatMessage> = vec![
+        ChatMessage::clone(&c.messages()[0]),
+        summary,
+        ChatMessage::clone(&c.messages()[3]),
+    ];
     log.append(SessionRecord::Compaction(CompactionRecord {
         messages: kept.iter().map(StoredMessage::from).collect(),
         summary: Some("did things".into()),

@@ -6,6 +6,8 @@
 //! Building these costs a serialization of the whole conversation; callers check
 //! [`record_content`](super::record_content) first.
 
+use std::borrow::Borrow;
+
 use serde_json::{Value, json};
 
 use crate::message::{ChatMessage, Content, Role};
@@ -13,10 +15,11 @@ use crate::model::FinishReason;
 
 /// `gen_ai.system_instructions`: the text parts of the system (and developer) messages, or `None`
 /// when there are none.
-pub fn system_instructions(messages: &[ChatMessage]) -> Option<String> {
+pub fn system_instructions<M: Borrow<ChatMessage>>(messages: &[M]) -> Option<String> {
     let parts: Vec<Value> = messages
         .iter()
-        .filter(|m| m.role.is_instructions())
+        .map(Borrow::borrow)
+        .filter(|m: &&ChatMessage| m.role.is_instructions())
         .flat_map(content_parts)
         .collect();
     (!parts.is_empty()).then(|| Value::Array(parts).to_string())
@@ -24,11 +27,12 @@ pub fn system_instructions(messages: &[ChatMessage]) -> Option<String> {
 
 /// `gen_ai.input.messages`: every message but the instructions (those are
 /// [`system_instructions`]).
-pub fn input_messages(messages: &[ChatMessage]) -> String {
+pub fn input_messages<M: Borrow<ChatMessage>>(messages: &[M]) -> String {
     Value::Array(
         messages
             .iter()
-            .filter(|m| !m.role.is_instructions())
+            .map(Borrow::borrow)
+            .filter(|m: &&ChatMessage| !m.role.is_instructions())
             .map(message)
             .collect(),
     )

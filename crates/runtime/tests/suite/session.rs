@@ -30,7 +30,7 @@ fn write_two_turns(path: &Path) -> Conversation {
 }
 
 fn texts(c: &Conversation) -> Vec<String> {
-    c.messages().iter().map(ChatMessage::text).collect()
+    c.messages().iter().map(|m| m.text()).collect()
 }
 
 #[test]

@@ -55,7 +55,7 @@ impl AgentBehavior for Echo {
                 .messages()
                 .iter()
                 .map(|m| {
-                    let mut m = m.clone();
+                    let mut m = ChatMessage::clone(m);
                     m.set_text(m.text().to_uppercase());
                     m
                 })

@@ -73,7 +73,7 @@ fn stored_forms_keep_the_unknowns_too() {
     assert_eq!(restored, conversation);
     for (message, raw) in restored.messages().iter().zip(raw) {
         assert_eq!(serde_json::to_string(message).unwrap(), raw);
-        let stored = serde_json::to_string(&StoredMessage::from(message)).unwrap();
+        let stored = serde_json::to_string(&StoredMessage::from(&**message)).unwrap();
         let back: StoredMessage = serde_json::from_str(&stored).unwrap();
         assert_eq!(serde_json::to_string(&back.message).unwrap(), raw);
     }

@@ -318,13 +318,16 @@ mod tests {
             output_for(&request, policy),
             Ok(Output::ToolCall(_))
         ));
-        request.messages.push(ChatMessage::assistant_tool_calls(
-            None,
-            vec![troupe_runtime::ToolCall::new("c1", "weather", "{}")],
-        ));
+        request.messages.push(
+            ChatMessage::assistant_tool_calls(
+                None,
+                vec![troupe_runtime::ToolCall::new("c1", "weather", "{}")],
+            )
+            .into(),
+        );
         request
             .messages
-            .push(ChatMessage::tool_result("c1", "sunny"));
+            .push(ChatMessage::tool_result("c1", "sunny").into());
         assert_eq!(output_for(&request, policy), Ok(Output::Text));
         request.tool_choice = ToolChoice::Named("nope".into());
         assert!(output_for(&request, policy).is_err());

@@ -203,10 +203,10 @@ mod tests {
         let call = ToolCall::new("c1", "add", r#"{"a":1}"#);
         let request = ChatRequest {
             messages: vec![
-                ChatMessage::system("s"),
-                ChatMessage::user("u"),
-                ChatMessage::assistant_tool_calls(None, vec![call]),
-                ChatMessage::tool_result("c1", "2"),
+                ChatMessage::system("s").into(),
+                ChatMessage::user("u").into(),
+                ChatMessage::assistant_tool_calls(None, vec![call]).into(),
+                ChatMessage::tool_result("c1", "2").into(),
             ],
             tools: vec![ToolDefinition {
                 name: "add".into(),
