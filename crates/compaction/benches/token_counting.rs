@@ -1,9 +1,11 @@
 //! Token counting throughput on the shared corpus: raw `tiktoken-rs`, troupe's counter, and the
-//! per-message cache (warm, and a growing conversation recounting one new message).
+//! per-message cache (warm — by content for owned messages, by identity for a conversation's
+//! shared ones — and a growing conversation recounting one new message).
 //!
 //! Run: `cargo bench -p troupe-compaction --bench token_counting`
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use criterion::{Criterion, Throughput};
 use troupe_compaction::{TiktokenCounter, TokenCache, TokenCounter, parse_transcript};
@@ -93,6 +95,28 @@ fn main() {
                 .iter()
                 .zip(&caches)
                 .map(|(c, cache)| cache.count_messages(&counter, c).total)
+                .sum::<usize>()
+        })
+    });
+    // The same through the messages as a conversation shares them: a pointer comparison each.
+    let shared: Vec<Vec<Arc<ChatMessage>>> = conversations
+        .iter()
+        .map(|c| c.iter().cloned().map(Arc::new).collect())
+        .collect();
+    let shared_caches: Vec<TokenCache> = shared
+        .iter()
+        .map(|c| {
+            let cache = TokenCache::new();
+            cache.count_shared(&counter, c);
+            cache
+        })
+        .collect();
+    group.bench_function("token_cache_warm_shared", |b| {
+        b.iter(|| {
+            shared
+                .iter()
+                .zip(&shared_caches)
+                .map(|(c, cache)| cache.count_shared(&counter, c).total)
                 .sum::<usize>()
         })
     });

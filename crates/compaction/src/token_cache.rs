@@ -3,11 +3,13 @@
 //!
 //! BPE is the expensive part of every budget check; a message's count only changes when its
 //! content does. Each entry remembers a fingerprint of what it counted, so a message edited in
-//! place (same id, new text) is recounted rather than trusted.
+//! place (same id, new text) is recounted rather than trusted — and, for a conversation's shared
+//! messages, which message it counted: the same shared message is a hit without hashing its
+//! content, so checking a long conversation's budget costs a pointer comparison per message.
 
 use std::borrow::Borrow;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageId, sync};
@@ -33,10 +35,15 @@ struct CacheState {
     misses: u64,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct CachedCount {
     fingerprint: u64,
     tokens: usize,
+    /// The shared message this count is of, when it was counted through
+    /// [`TokenCache::count_shared`]. While this `Weak` lives the allocation cannot be reused,
+    /// and a shared message is never changed where it lies (`Arc::make_mut` moves a message it
+    /// edits away from its `Weak`s), so the same address means the same content.
+    shared: Weak<ChatMessage>,
 }
 
 /// How often the cache answered without counting.
@@ -84,10 +91,13 @@ impl TokenCache {
         let fingerprint = fingerprint(message);
         {
             let mut state = self.lock(counter);
-            let hit = state.entries.get(&message.id).copied();
-            if let Some(hit) = hit.filter(|hit| hit.fingerprint == fingerprint) {
+            let hit = state.entries.get(&message.id);
+            if let Some(tokens) = hit
+                .filter(|hit| hit.fingerprint == fingerprint)
+                .map(|hit| hit.tokens)
+            {
                 state.hits += 1;
-                return hit.tokens;
+                return tokens;
             }
         }
         // Count without holding the lock: BPE of a large tool output takes milliseconds.
@@ -99,9 +109,55 @@ impl TokenCache {
             CachedCount {
                 fingerprint,
                 tokens,
+                shared: Weak::new(),
             },
         );
         tokens
+    }
+
+    /// [`TokenCache::count_messages`] for a conversation's shared messages (its
+    /// `messages()`): a message counted before as this same shared message is answered without
+    /// hashing its content, under one lock for the whole conversation.
+    pub fn count_shared(
+        &self,
+        counter: &dyn TokenCounter,
+        messages: &[Arc<ChatMessage>],
+    ) -> ConversationTokens {
+        let mut per_message = Vec::with_capacity(messages.len());
+        let mut misses = Vec::new();
+        {
+            let mut state = self.lock(counter);
+            for (i, m) in messages.iter().enumerate() {
+                let same = state
+                    .entries
+                    .get(&m.id)
+                    .filter(|hit| std::ptr::eq(hit.shared.as_ptr(), Arc::as_ptr(m)))
+                    .map(|hit| hit.tokens);
+                match same {
+                    Some(tokens) if m.id.is_assigned() => {
+                        state.hits += 1;
+                        per_message.push(tokens);
+                    }
+                    _ => {
+                        misses.push(i);
+                        per_message.push(0);
+                    }
+                }
+            }
+        }
+        for i in misses {
+            let m = &messages[i];
+            // By content (a copy of a message counted before is still a hit), then remembered
+            // as this shared message.
+            per_message[i] = self.count_message(counter, m);
+            if m.id.is_assigned()
+                && let Some(entry) = self.lock(counter).entries.get_mut(&m.id)
+            {
+                entry.shared = Arc::downgrade(m);
+            }
+        }
+        let total = per_message.iter().sum::<usize>() + counter.overhead().reply_priming;
+        ConversationTokens { per_message, total }
     }
 
     /// The tokens of every message (owned, or shared as a conversation holds them) and the
@@ -210,6 +266,34 @@ mod tests {
         assert_eq!(calls_for_one_message, 2);
         assert_eq!(second.per_message[..2], first.per_message[..]);
         assert_eq!(cache.stats().hits, 2);
+    }
+
+    #[test]
+    fn a_shared_message_counted_before_is_not_counted_or_hashed_again_and_an_edit_is() {
+        let counter = CountingCounter::default();
+        let cache = TokenCache::new();
+        let mut conversation = Conversation::new();
+        let first = conversation.push(ChatMessage::user("first"));
+        conversation.push(ChatMessage::assistant("second"));
+        let before = cache.count_shared(&counter, conversation.messages());
+        let calls = counter.calls.load(Ordering::Relaxed);
+        let again = cache.count_shared(&counter, conversation.messages());
+        assert_eq!(again, before);
+        assert_eq!(counter.calls.load(Ordering::Relaxed), calls);
+        assert_eq!(cache.stats().hits, 2);
+        // An edit gives the message a new allocation: recounted, the other one still a hit.
+        conversation
+            .get_mut(first)
+            .unwrap()
+            .set_text("first, now a good deal longer than it was");
+        let edited = cache.count_shared(&counter, conversation.messages());
+        assert!(edited.per_message[0] > before.per_message[0]);
+        assert_eq!(edited.per_message[1], before.per_message[1]);
+        assert_eq!(counter.calls.load(Ordering::Relaxed) - calls, 2);
+        // The same messages owned (not shared) are counted by content: hits, no recount.
+        let owned = cache.count_messages(&counter, &conversation.to_messages());
+        assert_eq!(owned, edited);
+        assert_eq!(counter.calls.load(Ordering::Relaxed) - calls, 2);
     }
 
     #[test]

@@ -37,7 +37,7 @@ impl LlmAgent {
     pub(super) fn context_stats(&self) -> ContextStats {
         let counts = self
             .token_cache
-            .count_messages(self.counter.as_ref(), self.conversation.messages());
+            .count_shared(self.counter.as_ref(), self.conversation.messages());
         let name_of = |v: serde_json::Result<serde_json::Value>| {
             v.ok()
                 .and_then(|v| v.as_str().map(str::to_string))

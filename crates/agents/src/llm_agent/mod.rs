@@ -216,10 +216,11 @@ impl LlmAgent {
         &self.archive
     }
 
-    /// Tokens in the conversation now (cached per message: O(new messages)).
+    /// Tokens in the conversation now (cached per shared message: new messages are counted,
+    /// the rest cost a pointer comparison each).
     pub fn tokens(&self) -> usize {
         self.token_cache
-            .count_messages(self.counter.as_ref(), self.conversation.messages())
+            .count_shared(self.counter.as_ref(), self.conversation.messages())
             .total
     }
 

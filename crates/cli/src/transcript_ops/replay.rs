@@ -156,7 +156,7 @@ pub async fn replay_transcript(
         conversation.push(message.clone());
         report.messages = i + 1;
         observer.on_message(i + 1);
-        let tokens = cache.count_messages(counter, conversation.messages()).total;
+        let tokens = cache.count_shared(counter, conversation.messages()).total;
         report.peak_tokens = report.peak_tokens.max(tokens);
         let model_turn_next = messages
             .get(i + 1)
@@ -216,7 +216,7 @@ pub async fn replay_transcript(
         report.compactions.push(row);
         result.apply_to(&mut conversation);
     }
-    report.final_tokens = cache.count_messages(counter, conversation.messages()).total;
+    report.final_tokens = cache.count_shared(counter, conversation.messages()).total;
     report.raw_tokens = counter.count_messages(messages);
     observer.on_finish(&conversation);
     Ok(report)
