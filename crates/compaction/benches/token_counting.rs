@@ -126,7 +126,7 @@ fn main() {
     let largest = conversations
         .iter()
         .max_by_key(|c| c.len())
-        .map(|c| c.clone())
+        .cloned()
         .unwrap_or_default();
     let last = largest.last().map(|m| m.id);
     let mut group = criterion.benchmark_group("recount_after_one_new_message");
