@@ -8,6 +8,7 @@ use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
 
 use super::{BATCH, CONTEXT_CREATION, backend, context_params, lock, weights};
 use crate::model::local::LocalModelError;
@@ -84,16 +85,9 @@ impl Baseline {
             .map_err(|e| fail("template", e))
     }
 
-    /// Decode `prompt`, then generate greedily (with the provider's repetition penalty) until the
-    /// end of the turn or `max_tokens`.
-    ///
-    /// # Errors
-    /// When llama.cpp fails to decode.
-    pub fn run(&mut self, prompt: &str, max_tokens: usize) -> Result<BaselineRun, LocalModelError> {
-        let vocab = self.model.vocab();
-        self.ctx.clear_kv_cache();
-        let started = Instant::now();
-        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+    /// Decode `tokens` from position 0 in batches of `BATCH`, logits for the last one only: the
+    /// plain prefill both runs measure. Returns the last batch (its last token's logits are next).
+    fn prefill(&mut self, tokens: &[LlamaToken]) -> Result<LlamaBatch<'static>, LocalModelError> {
         let mut batch = LlamaBatch::new(BATCH as usize, 1);
         let last = tokens.len().saturating_sub(1);
         for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
@@ -106,6 +100,20 @@ impl Baseline {
             }
             self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
         }
+        Ok(batch)
+    }
+
+    /// Decode `prompt`, then generate greedily (with the provider's repetition penalty) until the
+    /// end of the turn or `max_tokens`.
+    ///
+    /// # Errors
+    /// When llama.cpp fails to decode.
+    pub fn run(&mut self, prompt: &str, max_tokens: usize) -> Result<BaselineRun, LocalModelError> {
+        let vocab = self.model.vocab();
+        self.ctx.clear_kv_cache();
+        let started = Instant::now();
+        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        let mut batch = self.prefill(&tokens)?;
         let prompt_time = started.elapsed();
         let mut sampler = LlamaSampler::chain_simple([
             LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0),
@@ -163,18 +171,7 @@ impl Baseline {
         tokens.truncate(prompt_tokens);
         self.ctx.clear_kv_cache();
         let started = Instant::now();
-        let mut batch = LlamaBatch::new(BATCH as usize, 1);
-        let last = tokens.len() - 1;
-        for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
-            batch.clear();
-            for (i, t) in chunk.iter().enumerate() {
-                let pos = c * BATCH as usize + i;
-                batch
-                    .add(*t, pos as i32, &[0], pos == last)
-                    .map_err(|e| fail("batch", e))?;
-            }
-            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
-        }
+        let mut batch = self.prefill(&tokens)?;
         let prompt_time = started.elapsed();
         let mut sampler = LlamaSampler::greedy();
         let generation_started = Instant::now();
