@@ -124,9 +124,9 @@ impl AgentState {
 }
 
 /// Clears the responding flag however the handler ends (including a panic).
-struct RespondingGuard(Arc<AtomicBool>);
+struct RespondingGuard<'a>(&'a AtomicBool);
 
-impl Drop for RespondingGuard {
+impl Drop for RespondingGuard<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::SeqCst);
     }
@@ -172,7 +172,7 @@ impl Actor for AgentActor {
                     { semconv::SESSION_ID } = tracing::field::Empty,
                 );
                 state.responding.store(true, Ordering::SeqCst);
-                let guard = RespondingGuard(state.responding.clone());
+                let guard = RespondingGuard(&state.responding);
                 let result = state
                     .behavior
                     .handle(request, &state.ctx)

@@ -106,6 +106,30 @@ struct Entries {
     shut_down: bool,
 }
 
+impl Entries {
+    /// The live actor named `name`, or why there is none.
+    fn live(&self, name: &str) -> Result<ActorRef<AgentMsg>, AskError> {
+        if self.shut_down {
+            return Err(AskError::ShutDown);
+        }
+        match self.slots.get(name) {
+            Some(Slot::Live(actor)) => Ok(actor.clone()),
+            Some(Slot::Stopped(reason)) => Err(AskError::AgentStopped {
+                name: name.to_string(),
+                reason: reason.clone(),
+            }),
+            None => {
+                let mut known: Vec<String> = self.slots.keys().cloned().collect();
+                known.sort();
+                Err(AskError::NoSuchAgent {
+                    name: name.to_string(),
+                    known,
+                })
+            }
+        }
+    }
+}
+
 /// A cheap-to-clone handle on the team's agents by name.
 #[derive(Clone, Default)]
 pub struct Directory {
@@ -200,31 +224,14 @@ impl Directory {
         self.write(|e| e.shut_down = true);
     }
 
-    fn failure_count(&self, name: &str) -> u64 {
-        self.read(|e| e.failures.get(name).map_or(0, |f| f.0))
+    pub(crate) fn resolve(&self, name: &str) -> Result<ActorRef<AgentMsg>, AskError> {
+        self.read(|e| e.live(name))
     }
 
-    pub(crate) fn resolve(&self, name: &str) -> Result<ActorRef<AgentMsg>, AskError> {
-        self.read(|e| {
-            if e.shut_down {
-                return Err(AskError::ShutDown);
-            }
-            match e.slots.get(name) {
-                Some(Slot::Live(actor)) => Ok(actor.clone()),
-                Some(Slot::Stopped(reason)) => Err(AskError::AgentStopped {
-                    name: name.to_string(),
-                    reason: reason.clone(),
-                }),
-                None => {
-                    let mut known: Vec<String> = e.slots.keys().cloned().collect();
-                    known.sort();
-                    Err(AskError::NoSuchAgent {
-                        name: name.to_string(),
-                        known,
-                    })
-                }
-            }
-        })
+    /// `name`'s actor and how many of its failures the supervisor has handled, read together
+    /// (one lock per ask): a reply port that drops later is a new failure only if the count grew.
+    fn resolve_counted(&self, name: &str) -> Result<(ActorRef<AgentMsg>, u64), AskError> {
+        self.read(|e| Ok((e.live(name)?, e.failures.get(name).map_or(0, |f| f.0))))
     }
 
     /// Reach agents on other nodes through `remote`: a name no local agent has is looked up
@@ -312,8 +319,7 @@ impl Directory {
         timeout: Duration,
         message: impl FnOnce(ractor::RpcReplyPort<Result<T, AgentError>>) -> AgentMsg,
     ) -> Result<T, AskError> {
-        let actor = self.resolve_settled(name).await?;
-        let failures_before = self.failure_count(name);
+        let (actor, failures_before) = self.resolve_settled(name).await?;
         match actor.call(message, Some(timeout)).await {
             Ok(CallResult::Success(Ok(answer))) => Ok(answer),
             Ok(CallResult::Success(Err(error))) => Err(AskError::Agent {
@@ -324,8 +330,9 @@ impl Directory {
                 name: name.to_string(),
                 timeout,
             }),
+            // Boxed: the rare path's timer stays out of every ask's future.
             Ok(CallResult::SenderError) | Err(_) => {
-                Err(self.failure_after(name, failures_before).await)
+                Err(Box::pin(self.failure_after(name, failures_before)).await)
             }
         }
     }
@@ -335,7 +342,7 @@ impl Directory {
         if let Some(remote) = self.remote_for(name) {
             return remote.send(name, request).await;
         }
-        let actor = self.resolve_settled(name).await?;
+        let (actor, _) = self.resolve_settled(name).await?;
         actor
             .cast(AgentMsg::Request {
                 request,
@@ -347,15 +354,28 @@ impl Directory {
             })
     }
 
-    /// Resolve a name; if its actor is dead but the supervisor has not yet replaced it,
-    /// wait briefly for the restart instead of failing a request that could succeed.
-    async fn resolve_settled(&self, name: &str) -> Result<ActorRef<AgentMsg>, AskError> {
+    /// Resolve a name (with its failure count, see [`Directory::resolve_counted`]); if its actor
+    /// is dead but the supervisor has not yet replaced it, wait briefly for the restart instead
+    /// of failing a request that could succeed.
+    async fn resolve_settled(&self, name: &str) -> Result<(ActorRef<AgentMsg>, u64), AskError> {
+        // A running agent, the common case, costs one lookup and no clock read; the wait is
+        // boxed so that its timer does not enlarge (and get copied with) every ask's future.
+        let resolved = self.resolve_counted(name)?;
+        if is_running(&resolved.0) {
+            return Ok(resolved);
+        }
+        Box::pin(self.wait_until_settled(name)).await
+    }
+
+    /// [`Directory::resolve_settled`]'s slow path: wait for the supervisor to replace a dead
+    /// actor, up to [`FAILURE_SETTLE`].
+    async fn wait_until_settled(&self, name: &str) -> Result<(ActorRef<AgentMsg>, u64), AskError> {
         let deadline = tokio::time::Instant::now() + FAILURE_SETTLE;
         loop {
             let notified = self.changed.notified();
-            let actor = self.resolve(name)?;
-            if is_running(&actor) || tokio::time::Instant::now() >= deadline {
-                return Ok(actor);
+            let resolved = self.resolve_counted(name)?;
+            if is_running(&resolved.0) || tokio::time::Instant::now() >= deadline {
+                return Ok(resolved);
             }
             let _ = tokio::time::timeout_at(deadline, notified).await;
         }
