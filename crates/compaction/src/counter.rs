@@ -84,6 +84,41 @@ pub trait TokenCounter: Send + Sync {
         tokens
     }
 
+    /// A number no smaller than [`TokenCounter::count`] of `text`, found without tokenizing,
+    /// or `None` when this tokenizer cannot promise one (the default: a custom tokenizer may
+    /// produce more tokens than bytes). Budget checks far below their threshold use it to skip
+    /// tokenizing new messages.
+    fn count_upper_bound(&self, text: &str) -> Option<usize> {
+        let _ = text;
+        None
+    }
+
+    /// A number no smaller than [`TokenCounter::count_message`] of `message`, from
+    /// [`TokenCounter::count_upper_bound`] in place of every `count` (`None` when that has none).
+    fn count_message_upper_bound(&self, message: &ChatMessage) -> Option<usize> {
+        let overhead = self.overhead();
+        let mut tokens = overhead.per_message + self.count_role(message.role);
+        tokens += match &message.content {
+            ContentSlot::Value(Content::Text(text)) => self.count_upper_bound(text)?,
+            ContentSlot::Value(content @ Content::Parts(_)) => {
+                self.count_upper_bound(&content.text())?
+            }
+            ContentSlot::Absent | ContentSlot::Null => 0,
+        };
+        for call in message.calls() {
+            tokens += overhead.per_tool_call
+                + self.count_upper_bound(&call.function.name)?
+                + self.count_upper_bound(&call.function.arguments)?;
+        }
+        if let Some(id) = &message.tool_call_id {
+            tokens += self.count_upper_bound(id)?;
+        }
+        if let Some(name) = message.extra.get("name").and_then(WireValue::as_str) {
+            tokens += overhead.per_name + self.count_upper_bound(name)?;
+        }
+        Some(tokens)
+    }
+
     /// The tokens of a whole request made of `messages` (reply priming included).
     fn count_messages(&self, messages: &[ChatMessage]) -> usize {
         messages
@@ -189,6 +224,11 @@ impl TokenCounter for TiktokenCounter {
         self.bpe.encode_ordinary(text).len()
     }
 
+    /// Byte-level BPE: every token of ordinary text covers at least one byte.
+    fn count_upper_bound(&self, text: &str) -> Option<usize> {
+        Some(text.len())
+    }
+
     fn count_role(&self, role: Role) -> usize {
         self.role_tokens[match role {
             Role::System => 0,
@@ -211,6 +251,11 @@ impl TokenCounter for CharEstimateCounter {
 
     fn count(&self, text: &str) -> usize {
         text.chars().count().div_ceil(4)
+    }
+
+    /// A text has no more characters than bytes.
+    fn count_upper_bound(&self, text: &str) -> Option<usize> {
+        Some(text.len().div_ceil(4))
     }
 }
 

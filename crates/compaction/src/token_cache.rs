@@ -160,6 +160,39 @@ impl TokenCache {
         ConversationTokens { per_message, total }
     }
 
+    /// Whether the request made of `messages` (a conversation's shared messages) certainly
+    /// costs fewer than `limit` tokens, decided without tokenizing: messages counted before give
+    /// their counts, the others [`TokenCounter::count_message_upper_bound`]. `false` means
+    /// "count to know" — also when the counter promises no bound.
+    pub fn certainly_below(
+        &self,
+        counter: &dyn TokenCounter,
+        messages: &[Arc<ChatMessage>],
+        limit: usize,
+    ) -> bool {
+        let state = self.lock(counter);
+        let mut total = counter.overhead().reply_priming;
+        for m in messages {
+            let known = state
+                .entries
+                .get(&m.id)
+                .filter(|hit| std::ptr::eq(hit.shared.as_ptr(), Arc::as_ptr(m)))
+                .map(|hit| hit.tokens);
+            let tokens = match known {
+                Some(tokens) if m.id.is_assigned() => tokens,
+                _ => match counter.count_message_upper_bound(m) {
+                    Some(bound) => bound,
+                    None => return false,
+                },
+            };
+            total += tokens;
+            if total >= limit {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The tokens of every message (owned, or shared as a conversation holds them) and the
     /// request total.
     pub fn count_messages<M: Borrow<ChatMessage>>(
@@ -294,6 +327,55 @@ mod tests {
         let owned = cache.count_messages(&counter, &conversation.to_messages());
         assert_eq!(owned, edited);
         assert_eq!(counter.calls.load(Ordering::Relaxed) - calls, 2);
+    }
+
+    /// [`CountingCounter`] with the bound a byte-level tokenizer would promise.
+    #[derive(Default)]
+    struct BoundedCounter(CountingCounter);
+
+    impl TokenCounter for BoundedCounter {
+        fn name(&self) -> &str {
+            "bounded"
+        }
+        fn count(&self, text: &str) -> usize {
+            self.0.count(text)
+        }
+        fn count_upper_bound(&self, text: &str) -> Option<usize> {
+            Some(text.len())
+        }
+        /// Precomputed, as `TiktokenCounter`'s: the calls counted are content alone.
+        fn count_role(&self, _role: troupe_runtime::Role) -> usize {
+            1
+        }
+    }
+
+    #[test]
+    fn certainly_below_decides_without_counting_and_knows_when_it_cannot() {
+        let counter = BoundedCounter::default();
+        let cache = TokenCache::new();
+        let mut conversation = Conversation::new();
+        conversation.push(ChatMessage::user("twelve bytes"));
+        conversation.push(ChatMessage::assistant("x".repeat(100)));
+        let exact = TokenCache::new()
+            .count_shared(&BoundedCounter::default(), conversation.messages())
+            .total;
+        let messages = conversation.messages();
+        assert!(cache.certainly_below(&counter, messages, exact + 1_000));
+        assert_eq!(
+            counter.0.calls.load(Ordering::Relaxed),
+            0,
+            "nothing tokenized"
+        );
+        // At or under the true total the bound can never say "below".
+        assert!(!cache.certainly_below(&counter, messages, exact));
+        assert!(!cache.certainly_below(&counter, messages, exact / 2));
+        // Once counted, the exact counts stand in for the bounds: tight to the token.
+        cache.count_shared(&counter, messages);
+        assert!(cache.certainly_below(&counter, messages, exact + 1));
+        assert!(!cache.certainly_below(&counter, messages, exact));
+        // A counter that promises no bound never skips counting.
+        let unbounded = CountingCounter::default();
+        assert!(!TokenCache::new().certainly_below(&unbounded, messages, usize::MAX));
     }
 
     #[test]

@@ -31,12 +31,22 @@ pub struct ToolContext {
 impl ToolContext {
     /// A context with a fresh token, bus and ledger, an empty call id and no trace.
     pub fn new(agent: impl Into<String>, root: impl Into<PathBuf>) -> Self {
+        Self::new_with_events(agent, root, EventBus::default())
+    }
+
+    /// [`ToolContext::new`] publishing on `events`: an agent's turn builds its tools' context
+    /// this way, without first allocating a bus of its own to throw away.
+    pub fn new_with_events(
+        agent: impl Into<String>,
+        root: impl Into<PathBuf>,
+        events: EventBus,
+    ) -> Self {
         ToolContext {
             agent: agent.into(),
             root: root.into(),
             tool_call_id: String::new(),
             cancel: CancellationToken::new(),
-            events: EventBus::default(),
+            events,
             ledger: SharedLedger::new(),
             trace_id: None,
         }

@@ -19,6 +19,16 @@ use super::LlmAgent;
 impl LlmAgent {
     /// After each model turn and tool batch: warn at the warning threshold, compact at the trigger.
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: &str) {
+        // Far below the warning, bounds settle it: the turn's new messages are tokenized only
+        // once the conversation could be near a threshold (and then once each, cached).
+        if self.token_cache.certainly_below(
+            self.counter.as_ref(),
+            self.conversation.messages(),
+            self.policy.warning_tokens(),
+        ) {
+            self.warned = false;
+            return;
+        }
         let tokens = self.tokens();
         match self.policy.state(tokens) {
             BudgetState::Ok => self.warned = false,

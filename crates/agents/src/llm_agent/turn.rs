@@ -122,10 +122,13 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace_id: &str,
     ) -> Vec<ToolResult> {
-        let base = ToolContext::new(ctx.name.clone(), self.spec.workspace_root.clone())
-            .with_events(ctx.events.clone())
-            .with_ledger(self.ledger.clone())
-            .with_trace_id(Some(trace_id.to_string()));
+        let base = ToolContext::new_with_events(
+            ctx.name.clone(),
+            self.spec.workspace_root.clone(),
+            ctx.events.clone(),
+        )
+        .with_ledger(self.ledger.clone())
+        .with_trace_id(Some(trace_id.to_string()));
         let runs = calls.iter().map(|call| {
             let span = tool_span(call, &ctx.name);
             let record_content = trace::record_content();

@@ -2,6 +2,7 @@
 
 mod artifacts;
 mod corpus;
+mod count_bounds;
 mod entry_point;
 mod folding;
 mod mechanical;
