@@ -1,6 +1,7 @@
 //! One agent turn (user message → tool call → tool result → final answer, over an in-process
-//! scripted model) in troupe, rig and a hand-written ractor actor: one criterion group, so the
-//! three are measured in the same process, one after another, on the same runtime.
+//! scripted model) in troupe, rig and a hand-written ractor actor: one criterion group per
+//! runtime, so the three are measured in the same process, one after another, on the same
+//! runtime — `turn` on tokio's multi-threaded runtime, `turn_current_thread` on one thread.
 //!
 //! Run: `cd benches/peers && CARGO_TARGET_DIR=../../target/peers cargo bench --bench turn`
 
@@ -20,8 +21,19 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn turn(c: &mut Criterion) {
-    let rt = runtime();
-    let mut group = c.benchmark_group("turn");
+    turn_on(c, "turn", &runtime());
+    // Everything on one thread: no wake-up crosses threads, so the times are the CPU work of a
+    // turn alone. On the multi-threaded runtime the hand-written loop's few microseconds move
+    // 3× between runs with the scheduler's wake-ups; here they do not.
+    let single = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    turn_on(c, "turn_current_thread", &single);
+}
+
+fn turn_on(c: &mut Criterion, group: &str, rt: &tokio::runtime::Runtime) {
+    let mut group = c.benchmark_group(group);
     group.measurement_time(Duration::from_secs(8));
 
     // Every measured iteration asks once and waits for the answer; the untimed work between

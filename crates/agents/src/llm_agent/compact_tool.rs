@@ -28,6 +28,12 @@ pub(super) fn compact_focus(call: &ToolCall) -> Option<String> {
         .and_then(|args| args.focus)
 }
 
+/// The `compact` tool's parameter schema, derived once (it is offered on every model call).
+fn compact_schema() -> &'static serde_json::Value {
+    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(parameters_schema::<CompactArgs>)
+}
+
 impl LlmAgent {
     /// The tools the model is offered: the registry's, plus `compact` when enabled.
     pub(super) fn tool_definitions(&self) -> Vec<ToolDefinition> {
@@ -38,7 +44,7 @@ impl LlmAgent {
                 description: "Compact your own conversation when it has grown long; optional \
                               `focus` says what the summary must keep."
                     .into(),
-                parameters: parameters_schema::<CompactArgs>(),
+                parameters: compact_schema().clone(),
             });
         }
         definitions
