@@ -63,25 +63,8 @@ pub trait TokenCounter: Send + Sync {
 
     /// The tokens one message costs in a request: framing, role, content, tool calls, ids.
     fn count_message(&self, message: &ChatMessage) -> usize {
-        let overhead = self.overhead();
-        let mut tokens = overhead.per_message + self.count_role(message.role);
-        tokens += match &message.content {
-            ContentSlot::Value(Content::Text(text)) => self.count(text),
-            ContentSlot::Value(content @ Content::Parts(_)) => self.count(&content.text()),
-            ContentSlot::Absent | ContentSlot::Null => 0,
-        };
-        for call in message.calls() {
-            tokens += overhead.per_tool_call
-                + self.count(&call.function.name)
-                + self.count(&call.function.arguments);
-        }
-        if let Some(id) = &message.tool_call_id {
-            tokens += self.count(id);
-        }
-        if let Some(name) = message.extra.get("name").and_then(WireValue::as_str) {
-            tokens += overhead.per_name + self.count(name);
-        }
-        tokens
+        // Every text's count is `Some`, so the total is too.
+        message_tokens(self, message, |text| Some(self.count(text))).unwrap_or_default()
     }
 
     /// A number no smaller than [`TokenCounter::count`] of `text`, found without tokenizing,
@@ -96,27 +79,7 @@ pub trait TokenCounter: Send + Sync {
     /// A number no smaller than [`TokenCounter::count_message`] of `message`, from
     /// [`TokenCounter::count_upper_bound`] in place of every `count` (`None` when that has none).
     fn count_message_upper_bound(&self, message: &ChatMessage) -> Option<usize> {
-        let overhead = self.overhead();
-        let mut tokens = overhead.per_message + self.count_role(message.role);
-        tokens += match &message.content {
-            ContentSlot::Value(Content::Text(text)) => self.count_upper_bound(text)?,
-            ContentSlot::Value(content @ Content::Parts(_)) => {
-                self.count_upper_bound(&content.text())?
-            }
-            ContentSlot::Absent | ContentSlot::Null => 0,
-        };
-        for call in message.calls() {
-            tokens += overhead.per_tool_call
-                + self.count_upper_bound(&call.function.name)?
-                + self.count_upper_bound(&call.function.arguments)?;
-        }
-        if let Some(id) = &message.tool_call_id {
-            tokens += self.count_upper_bound(id)?;
-        }
-        if let Some(name) = message.extra.get("name").and_then(WireValue::as_str) {
-            tokens += overhead.per_name + self.count_upper_bound(name)?;
-        }
-        Some(tokens)
+        message_tokens(self, message, |text| self.count_upper_bound(text))
     }
 
     /// The tokens of a whole request made of `messages` (reply priming included).
@@ -127,6 +90,33 @@ pub trait TokenCounter: Send + Sync {
             .sum::<usize>()
             + self.overhead().reply_priming
     }
+}
+
+/// One message's tokens in `counter`'s chat format, each text costed by `count` (the exact count
+/// or an upper bound; `None` from it makes the whole `None`).
+fn message_tokens<C: TokenCounter + ?Sized>(
+    counter: &C,
+    message: &ChatMessage,
+    count: impl Fn(&str) -> Option<usize>,
+) -> Option<usize> {
+    let overhead = counter.overhead();
+    let mut tokens = overhead.per_message + counter.count_role(message.role);
+    tokens += match &message.content {
+        ContentSlot::Value(Content::Text(text)) => count(text)?,
+        ContentSlot::Value(content @ Content::Parts(_)) => count(&content.text())?,
+        ContentSlot::Absent | ContentSlot::Null => 0,
+    };
+    for call in message.calls() {
+        tokens +=
+            overhead.per_tool_call + count(&call.function.name)? + count(&call.function.arguments)?;
+    }
+    if let Some(id) = &message.tool_call_id {
+        tokens += count(id)?;
+    }
+    if let Some(name) = message.extra.get("name").and_then(WireValue::as_str) {
+        tokens += overhead.per_name + count(name)?;
+    }
+    Some(tokens)
 }
 
 /// The wire name of a role, without allocating.

@@ -35,6 +35,20 @@ struct CacheState {
     misses: u64,
 }
 
+impl CacheState {
+    /// The count of `message` when this same shared message (same id, same allocation) was
+    /// counted before.
+    fn shared_hit(&self, message: &Arc<ChatMessage>) -> Option<usize> {
+        if !message.id.is_assigned() {
+            return None;
+        }
+        self.entries
+            .get(&message.id)
+            .filter(|hit| std::ptr::eq(hit.shared.as_ptr(), Arc::as_ptr(message)))
+            .map(|hit| hit.tokens)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct CachedCount {
     fingerprint: u64,
@@ -128,17 +142,12 @@ impl TokenCache {
         {
             let mut state = self.lock(counter);
             for (i, m) in messages.iter().enumerate() {
-                let same = state
-                    .entries
-                    .get(&m.id)
-                    .filter(|hit| std::ptr::eq(hit.shared.as_ptr(), Arc::as_ptr(m)))
-                    .map(|hit| hit.tokens);
-                match same {
-                    Some(tokens) if m.id.is_assigned() => {
+                match state.shared_hit(m) {
+                    Some(tokens) => {
                         state.hits += 1;
                         per_message.push(tokens);
                     }
-                    _ => {
+                    None => {
                         misses.push(i);
                         per_message.push(0);
                     }
@@ -173,14 +182,9 @@ impl TokenCache {
         let state = self.lock(counter);
         let mut total = counter.overhead().reply_priming;
         for m in messages {
-            let known = state
-                .entries
-                .get(&m.id)
-                .filter(|hit| std::ptr::eq(hit.shared.as_ptr(), Arc::as_ptr(m)))
-                .map(|hit| hit.tokens);
-            let tokens = match known {
-                Some(tokens) if m.id.is_assigned() => tokens,
-                _ => match counter.count_message_upper_bound(m) {
+            let tokens = match state.shared_hit(m) {
+                Some(tokens) => tokens,
+                None => match counter.count_message_upper_bound(m) {
                     Some(bound) => bound,
                     None => return false,
                 },

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use troupe_runtime::{AgentRequest, Team, TeamConfig};
 
 use common::raw::{EchoMsg, Ping, RactorEcho, tokio_echo};
-use common::{echo_factory, median};
+use common::{echo_factory, env_or, median};
 
 /// The three ways of asking, each ready to answer.
 struct Contenders {
@@ -105,13 +105,6 @@ impl Contenders {
         self.ractor.stop(None);
         self.team.shutdown().await;
     }
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 /// Run the rounds on `rt` and print the report under `label`.

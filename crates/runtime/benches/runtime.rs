@@ -41,7 +41,7 @@ use troupe_runtime::{AgentRequest, Event, EventBus, EventRecord, Team, TeamConfi
 
 use common::history::{HistoryAgent, history_factory, history_of, sample_messages};
 use common::raw::{EchoMsg, Ping, RactorEcho};
-use common::{echo_factory, median, runtime};
+use common::{echo_factory, env_or, median, runtime};
 
 /// Requests timed between two resets of an `ask_history` agent's history (so a `100`-message
 /// history stays between 100 and 100 + 2 × this many messages).
@@ -207,14 +207,8 @@ fn spawn_round(rt: &tokio::runtime::Runtime, n: usize, way: SpawnWay) -> (f64, f
 /// Spawn `n` idle agents into a fresh team, `rounds` times each way (interleaved); prints the
 /// median times.
 fn spawn_report(rt: &tokio::runtime::Runtime) {
-    let n: usize = std::env::var("TROUPE_BENCH_SPAWN_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rounds: usize = std::env::var("TROUPE_BENCH_SPAWN_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let n = env_or("TROUPE_BENCH_SPAWN_N", 10_000);
+    let rounds = env_or("TROUPE_BENCH_SPAWN_ROUNDS", 5);
     let ways = [
         ("spawn", SpawnWay::OneByOne),
         ("spawn_many", SpawnWay::Batch),

@@ -56,6 +56,15 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
+/// The number in environment variable `name`, or `default` when it is unset or not a number.
+#[allow(dead_code)]
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The median of `samples` (NaN when empty).
 #[allow(dead_code)]
 pub fn median(mut samples: Vec<f64>) -> f64 {
