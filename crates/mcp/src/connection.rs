@@ -6,14 +6,14 @@
 //! telling).
 
 use std::collections::{HashMap, HashSet};
-use std::process::Stdio;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, Tool as McpToolInfo};
 use rmcp::service::{MaybeSendFuture, NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceError, ServiceExt};
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, watch};
@@ -21,6 +21,9 @@ use tokio::time::{Instant, timeout, timeout_at};
 
 use crate::config::McpServerConfig;
 use crate::error::McpError;
+use crate::frames::{CappedLines, MAX_MESSAGE_BYTES, TOO_LARGE_CODE, TOO_LARGE_MARK};
+use crate::list_pages::{ListError, list_tools};
+use crate::process::ServerProcess;
 use crate::stderr_tail::StderrTail;
 use crate::tool_list::{BadTool, ServerTools};
 
@@ -46,12 +49,22 @@ impl ClientHandler for ListChanged {
 
 /// A started, initialized server.
 struct Live {
+    /// First, so the session ends (closing the server's stdin) before the process is killed.
     service: RunningService<RoleClient, ListChanged>,
     /// Which start this is (0 the first), so a failed call retires only the process it used.
     generation: u32,
-    pid: Option<u32>,
+    /// A stdio server's process; dropping it kills the server and whatever it started.
+    process: Option<ServerProcess>,
     stderr: StderrTail,
+    /// Bumped when the server sent a message too large to read that could not be matched to a
+    /// request: the calls waiting then fail rather than wait for their timeout.
+    unanswered: watch::Receiver<u64>,
 }
+
+/// How long a call the server refused waits for the tools to be listed again before it
+/// answers anyway (the listing goes on in the background): a server that hangs on
+/// `tools/list` must not turn the refusal into a timeout.
+const RELIST_WAIT: Duration = Duration::from_secs(2);
 
 /// What a call to a server can run into besides the tool's own result.
 #[derive(Debug)]
@@ -62,6 +75,8 @@ pub(crate) enum CallError {
     Refused(String),
     /// The server could not be started again.
     Unavailable(String),
+    /// The server's answer was over the size troupe reads.
+    TooLarge(String),
 }
 
 struct State {
@@ -128,14 +143,14 @@ impl Connection {
             server: self.name.clone(),
             reason,
         };
-        let (peer, _) = self.peer().await.map_err(|e| failed(e.into_message()))?;
-        let infos = match timeout(self.config.init_timeout, peer.list_all_tools()).await {
+        let (peer, _, _) = self.peer().await.map_err(|e| failed(e.into_message()))?;
+        let infos = match timeout(self.config.init_timeout, list_tools(&peer)).await {
             Ok(Ok(infos)) => infos,
             Ok(Err(e)) => return Err(failed(e.to_string())),
             Err(_) => {
                 return Err(failed(format!(
-                    "no answer within {:?}",
-                    self.config.init_timeout
+                    "no answer to `tools/list` within {}s",
+                    self.config.init_timeout.as_secs_f64()
                 )));
             }
         };
@@ -150,14 +165,24 @@ impl Connection {
             .live
             .as_ref()
             .filter(|live| !live.service.is_closed())
-            .and_then(|live| live.pid)
+            .and_then(|live| live.process.as_ref())
+            .and_then(ServerProcess::pid)
+    }
+
+    /// Stop the server now (killing its process group) rather than when the last registry
+    /// holding it is dropped; a later call starts it again, as after an exit.
+    pub(crate) async fn shutdown(&self) {
+        let live = self.state.lock().await.live.take();
+        drop(live);
     }
 
     /// Send `tools/call` for `tool` with `args`, starting the server again first if it exited.
     ///
     /// When the server refuses the call or answers with an error, its tools are listed again
-    /// before this returns: servers answer a call to a tool they no longer have that way, and
-    /// a server may drop a tool without sending `tools/list_changed`.
+    /// (servers answer a call to a tool they no longer have that way, and a server may drop a
+    /// tool without sending `tools/list_changed`), before this returns when the listing takes
+    /// at most [`RELIST_WAIT`] (or a quarter of the call's timeout), else in the background: the
+    /// refusal is the answer either way.
     pub(crate) async fn call(
         self: &Arc<Self>,
         tool: &str,
@@ -167,10 +192,23 @@ impl Connection {
         let refused = match &outcome {
             Ok(result) => result.is_error == Some(true),
             Err(CallError::Refused(_)) => true,
-            Err(CallError::Exited(_) | CallError::Unavailable(_)) => false,
+            Err(CallError::Exited(_) | CallError::Unavailable(_) | CallError::TooLarge(_)) => false,
         };
-        if refused && let Err(e) = self.relist().await {
-            tracing::warn!(server = %self.name, error = %e, "re-listing MCP tools failed");
+        if refused {
+            let connection = self.clone();
+            let relisting = tokio::spawn(async move {
+                if let Err(e) = connection.relist().await {
+                    tracing::warn!(server = %connection.name, error = %e,
+                        "re-listing MCP tools after a refused call failed");
+                }
+            });
+            let wait = self
+                .config
+                .call_timeout
+                .map_or(RELIST_WAIT, |t| (t / 4).min(RELIST_WAIT));
+            if timeout(wait, relisting).await.is_err() {
+                tracing::debug!(server = %self.name, "re-listing goes on in the background");
+            }
         }
         outcome
     }
@@ -180,9 +218,18 @@ impl Connection {
         tool: &str,
         args: Map<String, Value>,
     ) -> Result<CallToolResult, CallError> {
-        let (peer, generation) = self.peer().await?;
+        let (peer, generation, mut unanswered) = self.peer().await?;
+        unanswered.mark_unchanged();
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
-        match peer.call_tool_once(params).await {
+        let answer = tokio::select! {
+            answer = peer.call_tool_once(params) => answer,
+            Ok(()) = unanswered.changed() => {
+                return Err(CallError::TooLarge(crate::frames::too_large_message(
+                    MAX_MESSAGE_BYTES,
+                )));
+            }
+        };
+        match answer {
             Ok(CallToolResponse::Complete(result)) => Ok(result),
             Ok(CallToolResponse::InputRequired(_)) => Err(CallError::Refused(
                 "the server asked for more input from the user, which troupe does not provide"
@@ -195,6 +242,12 @@ impl Connection {
             Ok(_) => Err(CallError::Refused(
                 "the server answered with a kind of result troupe does not know".to_string(),
             )),
+            Err(ServiceError::McpError(e))
+                if e.code.0 == TOO_LARGE_CODE
+                    && e.data.as_ref().and_then(Value::as_str) == Some(TOO_LARGE_MARK) =>
+            {
+                Err(CallError::TooLarge(e.message.to_string()))
+            }
             Err(ServiceError::McpError(e)) => Err(CallError::Refused(e.message.to_string())),
             Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 Err(CallError::Exited(self.exited(generation, &e).await))
@@ -206,12 +259,18 @@ impl Connection {
 
     /// The live server's peer, starting it again when it has exited (at most
     /// `max_restarts` times).
-    async fn peer(self: &Arc<Self>) -> Result<(rmcp::Peer<RoleClient>, u32), CallError> {
+    async fn peer(
+        self: &Arc<Self>,
+    ) -> Result<(rmcp::Peer<RoleClient>, u32, watch::Receiver<u64>), CallError> {
         let mut state = self.state.lock().await;
         if let Some(live) = &state.live
             && !live.service.is_closed()
         {
-            return Ok((live.service.peer().clone(), live.generation));
+            return Ok((
+                live.service.peer().clone(),
+                live.generation,
+                live.unanswered.clone(),
+            ));
         }
         state.live = None;
         if state.restarts >= self.config.max_restarts {
@@ -225,7 +284,11 @@ impl Connection {
         tracing::warn!(server = %self.name, restart = state.restarts, "restarting MCP server");
         match start(&self.name, &self.config, state.restarts, &self.list_changed).await {
             Ok((live, infos)) => {
-                let peer = (live.service.peer().clone(), live.generation);
+                let peer = (
+                    live.service.peer().clone(),
+                    live.generation,
+                    live.unanswered.clone(),
+                );
                 state.live = Some(live);
                 // The new process may serve other tools than the one that exited.
                 if let Err(e) = self
@@ -276,7 +339,10 @@ impl CallError {
     /// What to tell the model.
     fn into_message(self) -> String {
         match self {
-            CallError::Exited(m) | CallError::Refused(m) | CallError::Unavailable(m) => m,
+            CallError::Exited(m)
+            | CallError::Refused(m)
+            | CallError::Unavailable(m)
+            | CallError::TooLarge(m) => m,
         }
     }
 }
@@ -298,34 +364,12 @@ async fn relist_on_change(connection: Weak<Connection>, mut notified: watch::Rec
 
 /// How a server is reached.
 enum Transport {
-    Child(TokioChildProcess),
+    /// A child's stdout (its messages capped in size) and stdin.
+    Child(
+        CappedLines<tokio::process::ChildStdout>,
+        tokio::process::ChildStdin,
+    ),
     Http(StreamableHttpClientTransport<reqwest::Client>),
-}
-
-/// Start the server's process with its arguments, environment and directory.
-fn spawn(
-    name: &str,
-    config: &McpServerConfig,
-) -> Result<(TokioChildProcess, Option<tokio::process::ChildStderr>), McpError> {
-    let mut command = tokio::process::Command::new(&config.command);
-    command.args(&config.args).env_clear();
-    for name in INHERITED_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            command.env(name, value);
-        }
-    }
-    command.envs(&config.env);
-    if let Some(dir) = &config.cwd {
-        command.current_dir(dir);
-    }
-    TokioChildProcess::builder(command)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|cause| McpError::Spawn {
-            server: name.to_string(),
-            command: config.command_line(),
-            cause,
-        })
 }
 
 /// A streamable HTTP client for `url` sending the configured headers.
@@ -350,12 +394,6 @@ fn http_transport(
     Ok(StreamableHttpClientTransport::from_config(transport_config))
 }
 
-/// The variables a server inherits from troupe (as MCP's reference SDKs do): enough to find
-/// programs and a home, never the API keys troupe itself may hold. `env` adds the rest.
-const INHERITED_ENV: &[&str] = &[
-    "PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR",
-];
-
 /// Spawn the process, run `initialize` and `tools/list`, all within the init timeout.
 async fn start(
     name: &str,
@@ -363,16 +401,21 @@ async fn start(
     generation: u32,
     list_changed: &watch::Sender<u64>,
 ) -> Result<(Live, Vec<McpToolInfo>), McpError> {
-    let (transport, pid, stderr) = match &config.url {
+    let (unanswered_tx, unanswered) = watch::channel(0);
+    let (transport, process, stderr) = match &config.url {
         Some(url) => (
             Transport::Http(http_transport(name, url, config)?),
             None,
             StderrTail::default(),
         ),
         None => {
-            let (child, stderr) = spawn(name, config)?;
-            let pid = child.id();
-            (Transport::Child(child), pid, StderrTail::follow(stderr))
+            let (process, pipes) = ServerProcess::spawn(name, config)?;
+            let stdout = CappedLines::new(pipes.stdout, MAX_MESSAGE_BYTES, unanswered_tx);
+            (
+                Transport::Child(stdout, pipes.stdin),
+                Some(process),
+                StderrTail::follow(pipes.stderr),
+            )
         }
     };
     let deadline = Instant::now() + config.init_timeout;
@@ -385,7 +428,7 @@ async fn start(
     let handler = ListChanged(list_changed.clone());
     let serving = async {
         match transport {
-            Transport::Child(child) => handler.serve(child).await,
+            Transport::Child(stdout, stdin) => handler.serve((stdout, stdin)).await,
             Transport::Http(http) => handler.serve(http).await,
         }
     };
@@ -401,22 +444,34 @@ async fn start(
         }
         Err(_) => return Err(timed_out(&stderr)),
     };
-    let tools = match timeout_at(deadline, service.list_all_tools()).await {
+    let tools = match timeout_at(deadline, list_tools(service.peer())).await {
         Ok(Ok(tools)) => tools,
         Ok(Err(e)) => {
+            let stderr = match e {
+                ListError::Service(_) => stderr.describe_after_exit().await,
+                ListError::Unbounded(_) => String::new(),
+            };
             return Err(McpError::ListTools {
                 server: name.to_string(),
-                reason: format!("{e}{}", stderr.describe_after_exit().await),
+                reason: format!("{e}{stderr}"),
             });
         }
-        Err(_) => return Err(timed_out(&stderr)),
+        Err(_) => {
+            return Err(McpError::ListToolsTimeout {
+                server: name.to_string(),
+                command: config.command_line(),
+                timeout: config.init_timeout,
+                stderr: stderr.describe(),
+            });
+        }
     };
     Ok((
         Live {
             service,
             generation,
-            pid,
+            process,
             stderr,
+            unanswered,
         },
         tools,
     ))

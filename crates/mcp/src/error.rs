@@ -19,6 +19,16 @@ pub enum McpError {
         /// The operating system's error.
         cause: std::io::Error,
     },
+    /// The configured working directory is missing or not a directory; nothing was started.
+    #[error("MCP server `{server}`: its cwd `{}` {reason}", cwd.display())]
+    Cwd {
+        /// The server's name.
+        server: String,
+        /// The directory as configured.
+        cwd: std::path::PathBuf,
+        /// `does not exist` or `is not a directory`.
+        reason: &'static str,
+    },
     /// The process started but did not answer `initialize` in time.
     #[error(
         "MCP server `{server}`: `{command}` did not answer `initialize` within {}s{stderr}",
@@ -46,8 +56,24 @@ pub enum McpError {
         /// `; its stderr: …` when it wrote any, else empty.
         stderr: String,
     },
-    /// `tools/list` failed.
-    #[error("MCP server `{server}`: listing its tools failed: {reason}")]
+    /// The server answered `initialize` but not `tools/list` in time (the same limit covers both).
+    #[error(
+        "MCP server `{server}`: `{command}` answered `initialize` but not `tools/list` within {}s{stderr}",
+        timeout.as_secs_f64()
+    )]
+    ListToolsTimeout {
+        /// The server's name.
+        server: String,
+        /// The command line.
+        command: String,
+        /// The limit it ran past (for `initialize` and `tools/list` together).
+        timeout: Duration,
+        /// `; its stderr: …` when it wrote any, else empty.
+        stderr: String,
+    },
+    /// `tools/list` failed: an error, a broken connection, or a listing past troupe's bounds
+    /// (pages, tools, bytes).
+    #[error("MCP server `{server}`: listing its tools (`tools/list`) failed: {reason}")]
     ListTools {
         /// The server's name.
         server: String,

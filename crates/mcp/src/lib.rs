@@ -9,6 +9,12 @@
 //! `isError`, a protocol error, a timeout (the registry's), an oversized output (the registry's
 //! cap) and a server that exited all become tool results the model can act on. A server that
 //! exited is started again on the next call, at most [`McpServerConfig::max_restarts`] times.
+//! A message from a server over 16 MiB is dropped and the call answers that the result was too
+//! large; a `tools/list` is bounded (1 000 pages, 10 000 tools, 32 MiB of definitions).
+//!
+//! A stdio server runs in a process group of its own, killed (with whatever the server started)
+//! when the last registry holding its tools is dropped, on [`McpServer::shutdown`], and when
+//! troupe's runtime shuts down.
 //!
 //! The tools stay the server's (a [`troupe_tools::ToolSource`] in the registry): when the
 //! server sends `notifications/tools/list_changed`, they are listed again in the background and
@@ -42,7 +48,10 @@ mod config;
 mod connection;
 mod content;
 mod error;
+mod frames;
+mod list_pages;
 mod names;
+mod process;
 mod register;
 mod server;
 mod stderr_tail;

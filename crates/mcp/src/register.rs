@@ -73,6 +73,13 @@ impl McpServer {
         self.connection.pid().await
     }
 
+    /// Stop the server now — its process and everything it started — instead of when the last
+    /// registry holding its tools is dropped. A later call of one of its tools starts it again
+    /// (counting as a restart).
+    pub async fn shutdown(&self) {
+        self.connection.shutdown().await;
+    }
+
     fn names(&self) -> Vec<(String, String)> {
         self.connection.tools().names()
     }

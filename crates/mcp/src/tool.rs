@@ -66,6 +66,10 @@ impl JsonTool for McpTool {
                 "MCP server `{server}` refused the call to {}: {reason}",
                 self.name
             ))),
+            Err(CallError::TooLarge(reason)) => Err(ToolError::respond(format!(
+                "MCP server `{server}`'s result for {} was too large: {reason}",
+                self.name
+            ))),
             Err(CallError::Exited(message) | CallError::Unavailable(message)) => {
                 Err(ToolError::respond(message))
             }

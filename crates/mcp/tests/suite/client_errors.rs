@@ -46,3 +46,17 @@ async fn a_server_that_exits_during_initialize_fails_with_its_stderr() {
     assert!(message.contains("failed to initialize"), "{message}");
     assert!(message.contains("no such module: frobnicate"), "{message}");
 }
+
+#[tokio::test]
+async fn a_missing_cwd_is_named_rather_than_reported_as_a_missing_program() {
+    let mut registry = ToolRegistry::new();
+    let config = McpServerConfig::stdio("sh").cwd("/nonexistent/mcp-dir");
+    let err = registry.register_mcp("lost", config).await.unwrap_err();
+    assert!(matches!(err, McpError::Cwd { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("cwd `/nonexistent/mcp-dir` does not exist"),
+        "{message}"
+    );
+    assert!(!message.contains("No such file"), "{message}");
+}

@@ -1,6 +1,7 @@
 mod client_errors;
 mod everything;
 mod grammar;
+mod hostile;
 mod http;
 mod list_changed;
 mod restart;

@@ -67,3 +67,49 @@ pub fn kill(pid: u32) {
         .unwrap();
     assert!(status.success(), "kill -9 {pid} failed");
 }
+
+/// `tests/hostile_server.py MODE ARGS…` (a server that misbehaves on purpose) run by
+/// `python3`, if there is one (under CI there must be).
+pub fn hostile(mode: &str, args: &[&str]) -> Option<McpServerConfig> {
+    let found = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !found {
+        if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") {
+            panic!("python3 is needed for the hostile MCP server tests");
+        }
+        eprintln!("skipped: no python3 for tests/hostile_server.py");
+        return None;
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/hostile_server.py");
+    Some(
+        McpServerConfig::stdio("python3")
+            .arg(script)
+            .arg(mode)
+            .args(args.iter().copied()),
+    )
+}
+
+/// Whether process `pid` is still running (a zombie, dead but not yet reaped, is not).
+pub fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// Wait up to `limit` for every process of `pids` to stop running; the ones still running.
+pub fn still_running_after(pids: &[u32], limit: std::time::Duration) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left: Vec<u32> = pids.iter().copied().filter(|p| running(*p)).collect();
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
