@@ -37,7 +37,9 @@ pub mod jsonl;
 pub mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
-pub mod redact;
+// The redaction rules live in the runtime so that every crate (the MCP client too) uses the same
+// ones; `troupe::telemetry::redact` stays their path here.
+pub use troupe_runtime::redact;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -154,6 +154,115 @@ fn redaction_removes_every_credential_format_and_keeps_the_text_around_it() {
     }
 }
 
+/// A made-up RSA private key in PEM (PKCS#1); `MIIEpAIBAAKCAQEAs3cr3t` marks its body.
+const PEM_RSA: &str = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAs3cr3tq8Lw5Zr1XkRmJx0YbT9cQhVnW2pKfGd7aE4sUo6iLy\nb1NcD3eF5gH7jK9lM0nP2qR4sT6uV8wX0yZ1aB3cD5eF7gH9iJ1kL3mN5oP7qR9s\n-----END RSA PRIVATE KEY-----";
+
+/// A made-up OpenSSH private key; `b3BlbnNzaC1rZXktdjEAAAAABG5vbmU` marks its body.
+const OPENSSH: &str = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACDxq7Jk0aWm3fRzS1yQe2X8s3cr3tKeyBytesHereQAAAJgAAAAAAAAAAAAA\n-----END OPENSSH PRIVATE KEY-----";
+
+/// A made-up GCP service-account key file, as `gcloud` writes it.
+const SERVICE_ACCOUNT: &str = r#"{
+  "type": "service_account",
+  "project_id": "demo-project",
+  "private_key_id": "3f9a1c0b7e6d5a4b3c2d1e0f9a8b7c6d5e4f3a2b",
+  "private_key": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQDGcpSvcG0nRk\nq3s3cr3tBodyOfTheServiceAccountKey0123456789abcdefABCDEF==\n-----END PRIVATE KEY-----\n",
+  "client_email": "robot@demo-project.iam.gserviceaccount.com"
+}"#;
+
+/// At least 25 credential formats, each embedded three ways: in plain text, after an escaped
+/// line break inside a JSON string (a provider's error body), and inside a JSON tool result that
+/// carries JSON (escaped twice). No secret survives any of them, and the text around it does.
+#[test]
+fn every_credential_format_is_redacted_plain_in_json_and_in_json_in_json() {
+    use troupe::telemetry::redact::redact_value;
+
+    let aws_secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+    let aws_ini = format!("[default]\naws_secret_access_key = {aws_secret}\nregion = eu-west-1");
+    let aws_env = format!("AWS_SECRET_ACCESS_KEY={aws_secret}");
+    let aws_json = format!(r#"{{"AccessKeyId": "id", "SecretAccessKey": "{aws_secret}"}}"#);
+    let aws_table = format!("| SecretAccessKey | {aws_secret} |");
+    // (what, text holding the secret, a part of the secret that must not survive)
+    let rows: Vec<(&str, String, &str)> = vec![
+        ("OpenAI sk-proj-", "sk-proj-Abc123Def456Ghi789Jkl012Mno345".into(), "Abc123Def456Ghi789"),
+        ("Anthropic sk-ant-", "sk-ant-api03-Zy9Xw8Vu7Ts6Rq5Po4Nm3Lk2Ji1Hg0Fe-AbCdEf".into(), "Zy9Xw8Vu7Ts6"),
+        ("Authorization: Bearer", "Authorization: Bearer tok-Abc123XYZ987".into(), "Abc123XYZ987"),
+        ("bare Bearer", "sent Bearer abcDEF123456ghiJKL".into(), "abcDEF123456ghi"),
+        ("JWT", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U".into(), "eyJzdWIiOiIxMjM0NTY3ODkwIn0"),
+        ("GitHub ghp_", "ghp_16C7e42F292c6912E7710c838347Ae178B4a".into(), "16C7e42F292c6912E77"),
+        ("GitHub gho_", "gho_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8".into(), "A1b2C3d4E5f6G7h8"),
+        ("GitHub github_pat_", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz".into(), "11ABCDEFG0123456789"),
+        ("GitLab glpat-", "glpat-Xy12Ab34Cd56Ef78Gh90".into(), "Xy12Ab34Cd56Ef78"),
+        ("npm npm_", "npm_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8".into(), "A1b2C3d4E5f6G7h8I9"),
+        ("SendGrid SG.", "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".into(), "TwL2iGABf9DHoTf"),
+        ("AWS access key id AKIA", "AKIAIOSFODNN7EXAMPLE".into(), "IOSFODNN7EXAMPLE"),
+        ("AWS temporary key id ASIA", "ASIAY34FZKBOKMUTVV7A".into(), "Y34FZKBOKMUTVV7A"),
+        ("AWS secret in credentials file", aws_ini, aws_secret),
+        ("AWS secret in the environment", aws_env, aws_secret),
+        ("AWS secret in JSON", aws_json, aws_secret),
+        ("AWS secret in a table", aws_table, aws_secret),
+        ("Stripe sk_live_", "sk_live_4eC39HqLyjWDarjtT1zdp7dc".into(), "4eC39HqLyjWDarjt"),
+        ("Stripe rk_live_", "rk_live_51H8xYzAbCdEfGhIjKlMnOp".into(), "51H8xYzAbCdEfGh"),
+        ("Slack xoxb-", "xoxb-2048-1024-AbCdEfGhIjKlMnOp".into(), "AbCdEfGhIjKlMnOp"),
+        ("Hugging Face hf_", "hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789".into(), "aBcDeFgHiJkLmNoPq"),
+        ("Google AIza", "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW".into(), "SyA1b2C3d4E5f6G7"),
+        ("PEM RSA private key", PEM_RSA.into(), "MIIEpAIBAAKCAQEAs3cr3t"),
+        ("PEM PKCS#8 private key", PEM_RSA.replace("RSA PRIVATE", "PRIVATE"), "MIIEpAIBAAKCAQEAs3cr3t"),
+        ("PEM EC private key", PEM_RSA.replace("RSA PRIVATE", "EC PRIVATE"), "MIIEpAIBAAKCAQEAs3cr3t"),
+        ("OpenSSH private key", OPENSSH.into(), "b3BlbnNzaC1rZXktdjEAAAAABG5vbmU"),
+        ("GCP service-account private_key", SERVICE_ACCOUNT.into(), "MIIEvQIBADANBgkqhkiG9w0B"),
+        ("URL credentials", "http://proxyuser:pr0xyPass@proxy.local:3128/".into(), "pr0xyPass"),
+        ("x-api-key header", "x-api-key: Kx9f2Lmn88Qa".into(), "Kx9f2Lmn88Qa"),
+        ("query ?key=", "https://example.com/v1/models?key=Qz7kD0cs9LmW&alt=json".into(), "Qz7kD0cs9LmW"),
+        ("token: (a weak name)", "token: 9f8e7d6c5b4a39281706".into(), "9f8e7d6c5b4a39281706"),
+        ("password=", "postgres://db?password=hunter2hunter2".into(), "hunter2hunter2"),
+        ("JSON \"api_key\"", r#"{"api_key": "my secret value 42"}"#.into(), "my secret value 42"),
+        ("Cookie header", "Cookie: session=abcSESSION123; theme=dark".into(), "abcSESSION123"),
+    ];
+    assert!(rows.len() >= 25);
+    for (what, input, secret) in &rows {
+        let plain = format!("status 401: {input}\n(request 7)");
+        let in_json = serde_json::to_string(&format!("output:\n{input}\nexit 1")).unwrap();
+        let inner = serde_json::json!({"stdout": format!("\n{input}\n"), "code": 1}).to_string();
+        let tool_result =
+            serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": inner})
+                .to_string();
+        for (how, text, kept) in [
+            ("plain", plain, "(request 7)"),
+            ("after \\n in a JSON string", in_json, "exit 1"),
+            (
+                "in a JSON tool result",
+                tool_result,
+                r#""tool_call_id":"call_1""#,
+            ),
+        ] {
+            let out = redact_value(&text);
+            assert!(
+                !out.contains(secret),
+                "{what}, {how}: `{secret}` survived in `{out}`"
+            );
+            assert!(
+                out.contains("[redacted]"),
+                "{what}, {how}: no marker in `{out}`"
+            );
+            assert!(
+                out.contains(kept),
+                "{what}, {how}: `{kept}` was lost in `{out}`"
+            );
+        }
+    }
+
+    // Ordinary text near the new shapes is left alone.
+    for text in [
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----",
+        "set npm_config_cache and visit SG.example.com",
+        "the secret access key is stored in the vault",
+        "output:\\nall 3 tests passed\\nsee task-force notes",
+        r#"{"text": "line one\nline two", "tokens": 12}"#,
+    ] {
+        assert_eq!(redact_value(text), text, "over-redacted");
+    }
+}
+
 /// The API key of [`a_provider_error_carrying_the_key_reaches_neither_stderr_nor_the_trace`].
 const E2E_KEY: &str = "sk-e2eSECRETkey0123456789";
 

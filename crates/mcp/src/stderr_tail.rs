@@ -1,4 +1,7 @@
-//! The last few KiB a server wrote to stderr, kept to explain why it failed.
+//! The last few KiB a server wrote to stderr, kept to explain why it failed. The explanation
+//! goes into error messages and tool results, and so to the model's provider: it is redacted
+//! first, since a failing server's stderr can quote its own credentials (a key in an error
+//! line, a dumped environment).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -6,6 +9,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::ChildStderr;
 use tokio::task::JoinHandle;
+use troupe_runtime::redact::redact_value;
 use troupe_runtime::sync::lock;
 
 /// How much of a server's stderr is kept.
@@ -55,7 +59,8 @@ impl StderrTail {
         self.describe()
     }
 
-    /// `; its stderr: …` (trimmed, lossy UTF-8) when the server wrote anything, else empty.
+    /// `; its stderr: …` (trimmed, lossy UTF-8, redacted) when the server wrote anything, else
+    /// empty.
     pub(crate) fn describe(&self) -> String {
         let kept = lock(&self.kept);
         let text = String::from_utf8_lossy(&kept);
@@ -63,7 +68,7 @@ impl StderrTail {
         if text.is_empty() {
             String::new()
         } else {
-            format!("; its stderr: {text}")
+            format!("; its stderr: {}", redact_value(text))
         }
     }
 }

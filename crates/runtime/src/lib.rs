@@ -21,6 +21,7 @@ pub mod event;
 pub mod message;
 pub mod model;
 mod model_stream;
+pub mod redact;
 pub mod session;
 mod supervisor;
 pub mod sync;
