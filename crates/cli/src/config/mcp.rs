@@ -35,6 +35,10 @@ use super::{AgentConfig, BuildError, Config};
 /// How an agent's `tools` entry names MCP tools: `mcp:NAME` or `mcp:NAME/TOOL`.
 pub const MCP_TOOL_PREFIX: &str = "mcp:";
 
+/// The longest server name: its tools' names (`SERVER__tool`, at most 64 characters with a
+/// `_N` suffix making them unique) always keep the whole `SERVER__` prefix.
+const MAX_SERVER_NAME: usize = 48;
+
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -117,6 +121,19 @@ impl McpConfig {
                     "server names may use letters, digits, `-` and `_` only (they prefix tool \
                      names)"
                         .to_string(),
+                ));
+            }
+            // A tool is offered as `SERVER__tool`: with these three rules no two servers'
+            // prefixes overlap (`a` and `a__b` would both offer `a__b__x`), and the prefix
+            // survives the cut of a name to 64 characters.
+            if name.contains("__") || name.ends_with('_') || name.len() > MAX_SERVER_NAME {
+                return Err((
+                    format!("mcp.servers.{name}"),
+                    format!(
+                        "server names may not contain `__` or end with `_`, and have at most \
+                         {MAX_SERVER_NAME} characters: tools are offered as `SERVER__tool`, and \
+                         two servers' tools must never share a name"
+                    ),
                 ));
             }
             match (&server.command, &server.url) {
@@ -242,6 +259,9 @@ impl Config {
         let default_timeout = self.tools.timeout_secs.map(Duration::from_secs);
         let mut started: BTreeMap<&str, (ToolRegistry, McpServer)> = BTreeMap::new();
         let mut tools = ToolRegistry::new();
+        // Which server each name in `tools` came from: the same tool named twice (`mcp:time`
+        // and `mcp:time/x`) is added once, another server's tool by that name is an error.
+        let mut owners: BTreeMap<String, &str> = BTreeMap::new();
         for entry in &agent.tools {
             let Some(reference) = McpToolRef::parse(entry) else {
                 continue;
@@ -282,8 +302,23 @@ impl Config {
             // `mcp:time` and `mcp:time/get_current_time` together: each tool once.
             let mut fresh = wanted.clone();
             for name in wanted.names() {
-                if tools.contains(&name) {
-                    fresh.remove(&name);
+                match owners.get(name.as_str()) {
+                    Some(owner) if *owner == reference.server => {
+                        fresh.remove(&name);
+                    }
+                    Some(owner) => {
+                        return Err(fail(
+                            entry,
+                            format!(
+                                "MCP servers `{owner}` and `{}` both offer a tool named `{name}`; \
+                                 rename one of the servers",
+                                reference.server
+                            ),
+                        ));
+                    }
+                    None => {
+                        owners.insert(name, reference.server);
+                    }
                 }
             }
             tools
@@ -316,5 +351,81 @@ impl Config {
             reason: e.to_string(),
         })?;
         Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `crates/mcp/tests/hostile_server.py tools NAMES…` as a server entry, if there is a
+    /// `python3`.
+    fn listing(names: &[&str]) -> Option<McpServerEntry> {
+        let found = std::process::Command::new("python3")
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !found {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "python3 is needed"
+            );
+            eprintln!("skipped: no python3");
+            return None;
+        }
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../mcp/tests/hostile_server.py"
+        );
+        let mut args = vec![script.to_string(), "tools".to_string()];
+        args.extend(names.iter().map(|n| n.to_string()));
+        Some(McpServerEntry {
+            command: Some("python3".to_string()),
+            args,
+            ..McpServerEntry::default()
+        })
+    }
+
+    #[test]
+    fn server_names_whose_tools_could_collide_are_refused() {
+        for name in ["a__b", "a_", &"s".repeat(49)] {
+            let text = format!("[mcp.servers.{name}]\ncommand = \"x\"\n");
+            let err = Config::parse(&text).unwrap_err().to_string();
+            assert!(err.contains(&format!("mcp.servers.{name}")), "{err}");
+            assert!(err.contains("may not contain `__`"), "{err}");
+        }
+        assert!(Config::parse("[mcp.servers.a_b-c]\ncommand = \"x\"\n").is_ok());
+    }
+
+    #[tokio::test]
+    async fn two_servers_offering_one_tool_name_are_an_error_naming_both() {
+        let (Some(first), Some(second)) = (listing(&["b__x", "y"]), listing(&["x"])) else {
+            return;
+        };
+        let mut config = Config::parse(
+            "[mcp.servers.a]\ncommand = \"x\"\n[mcp.servers.c]\ncommand = \"x\"\n\
+             [agents.agent]\ntools = [\"mcp:a\", \"mcp:c\"]\n",
+        )
+        .unwrap();
+        // Past the validation that keeps prefixes apart, as a config built in code can be.
+        config.mcp.servers.clear();
+        config.mcp.servers.insert("a".to_string(), first);
+        config.mcp.servers.insert("a__b".to_string(), second);
+        let mut agent = config.agents["agent"].clone();
+        agent.tools = vec!["mcp:a".to_string(), "mcp:a__b".to_string()];
+        let err = config
+            .mcp_tools("agent", &agent)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("MCP servers `a` and `a__b` both offer a tool named `a__b__x`"),
+            "{err}"
+        );
+        // One server named twice is still one set of tools.
+        agent.tools = vec!["mcp:a".to_string(), "mcp:a/y".to_string()];
+        let (tools, _) = config.mcp_tools("agent", &agent).await.unwrap();
+        assert_eq!(tools.names(), ["a__b__x", "a__y"]);
     }
 }
