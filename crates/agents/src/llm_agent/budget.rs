@@ -19,17 +19,21 @@ use super::LlmAgent;
 impl LlmAgent {
     /// After each model turn and tool batch: warn at the warning threshold, compact at the trigger.
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: &str) {
+        // The request carries the tool definitions too: they count against the window.
+        let tools = self.tool_tokens();
         // Far below the warning, bounds settle it: the turn's new messages are tokenized only
         // once the conversation could be near a threshold (and then once each, cached).
-        if self.token_cache.certainly_below(
-            self.counter.as_ref(),
-            self.conversation.messages(),
-            self.policy.warning_tokens(),
-        ) {
+        if tools < self.policy.warning_tokens()
+            && self.token_cache.certainly_below(
+                self.counter.as_ref(),
+                self.conversation.messages(),
+                self.policy.warning_tokens() - tools,
+            )
+        {
             self.warned = false;
             return;
         }
-        let tokens = self.tokens();
+        let tokens = self.tokens() + tools;
         match self.policy.state(tokens) {
             BudgetState::Ok => self.warned = false,
             state => {
@@ -44,8 +48,12 @@ impl LlmAgent {
                         },
                     );
                 }
+                // Tool definitions alone past the trigger: no compaction can bring the request
+                // under it (said once per set of tools before the model call), so none is run
+                // after every turn.
                 if state == BudgetState::Trigger
                     && self.spec.compaction.auto
+                    && tools < self.policy.trigger_tokens()
                     && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
                 {
                     tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");

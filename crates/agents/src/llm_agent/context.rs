@@ -8,8 +8,11 @@ use super::LlmAgent;
 /// Where an agent's context stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ContextStats {
-    /// Tokens in the conversation.
+    /// Tokens a model request takes now: the conversation's and the tool definitions'.
     pub tokens: usize,
+    /// Of those, the tool definitions' (names, descriptions, schemas).
+    #[serde(default)]
+    pub tool_tokens: usize,
     /// The context window.
     pub window: usize,
     /// Percent of the window used.
@@ -64,10 +67,13 @@ impl LlmAgent {
                 })
                 .collect()
         };
+        let tool_tokens = self.tool_tokens();
+        let tokens = counts.total + tool_tokens;
         ContextStats {
-            tokens: counts.total,
+            tokens,
+            tool_tokens,
             window: self.policy.context_window,
-            percent: self.policy.percent(counts.total),
+            percent: self.policy.percent(tokens),
             by_kind: shares(by_kind),
             by_role: shares(by_role),
             last_compaction: self.last_compaction.clone(),

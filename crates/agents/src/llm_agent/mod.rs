@@ -12,6 +12,7 @@ mod budget;
 mod compact_tool;
 mod context;
 mod scopes;
+mod tool_tokens;
 mod turn;
 
 pub use context::{ContextShare, ContextStats};
@@ -52,6 +53,8 @@ pub struct LlmAgent {
     policy: BudgetPolicy,
     counter: Arc<dyn TokenCounter>,
     token_cache: TokenCache,
+    /// What the tool definitions cost, counted once per set of tools.
+    tool_tokens: tool_tokens::ToolTokens,
     /// Whether the warning for the current crossing of the warning threshold went out.
     warned: bool,
     archive: Archive,
@@ -167,6 +170,7 @@ impl LlmAgent {
             policy,
             counter,
             token_cache: TokenCache::new(),
+            tool_tokens: tool_tokens::ToolTokens::default(),
             warned: false,
             archive: state.archive,
             last_compaction: state.last_compaction,

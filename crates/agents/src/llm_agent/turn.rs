@@ -65,9 +65,11 @@ impl LlmAgent {
         watch: Option<&RequestWatch>,
     ) -> Result<ChatMessage, ModelError> {
         let info = self.spec.model.info();
+        let tools = self.tool_definitions();
+        self.warn_if_tools_crowd_the_context(&tools, ctx, trace_id);
         let request = ChatRequest {
             messages: self.conversation.messages().to_vec(),
-            tools: self.tool_definitions(),
+            tools,
             temperature: self.spec.temperature,
             max_tokens: self.spec.max_tokens,
             ..ChatRequest::default()

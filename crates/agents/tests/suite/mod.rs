@@ -14,3 +14,4 @@ mod session_switch;
 mod summary_trust;
 mod team_builder;
 mod thrash;
+mod tool_budget;

@@ -1,0 +1,103 @@
+//! What the tool definitions a model request carries cost in the context budget.
+//!
+//! Every request sends the tools' names, descriptions and JSON Schemas along with the
+//! conversation, and they take room in the window like messages do: an MCP server with
+//! thousands of tools, or one tool with a huge schema, can fill it on its own. They are counted
+//! with the agent's counter (as JSON, which is how providers receive them), once per distinct
+//! set — an MCP server can change its list between turns — and added to the conversation's
+//! tokens wherever the budget is checked or shown. When they alone reach compaction's target,
+//! no compaction can make room for them: that is said once per set of tools, in the log and as
+//! a [`Event::ContextWarning`].
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+
+use troupe_runtime::sync::lock;
+use troupe_runtime::{AgentContext, Event, ToolDefinition};
+
+use super::LlmAgent;
+
+/// The count for the last set of tool definitions seen.
+#[derive(Debug, Default)]
+pub(super) struct ToolTokens {
+    last: Mutex<Option<Counted>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Counted {
+    /// A hash of the definitions' JSON.
+    fingerprint: u64,
+    tokens: usize,
+    /// Whether the warning for this set went out.
+    warned: bool,
+}
+
+impl LlmAgent {
+    /// Tokens the tool definitions of the next model request cost.
+    pub(super) fn tool_tokens(&self) -> usize {
+        self.count_tool_tokens(&self.tool_definitions())
+    }
+
+    /// Tokens `definitions` cost (counted once per distinct set).
+    fn count_tool_tokens(&self, definitions: &[ToolDefinition]) -> usize {
+        if definitions.is_empty() {
+            return 0;
+        }
+        let json = serde_json::to_string(definitions).unwrap_or_default();
+        let mut hasher = DefaultHasher::new();
+        json.hash(&mut hasher);
+        let fingerprint = hasher.finish();
+        let mut last = lock(&self.tool_tokens.last);
+        if let Some(counted) = *last
+            && counted.fingerprint == fingerprint
+        {
+            return counted.tokens;
+        }
+        let tokens = self.counter.count(&json);
+        *last = Some(Counted {
+            fingerprint,
+            tokens,
+            warned: false,
+        });
+        tokens
+    }
+
+    /// Before a model call with `definitions`: when they alone take compaction's target or
+    /// more, say so (once per set of tools).
+    pub(super) fn warn_if_tools_crowd_the_context(
+        &self,
+        definitions: &[ToolDefinition],
+        ctx: &AgentContext,
+        trace_id: &str,
+    ) {
+        let tokens = self.count_tool_tokens(definitions);
+        let target = self.policy.target_tokens();
+        if tokens < target {
+            return;
+        }
+        if let Some(counted) = lock(&self.tool_tokens.last).as_mut() {
+            if counted.warned {
+                return;
+            }
+            counted.warned = true;
+        }
+        tracing::warn!(
+            agent = %ctx.name,
+            tool_tokens = tokens,
+            target,
+            window = self.policy.context_window,
+            tools = definitions.len(),
+            "the tool definitions alone take {tokens} tokens, at least compaction's target of \
+             {target}: no compaction can make room for them; offer this agent fewer tools (e.g. \
+             `mcp:SERVER/TOOL` instead of a whole server)"
+        );
+        ctx.events.publish(
+            Some(trace_id.to_string()),
+            Event::ContextWarning {
+                agent: ctx.name.clone(),
+                tokens: self.tokens() + tokens,
+                window: self.policy.context_window,
+            },
+        );
+    }
+}
