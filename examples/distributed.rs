@@ -149,7 +149,12 @@ async fn main() -> anyhow::Result<()> {
     let coordinator_trace = dir.join("coordinator.jsonl");
     let worker_trace = dir.join("workers.jsonl");
     let telemetry = telemetry(&coordinator_trace)?;
-    let cookie = TraceContext::new_root().trace_id_hex();
+    // 64 hex digits, as `openssl rand -hex 32` makes them: a node refuses a weaker cookie.
+    let cookie = format!(
+        "{}{}",
+        TraceContext::new_root().trace_id_hex(),
+        TraceContext::new_root().trace_id_hex()
+    );
 
     // The second node: this example again, as a child process.
     let mut child = Command::new(std::env::current_exe()?)

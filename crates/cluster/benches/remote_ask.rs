@@ -24,7 +24,8 @@ use troupe_runtime::{
 };
 
 const CHILD_ENV: &str = "TROUPE_REMOTE_ASK_BENCH_CHILD";
-const COOKIE: &str = "bench-cookie";
+/// As `openssl rand -hex 32` makes them: a node refuses a weak cookie.
+const COOKIE: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 const ROUNDS: usize = 15;
 const PER_ROUND: usize = 200;
 

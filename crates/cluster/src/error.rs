@@ -9,6 +9,13 @@ pub enum ClusterError {
     /// The node's settings are unusable (name, cookie, a team already in a cluster).
     #[error("cluster node: {0}")]
     Config(String),
+    /// The cookie is too weak to keep out a node that guesses it offline (see
+    /// [`MIN_COOKIE_CHARS`](crate::MIN_COOKIE_CHARS)); the text says why and how to make one.
+    #[error("cluster node: {0}")]
+    WeakCookie(String),
+    /// Another node or program listens on the address already.
+    #[error("address {0} is already in use")]
+    AddrInUse(SocketAddr),
     /// The listen address could not be bound.
     #[error("cannot listen on {addr}: {reason}")]
     Listen {

@@ -7,8 +7,18 @@
 //!
 //! What the cluster guarantees (and what it does not):
 //! - **Authentication first**: nodes share a cookie; a node with another cookie is refused in
-//!   the handshake, before any message of it is handled. Connections can use TLS
-//!   ([`TlsConfig`]). A node listens on loopback unless told otherwise.
+//!   the handshake, before any message of it is handled. The cookie must be strong (at least
+//!   [`MIN_COOKIE_CHARS`] random characters, about [`MIN_COOKIE_BITS`] bits): a node shows a
+//!   digest of it to whatever it connects to, so a weak one is refused at start. Connections
+//!   can use mutual TLS ([`TlsConfig`]): both ends present a certificate from the given
+//!   authority. A node listens on loopback unless told otherwise, and warns when it listens
+//!   elsewhere without TLS.
+//! - **Bounded handshakes**: a connecting node has [`HANDSHAKE_TIMEOUT`] to finish TLS and
+//!   authenticate, at most [`MAX_PENDING`] (and [`MAX_PENDING_PER_IP`] per address) may be
+//!   trying at once, and a failed accept (out of descriptors) backs off instead of spinning.
+//! - **Silent peers are down peers**: each peer is pinged every [`HEARTBEAT_INTERVAL`]; one that
+//!   has not answered within [`HEARTBEAT_DEADLINE`] (frozen, partitioned) is disconnected as if
+//!   it had died.
 //! - **Names are unique across the cluster**: spawning an agent whose name a connected node
 //!   already publishes fails with the node that holds it.
 //! - **Every remote ask is acknowledged** (or fails within 5 s), **has a deadline** (the ask's
@@ -26,15 +36,21 @@
 //!   accepts their kind: an agent with no compression agent on its own node compacts through the
 //!   one on another node, and on its own node (the planner) when that one cannot be reached.
 
+mod cookie;
+mod door;
 mod error;
 mod gateway;
+mod heartbeat;
 mod node;
 mod peers;
 mod route;
 mod tls;
 mod wire;
 
+pub use cookie::{MIN_COOKIE_BITS, MIN_COOKIE_CHARS};
+pub use door::{HANDSHAKE_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_IP};
 pub use error::ClusterError;
+pub use heartbeat::{HEARTBEAT_DEADLINE, HEARTBEAT_INTERVAL};
 pub use node::{ClusterNode, NodeConfig};
 pub use tls::TlsConfig;
 pub use wire::{FrameError, WIRE_PROTOCOL};

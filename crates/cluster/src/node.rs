@@ -7,14 +7,17 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorRef};
 use ractor_cluster::node::NodeConnectionMode;
-use ractor_cluster::{NodeServer, NodeServerMessage};
+use ractor_cluster::{IncomingEncryptionMode, NodeServer, NodeServerMessage, NodeSessionMessage};
 use tokio::task::JoinHandle;
 use troupe_runtime::{Directory, Team};
 
+use crate::cookie::check_cookie;
+use crate::door::{self, Door};
 use crate::error::ClusterError;
 use crate::gateway::{Gateway, GatewayArgs};
-use crate::peers::{PeerEvents, Peers};
-use crate::route::{ACK_TIMEOUT, ClusterRoute, GATEWAYS, SCOPE};
+use crate::heartbeat;
+use crate::peers::{Closure, PeerEvents, Peers};
+use crate::route::{ACK_TIMEOUT, ClusterRoute, GATEWAYS, SCOPE, gateway_of};
 use crate::tls::TlsConfig;
 use crate::wire::{self, GatewayMsg, WireReply, WireRequest};
 
@@ -31,8 +34,10 @@ pub struct NodeConfig {
     /// machines only when told so.
     pub listen: SocketAddr,
     /// The shared secret: a node whose cookie differs is refused before any message is handled.
+    /// At least [`MIN_COOKIE_CHARS`](crate::MIN_COOKIE_CHARS) random characters (e.g. `openssl
+    /// rand -hex 32`): a weaker one is refused at start.
     pub cookie: String,
-    /// Encrypt connections with TLS (both accepting and connecting).
+    /// Encrypt connections with mutual TLS (both accepting and connecting).
     pub tls: Option<TlsConfig>,
 }
 
@@ -45,6 +50,29 @@ impl NodeConfig {
             cookie: cookie.into(),
             tls: None,
         }
+    }
+
+    /// What is wrong with listening as configured, if anything: a non-loopback address without
+    /// TLS lets whoever can reach it read the traffic and capture handshakes to guess the
+    /// cookie offline. [`ClusterNode::start`] logs it as a warning.
+    pub fn exposure_warning(&self) -> Option<String> {
+        (!self.listen.ip().is_loopback() && self.tls.is_none()).then(|| {
+            format!(
+                "cluster node `{}` listens on {} without TLS: anyone who can reach it can read \
+                 its traffic and capture handshakes to guess the cookie offline; use TLS or a \
+                 loopback address",
+                self.name, self.listen
+            )
+        })
+    }
+}
+
+/// A task that ends with its owner.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -61,6 +89,9 @@ pub struct ClusterNode {
     peers: Peers,
     directory: Directory,
     tls: Option<TlsConfig>,
+    /// The accept loop (see [`crate::door`]) and the heartbeat (see [`crate::heartbeat`]).
+    door: AbortOnDrop,
+    heartbeat: AbortOnDrop,
 }
 
 impl std::fmt::Debug for ClusterNode {
@@ -78,31 +109,43 @@ impl ClusterNode {
     /// [`ClusterNode::publish`]).
     ///
     /// # Errors
-    /// A bad name or empty cookie, a listen address that cannot be bound, TLS files that cannot
-    /// be read, or a team that is already in a cluster.
+    /// A bad name, a weak cookie ([`ClusterError::WeakCookie`]), a listen address in use
+    /// ([`ClusterError::AddrInUse`]) or that cannot be bound, TLS files that cannot be read, or
+    /// a team that is already in a cluster.
     pub async fn start(team: &Team, config: NodeConfig) -> Result<ClusterNode, ClusterError> {
         check_name(&config.name)?;
-        if config.cookie.is_empty() {
-            return Err(ClusterError::Config("the cookie is empty".into()));
-        }
-        let listen = resolve_port(config.listen)?;
-        let encryption = config.tls.as_ref().map(TlsConfig::acceptor).transpose()?;
+        check_cookie(&config.cookie)?;
+        let acceptor = config.tls.as_ref().map(TlsConfig::acceptor).transpose()?;
+        let listener = door::bind(config.listen).await?;
+        let listen = listener.local_addr().map_err(|e| ClusterError::Listen {
+            addr: config.listen,
+            reason: e.to_string(),
+        })?;
+        // The node's own listener (`listener`) takes the connections; ractor_cluster's cannot
+        // be left out, so it goes on an ephemeral loopback port — still behind the same TLS —
+        // and is closed right after the start (see `close_builtin_listener`).
+        // ractor_cluster names the node `name@host`, and settles two sessions of one such name
+        // by closing one of them, whichever it is. A tag drawn per start makes two processes
+        // of one node name two names there, so troupe can turn the newcomer away and keep the
+        // node already connected (see `PeerEvents::node_session_authenticated`).
+        let host = format!(
+            "{}~{:016x}",
+            listen.ip(),
+            troupe_runtime::TraceContext::new_root().span_id
+        );
         let server = NodeServer::new(
-            listen.port(),
+            0,
             config.cookie.clone(),
             config.name.clone(),
-            listen.ip().to_string(),
-            encryption,
+            host,
+            acceptor.clone().map(IncomingEncryptionMode::Tls),
             Some(NodeConnectionMode::Isolated),
         )
-        .with_listen_addr(listen.ip());
-        let (server, server_task) =
-            Actor::spawn(None, server, ())
-                .await
-                .map_err(|e| ClusterError::Listen {
-                    addr: listen,
-                    reason: e.to_string(),
-                })?;
+        .with_listen_addr(IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let (server, server_task) = Actor::spawn(None, server, ())
+            .await
+            .map_err(|e| ClusterError::Config(format!("node server: {e}")))?;
+        close_builtin_listener(&server);
         let peers = Peers::default();
         server
             .cast(NodeServerMessage::SubscribeToEvents {
@@ -133,6 +176,25 @@ impl ClusterNode {
             ));
         }
         ractor::pg::join_scoped(SCOPE.into(), GATEWAYS.into(), vec![gateway.get_cell()]);
+        ractor::pg::join_scoped(
+            SCOPE.into(),
+            gateway_of(&config.name),
+            vec![gateway.get_cell()],
+        );
+        let door = Door {
+            listener,
+            server: server.clone(),
+            tls: acceptor,
+            peers: peers.clone(),
+        };
+        let door = AbortOnDrop(tokio::spawn(door.run()));
+        let heartbeat = AbortOnDrop(tokio::spawn(heartbeat::run(
+            config.name.clone(),
+            peers.clone(),
+        )));
+        if let Some(warning) = config.exposure_warning() {
+            tracing::warn!("{warning}");
+        }
         let node = ClusterNode {
             name: config.name,
             listen,
@@ -143,6 +205,8 @@ impl ClusterNode {
             peers,
             directory,
             tls: config.tls,
+            door,
+            heartbeat,
         };
         for name in node.directory.names() {
             node.publish(&name)?;
@@ -168,12 +232,13 @@ impl ClusterNode {
     ///
     /// # Errors
     /// [`ClusterError::Refused`] when the peer closes the connection during the handshake (a
-    /// wrong cookie, or TLS it does not accept), [`ClusterError::Protocol`] when it speaks
-    /// another troupe wire protocol, [`ClusterError::Connect`] when nothing listens there.
+    /// wrong cookie, TLS it does not accept, or a node of its name already connected here),
+    /// [`ClusterError::Protocol`] when it speaks another troupe wire protocol,
+    /// [`ClusterError::Connect`] when nothing listens there.
     pub async fn connect(&self, addr: SocketAddr) -> Result<String, ClusterError> {
         let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
         let closed_before = self.peers.closed_count();
-        self.open(addr).await?;
+        self.open(addr, deadline).await?;
         // The session reports the address it connected to in one of these spellings.
         let addrs = [addr.to_string(), format!("{}", addr.ip())];
         let (node_id, peer) = loop {
@@ -181,13 +246,18 @@ impl ClusterNode {
             if let Some(found) = self.peers.ready_at(&addrs) {
                 break found;
             }
-            if self.peers.closed_since(closed_before, &addrs) {
+            if let Some(closure) = self.peers.closed_since(closed_before, &addrs) {
                 return Err(ClusterError::Refused {
                     addr,
-                    reason: "it closed the connection during the handshake (wrong cookie?)".into(),
+                    reason: self.refusal(closure),
                 });
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                // Leave nothing half-open behind.
+                for addr in &addrs {
+                    self.peers
+                        .disconnect_unauthenticated(addr, "handshake timed out");
+                }
                 return Err(ClusterError::Refused {
                     addr,
                     reason: format!("no handshake within {CONNECT_TIMEOUT:?}"),
@@ -199,24 +269,56 @@ impl ClusterNode {
         Ok(peer)
     }
 
-    /// Open the TCP (or TLS) connection, retrying briefly while the peer starts listening.
-    async fn open(&self, addr: SocketAddr) -> Result<(), ClusterError> {
+    /// Why the session with a peer closed during `connect`'s handshake, in words.
+    fn refusal(&self, closure: Closure) -> String {
+        if let Some(reason) = closure.reason {
+            return reason;
+        }
+        match closure.name {
+            // ractor_cluster closes the newer of two sessions with one node name.
+            Some(name) if self.peers.names().contains(&name) => {
+                format!("a node named `{name}` is already connected")
+            }
+            _ => match self.tls {
+                None => "it closed the connection during the handshake (wrong cookie?)".into(),
+                Some(_) => "it closed the connection during the handshake (wrong cookie, or \
+                            a certificate it does not accept?)"
+                    .into(),
+            },
+        }
+    }
+
+    /// Open the TCP (or TLS) connection, retrying briefly while the peer starts listening; a
+    /// peer that accepts and then says nothing is given until `deadline`.
+    async fn open(
+        &self,
+        addr: SocketAddr,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), ClusterError> {
         let mut last = String::new();
         for _ in 0..20 {
-            let opened = match &self.tls {
-                None => ractor_cluster::client_connect(&self.server, addr)
-                    .await
-                    .map_err(|e| format!("{e:?}")),
-                Some(tls) => {
-                    let (connector, domain) = tls.connector()?;
-                    ractor_cluster::client_connect_enc(&self.server, addr, connector, domain)
+            let opening = async {
+                match &self.tls {
+                    None => ractor_cluster::client_connect(&self.server, addr)
                         .await
-                        .map_err(|e| format!("{e:?}"))
+                        .map_err(|e| format!("{e:?}")),
+                    Some(tls) => {
+                        let (connector, domain) = tls.connector().map_err(|e| e.to_string())?;
+                        ractor_cluster::client_connect_enc(&self.server, addr, connector, domain)
+                            .await
+                            .map_err(|e| format!("{e:?}"))
+                    }
                 }
             };
-            match opened {
-                Ok(()) => return Ok(()),
-                Err(e) => last = e,
+            match tokio::time::timeout_at(deadline, opening).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    return Err(ClusterError::Refused {
+                        addr,
+                        reason: format!("no handshake within {CONNECT_TIMEOUT:?}"),
+                    });
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -225,16 +327,14 @@ impl ClusterNode {
 
     /// Check the peer's gateway speaks our wire protocol; disconnect it when it does not.
     async fn hello(&self, node_id: u64, peer: &str) -> Result<(), ClusterError> {
-        let gateway = ractor::pg::get_scoped_members(&SCOPE.into(), &GATEWAYS.into())
-            .into_iter()
-            .find(|cell| cell.get_id().node() == node_id && !cell.get_id().is_local());
-        let Some(gateway) = gateway else {
+        let Some(gateway) = crate::heartbeat::find_gateway(node_id, peer) else {
             self.peers.disconnect(node_id, "no troupe gateway");
             return Err(ClusterError::Protocol {
                 node: peer.to_string(),
                 reason: "it runs no troupe gateway".into(),
             });
         };
+        self.peers.set_gateway(node_id, gateway.clone());
         let gateway: ActorRef<GatewayMsg> = gateway.into();
         let frame = wire::encode(&WireRequest::Hello {
             node: self.name.clone(),
@@ -278,7 +378,15 @@ impl ClusterNode {
     /// Leave the cluster: stop taking requests from other nodes and close every connection
     /// (their in-flight asks here fail with `NodeDown` there). The team keeps running.
     pub async fn shutdown(self) {
+        // No new connections, no more pings.
+        drop(self.door);
+        drop(self.heartbeat);
         ractor::pg::leave_scoped(SCOPE.into(), GATEWAYS.into(), vec![self.gateway.get_cell()]);
+        ractor::pg::leave_scoped(
+            SCOPE.into(),
+            gateway_of(&self.name),
+            vec![self.gateway.get_cell()],
+        );
         self.gateway.stop(Some("node shutdown".into()));
         self.server.stop(Some("node shutdown".into()));
         let _ = self.gateway_task.await;
@@ -300,17 +408,15 @@ fn check_name(name: &str) -> Result<(), ClusterError> {
     Ok(())
 }
 
-/// Port 0 means "any free port": ractor_cluster does not say which it took, so pick one here.
-fn resolve_port(listen: SocketAddr) -> Result<SocketAddr, ClusterError> {
-    if listen.port() != 0 {
-        return Ok(listen);
+/// ractor_cluster's `NodeServer` always starts a listener of its own, with none of the front
+/// door's limits (see [`crate::door`]). It is the server's one child that is not a session
+/// right after the start: unlink it first (or the server would start a new one), then stop it.
+/// Should that ever fail, it stays on an ephemeral loopback port behind the same cookie and TLS.
+fn close_builtin_listener(server: &ActorRef<NodeServerMessage>) {
+    for child in server.get_children() {
+        if child.is_message_type_of::<NodeSessionMessage>() == Some(false) {
+            child.unlink(server.get_cell());
+            child.kill();
+        }
     }
-    let probe = std::net::TcpListener::bind(listen).map_err(|e| ClusterError::Listen {
-        addr: listen,
-        reason: e.to_string(),
-    })?;
-    probe.local_addr().map_err(|e| ClusterError::Listen {
-        addr: listen,
-        reason: e.to_string(),
-    })
 }

@@ -21,6 +21,12 @@ pub(crate) const SCOPE: &str = "troupe";
 /// The group every node's gateway joins (not a valid agent name, so it cannot collide).
 pub(crate) const GATEWAYS: &str = "troupe:gateway";
 
+/// The group only node `node`'s gateway joins: ractor's node ids are numbered per connecting
+/// server, so in a process with more than one node (tests) an id alone can name another peer.
+pub(crate) fn gateway_of(node: &str) -> String {
+    format!("{GATEWAYS}:{node}")
+}
+
 /// How long a node has to acknowledge a delivery before the ask fails.
 pub(crate) const ACK_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -123,7 +129,7 @@ impl RemoteAgents for ClusterRoute {
     fn names(&self) -> Vec<(String, String)> {
         let mut names: Vec<(String, String)> = ractor::pg::which_scoped_groups(&SCOPE.to_string())
             .into_iter()
-            .filter(|group| group != GATEWAYS)
+            .filter(|group| !group.starts_with(GATEWAYS))
             .filter_map(|group| self.locate(&group).map(|node| (group, node)))
             .collect();
         names.sort();

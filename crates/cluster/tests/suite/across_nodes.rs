@@ -103,3 +103,33 @@ async fn a_node_killed_mid_request_fails_the_ask_with_node_down_not_a_timeout() 
     node.shutdown().await;
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_frozen_node_fails_the_ask_with_node_down_within_seconds() {
+    let child = ChildNode::start(&ChildSpec::new("b18", &["worker18"]));
+    let (team, node) = plain_node("a18", &[]).await;
+    node.connect(child.addr).await.unwrap();
+    let directory = team.directory().clone();
+    let asking = tokio::spawn(async move {
+        directory
+            .ask(
+                "worker18",
+                troupe_runtime::AgentRequest::from_user("sleep 60000"),
+                Duration::from_secs(120),
+            )
+            .await
+    });
+    // The request is in the worker's hands once the node has acknowledged it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // SIGSTOP: the connection stays open, nothing answers on it.
+    child.signal("STOP");
+    let result = tokio::time::timeout(Duration::from_secs(15), asking).await;
+    child.signal("CONT");
+    let result = result
+        .expect("the ask still waited 15 s after its node froze")
+        .unwrap();
+    assert_eq!(result, Err(AskError::NodeDown { node: "b18".into() }));
+    assert!(node.peers().is_empty(), "{:?}", node.peers());
+    node.shutdown().await;
+    team.shutdown().await;
+}

@@ -1,3 +1,4 @@
 mod across_nodes;
+mod door;
 mod handshake;
 pub(crate) mod support;

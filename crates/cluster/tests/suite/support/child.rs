@@ -18,6 +18,12 @@ pub(crate) struct ChildSpec {
     pub(crate) agents: Vec<String>,
     /// cert, key, ca, server name
     pub(crate) tls: Option<(PathBuf, PathBuf, PathBuf, String)>,
+    /// Run under this open-files limit (`ulimit -n`).
+    pub(crate) fd_limit: Option<u32>,
+    /// Once listening, open files until none is left (and close them on a `release` line).
+    pub(crate) exhaust_fds: bool,
+    /// Write the node's log (warnings and up) to this file.
+    pub(crate) log_file: Option<PathBuf>,
 }
 
 impl ChildSpec {
@@ -27,6 +33,9 @@ impl ChildSpec {
             cookie: super::COOKIE.into(),
             agents: agents.iter().map(|a| a.to_string()).collect(),
             tls: None,
+            fd_limit: None,
+            exhaust_fds: false,
+            log_file: None,
         }
     }
 
@@ -55,7 +64,17 @@ pub(crate) struct ChildNode {
 impl ChildNode {
     /// Start a child node and wait until it listens.
     pub(crate) fn start(spec: &ChildSpec) -> ChildNode {
-        let mut process = Command::new(std::env::current_exe().unwrap())
+        let exe = std::env::current_exe().unwrap();
+        let mut command = match spec.fd_limit {
+            None => Command::new(exe),
+            Some(limit) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", &format!("ulimit -n {limit} && exec \"$0\" \"$@\"")])
+                    .arg(exe);
+                sh
+            }
+        };
+        let mut process = command
             .args([
                 "--ignored",
                 "--exact",
@@ -98,6 +117,23 @@ impl ChildNode {
         self.process.wait().unwrap()
     }
 
+    /// Write a line to its stdin (`release`: close the files `exhaust_fds` opened).
+    pub(crate) fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Send it a signal (`STOP`, `CONT`) with kill(1).
+    pub(crate) fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.process.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
     /// SIGKILL it (no goodbye to anyone).
     pub(crate) fn kill(&mut self) {
         self.process.kill().unwrap();
@@ -118,21 +154,42 @@ impl Drop for ChildNode {
 #[ignore = "a child process of the cluster tests, started by them"]
 fn cluster_child_node() {
     let spec: ChildSpec = serde_json::from_str(&std::env::var(CHILD_ENV).unwrap()).unwrap();
+    if let Some(path) = &spec.log_file {
+        let file = std::fs::File::create(path).unwrap();
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::WARN)
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .finish(),
+        )
+        .unwrap();
+    }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let agents: Vec<&str> = spec.agents.iter().map(String::as_str).collect();
         let (team, node) = super::node(&spec.name, &agents, spec.config()).await;
+        // Every descriptor taken: accepting a connection fails (EMFILE) until `release`.
+        let mut hoard = Vec::new();
+        if spec.exhaust_fds {
+            while let Ok(file) = std::fs::File::open("/dev/null") {
+                hoard.push(file);
+            }
+        }
         // On a line of its own: libtest has written "test … ..." without a newline.
         println!("\nREADY {}", node.listen_addr());
         std::io::stdout().flush().unwrap();
-        tokio::task::spawn_blocking(|| {
-            let mut sink = String::new();
+        tokio::task::spawn_blocking(move || {
+            let mut line = String::new();
             while std::io::stdin()
-                .read_line(&mut sink)
+                .read_line(&mut line)
                 .map(|n| n > 0)
                 .unwrap_or(false)
             {
-                sink.clear();
+                if line.trim() == "release" {
+                    hoard.clear();
+                }
+                line.clear();
             }
         })
         .await

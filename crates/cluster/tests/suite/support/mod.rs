@@ -9,7 +9,8 @@ use std::time::Duration;
 use troupe_cluster::{ClusterNode, NodeConfig};
 use troupe_runtime::{Team, TeamConfig};
 
-pub(crate) const COOKIE: &str = "test-cookie";
+/// A cookie as `openssl rand -hex 32` makes them (a weak one is refused).
+pub(crate) const COOKIE: &str = "5d41402abc4b2a76b9719d911017c59228b46ed2c5fd8f4b7a6c1e0d3f9e8a71";
 
 /// A team with `agents` (see [`agents::factory`]) and its node called `name`.
 pub(crate) async fn node(name: &str, agents: &[&str], config: NodeConfig) -> (Team, ClusterNode) {

@@ -1,0 +1,100 @@
+//! Heartbeats: a peer that stops answering is disconnected within seconds.
+//!
+//! A peer that dies closes its TCP connection and is seen at once; a frozen one (stopped,
+//! swapped out, partitioned) keeps the connection open and its askers waited out their whole
+//! ask timeout. ractor_cluster pings its sessions but only logs slow answers. So every
+//! [`HEARTBEAT_INTERVAL`] this node asks each ready peer's gateway for its `Hello` (a frame every
+//! troupe node answers, so no protocol change), and a peer that has not answered within
+//! [`HEARTBEAT_DEADLINE`] is disconnected: the usual node-down path then fails the asks waiting
+//! on it with `AskError::NodeDown`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::rpc::CallResult;
+use ractor::{ActorCell, ActorRef};
+use troupe_runtime::sync;
+
+use crate::peers::Peers;
+use crate::route::{GATEWAYS, SCOPE, gateway_of};
+use crate::wire::{self, GatewayMsg, WireRequest};
+
+/// How often each peer is pinged.
+pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a peer has to answer a ping before it is taken for down.
+pub const HEARTBEAT_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Ping every ready peer until the task is aborted (the node shuts down).
+pub(crate) async fn run(node: String, peers: Peers) {
+    let in_flight: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for (node_id, peer) in peers.ready() {
+            // One ping per peer at a time: a slow answer is waited for, not piled onto.
+            if !sync::lock(&in_flight).insert(node_id) {
+                continue;
+            }
+            let (node, peers, in_flight) = (node.clone(), peers.clone(), in_flight.clone());
+            tokio::spawn(async move {
+                if ping(&node, node_id, &peer, &peers).await == Pong::Late {
+                    let reason = format!("no heartbeat answer within {HEARTBEAT_DEADLINE:?}");
+                    tracing::warn!(%peer, "{reason}: disconnecting");
+                    peers.disconnect(node_id, &reason);
+                }
+                sync::lock(&in_flight).remove(&node_id);
+            });
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Pong {
+    /// Answered, or nothing to ask (no gateway: `connect` deals with such peers), or the
+    /// connection already went (the disconnect is under way).
+    Fine,
+    /// No answer before the deadline.
+    Late,
+}
+
+/// The gateway of peer `peer` (ractor node id `node_id`) in the process groups: the one of its
+/// own group, else any with its node id (a node of an older build).
+pub(crate) fn find_gateway(node_id: u64, peer: &str) -> Option<ActorCell> {
+    let of_node = |group: String| {
+        ractor::pg::get_scoped_members(&SCOPE.into(), &group)
+            .into_iter()
+            .find(|cell| cell.get_id().node() == node_id && !cell.get_id().is_local())
+    };
+    of_node(gateway_of(peer)).or_else(|| of_node(GATEWAYS.into()))
+}
+
+async fn ping(node: &str, node_id: u64, peer: &str, peers: &Peers) -> Pong {
+    // The gateway found when the session began: process groups are keyed by actor id, and
+    // ids repeat across the sessions of a process that hosts several nodes (tests), so a
+    // later lookup can come back empty.
+    let gateway = peers.gateway(node_id).or_else(|| {
+        let found = find_gateway(node_id, peer)?;
+        peers.set_gateway(node_id, found.clone());
+        Some(found)
+    });
+    let Some(gateway) = gateway else {
+        return Pong::Fine;
+    };
+    let gateway: ActorRef<GatewayMsg> = gateway.into();
+    let frame = wire::encode(&WireRequest::Hello {
+        node: node.to_string(),
+    });
+    match gateway
+        .call(
+            |reply| GatewayMsg::Call { frame, reply },
+            Some(HEARTBEAT_DEADLINE),
+        )
+        .await
+    {
+        Ok(CallResult::Timeout) => Pong::Late,
+        _ => Pong::Fine,
+    }
+}
