@@ -4,6 +4,7 @@ mod cli;
 mod compact_safety;
 mod compact_trace;
 mod config;
+mod credentials;
 mod mcp;
 mod node;
 #[cfg(feature = "otlp")]

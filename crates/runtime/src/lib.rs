@@ -17,6 +17,7 @@
 mod ask_stream;
 pub mod compaction_report;
 pub mod conversation;
+pub mod credentials;
 pub mod event;
 pub mod message;
 pub mod model;

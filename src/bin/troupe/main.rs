@@ -26,6 +26,7 @@ mod model_cmd;
 mod node_cmd;
 mod out;
 mod progress;
+mod secrets;
 mod summarizer;
 mod trace_cmd;
 mod transcript_cmds;
@@ -38,6 +39,9 @@ use cli::{Cli, Command, McpCommand, ModelCommand};
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // First, while the process has one thread: keys move out of the environment, where the
+    // processes troupe runs could read them (/proc/$PPID/environ), into troupe's memory.
+    secrets::hide_credentials(&cli);
     // Every command writes a trace file when TROUPE_TRACE is set; `trace` only reads one.
     let telemetry = match troupe::telemetry::init() {
         Ok(guard) => Some(guard),

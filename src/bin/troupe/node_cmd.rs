@@ -12,8 +12,8 @@ use troupe_cli::config::{Config, build_model};
 use crate::cli::NodeArgs;
 
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
-    let cookie = std::env::var(&args.cookie_env)
-        .ok()
+    // Moved out of the environment at start (secrets.rs), like every credential.
+    let cookie = troupe::runtime::credentials::var(&args.cookie_env)
         .filter(|c| !c.is_empty())
         .with_context(|| {
             format!(

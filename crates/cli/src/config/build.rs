@@ -26,6 +26,18 @@ pub enum BuildError {
         /// The provider's error, as text.
         reason: String,
     },
+    /// `api_key_env` names a variable that is not set (or is empty): requests would go out
+    /// without the key that was asked for.
+    #[error(
+        "model `{name}`: api_key_env names ${variable}, which is not set (or is empty); set it to \
+         the API key, or remove api_key_env for a server that needs no key"
+    )]
+    MissingKey {
+        /// The `[models]` key.
+        name: String,
+        /// The variable `api_key_env` names.
+        variable: String,
+    },
     /// No such model or agent in the configuration.
     #[error("no {what} `{name}` in the configuration")]
     Missing {
@@ -49,7 +61,8 @@ pub enum BuildError {
 /// Build (load or connect) the model `[models.NAME]` describes.
 ///
 /// # Errors
-/// [`BuildError::Model`] when the local weights cannot be loaded or the client cannot be built.
+/// [`BuildError::Model`] when the local weights cannot be loaded or the client cannot be built;
+/// [`BuildError::MissingKey`] when `api_key_env` names a variable that is not set.
 pub async fn build_model(
     name: &str,
     config: &ModelConfig,
@@ -69,10 +82,7 @@ pub async fn build_model(
                 .clone()
                 .unwrap_or_else(|| troupe_agents::model::openai::DEFAULT_OPENAI_MODEL.to_string());
             let mut openai = OpenAiConfig::new(base, model);
-            let key_var = config.api_key_env.as_deref().unwrap_or("OPENAI_API_KEY");
-            if let Ok(key) = std::env::var(key_var)
-                && !key.trim().is_empty()
-            {
+            if let Some(key) = api_key(name, config)? {
                 openai = openai.with_api_key(key);
             }
             if let Some(window) = config.context_window {
@@ -83,6 +93,25 @@ pub async fn build_model(
             ))
         }
         Provider::Local => local_model(config).await.map_err(fail),
+    }
+}
+
+/// The API key of an `openai` model: the variable `api_key_env` names, which must then be set
+/// (a key was asked for), else `OPENAI_API_KEY` if set (local servers need none). Read through
+/// [`troupe_runtime::credentials`], since the `troupe` binary moves keys out of its environment.
+fn api_key(name: &str, config: &ModelConfig) -> Result<Option<String>, BuildError> {
+    let set = |variable: &str| {
+        troupe_runtime::credentials::var(variable).filter(|key| !key.trim().is_empty())
+    };
+    match &config.api_key_env {
+        Some(variable) => match set(variable) {
+            Some(key) => Ok(Some(key)),
+            None => Err(BuildError::MissingKey {
+                name: name.to_string(),
+                variable: variable.clone(),
+            }),
+        },
+        None => Ok(set("OPENAI_API_KEY")),
     }
 }
 
@@ -214,5 +243,46 @@ impl Config {
             spec = spec.workspace_root(root.clone());
         }
         Ok(spec)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ModelConfig {
+        ModelConfig {
+            provider: Provider::Openai,
+            base_url: None,
+            api_key_env: None,
+            model: None,
+            path: None,
+            context_window: None,
+            cost_rank: None,
+        }
+    }
+
+    #[test]
+    fn a_key_asked_for_by_api_key_env_must_be_set() {
+        let config = ModelConfig {
+            api_key_env: Some("TROUPE_BUILD_TEST_NEVER_SET".to_string()),
+            ..model()
+        };
+        let err = api_key("remote", &config).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("model `remote`"), "{message}");
+        assert!(
+            message.contains("$TROUPE_BUILD_TEST_NEVER_SET, which is not set"),
+            "{message}"
+        );
+        troupe_runtime::credentials::keep("TROUPE_BUILD_TEST_KEPT", "sk-kept");
+        let config = ModelConfig {
+            api_key_env: Some("TROUPE_BUILD_TEST_KEPT".to_string()),
+            ..model()
+        };
+        assert_eq!(
+            api_key("remote", &config).unwrap().as_deref(),
+            Some("sk-kept")
+        );
     }
 }

@@ -159,7 +159,10 @@ impl Shell {
             .iter()
             .copied()
             .chain(self.config.env_allowlist.iter().map(String::as_str))
-            .filter_map(|name| std::env::var_os(name).map(|value| (name.to_string(), value)))
+            // A credential the `troupe` binary moved out of its environment is still passed.
+            .filter_map(|name| {
+                troupe_runtime::credentials::var_os(name).map(|value| (name.to_string(), value))
+            })
             .collect()
     }
 }

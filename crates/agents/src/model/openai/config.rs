@@ -145,7 +145,9 @@ impl OpenAiConfig {
         let base_url = var("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_BASE_URL.to_string());
         let model = var("OPENAI_MODEL").unwrap_or_else(|| DEFAULT_OPENAI_MODEL.to_string());
         let mut config = OpenAiConfig::new(base_url, model);
-        config.api_key = var("OPENAI_API_KEY");
+        // The `troupe` binary moves keys out of its environment into `credentials`.
+        config.api_key =
+            troupe_runtime::credentials::var("OPENAI_API_KEY").filter(|v| !v.trim().is_empty());
         config.organization = var("OPENAI_ORG_ID");
         config.project = var("OPENAI_PROJECT_ID");
         if let Some(window) = var("OPENAI_CONTEXT_WINDOW").and_then(|v| v.parse().ok()) {
