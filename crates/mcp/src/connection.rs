@@ -22,6 +22,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use crate::config::McpServerConfig;
 use crate::error::McpError;
 use crate::frames::{CappedLines, MAX_MESSAGE_BYTES, TOO_LARGE_CODE, TOO_LARGE_MARK};
+use crate::http_client::WatchedClient;
 use crate::list_pages::{ListError, list_tools};
 use crate::process::ServerProcess;
 use crate::stderr_tail::StderrTail;
@@ -250,7 +251,15 @@ impl Connection {
             }
             Err(ServiceError::McpError(e)) => Err(CallError::Refused(e.message.to_string())),
             Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
-                Err(CallError::Exited(self.exited(generation, &e).await))
+                let exited = self.exited(generation, &e).await;
+                // Over HTTP, rmcp closes the connection on an answer over its size limit.
+                if unanswered.has_changed().unwrap_or(false) {
+                    Err(CallError::TooLarge(crate::frames::too_large_message(
+                        MAX_MESSAGE_BYTES,
+                    )))
+                } else {
+                    Err(CallError::Exited(exited))
+                }
             }
             // The connection is fine; this call went wrong (an answer of the wrong kind, …).
             Err(e) => Err(CallError::Refused(e.to_string())),
@@ -369,7 +378,7 @@ enum Transport {
         CappedLines<tokio::process::ChildStdout>,
         tokio::process::ChildStdin,
     ),
-    Http(StreamableHttpClientTransport<reqwest::Client>),
+    Http(StreamableHttpClientTransport<WatchedClient>),
 }
 
 /// A streamable HTTP client for `url` sending the configured headers.
@@ -377,7 +386,8 @@ fn http_transport(
     name: &str,
     url: &str,
     config: &McpServerConfig,
-) -> Result<StreamableHttpClientTransport<reqwest::Client>, McpError> {
+    too_large: watch::Sender<u64>,
+) -> Result<StreamableHttpClientTransport<WatchedClient>, McpError> {
     let mut headers = HashMap::new();
     for (key, value) in &config.headers {
         let invalid = |reason: String| McpError::InvalidHeader {
@@ -391,7 +401,10 @@ fn http_transport(
     }
     let transport_config =
         StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
-    Ok(StreamableHttpClientTransport::from_config(transport_config))
+    Ok(StreamableHttpClientTransport::with_client(
+        WatchedClient::new(too_large),
+        transport_config,
+    ))
 }
 
 /// Spawn the process, run `initialize` and `tools/list`, all within the init timeout.
@@ -404,7 +417,7 @@ async fn start(
     let (unanswered_tx, unanswered) = watch::channel(0);
     let (transport, process, stderr) = match &config.url {
         Some(url) => (
-            Transport::Http(http_transport(name, url, config)?),
+            Transport::Http(http_transport(name, url, config, unanswered_tx)?),
             None,
             StderrTail::default(),
         ),

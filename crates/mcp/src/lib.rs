@@ -49,6 +49,7 @@ mod connection;
 mod content;
 mod error;
 mod frames;
+mod http_client;
 mod list_pages;
 mod names;
 mod process;

@@ -92,3 +92,42 @@ async fn a_bad_header_is_an_error_naming_it() {
     assert!(matches!(err, McpError::InvalidHeader { .. }), "{err:?}");
     assert!(err.to_string().contains("header `bad header`"), "{err}");
 }
+
+#[tokio::test]
+async fn an_answer_over_16_mib_over_http_is_reported_as_too_large() {
+    let mut tools = ToolRegistry::new();
+    tools
+        .register_fn(
+            "huge",
+            "17 MiB of text.",
+            |_: troupe_tools::NoArgs| async move { Ok::<_, ToolError>("x".repeat(17 << 20)) },
+        )
+        .unwrap();
+    tools.set_output_cap(64 << 20);
+    let server = RegistryServer::new(
+        tools,
+        ToolContext::new("mcp", std::env::temp_dir()),
+        "big",
+        "1",
+    );
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let mut registry = ToolRegistry::new();
+    let config = McpServerConfig::http(format!("http://{address}/mcp"))
+        .call_timeout(Duration::from_secs(20));
+    registry.register_mcp("big", config).await.unwrap();
+    let result = run(&registry, "big__huge", json!({})).await;
+    assert!(result.is_error(), "{}", result.content.len());
+    assert!(
+        result.content.contains("too large") && result.content.contains("16 MiB"),
+        "{}",
+        result.content
+    );
+}
