@@ -14,7 +14,8 @@ use troupe::{AgentRequest, Team, TeamConfig};
 use super::chat::ChatServer;
 use super::support::with_trace_file;
 
-const COOKIE: &str = "node-test-cookie";
+/// A cookie as `openssl rand -hex 32` makes them (`troupe node` refuses a weak one).
+const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";
 
 /// A process holds one cluster node at a time: ractor's process groups are process-wide, so two
 /// tests' nodes in this test binary would see each other's agents (both nodes here are named
@@ -351,4 +352,101 @@ async fn compacts_through_another_node_then_alone() {
     );
     node.shutdown().await;
     team.shutdown().await;
+}
+
+/// `troupe node` with `config`, listening on `listen`, with `cookie`: its output once it exits
+/// (it must, within 30 s: these settings are refused at start).
+fn node_output(config: &Path, listen: &str, cookie: &str) -> std::process::Output {
+    let mut child = NodeProcess(
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .args(["node", "--name", "remote", "--listen", listen, "--config"])
+            .arg(config)
+            .env("TROUPE_COOKIE", cookie)
+            .env("TEST_NODE_KEY", "sk-test")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "troupe node started although it should have refused"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = Vec::new();
+    std::io::Read::read_to_end(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::process::Output {
+        status,
+        stdout: Vec::new(),
+        stderr,
+    }
+}
+
+#[test]
+fn troupe_node_names_a_busy_port_once_and_refuses_a_weak_cookie_saying_how_to_make_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let busy = node_output(&config, &addr.to_string(), COOKIE);
+    assert!(!busy.status.success());
+    let stderr = String::from_utf8_lossy(&busy.stderr);
+    assert_eq!(
+        stderr
+            .matches(&format!("address {addr} is already in use"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let weak = node_output(&config, "127.0.0.1:0", "node-test-cookie");
+    assert!(!weak.status.success());
+    let stderr = String::from_utf8_lossy(&weak.stderr);
+    assert!(stderr.contains("openssl rand -hex 32"), "{stderr}");
+}
+
+#[test]
+fn troupe_node_warns_when_it_listens_beyond_loopback_without_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let mut child = NodeProcess(
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .args([
+                "node",
+                "--name",
+                "remote",
+                "--listen",
+                "0.0.0.0:0",
+                "--config",
+            ])
+            .arg(&config)
+            .env("TROUPE_COOKIE", COOKIE)
+            .env("TEST_NODE_KEY", "sk-test")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let stdout = child.stdout.take().unwrap();
+    let ready = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.starts_with("READY "));
+    assert!(ready, "troupe node exited early");
+    child.kill().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains("warning:") && stderr.contains("0.0.0.0") && stderr.contains("without TLS"),
+        "{stderr}"
+    );
 }

@@ -45,6 +45,10 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
         cookie,
         tls,
     };
+    // The log may go to a file nobody reads at start: say it where the operator looks.
+    if let Some(warning) = node_config.exposure_warning() {
+        eprintln!("warning: {warning}");
+    }
     let node = match ClusterNode::start(&team, node_config).await {
         Ok(node) => node,
         Err(e) => {
