@@ -16,6 +16,9 @@ pub(super) struct ChatServer {
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
+/// What a [`ChatServer`] answers to its `n`-th request (from 1).
+pub(super) type Reply = Arc<dyn Fn(usize) -> String + Send + Sync>;
+
 /// Reads one HTTP request from `stream` and returns its JSON body (also used by
 /// `compact_trace.rs`).
 pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
@@ -43,6 +46,11 @@ pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
 
 impl ChatServer {
     pub(super) fn start() -> ChatServer {
+        Self::start_with(Arc::new(|n| format!("reply {n}")))
+    }
+
+    /// A server that answers its `n`-th request with `reply(n)`.
+    pub(super) fn start_with(reply: Reply) -> ChatServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -51,14 +59,15 @@ impl ChatServer {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let seen = seen.clone();
-                std::thread::spawn(move || Self::answer(&mut stream, &seen));
+                let reply = reply.clone();
+                std::thread::spawn(move || Self::answer(&mut stream, &seen, &reply));
             }
         });
         ChatServer { url, requests }
     }
 
-    /// Answer one request with `reply N`; a user message containing `slow` is answered after 30 s.
-    fn answer(stream: &mut TcpStream, seen: &Mutex<Vec<Value>>) {
+    /// Answer one request with `reply(N)`; a request mentioning `slow` is answered after 30 s.
+    fn answer(stream: &mut TcpStream, seen: &Mutex<Vec<Value>>, reply: &Reply) {
         let Some(request) = read_request(stream) else {
             return;
         };
@@ -78,7 +87,7 @@ impl ChatServer {
             "model": "test-model",
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": format!("reply {n}")},
+                "message": {"role": "assistant", "content": reply(n)},
                 "finish_reason": "stop"
             }],
             "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
@@ -91,8 +100,19 @@ impl ChatServer {
         );
     }
 
+    /// Whether a request so far mentions `text`.
+    pub(super) fn seen(&self, text: &str) -> bool {
+        let requests = self.requests.lock().unwrap();
+        requests.iter().any(|r| r.to_string().contains(text))
+    }
+
+    /// The `i`-th request's body.
+    pub(super) fn request(&self, i: usize) -> Value {
+        self.requests.lock().unwrap()[i].clone()
+    }
+
     /// The user and assistant texts of the `i`-th request.
-    fn dialogue(&self, i: usize) -> Vec<String> {
+    pub(super) fn dialogue(&self, i: usize) -> Vec<String> {
         let requests = self.requests.lock().unwrap();
         requests[i]["messages"]
             .as_array()
@@ -109,8 +129,14 @@ impl ChatServer {
 }
 
 /// `troupe chat` on `config` and `session`, with piped standard streams.
-fn spawn_chat(config: &Path, session: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_troupe"))
+pub(super) fn spawn_chat(config: &Path, session: &Path) -> Child {
+    chat_command(config, session).spawn().unwrap()
+}
+
+/// The command [`spawn_chat`] runs.
+pub(super) fn chat_command(config: &Path, session: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    command
         .args(["chat", "--config"])
         .arg(config)
         .arg("--session")
@@ -118,9 +144,8 @@ fn spawn_chat(config: &Path, session: &Path) -> Child {
         .env("TEST_CHAT_KEY", "sk-test")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    command
 }
 
 fn chat(config: &Path, session: &Path, input: &str) -> String {
@@ -141,7 +166,7 @@ fn chat(config: &Path, session: &Path, input: &str) -> String {
     stdout
 }
 
-fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
+pub(super) fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
     let config = dir.join("troupe.toml");
     std::fs::write(
         &config,
@@ -257,7 +282,10 @@ fn resume_moves_the_chat_to_another_session_and_a_bad_one_changes_nothing() {
 /// An OpenAI-compatible server that answers the first request as a server-sent event stream:
 /// `first` as one chunk, then — only once the test releases it — `rest` and the end of the
 /// stream. Returns the base URL and the release.
-fn gated_stream_server(first: &str, rest: &str) -> (String, std::sync::mpsc::Sender<()>) {
+pub(super) fn gated_stream_server(
+    first: &str,
+    rest: &str,
+) -> (String, std::sync::mpsc::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let (release, gate) = std::sync::mpsc::channel::<()>();

@@ -1,5 +1,6 @@
 mod binary;
 mod chat;
+mod chat_truth;
 mod cli;
 mod compact_safety;
 mod compact_trace;

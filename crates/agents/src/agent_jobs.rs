@@ -47,6 +47,9 @@ pub enum CompactError {
     /// The compaction this request joined ended without an outcome (its agent stopped).
     #[error("the running compaction was abandoned")]
     Abandoned,
+    /// The caller cancelled it before it was applied; the conversation is unchanged.
+    #[error("compaction cancelled; the conversation is unchanged")]
+    Cancelled,
     /// The agent could not be reached.
     #[error(transparent)]
     Ask(#[from] troupe_runtime::AskError),
@@ -102,6 +105,10 @@ impl CompactionTracker {
 pub struct CompactNow {
     /// Custom instructions / focus.
     pub instructions: Option<String>,
+    /// Cancelling it abandons the compaction while it runs (the compressor's answer is then
+    /// dropped, the conversation unchanged) and answers [`CompactError::Cancelled`]; once the
+    /// result is applied it is too late. The default token is never cancelled.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 impl Job for CompactNow {
@@ -218,6 +225,19 @@ pub async fn compact_agent(
     agent: &str,
     instructions: Option<String>,
 ) -> Result<AppliedCompaction, CompactError> {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    compact_agent_cancellable(team, agent, instructions, cancel).await
+}
+
+/// [`compact_agent`] that `cancel` can stop (`/compact` interrupted by Ctrl-C): a compaction
+/// this request started answers [`CompactError::Cancelled`] and leaves the conversation as it
+/// was. Joining one that is already running is not cancellable (it is not this request's).
+pub async fn compact_agent_cancellable(
+    team: &Team,
+    agent: &str,
+    instructions: Option<String>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<AppliedCompaction, CompactError> {
     if CompressorRoute::of(team.directory()).is_none() {
         return Err(CompactError::NoCompressionAgent);
     }
@@ -233,7 +253,15 @@ pub async fn compact_agent(
             .clone();
         return outcome.unwrap_or(Err(CompactError::Abandoned));
     }
-    ask_agent_job(team, agent, CompactNow { instructions }).await?
+    ask_agent_job(
+        team,
+        agent,
+        CompactNow {
+            instructions,
+            cancel,
+        },
+    )
+    .await?
 }
 
 /// Open a scope on `agent` (seed 000's scoped compression).

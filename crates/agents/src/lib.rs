@@ -23,17 +23,20 @@ mod team_tools;
 pub use agent_jobs::{
     AppliedCompaction, COMPACTION_TIMEOUT, ClearConversation, ClearError, CloseScope, CompactError,
     CompactNow, ContextQuery, OpenScope, SwitchError, SwitchSession, clear_conversation,
-    close_scope, compact_agent, context_stats, open_scope, switch_session,
+    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope,
+    switch_session,
 };
 pub use compaction_settings::{CompactionSettings, shared_counter};
 pub use compression::{
     COMPRESSION_AGENT, CompressionAgent, CompressionConfig, RemoteCompactionJob,
 };
 pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent, LlmAgentState};
-pub use session_sync::AgentSession;
+pub use session_sync::{AgentSession, SessionBehind, SessionHealth, session_health};
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
+/// What cancels a manual compaction ([`compact_agent_cancellable`]).
+pub use tokio_util::sync::CancellationToken;
 
 use troupe_runtime::{Team, TeamError};
 

@@ -26,10 +26,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use troupe_compaction::{Archive, ArchiveEntry, CompactionReport};
+use troupe_runtime::TraceContext;
 use troupe_runtime::session::{
     CompactionRecord, SessionError, SessionLock, SessionLog, SessionRecord, SessionSchema,
 };
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, StoredMessage};
+use troupe_runtime::{AskError, ChatMessage, Conversation, Job, MessageKind, StoredMessage, Team};
 use troupe_tools::FileLedger;
 
 /// The agent state an [`crate::LlmAgent`]'s session log records: its [`FileLedger`], the
@@ -42,6 +43,48 @@ impl SessionSchema for AgentSession {
     type Ledger = FileLedger;
     type ArchiveEntry = ArchiveEntry;
     type Report = CompactionReport;
+}
+
+/// An agent's session log is behind its conversation: its last writes failed (a full disk, a
+/// file size limit, a log that went away), so what happened since its last successful write
+/// would be lost with the process. The agent writes the whole difference again at its next turn
+/// boundary; one that succeeds catches the log up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error} ({unsaved} turn boundaries not saved)")]
+pub struct SessionBehind {
+    /// The log.
+    pub path: PathBuf,
+    /// Why the last write failed.
+    pub error: String,
+    /// Turn boundaries (requests answered, compactions, closed scopes) whose write failed since
+    /// the last successful one.
+    pub unsaved: usize,
+}
+
+/// Ask an agent whether its session log is behind ([`session_health`]): `None` when it is in
+/// step (or the agent keeps no log).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SessionHealth;
+
+impl Job for SessionHealth {
+    type Reply = Option<SessionBehind>;
+}
+
+/// Whether `agent`'s session log is behind its conversation, and since how many turn
+/// boundaries (see [`SessionBehind`]). Ask after a turn or a compaction: a failed write is then
+/// known at once, not only from a log line.
+///
+/// # Errors
+/// [`AskError`] when the agent cannot be reached.
+pub async fn session_health(team: &Team, agent: &str) -> Result<Option<SessionBehind>, AskError> {
+    team.directory()
+        .ask_job(
+            agent,
+            SessionHealth,
+            TraceContext::new_root(),
+            crate::agent_jobs::COMPACTION_TIMEOUT,
+        )
+        .await
 }
 
 /// A session log of an agent.
@@ -144,6 +187,8 @@ pub(crate) struct SessionSync {
     persisted: Vec<Arc<ChatMessage>>,
     archive_persisted: usize,
     ledger_persisted: Option<FileLedger>,
+    /// Set while the log is behind: the last write failed.
+    behind: Option<SessionBehind>,
 }
 
 impl std::fmt::Debug for SessionSync {
@@ -175,6 +220,7 @@ impl SessionSync {
             persisted: session.conversation.messages().to_vec(),
             archive_persisted: session.archive_entries.len(),
             ledger_persisted: session.ledger.clone(),
+            behind: None,
         };
         Ok((sync, session))
     }
@@ -212,6 +258,7 @@ impl SessionSync {
             persisted: session.conversation.messages().to_vec(),
             archive_persisted: session.archive_entries.len(),
             ledger_persisted: session.ledger.clone(),
+            behind: None,
         };
         Ok((sync, session))
     }
@@ -229,12 +276,29 @@ impl SessionSync {
         }
         self.persisted.clear();
         self.ledger_persisted = None;
+        // What was not saved before the clear is what the clear forgets.
+        self.behind = None;
         Ok(())
     }
 
     /// The log's path.
     pub(crate) fn path(&self) -> &Path {
         self.log.path()
+    }
+
+    /// Whether the log is behind the conversation (the last write failed).
+    pub(crate) fn behind(&self) -> Option<SessionBehind> {
+        self.behind.clone()
+    }
+
+    /// Note a failed write at a turn boundary.
+    fn fell_behind(&mut self, error: &SessionError) {
+        let unsaved = self.behind.as_ref().map_or(0, |b| b.unsaved) + 1;
+        self.behind = Some(SessionBehind {
+            path: self.log.path().to_path_buf(),
+            error: error.to_string(),
+            unsaved,
+        });
     }
 
     /// Write what changed since the last boundary as one committed turn (nothing when nothing
@@ -293,11 +357,13 @@ impl SessionSync {
         }
         if let Err(e) = self.log.flush() {
             self.log.discard_pending();
+            self.fell_behind(&e);
             return Err(e);
         }
         self.persisted = now.to_vec();
         self.archive_persisted = archive.len();
         self.ledger_persisted = ledger_now;
+        self.behind = None;
         Ok(())
     }
 }

@@ -7,6 +7,21 @@
 //! it. `/clear` is a job the agent handles (it records the fresh start in its own log), and so
 //! is `/resume` (the agent moves to the other log and lets go of its own; a log it cannot take
 //! changes nothing).
+//!
+//! What the chat tells the user is the truth about the log and the conversation: a turn or a
+//! compaction whose write failed is named at once and at exit (the exit status is then
+//! nonzero); a Ctrl-C that came after the turn was committed says so, one during `/compact`
+//! cancels it; a log written by another agent is refused; a resumed log whose system prompt
+//! differs from the configuration's instructions follows the configuration, with a note.
+//! Everything from a model or a tool is redacted and escaped before it reaches the terminal
+//! ([`terminal`]), and a line of input that is not UTF-8 is skipped with a warning.
+
+mod input;
+mod interrupts;
+mod resume;
+mod shown;
+mod terminal;
+mod unsaved;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,18 +30,22 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use troupe::agents::{
-    AgentSpec, CompressionConfig, clear_conversation, compact_agent, context_stats, shared_counter,
-    spawn_agent, spawn_compression_agent, switch_session,
+    AgentSpec, CancellationToken, CompactError, CompressionConfig, clear_conversation,
+    compact_agent_cancellable, context_stats, session_health, shared_counter, spawn_agent,
+    spawn_compression_agent, switch_session,
 };
-use troupe::runtime::AskItem;
 use troupe::runtime::session::{SessionError, SessionLock};
-use troupe::telemetry::redact::redact_value;
-use troupe::{ChatModel, Event, Team, TeamConfig};
+use troupe::runtime::{AskItem, MessageId, Role};
+use troupe::{ChatModel, LlmAgent, Team, TeamConfig};
 use troupe_cli::config::{Config, build_model};
 
 use crate::cli::ChatArgs;
+use input::{Line, Lines};
+use interrupts::Interrupts;
+use shown::Shown;
+use terminal::safe;
+use unsaved::Unsaved;
 
 /// Everything needed to (re)build the team.
 #[derive(Clone)]
@@ -40,6 +59,10 @@ struct Chat {
     blueprint: Blueprint,
     team: Team,
     path: PathBuf,
+    /// Requests sent in this run (turns are named by their number).
+    turns: usize,
+    /// What the session log is missing.
+    unsaved: Unsaved,
 }
 
 async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
@@ -151,6 +174,7 @@ impl Chat {
         if let Err(e @ SessionError::InUse { .. }) = SessionLock::acquire(path) {
             anyhow::bail!("{e}: close that chat or choose another session");
         }
+        resume::check_agent(path, &blueprint.spec.name)?;
         // The agent reads (and, for a torn tail, repairs) the log; what it restored is in its
         // checkpoint, so the log is parsed once.
         let team = start_team(&blueprint, path).await?;
@@ -160,15 +184,46 @@ impl Chat {
         if restored > 0 {
             println!("resumed {} ({restored} messages)", path.display());
         }
-        Ok(Chat {
+        let mut chat = Chat {
             blueprint,
             team,
             path: path.to_path_buf(),
-        })
+            turns: 0,
+            unsaved: Unsaved::default(),
+        };
+        chat.adopt_instructions().await;
+        Ok(chat)
     }
 
     fn name(&self) -> String {
         self.blueprint.spec.name.clone()
+    }
+
+    /// A resumed conversation follows the configuration's instructions, not the ones the log
+    /// was written with (the configuration is what the user edits); say so when they differ.
+    async fn adopt_instructions(&mut self) {
+        let adopted = self
+            .team
+            .with_agent::<LlmAgent, _, _>(&self.name(), LlmAgent::adopt_spec_instructions)
+            .await;
+        if let Ok(Some(true)) = adopted {
+            println!(
+                "note: the session was written with other instructions than the configuration's; \
+                 the conversation now follows the configuration's"
+            );
+            self.check_saved("the new instructions".to_string()).await;
+        }
+    }
+
+    /// After `what` (a turn boundary): ask the agent whether its log holds it, and tell.
+    async fn check_saved(&mut self, what: String) {
+        match session_health(&self.team, &self.name()).await {
+            Ok(behind) => self.unsaved.after(what, behind),
+            Err(e) => println!(
+                "warning: cannot tell whether the session log holds {what}: {}",
+                safe(&e.to_string())
+            ),
+        }
     }
 
     async fn status(&self) -> String {
@@ -194,120 +249,192 @@ impl Chat {
                 match &s.last_compaction {
                     Some(r) => println!(
                         "last compaction: {} → {} tokens ({})",
-                        r.tokens_before, r.tokens_after, r.reason
+                        r.tokens_before,
+                        r.tokens_after,
+                        safe(&r.reason)
                     ),
                     None => println!("no compaction yet"),
                 }
             }
-            Err(e) => println!("cannot read the context: {e}"),
+            Err(e) => println!("cannot read the context: {}", safe(&e.to_string())),
         }
     }
 
-    async fn compact(&mut self, instructions: Option<String>) -> anyhow::Result<()> {
-        match compact_agent(&self.team, &self.name(), instructions).await {
+    /// `/compact`: Ctrl-C cancels it (the conversation stays as it was) unless it was already
+    /// applied, and the chat says which.
+    async fn compact(&mut self, instructions: Option<String>, interrupts: &mut Interrupts) {
+        let cancel = CancellationToken::new();
+        let name = self.name();
+        let mut interrupted = false;
+        let outcome = {
+            let run = compact_agent_cancellable(&self.team, &name, instructions, cancel.clone());
+            tokio::pin!(run);
+            tokio::select! {
+                biased;
+                outcome = &mut run => outcome,
+                () = interrupts.next() => {
+                    interrupted = true;
+                    cancel.cancel();
+                    run.await
+                }
+            }
+        };
+        match outcome {
             Ok(outcome) => {
                 let r = &outcome.report;
                 println!(
                     "compacted: {} → {} tokens ({})",
-                    r.tokens_before, r.tokens_after, r.reason
+                    r.tokens_before,
+                    r.tokens_after,
+                    safe(&r.reason)
                 );
+                if interrupted {
+                    println!("(Ctrl-C came after the compaction was applied: it is kept)");
+                }
+                let what = format!("the compaction after turn {}", self.turns);
+                self.check_saved(what).await;
             }
-            Err(e) => println!("{}", redact_value(&e.to_string())),
+            Err(CompactError::Cancelled) => {
+                println!("(compaction cancelled; the conversation is unchanged)");
+            }
+            Err(e) => println!("{}", safe(&e.to_string())),
         }
-        Ok(())
     }
 
     /// One request, printed as it happens: the agent's text as the model generates it, its tool
     /// calls and compactions as one-line notices. Ctrl-C drops the stream, which cancels the
-    /// turn: the agent rolls its conversation back and its log never sees the turn.
-    async fn turn(&self, text: String) {
+    /// turn: the agent rolls its conversation back and its log never sees the turn — unless the
+    /// turn was committed before the agent heard of it, which the chat then says.
+    async fn turn(&mut self, text: String, interrupts: &mut Interrupts) {
         let name = self.name();
+        self.turns += 1;
+        let what = format!("turn {} (\u{201c}{}\u{201d})", self.turns, excerpt(&text));
+        // Where the conversation stands: a message from here on is this turn's.
+        let before = self.next_message_id().await;
         let mut stream = self.team.ask_stream(&name, text);
         let mut shown = Shown::default();
-        let cancelled = loop {
+        let interrupted = loop {
+            // What the stream already holds comes first: an answer that arrived wins over a
+            // Ctrl-C that came at the same time.
             let item = tokio::select! {
+                biased;
                 item = stream.next() => item,
-                _ = tokio::signal::ctrl_c() => break true,
+                () = interrupts.next() => break true,
             };
             match item {
                 None => break false,
                 Some(Ok(AskItem::Event(event))) if event.agent() == name => shown.event(&event),
                 Some(Ok(AskItem::Event(_))) => {}
                 Some(Ok(AskItem::Answer(answer))) => shown.answer(&answer),
-                // The agent's error can quote a provider's answer, key and all.
                 Some(Ok(_)) => {}
+                // The agent's error can quote a provider's answer, key and all.
                 Some(Err(e)) => {
+                    shown.flush_text();
                     shown.end_line();
-                    println!("error: {}", redact_value(&e.to_string()));
+                    println!("error: {}", safe(&e.to_string()));
                 }
             }
         };
-        if cancelled {
+        if interrupted {
             drop(stream);
+            shown.flush_text();
             shown.end_line();
-            println!("(turn cancelled)");
+            match self.committed_answer(before).await {
+                Some(answer) => {
+                    shown.answer(&answer);
+                    println!("(Ctrl-C came after the turn was completed: it is kept)");
+                }
+                None => println!("(turn cancelled)"),
+            }
+        }
+        self.check_saved(what).await;
+    }
+
+    /// The id the agent's next message will get.
+    async fn next_message_id(&self) -> Option<MessageId> {
+        self.team
+            .with_agent::<LlmAgent, _, _>(&self.name(), |agent| agent.conversation().next_id())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// After a Ctrl-C: the answer of the turn, when the agent had committed it (its
+    /// conversation holds messages from `before` on) rather than rolled it back. Asked between
+    /// the agent's requests, so once it has finished with the one abandoned.
+    async fn committed_answer(&self, before: Option<MessageId>) -> Option<String> {
+        let before = before?;
+        self.team
+            .with_agent::<LlmAgent, _, _>(&self.name(), move |agent| {
+                let messages = agent.conversation().messages();
+                messages.iter().any(|m| m.id >= before).then(|| {
+                    messages
+                        .iter()
+                        .rev()
+                        .find(|m| m.role == Role::Assistant)
+                        .map(|m| m.text())
+                        .unwrap_or_default()
+                })
+            })
+            .await
+            .ok()
+            .flatten()
+            .flatten()
+    }
+
+    async fn resume(&mut self, rest: &str) {
+        let target = if rest.is_empty() {
+            self.path.clone()
+        } else {
+            PathBuf::from(rest)
+        };
+        if self.unsaved.any() {
+            // The agent would leave the log it could not write, and what it missed with it.
+            println!(
+                "cannot resume {}: the current session log is missing turns (see above); \
+                 /exit shows what, or write one more turn once the log can be written",
+                target.display()
+            );
+            return;
+        }
+        if let Err(e) = resume::check_agent(&target, &self.name()) {
+            println!("cannot resume: {}", safe(&e.to_string()));
+            return;
+        }
+        // The agent switches logs itself: on any error it keeps its conversation and log.
+        match switch_session(&self.team, &self.name(), &target).await {
+            Ok(restored) => {
+                println!("resumed {} ({restored} messages)", target.display());
+                self.path = target;
+                self.adopt_instructions().await;
+            }
+            Err(e) => println!(
+                "cannot resume {}: {}",
+                target.display(),
+                safe(&e.to_string())
+            ),
+        }
+    }
+
+    async fn clear(&mut self) {
+        match clear_conversation(&self.team, &self.name()).await {
+            Ok(()) => {
+                self.unsaved.forget();
+                println!("(conversation cleared)");
+            }
+            Err(e) => println!("cannot clear: {}", safe(&e.to_string())),
         }
     }
 }
 
-/// What a streamed turn has printed so far.
-#[derive(Default)]
-struct Shown {
-    /// The text of the current model call, as printed.
-    text: String,
-    /// Whether the cursor is mid-line.
-    mid_line: bool,
-}
-
-impl Shown {
-    fn event(&mut self, event: &Event) {
-        match event {
-            Event::ModelCallStarted { .. } => self.text.clear(),
-            Event::ModelDelta { text, .. } => {
-                print!("{text}");
-                crate::out::flush_stdout();
-                self.text.push_str(text);
-                self.mid_line = !text.ends_with('\n');
-            }
-            Event::ToolCallStarted { tool, .. } => self.notice(&format!("[tool {tool}]")),
-            Event::ToolCallFinished {
-                tool,
-                is_error: true,
-                ..
-            } => self.notice(&format!("[tool {tool} reported an error]")),
-            Event::CompactionStarted { tokens, .. } => {
-                self.notice(&format!("[compacting {tokens} tokens…]"));
-            }
-            Event::CompactionFinished { report, .. } => self.notice(&format!(
-                "[compacted: {} → {} tokens ({})]",
-                report.tokens_before, report.tokens_after, report.reason
-            )),
-            _ => {}
-        }
+/// The start of a user's line, to name its turn by.
+fn excerpt(text: &str) -> String {
+    const SHOWN: usize = 30;
+    let mut short: String = text.chars().take(SHOWN).collect();
+    if text.chars().nth(SHOWN).is_some() {
+        short.push('…');
     }
-
-    fn notice(&mut self, line: &str) {
-        self.end_line();
-        println!("{line}");
-    }
-
-    /// The answer is what the last model call streamed; print it only if it was not (a model
-    /// that answered whole).
-    fn answer(&mut self, answer: &str) {
-        if self.text.trim() != answer.trim() {
-            self.end_line();
-            print!("{answer}");
-            self.mid_line = true;
-        }
-        self.end_line();
-    }
-
-    fn end_line(&mut self) {
-        if self.mid_line {
-            println!();
-            self.mid_line = false;
-        }
-    }
+    safe(&short)
 }
 
 pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
@@ -320,21 +447,29 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     println!(
         "chatting with `{}` ({}); session {}\n/compact [instructions] · /context · /clear · /resume [SESSION] · /exit",
         chat.name(),
-        chat.blueprint.spec.model.info().name,
+        safe(&chat.blueprint.spec.model.info().name),
         path.display()
     );
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut interrupts = Interrupts::new();
+    let mut lines = Lines::new(tokio::io::stdin());
     loop {
         print!("{} > ", chat.status().await);
         crate::out::flush_stdout();
         let line = tokio::select! {
-            line = lines.next_line() => line?,
-            _ = tokio::signal::ctrl_c() => {
+            line = lines.next() => line?,
+            () = interrupts.next() => {
                 println!("\n(Ctrl-D or /exit quits)");
                 continue;
             }
         };
-        let Some(line) = line else { break };
+        let line = match line {
+            None => break,
+            Some(Line::Text(line)) => line,
+            Some(Line::NotUtf8) => {
+                println!("warning: that line is not valid UTF-8; it was ignored");
+                continue;
+            }
+        };
         let line = line.trim();
         let (command, rest) = line
             .split_once(' ')
@@ -344,36 +479,19 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
             "/exit" | "/quit" => break,
             "/context" => chat.context().await,
             "/compact" => {
-                chat.compact(Some(rest.to_string()).filter(|r| !r.is_empty()))
-                    .await?
+                let instructions = Some(rest.to_string()).filter(|r| !r.is_empty());
+                chat.compact(instructions, &mut interrupts).await;
             }
-            "/clear" => match clear_conversation(&chat.team, &chat.name()).await {
-                Ok(()) => println!("(conversation cleared)"),
-                Err(e) => println!("cannot clear: {}", redact_value(&e.to_string())),
-            },
-            "/resume" => {
-                let target = if rest.is_empty() {
-                    chat.path.clone()
-                } else {
-                    PathBuf::from(rest)
-                };
-                // The agent switches logs itself: on any error it keeps its conversation and log.
-                match switch_session(&chat.team, &chat.name(), &target).await {
-                    Ok(restored) => {
-                        println!("resumed {} ({restored} messages)", target.display());
-                        chat.path = target;
-                    }
-                    Err(e) => println!(
-                        "cannot resume {}: {}",
-                        target.display(),
-                        redact_value(&e.to_string())
-                    ),
-                }
-            }
-            other if other.starts_with('/') => println!("unknown command {other}"),
-            _ => chat.turn(line.to_string()).await,
+            "/clear" => chat.clear().await,
+            "/resume" => chat.resume(rest).await,
+            other if other.starts_with('/') => println!("unknown command {}", safe(other)),
+            _ => chat.turn(line.to_string(), &mut interrupts).await,
         }
     }
     chat.team.shutdown().await;
-    Ok(())
+    // Not saving what the user was told is kept is a failure of the chat, whatever came after.
+    match chat.unsaved.summary() {
+        Some(summary) => Err(anyhow::anyhow!(summary)),
+        None => Ok(()),
+    }
 }

@@ -37,7 +37,7 @@ use crate::agent_jobs::{
     ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope, SwitchError,
     SwitchSession,
 };
-use crate::session_sync::{SessionClaim, SessionSync, restore};
+use crate::session_sync::{SessionClaim, SessionHealth, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 
@@ -233,9 +233,6 @@ impl LlmAgent {
         &self.policy
     }
 
-    /// A turn boundary: write what changed to the session log, if there is one. A failed write
-    /// is logged and retried at the next boundary (the difference is recomputed then), so the
-    /// answer is not lost to a full disk.
     /// `/clear`: record the fresh start in the session log first (so a failed write changes
     /// nothing), then forget the conversation, its ledger, scopes and last report.
     fn clear(&mut self) -> Result<(), troupe_runtime::session::SessionError> {
@@ -316,6 +313,63 @@ impl LlmAgent {
         }
     }
 
+    /// A manual compaction that `cancel` abandons while it waits for the compressor: the
+    /// compressor's answer is then dropped and nothing of the conversation changed (it is only
+    /// applied after that wait, with no await in between).
+    async fn compact_unless_cancelled(
+        &mut self,
+        instructions: Option<String>,
+        cancel: &tokio_util::sync::CancellationToken,
+        ctx: &AgentContext,
+    ) -> Result<crate::AppliedCompaction, CompactError> {
+        let outcome = tokio::select! {
+            outcome = self.compact(CompactTrigger::Manual, instructions, ctx) => outcome,
+            () = cancel.cancelled() => Err(CompactError::Cancelled),
+        };
+        if outcome == Err(CompactError::Cancelled) {
+            // The abandoned `compact` never reached its own clean-up.
+            crate::agent_jobs::CompactionTracker::of(&ctx.directory).end(&ctx.name);
+            ctx.events.publish(
+                Some(self.trace.trace_id_hex()),
+                Event::CompactionFailed {
+                    agent: ctx.name.clone(),
+                    reason: CompactError::Cancelled.to_string(),
+                },
+            );
+        }
+        outcome
+    }
+
+    /// Make the conversation's system prompt the spec's instructions: a resumed session keeps
+    /// the prompt it was written with, and the spec (a configuration the user edited) may say
+    /// otherwise since. Writes the change to the session log at once. Returns whether the
+    /// prompt changed (an empty conversation gets the spec's at its first request anyway).
+    pub fn adopt_spec_instructions(&mut self) -> bool {
+        if self.conversation.is_empty() {
+            return false;
+        }
+        let now = self.conversation.system_prompt().map(|m| m.text());
+        let wanted = Some(self.spec.instructions.clone()).filter(|i| !i.is_empty());
+        if now == wanted {
+            return false;
+        }
+        let rest = self.conversation.messages()[usize::from(now.is_some())..].to_vec();
+        let mut messages = Vec::with_capacity(rest.len() + 1);
+        if let Some(instructions) = wanted {
+            let mut prompt = troupe_runtime::ChatMessage::system(instructions);
+            prompt.id = self.conversation.allocate_id();
+            messages.push(Arc::new(prompt));
+        }
+        messages.extend(rest);
+        self.conversation.replace_shared(messages);
+        self.persist();
+        true
+    }
+
+    /// A turn boundary: write what changed to the session log, if there is one. A failed write
+    /// is logged, answered to [`SessionHealth`] (the caller's way to tell its user at once) and
+    /// retried at the next boundary (the difference is recomputed then), so the answer is not
+    /// lost to a full disk that frees up.
     pub(super) fn persist(&mut self) {
         let Some(sync) = &mut self.session else {
             return;
@@ -392,11 +446,17 @@ impl AgentBehavior for LlmAgent {
     ) -> Result<JobReply, AgentError> {
         self.trace = job.trace();
         let job = match job.open::<CompactNow>() {
-            Ok((CompactNow { instructions }, reply)) => {
+            Ok((
+                CompactNow {
+                    instructions,
+                    cancel,
+                },
+                reply,
+            )) => {
                 let outcome = if self.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
-                    self.compact(CompactTrigger::Manual, instructions, ctx)
+                    self.compact_unless_cancelled(instructions, &cancel, ctx)
                         .await
                 };
                 if outcome.is_ok() {
@@ -431,6 +491,13 @@ impl AgentBehavior for LlmAgent {
         };
         let job = match job.open::<ClearConversation>() {
             Ok((ClearConversation, reply)) => return Ok(reply.answer(self.clear())),
+            Err(job) => job,
+        };
+        let job = match job.open::<SessionHealth>() {
+            Ok((SessionHealth, reply)) => {
+                let behind = self.session.as_ref().and_then(SessionSync::behind);
+                return Ok(reply.answer(behind));
+            }
             Err(job) => job,
         };
         match job.open::<ContextQuery>() {

@@ -1,0 +1,90 @@
+//! What a streamed turn prints: the model's text as it is generated, tool calls and compactions
+//! as one-line notices — everything from the model or a tool through [`super::terminal`].
+
+use troupe::Event;
+
+use super::terminal::{StreamedText, safe};
+
+/// What a streamed turn has printed so far.
+#[derive(Debug, Default)]
+pub(super) struct Shown {
+    /// The text of the current model call, as generated.
+    text: String,
+    /// The current model call's text on its way to the terminal.
+    streamed: StreamedText,
+    /// Whether the cursor is mid-line.
+    mid_line: bool,
+}
+
+impl Shown {
+    pub(super) fn event(&mut self, event: &Event) {
+        match event {
+            Event::ModelCallStarted { .. } => {
+                self.flush_text();
+                self.text.clear();
+            }
+            Event::ModelDelta { text, .. } => {
+                self.text.push_str(text);
+                let out = self.streamed.push(text);
+                self.print(&out);
+            }
+            Event::ToolCallStarted { tool, .. } => self.notice(&format!("[tool {}]", safe(tool))),
+            Event::ToolCallFinished {
+                tool,
+                is_error: true,
+                ..
+            } => self.notice(&format!("[tool {} reported an error]", safe(tool))),
+            Event::CompactionStarted { tokens, .. } => {
+                self.notice(&format!("[compacting {tokens} tokens…]"));
+            }
+            Event::CompactionFinished { report, .. } => self.notice(&format!(
+                "[compacted: {} → {} tokens ({})]",
+                report.tokens_before,
+                report.tokens_after,
+                safe(&report.reason)
+            )),
+            _ => {}
+        }
+    }
+
+    /// A line of its own (its text is the caller's, already safe).
+    pub(super) fn notice(&mut self, line: &str) {
+        self.flush_text();
+        self.end_line();
+        println!("{line}");
+    }
+
+    /// The answer is what the last model call streamed; print it only if it was not (a model
+    /// that answered whole).
+    pub(super) fn answer(&mut self, answer: &str) {
+        self.flush_text();
+        if self.text.trim() != answer.trim() {
+            self.end_line();
+            let out = safe(answer);
+            self.print(&out);
+        }
+        self.end_line();
+    }
+
+    /// Print what the streamed text still holds back (the model call ended or was cut off).
+    pub(super) fn flush_text(&mut self) {
+        let out = self.streamed.finish();
+        self.print(&out);
+    }
+
+    pub(super) fn end_line(&mut self) {
+        if self.mid_line {
+            println!();
+            self.mid_line = false;
+        }
+    }
+
+    fn print(&mut self, out: &str) {
+        if out.is_empty() {
+            return;
+        }
+        print!("{out}");
+        crate::out::flush_stdout();
+        self.mid_line = !out.ends_with('\n');
+    }
+}
