@@ -7,6 +7,7 @@ mod compact_trace;
 mod config;
 mod credentials;
 mod mcp;
+mod mcp_client_exit;
 mod node;
 #[cfg(feature = "otlp")]
 mod otlp;
