@@ -4,6 +4,7 @@ that the original messages come back. Usage: mcp_serve_check.py TROUPE_BINARY TR
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -16,7 +17,9 @@ def payload(result):
 
 
 async def main(binary, transcript):
-    server = StdioServerParameters(command=binary, args=["mcp", "serve"])
+    # `path` reads only beneath the server's root: the transcript's directory here.
+    root = os.path.dirname(os.path.abspath(transcript))
+    server = StdioServerParameters(command=binary, args=["mcp", "serve", "--root", root])
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()

@@ -105,7 +105,9 @@ async fn troupe_mcp_serve_compacts_and_expands_for_an_mcp_client() {
         .find(|p| p.ends_with("swe-marshmallow.json"))
         .unwrap();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command.args(["mcp", "serve"]);
+    // `path` reads only beneath the server's root: the corpus's directory here.
+    command.args(["mcp", "serve", "--root"]);
+    command.arg(corpus.parent().unwrap());
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
     let info = client.peer_info().unwrap();
     assert_eq!(info.server_info.as_ref().unwrap().name, "troupe");

@@ -8,6 +8,7 @@ mod config;
 mod credentials;
 mod mcp;
 mod mcp_client_exit;
+mod mcp_serve;
 mod node;
 #[cfg(feature = "otlp")]
 mod otlp;

@@ -1,18 +1,37 @@
 //! A [`ToolRegistry`] served as an MCP server: `tools/list` gives the registry's definitions,
 //! `tools/call` goes through its dispatch — every failure a tool result with `isError` set.
+//!
+//! Over stdio every incoming message is answered, also one the SDK would drop without a word
+//! (too large, nested too deep, a request id already in flight): see [`guarded_stdio`].
+
+mod guarded_stdio;
+mod line_scan;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use tokio::sync::mpsc;
 use troupe_runtime::ToolCall;
 use troupe_tools::{ToolContext, ToolRegistry};
 
 use crate::error::McpError;
+use guarded_stdio::{GuardedReader, InFlight, Limits, LineWriter, write_lines};
+
+/// The limits on one incoming message: the SDK's own line limit (so each line handed on
+/// reaches it), and a nesting depth well below serde_json's recursion limit of 128.
+const LIMITS: Limits = Limits {
+    max_line: DEFAULT_MAX_LINE_LENGTH,
+    max_depth: 100,
+};
+/// How long the replies still queued for stdout may take to go out once the client has gone.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves the tools of a registry to one MCP client.
 #[derive(Clone)]
@@ -51,13 +70,43 @@ impl RegistryServer {
     /// # Errors
     /// [`McpError::Serve`] when the client's `initialize` fails or the connection breaks.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
+        self.serve_io(tokio::io::stdin(), tokio::io::stdout()).await
+    }
+
+    /// Serve over `input` and `output` (stdio's streams, or a test's pipes) until the client
+    /// closes `input`.
+    ///
+    /// # Errors
+    /// As [`RegistryServer::serve_stdio`].
+    pub async fn serve_io<R, W>(self, input: R, output: W) -> Result<(), McpError>
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
         let fail = |reason: String| McpError::Serve { reason };
-        let running = self
-            .serve(rmcp::transport::stdio())
+        let (lines, outbox) = mpsc::channel(guarded_stdio::OUTBOX_LINES);
+        let writer = tokio::spawn(write_lines(outbox, output));
+        let in_flight = Arc::new(InFlight::default());
+        let reader = GuardedReader::new(input, LIMITS, lines.clone(), in_flight.clone());
+        let served = match self
+            .serve((reader, LineWriter::new(lines, in_flight)))
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        running.waiting().await.map_err(|e| fail(e.to_string()))?;
-        Ok(())
+        {
+            Ok(running) => running
+                .waiting()
+                .await
+                .map(drop)
+                .map_err(|e| fail(e.to_string())),
+            Err(e) => Err(fail(e.to_string())),
+        };
+        // The transport is gone with the service, and with it every sender: the writer ends
+        // once what is queued is out (or stdout has stopped taking it).
+        match tokio::time::timeout(DRAIN_TIMEOUT, writer).await {
+            Ok(Ok(Err(e))) => tracing::debug!(error = %e, "writing to the client failed"),
+            Ok(Err(e)) => tracing::debug!(error = %e, "stdout's writer failed"),
+            Ok(Ok(Ok(()))) | Err(_) => {}
+        }
+        served
     }
 
     fn definitions(&self) -> Vec<Tool> {

@@ -59,12 +59,17 @@ pub enum McpCommand {
 Examples:
   troupe mcp serve                  # mechanical summaries, no model
   troupe mcp serve --model openai   # summaries by OPENAI_BASE_URL / OPENAI_API_KEY's model
+  troupe mcp serve --root ~/logs    # `path` may name transcripts beneath ~/logs only
 
 In an MCP host's configuration: {\"command\": \"troupe\", \"args\": [\"mcp\", \"serve\"]}")]
 pub struct McpServeArgs {
     /// Which model summarizes.
     #[arg(long, value_enum, default_value_t = SummaryModel::None)]
     pub model: SummaryModel,
+    /// The directory compact_transcript's `path` may read from (regular files beneath it
+    /// only); default: the working directory.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,9 +2,13 @@
 //! `compact_transcript`, `expand_transcript` and `count_tokens`.
 //!
 //! stdout carries the protocol, so nothing else is printed there; logs go to stderr.
-//! Archives live in the server's memory, by id, for as long as it runs.
+//! Archives live in the server's memory, by id, within a bound ([`archives`]). `path` reads only
+//! regular files beneath the root ([`transcript_path`]). A result is never cut: one over
+//! [`MAX_RESULT_BYTES`] is an error saying so.
 
-use std::collections::HashMap;
+mod archives;
+mod transcript_path;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,19 +17,28 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe::agents::shared_counter;
-use troupe::compaction::{Archive, expand};
 use troupe::runtime::ChatMessage;
 use troupe::runtime::sync::lock;
 use troupe::tools::{ToolContext, ToolError, ToolRegistry};
 use troupe_cli::transcript_file::TranscriptFile;
-use troupe_cli::transcript_ops::{CompactGoal, Compressor, compact_transcript};
+use troupe_cli::transcript_ops::{
+    ArchiveHeader, CompactGoal, Compressor, TranscriptOpError, compact_transcript, messages_sha256,
+    restore_messages,
+};
 use troupe_mcp::RegistryServer;
 
 use crate::cli::McpServeArgs;
 use crate::summarizer::compaction_model;
+use archives::{Archives, Stored};
+use transcript_path::TranscriptRoot;
 
 /// How long one tool call may take: a model summary of a long transcript takes minutes.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);
+/// The largest result a tool returns. A result is JSON, so cutting it (the registry's usual
+/// 64 KiB cap) would hand the client invalid JSON as a success; past this it is an error
+/// instead. Well under the 16 MiB a client's transport takes in one message, with room for
+/// the escaping of the result's text inside that message.
+const MAX_RESULT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Arguments of `compact_transcript`.
 #[derive(Deserialize, JsonSchema)]
@@ -33,8 +46,8 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(600);
 struct CompactArgs {
     /// The transcript's messages in the OpenAI chat format; give these or `path`.
     messages: Option<Vec<Value>>,
-    /// A transcript file ({"messages": [...]} or a bare message array); give this or
-    /// `messages`.
+    /// A transcript file ({"messages": [...]} or a bare message array) beneath the server's
+    /// root (its working directory, or --root); give this or `messages`.
     path: Option<String>,
     /// The context window in tokens (at least 1024).
     window: usize,
@@ -66,21 +79,12 @@ struct CountArgs {
     text: Option<String>,
 }
 
-/// One compaction's archive and what it produced, kept for `expand_transcript`.
-struct Stored {
-    ids: Vec<troupe::runtime::MessageId>,
-    compacted: Vec<ChatMessage>,
-    archive: Archive,
-}
-
-/// The archives of this server's compactions, by id.
-#[derive(Default)]
-struct Archives {
-    next: u64,
-    by_id: HashMap<String, Stored>,
-}
-
 pub async fn serve(args: McpServeArgs) -> anyhow::Result<()> {
+    let root = match &args.root {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let root = TranscriptRoot::open(&root)?;
     let compressor =
         Arc::new(Compressor::start(compaction_model(args.model).await?, shared_counter()).await?);
     let archives = Arc::new(Mutex::new(Archives::default()));
@@ -88,6 +92,7 @@ pub async fn serve(args: McpServeArgs) -> anyhow::Result<()> {
     {
         let compressor = compressor.clone();
         let archives = archives.clone();
+        let root = root.clone();
         tools.register_fn(
             "compact_transcript",
             "Compact a conversation to a target share of a context window with troupe's \
@@ -96,7 +101,8 @@ pub async fn serve(args: McpServeArgs) -> anyhow::Result<()> {
             move |args: CompactArgs| {
                 let compressor = compressor.clone();
                 let archives = archives.clone();
-                async move { compact(&compressor, &archives, args).await }
+                let root = root.clone();
+                async move { compact(&compressor, &archives, &root, args).await }
             },
         )?;
     }
@@ -104,7 +110,9 @@ pub async fn serve(args: McpServeArgs) -> anyhow::Result<()> {
         let archives = archives.clone();
         tools.register_fn(
             "expand_transcript",
-            "Restore the original messages of a compacted transcript from its archive_id.",
+            "Restore the original messages of a compacted transcript from its archive_id. The \
+             messages must be the compacted ones exactly as compact_transcript returned them \
+             (checked by sha256), or omitted.",
             move |args: ExpandArgs| {
                 let archives = archives.clone();
                 async move { expand_archive(&archives, args) }
@@ -118,10 +126,11 @@ pub async fn serve(args: McpServeArgs) -> anyhow::Result<()> {
         |args: CountArgs| async move { count(args) },
     )?;
     tools.set_default_timeout(CALL_TIMEOUT);
-    let root = std::env::current_dir()?;
+    // Each tool refuses a result over this itself, so the registry never cuts one.
+    tools.set_output_cap(MAX_RESULT_BYTES);
     let server = RegistryServer::new(
         tools,
-        ToolContext::new("mcp", root),
+        ToolContext::new("mcp", root.path()),
         "troupe",
         env!("CARGO_PKG_VERSION"),
     )
@@ -150,20 +159,27 @@ fn messages_json(messages: &[ChatMessage]) -> Result<Value, ToolError> {
         .map_err(|e| ToolError::respond(format!("cannot serialize the messages: {e}")))
 }
 
+/// `result`, unless it is larger than a tool may return (see [`MAX_RESULT_BYTES`]).
+fn within_result_cap(result: Value, instead: &str) -> Result<Value, ToolError> {
+    let bytes = result.to_string().len();
+    if bytes > MAX_RESULT_BYTES {
+        return Err(ToolError::respond(format!(
+            "the result is too large: {bytes} bytes, more than the {MAX_RESULT_BYTES} bytes \
+             troupe mcp serve returns in one result; {instead}"
+        )));
+    }
+    Ok(result)
+}
+
 async fn compact(
     compressor: &Compressor,
     archives: &Mutex<Archives>,
+    root: &Arc<TranscriptRoot>,
     args: CompactArgs,
 ) -> Result<Value, ToolError> {
     let (input, text) = match (args.messages, args.path) {
         (Some(messages), None) => parse_messages(messages)?,
-        (None, Some(path)) => {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| ToolError::respond(format!("cannot read {path}: {e}")))?;
-            let file = TranscriptFile::parse(Path::new(&path), &text)
-                .map_err(|e| ToolError::respond(e.to_string()))?;
-            (file, text)
-        }
+        (None, Some(path)) => root.read(path).await?,
         _ => {
             return Err(ToolError::respond(
                 "give either `messages` or `path`, not both or neither",
@@ -182,61 +198,63 @@ async fn compact(
     let messages = messages_json(&compacted.file.messages)?;
     let report = serde_json::to_value(&compacted.report)
         .map_err(|e| ToolError::respond(format!("cannot serialize the report: {e}")))?;
-    let mut archives = lock(archives);
-    archives.next += 1;
-    let id = format!("archive-{}", archives.next);
-    archives.by_id.insert(
-        id.clone(),
-        Stored {
-            ids: compacted.header.ids.clone(),
-            compacted: compacted.file.messages,
-            archive: compacted.archive,
-        },
-    );
-    Ok(json!({ "archive_id": id, "messages": messages, "report": report }))
+    // Measured with the longest id there can be, before the archive is kept for nothing.
+    let longest_id = format!("archive-{}", u64::MAX);
+    let result = within_result_cap(
+        json!({ "archive_id": longest_id, "messages": messages, "report": report }),
+        "compact to a smaller target, or use `troupe compact` on the file",
+    )?;
+    // The compacted messages as the client got them (JSON objects' keys in serde_json's order)
+    // and as it will send them back: the checksum expand_transcript checks is of these.
+    let returned = parse_messages(result["messages"].as_array().cloned().unwrap_or_default())?
+        .0
+        .messages;
+    let header = ArchiveHeader {
+        compacted_messages_sha256: Some(messages_sha256(&returned).map_err(op_error)?),
+        ..compacted.header
+    };
+    let id = lock(archives).insert(Stored {
+        header,
+        bytes: text.len() + result["messages"].to_string().len(),
+        compacted: returned,
+        archive: compacted.archive,
+    });
+    let mut result = result;
+    result["archive_id"] = Value::String(id);
+    Ok(result)
+}
+
+fn op_error(e: TranscriptOpError) -> ToolError {
+    match e {
+        TranscriptOpError::Expand(what) => ToolError::respond(what),
+        other => ToolError::respond(other.to_string()),
+    }
 }
 
 fn expand_archive(archives: &Mutex<Archives>, args: ExpandArgs) -> Result<Value, ToolError> {
-    let archives = lock(archives);
-    let Some(stored) = archives.by_id.get(&args.archive_id) else {
-        let known: Vec<&str> = archives.by_id.keys().map(String::as_str).collect();
-        return Err(ToolError::respond(format!(
-            "no archive `{}` (this server holds: {})",
-            args.archive_id,
-            if known.is_empty() {
-                "none".to_string()
-            } else {
-                known.join(", ")
-            }
-        )));
-    };
+    let stored = lock(archives)
+        .get(&args.archive_id)
+        .map_err(ToolError::respond)?;
+    let given;
     let messages = match args.messages {
-        None => stored.compacted.clone(),
+        None => &stored.compacted,
         Some(messages) => {
-            let (file, _) = parse_messages(messages)?;
-            if file.messages.len() != stored.ids.len() {
-                return Err(ToolError::respond(format!(
-                    "{} messages given, but archive `{}` was written for {}; pass the compacted \
-                     messages unchanged, or none",
-                    file.messages.len(),
-                    args.archive_id,
-                    stored.ids.len()
-                )));
-            }
-            file.messages
-                .into_iter()
-                .zip(&stored.ids)
-                .map(|(m, id)| ChatMessage { id: *id, ..m })
-                .collect()
+            given = parse_messages(messages)?.0.messages;
+            &given
         }
     };
-    let restored = expand(&messages, &stored.archive).map_err(|e| {
+    let restored = restore_messages(&stored.header, &stored.archive, messages).map_err(|e| {
         ToolError::respond(format!(
-            "{e}: the messages do not belong to archive `{}`",
-            args.archive_id
+            "cannot expand archive `{}`: {}; pass the compacted messages exactly as \
+             compact_transcript returned them, or none",
+            args.archive_id,
+            op_error(e)
         ))
     })?;
-    Ok(json!({ "messages": messages_json(&restored)? }))
+    within_result_cap(
+        json!({ "messages": messages_json(&restored)? }),
+        "use `troupe compact` and `troupe expand` on files for a transcript this large",
+    )
 }
 
 fn count(args: CountArgs) -> Result<Value, ToolError> {

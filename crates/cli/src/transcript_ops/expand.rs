@@ -8,10 +8,10 @@
 
 use std::path::Path;
 
-use troupe_compaction::expand;
+use troupe_compaction::{Archive, expand};
 use troupe_runtime::ChatMessage;
 
-use super::archive_file::read_archive_file;
+use super::archive_file::{ArchiveHeader, read_archive_file};
 use super::distinct_paths::ensure_distinct_files;
 use super::{TranscriptOpError, sha256_hex};
 use crate::atomic_write::write_atomically;
@@ -68,6 +68,68 @@ fn short(sum: &str) -> &str {
     sum.get(..12).unwrap_or(sum)
 }
 
+/// The one rule by which compacted messages are turned back into the original ones, shared by
+/// `troupe expand` and `troupe mcp serve`'s `expand_transcript`: the messages must be exactly
+/// the ones `header` was written for (the sha256 of their wire form, so an edited, dropped,
+/// added or reordered message is refused), and what the archive restores must be exactly the
+/// original messages (their recorded sha256). A version 1 header records no message checksums;
+/// its caller must have checked the file's own checksum instead.
+///
+/// # Errors
+/// [`TranscriptOpError::Expand`] saying which check failed.
+pub fn restore_messages(
+    header: &ArchiveHeader,
+    archive: &Archive,
+    compacted: &[ChatMessage],
+) -> Result<Vec<ChatMessage>, TranscriptOpError> {
+    let refuse = |what: String| Err(TranscriptOpError::Expand(what));
+    if let Some(expected) = &header.compacted_messages_sha256 {
+        let actual = messages_sha256(compacted)?;
+        if &actual != expected {
+            return refuse(format!(
+                "these are not the compacted messages the archive was written for: the sha256 \
+                 of the messages ({}…) differs from the one recorded at compaction ({}…); a \
+                 message was edited, added, dropped or moved, or the archive belongs to another \
+                 transcript",
+                short(&actual),
+                short(expected)
+            ));
+        }
+    }
+    if header.ids.len() != compacted.len() {
+        return refuse(format!(
+            "{} compacted messages but the archive describes {}: they do not belong together",
+            compacted.len(),
+            header.ids.len()
+        ));
+    }
+    let messages: Vec<ChatMessage> = compacted
+        .iter()
+        .zip(&header.ids)
+        .map(|(m, id)| ChatMessage {
+            id: *id,
+            ..m.clone()
+        })
+        .collect();
+    let restored = expand(&messages, archive).map_err(|e| {
+        TranscriptOpError::Expand(format!(
+            "{e}: the archive was changed or belongs to another transcript"
+        ))
+    })?;
+    if let Some(expected) = &header.original_messages_sha256 {
+        let actual = messages_sha256(&restored)?;
+        if &actual != expected {
+            return refuse(format!(
+                "the restored messages differ from the original's (sha256 {}…, recorded {}…): \
+                 the archive was changed or belongs to another transcript",
+                short(&actual),
+                short(expected)
+            ));
+        }
+    }
+    Ok(restored)
+}
+
 /// Restore the original of the compacted transcript `compacted` from its archive file and
 /// verify it. Nothing is written (see [`expand_transcript_file`]).
 ///
@@ -90,51 +152,22 @@ pub fn expand_transcript(
     let refuse = |what: String| Err(TranscriptOpError::Expand(what));
 
     let compacted_layout_changed = sha256_hex(text.as_bytes()) != header.compacted_sha256;
-    if compacted_layout_changed {
-        let Some(expected) = &header.compacted_messages_sha256 else {
-            return refuse(format!(
-                "{} is not the file this archive was written for: its sha256 differs from the \
-                 one recorded at compaction ({}…), and a version 1 archive records no message \
-                 checksums to tell a reformatted file from a changed one",
-                compacted.display(),
-                short(&header.compacted_sha256)
-            ));
-        };
-        let actual = messages_sha256(&file.messages)?;
-        if &actual != expected {
-            return refuse(format!(
-                "{} is not the compacted transcript {} was written for: the sha256 of its \
-                 messages ({}…) differs from the one recorded at compaction ({}…); it was \
-                 edited, or the archive belongs to another transcript",
-                compacted.display(),
-                archive_path.display(),
-                short(&actual),
-                short(expected)
-            ));
-        }
-    }
-    if header.ids.len() != file.messages.len() {
+    if compacted_layout_changed && header.compacted_messages_sha256.is_none() {
         return refuse(format!(
-            "{} has {} messages but the archive describes {}: they do not belong together",
+            "{} is not the file this archive was written for: its sha256 differs from the \
+             one recorded at compaction ({}…), and a version 1 archive records no message \
+             checksums to tell a reformatted file from a changed one",
             compacted.display(),
-            file.messages.len(),
-            header.ids.len()
+            short(&header.compacted_sha256)
         ));
     }
-    let messages: Vec<ChatMessage> = file
-        .messages
-        .iter()
-        .zip(&header.ids)
-        .map(|(m, id)| ChatMessage {
-            id: *id,
-            ..m.clone()
-        })
-        .collect();
-    let restored = expand(&messages, &archive).map_err(|e| {
-        TranscriptOpError::Expand(format!(
-            "{e}: the archive {} was changed or belongs to another transcript",
+    let restored = restore_messages(&header, &archive, &file.messages).map_err(|e| match e {
+        TranscriptOpError::Expand(what) => TranscriptOpError::Expand(format!(
+            "{} with {}: {what}",
+            compacted.display(),
             archive_path.display()
-        ))
+        )),
+        other => other,
     })?;
     let out = TranscriptFile {
         messages: restored,

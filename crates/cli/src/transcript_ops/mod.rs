@@ -27,6 +27,7 @@ pub use compressor::{Compressor, CompressorJob};
 pub use distinct_paths::ensure_distinct_files;
 pub use expand::{
     ExpandedTranscript, RestoredMatch, expand_transcript, expand_transcript_file, messages_sha256,
+    restore_messages,
 };
 pub use recall::{
     ArtifactCategory, Artifacts, COMMAND_KEY_CHARS, CategoryRecall, RecallReport, artifact_recall,
