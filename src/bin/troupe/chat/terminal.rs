@@ -74,10 +74,8 @@ impl StreamedText {
             // Up to the last whitespace: the word after it may still be growing into a secret.
             let safe_end = redacted
                 .char_indices()
-                .filter(|(_, c)| c.is_whitespace())
-                .map(|(i, c)| i + c.len_utf8())
-                .last()
-                .unwrap_or(0);
+                .rfind(|(_, c)| c.is_whitespace())
+                .map_or(0, |(i, c)| i + c.len_utf8());
             out.push_str(&self.print_from(&redacted[..safe_end]));
         }
         out
