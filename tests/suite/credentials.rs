@@ -94,7 +94,7 @@ fn the_shell_tool_cannot_read_troupes_keys_and_the_provider_still_gets_them() {
     std::fs::write(
         &config,
         format!(
-            "[models.remote]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\ncontext_window = 8000\n\n[agents.assistant]\nmodel = \"remote\"\ntools = [\"shell\"]\n"
+            "[models.remote]\nprovider = \"openai\"\nbase_url = \"{url}\"\nmodel = \"m\"\ncontext_window = 8000\n\n[agents.assistant]\nmodel = \"remote\"\ntools = [\"shell\"]\n\n[tools]\nshell_env = [\"TROUPE_TEST_PASSED_TOKEN\"]\n"
         ),
     )
     .unwrap();
@@ -107,6 +107,7 @@ fn the_shell_tool_cannot_read_troupes_keys_and_the_provider_still_gets_them() {
         .env("OPENAI_API_KEY", KEY)
         .env("TROUPE_TEST_GITHUB_TOKEN", "ghp_childenvSECRET")
         .env("TROUPE_TEST_MARKER", "visible")
+        .env("TROUPE_TEST_PASSED_TOKEN", "passed-on-purpose")
         .env_remove("TROUPE_TRACE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -144,6 +145,13 @@ fn the_shell_tool_cannot_read_troupes_keys_and_the_provider_still_gets_them() {
         !seen.contains("childenv"),
         "a key reached the shell tool:\n{seen}"
     );
+    // A credential the config passes to the shell on purpose still reaches it, and only it.
+    let (environ, own) = seen.split_once("--- own").unwrap_or_default();
+    assert!(
+        own.contains("TROUPE_TEST_PASSED_TOKEN=passed-on-purpose"),
+        "{seen}"
+    );
+    assert!(!environ.contains("passed-on-purpose"), "{seen}");
     if !seen.contains("Permission denied") {
         assert!(seen.contains("TROUPE_TEST_MARKER=visible"), "{seen}");
     }

@@ -8,7 +8,7 @@
 //! [models.gpt]
 //! provider = "openai"                # any OpenAI-compatible server
 //! base_url = "https://api.openai.com/v1"
-//! api_key_env = "OPENAI_API_KEY"     # the variable holding the key; keys never go in the file
+//! api_key_env = "OPENAI_API_KEY"     # the variable holding the key (must be set); never the key
 //! model = "gpt-4o-mini"
 //! context_window = 128000
 //! cost_rank = 2                      # cheaper models rank lower; compaction picks the cheapest
@@ -88,6 +88,7 @@ pub struct ModelConfig {
     /// The server's base URL (`openai` only); default `https://api.openai.com/v1`.
     pub base_url: Option<String>,
     /// The environment variable holding the API key (`openai` only); default `OPENAI_API_KEY`.
+    /// A variable named here must be set: building the model fails otherwise.
     pub api_key_env: Option<String>,
     /// The model's name on the server (`openai`), or a label (`local`).
     pub model: Option<String>,
