@@ -18,7 +18,8 @@ def payload(result):
 
 async def main(binary, transcript):
     # `path` reads only beneath the server's root: the transcript's directory here.
-    root = os.path.dirname(os.path.abspath(transcript))
+    transcript = os.path.abspath(transcript)
+    root = os.path.dirname(transcript)
     server = StdioServerParameters(command=binary, args=["mcp", "serve", "--root", root])
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:

@@ -5,13 +5,14 @@
 //! probing for files it should not see, so what a file holds must not come back in an error.
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::error::Category;
 use troupe::compaction::TranscriptError;
 use troupe::tools::ToolError;
 use troupe::tools::workspace::{FileError, RootDir, WorkspacePath};
+use troupe::tools::{EscapeKind, PathError};
 use troupe_cli::transcript_file::{TranscriptFile, TranscriptFileError};
 
 /// The largest transcript file `path` may name.
@@ -98,12 +99,21 @@ impl TranscriptRoot {
     }
 
     /// A path refused by the confinement, saying which root it is confined to.
-    fn refusal(&self, e: impl Into<ToolError>) -> ToolError {
-        let root: PathBuf = self.dir.path().to_path_buf();
+    fn refusal(&self, e: impl Into<FileError>) -> ToolError {
+        let root = self.dir.path().display();
+        let why = match e.into() {
+            FileError::Path(PathError::Escape { requested, kind }) => {
+                let how = match kind {
+                    EscapeKind::AbsolutePath => "it is an absolute path outside the root",
+                    EscapeKind::ParentTraversal => "its \"..\" components climb above the root",
+                    EscapeKind::Symlink => "it goes through a symlink that points outside the root",
+                };
+                format!("path \"{requested}\" refused: {how}")
+            }
+            other => ToolError::from(other).to_string(),
+        };
         ToolError::respond(format!(
-            "{}; troupe mcp serve reads transcripts only beneath {} (its --root)",
-            e.into(),
-            root.display()
+            "{why}; troupe mcp serve reads transcripts only beneath {root} (its --root)"
         ))
     }
 }
