@@ -5,5 +5,6 @@ mod hostile;
 mod http;
 mod list_changed;
 mod restart;
+mod stderr_redaction;
 mod support;
 mod time_server;
