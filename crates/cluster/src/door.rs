@@ -77,13 +77,16 @@ impl Door {
         } = self;
         let pending = Pending::default();
         let mut backoff = Backoff::default();
+        let mut shed = Shed::default();
         loop {
             match listener.accept().await {
                 Ok((stream, addr)) => {
                     backoff.reset();
                     let Some(slot) = pending.take(addr.ip()) else {
                         // Closing it at once costs the sender a reconnect and this node nothing.
-                        tracing::debug!(%addr, "too many unauthenticated node connections; closed");
+                        if let Some(closed) = shed.count() {
+                            tracing::warn!(%addr, closed, "too many node connections are authenticating at once; new ones are closed");
+                        }
                         continue;
                     };
                     let admit = Admit {
@@ -233,6 +236,29 @@ impl Drop for Slot {
                 counts.by_ip.remove(&self.ip);
             }
         }
+    }
+}
+
+/// Connections closed for want of a slot: a warning at most every [`SHED_WARN_EVERY`], with
+/// how many were closed since the last one.
+#[derive(Default)]
+struct Shed {
+    since_warned: u64,
+    warned: Option<Instant>,
+}
+
+const SHED_WARN_EVERY: Duration = Duration::from_secs(10);
+
+impl Shed {
+    /// Count a closed connection; the count to report when a warning is due.
+    fn count(&mut self) -> Option<u64> {
+        self.since_warned += 1;
+        let now = Instant::now();
+        if self.warned.is_some_and(|at| now < at + SHED_WARN_EVERY) {
+            return None;
+        }
+        self.warned = Some(now);
+        Some(std::mem::take(&mut self.since_warned))
     }
 }
 
