@@ -51,6 +51,16 @@ impl ChatServer {
 
     /// A server that answers its `n`-th request with `reply(n)`.
     pub(super) fn start_with(reply: Reply) -> ChatServer {
+        Self::start_holding(reply, "slow", std::time::Duration::from_secs(30))
+    }
+
+    /// A server that answers its `n`-th request with `reply(n)`, a request mentioning `hold`
+    /// only after `delay`.
+    pub(super) fn start_holding(
+        reply: Reply,
+        hold: &'static str,
+        delay: std::time::Duration,
+    ) -> ChatServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -60,25 +70,32 @@ impl ChatServer {
                 let Ok(mut stream) = stream else { continue };
                 let seen = seen.clone();
                 let reply = reply.clone();
-                std::thread::spawn(move || Self::answer(&mut stream, &seen, &reply));
+                std::thread::spawn(move || {
+                    Self::answer(&mut stream, &seen, &reply, (hold, delay));
+                });
             }
         });
         ChatServer { url, requests }
     }
 
-    /// Answer one request with `reply(N)`; a request mentioning `slow` is answered after 30 s.
-    fn answer(stream: &mut TcpStream, seen: &Mutex<Vec<Value>>, reply: &Reply) {
+    /// Answer one request with `reply(N)`; a request mentioning `hold` is answered after `delay`.
+    fn answer(
+        stream: &mut TcpStream,
+        seen: &Mutex<Vec<Value>>,
+        reply: &Reply,
+        (hold, delay): (&str, std::time::Duration),
+    ) {
         let Some(request) = read_request(stream) else {
             return;
         };
-        let slow = request.to_string().contains("slow");
+        let slow = request.to_string().contains(hold);
         let n = {
             let mut seen = seen.lock().unwrap();
             seen.push(request);
             seen.len()
         };
         if slow {
-            std::thread::sleep(std::time::Duration::from_secs(30));
+            std::thread::sleep(delay);
         }
         let body = json!({
             "id": format!("chatcmpl-{n}"),

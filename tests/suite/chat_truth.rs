@@ -77,6 +77,14 @@ impl Live {
         }
     }
 
+    /// Take what was printed so far without waiting.
+    fn pull(&mut self) -> &str {
+        while let Ok(text) = self.output.try_recv() {
+            self.seen.push_str(&text);
+        }
+        &self.seen
+    }
+
     fn interrupt(&self) {
         let status = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
@@ -273,6 +281,68 @@ fn ctrl_c_during_compact_cancels_it_and_leaves_the_conversation_alone() {
     }
     expected.push("seven".to_string());
     assert_eq!(heads, expected);
+}
+
+/// The window between a turn's answer and its commit, held open: the answer takes the
+/// conversation past the trigger, and the automatic compaction that runs before the turn
+/// ends waits on its model (the server holds the compressor's requests). Ctrl-C then comes
+/// too late to cancel anything the agent does not cancel: the turn is committed.
+#[test]
+fn ctrl_c_during_the_compaction_that_ends_a_turn_says_the_turn_was_kept() {
+    let filler = "the quick brown fox jumps over the lazy dog ".repeat(400);
+    let server = ChatServer::start_holding(
+        Arc::new(move |n| format!("reply {n}: {filler}")),
+        "<conversation>",
+        Duration::from_secs(3),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &server.url);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("context_window = 8000", "context_window = 30000"),
+    )
+    .unwrap();
+    let session = dir.path().join("s.jsonl");
+    let mut live = Live::start(spawn_chat(&config, &session));
+    live.wait_for("> ");
+    let mut turn = 0;
+    loop {
+        turn += 1;
+        assert!(turn <= 12, "no automatic compaction: {}", live.pull());
+        live.send(format!("turn {turn}").as_bytes());
+        let started = Instant::now();
+        let compacting = loop {
+            if server.seen("<conversation>") {
+                break true;
+            }
+            let printed = live.pull();
+            if printed.contains(&format!("reply {turn}:")) && printed.ends_with("> ") {
+                break false;
+            }
+            assert!(started.elapsed() < DEADLINE, "turn {turn} never ended");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if compacting {
+            break;
+        }
+        live.seen.clear();
+    }
+    live.interrupt();
+    let printed = live.wait_for("> ");
+    assert!(!printed.contains("(turn cancelled)"), "{printed}");
+    assert!(
+        printed.contains("(Ctrl-C came after the turn was completed: it is kept)"),
+        "{printed}"
+    );
+    live.send(b"/exit");
+    let (_, stderr, status) = live.finish();
+    assert!(status.success(), "{stderr}");
+    let reply = format!("reply {turn}:");
+    assert!(
+        logged_texts(&session).iter().any(|t| t.starts_with(&reply)),
+        "the turn was not kept"
+    );
 }
 
 #[test]
