@@ -83,6 +83,17 @@ mod tests {
     }
 
     #[test]
+    fn the_patterns_compile() {
+        assert!(NAMED_VALUE.is_some() && SHAPED_VALUE.is_some());
+    }
+
+    #[test]
+    fn a_private_key_cut_off_before_its_end_line_is_redacted_to_the_end_of_its_body() {
+        let cut = "tail: -----BEGIN RSA PRIVATE KEY-----\\nMIIEpAIBAAKCAQEAs3cr3t\\nq8Lw5Zr1\"}";
+        assert_eq!(redact_value(cut), "tail: [redacted]\"}");
+    }
+
+    #[test]
     fn credential_values_are_replaced() {
         assert_eq!(redact_value("Bearer abc.def-123"), "Bearer [redacted]");
         assert_eq!(

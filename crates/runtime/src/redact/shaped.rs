@@ -47,7 +47,11 @@ const SHAPES: &[&str] = &[
     r"AIza[0-9A-Za-z_\-]{30,}",
     // PEM private keys (PKCS#1, PKCS#8, EC, OpenSSH, PGP), with real or escaped (`\n`) line
     // breaks, through their END line; a key cut off before it, through the end of its body.
-    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|(?:[A-Za-z0-9+/=\s:,\-]|\\[nrt])*)",
+    concat!(
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+        r"(?:[\s\S]*?-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----",
+        r"|(?:[A-Za-z0-9+/=\s:,\-]|\\[nrt])*)",
+    ),
 ];
 
 /// [`BEFORE`] followed by any of [`SHAPES`].
