@@ -33,8 +33,8 @@ pub struct TraceFile {
 }
 
 impl TraceFile {
-    /// Open `path` for appending (created if missing): several runs, even concurrent ones, can
-    /// share one file since every line names its trace.
+    /// Open `path` for appending (created `0o600` if missing): several runs, even concurrent
+    /// ones, can share one file since every line names its trace.
     ///
     /// # Errors
     /// The I/O error of creating or opening the file.
@@ -43,7 +43,16 @@ impl TraceFile {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            // A trace holds prompts, tool results and errors: private when created (an existing
+            // file keeps its mode).
+            options.mode(0o600);
+        }
+        let file = options.open(&path)?;
         Ok(TraceFile {
             path,
             file: Mutex::new(file),
@@ -240,5 +249,27 @@ where
             attributes: open.attributes,
             events: open.events,
         }));
+    }
+}
+
+#[cfg(all(test, unix))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use super::TraceFile;
+
+    #[test]
+    fn a_new_trace_file_is_private_and_an_existing_one_keeps_its_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let new = dir.path().join("traces/run.jsonl");
+        TraceFile::open(&new).unwrap();
+        assert_eq!(mode(&new), 0o600);
+        let shared = dir.path().join("shared.jsonl");
+        std::fs::write(&shared, "").unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o644)).unwrap();
+        TraceFile::open(&shared).unwrap();
+        assert_eq!(mode(&shared), 0o644);
     }
 }

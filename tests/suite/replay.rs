@@ -38,8 +38,7 @@ fn long_session(steps: usize) -> TranscriptFile {
     }
     messages.push(ChatMessage::assistant("Done: the check lives in module 0."));
     TranscriptFile {
-        source: None,
-        license: None,
+        envelope: Default::default(),
         messages,
         layout: Default::default(),
     }
@@ -232,8 +231,7 @@ fn crowded_session() -> TranscriptFile {
         ChatMessage::assistant("Not yet."),
     ];
     TranscriptFile {
-        source: None,
-        license: None,
+        envelope: Default::default(),
         messages,
         layout: Default::default(),
     }

@@ -1,4 +1,5 @@
-//! Sessions survive an agent process killed with SIGKILL in the middle of a turn.
+//! Sessions survive an agent process killed with SIGKILL in the middle of a turn, and one
+//! process's open log keeps every other process out, whatever name it is reached by.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -12,6 +13,80 @@ use troupe::runtime::session::{SessionLog, load};
 use troupe::{ChatMessage, Team, TeamConfig};
 
 const CHILD_ENV: &str = "TROUPE_TEST_SESSION_CHILD";
+const HOLDER_ENV: &str = "TROUPE_TEST_SESSION_HOLDER";
+
+/// Not a test on its own: the child process of the lock test. Holds the session log named by
+/// its environment open, says so on stdout, and lets go when its stdin closes.
+#[test]
+#[ignore = "run by another_process_is_kept_out_through_a_symbolic_or_hard_link"]
+fn session_holder_child() {
+    use std::io::Read as _;
+    let Some(path) = std::env::var_os(HOLDER_ENV) else {
+        return;
+    };
+    let (_log, _) = SessionLog::open(Path::new(&path)).unwrap();
+    println!("holding the session");
+    let mut rest = Vec::new();
+    let _ = std::io::stdin().read_to_end(&mut rest);
+}
+
+#[cfg(unix)]
+#[test]
+fn another_process_is_kept_out_through_a_symbolic_or_hard_link() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held.jsonl");
+    std::fs::write(&path, "").unwrap();
+    let symlink = dir.path().join("symlink.jsonl");
+    std::os::unix::fs::symlink(&path, &symlink).unwrap();
+    let hard_link = dir.path().join("hard.jsonl");
+    std::fs::hard_link(&path, &hard_link).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "suite::session::session_holder_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HOLDER_ENV, &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("holding the session") {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "the holder ended early"
+        );
+    }
+    for name in [&path, &symlink] {
+        let error = SessionLog::open(name).map(|_| ()).unwrap_err().to_string();
+        let expected = format!(
+            "session {} is in use by process {}",
+            name.display(),
+            child.id()
+        );
+        assert_eq!(error, expected);
+    }
+    // A hard link has a name of its own, so no pid note of its own: the holder is unnamed.
+    let error = SessionLog::open(&hard_link)
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with(&format!("session {} is in use by ", hard_link.display())),
+        "{error}"
+    );
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    // Once the holder is gone, any name opens it.
+    SessionLog::open(&hard_link).unwrap();
+}
 
 /// Not a test on its own: the child process of the kill test. An agent keeping its conversation
 /// in the session log answers turns until killed; each answer is large so that the kill usually

@@ -1,19 +1,23 @@
 //! Transcript files in the OpenAI message format, read and written back in the same layout.
 //!
 //! `troupe compact` and `troupe expand` promise the exact original file back, so writing keeps
-//! what reading saw: the envelope (`{"source", "license", "messages"}` or a bare array), the
-//! indentation, the trailing newline, a leading byte order mark, and the conventional key order
+//! what reading saw: the envelope (every top-level key beside `messages`, in its place and with
+//! its value exactly as read — see [`Envelope`] — or a bare array), the indentation, the trailing newline, a leading byte order mark, and the conventional key order
 //! of a message (`role`, `tool_call_id`, `content`, `tool_calls`, then any other keys in the
 //! order they were read). Keys troupe does not interpret keep their values exactly, numbers
 //! included (see `troupe_runtime::WireValue`).
 
+mod envelope;
+
 use std::path::{Path, PathBuf};
 
-use serde::ser::{SerializeMap, SerializeStruct};
+use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use serde_json::Value;
-use troupe_compaction::BYTE_ORDER_MARK;
+use troupe_compaction::{BYTE_ORDER_MARK, TranscriptError};
 use troupe_runtime::{ChatMessage, ContentSlot, ToolCallsSlot};
+
+pub use envelope::Envelope;
+use envelope::{EnvelopeWith, EnvelopedMessages};
 
 /// How a transcript file was laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,10 +46,9 @@ impl Default for Layout {
 /// A transcript file's content.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TranscriptFile {
-    /// Provenance, kept as is.
-    pub source: Option<Value>,
-    /// License, kept as is.
-    pub license: Option<Value>,
+    /// The top-level keys beside `messages` (`source`, `license`, `tools`, `model`, …), kept as
+    /// read; empty for a bare array.
+    pub envelope: Envelope,
     /// The conversation, in order, in the OpenAI message shape.
     pub messages: Vec<ChatMessage>,
     /// How to write it back.
@@ -101,16 +104,24 @@ impl TranscriptFile {
     /// # Errors
     /// [`TranscriptFileError::Format`] naming `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Self, TranscriptFileError> {
-        let t = troupe_compaction::parse_transcript(text).map_err(|source| {
-            TranscriptFileError::Format {
-                path: path.to_path_buf(),
-                cause: source,
+        let format = |e: serde_json::Error| TranscriptFileError::Format {
+            path: path.to_path_buf(),
+            cause: TranscriptError::Format(e),
+        };
+        let json = text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(text);
+        // Read here rather than by `troupe_compaction::parse_transcript`, whose `Transcript`
+        // keeps only `source` and `license` of the envelope.
+        let parsed = if json.trim_start().starts_with('[') {
+            EnvelopedMessages {
+                envelope: Envelope::default(),
+                messages: serde_json::from_str(json).map_err(format)?,
             }
-        })?;
+        } else {
+            serde_json::from_str::<EnvelopedMessages>(json).map_err(format)?
+        };
         Ok(TranscriptFile {
-            source: t.source,
-            license: t.license,
-            messages: t.messages,
+            envelope: parsed.envelope,
+            messages: parsed.messages,
             layout: sniff_layout(text),
         })
     }
@@ -165,16 +176,11 @@ impl TranscriptFile {
         if self.layout.bare_array {
             return messages.serialize(ser);
         }
-        let fields = 1 + usize::from(self.source.is_some()) + usize::from(self.license.is_some());
-        let mut s = ser.serialize_struct("Transcript", fields)?;
-        if let Some(source) = &self.source {
-            s.serialize_field("source", source)?;
+        EnvelopeWith {
+            envelope: &self.envelope,
+            messages,
         }
-        if let Some(license) = &self.license {
-            s.serialize_field("license", license)?;
-        }
-        s.serialize_field("messages", messages)?;
-        s.end()
+        .serialize(ser)
     }
 
     /// Write the file in its layout.

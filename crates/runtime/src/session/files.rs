@@ -56,7 +56,8 @@ pub(super) fn refuse_irregular(path: &Path) -> Result<(), SessionError> {
     }
 }
 
-/// Open `path` with `options`, refusing anything but a regular file (symlinks to one are fine).
+/// Open `path` with `options`, refusing anything but a regular file (symlinks to one are fine);
+/// a file it creates is `0o600` on Unix.
 ///
 /// The path is checked before it is opened, and the opened file again (the path may have been
 /// swapped in between). The open itself is non-blocking, so even a FIFO swapped in at that
@@ -68,6 +69,9 @@ pub(super) fn open_regular(path: &Path, options: &mut OpenOptions) -> Result<Fil
         use std::os::unix::fs::OpenOptionsExt as _;
         // The flag's bits fit an `i32` (`O_NONBLOCK` is a small positive constant).
         options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        // A new log or pid note is private (a log holds whole conversations); an existing
+        // file's mode is left as it is.
+        options.mode(0o600);
     }
     let file = options.open(path).map_err(io_error(path))?;
     require_regular(path, &file.metadata().map_err(io_error(path))?)?;

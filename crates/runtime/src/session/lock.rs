@@ -1,10 +1,18 @@
 //! [`SessionLock`]: one writer per session log, across processes and within one.
 //!
-//! The lock is an `flock` on a sidecar file, `<log>.lock`, which also holds the holder's pid so
-//! that a refused opener can say who holds it. The kernel drops an `flock` when its holder dies,
-//! so a pid left behind by a killed process is not "in use": the next opener takes the lock and
-//! overwrites the pid. The sidecar is never deleted (deleting it would let a second opener lock a
-//! fresh inode while the first still holds the old one).
+//! The lock belongs to the log *file*, not to the name it was reached by: a symbolic link, a
+//! hard link or another spelling of an open log's path is the same session and is refused the
+//! same way. On Unix it is an `flock` on the log itself (which [`SessionLock::acquire`] creates,
+//! empty, when missing — an empty log is a valid empty session), and within one process claims
+//! are keyed by the file's (device, inode). The kernel drops an `flock` when its holder dies, so
+//! a killed process leaves nothing "in use" behind.
+//!
+//! The holder's pid goes into a sidecar note, `<log>.lock` next to the log's canonical path
+//! (symbolic links resolved), so that a refused opener can say who holds the session; it is
+//! cleared when the lock is released. A log reached through a hard link of another name has
+//! another note: the refusal then says "another process". Elsewhere than on Unix the sidecar is
+//! also the locked file (a lock on the log itself would be mandatory there and block the log's
+//! own writes), so there only spellings and symbolic links of one path are recognised.
 //!
 //! Within one process the `flock` is taken once per log and shared: an agent rebuilt by its
 //! supervisor must not lock itself out while its failed predecessor is still being dropped. Who
@@ -20,30 +28,49 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::error::SessionError;
-use super::files::{create_dirs_durably, open_regular, refuse_irregular};
+use super::files::{create_dirs_durably, open_regular, refuse_irregular, sync_parent_dir};
 
-/// The sidecar lock file of the log at `log`: the log's file name with `.lock` appended.
+/// The sidecar pid note of the log at `log`: the log's file name with `.lock` appended.
 pub fn lock_path(log: &Path) -> PathBuf {
     let mut name = log.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
     log.with_file_name(name)
 }
 
-/// The process's `flock`s, by the canonical path of their lock file.
-static HELD: Mutex<Option<HashMap<PathBuf, Weak<Held>>>> = Mutex::new(None);
+/// Which file a lock is for, whatever name it was reached by: its (device, inode) on Unix, its
+/// canonical path elsewhere (no inodes in portable `std`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct FileKey(#[cfg(unix)] (u64, u64), #[cfg(not(unix))] PathBuf);
 
-fn held_locks() -> MutexGuard<'static, Option<HashMap<PathBuf, Weak<Held>>>> {
+#[cfg(unix)]
+fn file_key(_log: &Path, file: &File) -> std::io::Result<FileKey> {
+    use std::os::unix::fs::MetadataExt as _;
+    let metadata = file.metadata()?;
+    Ok(FileKey((metadata.dev(), metadata.ino())))
+}
+
+#[cfg(not(unix))]
+fn file_key(log: &Path, _file: &File) -> std::io::Result<FileKey> {
+    std::fs::canonicalize(log).map(FileKey)
+}
+
+/// The process's `flock`s, by the identity of their log file.
+static HELD: Mutex<Option<HashMap<FileKey, Weak<Held>>>> = Mutex::new(None);
+
+fn held_locks() -> MutexGuard<'static, Option<HashMap<FileKey, Weak<Held>>>> {
     // The map stays consistent under a panic (single inserts and removes), so poison is moot.
     crate::sync::lock(&HELD)
 }
 
-/// An `flock` this process holds on one log's lock file.
+/// An `flock` this process holds on one log.
 #[derive(Debug)]
 pub(super) struct Held {
-    /// The locked file; `None` only while being dropped.
-    file: Option<File>,
+    /// The locked file (Unix: the log; elsewhere: the sidecar); `None` only while being dropped.
+    locked: Option<File>,
+    /// The sidecar note naming this process (Unix; elsewhere the note is `locked` itself).
+    note: Option<File>,
     /// The registry key.
-    key: PathBuf,
+    key: FileKey,
     /// Whether a [`SessionLock`] currently claims the log.
     claimed: AtomicBool,
 }
@@ -53,7 +80,12 @@ impl Drop for Held {
         // Unlock and unregister under the registry's mutex: an opener in this process then sees
         // either this lock (and waits for it to go) or none (and the file is already unlocked).
         let mut registry = held_locks();
-        drop(self.file.take());
+        // No longer the holder: a stale pid would name a process that may be something else now.
+        if let Some(note) = self.note.as_ref().or(self.locked.as_ref()) {
+            let _ = note.set_len(0);
+        }
+        drop(self.note.take());
+        drop(self.locked.take());
         if let Some(map) = registry.as_mut()
             && map.get(&self.key).is_some_and(|w| w.strong_count() == 0)
         {
@@ -75,22 +107,22 @@ pub struct SessionLock {
 }
 
 impl SessionLock {
-    /// Claim the log at `log` (which need not exist yet; its directory is created), writing this
-    /// process's pid into its lock file.
+    /// Claim the log at `log` (created empty, with its directories, when missing), writing this
+    /// process's pid into its sidecar note.
     ///
     /// # Errors
-    /// [`SessionError::InUse`] when another process holds the lock, or another claim in this
-    /// one; [`SessionError::NotRegularFile`] when the log or its lock file exists and is not a
-    /// regular file;
-    /// [`SessionError::Io`] when it cannot be created or locked.
+    /// [`SessionError::InUse`] when another process holds the log's lock, or another claim in
+    /// this one — under any name of the file: symbolic links, hard links (Unix) and other
+    /// spellings of the path are one session; [`SessionError::NotRegularFile`] when the log or
+    /// its sidecar exists and is not a regular file; [`SessionError::Io`] when it cannot be
+    /// created or locked.
     pub fn acquire(log: &Path) -> Result<SessionLock, SessionError> {
         refuse_irregular(log)?;
         if let Some(dir) = log.parent().filter(|d| !d.as_os_str().is_empty()) {
             create_dirs_durably(dir)?;
         }
-        let path = lock_path(log);
         let io = |source| SessionError::Io {
-            path: path.clone(),
+            path: log.to_path_buf(),
             cause: source,
         };
         let in_use = |pid| SessionError::InUse {
@@ -98,11 +130,12 @@ impl SessionLock {
             pid,
         };
         loop {
-            let mut file = open_regular(
-                &path,
-                OpenOptions::new().read(true).write(true).create(true),
-            )?;
-            let key = std::fs::canonicalize(&path).map_err(io)?;
+            let existed = log.exists();
+            let file = open_regular(log, OpenOptions::new().append(true).create(true))?;
+            if !existed {
+                sync_parent_dir(log)?;
+            }
+            let key = file_key(log, &file).map_err(io)?;
             let mut registry = held_locks();
             let map = registry.get_or_insert_with(HashMap::new);
             if let Some(weak) = map.get(&key) {
@@ -122,12 +155,18 @@ impl SessionLock {
                     held,
                 });
             }
-            if !try_lock(&file).map_err(io)? {
-                return Err(in_use(read_pid(&mut file)));
+            let note_path = lock_path(&std::fs::canonicalize(log).map_err(io)?);
+            let (locked, note) = lock_files(file, &note_path)?;
+            if !try_lock(&locked).map_err(io)? {
+                return Err(in_use(read_pid(&note_path)));
             }
-            write_pid(&mut file).map_err(io)?;
+            write_pid(note.as_ref().unwrap_or(&locked)).map_err(|source| SessionError::Io {
+                path: note_path.clone(),
+                cause: source,
+            })?;
             let held = Arc::new(Held {
-                file: Some(file),
+                locked: Some(locked),
+                note,
                 key: key.clone(),
                 claimed: AtomicBool::new(true),
             });
@@ -144,6 +183,12 @@ impl SessionLock {
         &self.log
     }
 
+    /// Whether `file`, opened at [`SessionLock::log_path`], is the file this lock is for (the
+    /// path may have been replaced by another file since).
+    pub(super) fn locks(&self, file: &File) -> bool {
+        file_key(&self.log, file).is_ok_and(|key| key == self.held.key)
+    }
+
     /// A share of the `flock` for a log opened under this claim: it keeps other processes out
     /// for as long as the log lives, even if the claim goes first.
     pub(super) fn share(&self) -> Arc<Held> {
@@ -155,6 +200,23 @@ impl Drop for SessionLock {
     fn drop(&mut self) {
         self.held.claimed.store(false, Ordering::Release);
     }
+}
+
+/// The file to lock and the pid note: the log itself and its sidecar.
+#[cfg(unix)]
+fn lock_files(log: File, note_path: &Path) -> Result<(File, Option<File>), SessionError> {
+    let note = open_regular(note_path, OpenOptions::new().write(true).create(true))?;
+    Ok((log, Some(note)))
+}
+
+/// The file to lock and the pid note: the sidecar is both.
+#[cfg(not(unix))]
+fn lock_files(_log: File, note_path: &Path) -> Result<(File, Option<File>), SessionError> {
+    let sidecar = open_regular(
+        note_path,
+        OpenOptions::new().read(true).write(true).create(true),
+    )?;
+    Ok((sidecar, None))
 }
 
 /// Take an exclusive `flock` on `file` without waiting: `false` when someone else holds it.
@@ -179,15 +241,15 @@ fn try_lock(file: &File) -> std::io::Result<bool> {
     }
 }
 
-/// The pid a holder recorded (`None` when the file holds none, e.g. mid-write).
-fn read_pid(file: &mut File) -> Option<u32> {
+/// The pid a holder recorded in the note at `path` (`None` when there is none, e.g. the holder
+/// came through a hard link of another name, or is mid-write).
+fn read_pid(path: &Path) -> Option<u32> {
     let mut text = String::new();
-    file.seek(SeekFrom::Start(0)).ok()?;
-    file.read_to_string(&mut text).ok()?;
+    File::open(path).ok()?.read_to_string(&mut text).ok()?;
     text.trim().parse().ok()
 }
 
-fn write_pid(file: &mut File) -> std::io::Result<()> {
+fn write_pid(mut file: &File) -> std::io::Result<()> {
     file.set_len(0)?;
     file.seek(SeekFrom::Start(0))?;
     writeln!(file, "{}", std::process::id())

@@ -112,6 +112,11 @@ impl<S: SessionSchema> SessionLog<S> {
             path,
             OpenOptions::new().create(true).read(true).append(true),
         )?;
+        if !lock.locks(&file) {
+            return Err(io(std::io::Error::other(
+                "the log was replaced by another file after it was locked; open the session again",
+            )));
+        }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let mut log = SessionLog {

@@ -13,10 +13,11 @@
 //!   result, a repeated message id) — is an error naming the line, and the file is left alone.
 //!
 //! One log has one writer: [`SessionLog::open`] takes an exclusive lock ([`SessionLock`], an
-//! `flock` on the sidecar `<log>.lock`, which names the holder's pid) for as long as the log is
-//! open, so a second process gets "session … is in use by process N" instead of interleaving
-//! turns. Only regular files are opened: a FIFO, a device or a directory is refused before
-//! anything is read.
+//! `flock` on the log file itself, whatever name it is reached by; the sidecar `<log>.lock` names
+//! the holder's pid) for as long as the log is open, so a second process — through the same
+//! path, a symbolic link or a hard link — gets "session … is in use by process N" instead of
+//! interleaving turns. Only regular files are opened: a FIFO, a device or a directory is refused
+//! before anything is read. Logs and their sidecars are created `0o600`.
 //!
 //! The runtime replays messages, compactions and clears; the agent state recorded with them — the
 //! file ledger, archive entries, the compaction report — is typed by a [`SessionSchema`] from the

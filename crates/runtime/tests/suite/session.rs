@@ -54,6 +54,55 @@ fn a_second_open_of_a_session_is_refused_naming_the_holder() {
     assert!(session.warnings.is_empty(), "{:?}", session.warnings);
 }
 
+#[cfg(unix)]
+#[test]
+fn a_symbolic_or_hard_link_to_an_open_session_is_refused_as_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = log_in(&dir);
+    let symlink = dir.path().join("symlink.jsonl");
+    let hard_link = dir.path().join("hard.jsonl");
+    let refusal = |p: &Path| {
+        format!(
+            "session {} is in use by process {} (this process)",
+            p.display(),
+            std::process::id()
+        )
+    };
+    for holder in [&path, &symlink, &hard_link] {
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&symlink);
+        let _ = std::fs::remove_file(&hard_link);
+        std::fs::write(&path, "").unwrap();
+        std::os::unix::fs::symlink(&path, &symlink).unwrap();
+        std::fs::hard_link(&path, &hard_link).unwrap();
+        let (first, _) = SessionLog::open(holder).unwrap();
+        for other in [&path, &symlink, &hard_link] {
+            let error = SessionLog::open(other).map(|_| ()).unwrap_err();
+            assert_eq!(error.to_string(), refusal(other), "held through {holder:?}");
+        }
+        drop(first);
+        SessionLog::open(&hard_link).unwrap();
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_log_and_its_lock_note_are_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new/log.jsonl");
+    let (_log, _) = SessionLog::open(&path).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("new/log.jsonl.lock")), 0o600);
+    // An existing log keeps the mode its owner gave it.
+    let shared = dir.path().join("shared.jsonl");
+    std::fs::write(&shared, "").unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let (_log, _) = SessionLog::open(&shared).unwrap();
+    assert_eq!(mode(&shared), 0o640);
+}
+
 #[test]
 fn a_stale_pid_without_a_held_lock_is_not_in_use() {
     let dir = tempfile::tempdir().unwrap();
