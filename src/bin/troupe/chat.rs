@@ -452,11 +452,19 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     );
     let mut interrupts = Interrupts::new();
     let mut lines = Lines::new(tokio::io::stdin());
+    let mut input_error = None;
     loop {
         print!("{} > ", chat.status().await);
         crate::out::flush_stdout();
         let line = tokio::select! {
-            line = lines.next() => line?,
+            line = lines.next() => match line {
+                Ok(line) => line,
+                // The input is gone: end as at its end, saying why and what the log misses.
+                Err(e) => {
+                    input_error = Some(e);
+                    None
+                }
+            },
             () = interrupts.next() => {
                 println!("\n(Ctrl-D or /exit quits)");
                 continue;
@@ -490,8 +498,10 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     }
     chat.team.shutdown().await;
     // Not saving what the user was told is kept is a failure of the chat, whatever came after.
-    match chat.unsaved.summary() {
-        Some(summary) => Err(anyhow::anyhow!(summary)),
-        None => Ok(()),
+    match (chat.unsaved.summary(), input_error) {
+        (Some(summary), None) => Err(anyhow::anyhow!(summary)),
+        (Some(summary), Some(e)) => Err(anyhow::anyhow!("reading the input: {e}; {summary}")),
+        (None, Some(e)) => Err(e).context("reading the input"),
+        (None, None) => Ok(()),
     }
 }
