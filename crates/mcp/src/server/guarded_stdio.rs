@@ -372,3 +372,92 @@ impl<R: AsyncRead + Unpin> AsyncRead for GuardedReader<R> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        max_line: 1024,
+        max_depth: 8,
+    };
+
+    /// What the SDK would read from `input`, and the refusals written for it.
+    async fn guard(input: &str, in_flight: Arc<InFlight>) -> (String, Vec<Value>) {
+        let (tx, mut rx) = mpsc::channel(OUTBOX_LINES);
+        let mut reader = GuardedReader::new(input.as_bytes(), LIMITS, tx, in_flight);
+        let mut passed = String::new();
+        reader.read_to_string(&mut passed).await.unwrap();
+        drop(reader);
+        let mut refusals = Vec::new();
+        while let Some(line) = rx.recv().await {
+            refusals.push(serde_json::from_slice(&line).unwrap());
+        }
+        (passed, refusals)
+    }
+
+    fn call(id: u64) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#)
+    }
+
+    #[tokio::test]
+    async fn a_duplicate_id_is_refused_until_its_request_is_answered_or_cancelled() {
+        let in_flight = Arc::new(InFlight::default());
+        let cancel =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+        let input = format!("{}\n{}\n{cancel}\n{}\n", call(1), call(1), call(1));
+        let (passed, refusals) = guard(&input, in_flight.clone()).await;
+        assert_eq!(passed, format!("{}\n{cancel}\n{}\n", call(1), call(1)));
+        assert_eq!(refusals.len(), 1);
+        assert_eq!(refusals[0]["id"], json!(1));
+        assert!(
+            refusals[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("duplicate")
+        );
+
+        // A reply written for it frees the id.
+        let (tx, _rx) = mpsc::channel(OUTBOX_LINES);
+        let mut writer = LineWriter::new(tx, in_flight.clone());
+        writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n")
+            .await
+            .unwrap();
+        writer.flush().await.unwrap();
+        assert!(lock(&in_flight.0).is_empty());
+    }
+
+    #[tokio::test]
+    async fn oversized_and_deep_lines_are_answered_under_their_id() {
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","method":"ping","params":{{"pad":"{}"}},"id":"long"}}"#,
+            "x".repeat(5000)
+        );
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"ping","params":{{"a":{}1{}}}}}"#,
+            "[".repeat(20),
+            "]".repeat(20)
+        );
+        let input = format!("{long}\n{deep}\n{}\n", call(3));
+        let (passed, refusals) = guard(&input, Arc::default()).await;
+        assert_eq!(passed, format!("{}\n", call(3)));
+        assert_eq!(refusals[0]["id"], json!("long"));
+        assert!(
+            refusals[0]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("too large")
+        );
+        assert_eq!(refusals[1]["id"], json!(9));
+        assert!(
+            refusals[1]["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("nested")
+        );
+    }
+}

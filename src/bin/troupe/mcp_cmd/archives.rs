@@ -109,3 +109,56 @@ impl Archives {
         ))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn stored(bytes: usize) -> Stored {
+        Stored {
+            header: ArchiveHeader {
+                format: String::new(),
+                version: 2,
+                ids: Vec::new(),
+                compacted_sha256: String::new(),
+                original_sha256: String::new(),
+                compacted_messages_sha256: None,
+                original_messages_sha256: None,
+            },
+            compacted: Vec::new(),
+            archive: Archive::default(),
+            bytes,
+        }
+    }
+
+    /// Why there is no archive `id`.
+    fn missing(archives: &mut Archives, id: &str) -> String {
+        archives.get(id).err().unwrap()
+    }
+
+    #[test]
+    fn the_least_recently_used_archive_goes_first() {
+        let mut archives = Archives::default();
+        let first = archives.insert(stored(1));
+        let second = archives.insert(stored(1));
+        for _ in 2..MAX_ARCHIVES {
+            archives.insert(stored(1));
+        }
+        // Using the first makes the second the least recently used.
+        archives.get(&first).unwrap();
+        archives.insert(stored(1));
+        assert!(archives.get(&first).is_ok());
+        assert!(missing(&mut archives, &second).contains("evicted"));
+        assert!(missing(&mut archives, "archive-999").contains("no archive"));
+    }
+
+    #[test]
+    fn archives_are_bounded_in_bytes_but_the_newest_is_kept() {
+        let mut archives = Archives::default();
+        let small = archives.insert(stored(MAX_ARCHIVE_BYTES / 2));
+        let large = archives.insert(stored(MAX_ARCHIVE_BYTES));
+        assert!(missing(&mut archives, &small).contains("evicted"));
+        assert!(archives.get(&large).is_ok());
+    }
+}
