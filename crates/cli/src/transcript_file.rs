@@ -183,15 +183,19 @@ impl TranscriptFile {
         .serialize(ser)
     }
 
-    /// Write the file in its layout.
+    /// Write the file in its layout, as [`crate::atomic_write::write_atomically`] does: a
+    /// regular file is replaced atomically (a new one is private, `0o600`), a device or a FIFO
+    /// with a reader is written to in place, anything else is refused.
     ///
     /// # Errors
     /// [`TranscriptFileError`] when it cannot be serialized or written.
     pub fn write(&self, path: &Path) -> Result<(), TranscriptFileError> {
         let text = self.to_text()?;
-        std::fs::write(path, text).map_err(|source| TranscriptFileError::Io {
-            path: path.to_path_buf(),
-            cause: source,
+        crate::atomic_write::write_atomically(path, text.as_bytes()).map_err(|source| {
+            TranscriptFileError::Io {
+                path: path.to_path_buf(),
+                cause: source,
+            }
         })
     }
 }
@@ -219,5 +223,54 @@ impl Serialize for OrderedMessage<'_> {
             map.serialize_entry(k, v)?;
         }
         map.end()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_top_level_key_comes_back_in_its_place_with_its_value() {
+        let text = concat!(
+            r#"{"source":null,"tools":[{"b":1,"a":2}],"messages":[{"role":"user","content":"hi"}],"#,
+            r#""model":"m","meta":{"n":123456789012345678901234567890,"f":1.50}}"#
+        );
+        let file = TranscriptFile::parse(Path::new("t.json"), text).unwrap();
+        assert_eq!(file.messages.len(), 1);
+        assert_eq!(file.envelope.messages_at, 2);
+        assert_eq!(
+            file.envelope.get("model").and_then(|v| v.as_str()),
+            Some("m")
+        );
+        assert_eq!(file.to_text().unwrap(), text);
+    }
+
+    #[test]
+    fn a_transcript_without_messages_or_with_two_is_refused() {
+        for (text, why) in [
+            (r#"{"model":"m"}"#, "missing field `messages`"),
+            (
+                r#"{"messages":[],"messages":[]}"#,
+                "duplicate field `messages`",
+            ),
+            (r#""text""#, "an object with a `messages` array"),
+        ] {
+            let err = TranscriptFile::parse(Path::new("t.json"), text).unwrap_err();
+            assert!(err.to_string().contains(why), "{text}: {err}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_written_transcript_is_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let file = TranscriptFile::parse(Path::new("t.json"), "[]").unwrap();
+        file.write(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }
