@@ -20,7 +20,7 @@ impl LlmAgent {
     /// After each model turn and tool batch: warn at the warning threshold, compact at the trigger.
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: &str) {
         // The request carries the tool definitions too: they count against the window.
-        let tools = self.tool_tokens();
+        let tools = self.request_tool_tokens();
         // Far below the warning, bounds settle it: the turn's new messages are tokenized only
         // once the conversation could be near a threshold (and then once each, cached).
         if tools < self.policy.warning_tokens()

@@ -38,11 +38,18 @@ impl LlmAgent {
         self.count_tool_tokens(&self.tool_definitions())
     }
 
+    /// Tokens the tool definitions of the last model request cost (counted when it was sent),
+    /// else of the next one: the budget check after every turn and tool batch then costs no
+    /// copy of the definitions.
+    pub(super) fn request_tool_tokens(&self) -> usize {
+        // Copied out, so the lock is released before counting afresh.
+        let last = *lock(&self.tool_tokens.last);
+        let last = last.map(|counted| counted.tokens);
+        last.unwrap_or_else(|| self.tool_tokens())
+    }
+
     /// Tokens `definitions` cost (counted once per distinct set).
     fn count_tool_tokens(&self, definitions: &[ToolDefinition]) -> usize {
-        if definitions.is_empty() {
-            return 0;
-        }
         let json = serde_json::to_string(definitions).unwrap_or_default();
         let mut hasher = DefaultHasher::new();
         json.hash(&mut hasher);
@@ -53,7 +60,11 @@ impl LlmAgent {
         {
             return counted.tokens;
         }
-        let tokens = self.counter.count(&json);
+        let tokens = if definitions.is_empty() {
+            0
+        } else {
+            self.counter.count(&json)
+        };
         *last = Some(Counted {
             fingerprint,
             tokens,
