@@ -136,7 +136,9 @@ fn limit_file_size(pid: u32, limit: Option<u64>) {
 
 #[test]
 fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
-    let server = ChatServer::start();
+    // Long answers, so that the compaction at the end has something to summarize.
+    let filler = "the quick brown fox jumps over the lazy dog ".repeat(80);
+    let server = ChatServer::start_with(Arc::new(move |n| format!("reply {n}: {filler}")));
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server.url);
     let session = dir.path().join("work.jsonl");
@@ -175,7 +177,8 @@ fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
         printed.contains("not saved: turn 2 (\u{201c}second\u{201d}) and turn 3"),
         "{printed}"
     );
-    assert!(!logged_texts(&session).contains(&"reply 2".to_string()));
+    let logged = |reply: &str| logged_texts(&session).iter().any(|t| t.starts_with(reply));
+    assert!(!logged("reply 2:"));
 
     // Once the log can grow again, the next turn writes everything it missed, and says so.
     limit_file_size(pid, None);
@@ -185,23 +188,33 @@ fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
         printed.contains("(the session log caught up: turn 2 (\u{201c}second\u{201d}) and turn 3"),
         "{printed}"
     );
-    let texts = logged_texts(&session);
     assert!(
-        ["reply 2", "reply 3", "reply 4"]
+        ["reply 2:", "reply 3:", "reply 4:"]
             .iter()
-            .all(|r| texts.contains(&r.to_string())),
-        "{texts:?}"
+            .all(|r| logged(r))
     );
 
     // A turn still unsaved at exit: a summary and a failed exit status.
     limit_file_size(pid, Some(std::fs::metadata(&session).unwrap().len()));
     live.send(b"fifth");
     live.wait_for("not saved: turn 5");
+    live.wait_for("> ");
+    // A compaction is named too.
+    live.send(b"/compact");
+    let printed = live.wait_for("> ");
+    assert!(
+        printed.contains("compacted:")
+            && printed.contains(
+                "not saved: turn 5 (\u{201c}fifth\u{201d}) and the compaction after turn 5"
+            ),
+        "{printed}"
+    );
     live.send(b"/exit");
     let (_, stderr, status) = live.finish();
     assert!(!status.success(), "{stderr}");
     assert!(
-        stderr.contains("is missing turn 5 (\u{201c}fifth\u{201d})"),
+        stderr
+            .contains("is missing turn 5 (\u{201c}fifth\u{201d}) and the compaction after turn 5"),
         "{stderr}"
     );
 }

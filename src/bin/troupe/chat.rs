@@ -211,16 +211,18 @@ impl Chat {
                 "note: the session was written with other instructions than the configuration's; \
                  the conversation now follows the configuration's"
             );
-            self.check_saved("the new instructions".to_string()).await;
+            self.check_saved(Some("the new instructions".to_string()))
+                .await;
         }
     }
 
-    /// After `what` (a turn boundary): ask the agent whether its log holds it, and tell.
-    async fn check_saved(&mut self, what: String) {
+    /// After a turn boundary (`what` it added; `None`: nothing, a failed turn): ask the agent
+    /// whether its log holds everything, and tell.
+    async fn check_saved(&mut self, what: Option<String>) {
         match session_health(&self.team, &self.name()).await {
             Ok(behind) => self.unsaved.after(what, behind),
             Err(e) => println!(
-                "warning: cannot tell whether the session log holds {what}: {}",
+                "warning: cannot tell whether the session log is written: {}",
                 safe(&e.to_string())
             ),
         }
@@ -291,8 +293,9 @@ impl Chat {
                 if interrupted {
                     println!("(Ctrl-C came after the compaction was applied: it is kept)");
                 }
+                let changed = !(r.skipped || r.no_compaction_needed);
                 let what = format!("the compaction after turn {}", self.turns);
-                self.check_saved(what).await;
+                self.check_saved(changed.then_some(what)).await;
             }
             Err(CompactError::Cancelled) => {
                 println!("(compaction cancelled; the conversation is unchanged)");
@@ -313,6 +316,7 @@ impl Chat {
         let before = self.next_message_id().await;
         let mut stream = self.team.ask_stream(&name, text);
         let mut shown = Shown::default();
+        let mut answered = false;
         let interrupted = loop {
             // What the stream already holds comes first: an answer that arrived wins over a
             // Ctrl-C that came at the same time.
@@ -325,7 +329,10 @@ impl Chat {
                 None => break false,
                 Some(Ok(AskItem::Event(event))) if event.agent() == name => shown.event(&event),
                 Some(Ok(AskItem::Event(_))) => {}
-                Some(Ok(AskItem::Answer(answer))) => shown.answer(&answer),
+                Some(Ok(AskItem::Answer(answer))) => {
+                    answered = true;
+                    shown.answer(&answer);
+                }
                 Some(Ok(_)) => {}
                 // The agent's error can quote a provider's answer, key and all.
                 Some(Err(e)) => {
@@ -341,13 +348,14 @@ impl Chat {
             shown.end_line();
             match self.committed_answer(before).await {
                 Some(answer) => {
+                    answered = true;
                     shown.answer(&answer);
                     println!("(Ctrl-C came after the turn was completed: it is kept)");
                 }
                 None => println!("(turn cancelled)"),
             }
         }
-        self.check_saved(what).await;
+        self.check_saved(answered.then_some(what)).await;
     }
 
     /// The id the agent's next message will get.

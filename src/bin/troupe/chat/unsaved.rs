@@ -18,11 +18,12 @@ pub(super) struct Unsaved {
 }
 
 impl Unsaved {
-    /// After `what` (a turn, a compaction): take the agent's report and say what changed.
-    pub(super) fn after(&mut self, what: String, behind: Option<SessionBehind>) {
+    /// After a turn boundary that added `what` (a turn, a compaction; `None`: nothing): take
+    /// the agent's report and say what changed.
+    pub(super) fn after(&mut self, what: Option<String>, behind: Option<SessionBehind>) {
         match behind {
             Some(behind) => {
-                if behind.unsaved > self.counted {
+                if let Some(what) = what.filter(|_| behind.unsaved > self.counted) {
                     self.items.push(what);
                 }
                 self.counted = behind.unsaved;
@@ -66,7 +67,7 @@ impl Unsaved {
 
     fn list(&self) -> String {
         match self.items.as_slice() {
-            [] => "the last turn".to_string(),
+            [] => "what changed since its last successful write".to_string(),
             [one] => one.clone(),
             [first @ .., last] => format!("{} and {last}", first.join(", ")),
         }
