@@ -319,7 +319,8 @@ impl Chat {
         let mut answered = false;
         let interrupted = loop {
             // What the stream already holds comes first: an answer that arrived wins over a
-            // Ctrl-C that came at the same time.
+            // Ctrl-C that came at the same time. (Not a guarantee — the runtime may make a
+            // ready stream wait its turn — so after a Ctrl-C the agent itself is asked.)
             let item = tokio::select! {
                 biased;
                 item = stream.next() => item,
