@@ -301,24 +301,27 @@ fn every_request_under_a_duplicate_id_gets_its_reply() {
         "params": {"name": "count_tokens", "arguments": {"text": "hello"}}
     })
     .to_string();
-    // One write: the second arrives while the first is in flight.
+    // One write: the second usually arrives while the first is in flight (then it is answered
+    // "duplicate request id"); when the first was already answered, the id was free again and
+    // both get results. Either way each request gets its own reply — before, one got none.
     serve.send_raw(&format!("{call}\n{call}"));
     let replies = serve.replies(&json!(7), 2);
-    let errors: Vec<&Value> = replies
-        .iter()
-        .filter(|r| r.get("error").is_some())
-        .collect();
-    assert_eq!(errors.len(), 1, "{replies:?}");
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    for reply in &replies {
+        match reply.get("error") {
+            Some(error) => assert!(
+                error["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("duplicate request id"),
+                "{replies:?}"
+            ),
+            None => assert!(reply.get("result").is_some(), "{replies:?}"),
+        }
+    }
     assert!(
-        errors[0]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("duplicate request id"),
-        "{replies:?}"
-    );
-    assert_eq!(
-        replies.iter().filter(|r| r.get("result").is_some()).count(),
-        1
+        replies.iter().any(|r| r.get("result").is_some()),
+        "the first request is answered: {replies:?}"
     );
     // Once answered, the id is free again.
     serve.ok(7, "count_tokens", json!({"text": "again"}));

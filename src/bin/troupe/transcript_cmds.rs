@@ -166,7 +166,7 @@ pub fn expand(args: ExpandArgs) -> anyhow::Result<()> {
         }
         RestoredMatch::IdenticalMessages => println!(
             "checksum    messages identical to the original's (sha256 of the messages recorded at \
-             compaction); the file's layout or envelope (whitespace, key order, source/license) \
+             compaction); the file's layout or envelope (whitespace, key order, other top-level keys) \
              differs from the original file's"
         ),
     }
