@@ -37,6 +37,37 @@ use troupe::telemetry::redact::redact_value;
 
 use cli::{Cli, Command, McpCommand, ModelCommand};
 
+/// How long the runtime's blocking threads get to finish once the command is over.
+const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `work`, or an error naming the signal if SIGTERM or SIGHUP comes first: dropping `work` drops
+/// its team, and so ends the MCP servers it started (they run in process groups of their own, so
+/// a hangup of the terminal does not reach them), where the signal's default action would kill
+/// troupe alone and leave them running. The listeners are set up before `work` starts.
+async fn until_signalled(
+    work: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let (Ok(mut term), Ok(mut hangup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            return tokio::select! {
+                result = work => result,
+                _ = term.recv() => Err(anyhow::anyhow!(
+                    "stopped by SIGTERM (a turn in flight was not saved)"
+                )),
+                _ = hangup.recv() => Err(anyhow::anyhow!(
+                    "stopped by SIGHUP (a turn in flight was not saved)"
+                )),
+            };
+        }
+    }
+    work.await
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // First, while the process has one thread: keys move out of the environment, where the
@@ -76,13 +107,17 @@ fn main() -> std::process::ExitCode {
                     .instrument(tracing::info_span!("model_pull"))
                     .await
             }
-            Command::Chat(args) => chat::run(args).await,
+            Command::Chat(args) => until_signalled(chat::run(args)).await,
             Command::Node(args) => node_cmd::run(args).await,
             Command::Mcp {
                 command: McpCommand::Serve(args),
             } => mcp_cmd::serve(args).await,
         }
     });
+    // A read of stdin in flight (chat waiting for a line) cannot be cancelled and would hold a
+    // plain drop of the runtime until Enter; what matters — every task dropped, so MCP servers'
+    // process groups are killed — happens at once either way.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
     drop(telemetry);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
