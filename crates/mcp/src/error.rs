@@ -80,6 +80,15 @@ pub enum McpError {
         /// The protocol error.
         reason: String,
     },
+    /// The server's name could make its tools' names collide with another server's (see
+    /// [`crate::server_name_problem`]); nothing was started.
+    #[error("MCP server `{server}`: {reason}")]
+    ServerName {
+        /// The name as given.
+        server: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A tool could not be added to the registry (its schema is not an object, …).
     #[error("MCP server `{server}`: tool `{tool}`: {cause}")]
     Register {

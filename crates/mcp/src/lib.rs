@@ -61,5 +61,6 @@ mod tool_list;
 
 pub use config::{DEFAULT_INIT_TIMEOUT, DEFAULT_MAX_RESTARTS, McpServerConfig};
 pub use error::McpError;
+pub use names::{MAX_SERVER_NAME, server_name_problem};
 pub use register::{McpServer, RegisterMcp, register_mcp};
 pub use server::RegistryServer;

@@ -95,12 +95,20 @@ impl McpServer {
 /// Nothing is added when any tool cannot be; the server is then stopped.
 ///
 /// # Errors
-/// [`McpError`] naming the server and, when it would not start or initialize, the command.
+/// [`McpError`] naming the server and, when it would not start or initialize, the command;
+/// [`McpError::ServerName`] for a name whose tools could share a name with another server's
+/// ([`crate::server_name_problem`]).
 pub async fn register_mcp(
     registry: &mut ToolRegistry,
     name: &str,
     config: McpServerConfig,
 ) -> Result<McpServer, McpError> {
+    if let Some(reason) = crate::names::server_name_problem(name) {
+        return Err(McpError::ServerName {
+            server: name.to_string(),
+            reason,
+        });
+    }
     let reserved = registry.names().into_iter().collect();
     let connection = Connection::open(name, config, reserved).await?;
     registry

@@ -35,10 +35,6 @@ use super::{AgentConfig, BuildError, Config};
 /// How an agent's `tools` entry names MCP tools: `mcp:NAME` or `mcp:NAME/TOOL`.
 pub const MCP_TOOL_PREFIX: &str = "mcp:";
 
-/// The longest server name: its tools' names (`SERVER__tool`, at most 64 characters with a
-/// `_N` suffix making them unique) always keep the whole `SERVER__` prefix.
-const MAX_SERVER_NAME: usize = 48;
-
 /// `[mcp]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,30 +107,8 @@ impl McpConfig {
     pub(super) fn validate(&self) -> Result<(), Problem> {
         for (name, server) in &self.servers {
             let key = |field: &str| format!("mcp.servers.{name}.{field}");
-            if name.is_empty()
-                || !name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-            {
-                return Err((
-                    format!("mcp.servers.{name}"),
-                    "server names may use letters, digits, `-` and `_` only (they prefix tool \
-                     names)"
-                        .to_string(),
-                ));
-            }
-            // A tool is offered as `SERVER__tool`: with these three rules no two servers'
-            // prefixes overlap (`a` and `a__b` would both offer `a__b__x`), and the prefix
-            // survives the cut of a name to 64 characters.
-            if name.contains("__") || name.ends_with('_') || name.len() > MAX_SERVER_NAME {
-                return Err((
-                    format!("mcp.servers.{name}"),
-                    format!(
-                        "server names may not contain `__` or end with `_`, and have at most \
-                         {MAX_SERVER_NAME} characters: tools are offered as `SERVER__tool`, and \
-                         two servers' tools must never share a name"
-                    ),
-                ));
+            if let Some(problem) = troupe_mcp::server_name_problem(name) {
+                return Err((format!("mcp.servers.{name}"), problem));
             }
             match (&server.command, &server.url) {
                 (None, None) => {
@@ -399,7 +373,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn two_servers_offering_one_tool_name_are_an_error_naming_both() {
+    async fn a_server_name_whose_tools_could_collide_is_refused_past_the_config_check_too() {
         let (Some(first), Some(second)) = (listing(&["b__x", "y"]), listing(&["x"])) else {
             return;
         };
@@ -408,7 +382,8 @@ mod tests {
              [agents.agent]\ntools = [\"mcp:a\", \"mcp:c\"]\n",
         )
         .unwrap();
-        // Past the validation that keeps prefixes apart, as a config built in code can be.
+        // Past the config's validation, as a config built in code can be: `a` and `a__b` would
+        // both offer `a__b__x`, and registration itself refuses the second name.
         config.mcp.servers.clear();
         config.mcp.servers.insert("a".to_string(), first);
         config.mcp.servers.insert("a__b".to_string(), second);
@@ -420,7 +395,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("MCP servers `a` and `a__b` both offer a tool named `a__b__x`"),
+            err.contains("MCP server `a__b`") && err.contains("may not contain `__`"),
             "{err}"
         );
         // One server named twice is still one set of tools.
