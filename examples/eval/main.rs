@@ -36,11 +36,15 @@
 //! compression agent, the window's default policy: target 40 %, 5 recent messages protected),
 //! then, per category (commands, error types, tests, paths, symbols), of the artifacts in the
 //! transcript that the protected messages do not already name, how many the compacted
-//! transcript still names (`troupe_cli::transcript_ops::artifact_recall`, an extractor independent
-//! of the compaction crate's own). A `--recall-missing` run lists the artifacts lost.
+//! transcript still names — by issue #28's strict definition
+//! (`troupe_cli::transcript_ops::strict_artifact_recall`: every path the agent named, in prose,
+//! shell arguments and path arguments; every `…Error`/`…Exception` and `test_…` seen; symbols
+//! declared; the first two words of every shell command) and by the lenient one
+//! (`artifact_recall`); both extractors are independent of the compaction crate's own. A
+//! `--recall-missing` run lists the artifacts lost (strict).
 //!
 //! ```text
-//! cargo run --release --example eval -- --mode recall --model none --windows 8000,32000,128000
+//! cargo run --release --example eval -- --mode recall --model none --windows 32000,64000,128000
 //! ```
 
 mod recall;
@@ -60,7 +64,7 @@ use troupe::runtime::ChatModel;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::Compressor;
 
-use recall::{recall_row, recall_tables};
+use recall::{recall_row, recall_tables, strict_table};
 use replay::{replay, table};
 
 #[derive(Parser, Debug)]
@@ -258,7 +262,9 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     if run_recall {
-        md.push_str("\n### Artifact recall after one manual compaction\n");
+        md.push_str("\n### Strict artifact recall after one manual compaction (issue #28)\n\n");
+        md.push_str(&strict_table(&recall_rows));
+        md.push_str("\n### Per transcript and window\n");
         md.push_str(&recall_tables(&recall_rows, args.recall_missing));
     }
     println!("{md}");

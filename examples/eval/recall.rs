@@ -3,12 +3,30 @@
 use std::fmt::Write as _;
 
 use troupe::compaction::{BudgetPolicy, ProtectedSet};
+use troupe::compaction::{TiktokenCounter, TokenCounter};
 use troupe::runtime::{ChatMessage, Conversation};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     ArtifactCategory, CompactGoal, Compressor, RecallReport, TranscriptOpError, artifact_recall,
-    compact_transcript,
+    compact_transcript, strict_artifact_recall,
 };
+
+/// The transcripts capture work was developed on (issue #28's tuning guard); the others are
+/// the check set, looked at only at the end.
+const DEV_TRANSCRIPTS: [&str; 3] = [
+    "pi-large-session",
+    "openhands-multi-swe-1",
+    "swe-marshmallow",
+];
+
+/// The categories in the strict table's order.
+const STRICT_ORDER: [ArtifactCategory; 5] = [
+    ArtifactCategory::Path,
+    ArtifactCategory::Error,
+    ArtifactCategory::Test,
+    ArtifactCategory::Symbol,
+    ArtifactCategory::Command,
+];
 
 /// Artifact recall after one manual compaction of one transcript at one window.
 pub(super) struct RecallRow {
@@ -17,8 +35,10 @@ pub(super) struct RecallRow {
     model: String,
     /// Tokens before → after, and whether the target was reached.
     tokens: (usize, usize, bool),
-    /// The recall, or why the compaction failed.
-    recall: Result<RecallReport, String>,
+    /// Tokens of the protected messages, and the target.
+    protected_tokens: (usize, usize),
+    /// The recall (lenient, strict), or why the compaction failed.
+    recall: Result<(RecallReport, RecallReport), String>,
 }
 
 /// One manual compaction of `input` at `window` through `compressor`, as `troupe compact` runs
@@ -42,6 +62,7 @@ pub(super) async fn recall_row(
         window,
         model: model.to_string(),
         tokens: (0, 0, false),
+        protected_tokens: (0, defaults.target_tokens()),
         recall: Err(String::new()),
     };
     let original_text = input.to_text()?;
@@ -57,10 +78,10 @@ pub(super) async fn recall_row(
                 .collect();
             let report = &compacted.report;
             row.tokens = (report.tokens_before, report.tokens_after, report.reached);
-            row.recall = Ok(artifact_recall(
-                &input.messages,
-                &protected,
-                &compacted.file.messages,
+            row.protected_tokens.0 = TiktokenCounter::default().count_messages(&protected);
+            row.recall = Ok((
+                artifact_recall(&input.messages, &protected, &compacted.file.messages),
+                strict_artifact_recall(&input.messages, &protected, &compacted.file.messages),
             ));
         }
         // Not worth writing for `troupe compact`, so nothing to measure here either.
@@ -78,7 +99,61 @@ fn percent(kept: usize, total: usize) -> String {
     }
 }
 
-/// One markdown table per transcript × window: the recall of each category and overall.
+/// `kept/total` and the percentage, or `–` when nothing was at risk.
+fn cell(kept: usize, total: usize) -> String {
+    if total == 0 {
+        "–".into()
+    } else {
+        format!("{} ({kept}/{total})", percent(kept, total))
+    }
+}
+
+/// One row per transcript × window: strict recall per category and overall (issue #28's
+/// definition), the lenient overall beside it, and the room the protected messages leave.
+pub(super) fn strict_table(rows: &[RecallRow]) -> String {
+    let mut md = String::from(
+        "| transcript | set | window | protected / target tokens | tokens after | paths | errors | tests | symbols | commands | **strict all** | lenient all |\n\
+         | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for r in rows {
+        let set = if DEV_TRANSCRIPTS.contains(&r.transcript.as_str()) {
+            "dev"
+        } else {
+            "check"
+        };
+        let (protected, target) = r.protected_tokens;
+        let Ok((lenient, strict)) = &r.recall else {
+            let _ = writeln!(
+                md,
+                "| {} | {set} | {}k | – | – | no compaction | | | | | | |",
+                r.transcript,
+                r.window / 1000
+            );
+            continue;
+        };
+        let mut cells = Vec::new();
+        for category in STRICT_ORDER {
+            let c = strict.category(category).cloned().unwrap_or_default();
+            cells.push(cell(c.kept, c.total));
+        }
+        let all = strict.overall();
+        let lenient_all = lenient.overall();
+        let _ = writeln!(
+            md,
+            "| {} | {set} | {}k | {protected} / {target} | {} | {} | **{}** | {} |",
+            r.transcript,
+            r.window / 1000,
+            r.tokens.1,
+            cells.join(" | "),
+            cell(all.kept, all.total),
+            percent(lenient_all.kept, lenient_all.total),
+        );
+    }
+    md
+}
+
+/// One markdown table per transcript × window: the recall of each category and overall, by
+/// the strict definition and the lenient one.
 pub(super) fn recall_tables(rows: &[RecallRow], list_missing: bool) -> String {
     let mut md = String::new();
     for r in rows {
@@ -93,43 +168,48 @@ pub(super) fn recall_tables(rows: &[RecallRow], list_missing: bool) -> String {
             after,
             if reached { "" } else { " (target not reached)" }
         );
-        let report = match &r.recall {
-            Ok(report) => report,
+        let (lenient, strict) = match &r.recall {
+            Ok(reports) => reports,
             Err(why) => {
                 let _ = writeln!(md, "No recall: {why}");
                 continue;
             }
         };
-        md.push_str("| category | artifacts | kept | recall | named by protected messages |\n");
-        md.push_str("| --- | ---: | ---: | ---: | ---: |\n");
-        for category in ArtifactCategory::ALL {
-            if let Some(c) = report.category(category) {
+        md.push_str(
+            "| category | strict at risk | kept | **strict recall** | named by protected | lenient recall |\n",
+        );
+        md.push_str("| --- | ---: | ---: | ---: | ---: | ---: |\n");
+        for category in STRICT_ORDER {
+            if let (Some(c), Some(l)) = (strict.category(category), lenient.category(category)) {
                 let _ = writeln!(
                     md,
-                    "| {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | **{}** | {} | {} |",
                     category.label(),
                     c.total,
                     c.kept,
                     percent(c.kept, c.total),
-                    c.named_by_protected
+                    c.named_by_protected,
+                    percent(l.kept, l.total),
                 );
             }
         }
-        let all = report.overall();
+        let all = strict.overall();
+        let lenient_all = lenient.overall();
         let _ = writeln!(
             md,
-            "| **all** | {} | {} | **{}** | {} |",
+            "| **all** | {} | {} | **{}** | {} | {} |",
             all.total,
             all.kept,
             percent(all.kept, all.total),
-            all.named_by_protected
+            all.named_by_protected,
+            percent(lenient_all.kept, lenient_all.total),
         );
         if list_missing {
-            for (category, c) in &report.categories {
+            for (category, c) in &strict.categories {
                 if !c.missing.is_empty() {
                     let _ = writeln!(
                         md,
-                        "\nNo longer named ({}): {}",
+                        "\nNo longer named, strict ({}): {}",
                         category.label(),
                         c.missing
                             .iter()

@@ -31,7 +31,7 @@ pub use expand::{
 };
 pub use recall::{
     ArtifactCategory, Artifacts, COMMAND_KEY_CHARS, CategoryRecall, RecallReport, artifact_recall,
-    extract_artifacts, haystack,
+    extract_artifacts, extract_strict_artifacts, haystack, strict_artifact_recall,
 };
 pub use replay::{
     ReplayObserver, ReplayReport, ReplayRow, ReplayedCompaction, SkippedTrigger, replay_transcript,

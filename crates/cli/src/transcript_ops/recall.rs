@@ -10,9 +10,18 @@
 //! keep. It uses plain patterns instead, so it over- and under-counts in its own ways, but not
 //! in the same ways as what it measures.
 //!
+//! Two definitions share the counting: this lenient one (keys cut to what is usually searched
+//! for) and the strict one of issue #28 ([`strict_artifact_recall`], in `recall/strict.rs`),
+//! which counts every path, error type, `test_…` name, declared symbol and command head as
+//! written.
+//!
 //! "Named" is a substring test on the conversation's text: message contents, tool-call names
 //! and the string values of tool-call arguments (decoded from JSON, so quoting does not hide a
 //! name), with runs of whitespace collapsed to one space.
+
+mod strict;
+
+pub use strict::{extract_strict_artifacts, strict_artifact_recall};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
@@ -90,6 +99,15 @@ impl Artifacts {
             .is_some_and(|keys| keys.contains(key))
     }
 
+    /// Record `raw` (whitespace collapsed) whatever its length: the strict definition counts
+    /// every name it finds.
+    fn insert_exact(&mut self, category: ArtifactCategory, raw: &str) {
+        let key = collapse_whitespace(raw.trim());
+        if !key.is_empty() {
+            self.by_category.entry(category).or_default().insert(key);
+        }
+    }
+
     fn insert(&mut self, category: ArtifactCategory, raw: &str) {
         let key = collapse_whitespace(raw.trim());
         if key.chars().count() >= MIN_KEY_CHARS {
@@ -156,7 +174,16 @@ pub fn artifact_recall(
     protected: &[ChatMessage],
     compacted: &[ChatMessage],
 ) -> RecallReport {
-    let artifacts = extract_artifacts(original);
+    recall_of(&extract_artifacts(original), protected, compacted)
+}
+
+/// Of `artifacts`, those no message of `protected` names, and of those the ones `compacted`
+/// names, per category.
+fn recall_of(
+    artifacts: &Artifacts,
+    protected: &[ChatMessage],
+    compacted: &[ChatMessage],
+) -> RecallReport {
     let protected_text = haystack(protected);
     let compacted_text = haystack(compacted);
     let categories = ArtifactCategory::ALL
