@@ -16,6 +16,12 @@ pub struct CompactionSettings {
     pub counter: Option<Arc<dyn TokenCounter>>,
     /// Whether the agent gets the `compact` tool.
     pub agent_tool: bool,
+    /// Tokens kept free in the window for the model's answer: a request is compacted before it
+    /// is sent when its prompt plus this reserve reaches the trigger, and refused when the two
+    /// cannot fit the window. `None`: the agent's `max_tokens` when set, else
+    /// [`CompactionSettings::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
+    /// the window (see [`CompactionSettings::output_reserve_for`]).
+    pub output_reserve: Option<usize>,
 }
 
 impl Default for CompactionSettings {
@@ -25,16 +31,55 @@ impl Default for CompactionSettings {
             auto: true,
             counter: None,
             agent_tool: false,
+            output_reserve: None,
         }
     }
 }
 
 impl CompactionSettings {
+    /// The output reserve when neither the settings nor the agent's `max_tokens` give one: a
+    /// long answer of a coding model (models rarely answer more in one call), and what the
+    /// replay of a transcript keeps, which knows no model.
+    pub const DEFAULT_OUTPUT_RESERVE: usize = 4_096;
+
+    /// The tokens a request to a model with `context_window` tokens keeps free for the answer:
+    /// [`CompactionSettings::output_reserve`], else `max_tokens` (the agent's cap on an answer),
+    /// else [`CompactionSettings::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
+    /// so that with the default trigger (80 %) and target (40 %) a compaction still leaves room
+    /// for work before the next one (a small model's window is not given up to its answer).
+    pub fn output_reserve_for(&self, max_tokens: Option<u32>, context_window: usize) -> usize {
+        let wanted = self
+            .output_reserve
+            .or(max_tokens.map(|n| n as usize))
+            .unwrap_or(Self::DEFAULT_OUTPUT_RESERVE);
+        wanted.min(context_window / 4)
+    }
+
     /// The policy for a model with this context window.
     pub fn policy_for(&self, context_window: usize) -> BudgetPolicy {
         self.policy
             .clone()
             .unwrap_or_else(|| BudgetPolicy::for_window(context_window))
+    }
+
+    /// The policy a compaction works against when every request keeps `reserve` tokens for
+    /// the answer: `policy` with its trigger (and the warning, never above it) lowered by the
+    /// reserve, so a compaction that cannot reach its target stops short of the point where the
+    /// next request, answer's room included, would compact again. Never below the target (a
+    /// hundredth of the window above it), nor the window or the other fractions changed.
+    pub fn reserving(policy: &BudgetPolicy, reserve: usize) -> BudgetPolicy {
+        if reserve == 0 || policy.context_window == 0 {
+            return policy.clone();
+        }
+        let share = reserve as f64 / policy.context_window as f64;
+        let trigger = (policy.trigger - share)
+            .max(policy.target + 0.01)
+            .min(policy.trigger);
+        BudgetPolicy {
+            trigger,
+            warning: policy.warning.min(trigger),
+            ..policy.clone()
+        }
     }
 
     /// The counter to use.

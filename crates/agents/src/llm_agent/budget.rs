@@ -1,4 +1,5 @@
-//! The budget check after every model turn and tool batch, and the compaction client: every
+//! The budget check after every model turn and tool batch (the one before every model call is
+//! `precall.rs`), and the compaction client: every
 //! compaction this agent asks for — automatic, `/compact`, its `compact` tool, emergency — is a
 //! [`CompactionJob`] to the compression agent, applied here when it comes back.
 
@@ -15,50 +16,59 @@ use crate::compression::{
 };
 
 use super::LlmAgent;
+use crate::CompactionSettings;
 
 impl LlmAgent {
     /// After each model turn and tool batch: warn at the warning threshold, compact at the trigger.
+    /// Like the check before every model call, the trigger measures a request with the room its
+    /// answer needs (the output reserve), so both compact at the same point; the warning is
+    /// about the context itself (the tokens it reports).
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: &str) {
         // The request carries the tool definitions too: they count against the window.
         let tools = self.request_tool_tokens();
-        // Far below the warning, bounds settle it: the turn's new messages are tokenized only
-        // once the conversation could be near a threshold (and then once each, cached).
-        if tools < self.policy.warning_tokens()
+        let reserve = self.output_reserve();
+        let warning = self.policy.warning_tokens();
+        let trigger = self.policy.trigger_tokens();
+        // Far below both thresholds, bounds settle it: the turn's new messages are tokenized
+        // only once the conversation could be near one (and then once each, cached).
+        let quiet_below = warning
+            .saturating_sub(tools)
+            .min(trigger.saturating_sub(tools + reserve));
+        if quiet_below > 0
             && self.token_cache.certainly_below(
                 self.counter.as_ref(),
                 self.conversation.messages(),
-                self.policy.warning_tokens() - tools,
+                quiet_below,
             )
         {
             self.warned = false;
             return;
         }
         let tokens = self.tokens() + tools;
-        match self.policy.state(tokens) {
-            BudgetState::Ok => self.warned = false,
-            state => {
-                if !self.warned {
-                    self.warned = true;
-                    ctx.events.publish(
-                        Some(trace_id.to_string()),
-                        Event::ContextWarning {
-                            agent: ctx.name.clone(),
-                            tokens,
-                            window: self.policy.context_window,
-                        },
-                    );
-                }
-                // Tool definitions alone past the trigger: no compaction can bring the request
-                // under it (said once per set of tools before the model call), so none is run
-                // after every turn.
-                if state == BudgetState::Trigger
-                    && self.spec.compaction.auto
-                    && tools < self.policy.trigger_tokens()
-                    && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
-                {
-                    tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
-                }
-            }
+        // Tool definitions and reserve alone past the trigger: no compaction can bring the
+        // request under it (said once per set of tools before the model call), so none is run
+        // after every turn, nor warned about again.
+        let due = tokens + reserve >= trigger && tools + reserve < trigger;
+        if !due && self.policy.state(tokens) == BudgetState::Ok {
+            self.warned = false;
+            return;
+        }
+        if !self.warned {
+            self.warned = true;
+            ctx.events.publish(
+                Some(trace_id.to_string()),
+                Event::ContextWarning {
+                    agent: ctx.name.clone(),
+                    tokens,
+                    window: self.policy.context_window,
+                },
+            );
+        }
+        if due
+            && self.spec.compaction.auto
+            && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
+        {
+            tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
         }
     }
 
@@ -162,7 +172,8 @@ impl LlmAgent {
             agent: ctx.name.clone(),
             conversation: self.conversation.clone(),
             ledger: self.ledger.snapshot(),
-            policy: self.policy.clone(),
+            // Every request keeps room for its answer: the compaction leaves it too.
+            policy: CompactionSettings::reserving(&self.policy, self.output_reserve()),
             trigger,
             instructions,
             agent_model: Some(self.spec.model.clone()),

@@ -3,7 +3,9 @@
 //! One request: the request becomes a user message; then model call → tool calls → tool results
 //! → model call … until the model answers without tool calls (the final answer) or `max_turns`
 //! model calls have been made. Each concern has its file: the turn loop (`turn.rs`), the budget
-//! check and the compaction client that sends jobs to the compression agent (`budget.rs`), the
+//! check before every model call and the output reserve (`precall.rs`, refusing with
+//! `overflow.rs`'s [`ContextOverflow`]), the budget check after each turn and the compaction
+//! client that sends jobs to the compression agent (`budget.rs`), the
 //! agent-callable `compact` tool (`compact_tool.rs`), scoped compression (`scopes.rs`), context
 //! statistics (`context.rs`); this file holds the agent's state, its construction and the
 //! [`AgentBehavior`] that dispatches requests and jobs.
@@ -11,11 +13,14 @@
 mod budget;
 mod compact_tool;
 mod context;
+mod overflow;
+mod precall;
 mod scopes;
 mod tool_tokens;
 mod turn;
 
 pub use context::{ContextShare, ContextStats};
+pub use overflow::ContextOverflow;
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
@@ -414,16 +419,27 @@ impl AgentBehavior for LlmAgent {
                 agent: ctx.name.clone(),
             },
         );
+        // O(1) copies: a request refused before its model call puts them back too.
+        let archive_before = self.archive.clone();
+        let report_before = self.last_compaction.clone();
         self.start_request(&request);
         let outcome = self.run_turns(ctx, &trace_id).await;
         let (model_calls, error) = match &outcome {
             Ok((_, turns)) => (*turns, None),
             Err(e) => (0, Some(e.to_string())),
         };
-        if let Err(AgentError::Model(_) | AgentError::Cancelled) = &outcome {
+        if let Err(AgentError::Model(_) | AgentError::Cancelled | AgentError::Refused(_)) = &outcome
+        {
             // A provider fault loses nothing and adds nothing: the caller may simply retry. An
-            // abandoned request leaves the conversation as it found it too.
+            // abandoned request leaves the conversation as it found it too, and so does one
+            // refused before its model call (`ContextOverflow`): the caller may send less.
             self.roll_back(mark);
+        }
+        if let Err(AgentError::Refused(_)) = &outcome {
+            // A compaction before the refusal is undone whole, so the session log stays as the
+            // request found it (new archive entries would be written as a compaction).
+            self.archive = archive_before;
+            self.last_compaction = report_before;
         }
         self.request_mark = None;
         self.before_rewrite = None;

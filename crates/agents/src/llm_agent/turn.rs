@@ -169,6 +169,11 @@ impl LlmAgent {
             if watch.is_some_and(RequestWatch::is_abandoned) {
                 return Err(AgentError::Cancelled);
             }
+            // Measured before every call, the first included: what the request added (a large
+            // message, a relayed answer) has not been checked yet.
+            self.prepare_call(ctx)
+                .await
+                .map_err(|e| AgentError::Refused(e.to_string()))?;
             let reply = match self.call_model(ctx, trace_id, watch).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {
@@ -182,6 +187,9 @@ impl LlmAgent {
                         .map_err(|e| {
                             AgentError::Model(format!("context length exceeded ({why}) and {e}"))
                         })?;
+                    self.prepare_call(ctx)
+                        .await
+                        .map_err(|e| AgentError::Refused(e.to_string()))?;
                     self.call_model(ctx, trace_id, watch)
                         .await
                         .map_err(|e| AgentError::Model(e.to_string()))?

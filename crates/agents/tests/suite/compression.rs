@@ -545,6 +545,10 @@ async fn a_context_length_error_compacts_and_retries_once() {
     let mut events = team.subscribe();
     let settings = CompactionSettings {
         auto: false,
+        // No room kept for the answer: the conversation fits the window by the agent's count,
+        // so the call is made and it is the provider that refuses it (as when its tokenizer
+        // counts more than ours).
+        output_reserve: Some(0),
         ..small_window_settings()
     };
     let spec = AgentSpec::new("coder", model.clone())
@@ -614,6 +618,9 @@ async fn the_agent_compact_tool_appends_its_result_first_and_returns_the_outcome
     let settings = CompactionSettings {
         auto: false,
         agent_tool: true,
+        // No room kept for the answer: the six reads fit the window, so nothing but the
+        // agent's own `compact` call compacts.
+        output_reserve: Some(0),
         ..small_window_settings()
     };
     let spec = AgentSpec::new("coder", model.clone())
@@ -682,6 +689,9 @@ async fn a_model_error_after_the_compact_tool_rewrote_history_rolls_the_conversa
     let settings = CompactionSettings {
         auto: false,
         agent_tool: true,
+        // No room kept for the answer: the six reads fit the window, so nothing but the
+        // agent's own `compact` call compacts.
+        output_reserve: Some(0),
         ..small_window_settings()
     };
     let spec = AgentSpec::new("coder", model.clone())

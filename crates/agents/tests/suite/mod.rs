@@ -9,6 +9,7 @@ mod model_local;
 mod model_openai;
 mod model_openai_stream;
 mod model_replay;
+mod precall;
 mod session;
 mod session_switch;
 mod summary_trust;

@@ -48,6 +48,9 @@ async fn an_unreachable_target_compacts_at_most_once_per_min_freeable_tokens_ove
         .instructions(huge_instructions(counter.as_ref(), 6_600))
         .compaction(CompactionSettings {
             policy: Some(policy.clone()),
+            // No room kept for answers: the 6.6k-token prompt and a reserve would not fit the
+            // 8k window, and that refusal is `precall.rs`'s subject; this is the trigger's.
+            output_reserve: Some(0),
             ..CompactionSettings::default()
         });
     spawn_agent(&team, spec).await.unwrap();

@@ -1,0 +1,181 @@
+//! The budget check before every model call, the first of a request included: a large user
+//! message, or a large answer an agent relays, is measured before the model sees it.
+//!
+//! A request is its messages, its tool definitions and, beyond them, the room the answer needs
+//! (the output reserve, [`CompactionSettings::output_reserve_for`]). When the three reach the
+//! trigger the conversation is compacted before the call; when they would not fit the window
+//! even then, an emergency compaction runs (as after a provider's "context length exceeded",
+//! without the round trip); a request that still cannot fit is refused with a
+//! [`ContextOverflow`] that names what does not fit, and nothing is sent. A protected message
+//! (the newest user message, say) too large to fit alone is refused before any compaction:
+//! compaction never shrinks it.
+//!
+//! [`CompactionSettings::output_reserve_for`]: crate::CompactionSettings::output_reserve_for
+
+use troupe_compaction::{CompactTrigger, ProtectedSet};
+use troupe_runtime::{AgentContext, ChatMessage};
+
+use super::LlmAgent;
+use super::overflow::ContextOverflow;
+
+/// The sizes a request is measured by.
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    tool_tokens: usize,
+    output_reserve: usize,
+    window: usize,
+}
+
+impl LlmAgent {
+    /// Tokens every request keeps free for the model's answer.
+    pub(super) fn output_reserve(&self) -> usize {
+        self.spec
+            .compaction
+            .output_reserve_for(self.spec.max_tokens, self.policy.context_window)
+    }
+
+    /// Before a model call: compact when the request and its answer's room reach the trigger,
+    /// and refuse the call when they cannot fit the window (see the module's documentation).
+    pub(super) async fn prepare_call(&mut self, ctx: &AgentContext) -> Result<(), ContextOverflow> {
+        let room = Room {
+            tool_tokens: self.tool_tokens(),
+            output_reserve: self.output_reserve(),
+            window: self.policy.context_window,
+        };
+        let trigger = self.policy.trigger_tokens();
+        let fixed = room.tool_tokens + room.output_reserve;
+        // Far below the trigger, bounds settle it without tokenizing the new messages.
+        if fixed < trigger
+            && self.token_cache.certainly_below(
+                self.counter.as_ref(),
+                self.conversation.messages(),
+                trigger - fixed,
+            )
+        {
+            return Ok(());
+        }
+        if self.tokens() + fixed < trigger {
+            return Ok(());
+        }
+        self.refuse_protected_giant(room)?;
+        // Tool definitions and reserve alone past the trigger: no compaction brings the request
+        // under it (the tools' own warning says so), so none runs before every call.
+        if self.spec.compaction.auto
+            && fixed < trigger
+            && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
+        {
+            tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction before the model call did not run");
+        }
+        if self.tokens() + fixed > room.window {
+            tracing::warn!(
+                agent = %ctx.name,
+                tokens = self.tokens() + room.tool_tokens,
+                output_reserve = room.output_reserve,
+                window = room.window,
+                "the request would not fit the context window with room for the answer; emergency compaction"
+            );
+            if let Err(e) = self.compact(CompactTrigger::Emergency, None, ctx).await {
+                tracing::warn!(agent = %ctx.name, error = %e, "emergency compaction before the model call did not run");
+            }
+        }
+        let tokens = self.tokens() + room.tool_tokens;
+        if tokens + room.output_reserve > room.window {
+            return Err(self.overflow(room, tokens));
+        }
+        Ok(())
+    }
+
+    /// A protected message that cannot fit the window even alone: refused at once, since no
+    /// compaction touches it. Messages are copied only when one is that large.
+    fn refuse_protected_giant(&self, room: Room) -> Result<(), ContextOverflow> {
+        let giants = self.messages_too_large_alone(room);
+        if giants.is_empty() {
+            return Ok(());
+        }
+        let plain: Vec<ChatMessage> = self
+            .conversation
+            .messages()
+            .iter()
+            .map(|m| ChatMessage::clone(m))
+            .collect();
+        let protected = ProtectedSet::compute(&plain, self.policy.protected_recent);
+        match giants
+            .into_iter()
+            .find(|giant| protected.contains(plain[giant.0].id))
+        {
+            Some(giant) => Err(self.too_large(giant, room)),
+            None => Ok(()),
+        }
+    }
+
+    /// Each message (index and tokens) that does not fit the window alone — with the system
+    /// prompt, the tool definitions, the output reserve and the reply priming.
+    fn messages_too_large_alone(&self, room: Room) -> Vec<(usize, usize)> {
+        let counts = self
+            .token_cache
+            .count_shared(self.counter.as_ref(), self.conversation.messages());
+        let system = self.system_tokens(&counts.per_message);
+        let priming = self.counter.overhead().reply_priming;
+        let fixed = room.tool_tokens + room.output_reserve + priming;
+        counts
+            .per_message
+            .iter()
+            .enumerate()
+            .filter(|&(i, &tokens)| {
+                let system = if i == 0 { 0 } else { system };
+                tokens + system + fixed > room.window
+            })
+            .map(|(i, &tokens)| (i, tokens))
+            .collect()
+    }
+
+    /// The system prompt's tokens (0 without one), from the conversation's per-message counts.
+    fn system_tokens(&self, per_message: &[usize]) -> usize {
+        if self.conversation.system_prompt().is_some() {
+            per_message.first().copied().unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// The refusal for message `index` of `tokens` tokens.
+    fn too_large(&self, (index, tokens): (usize, usize), room: Room) -> ContextOverflow {
+        let messages = self.conversation.messages();
+        let message = &messages[index];
+        let system_tokens = if index == 0 || self.conversation.system_prompt().is_none() {
+            0
+        } else {
+            self.token_cache
+                .count_message(self.counter.as_ref(), &messages[0])
+        };
+        ContextOverflow::MessageTooLarge {
+            role: message.role,
+            id: message.id,
+            position: index + 1,
+            of: messages.len(),
+            tokens,
+            system_tokens,
+            tool_tokens: room.tool_tokens,
+            output_reserve: room.output_reserve,
+            window: room.window,
+        }
+    }
+
+    /// Why a request of `tokens` tokens (messages and tools) is refused after compaction: its
+    /// largest message when that cannot fit alone, else the conversation as a whole.
+    fn overflow(&self, room: Room, tokens: usize) -> ContextOverflow {
+        let largest = self
+            .messages_too_large_alone(room)
+            .into_iter()
+            .max_by_key(|&(_, tokens)| tokens);
+        match largest {
+            Some(giant) => self.too_large(giant, room),
+            None => ContextOverflow::Conversation {
+                tokens,
+                tool_tokens: room.tool_tokens,
+                output_reserve: room.output_reserve,
+                window: room.window,
+            },
+        }
+    }
+}
