@@ -1,7 +1,7 @@
 //! `replay_transcript`'s observer: what it is told, in what order, and that it agrees with the
 //! report (the evaluation example and `troupe replay` read a replay through it).
 
-use troupe::agents::shared_counter;
+use troupe::agents::{CompactionSettings, shared_counter};
 use troupe::compaction::{BudgetPolicy, TokenCounter};
 use troupe::runtime::{ChatMessage, Conversation, ToolCall};
 use troupe_cli::transcript_file::TranscriptFile;
@@ -164,7 +164,8 @@ async fn the_observer_sees_every_message_compaction_and_the_final_conversation()
     );
 
     // Every message is announced once, in order; a compaction or a skip comes right after the
-    // message it was triggered at; the end comes last.
+    // message it was triggered at (an emergency one right after the automatic one); the end
+    // comes last.
     let messages: Vec<usize> = recorder
         .seen
         .iter()
@@ -176,12 +177,11 @@ async fn the_observer_sees_every_message_compaction_and_the_final_conversation()
     assert_eq!(messages, (1..=input.messages.len()).collect::<Vec<_>>());
     for (i, seen) in recorder.seen.iter().enumerate() {
         if let Seen::Compaction(at) | Seen::Skip(at) = seen {
-            assert_eq!(
-                recorder.seen[i - 1],
-                Seen::Message(*at),
-                "{:?}",
-                recorder.seen
-            );
+            let fed = recorder.seen[..i]
+                .iter()
+                .rev()
+                .find(|s| !matches!(s, Seen::Compaction(a) | Seen::Skip(a) if a == at));
+            assert_eq!(fed, Some(&Seen::Message(*at)), "{:?}", recorder.seen);
         }
     }
     assert_eq!(recorder.seen.last(), Some(&Seen::Finish));
@@ -261,4 +261,46 @@ async fn the_observer_sees_the_triggers_the_guard_skipped() {
         report.last_skip_reason.as_ref()
     );
     assert_eq!(recorder.seen.last(), Some(&Seen::Finish));
+}
+
+#[tokio::test]
+async fn no_model_call_of_a_replay_is_sent_more_than_the_window_minus_the_answers_room() {
+    let input = long_session(14);
+    let report = replay(&input, &mut ()).await;
+    let reserve = CompactionSettings::default().output_reserve_for(None, 4_000);
+    assert_eq!(report.output_reserve, reserve);
+    assert!(report.max_prompt_tokens > 0, "{report:?}");
+    assert!(report.max_prompt_tokens <= report.peak_tokens, "{report:?}");
+    assert!(
+        report.max_prompt_tokens + reserve <= report.window,
+        "{report:?}"
+    );
+}
+
+/// `troupe replay` mirrors the live agent on every corpus transcript (`--model none`): no model
+/// call of the replay would have been sent more than the window at 32k, 64k and 128k.
+#[tokio::test]
+async fn every_corpus_replay_keeps_every_model_call_within_the_window() {
+    let Some(files) = super::support::corpus_files() else {
+        return;
+    };
+    let counter = shared_counter();
+    for file in files {
+        let input = TranscriptFile::read(&file).unwrap();
+        for window in [32_000, 64_000, 128_000] {
+            let policy = BudgetPolicy::for_window(window);
+            let compressor = Compressor::start(None, counter.clone()).await.unwrap();
+            let report = replay_transcript(&input, &policy, counter.as_ref(), &compressor, &mut ())
+                .await
+                .unwrap();
+            compressor.shutdown().await;
+            let name = file.display();
+            assert!(
+                report.max_prompt_tokens <= window,
+                "{name} at {window}: a model call of {} tokens",
+                report.max_prompt_tokens
+            );
+            assert!(report.invariants_ok, "{name} at {window}");
+        }
+    }
 }

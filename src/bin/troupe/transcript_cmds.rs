@@ -175,8 +175,8 @@ pub fn expand(args: ExpandArgs) -> anyhow::Result<()> {
 
 fn print_replay(r: &ReplayReport) {
     println!(
-        "window {} · trigger {} tokens · {} messages · {} tokens uncompacted",
-        r.window, r.trigger_tokens, r.messages, r.raw_tokens
+        "window {} · trigger {} tokens · {} tokens kept for each answer · {} messages · {} tokens uncompacted",
+        r.window, r.trigger_tokens, r.output_reserve, r.messages, r.raw_tokens
     );
     if r.compactions.is_empty() && r.skipped == 0 {
         println!("no compaction was needed");
@@ -193,7 +193,7 @@ fn print_replay(r: &ReplayReport) {
         );
         for (i, row) in r.compactions.iter().enumerate() {
             println!(
-                "{:>4} {:>8} {:>8} {:>8}  {:>5} {:>9.1}  {:<10}  {}{}",
+                "{:>4} {:>8} {:>8} {:>8}  {:>5} {:>9.1}  {:<10}  {}{}{}",
                 i + 1,
                 row.at_message,
                 row.tokens_before,
@@ -202,6 +202,11 @@ fn print_replay(r: &ReplayReport) {
                 row.ms,
                 if row.invariants_ok { "ok" } else { "VIOLATED" },
                 tiers_text(&row.tiers),
+                if row.trigger == troupe::compaction::CompactTrigger::Emergency {
+                    "  (emergency: the request would not fit the window)"
+                } else {
+                    ""
+                },
                 if row.reached {
                     String::new()
                 } else {
@@ -211,12 +216,13 @@ fn print_replay(r: &ReplayReport) {
         }
     }
     println!(
-        "totals: {} compaction(s), {} skipped by the thrash guard, {} summarizer call(s), {:.1} ms; peak {} tokens, final {} tokens; invariants {}",
+        "totals: {} compaction(s), {} skipped by the thrash guard, {} summarizer call(s), {:.1} ms; peak {} tokens, largest model call {} tokens, final {} tokens; invariants {}",
         r.compactions.len(),
         r.skipped,
         r.summarizer_calls,
         r.ms,
         r.peak_tokens,
+        r.max_prompt_tokens,
         r.final_tokens,
         if r.invariants_ok { "ok" } else { "VIOLATED" }
     );

@@ -32,6 +32,8 @@
 //! warning = 0.70
 //! trigger = 0.80
 //! target = 0.40
+//! output_reserve = 4096              # tokens kept free for the answer (default: the agent's
+//!                                    # max_tokens, else 4096; at most a quarter of the window)
 //! ```
 //!
 //! Unknown keys and bad values are errors that name the key (`agents.assistant.tools[1]`).
@@ -173,6 +175,10 @@ pub struct CompactionConfig {
     pub trigger: f64,
     /// Compact down to this fraction.
     pub target: f64,
+    /// Tokens every model request keeps free for the answer: it is compacted before the call
+    /// when its prompt plus this reaches the trigger. Default: the agent's `max_tokens`, else
+    /// 4096; at most a quarter of the window whatever is set here.
+    pub output_reserve: Option<usize>,
 }
 
 impl Default for CompactionConfig {
@@ -185,6 +191,7 @@ impl Default for CompactionConfig {
             warning: policy.warning,
             trigger: policy.trigger,
             target: policy.target,
+            output_reserve: None,
         }
     }
 }
@@ -202,12 +209,14 @@ impl CompactionConfig {
         }
     }
 
-    /// An agent's compaction settings for a model with `context_window` tokens: this policy and
-    /// the `auto` switch (what `troupe chat` and `troupe node` give their agents).
+    /// An agent's compaction settings for a model with `context_window` tokens: this policy, the
+    /// `auto` switch and the output reserve (what `troupe chat` and `troupe node` give their
+    /// agents).
     pub fn settings(&self, context_window: usize) -> troupe_agents::CompactionSettings {
         troupe_agents::CompactionSettings {
             policy: Some(self.policy(context_window)),
             auto: self.auto,
+            output_reserve: self.output_reserve,
             ..troupe_agents::CompactionSettings::default()
         }
     }
@@ -305,5 +314,22 @@ impl Config {
             1 => self.models.keys().next().cloned(),
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+
+    #[test]
+    fn the_output_reserve_reaches_the_agents_settings() {
+        let config = Config::parse("[compaction]\noutput_reserve = 1000\n").unwrap();
+        let settings = config.compaction.settings(128_000);
+        assert_eq!(settings.output_reserve, Some(1_000));
+        assert_eq!(settings.output_reserve_for(Some(8_000), 128_000), 1_000);
+        // Never more than a quarter of the window.
+        assert_eq!(settings.output_reserve_for(None, 2_000), 500);
+        let default = Config::parse("").unwrap().compaction.settings(128_000);
+        assert_eq!(default.output_reserve_for(None, 128_000), 4_096);
     }
 }

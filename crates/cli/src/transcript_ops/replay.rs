@@ -1,4 +1,11 @@
-//! Replaying a transcript as if an agent lived it, compacting automatically at the trigger.
+//! Replaying a transcript as if an agent lived it, compacting where the agent would.
+//!
+//! Before every model call (the next message is the assistant's) the replay measures what the
+//! live agent measures: the conversation plus the room kept for the answer (the output reserve,
+//! [`CompactionSettings::output_reserve_for`] with no model known: 4096 tokens, at most a quarter
+//! of the window). At the trigger it compacts automatically; when the request would still not
+//! fit the window, it compacts as an emergency, as the agent does before refusing a request.
+//! The report's `max_prompt_tokens` is the largest request a model call would have been sent.
 //!
 //! [`replay_transcript`] is the one replay loop: `troupe replay` shows its progress through a
 //! [`ReplayObserver`], and the evaluation example (`examples/eval/`) takes from the same
@@ -9,6 +16,7 @@
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use troupe_agents::CompactionSettings;
 use troupe_compaction::{
     BudgetPolicy, CompactTrigger, Compaction, CompactionReport, TierCounts, TokenCounter,
     ledger_from_transcript, validate,
@@ -39,6 +47,10 @@ pub struct ReplayRow {
     pub invariants_ok: bool,
     /// Whether the target was reached.
     pub reached: bool,
+    /// What ran it: `automatic` at the trigger, `emergency` when the request would not fit the
+    /// window even after that.
+    #[serde(default)]
+    pub trigger: CompactTrigger,
     /// The report's reason.
     pub reason: String,
 }
@@ -58,6 +70,15 @@ pub struct ReplayReport {
     pub window: usize,
     /// The trigger in tokens.
     pub trigger_tokens: usize,
+    /// Tokens kept free for the model's answer at every call: a request compacts when its
+    /// prompt plus this reaches the trigger.
+    #[serde(default)]
+    pub output_reserve: usize,
+    /// The largest context any model call of the replay would have been sent (the conversation
+    /// before each assistant message, after any compaction there): at most the window minus
+    /// the output reserve, unless one message alone is larger.
+    #[serde(default)]
+    pub max_prompt_tokens: usize,
     /// One row per compaction that changed something.
     pub compactions: Vec<ReplayRow>,
     /// Automatic triggers the thrash guard skipped.
@@ -98,8 +119,9 @@ pub struct SkippedTrigger<'a> {
 /// observer that watches nothing.
 ///
 /// The calls come in replay order: `on_message` for every message fed, right after it
-/// `on_compaction` or `on_skip` when the trigger fired there, and `on_finish` once at the end
-/// (not when the replay fails).
+/// `on_compaction` or `on_skip` when the trigger fired there (then possibly an emergency
+/// `on_compaction` when the request would still not fit the window), and `on_finish` once at
+/// the end (not when the replay fails).
 pub trait ReplayObserver {
     /// `fed` transcript messages have been fed (1 for the first).
     fn on_message(&mut self, fed: usize) {
@@ -126,12 +148,13 @@ pub trait ReplayObserver {
 impl ReplayObserver for () {}
 
 /// Feed `input` message by message; before every point where the model would be called (the
-/// next message is the assistant's), compact automatically when the live conversation is at or
-/// over the trigger — an automatic [`CompactionJob`](troupe_agents::compression::CompactionJob)
-/// to `compressor`'s compression agent, which applies the anti-thrash guard as it does for a
-/// live agent. `observer` is told of every message fed, every compaction and skipped trigger,
-/// and the final conversation. `counter` counts the live conversation; it should be the
-/// compressor's.
+/// next message is the assistant's), do what the live agent does before a model call: compact
+/// automatically when the live conversation plus the output reserve is at or over the trigger —
+/// an automatic [`CompactionJob`](troupe_agents::compression::CompactionJob) to `compressor`'s
+/// compression agent, which applies the anti-thrash guard as it does for a live agent — and as
+/// an emergency (never held back) when it would still not fit the window. `observer` is told of
+/// every message fed, every compaction and skipped trigger, and the final conversation.
+/// `counter` counts the live conversation; it should be the compressor's.
 ///
 /// # Errors
 /// [`TranscriptOpError::Compaction`] when a compaction fails outright.
@@ -145,9 +168,14 @@ pub async fn replay_transcript(
     // The compressor's cache: the compaction jobs then recount nothing the replay counted.
     let cache = compressor.token_cache();
     let mut conversation = Conversation::new();
+    // A transcript names no model: the reserve an agent without `max_tokens` keeps.
+    let reserve = CompactionSettings::default().output_reserve_for(None, policy.context_window);
+    // What the live agent's compactions work against: the trigger less the reserve.
+    let job_policy = CompactionSettings::reserving(policy, reserve);
     let mut report = ReplayReport {
         window: policy.context_window,
         trigger_tokens: policy.trigger_tokens(),
+        output_reserve: reserve,
         invariants_ok: true,
         ..ReplayReport::default()
     };
@@ -156,68 +184,121 @@ pub async fn replay_transcript(
         conversation.push(message.clone());
         report.messages = i + 1;
         observer.on_message(i + 1);
-        let tokens = cache.count_shared(counter, conversation.messages()).total;
+        let mut tokens = cache.count_shared(counter, conversation.messages()).total;
         report.peak_tokens = report.peak_tokens.max(tokens);
         let model_turn_next = messages
             .get(i + 1)
             .is_some_and(|next| next.role == Role::Assistant);
-        if !model_turn_next || tokens < policy.trigger_tokens() {
+        if !model_turn_next {
             continue;
         }
-        let ledger = ledger_from_transcript(conversation.messages());
-        let started = Instant::now();
-        let result = compressor
-            .compact(CompressorJob {
-                agent: TRANSCRIPT_AGENT,
-                conversation: &conversation,
-                ledger: &ledger,
-                policy,
-                trigger: CompactTrigger::Automatic,
-                instructions: None,
-            })
-            .await?;
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
-        if !result.changed() {
-            report.skipped += 1;
-            report.last_skip_reason = Some(result.report.reason.clone());
-            observer.on_skip(&SkippedTrigger {
+        for trigger in [CompactTrigger::Automatic, CompactTrigger::Emergency] {
+            let due = match trigger {
+                CompactTrigger::Automatic => tokens + reserve >= policy.trigger_tokens(),
+                _ => tokens + reserve > policy.context_window,
+            };
+            if !due {
+                continue;
+            }
+            let at = Point {
                 at_message: i + 1,
-                report: &result.report,
-            });
-            continue;
+                trigger,
+            };
+            if compact_at(
+                at,
+                &mut conversation,
+                &job_policy,
+                counter,
+                compressor,
+                observer,
+                &mut report,
+            )
+            .await?
+            {
+                tokens = cache.count_shared(counter, conversation.messages()).total;
+            }
         }
-        let invariants_ok = validate(
-            &conversation.to_messages(),
-            &result.messages,
-            &result.archive,
-            policy,
-            counter,
-        )
-        .is_ok();
-        report.invariants_ok &= invariants_ok;
-        report.summarizer_calls += result.report.summarizer.calls;
-        report.ms += ms;
-        let row = ReplayRow {
-            at_message: i + 1,
-            tokens_before: result.report.tokens_before,
-            tokens_after: result.report.tokens_after,
-            tiers: result.report.tiers,
-            summarizer_calls: result.report.summarizer.calls,
-            ms,
-            invariants_ok,
-            reached: result.report.reached,
-            reason: result.report.reason.clone(),
-        };
-        observer.on_compaction(&ReplayedCompaction {
-            row: &row,
-            before: &conversation,
-            compaction: &result,
-        });
-        report.compactions.push(row);
-        result.apply_to(&mut conversation);
+        report.max_prompt_tokens = report.max_prompt_tokens.max(tokens);
     }
     report.final_tokens = cache.count_shared(counter, conversation.messages()).total;
     report.raw_tokens = counter.count_messages(messages);
     observer.on_finish(&conversation);
     Ok(report)
+}
+
+/// Where a replay compacts: after which message, and why.
+#[derive(Debug, Clone, Copy)]
+struct Point {
+    at_message: usize,
+    trigger: CompactTrigger,
+}
+
+/// One compaction of the live conversation at `at`, told to `observer` and added to `report`;
+/// returns whether it changed the conversation.
+async fn compact_at(
+    at: Point,
+    conversation: &mut Conversation,
+    policy: &BudgetPolicy,
+    counter: &dyn TokenCounter,
+    compressor: &Compressor,
+    observer: &mut dyn ReplayObserver,
+    report: &mut ReplayReport,
+) -> Result<bool, TranscriptOpError> {
+    let ledger = ledger_from_transcript(conversation.messages());
+    let started = Instant::now();
+    let result = compressor
+        .compact(CompressorJob {
+            agent: TRANSCRIPT_AGENT,
+            conversation,
+            ledger: &ledger,
+            policy,
+            trigger: at.trigger,
+            instructions: None,
+        })
+        .await?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if !result.changed() && at.trigger != CompactTrigger::Automatic {
+        // An emergency is never held back: it found nothing it could compact.
+        return Ok(false);
+    }
+    if !result.changed() {
+        report.skipped += 1;
+        report.last_skip_reason = Some(result.report.reason.clone());
+        observer.on_skip(&SkippedTrigger {
+            at_message: at.at_message,
+            report: &result.report,
+        });
+        return Ok(false);
+    }
+    let invariants_ok = validate(
+        &conversation.to_messages(),
+        &result.messages,
+        &result.archive,
+        policy,
+        counter,
+    )
+    .is_ok();
+    report.invariants_ok &= invariants_ok;
+    report.summarizer_calls += result.report.summarizer.calls;
+    report.ms += ms;
+    let row = ReplayRow {
+        at_message: at.at_message,
+        tokens_before: result.report.tokens_before,
+        tokens_after: result.report.tokens_after,
+        tiers: result.report.tiers,
+        summarizer_calls: result.report.summarizer.calls,
+        ms,
+        invariants_ok,
+        reached: result.report.reached,
+        reason: result.report.reason.clone(),
+        trigger: at.trigger,
+    };
+    observer.on_compaction(&ReplayedCompaction {
+        row: &row,
+        before: conversation,
+        compaction: &result,
+    });
+    report.compactions.push(row);
+    result.apply_to(conversation);
+    Ok(true)
 }
