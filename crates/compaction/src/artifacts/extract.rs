@@ -6,9 +6,13 @@ use serde_json::Value;
 use troupe_runtime::{ChatMessage, Role};
 use troupe_tools::FileAccess;
 
-use super::ledger::ArtifactLedger;
+use super::ledger::{ArtifactLedger, Recent};
 use super::names::names_in_prose;
-use super::scan::{error_lines, exit_code, one_line, symbol_definitions, test_outcome};
+use super::paths::{Where, heredoc_bodies, path_in, paths_in_command, paths_in_prose, record_path};
+use super::scan::{
+    declared_in_prose, error_lines, exit_code, one_line, seen_names, symbol_definitions,
+    test_outcome,
+};
 use crate::transcript::file_access_for_call;
 
 /// Tool names that run a shell command (besides any name containing `bash` or `shell`).
@@ -42,20 +46,91 @@ pub(super) fn is_shell_tool(name: &str) -> bool {
     name.contains("bash") || name.contains("shell") || SHELL_TOOLS.contains(&name.as_str())
 }
 
-/// The command a shell tool call runs: a string argument, or an argv array joined by spaces.
-fn shell_command(arguments: &Value) -> Option<String> {
+/// The command line a shell tool call runs, as written: a string argument, or an argv array
+/// joined by spaces.
+fn raw_command(arguments: &Value) -> Option<String> {
     let value = COMMAND_KEYS.iter().find_map(|k| arguments.get(*k))?;
-    let text = match value {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(Value::as_str)
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => return None,
-    };
-    let line = one_line(&text);
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    }
+}
+
+/// The command a shell tool call runs, on one line (the ledger's key).
+fn shell_command(arguments: &Value) -> Option<String> {
+    let line = one_line(&raw_command(arguments)?);
     (!line.is_empty()).then_some(line)
+}
+
+/// Whether an argument key holds a path (for tools that neither read nor write a file: those
+/// are in the file lists already).
+fn is_path_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    [
+        "target",
+        "source",
+        "src",
+        "dest",
+        "destination",
+        "cwd",
+        "folder",
+        "root",
+        "paths",
+        "files",
+    ]
+    .contains(&key.as_str())
+        || ["path", "file", "filename", "file_name", "dir", "directory"]
+            .iter()
+            .any(|end| key.ends_with(end))
+}
+
+/// The string values of a JSON value: itself, or the strings of an array.
+fn strings(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether an assistant message without tool calls ends with a command for a plain-text agent
+/// (SWE-agent's style: a thought, then one fenced block whose first line is the command); the
+/// block's first line and the rest (an edit's body).
+fn plain_text_command(text: &str) -> Option<(&str, Vec<&str>)> {
+    let trimmed = text.trim_end();
+    let body = trimmed.strip_suffix("```")?;
+    let open = body.rfind("```")?;
+    let block = &body[open + 3..];
+    let (tag, inner) = block.split_once('\n')?;
+    if !matches!(tag.trim(), "" | "bash" | "sh" | "shell" | "console") {
+        return None;
+    }
+    let mut lines = inner.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next()?.trim();
+    Some((first, lines.collect()))
+}
+
+/// Record every name in `names` not already named by a line of `covered`.
+fn record_seen<'a, V: Clone>(
+    seen: &mut Recent<()>,
+    names: impl IntoIterator<Item = &'a str>,
+    covered: &[&Recent<V>],
+) {
+    for name in names {
+        let listed = covered
+            .iter()
+            .any(|items| items.oldest_first().any(|(k, _)| k.contains(name)));
+        if !listed {
+            seen.record(name, ());
+        }
+    }
 }
 
 impl ArtifactLedger {
@@ -71,6 +146,8 @@ impl ArtifactLedger {
         let mut ledger = ArtifactLedger::default();
         // call id → (tool name, parsed arguments), filled as calls appear.
         let mut calls: HashMap<&str, (&str, Value)> = HashMap::new();
+        // A plain-text agent's last command, whose output is the next user message.
+        let mut plain_command: Option<String> = None;
         for message in messages {
             for call in message.calls() {
                 let arguments =
@@ -78,10 +155,29 @@ impl ArtifactLedger {
                 ledger.record_call(&call.function.name, &arguments);
                 calls.insert(call.id.as_str(), (call.function.name.as_str(), arguments));
             }
+            let text = message.text();
             if message.role == Role::Assistant {
-                for name in names_in_prose(&message.text()) {
-                    ledger.named.record(name, ());
+                ledger.record_prose(&text);
+                plain_command = None;
+                if message.calls().is_empty()
+                    && let Some((command, body)) = plain_text_command(&text)
+                {
+                    ledger.record_command_text(command);
+                    for line in body {
+                        for symbol in symbol_definitions(line) {
+                            ledger.symbols.record(symbol, None);
+                        }
+                    }
+                    plain_command = Some(one_line(command));
                 }
+            }
+            if message.role == Role::User {
+                // Names only, no claim: a user message may be a plain-text agent's tool output.
+                if let Some(command) = plain_command.take() {
+                    ledger.record_output(&command, &text);
+                }
+                ledger.record_seen(&text);
+                continue;
             }
             if message.role != Role::Tool {
                 continue;
@@ -96,32 +192,119 @@ impl ArtifactLedger {
         ledger
     }
 
-    /// What a call's arguments say: the command it runs, the symbols it writes.
+    /// What the agent's own text names: backticked identifiers, paths (backticked or not, file
+    /// trees included), symbols it declares.
+    fn record_prose(&mut self, text: &str) {
+        for name in names_in_prose(text) {
+            self.named.record(name, ());
+        }
+        for path in paths_in_prose(text) {
+            record_path(&mut self.paths, &path);
+        }
+        // Declared in prose or a code block of a message, not in a file: a name, not a symbol
+        // written (the `<symbols>` block is for what edits and writes did).
+        let mut symbols = symbol_definitions(text);
+        symbols.extend(declared_in_prose(text));
+        for symbol in symbols {
+            let name = symbol.rsplit(' ').next().unwrap_or(&symbol);
+            if !self.symbols.oldest_first().any(|(k, _)| k == symbol) {
+                self.named.record(name, ());
+            }
+        }
+        self.record_seen(text);
+    }
+
+    /// A shell command line: the command, the paths among its arguments, the symbols its
+    /// heredocs or scripts declare, the tests it names.
+    fn record_command_text(&mut self, command: &str) {
+        let line = one_line(command);
+        if line.is_empty() {
+            return;
+        }
+        self.commands.record(line, None);
+        for path in paths_in_command(command) {
+            record_path(&mut self.paths, &path);
+        }
+        let mut symbols = Vec::new();
+        for body in heredoc_bodies(command) {
+            symbols.extend(symbol_definitions(body));
+        }
+        symbols.extend(declared_in_prose(command));
+        for symbol in symbols {
+            self.symbols.record(symbol, None);
+        }
+        self.record_seen(command);
+    }
+
+    /// Error types and test names in `text` that no listed item names yet.
+    fn record_seen(&mut self, text: &str) {
+        record_seen(
+            &mut self.seen,
+            seen_names(text),
+            &[&self.errors, &self.named],
+        );
+        let tests: Vec<&str> = seen_names(text)
+            .into_iter()
+            .filter(|n| self.tests.oldest_first().any(|(k, _)| k.contains(n)))
+            .collect();
+        self.seen.retain(|k| !tests.contains(&k));
+    }
+
+    /// What a call's arguments say: the command it runs (and the paths, symbols and tests in
+    /// it), the symbols it writes, the paths it names.
     fn record_call(&mut self, tool: &str, arguments: &Value) {
         if is_shell_tool(tool) {
-            if let Some(command) = shell_command(arguments) {
-                self.commands.record(command, None);
+            if let Some(command) = raw_command(arguments) {
+                self.record_command_text(&command);
             }
             return;
         }
-        let Some((path, access, _)) = file_access_for_call(tool, arguments) else {
+        let file = file_access_for_call(tool, arguments);
+        let Some(args) = arguments.as_object() else {
             return;
         };
-        if !access.is_modification() {
+        for (key, value) in args {
+            // A reading or writing tool's own path is in the file lists already.
+            if file.is_none() && is_path_key(key) {
+                for text in strings(value) {
+                    if let Some(path) = path_in(text, Where::Argument) {
+                        record_path(&mut self.paths, &path);
+                    }
+                }
+            }
+        }
+        let path = file.as_ref().map(|(path, _, _)| path.clone());
+        let writes = file
+            .as_ref()
+            .is_none_or(|(_, access, _)| access.is_modification());
+        if !writes {
             return;
         }
         for key in WRITTEN_TEXT_KEYS {
             if let Some(text) = arguments.get(key).and_then(Value::as_str) {
                 for symbol in symbol_definitions(text) {
-                    self.symbols.record(symbol, Some(path.clone()));
+                    self.symbols.record(symbol, path.clone());
                 }
             }
         }
     }
 
-    /// What a result says: the command's exit code, errors, test outcomes.
+    /// What a shell command's output says: its errors and test outcomes.
+    fn record_output(&mut self, command: &str, output: &str) {
+        self.commands.record(command, exit_code(output));
+        for error in error_lines(output) {
+            self.errors.record(error, ());
+        }
+        for (name, status) in output.lines().filter_map(test_outcome) {
+            self.tests.record(name, status);
+        }
+    }
+
+    /// What a result says: the command's exit code, errors, test outcomes; for every result,
+    /// files read included, the error types and test names it shows.
     fn record_result(&mut self, tool: &str, arguments: &Value, result: &str) {
         if let Some((_, FileAccess::Read, _)) = file_access_for_call(tool, arguments) {
+            self.record_seen(result);
             return;
         }
         if is_shell_tool(tool)
@@ -135,6 +318,7 @@ impl ArtifactLedger {
         for (name, status) in result.lines().filter_map(test_outcome) {
             self.tests.record(name, status);
         }
+        self.record_seen(result);
     }
 }
 

@@ -43,6 +43,11 @@ impl<V: Clone> Recent<V> {
         self.items.is_empty()
     }
 
+    /// Keep only the items whose key passes `keep`.
+    pub(super) fn retain(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.items.retain(|(k, _)| keep(k));
+    }
+
     /// Record every item of `newer` after ours (it happened later).
     pub fn merge(&mut self, newer: &Recent<V>) {
         for (key, value) in &newer.items {
@@ -104,6 +109,15 @@ pub struct ArtifactLedger {
     /// quoted as written, with no claim attached (what an engineer would search for later).
     #[serde(default)]
     pub named: Recent<()>,
+    /// File paths named outside the file lists: in shell commands' arguments, in path
+    /// arguments of tools that neither read nor write, in the agent's prose (and file trees it
+    /// drew). One spelling per file, the longest.
+    #[serde(default)]
+    pub paths: Recent<()>,
+    /// Error types and test names seen anywhere but not listed above: in files read, tool
+    /// output, user messages, the agent's text. Names only, no claim attached.
+    #[serde(default)]
+    pub seen: Recent<()>,
 }
 
 impl ArtifactLedger {
@@ -114,6 +128,8 @@ impl ArtifactLedger {
             && self.tests.is_empty()
             && self.symbols.is_empty()
             && self.named.is_empty()
+            && self.paths.is_empty()
+            && self.seen.is_empty()
     }
 
     /// Add what `newer` recorded (it happened after everything here): a union in which the
@@ -124,6 +140,10 @@ impl ArtifactLedger {
         self.tests.merge(&newer.tests);
         self.symbols.merge(&newer.symbols);
         self.named.merge(&newer.named);
+        for (path, ()) in newer.paths.oldest_first() {
+            super::paths::record_path(&mut self.paths, path);
+        }
+        self.seen.merge(&newer.seen);
     }
 
     /// The names an engineer would search for afterwards: each command, error line and test
@@ -139,6 +159,8 @@ impl ArtifactLedger {
                 .map(|(k, _)| k.rsplit(' ').next().unwrap_or(k).to_string()),
         );
         names.extend(self.named.oldest_first().map(|(k, _)| k.to_string()));
+        names.extend(self.paths.oldest_first().map(|(k, _)| k.to_string()));
+        names.extend(self.seen.oldest_first().map(|(k, _)| k.to_string()));
         names
     }
 }

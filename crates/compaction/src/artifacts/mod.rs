@@ -11,6 +11,7 @@
 mod extract;
 mod ledger;
 mod names;
+mod paths;
 mod render;
 mod scan;
 

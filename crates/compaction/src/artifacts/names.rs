@@ -1,16 +1,12 @@
 //! Names an agent writes in its own messages: backticked identifiers (`Theme.fg`,
-//! `parse_header()`, `UserMessageList`) and file paths (`packages/tui/src/tui.ts`,
-//! `settings.json`). Quoted as written, so a name an engineer searches for afterwards is
-//! still in the conversation once the message that said it is summarized.
+//! `parse_header()`, `UserMessageList`). Quoted as written, so a name an engineer searches for
+//! afterwards is still in the conversation once the message that said it is summarized. File
+//! paths in prose are `paths.rs`'s.
 
 /// At most this many names are taken from one message.
 pub(super) const NAMES_PER_MESSAGE: usize = 24;
 
-/// File extensions that make a bare word a file name (`settings.json`).
-const FILE_EXTENSIONS: [&str; 24] = [
-    "rs", "ts", "tsx", "js", "jsx", "mjs", "cjs", "json", "toml", "yaml", "yml", "md", "py", "go",
-    "java", "kt", "c", "h", "cpp", "hpp", "sh", "css", "html", "sql",
-];
+use super::paths::{Where, path_in};
 
 /// The names in an assistant message's `text`, first ones first.
 pub(super) fn names_in_prose(text: &str) -> Vec<String> {
@@ -40,26 +36,20 @@ pub(super) fn names_in_prose(text: &str) -> Vec<String> {
                 push(name);
             }
         }
-        for word in line
-            .split(|c: char| c.is_whitespace() || matches!(c, '`' | '(' | ')' | ',' | '"' | '\''))
-        {
-            if let Some(path) = file_path(word) {
-                push(path);
-            }
-        }
     }
     found
 }
 
 /// A backticked span that names code: an identifier with a separator or mixed case, or a call
-/// (`render()`), or a path; plain words (`red`, `auto`) are not names.
+/// (`render()`); plain words (`red`, `auto`) are not names, and paths are paths.
 fn code_name(span: &str) -> Option<String> {
     let span = span.trim();
-    if span.len() < 3 || span.len() > 80 || span.contains(char::is_whitespace) {
+    if span.len() < 3
+        || span.len() > 80
+        || span.contains(char::is_whitespace)
+        || path_in(span, Where::Prose).is_some()
+    {
         return None;
-    }
-    if let Some(path) = file_path(span) {
-        return Some(path);
     }
     let bare = span.strip_suffix("()").unwrap_or(span);
     let identifier = bare
@@ -79,42 +69,19 @@ fn code_name(span: &str) -> Option<String> {
     (called || separated || mixed_case).then(|| bare.to_string())
 }
 
-/// `word` as a file path: something with a `/` and a file extension, or a bare file name with
-/// a known source extension. URLs are not paths.
-fn file_path(word: &str) -> Option<String> {
-    let word = word.trim_matches(|c: char| matches!(c, '.' | ':' | ';' | '*' | '[' | ']'));
-    if word.len() < 4 || word.contains("://") || word.starts_with("http") {
-        return None;
-    }
-    let (stem, extension) = word.rsplit_once('.')?;
-    let name = stem.rsplit('/').next().unwrap_or(stem);
-    let clean = word
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | '@' | '~'));
-    let known = FILE_EXTENSIONS.contains(&extension);
-    (clean && !name.is_empty() && known && (word.contains('/') || name.len() >= 2))
-        .then(|| word.to_string())
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
-    fn backticked_code_names_and_paths_are_names_and_plain_words_are_not() {
+    fn backticked_code_names_are_names_and_plain_words_and_paths_are_not() {
         let text = "I changed `Theme.fg` and `parse_header()` in packages/tui/src/tui.ts, \
                     see `settings.json`; the color is `red` and `auto`. Also `UserMessageList`.\n\
                     ```\nlet `inside_fence` = 1;\n```\nVisit https://example.com/a.js";
         assert_eq!(
             names_in_prose(text),
-            [
-                "Theme.fg",
-                "parse_header",
-                "settings.json",
-                "UserMessageList",
-                "packages/tui/src/tui.ts",
-            ]
+            ["Theme.fg", "parse_header", "UserMessageList",]
         );
     }
 }

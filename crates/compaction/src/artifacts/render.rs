@@ -22,6 +22,15 @@
 //! <named>
 //! ThemeLoader.reload
 //! </named>
+//!
+//! <paths>
+//! packages/core/src/session.ts
+//! </paths>
+//!
+//! <seen>
+//! KeyError
+//! test_empty_header
+//! </seen>
 //! ```
 //!
 //! Each block lists the newest items first (failed tests before the others), keeps at most its
@@ -42,11 +51,17 @@ pub(super) const MAX_TESTS: usize = 40;
 pub(super) const MAX_SYMBOLS: usize = 40;
 /// Most names listed by [`ArtifactLedger::render`].
 pub(super) const MAX_NAMED: usize = 40;
+/// Most paths listed by [`ArtifactLedger::render`].
+pub(super) const MAX_PATHS: usize = 60;
+/// Most seen names listed by [`ArtifactLedger::render`].
+pub(super) const MAX_SEEN: usize = 40;
 /// Fewest items per block [`ArtifactLedger::render_within`] goes down to.
 pub(super) const MIN_CAP: usize = 4;
 
 /// The block tags, in rendering order.
-pub(super) const BLOCK_TAGS: [&str; 5] = ["commands", "errors", "tests", "symbols", "named"];
+pub(super) const BLOCK_TAGS: [&str; 7] = [
+    "commands", "errors", "tests", "symbols", "named", "paths", "seen",
+];
 
 /// How many items each block lists at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +76,10 @@ pub struct Caps {
     pub symbols: usize,
     /// Names the agent wrote.
     pub named: usize,
+    /// Paths named outside the file lists.
+    pub paths: usize,
+    /// Error types and test names seen.
+    pub seen: usize,
 }
 
 impl Caps {
@@ -71,7 +90,22 @@ impl Caps {
         tests: MAX_TESTS,
         symbols: MAX_SYMBOLS,
         named: MAX_NAMED,
+        paths: MAX_PATHS,
+        seen: MAX_SEEN,
     };
+
+    /// Caps in [`BLOCK_TAGS`] order.
+    fn from_array([commands, errors, tests, symbols, named, paths, seen]: [usize; 7]) -> Caps {
+        Caps {
+            commands,
+            errors,
+            tests,
+            symbols,
+            named,
+            paths,
+            seen,
+        }
+    }
 
     /// The same cap for every block.
     pub fn all(cap: usize) -> Caps {
@@ -81,9 +115,15 @@ impl Caps {
             tests: cap,
             symbols: cap,
             named: cap,
+            paths: cap,
+            seen: cap,
         }
     }
 }
+
+/// The blocks that get the room a common cap leaves, in turn (indices into [`BLOCK_TAGS`]):
+/// short names first, so the room lists as many as it can; long command lines last.
+const FILL_ORDER: [usize; 7] = [6, 4, 5, 2, 3, 1, 0];
 
 const EXIT_OPEN: &str = " (exit ";
 
@@ -108,48 +148,79 @@ fn newest_first<V: Clone>(items: &Recent<V>, line: impl Fn(&str, &V) -> String) 
 }
 
 impl ArtifactLedger {
-    /// The `<commands>`, `<errors>`, `<tests>`, `<symbols>` and `<named>` blocks (empty ones
+    /// The `<commands>`, `<errors>`, `<tests>`, `<symbols>`, `<named>`, `<paths>` and `<seen>` blocks (empty ones
     /// left out), separated by blank lines, with the default caps (`Caps::DEFAULT`).
     pub fn render(&self) -> String {
         self.render_capped(Caps::DEFAULT)
     }
 
     /// The blocks with as many items as fit `max_tokens` (counted by `counter`): every item
-    /// when they fit, else the newest of each block under the largest single cap that fits
-    /// (found by bisection), never below `MIN_CAP` (4).
+    /// when they fit; else each block gets a share — the newest items of every block under the
+    /// largest common cap that fits (found by bisection, never below `MIN_CAP` (4)), so no
+    /// block starves — and the room that leaves goes to the blocks with more to list, short
+    /// names first (a block at a time, its cap raised as far as it fits). Left-out items show
+    /// as `+N more`.
     pub fn render_within(&self, max_tokens: usize, counter: &dyn TokenCounter) -> String {
-        let longest = [
-            self.commands.len(),
-            self.errors.len(),
-            self.tests.len(),
-            self.symbols.len(),
-            self.named.len(),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(0);
-        let fits = |cap: usize| {
-            let text = self.render_capped(Caps::all(cap));
-            (counter.count(&text) <= max_tokens).then_some(text)
-        };
-        if let Some(text) = fits(longest.max(MIN_CAP)) {
-            return text;
+        let lens = self.block_lens();
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        if counter.count(&self.render_capped(Caps::all(longest.max(MIN_CAP)))) <= max_tokens {
+            return self.render_capped(Caps::all(longest.max(MIN_CAP)));
         }
-        // The largest cap in [MIN_CAP, longest) that fits; `lo` always fits or is the floor.
+        let fits = |caps: [usize; 7]| {
+            counter.count(&self.render_lines(Caps::from_array(caps))) <= max_tokens
+        };
+        // The largest common cap in [MIN_CAP, longest) that fits; `lo` always fits or is the
+        // floor.
         let (mut lo, mut hi) = (MIN_CAP, longest);
         while lo + 1 < hi {
             let mid = lo + (hi - lo) / 2;
-            if fits(mid).is_some() {
+            if fits([mid; 7]) {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        self.render_capped(Caps::all(lo))
+        let mut caps = [lo; 7];
+        if fits(caps) {
+            for block in FILL_ORDER {
+                let (mut low, mut high) = (caps[block], lens[block] + 1);
+                while low + 1 < high {
+                    let mid = low + (high - low) / 2;
+                    let mut trial = caps;
+                    trial[block] = mid;
+                    if fits(trial) {
+                        low = mid;
+                    } else {
+                        high = mid;
+                    }
+                }
+                caps[block] = low;
+            }
+        }
+        self.render_lines(Caps::from_array(caps))
+    }
+
+    /// How many items each block has, in [`BLOCK_TAGS`] order.
+    fn block_lens(&self) -> [usize; 7] {
+        [
+            self.commands.len(),
+            self.errors.len(),
+            self.tests.len(),
+            self.symbols.len(),
+            self.named.len(),
+            self.paths.len(),
+            self.seen.len(),
+        ]
     }
 
     /// The blocks with at most `caps` items each.
     pub fn render_capped(&self, caps: Caps) -> String {
+        self.render_lines(caps)
+    }
+
+    /// The blocks with at most `caps` items each. A path or a seen name that a listed command,
+    /// error, test or symbol line already spells out is not listed again (it is named once).
+    fn render_lines(&self, caps: Caps) -> String {
         let commands = newest_first(&self.commands, |command, exit| match exit {
             Some(code) => format!("{command}{EXIT_OPEN}{code})"),
             None => command.to_string(),
@@ -165,12 +236,32 @@ impl ArtifactLedger {
             None => symbol.to_string(),
         });
         let named = newest_first(&self.named, |name, ()| name.to_string());
+        let shown: Vec<&String> = [
+            (&commands, caps.commands),
+            (&errors, caps.errors),
+            (&tests, caps.tests),
+            (&symbols, caps.symbols),
+        ]
+        .into_iter()
+        .flat_map(|(lines, cap)| lines.iter().take(cap))
+        .collect();
+        let unsaid = |name: &str| !shown.iter().any(|line| line.contains(name));
+        let paths: Vec<String> = newest_first(&self.paths, |path, ()| path.to_string())
+            .into_iter()
+            .filter(|p| unsaid(p))
+            .collect();
+        let seen: Vec<String> = newest_first(&self.seen, |name, ()| name.to_string())
+            .into_iter()
+            .filter(|n| unsaid(n))
+            .collect();
         [
             capped("commands", commands, caps.commands),
             capped("errors", errors, caps.errors),
             capped("tests", tests, caps.tests),
             capped("symbols", symbols, caps.symbols),
             capped("named", named, caps.named),
+            capped("paths", paths, caps.paths),
+            capped("seen", seen, caps.seen),
         ]
         .into_iter()
         .flatten()
@@ -218,6 +309,12 @@ impl ArtifactLedger {
         }
         for line in block_items(text, "named").iter().rev() {
             ledger.named.record(line.as_str(), ());
+        }
+        for line in block_items(text, "paths").iter().rev() {
+            ledger.paths.record(line.as_str(), ());
+        }
+        for line in block_items(text, "seen").iter().rev() {
+            ledger.seen.record(line.as_str(), ());
         }
         ledger
     }
@@ -323,6 +420,35 @@ mod tests {
         // Below what the smallest cap takes, the smallest cap is what is rendered.
         let floor = ledger.render_within(1, &counter);
         assert_eq!(ArtifactLedger::parse(&floor).commands.len(), MIN_CAP);
+    }
+
+    #[test]
+    fn every_block_keeps_a_share_and_the_room_left_goes_to_short_names() {
+        let counter = crate::counter::TiktokenCounter::default();
+        let mut ledger = ArtifactLedger::default();
+        for i in 0..200 {
+            ledger.commands.record(
+                format!("python scripts/run_experiment.py --config configs/exp{i}.toml --seed {i}"),
+                Some(0),
+            );
+            crate::artifacts::paths::record_path(&mut ledger.paths, &format!("src/mod{i}.rs"));
+        }
+        ledger.seen.record("KeyError", ());
+        let text = ledger.render_within(1_500, &counter);
+        assert!(counter.count(&text) <= 1_500, "{}", counter.count(&text));
+        let parsed = ArtifactLedger::parse(&text);
+        // No block starves, the newest come first, and the room the common cap leaves went
+        // to the short paths.
+        assert!(
+            parsed.commands.len() >= MIN_CAP && parsed.seen.len() == 1,
+            "{text}"
+        );
+        assert!(parsed.paths.len() > parsed.commands.len(), "{text}");
+        assert!(
+            text.contains("src/mod199.rs") && text.contains("exp199.toml"),
+            "{text}"
+        );
+        assert!(text.contains(" more\n</paths>") && text.contains(" more\n</commands>"));
     }
 
     #[test]

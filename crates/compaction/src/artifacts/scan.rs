@@ -10,7 +10,7 @@ pub(super) const MAX_ITEM_CHARS: usize = 160;
 /// not seen yet (a compiler can print hundreds; the first ones matter most).
 pub(super) const ERRORS_PER_RESULT: usize = 5;
 /// At most this many symbols are taken from one edit.
-pub(super) const SYMBOLS_PER_EDIT: usize = 10;
+pub(super) const SYMBOLS_PER_EDIT: usize = 40;
 
 /// The longest error line kept: its kind and where it happened come first; the rest of the
 /// message is for reading, not for searching.
@@ -312,10 +312,71 @@ pub(super) fn symbol_definitions(text: &str) -> Vec<String> {
     found
 }
 
+/// The identifiers of `text`: maximal runs of ASCII letters, digits and `_`.
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
+/// Error types (`ValueError`, `DOMException`) and test names (`test_empty_header`) in `text`,
+/// first ones first: names an engineer searches for, wherever they were seen.
+pub(super) fn seen_names(text: &str) -> Vec<&str> {
+    let mut found: Vec<&str> = Vec::new();
+    for word in identifiers(text) {
+        let error = word.starts_with(|c: char| c.is_ascii_uppercase())
+            && ["Error", "Exception"]
+                .iter()
+                .any(|s| word.len() > s.len() && word.ends_with(s));
+        let test = word.len() > "test_".len() && word.starts_with("test_");
+        if (error || test) && !found.contains(&word) {
+            found.push(word);
+        }
+    }
+    found
+}
+
+/// Names declared anywhere on a line of prose (`I added class SessionStore`), as
+/// `keyword name`; only names that look like code (an `_`, a capital or a digit), since
+/// "a function that" declares nothing.
+pub(super) fn declared_in_prose(text: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let words: Vec<&str> = identifiers(text).collect();
+    for pair in words.windows(2) {
+        let [keyword, name] = pair else { continue };
+        let code_like = name.contains('_')
+            || name
+                .chars()
+                .any(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+        let symbol = format!("{keyword} {name}");
+        if KEYWORDS.contains(keyword)
+            && code_like
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && !found.contains(&symbol)
+        {
+            found.push(symbol);
+        }
+    }
+    found
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seen_names_are_error_types_and_test_names() {
+        assert_eq!(
+            seen_names(
+                "raise ValueError(x) # test_a; DOMException; Error; mytest_b; isError; test_a"
+            ),
+            ["ValueError", "test_a", "DOMException"]
+        );
+        assert_eq!(
+            declared_in_prose("I added class SessionStore and a function that fn parse_v2 runs"),
+            ["class SessionStore", "fn parse_v2"]
+        );
+    }
 
     #[test]
     fn exit_codes_in_the_shapes_agents_report_them() {
