@@ -99,7 +99,13 @@ async fn session_writer_child() {
     };
     // Words, not one long run: token counting a run of one character is needlessly slow.
     let filler = "x ".repeat(128 * 1024);
-    let model = Arc::new(ScriptedModel::new("m", []).with_fallback(format!("answer {filler}")));
+    // A window nothing fills: every request is checked before its call, and these grow
+    // without compaction (big writes are what the kill should land in).
+    let model = Arc::new(
+        ScriptedModel::new("m", [])
+            .with_fallback(format!("answer {filler}"))
+            .with_context_window(1 << 40),
+    );
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let settings = CompactionSettings {
         auto: false,
