@@ -255,3 +255,53 @@ fn pi_large_session_artifact_recall_after_one_mechanical_compaction() {
         assert!(with > without, "the blocks add nothing at {window}");
     }
 }
+
+/// Issue 28's lost categories: paths inside shell commands (relative and partial), paths in
+/// prose without backticks, and error types and test names seen only in a file read, all named
+/// by the summary that replaces them; two spellings of one file are listed once.
+#[test]
+fn a_summary_names_command_paths_prose_paths_and_names_seen_in_reads() {
+    let ordinary = coding_session(12, 40);
+    let mut messages = ordinary.to_messages()[..2].to_vec();
+    messages.extend([
+        ChatMessage::assistant_tool_calls(
+            Some("The store lives in packages/core/src/store.ts, I think.".into()),
+            vec![ToolCall::new(
+                "s1",
+                "bash",
+                r#"{"command":"cd /work/app && grep -n Session core/session.ts && sed -n 1,40p /work/app/core/session.ts"}"#,
+            )],
+        ),
+        ChatMessage::tool_result("s1", "12: class Session {}\nExit code: 0"),
+        ChatMessage::assistant_tool_calls(
+            None,
+            vec![ToolCall::new("s2", "read", r#"{"path":"tests/test_store.py"}"#)],
+        ),
+        ChatMessage::tool_result(
+            "s2",
+            "def test_reload_keeps_order():\n    with pytest.raises(StoreClosedError):\n        pass",
+        ),
+    ]);
+    messages.extend(ordinary.to_messages()[2..].iter().cloned());
+    let conversation = Conversation::from_messages(messages);
+    let compaction = run(&conversation, &FixedSummarizer::new(100_000));
+    let text = summary_text(&compaction);
+    let parsed = parse_summary_message(&text).unwrap();
+    let paths: Vec<&str> = parsed
+        .artifacts
+        .paths
+        .oldest_first()
+        .map(|(p, _)| p)
+        .collect();
+    let listed = |name: &str| text.contains(name);
+    for name in [
+        "/work/app/core/session.ts",
+        "packages/core/src/store.ts",
+        "StoreClosedError",
+        "test_reload_keeps_order",
+    ] {
+        assert!(listed(name), "{name} missing from:\n{text}");
+    }
+    // `core/session.ts` is named by the absolute spelling; it is not listed twice.
+    assert!(!paths.contains(&"core/session.ts"), "{paths:?}");
+}
