@@ -2,6 +2,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::session::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
+
+/// The most of the target the artifact blocks of one summary may take, in percent.
+pub(crate) const ARTIFACT_SHARE_PERCENT: usize = 50;
+
+/// The share of the window a compaction keeps free below the automatic trigger when it raises
+/// its aim above an unreachable target: the turn after it then has this much room to grow
+/// before the trigger compacts again (5 %: 3.2k tokens of a 64k window, 6.4k of 128k).
+pub(crate) const UNREACHABLE_TARGET_MARGIN: f64 = 0.05;
+
 /// When compaction warns, triggers and where it aims, plus the knobs of its tiers.
 ///
 /// Fractions are of [`BudgetPolicy::context_window`]. Defaults: a warning at 70 % (room to act
@@ -191,6 +201,53 @@ impl BudgetPolicy {
         self.fraction_of_window(self.warning)
     }
 
+    /// The room a summary and its artifact ledger take in a conversation whose target is within
+    /// reach: the body's bound (`summary_max_tokens`, at most a third of the target) plus the
+    /// ledger's share (half the target). It is the floor they keep when the target is not within
+    /// reach (see [`BudgetPolicy::aim_tokens`]).
+    pub fn summary_room_tokens(&self) -> usize {
+        let target = self.target_tokens();
+        self.summary_max_tokens.min(target / 3) + target * ARTIFACT_SHARE_PERCENT / 100
+    }
+
+    /// The most a compaction that raised its aim leaves: the trigger less a margin of 5 % of
+    /// the window (so the next turn does not compact again at once), never below the target.
+    pub fn raised_aim_ceiling_tokens(&self) -> usize {
+        let margin = self.fraction_of_window(UNREACHABLE_TARGET_MARGIN);
+        self.trigger_tokens()
+            .saturating_sub(margin)
+            .max(self.target_tokens())
+    }
+
+    /// The least room under the target that still holds a summary worth writing: the smallest
+    /// body (six headings, one short goal item) with its wrapping, or 5 % of the target on
+    /// large windows. A target that leaves less is out of reach.
+    pub fn min_summary_room_tokens(&self) -> usize {
+        (SUMMARY_BUDGET_FLOOR + SUMMARY_FRAME_ESTIMATE).max(self.target_tokens() / 20)
+    }
+
+    /// What a compaction aims for when `fixed_tokens` of the conversation can be neither
+    /// summarized nor removed (the protected messages, and the results of their calls at the
+    /// size of their mask stubs).
+    ///
+    /// The target, while it leaves a summary room to be written in
+    /// ([`BudgetPolicy::min_summary_room_tokens`]): a target within reach is met. Beyond that
+    /// the target is a preference out of reach and the window is the limit: squeezing the
+    /// summary to nothing would save tokens the window still has and lose the names an engineer
+    /// resumes with. The aim is then `fixed_tokens` plus the room a summary and its ledger take
+    /// when the target is within reach ([`BudgetPolicy::summary_room_tokens`]), at most
+    /// [`BudgetPolicy::raised_aim_ceiling_tokens`].
+    pub fn aim_tokens(&self, fixed_tokens: usize) -> usize {
+        let target = self.target_tokens();
+        if fixed_tokens.saturating_add(self.min_summary_room_tokens()) <= target {
+            return target;
+        }
+        fixed_tokens
+            .saturating_add(self.summary_room_tokens())
+            .min(self.raised_aim_ceiling_tokens())
+            .max(target)
+    }
+
     /// Where `tokens` stands against this policy.
     pub fn state(&self, tokens: usize) -> BudgetState {
         if tokens >= self.trigger_tokens() {
@@ -288,6 +345,39 @@ mod tests {
             let p = BudgetPolicy::for_window(window);
             assert!((p.min_freeable_tokens as f64) < (p.trigger - p.target) * window as f64);
         }
+    }
+
+    #[test]
+    fn the_aim_rises_above_an_unreachable_target_up_to_the_trigger_less_the_margin() {
+        let policy = BudgetPolicy::for_window(64_000);
+        assert_eq!(policy.target_tokens(), 25_600);
+        // Body bound 2k plus half the target for the ledger.
+        assert_eq!(policy.summary_room_tokens(), 2_000 + 12_800);
+        // 80 % less 5 % of the window.
+        assert_eq!(policy.raised_aim_ceiling_tokens(), 48_000);
+        // Within reach: the target, even where it leaves the summary less than its room.
+        assert_eq!(policy.min_summary_room_tokens(), 1_280);
+        assert_eq!(policy.aim_tokens(5_000), 25_600);
+        assert_eq!(policy.aim_tokens(25_600 - 1_280), 25_600);
+        // Out of reach: the summary keeps its room.
+        assert_eq!(policy.aim_tokens(25_600 - 1_279), 25_600 - 1_279 + 14_800);
+        // The case: a 27.8k protected paste keeps the summary's room.
+        assert_eq!(policy.aim_tokens(27_800), 27_800 + 14_800);
+        // Small windows: the smallest summary's room decides.
+        assert_eq!(
+            BudgetPolicy::for_window(8_000).min_summary_room_tokens(),
+            224
+        );
+        // Never above the ceiling, whatever is fixed.
+        assert_eq!(policy.aim_tokens(40_000), 48_000);
+        assert_eq!(policy.aim_tokens(usize::MAX), 48_000);
+        // A trigger close to the target: the ceiling never falls below the target.
+        let close = BudgetPolicy {
+            target: 0.78,
+            ..BudgetPolicy::for_window(64_000)
+        };
+        assert_eq!(close.raised_aim_ceiling_tokens(), close.target_tokens());
+        assert_eq!(close.aim_tokens(60_000), close.target_tokens());
     }
 
     #[test]

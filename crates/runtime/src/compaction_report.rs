@@ -34,6 +34,25 @@ pub struct SummarizerUsage {
     pub output_tokens: usize,
 }
 
+/// Why and how far a compaction aimed above its target: the messages it may not summarize
+/// left the summary and its artifact ledger less than their room under the target, so it kept
+/// that room instead of squeezing them, within a ceiling below the automatic trigger.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaisedAim {
+    /// Tokens no compaction can take out: the protected messages, and the results of their
+    /// tool calls at the size of their mask stubs.
+    pub fixed_tokens: usize,
+    /// The room the summary and its ledger keep: what they take when the target is within
+    /// reach (the summary bound, at most a third of the target, plus half the target).
+    pub room_tokens: usize,
+    /// The most the result may take: the automatic trigger less a margin (5 % of the window),
+    /// so the next turn does not compact again at once.
+    pub ceiling_tokens: usize,
+    /// What the compaction aimed for instead of the target: fixed plus room, at most the
+    /// ceiling.
+    pub aim_tokens: usize,
+}
+
 /// The outcome of one compaction.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompactionReport {
@@ -71,4 +90,41 @@ pub struct CompactionReport {
     pub archived: usize,
     /// Tokens compaction could still free in the result (the anti-thrash guard's measure).
     pub freeable_tokens_after: usize,
+    /// Set when the target was out of reach for a summary with its room: what the compaction
+    /// aimed for instead (`reason` says it in words). Absent in reports written before it
+    /// existed, and whenever the target was aimed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_aim: Option<RaisedAim>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_written_before_raised_aim_still_load_and_none_is_not_written() {
+        let old = CompactionReport {
+            reason: "target reached".into(),
+            ..CompactionReport::default()
+        };
+        let json = serde_json::to_string(&old).unwrap();
+        assert!(!json.contains("raised_aim"), "{json}");
+        let back: CompactionReport = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, old);
+        let raised = CompactionReport {
+            raised_aim: Some(RaisedAim {
+                fixed_tokens: 27_800,
+                room_tokens: 14_800,
+                ceiling_tokens: 48_000,
+                aim_tokens: 42_600,
+            }),
+            ..old
+        };
+        let json = serde_json::to_string(&raised).unwrap();
+        assert_eq!(
+            serde_json::from_str::<CompactionReport>(&json).unwrap(),
+            raised
+        );
+    }
 }

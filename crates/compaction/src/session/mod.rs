@@ -17,6 +17,7 @@ use std::ops::RangeInclusive;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
+use troupe_runtime::compaction_report::RaisedAim;
 use troupe_runtime::{
     ChatMessage, Content, ContentSlot, Conversation, MessageId, MessageKind, Role,
 };
@@ -24,6 +25,7 @@ use troupe_tools::FileLedger;
 
 pub use metadata::{CompressionMetadata, LedgerSummary, MessageMetadata};
 pub use planner::{PlannedStep, PlannerOutcome};
+pub(crate) use planner::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
 
 use crate::archive::Archive;
 use crate::compact::{CompactOptions, Compaction};
@@ -32,7 +34,7 @@ use crate::error::{CompactionError, Refusal};
 use crate::id_hash::{IdMap, IdSet};
 use crate::markers::parse_replaces;
 use crate::mask::{STUB_PREFIX, is_stub};
-use crate::pairing::check_pairing;
+use crate::pairing::{check_pairing, owners};
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
 use crate::report::{CompactionReport, SummarizerUsage, TierCounts};
@@ -71,7 +73,9 @@ pub struct StepOutcome {
 pub struct TargetStatus {
     /// Tokens now.
     pub current: usize,
-    /// The target.
+    /// The target this session works toward: the policy's target, or the raised aim when the
+    /// messages it may not summarize leave the summary less than its room under that target
+    /// (see [`BudgetPolicy::aim_tokens`]; the report's `raised_aim` says so).
     pub target: usize,
     /// `current <= target`.
     pub reached: bool,
@@ -90,6 +94,10 @@ pub struct CompactionSession<'a> {
     cache: TokenCache,
     archive: Archive,
     protected: ProtectedSet,
+    /// Tokens no operation can take out: protected messages, and their results as stubs.
+    fixed_tokens: usize,
+    /// What the session works toward: [`BudgetPolicy::aim_tokens`] of `fixed_tokens`.
+    aim: usize,
     next_id: u64,
     options: CompactOptions,
     /// For messages created in this session: the ids of the input messages they stand for.
@@ -128,7 +136,7 @@ impl<'a> CompactionSession<'a> {
         let cache = options.token_cache.clone().unwrap_or_default();
         let counted = cache.count_messages(counter, &messages);
         let protected = ProtectedSet::compute(&messages, policy.protected_recent);
-        Ok(CompactionSession {
+        let mut session = CompactionSession {
             before: messages.clone(),
             tokens_before: counted.total,
             messages,
@@ -140,6 +148,8 @@ impl<'a> CompactionSession<'a> {
             cache,
             archive: Archive::new(),
             protected,
+            fixed_tokens: 0,
+            aim: 0,
             next_id: conversation.next_id().0,
             options,
             roots: IdMap::default(),
@@ -151,7 +161,27 @@ impl<'a> CompactionSession<'a> {
             failed_segments: IdSet::default(),
             summaries_failed: false,
             per_message_done: false,
-        })
+        };
+        session.fixed_tokens = session.irreducible_tokens();
+        session.aim = policy.aim_tokens(session.fixed_tokens);
+        Ok(session)
+    }
+
+    /// Tokens no operation can take out: the protected messages, and the results of their tool
+    /// calls at the size of their mask stubs (a summary must keep a call with its results, but
+    /// tier 2 may still mask them).
+    fn irreducible_tokens(&self) -> usize {
+        let owners = owners(&self.messages);
+        (0..self.messages.len())
+            .filter(|&i| !summarizable(&self.messages, &owners, &self.protected, i))
+            .map(|i| {
+                if self.protected.contains(self.messages[i].id) {
+                    self.tokens[i]
+                } else {
+                    self.masked_tokens(i)
+                }
+            })
+            .sum()
     }
 
     /// The working conversation as it stands.
@@ -174,14 +204,25 @@ impl<'a> CompactionSession<'a> {
         &self.policy
     }
 
-    /// Tokens now, the target, and whether it is met.
+    /// Tokens now, the target this session works toward (the policy's, or the raised aim when
+    /// that target would squeeze the summary: see [`TargetStatus::target`]), and whether it is
+    /// met.
     pub fn verify_target(&self) -> TargetStatus {
-        let target = self.policy.target_tokens();
         TargetStatus {
             current: self.total,
-            target,
-            reached: self.total <= target,
+            target: self.aim,
+            reached: self.total <= self.aim,
         }
+    }
+
+    /// What the session aims for instead of the policy's target, when it does.
+    pub(crate) fn raised_aim(&self) -> Option<RaisedAim> {
+        (self.aim > self.policy.target_tokens()).then(|| RaisedAim {
+            fixed_tokens: self.fixed_tokens,
+            room_tokens: self.policy.summary_room_tokens(),
+            ceiling_tokens: self.policy.raised_aim_ceiling_tokens(),
+            aim_tokens: self.aim,
+        })
     }
 
     /// Tokens the tiers could still free (an estimate; the anti-thrash guard's measure):
@@ -345,6 +386,7 @@ impl<'a> CompactionSession<'a> {
             .map_err(CompactionError::Invariant)?;
         let freeable_tokens_after = self.freeable_tokens();
         let no_compaction_needed = self.tokens_before <= target;
+        let raised_aim = self.raised_aim();
         let report = CompactionReport {
             tokens_before: self.tokens_before,
             tokens_after: self.total,
@@ -366,6 +408,7 @@ impl<'a> CompactionSession<'a> {
             fallbacks: self.fallbacks,
             archived: self.archive.len(),
             freeable_tokens_after,
+            raised_aim,
         };
         Ok(Compaction {
             messages: self.messages,
@@ -376,43 +419,101 @@ impl<'a> CompactionSession<'a> {
 
     /// Why the session ends where it does, in words for the report.
     fn reason(&self) -> String {
-        let status = self.verify_target();
-        if self.tokens_before <= status.target {
+        let target = self.policy.target_tokens();
+        let (before, after) = (self.tokens_before, self.total);
+        if before <= target {
             return format!(
-                "no compaction needed: {} tokens is within the target of {}",
-                self.tokens_before, status.target
+                "no compaction needed: {before} tokens is within the target of {target}"
             );
         }
-        if status.reached {
-            return format!(
-                "target reached: {} → {} tokens (target {})",
-                self.tokens_before, status.current, status.target
-            );
+        if after <= target {
+            return format!("target reached: {before} → {after} tokens (target {target})");
         }
-        let protected_tokens: usize = self
-            .messages
-            .iter()
-            .zip(&self.tokens)
-            .filter(|(m, _)| self.protected.contains(m.id))
-            .map(|(_, t)| t)
-            .sum();
-        if protected_tokens >= status.target {
+        if let Some(raised) = self.raised_aim() {
+            return self.raised_aim_reason(&raised);
+        }
+        let protected_tokens = self.protected_tokens();
+        if protected_tokens >= target {
             return format!(
-                "target unreachable: the protected messages alone take {protected_tokens} tokens, above the target of {}; best effort {} → {} tokens",
-                status.target, self.tokens_before, status.current
+                "target unreachable: the protected messages alone take {protected_tokens} tokens, above the target of {target}; best effort {before} → {after} tokens"
             );
         }
         if let Some(fallback) = self.fallbacks.last() {
             return format!(
-                "target unreachable: {fallback}; kept the tier 1–2 result, {} → {} tokens (target {})",
-                self.tokens_before, status.current, status.target
+                "target unreachable: {fallback}; kept the tier 1–2 result, {before} → {after} tokens (target {target})"
             );
         }
         format!(
-            "target unreachable: nothing left that can be compressed further; best effort {} → {} tokens (target {})",
-            self.tokens_before, status.current, status.target
+            "target unreachable: nothing left that can be compressed further; best effort {before} → {after} tokens (target {target})"
         )
     }
+
+    fn protected_tokens(&self) -> usize {
+        self.messages
+            .iter()
+            .zip(&self.tokens)
+            .filter(|(m, _)| self.protected.contains(m.id))
+            .map(|(_, t)| t)
+            .sum()
+    }
+
+    /// The reason when the session aimed above the target: what was fixed, the room kept, the
+    /// aim, and whether even the aim was missed.
+    fn raised_aim_reason(&self, raised: &RaisedAim) -> String {
+        let target = self.policy.target_tokens();
+        let (before, after) = (self.tokens_before, self.total);
+        let fixed = raised.fixed_tokens;
+        let why = if fixed >= target {
+            format!(
+                "the protected messages alone take {fixed} tokens, above the target of {target}"
+            )
+        } else {
+            format!(
+                "the protected messages take {fixed} tokens, leaving less than the {} tokens a summary needs under the target of {target}",
+                self.policy.min_summary_room_tokens()
+            )
+        };
+        let margin = (crate::policy::UNREACHABLE_TARGET_MARGIN * 100.0).round();
+        let kept = if raised.aim_tokens < fixed.saturating_add(raised.room_tokens) {
+            format!(
+                "so the summary and its ledger got {} of their {} tokens of room: the aim of {} tokens is capped at the trigger less a margin of {margin}% of the window",
+                raised.aim_tokens.saturating_sub(fixed),
+                raised.room_tokens,
+                raised.aim_tokens
+            )
+        } else {
+            format!(
+                "so the summary and its ledger kept their room of {} tokens instead of being squeezed: aimed at {} tokens (capped at {}, the trigger less a margin of {margin}% of the window)",
+                raised.room_tokens, raised.aim_tokens, raised.ceiling_tokens
+            )
+        };
+        if before <= raised.aim_tokens {
+            return format!(
+                "target unreachable: {why}; the summary and its ledger keep their room of {} tokens, so the aim is {} tokens (at most {}, the trigger less a margin of {margin}% of the window) and the conversation's {before} tokens are within it: nothing was compacted",
+                raised.room_tokens, raised.aim_tokens, raised.ceiling_tokens
+            );
+        }
+        let missed = if after <= raised.aim_tokens {
+            String::new()
+        } else if let Some(fallback) = self.fallbacks.last() {
+            format!("; the aim was missed too: {fallback}")
+        } else {
+            "; the aim was missed too: nothing left that can be compressed further".to_string()
+        };
+        format!("target unreachable: {why}, {kept}; {before} → {after} tokens{missed}")
+    }
+}
+
+/// Whether an operation may replace `messages[i]`: it is not protected, nor the result of a
+/// protected call (a summary must keep a call with all of its results).
+pub(crate) fn summarizable(
+    messages: &[ChatMessage],
+    owners: &[Option<usize>],
+    protected: &ProtectedSet,
+    i: usize,
+) -> bool {
+    !protected.contains(messages[i].id)
+        && owners[i].is_none_or(|o| !protected.contains(messages[o].id))
 }
 
 /// Whether a message's text starts with `prefix`, without copying the text.

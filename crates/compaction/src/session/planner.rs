@@ -10,13 +10,15 @@ use std::ops::RangeInclusive;
 use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
-use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked, text_starts_with};
+use super::{
+    CompactionSession, CompressionStrategy, StepOutcome, is_masked, summarizable, text_starts_with,
+};
 use crate::error::Refusal;
 use crate::pairing::owners;
 use crate::summary::Summarizer;
 
 /// Tokens a summary message adds beyond its body: tags, file lists, the marker.
-const SUMMARY_FRAME_ESTIMATE: usize = 128;
+pub(crate) const SUMMARY_FRAME_ESTIMATE: usize = 128;
 /// Fewest tokens a summary body is asked to fit: about what the six headings with one short
 /// Goal item take. Below it a summary would say nothing, so the target is missed instead.
 pub(crate) const SUMMARY_BUDGET_FLOOR: usize = 96;
@@ -168,10 +170,7 @@ impl CompactionSession<'_> {
     /// messages. Oldest first.
     fn summarizable_runs(&self) -> Vec<(usize, usize)> {
         let owners = owners(&self.messages);
-        let eligible = |i: usize| {
-            !self.protected.contains(self.messages[i].id)
-                && owners[i].is_none_or(|o| !self.protected.contains(self.messages[o].id))
-        };
+        let eligible = |i: usize| summarizable(&self.messages, &owners, &self.protected, i);
         let mut runs = Vec::new();
         let mut start = None;
         for i in 0..=self.messages.len() {
@@ -195,7 +194,7 @@ impl CompactionSession<'_> {
     /// The oldest segment worth summarizing: the shortest prefix of the oldest run that frees
     /// enough to reach the target (ending where no tool result follows), else the whole run.
     fn next_segment(&self, runs: &[(usize, usize)]) -> Option<(usize, usize)> {
-        let needed = self.total.saturating_sub(self.policy.target_tokens());
+        let needed = self.total.saturating_sub(self.aim);
         for &(s, e) in runs {
             // Room for the summary and its wrapping (file lists and artifact blocks can take
             // thousands of tokens): the wrapping of the whole run bounds any prefix's, so a
@@ -225,10 +224,11 @@ impl CompactionSession<'_> {
         None
     }
 
-    /// The tokens a summary body replacing the messages `range` may take: the target minus
-    /// everything that stays — the messages outside `range` and `wrapping` (the summary message
-    /// with an empty body: tags, file lists, marker, message framing). At most the policy's
-    /// summary bound, never below [`SUMMARY_BUDGET_FLOOR`].
+    /// The tokens a summary body replacing the messages `range` may take: the session's aim
+    /// (the target, or the raised aim that keeps the summary its room) minus everything that
+    /// stays — the messages outside `range` and `wrapping` (the summary message with an empty
+    /// body: tags, file lists, marker, message framing). At most the policy's summary bound,
+    /// never below [`SUMMARY_BUDGET_FLOOR`].
     pub(crate) fn summary_budget(
         &self,
         range: RangeInclusive<usize>,
@@ -238,8 +238,7 @@ impl CompactionSession<'_> {
         let staying =
             self.total.saturating_sub(replaced) + self.count(wrapping) + JOIN_SLACK_TOKENS;
         let ceiling = self.policy.summary_max_tokens.max(SUMMARY_BUDGET_FLOOR);
-        self.policy
-            .target_tokens()
+        self.aim
             .saturating_sub(staying)
             .clamp(SUMMARY_BUDGET_FLOOR, ceiling)
     }
@@ -277,7 +276,9 @@ impl CompactionSession<'_> {
         }
         let status = self.verify_target();
         outcome.reached = status.reached;
-        outcome.stopped = if status.reached {
+        outcome.stopped = if status.reached && self.raised_aim().is_some() {
+            "raised aim reached (the target is out of reach)".to_string()
+        } else if status.reached {
             "target reached".to_string()
         } else {
             self.fallbacks

@@ -10,6 +10,7 @@ use crate::artifacts::ArtifactLedger;
 use crate::error::Refusal;
 use crate::markers::replaces_line;
 use crate::pairing::{owners, tool_name};
+use crate::policy::ARTIFACT_SHARE_PERCENT;
 use crate::summary::fold::{FoldSpend, clip_to_tokens, fold_with_spend};
 use crate::summary::{
     FileLists, ParsedSummary, Summarizer, SummarizerError, fit_summary, parse_summary_message,
@@ -39,9 +40,6 @@ impl SegmentFrame {
         .with_kind(MessageKind::Summary)
     }
 }
-
-/// The most of the target the artifact blocks of one summary may take, in percent.
-const ARTIFACT_SHARE_PERCENT: usize = 50;
 
 /// Marks a message shortened in per-message mode.
 const SHORTENED_PREFIX: &str = "[summarized]";
@@ -189,22 +187,30 @@ impl CompactionSession<'_> {
             .map(|(_, p)| p.artifacts.clone())
             .unwrap_or_default();
         artifacts.merge(&self.artifacts_of(&roots));
-        // The room the target leaves once everything outside the segment stays: the body gets
-        // a third of it (at most its own bound), the blocks the rest, up to a share of the
-        // target. Names are what an engineer looks up; a long body is what they skim.
+        let mut frame = SegmentFrame {
+            previous,
+            files,
+            artifacts: String::new(),
+            roots,
+        };
+        // The room the aim leaves once everything outside the segment and the bare wrapping
+        // (tags, file lists, marker: kept whatever the room) stay: the body gets a third of it
+        // (at most its own bound), the blocks the rest, up to a share of the target. Names are
+        // what an engineer looks up; a long body is what they skim. The aim is the target
+        // unless the protected messages leave a summary no room under it.
         let target = self.policy.target_tokens();
         let replaced: usize = self.tokens[s..=e].iter().sum();
-        let room = target.saturating_sub(self.total.saturating_sub(replaced));
+        let bare = self.count(&frame.message(""));
+        let room = self
+            .aim
+            .saturating_sub(self.total.saturating_sub(replaced))
+            .saturating_sub(bare);
         let body = self.policy.summary_max_tokens.min(room / 3);
         let allowance = room
             .saturating_sub(body)
             .min(target * ARTIFACT_SHARE_PERCENT / 100);
-        SegmentFrame {
-            previous,
-            files,
-            artifacts: artifacts.render_within(allowance, self.counter),
-            roots,
-        }
+        frame.artifacts = artifacts.render_within(allowance, self.counter);
+        frame
     }
 
     /// The artifacts of the input messages behind `roots`, read from the originals so output

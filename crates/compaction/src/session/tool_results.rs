@@ -15,6 +15,29 @@ const MARKER_TOKENS: usize = 48;
 const MARKER_BYTES: usize = 16;
 
 impl CompactionSession<'_> {
+    /// What tier 2 can bring the tool result at `index` down to: the tokens of its mask stub,
+    /// or its own tokens when a stub would not be smaller (or it is masked already).
+    pub(crate) fn masked_tokens(&self, index: usize) -> usize {
+        let message = &self.messages[index];
+        let tokens = self.tokens[index];
+        if is_masked(message) {
+            return tokens;
+        }
+        let owner = crate::pairing::owner_of(&self.messages, index);
+        let tool = crate::pairing::tool_name(&self.messages, owner, index);
+        let call_id = message.tool_call_id.as_deref().unwrap_or_default();
+        let stub = stub_text(tool, call_id, &message.text(), self.ledger);
+        let mut replacement = message.clone().with_kind(MessageKind::CompressedStub);
+        replacement.set_text(format!(
+            "{}\n{}",
+            stub.trim_end(),
+            replaces_line(&[message.id])
+        ));
+        // Unassigned: counted, never cached under the original's id.
+        replacement.id = MessageId(0);
+        self.count(&replacement).min(tokens)
+    }
+
     /// Shrink the tool result `id` by `strategy` (the `compress_tool_result` tool).
     ///
     /// Refused (with nothing changed) if `id` is unknown, protected, not a tool result, already

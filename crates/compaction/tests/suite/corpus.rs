@@ -1,10 +1,12 @@
-//! Every real transcript of the shared corpus, compacted at 32k and 128k windows.
+//! Every real transcript of the shared corpus, compacted at 32k and 128k windows; and a real
+//! session whose last user message puts the target out of reach.
 
 use troupe_compaction::{
-    BudgetPolicy, CompactOptions, TiktokenCounter, TokenCache, TokenCounter, compact, expand,
-    ledger_from_transcript, parse_transcript, validate,
+    ArtifactLedger, BudgetPolicy, CompactOptions, MechanicalSummarizer, TiktokenCounter,
+    TokenCache, TokenCounter, compact, expand, ledger_from_transcript, parse_summary_message,
+    parse_transcript, validate,
 };
-use troupe_runtime::Conversation;
+use troupe_runtime::{Conversation, MessageKind};
 
 use super::support::{FixedSummarizer, block_on, corpus_files, visible_text};
 
@@ -86,3 +88,131 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
         }
     }
 }
+
+/// A paste of about `chars` characters as a user would drop into a session: a stack trace and
+/// log lines, dense in tokens.
+fn big_paste(chars: usize) -> String {
+    let mut text = String::from("The build fails again, here is the whole log:\n");
+    let mut i: u64 = 0;
+    while text.len() < chars {
+        let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        text.push_str(&format!(
+            "    at w{i}.run (pkg/w_{i}.ts:{}:{}) sha={h:016x}{:08x} t={}ms\n",
+            i * 7 % 613,
+            i % 41,
+            h >> 17,
+            h % 9_973
+        ));
+        i += 1;
+    }
+    text
+}
+
+/// The case on real sessions: a ~52k-character paste in the last user message puts
+/// the target (40 % of a 64k window) out of reach. The summary and its ledger keep their room
+/// instead of being squeezed, and the result stays under the trigger. (Developed on
+/// pi-large-session.json; the other transcripts were looked at only at the end.)
+#[test]
+fn a_huge_last_user_message_leaves_the_summary_its_room() {
+    let Some(files) = corpus_files() else { return };
+    for path in files {
+        a_huge_last_user_message_on(&path);
+    }
+}
+
+fn a_huge_last_user_message_on(path: &std::path::Path) {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let transcript = parse_transcript(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut conversation = Conversation::from_messages(transcript.messages);
+    let paste = big_paste(52_000);
+    let paste_tokens = TiktokenCounter::default().count(&paste);
+    conversation.push(troupe_runtime::ChatMessage::user(paste));
+    let ledger = ledger_from_transcript(conversation.messages());
+    let counter = TiktokenCounter::default();
+    let policy = BudgetPolicy::for_window(64_000);
+    let compaction = block_on(compact(
+        &conversation,
+        &ledger,
+        &policy,
+        &counter,
+        Some(&MechanicalSummarizer::new()),
+        CompactOptions::default(),
+    ))
+    .unwrap();
+    let report = &compaction.report;
+    validate(
+        &conversation.to_messages(),
+        &compaction.messages,
+        &compaction.archive,
+        &policy,
+        &counter,
+    )
+    .unwrap();
+    assert_eq!(
+        expand(&compaction.messages, &compaction.archive).unwrap(),
+        conversation.to_messages()
+    );
+    let raised = report.raised_aim.unwrap_or_else(|| {
+        panic!(
+            "the target is out of reach with a paste of {paste_tokens} tokens: {}",
+            report.reason
+        )
+    });
+    assert!(
+        raised.fixed_tokens > policy.target_tokens(),
+        "{name}: {raised:?}"
+    );
+    let originals = conversation.to_messages();
+    let (mut summary, mut body, mut blocks, mut whole, mut cut) = (0, 0, 0, 0, false);
+    for m in compaction
+        .messages
+        .iter()
+        .filter(|m| m.kind == MessageKind::Summary)
+    {
+        let parsed = parse_summary_message(&m.text()).unwrap();
+        summary += counter.count_message(m);
+        body += counter.count(&parsed.body);
+        blocks += counter.count(&parsed.artifacts.render());
+        // The blocks the replaced originals would give with no bound on the room.
+        let replaced = originals.iter().filter(|o| parsed.replaces.contains(&o.id));
+        whole += counter.count(&ArtifactLedger::from_messages(replaced).render());
+        cut |= m
+            .text()
+            .lines()
+            .any(|l| l.starts_with('+') && l.ends_with(" more"));
+    }
+    println!(
+        "{name} @ 64k + 52k-char paste: fixed {} (target {}), summary {summary} tokens (body {body}, artifact blocks {blocks} of {whole} unbounded, cut: {cut}), room {} → aim {}; {} → {} tokens (trigger {}): {}",
+        raised.fixed_tokens,
+        report.target_tokens,
+        raised.room_tokens,
+        raised.aim_tokens,
+        report.tokens_before,
+        report.tokens_after,
+        policy.trigger_tokens(),
+        report.reason
+    );
+    assert!(report.tokens_after <= raised.aim_tokens.max(report.tokens_before));
+    assert!(report.tokens_after < policy.trigger_tokens());
+    // Not squeezed: what stays of the old work (the summary, its ledger and the newest
+    // unprotected messages the aim left verbatim) takes most of the room a reachable target
+    // gives the summary (2k body + 12.8k blocks at 64k), where the squeeze left about a
+    // thousand tokens; and the artifact blocks list their originals whole or fill their share.
+    // What there was of it: a short session may have less old work than the room.
+    let room = (raised.aim_tokens - raised.fixed_tokens)
+        .min(report.tokens_before.saturating_sub(raised.fixed_tokens));
+    let kept = report.tokens_after - raised.fixed_tokens;
+    // Where a summary was written it was not squeezed (masking alone may reach the aim, a big
+    // stubbed output below it: then no summary was needed).
+    assert!(
+        summary == 0 || kept * 10 >= room * 8,
+        "{name}: kept {kept} of the room {room}"
+    );
+    assert!(
+        !cut || blocks * 10 >= policy.target_tokens() * ARTIFACT_SHARE / 100 * 8,
+        "{name}: blocks {blocks} cut below their share"
+    );
+}
+
+/// The artifact blocks' share of the target, in percent (the compaction crate's bound).
+const ARTIFACT_SHARE: usize = 50;

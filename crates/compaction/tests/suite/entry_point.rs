@@ -30,7 +30,46 @@ fn under_target_nothing_changes_and_the_report_says_so() {
 }
 
 #[test]
-fn protected_messages_above_target_give_best_effort_and_the_reason() {
+fn protected_messages_above_target_keep_the_summary_its_room_and_say_why() {
+    let mut c = Conversation::new();
+    c.push(ChatMessage::system("s ".repeat(4_000)));
+    c.push(ChatMessage::user("task"));
+    c.push(ChatMessage::assistant("old answer ".repeat(2_000)));
+    for i in 0..5 {
+        c.push(ChatMessage::user(format!("recent {i}")));
+    }
+    let policy = BudgetPolicy::for_window(5_000);
+    let compaction = block_on(compact(
+        &c,
+        &FileLedger::new(),
+        &policy,
+        &CharEstimateCounter,
+        Some(&MechanicalSummarizer::new()),
+        CompactOptions::default(),
+    ))
+    .unwrap();
+    let report = &compaction.report;
+    assert!(!report.reached);
+    assert!(
+        report.reason.contains("protected messages alone")
+            && report.reason.contains("kept their room"),
+        "{}",
+        report.reason
+    );
+    let raised = report.raised_aim.expect("the aim was raised");
+    assert!(raised.fixed_tokens > policy.target_tokens());
+    assert_eq!(raised.room_tokens, policy.summary_room_tokens());
+    assert_eq!(raised.aim_tokens, raised.fixed_tokens + raised.room_tokens);
+    assert!(
+        report.tokens_after < report.tokens_before,
+        "best effort still summarized the old answer"
+    );
+    assert!(report.tokens_after <= raised.aim_tokens, "{report:?}");
+    assert!(report.tokens_after < policy.trigger_tokens());
+}
+
+#[test]
+fn a_conversation_already_within_the_raised_aim_is_left_as_it_is() {
     let mut c = Conversation::new();
     c.push(ChatMessage::system("s ".repeat(4_000)));
     c.push(ChatMessage::user("task"));
@@ -49,15 +88,17 @@ fn protected_messages_above_target_give_best_effort_and_the_reason() {
     ))
     .unwrap();
     let report = &compaction.report;
-    assert!(!report.reached);
+    // Under the trigger and the raised aim: summarizing the old answer to a few tokens would
+    // save tokens the window still has.
+    assert!(!compaction.changed());
+    assert!(!report.reached && !report.no_compaction_needed);
+    assert!(report.raised_aim.is_some());
     assert!(
-        report.reason.contains("protected messages alone"),
+        report
+            .reason
+            .starts_with("target unreachable: the protected messages alone"),
         "{}",
         report.reason
-    );
-    assert!(
-        report.tokens_after < report.tokens_before,
-        "best effort still summarized the old answer"
     );
 }
 

@@ -10,3 +10,4 @@ mod primitives;
 mod properties;
 mod summaries;
 mod support;
+mod unreachable;
