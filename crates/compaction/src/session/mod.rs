@@ -74,8 +74,8 @@ pub struct TargetStatus {
     /// Tokens now.
     pub current: usize,
     /// The target this session works toward: the policy's target, or the raised aim when the
-    /// messages it may not summarize leave the summary less than its room under that target
-    /// (see [`BudgetPolicy::aim_tokens`]; the report's `raised_aim` says so).
+    /// messages it cannot take out leave a summary too little room under that target (see
+    /// [`BudgetPolicy::aim_tokens`]; the report's `raised_aim` says so).
     pub target: usize,
     /// `current <= target`.
     pub reached: bool,
