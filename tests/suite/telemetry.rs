@@ -378,7 +378,7 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
-    with_trace_file(&path, false, || {
+    let stats = with_trace_file(&path, false, || {
         block_on(async {
             let team = Team::start(TeamConfig::default()).await.unwrap();
             let mut config = CompressionConfig::new(shared_counter());
@@ -412,8 +412,9 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
                 });
             spawn_agent(&team, spec).await.unwrap();
             team.ask("coder", "read the files").await.unwrap();
-            context_stats(&team, "coder").await.unwrap();
+            let stats = context_stats(&team, "coder").await.unwrap();
             team.shutdown().await;
+            stats
         })
     });
 
@@ -423,7 +424,11 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
         spans.iter().map(|s| s.trace_id.as_str()).collect();
     assert_eq!(traces.len(), 1, "one request, one trace: {traces:?}");
     let compactions: Vec<&SpanLine> = spans.iter().filter(|s| s.name == "compaction").collect();
-    assert!(!compactions.is_empty(), "the trigger compacted");
+    assert!(
+        !compactions.is_empty(),
+        "the trigger compacted: {stats:?} {:?}",
+        spans.iter().map(|s| s.name.as_str()).collect::<Vec<_>>()
+    );
     for compaction in compactions {
         let parent = by_id[compaction.parent_span_id.as_deref().unwrap()];
         assert_eq!(parent.name, "invoke_agent");
