@@ -30,9 +30,7 @@ pub use compaction_settings::{CompactionSettings, shared_counter};
 pub use compression::{
     COMPRESSION_AGENT, CompressionAgent, CompressionConfig, RemoteCompactionJob,
 };
-pub use llm_agent::{
-    COMPACT_TOOL, ContextOverflow, ContextShare, ContextStats, LlmAgent, LlmAgentState,
-};
+pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent, LlmAgentState};
 pub use session_sync::{AgentSession, SessionBehind, SessionHealth, session_health};
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};

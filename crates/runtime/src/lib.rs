@@ -50,6 +50,7 @@ pub use supervisor::behavior::{
 };
 pub use supervisor::directory::{AskError, Directory};
 pub use supervisor::job::{Job, JobReply, JobRequest, ReplyTo};
+pub use supervisor::overflow::ContextOverflow;
 pub use supervisor::remote::RemoteAgents;
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};

@@ -13,14 +13,12 @@
 mod budget;
 mod compact_tool;
 mod context;
-mod overflow;
 mod precall;
 mod scopes;
 mod tool_tokens;
 mod turn;
 
 pub use context::{ContextShare, ContextStats};
-pub use overflow::ContextOverflow;
 use std::any::Any;
 use std::path::Path;
 use std::sync::Arc;
@@ -428,14 +426,19 @@ impl AgentBehavior for LlmAgent {
             Ok((_, turns)) => (*turns, None),
             Err(e) => (0, Some(e.to_string())),
         };
-        if let Err(AgentError::Model(_) | AgentError::Cancelled | AgentError::Refused(_)) = &outcome
+        if let Err(
+            AgentError::Model(_)
+            | AgentError::Cancelled
+            | AgentError::Refused(_)
+            | AgentError::ContextOverflow(_),
+        ) = &outcome
         {
             // A provider fault loses nothing and adds nothing: the caller may simply retry. An
             // abandoned request leaves the conversation as it found it too, and so does one
             // refused before its model call (`ContextOverflow`): the caller may send less.
             self.roll_back(mark);
         }
-        if let Err(AgentError::Refused(_)) = &outcome {
+        if let Err(AgentError::Refused(_) | AgentError::ContextOverflow(_)) = &outcome {
             // A compaction before the refusal is undone whole, so the session log stays as the
             // request found it (new archive entries would be written as a compaction).
             self.archive = archive_before;

@@ -16,7 +16,7 @@ use troupe_compaction::{CompactTrigger, ProtectedSet};
 use troupe_runtime::{AgentContext, ChatMessage};
 
 use super::LlmAgent;
-use super::overflow::ContextOverflow;
+use troupe_runtime::ContextOverflow;
 
 /// The sizes a request is measured by.
 #[derive(Debug, Clone, Copy)]

@@ -173,7 +173,7 @@ impl LlmAgent {
             // message, a relayed answer) has not been checked yet.
             self.prepare_call(ctx)
                 .await
-                .map_err(|e| AgentError::Refused(e.to_string()))?;
+                .map_err(AgentError::ContextOverflow)?;
             let reply = match self.call_model(ctx, trace_id, watch).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {
@@ -189,7 +189,7 @@ impl LlmAgent {
                         })?;
                     self.prepare_call(ctx)
                         .await
-                        .map_err(|e| AgentError::Refused(e.to_string()))?;
+                        .map_err(AgentError::ContextOverflow)?;
                     self.call_model(ctx, trace_id, watch)
                         .await
                         .map_err(|e| AgentError::Model(e.to_string()))?

@@ -12,7 +12,8 @@ use troupe_agents::{
 };
 use troupe_compaction::TokenCounter;
 use troupe_runtime::{
-    AgentError, AskError, ChatMessage, ChatRequest, Event, MessageKind, Team, TeamConfig,
+    AgentError, AskError, ChatMessage, ChatRequest, ContextOverflow, Event, MessageKind, Role,
+    Team, TeamConfig,
 };
 
 /// A team whose compression agent uses the mechanical summary (no model of its own).
@@ -222,12 +223,26 @@ async fn a_message_larger_than_the_window_is_refused_before_the_call_and_changes
     let giant = text_of(counter.as_ref(), "a whole log", 9_000);
     let err = team.ask("coder", &giant).await.unwrap_err();
     let AskError::Agent {
-        error: AgentError::Refused(message),
+        error: AgentError::ContextOverflow(overflow),
         ..
     } = &err
     else {
         panic!("{err:?}")
     };
+    assert!(
+        matches!(
+            overflow,
+            ContextOverflow::MessageTooLarge {
+                role: Role::User,
+                position: 4,
+                of: 4,
+                window: 8000,
+                ..
+            }
+        ),
+        "{overflow:?}"
+    );
+    let message = &overflow.to_string();
     // It names the message (role, id, position) and its size.
     let tokens = counter.count_message(&ChatMessage::user(giant.clone()));
     assert!(message.contains("the user message m"), "{message}");

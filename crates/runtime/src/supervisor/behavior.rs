@@ -50,6 +50,11 @@ pub enum AgentError {
     /// The request was refused (e.g. "cannot compact while responding").
     #[error("{0}")]
     Refused(String),
+    /// The request could not fit the model's context window with room for the answer, even
+    /// after compaction; nothing was sent to the model and the conversation is as the request
+    /// found it.
+    #[error("{0}")]
+    ContextOverflow(crate::ContextOverflow),
     /// Anything else the behaviour reports; the agent keeps running.
     #[error("{0}")]
     Failed(String),

@@ -4,6 +4,7 @@ pub(crate) mod actor;
 pub(crate) mod behavior;
 pub(crate) mod directory;
 pub(crate) mod job;
+pub(crate) mod overflow;
 pub(crate) mod remote;
 #[allow(clippy::module_inception)]
 pub(crate) mod supervisor;

@@ -1,13 +1,13 @@
 //! [`ContextOverflow`]: why a model call was not made — its request could not fit the model's
 //! context window with room for the answer, even after compaction.
 
+use crate::{MessageId, Role};
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{MessageId, Role};
 
 /// A request the agent refused to send because it cannot fit the model's context window with
 /// the room kept for the answer (the output reserve). The agent answers it as
-/// [`troupe_runtime::AgentError::Refused`] with this text, and the conversation and its session
-/// log are as the request found them: the caller may send something smaller.
+/// [`AgentError::ContextOverflow`](crate::AgentError::ContextOverflow), and the conversation and
+/// its session log are as the request found them: the caller may send something smaller.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ContextOverflow {
