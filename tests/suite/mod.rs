@@ -3,6 +3,7 @@ mod chat;
 mod chat_truth;
 mod cli;
 mod compact_safety;
+mod compact_targets;
 mod compact_trace;
 mod config;
 mod credentials;

@@ -4,10 +4,11 @@
 //! → model call … until the model answers without tool calls (the final answer) or `max_turns`
 //! model calls have been made. Each concern has its file: the turn loop (`turn.rs`), the budget
 //! check before every model call and the output reserve (`precall.rs`, refusing with
-//! `overflow.rs`'s [`ContextOverflow`]), the budget check after each turn and the compaction
+//! [`troupe_runtime::ContextOverflow`]), the budget check after each turn and the compaction
 //! client that sends jobs to the compression agent (`budget.rs`), the
 //! agent-callable `compact` tool (`compact_tool.rs`), scoped compression (`scopes.rs`), context
-//! statistics (`context.rs`); this file holds the agent's state, its construction and the
+//! statistics (`context.rs`), the session log's operations — `/clear`, `/resume`, a changed
+//! system prompt, the write at a turn boundary (`session_ops.rs`); this file holds the agent's state, its construction and the
 //! [`AgentBehavior`] that dispatches requests and jobs.
 
 mod budget;
@@ -15,6 +16,7 @@ mod compact_tool;
 mod context;
 mod precall;
 mod scopes;
+mod session_ops;
 mod tool_tokens;
 mod turn;
 
@@ -37,8 +39,7 @@ use troupe_runtime::{
 use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
 
 use crate::agent_jobs::{
-    ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope, SwitchError,
-    SwitchSession,
+    ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope, SwitchSession,
 };
 use crate::session_sync::{SessionClaim, SessionHealth, SessionSync, restore};
 use crate::spec::AgentSpec;
@@ -236,50 +237,6 @@ impl LlmAgent {
         &self.policy
     }
 
-    /// `/clear`: record the fresh start in the session log first (so a failed write changes
-    /// nothing), then forget the conversation, its ledger, scopes and last report.
-    fn clear(&mut self) -> Result<(), troupe_runtime::session::SessionError> {
-        if let Some(sync) = &mut self.session {
-            sync.clear()?;
-        }
-        // Ids keep counting: the archive still holds originals under the old ones.
-        self.conversation.replace_messages(Vec::new());
-        self.ledger.replace(FileLedger::new());
-        self.ledger_epoch = fresh_ledger_epoch();
-        self.last_compaction = None;
-        self.scopes.clear();
-        self.warned = false;
-        Ok(())
-    }
-
-    /// `/resume`: write the last turn boundary to the current log, then continue from the log
-    /// at `path` (see [`SwitchSession`]). On an error nothing changed.
-    fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
-        self.persist();
-        let Some(sync) = &self.session else {
-            return Err(SwitchError::NoSession(self.spec.name.clone()));
-        };
-        let model = self.spec.model.info().name;
-        let (sync, logged) = sync.switch(path, &self.spec.name, &model)?;
-        for warning in &logged.warnings {
-            tracing::warn!(agent = %self.spec.name, "{warning}");
-        }
-        let restored = restore(&logged);
-        let count = restored.conversation.len();
-        self.session = Some(sync);
-        self.conversation_id = conversation_id(&self.spec.name, Some(path));
-        self.conversation = restored.conversation;
-        self.ledger.replace(restored.ledger);
-        self.ledger_epoch = fresh_ledger_epoch();
-        self.archive = restored.archive;
-        self.last_compaction = restored.last_compaction;
-        // Message ids restart with the other log: cached counts under old ids would be wrong.
-        self.token_cache = TokenCache::new();
-        self.scopes.clear();
-        self.warned = false;
-        Ok(count)
-    }
-
     /// Before a request rewrites its conversation (rather than pushing to it): keep the
     /// conversation as the request found it, for a rollback. O(history), but only when a
     /// request rewrites — a compaction, which costs that much anyway.
@@ -341,55 +298,6 @@ impl LlmAgent {
             );
         }
         outcome
-    }
-
-    /// Make the conversation's system prompt the spec's instructions: a resumed session keeps
-    /// the prompt it was written with, and the spec (a configuration the user edited) may say
-    /// otherwise since. Writes the change to the session log at once. Returns whether the
-    /// prompt changed (an empty conversation gets the spec's at its first request anyway).
-    pub fn adopt_spec_instructions(&mut self) -> bool {
-        if self.conversation.is_empty() {
-            return false;
-        }
-        let now = self.conversation.system_prompt().map(|m| m.text());
-        let wanted = Some(self.spec.instructions.clone()).filter(|i| !i.is_empty());
-        if now == wanted {
-            return false;
-        }
-        let rest = self.conversation.messages()[usize::from(now.is_some())..].to_vec();
-        let mut messages = Vec::with_capacity(rest.len() + 1);
-        if let Some(instructions) = wanted {
-            let mut prompt = troupe_runtime::ChatMessage::system(instructions);
-            prompt.id = self.conversation.allocate_id();
-            messages.push(Arc::new(prompt));
-        }
-        messages.extend(rest);
-        self.conversation.replace_shared(messages);
-        self.persist();
-        true
-    }
-
-    /// A turn boundary: write what changed to the session log, if there is one. A failed write
-    /// is logged, answered to [`SessionHealth`] (the caller's way to tell its user at once) and
-    /// retried at the next boundary (the difference is recomputed then), so the answer is not
-    /// lost to a full disk that frees up.
-    pub(super) fn persist(&mut self) {
-        let Some(sync) = &mut self.session else {
-            return;
-        };
-        if let Err(e) = sync.persist(
-            &self.conversation,
-            &self.archive,
-            &self.ledger.snapshot(),
-            self.last_compaction.as_ref(),
-        ) {
-            tracing::error!(
-                agent = %self.spec.name,
-                session = %sync.path().display(),
-                error = %e,
-                "could not write the session log; will retry at the next turn boundary"
-            );
-        }
     }
 }
 

@@ -1,0 +1,107 @@
+//! The agent's session log operations: `/clear`, `/resume`, adopting a changed system prompt,
+//! and the write at every turn boundary.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use troupe_compaction::TokenCache;
+use troupe_tools::FileLedger;
+
+use super::{LlmAgent, conversation_id, fresh_ledger_epoch};
+use crate::agent_jobs::SwitchError;
+use crate::session_sync::restore;
+
+impl LlmAgent {
+    /// `/clear`: record the fresh start in the session log first (so a failed write changes
+    /// nothing), then forget the conversation, its ledger, scopes and last report.
+    pub(super) fn clear(&mut self) -> Result<(), troupe_runtime::session::SessionError> {
+        if let Some(sync) = &mut self.session {
+            sync.clear()?;
+        }
+        // Ids keep counting: the archive still holds originals under the old ones.
+        self.conversation.replace_messages(Vec::new());
+        self.ledger.replace(FileLedger::new());
+        self.ledger_epoch = fresh_ledger_epoch();
+        self.last_compaction = None;
+        self.scopes.clear();
+        self.warned = false;
+        Ok(())
+    }
+
+    /// `/resume`: write the last turn boundary to the current log, then continue from the log
+    /// at `path` (see [`SwitchSession`]). On an error nothing changed.
+    pub(super) fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
+        self.persist();
+        let Some(sync) = &self.session else {
+            return Err(SwitchError::NoSession(self.spec.name.clone()));
+        };
+        let model = self.spec.model.info().name;
+        let (sync, logged) = sync.switch(path, &self.spec.name, &model)?;
+        for warning in &logged.warnings {
+            tracing::warn!(agent = %self.spec.name, "{warning}");
+        }
+        let restored = restore(&logged);
+        let count = restored.conversation.len();
+        self.session = Some(sync);
+        self.conversation_id = conversation_id(&self.spec.name, Some(path));
+        self.conversation = restored.conversation;
+        self.ledger.replace(restored.ledger);
+        self.ledger_epoch = fresh_ledger_epoch();
+        self.archive = restored.archive;
+        self.last_compaction = restored.last_compaction;
+        // Message ids restart with the other log: cached counts under old ids would be wrong.
+        self.token_cache = TokenCache::new();
+        self.scopes.clear();
+        self.warned = false;
+        Ok(count)
+    }
+
+    /// Make the conversation's system prompt the spec's instructions: a resumed session keeps
+    /// the prompt it was written with, and the spec (a configuration the user edited) may say
+    /// otherwise since. Writes the change to the session log at once. Returns whether the
+    /// prompt changed (an empty conversation gets the spec's at its first request anyway).
+    pub fn adopt_spec_instructions(&mut self) -> bool {
+        if self.conversation.is_empty() {
+            return false;
+        }
+        let now = self.conversation.system_prompt().map(|m| m.text());
+        let wanted = Some(self.spec.instructions.clone()).filter(|i| !i.is_empty());
+        if now == wanted {
+            return false;
+        }
+        let rest = self.conversation.messages()[usize::from(now.is_some())..].to_vec();
+        let mut messages = Vec::with_capacity(rest.len() + 1);
+        if let Some(instructions) = wanted {
+            let mut prompt = troupe_runtime::ChatMessage::system(instructions);
+            prompt.id = self.conversation.allocate_id();
+            messages.push(Arc::new(prompt));
+        }
+        messages.extend(rest);
+        self.conversation.replace_shared(messages);
+        self.persist();
+        true
+    }
+
+    /// A turn boundary: write what changed to the session log, if there is one. A failed write
+    /// is logged, answered to [`SessionHealth`](crate::session_sync::SessionHealth) (the
+    /// caller's way to tell its user at once) and retried at the next boundary (the difference
+    /// is recomputed then), so the answer is not lost to a full disk that frees up.
+    pub(super) fn persist(&mut self) {
+        let Some(sync) = &mut self.session else {
+            return;
+        };
+        if let Err(e) = sync.persist(
+            &self.conversation,
+            &self.archive,
+            &self.ledger.snapshot(),
+            self.last_compaction.as_ref(),
+        ) {
+            tracing::error!(
+                agent = %self.spec.name,
+                session = %sync.path().display(),
+                error = %e,
+                "could not write the session log; will retry at the next turn boundary"
+            );
+        }
+    }
+}
