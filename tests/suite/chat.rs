@@ -22,8 +22,13 @@ pub(super) type Reply = Arc<dyn Fn(usize) -> String + Send + Sync>;
 /// Reads one HTTP request from `stream` and returns its JSON body (also used by
 /// `compact_trace.rs`).
 pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
+    read_request_authorized(stream).map(|(_, body)| body)
+}
+
+/// [`read_request`] with the request's `authorization` header (empty when it has none).
+pub(super) fn read_request_authorized(stream: &mut TcpStream) -> Option<(String, Value)> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let mut length = 0usize;
+    let (mut length, mut authorization) = (0usize, String::new());
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).ok()? == 0 {
@@ -33,15 +38,17 @@ pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
         if line.is_empty() {
             break;
         }
-        if let Some((name, value)) = line.split_once(':')
-            && name.eq_ignore_ascii_case("content-length")
-        {
-            length = value.trim().parse().ok()?;
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok()?;
+            } else if name.eq_ignore_ascii_case("authorization") {
+                authorization = value.trim().to_string();
+            }
         }
     }
     let mut body = vec![0; length];
     reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
+    Some((authorization, serde_json::from_slice(&body).ok()?))
 }
 
 impl ChatServer {

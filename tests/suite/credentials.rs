@@ -1,12 +1,14 @@
 //! troupe's own credentials stay out of the reach of the processes it runs, the model provider
 //! still gets its key, and a key that was asked for but is missing stops the command.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
+
+use super::chat::read_request_authorized;
 
 /// The key `troupe chat` is started with.
 const KEY: &str = "sk-test-childenv-0123456789SECRET";
@@ -14,32 +16,6 @@ const KEY: &str = "sk-test-childenv-0123456789SECRET";
 /// What the shell tool is asked to run: troupe's environment as `/proc` shows it, and the
 /// command's own.
 const SPY: &str = "tr '\\0' '\\n' < /proc/$PPID/environ; echo '--- own'; env";
-
-/// One HTTP request: its `authorization` header and JSON body.
-fn read_request(stream: &mut TcpStream) -> Option<(String, Value)> {
-    let mut reader = BufReader::new(stream.try_clone().ok()?);
-    let (mut length, mut authorization) = (0usize, String::new());
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().ok()?;
-            } else if name.eq_ignore_ascii_case("authorization") {
-                authorization = value.trim().to_string();
-            }
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).ok()?;
-    Some((authorization, serde_json::from_slice(&body).ok()?))
-}
 
 /// An OpenAI-compatible server whose first answer asks for the shell tool to run [`SPY`] and
 /// whose later answers are plain text; it keeps every request. Returns its `/v1` URL.
@@ -49,7 +25,7 @@ fn start_server(requests: Arc<Mutex<Vec<(String, Value)>>>) -> String {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let Some(request) = read_request(&mut stream) else {
+            let Some(request) = read_request_authorized(&mut stream) else {
                 continue;
             };
             let n = {

@@ -192,78 +192,18 @@ struct Head {
     is_request: bool,
 }
 
-/// The top-level `id` and `method` of a JSON object of which `head` is the beginning.
+/// The top-level `id` and `method` of a JSON object of which `head` is the beginning: the
+/// server's [`LineScan`](crate::line_scan::LineScan) over the bytes there are.
 fn scan_head(head: &[u8]) -> Head {
-    let mut found = Head::default();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while let Some(&byte) = head.get(i) {
-        match byte {
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            b'"' => {
-                let Some(end) = string_end(head, i) else {
-                    return found;
-                };
-                let key = &head[i..end];
-                i = end;
-                let Some(value_at) = after_colon(head, i).filter(|_| depth == 1) else {
-                    continue;
-                };
-                if key == b"\"method\"" {
-                    found.is_request = true;
-                } else if key == b"\"id\"" {
-                    found.id = value_end(head, value_at)
-                        .and_then(|end| serde_json::from_slice::<Value>(&head[value_at..end]).ok())
-                        .filter(|v| v.is_number() || v.is_string());
-                }
-                continue;
-            }
-            _ => {}
-        }
-        i += 1;
+    let mut scan = crate::line_scan::LineScan::default();
+    scan.feed(head);
+    Head {
+        id: scan
+            .id()
+            .and_then(|raw| serde_json::from_slice::<Value>(raw).ok())
+            .filter(|v| v.is_number() || v.is_string()),
+        is_request: scan.method().is_some(),
     }
-    found
-}
-
-/// The index after the string starting at `start` (a `"`), if it ends in `s`.
-fn string_end(s: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while let Some(&byte) = s.get(i) {
-        match byte {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-/// Where the value starts when `s[at..]` is whitespace, `:`, whitespace (a key's end).
-fn after_colon(s: &[u8], at: usize) -> Option<usize> {
-    let mut i = at;
-    while s.get(i)?.is_ascii_whitespace() {
-        i += 1;
-    }
-    if *s.get(i)? != b':' {
-        return None;
-    }
-    i += 1;
-    while s.get(i)?.is_ascii_whitespace() {
-        i += 1;
-    }
-    Some(i)
-}
-
-/// The end of the string or scalar value starting at `at`.
-fn value_end(s: &[u8], at: usize) -> Option<usize> {
-    if *s.get(at)? == b'"' {
-        return string_end(s, at);
-    }
-    let len = s[at..]
-        .iter()
-        .position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace())?;
-    Some(at + len)
 }
 
 #[cfg(test)]

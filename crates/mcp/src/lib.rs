@@ -50,6 +50,7 @@ mod content;
 mod error;
 mod frames;
 mod http_client;
+mod line_scan;
 mod list_pages;
 mod names;
 mod process;

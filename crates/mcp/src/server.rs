@@ -5,7 +5,6 @@
 //! (too large, nested too deep, a request id already in flight): see [`guarded_stdio`].
 
 mod guarded_stdio;
-mod line_scan;
 
 use std::sync::Arc;
 use std::time::Duration;

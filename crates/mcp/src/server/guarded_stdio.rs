@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::PollSender;
 use troupe_runtime::sync::lock;
 
-use super::line_scan::LineScan;
+use crate::line_scan::LineScan;
 
 /// Lines waiting for stdout at most; past this the reader and the SDK's writes wait.
 pub(crate) const OUTBOX_LINES: usize = 64;

@@ -35,7 +35,7 @@ enum Top {
 
 /// The scan of one line so far.
 #[derive(Debug)]
-pub(super) struct LineScan {
+pub(crate) struct LineScan {
     depth: usize,
     max_depth: usize,
     in_string: bool,
@@ -71,29 +71,29 @@ impl Default for LineScan {
 
 impl LineScan {
     /// Scan `bytes`, the next part of the line.
-    pub(super) fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.byte(b);
         }
     }
 
     /// The deepest nesting seen (1 for `{}`).
-    pub(super) fn max_depth(&self) -> usize {
+    pub(crate) fn max_depth(&self) -> usize {
         self.max_depth
     }
 
     /// The raw text of the top-level `id` value, when there was one short enough to keep.
-    pub(super) fn id(&self) -> Option<&[u8]> {
+    pub(crate) fn id(&self) -> Option<&[u8]> {
         self.id.as_deref()
     }
 
     /// The raw text of the top-level `method` value (quotes included).
-    pub(super) fn method(&self) -> Option<&[u8]> {
+    pub(crate) fn method(&self) -> Option<&[u8]> {
         self.method.as_deref()
     }
 
     /// Whether the line has a top-level `result` or `error`: a reply to a request.
-    pub(super) fn is_reply(&self) -> bool {
+    pub(crate) fn is_reply(&self) -> bool {
         self.is_reply
     }
 
