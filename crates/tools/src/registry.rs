@@ -406,12 +406,18 @@ impl ToolRegistry {
             return self.unknown_tool(name);
         };
         let timeout = self.effective_timeout(tool.as_ref());
-        // The future borrows only `ctx` and the tool; a panic leaves neither half-updated in a
-        // way later calls could observe (the ledger recovers from poisoning), so unwinding
+        // The call's own token: cancelled with the caller's, and by the guard when the call
+        // times out or its future is dropped (the turn abandoned). Dropping a future cannot
+        // stop work it moved to a blocking thread (a `grep` walk), so the token must say so.
+        let call_cancel = ctx.cancel.child_token();
+        let cancel_on_drop = call_cancel.clone().drop_guard();
+        let call_ctx = ctx.clone().with_cancel(call_cancel.clone());
+        // The future borrows only `call_ctx` and the tool; a panic leaves neither half-updated
+        // in a way later calls could observe (the ledger recovers from poisoning), so unwinding
         // through it is safe to catch.
         let call_future =
-            AssertUnwindSafe(tool.call_json(ctx, &call.function.arguments)).catch_unwind();
-        tokio::select! {
+            AssertUnwindSafe(tool.call_json(&call_ctx, &call.function.arguments)).catch_unwind();
+        let result = tokio::select! {
             biased;
             () = ctx.cancel.cancelled() => ToolResult::error(
                 ToolFailure::Cancelled,
@@ -427,16 +433,23 @@ impl ToolRegistry {
                         panic_message(panic.as_ref())
                     ),
                 ),
-                Err(_) => ToolResult::error(
-                    ToolFailure::TimedOut,
-                    format!(
-                        "{name} did not finish within {} and was stopped; try a smaller or \
-                         simpler request",
-                        describe_duration(timeout)
-                    ),
-                ),
+                Err(_) => {
+                    call_cancel.cancel();
+                    ToolResult::error(
+                        ToolFailure::TimedOut,
+                        format!(
+                            "{name} did not finish within {} and was stopped; try a smaller \
+                             or simpler request",
+                            describe_duration(timeout)
+                        ),
+                    )
+                }
             },
-        }
+        };
+        // A call that ended (by itself, by timing out, or cancelled by the caller) has its token
+        // in its final state; only dropping this future midway must still cancel it.
+        cancel_on_drop.disarm();
+        result
     }
 
     fn unknown_tool(&self, name: &str) -> ToolResult {

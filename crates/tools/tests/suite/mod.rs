@@ -1,3 +1,4 @@
+mod cancellation;
 mod confinement;
 mod dispatch_errors;
 mod file_tools;
