@@ -9,6 +9,9 @@
 //!   become results that tell the model what to fix, never crashes.
 //! - [`builtin`] holds `read_file`, `write_file`, `edit_file`, `list_dir`, `grep` (all confined
 //!   to [`ToolContext::root`] by [`workspace`]) and the opt-in `shell` and `http_get`.
+//! - Topic modules, whose items have no other path: [`builtin`], [`workspace`] (confinement to
+//!   the root: [`workspace::WorkspacePath`], [`workspace::PathError`]), [`schema`]; everything
+//!   else is at the root, once.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
@@ -21,14 +24,14 @@ mod erased;
 mod error;
 mod fn_tool;
 mod json_tool;
-pub mod ledger;
+mod ledger;
 mod output;
 mod registry;
 mod result;
 pub mod schema;
 mod source;
 mod suggest;
-pub mod tool;
+mod tool;
 mod validate;
 pub mod workspace;
 
@@ -41,4 +44,3 @@ pub use registry::{DEFAULT_TIMEOUT, ToolRegistry};
 pub use result::{ToolFailure, ToolOutcome, ToolResult};
 pub use source::ToolSource;
 pub use tool::{NoArgs, Tool};
-pub use workspace::{EscapeKind, PathError, WorkspacePath};

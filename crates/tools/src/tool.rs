@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-pub use crate::context::ToolContext;
-pub use crate::error::ToolError;
+use crate::context::ToolContext;
+use crate::error::ToolError;
 
 /// A tool a model can call.
 ///

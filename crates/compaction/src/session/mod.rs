@@ -17,7 +17,7 @@ use std::ops::RangeInclusive;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::compaction_report::RaisedAim;
+use troupe_runtime::RaisedAim;
 use troupe_runtime::{
     ChatMessage, Content, ContentSlot, Conversation, MessageId, MessageKind, Role,
 };

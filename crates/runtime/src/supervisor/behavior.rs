@@ -13,7 +13,7 @@ use crate::conversation::Conversation;
 use crate::event::EventBus;
 use crate::supervisor::directory::Directory;
 use crate::supervisor::job::{JobReply, JobRequest};
-use crate::trace::TraceContext;
+use crate::TraceContext;
 
 /// A request to an agent: text from a person or another agent, with the trace it belongs to.
 #[derive(Debug, Clone, PartialEq)]

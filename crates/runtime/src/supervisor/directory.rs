@@ -18,7 +18,7 @@ use crate::supervisor::actor::AgentMsg;
 use crate::supervisor::behavior::{AgentError, AgentRequest};
 use crate::supervisor::job::{Job, JobRequest};
 use crate::supervisor::remote::RemoteAgents;
-use crate::trace::TraceContext;
+use crate::TraceContext;
 
 /// How long `ask` waits for the supervisor to settle an agent that just failed.
 const FAILURE_SETTLE: Duration = Duration::from_secs(2);

@@ -11,7 +11,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use crate::supervisor::behavior::AgentError;
-use crate::trace::TraceContext;
+use crate::TraceContext;
 
 /// A structured request an agent may accept besides text, and the type of its answer.
 ///

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 
 use crate::supervisor::behavior::AgentRequest;
 use crate::supervisor::directory::AskError;
-use crate::trace::TraceContext;
+use crate::TraceContext;
 
 /// Agents that live on other nodes, reachable by name.
 #[async_trait]

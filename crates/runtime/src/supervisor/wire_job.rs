@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use crate::supervisor::behavior::AgentError;
 use crate::supervisor::directory::{AskError, Directory};
 use crate::supervisor::job::Job;
-use crate::trace::TraceContext;
+use crate::TraceContext;
 
 /// A job whose request and reply can travel between nodes as JSON.
 ///

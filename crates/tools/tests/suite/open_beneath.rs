@@ -2,8 +2,7 @@
 
 use std::os::unix::fs::symlink;
 
-use troupe_tools::workspace::{FileError, RootDir, resolve};
-use troupe_tools::{EscapeKind, PathError};
+use troupe_tools::workspace::{EscapeKind, FileError, PathError, RootDir, resolve};
 
 use super::confinement::{setup, swap_in_symlink};
 

@@ -3,8 +3,8 @@
 use std::os::unix::fs::symlink;
 
 use serde_json::json;
-use troupe_tools::workspace::resolve;
-use troupe_tools::{EscapeKind, PathError, ToolFailure, ToolOutcome, builtin};
+use troupe_tools::workspace::{EscapeKind, PathError, resolve};
+use troupe_tools::{ToolFailure, ToolOutcome, builtin};
 
 use super::support::{run, workspace};
 

@@ -11,8 +11,7 @@ use std::sync::Arc;
 use serde_json::error::Category;
 use troupe::compaction::TranscriptError;
 use troupe::tools::ToolError;
-use troupe::tools::workspace::{FileError, RootDir, WorkspacePath};
-use troupe::tools::{EscapeKind, PathError};
+use troupe::tools::workspace::{EscapeKind, FileError, PathError, RootDir, WorkspacePath};
 use troupe_cli::transcript_file::{TranscriptFile, TranscriptFileError};
 
 /// The largest transcript file `path` may name.
