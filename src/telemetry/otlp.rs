@@ -134,6 +134,8 @@ where
     if config.otlp_endpoint.is_none() && config.otlp_metrics_endpoint.is_none() {
         return Ok(None);
     }
+    // The exporters' HTTP client (reqwest) has no crypto provider of its own.
+    troupe_runtime::tls::install_crypto_provider();
     let export = OtlpExport {
         tracer: match config.otlp_endpoint.as_deref() {
             Some(endpoint) => Some((tracer_provider(config, endpoint)?, endpoint.to_string())),

@@ -28,6 +28,7 @@ pub(crate) struct WatchedClient {
 
 impl WatchedClient {
     pub(crate) fn new(too_large: watch::Sender<u64>) -> Self {
+        troupe_runtime::tls::install_crypto_provider();
         WatchedClient {
             inner: reqwest::Client::default(),
             too_large: Arc::new(too_large),
@@ -191,5 +192,20 @@ impl StreamableHttpClient for WatchedClient {
             )
             .await;
         Ok(self.watch(self.check(stream)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_builds_with_the_one_crypto_provider() {
+        // reqwest has no provider of its own: building panics unless ring was installed.
+        let (too_large, _) = watch::channel(0);
+        let client = WatchedClient::new(too_large);
+        // A second client, built the plain way, finds the provider installed too.
+        drop(client);
+        let _plain = reqwest::Client::new();
     }
 }

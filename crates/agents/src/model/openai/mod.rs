@@ -78,6 +78,7 @@ impl OpenAiModel {
     /// # Errors
     /// [`ModelError::Transport`] when the HTTP client cannot be built (TLS setup).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
+        troupe_runtime::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
             .build()
