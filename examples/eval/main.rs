@@ -59,7 +59,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Parser;
 use troupe::agents::model::LocalModel;
-use troupe::compaction::{TiktokenCounter, TokenCounter};
+use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::runtime::ChatModel;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::Compressor;

@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use troupe::compaction::{BudgetPolicy, ProtectedSet};
-use troupe::compaction::{TiktokenCounter, TokenCounter};
+use troupe::compaction::BudgetPolicy;
+use troupe::compaction::invariants::ProtectedSet;
+use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::runtime::{ChatMessage, Conversation};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{

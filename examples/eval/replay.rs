@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use troupe::compaction::{
-    BudgetPolicy, CompactOptions, TokenCounter, compact, ledger_from_transcript,
-};
+use troupe::compaction::tokens::TokenCounter;
+use troupe::compaction::transcript::ledger_from_transcript;
+use troupe::compaction::{BudgetPolicy, CompactOptions, compact};
 use troupe::runtime::{
     ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, MessageId, ModelError,
     ModelInfo, stream_response,

@@ -2,7 +2,8 @@
 //! report (the evaluation example and `troupe replay` read a replay through it).
 
 use troupe::agents::{CompactionSettings, shared_counter};
-use troupe::compaction::{BudgetPolicy, TokenCounter};
+use troupe::compaction::BudgetPolicy;
+use troupe::compaction::tokens::TokenCounter;
 use troupe::runtime::{ChatMessage, Conversation, ToolCall};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{

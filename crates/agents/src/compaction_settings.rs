@@ -3,7 +3,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use troupe_compaction::{BudgetPolicy, TiktokenCounter, TokenCounter};
+use troupe_compaction::BudgetPolicy;
+use troupe_compaction::tokens::{TiktokenCounter, TokenCounter};
 
 /// An agent's compaction settings (the `[compaction]` section of the config).
 #[derive(Clone)]

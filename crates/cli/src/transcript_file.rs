@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use troupe_compaction::{BYTE_ORDER_MARK, TranscriptError};
+use troupe_compaction::transcript::{BYTE_ORDER_MARK, TranscriptError};
 use troupe_runtime::{ChatMessage, ContentSlot, ToolCallsSlot};
 
 pub use envelope::Envelope;
@@ -72,7 +72,7 @@ pub enum TranscriptFileError {
         /// The transcript file's path.
         path: PathBuf,
         /// What about its contents is not a transcript.
-        cause: troupe_compaction::TranscriptError,
+        cause: troupe_compaction::transcript::TranscriptError,
     },
     /// Could not serialize.
     #[error("cannot serialize the transcript: {0}")]
@@ -109,7 +109,7 @@ impl TranscriptFile {
             cause: TranscriptError::Format(e),
         };
         let json = text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(text);
-        // Read here rather than by `troupe_compaction::parse_transcript`, whose `Transcript`
+        // Read here rather than by `troupe_compaction::transcript::parse_transcript`, whose `Transcript`
         // keeps only `source` and `license` of the envelope.
         let parsed = if json.trim_start().starts_with('[') {
             EnvelopedMessages {

@@ -8,10 +8,10 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::PathBuf;
 
 use criterion::{BatchSize, Criterion};
-use troupe_compaction::{
-    BudgetPolicy, CompactOptions, MechanicalSummarizer, Summarizer, TiktokenCounter, TokenCache,
-    compact, ledger_from_transcript, parse_transcript,
-};
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
+use troupe_compaction::tokens::{TiktokenCounter, TokenCache};
+use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
+use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
 use troupe_runtime::Conversation;
 
 fn main() {

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput};
-use troupe_compaction::{TiktokenCounter, TokenCache, TokenCounter, parse_transcript};
+use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
+use troupe_compaction::transcript::parse_transcript;
 use troupe_runtime::{ChatMessage, Conversation};
 
 /// The corpus transcripts as conversations would hold them (ids assigned), owned.

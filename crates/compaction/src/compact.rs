@@ -115,7 +115,9 @@ impl Compaction {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), troupe_compaction::CompactionError> {
-/// use troupe_compaction::{compact, BudgetPolicy, CompactOptions, MechanicalSummarizer, TiktokenCounter};
+/// use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
+/// use troupe_compaction::summary::MechanicalSummarizer;
+/// use troupe_compaction::tokens::TiktokenCounter;
 /// use troupe_runtime::Conversation;
 /// use troupe_tools::FileLedger;
 /// let conversation = Conversation::new();

@@ -7,7 +7,8 @@ use crate::protection::ProtectionReason;
 use crate::summary::SummarizerError;
 use crate::validate::InvariantViolation;
 
-/// Why a [`crate::CompactionSession`] operation refused to act. Nothing changed.
+/// Why a [`CompactionSession`](crate::session::CompactionSession) operation refused to act.
+/// Nothing changed.
 ///
 /// The messages are written for the compression agent's model: they say what is wrong and,
 /// where there is one, what to do instead.

@@ -1,6 +1,8 @@
 //! What a compaction did, for events, traces, the CLI and tests.
 //!
-//! The types are defined in the runtime (`troupe_runtime::compaction_report`), so that the event
-//! bus and the session log can carry them typed; every path through this crate keeps working.
+//! The types are defined in the runtime, so that the event bus and the session log can carry
+//! them typed; [`CompactionReport`] is re-exported at this crate's root for users of `compact`,
+//! its parts ([`SummarizerUsage`], [`TierCounts`]) are named from `troupe_runtime`.
 
-pub use troupe_runtime::{CompactionReport, SummarizerUsage, TierCounts};
+pub use troupe_runtime::CompactionReport;
+pub(crate) use troupe_runtime::{SummarizerUsage, TierCounts};

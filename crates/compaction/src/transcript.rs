@@ -197,7 +197,7 @@ mod tests {
         )
         .unwrap();
         let c = troupe_runtime::Conversation::from_messages(t.messages);
-        let protected = crate::ProtectedSet::compute(&c.to_messages(), 0);
+        let protected = crate::protection::ProtectedSet::compute(&c.to_messages(), 0);
         assert_eq!(
             protected.reason(c.messages()[0].id),
             Some(crate::protection::ProtectionReason::SystemPrompt)

@@ -6,7 +6,8 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 use tracing::Instrument;
 use troupe::agents::shared_counter;
-use troupe::compaction::{CompactionReport, TierCounts};
+use troupe::compaction::CompactionReport;
+use troupe::runtime::TierCounts;
 use troupe::runtime::trace::semconv;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{

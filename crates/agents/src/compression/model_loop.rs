@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tracing::Instrument;
-use troupe_compaction::{CompactionSession, Steering, Summarizer};
+use troupe_compaction::Steering;
+use troupe_compaction::session::CompactionSession;
+use troupe_compaction::summary::Summarizer;
 use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolCall, ToolChoice,

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use troupe_compaction::{
+use troupe_compaction::summary::{
     MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
 };
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice, sync};

@@ -6,9 +6,10 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use troupe_compaction::{
-    CompactionSession, CompressionMetadata, CompressionStrategy, Refusal, StepOutcome, Summarizer,
+use troupe_compaction::session::{
+    CompactionSession, CompressionMetadata, CompressionStrategy, Refusal, StepOutcome,
 };
+use troupe_compaction::summary::Summarizer;
 use troupe_runtime::{MessageId, ToolCall, ToolDefinition};
 
 /// `get_compression_metadata`.

@@ -27,9 +27,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use troupe_compaction::{
-    Archive, BudgetPolicy, CompactTrigger, CompactionReport, TokenCache, TokenCounter,
-};
+use troupe_compaction::tokens::{TokenCache, TokenCounter};
+use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,

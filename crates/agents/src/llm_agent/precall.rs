@@ -12,7 +12,8 @@
 //!
 //! [`CompactionSettings::output_reserve_for`]: crate::CompactionSettings::output_reserve_for
 
-use troupe_compaction::{CompactTrigger, ProtectedSet};
+use troupe_compaction::CompactTrigger;
+use troupe_compaction::invariants::ProtectedSet;
 use troupe_runtime::{AgentContext, ChatMessage};
 
 use super::LlmAgent;

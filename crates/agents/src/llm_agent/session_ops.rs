@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_compaction::TokenCache;
+use troupe_compaction::tokens::TokenCache;
 use troupe_tools::FileLedger;
 
 use super::{LlmAgent, conversation_id, fresh_ledger_epoch};

@@ -9,7 +9,8 @@ use troupe_agents::{
     AgentSpec, COMPRESSION_AGENT, CompactError, CompactionSettings, CompressionConfig, close_scope,
     compact_agent, open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError, validate};
+use troupe_compaction::invariants::validate;
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
 use troupe_runtime::{
     ChatMessage, ChatModel, Conversation, Event, Team, TeamConfig, ToolCall, TraceContext,
 };
@@ -301,7 +302,7 @@ async fn the_automatic_trigger_warns_then_compacts() {
     assert!(saw.contains(&"finished"), "{saw:?}");
     // The conversation stayed within budget and valid.
     let conversation = team.checkpoint("coder").unwrap().conversation;
-    let tokens = troupe_compaction::TokenCache::new()
+    let tokens = troupe_compaction::tokens::TokenCache::new()
         .count_messages(shared_counter().as_ref(), conversation.messages())
         .total;
     assert!(

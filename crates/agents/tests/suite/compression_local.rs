@@ -9,10 +9,9 @@ use troupe_agents::model::LocalModel;
 use troupe_agents::{
     COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
 };
-use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, Compaction, CompactionError, ledger_from_transcript,
-    parse_transcript, validate,
-};
+use troupe_compaction::invariants::validate;
+use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
 use troupe_runtime::{ChatModel, Conversation, Team, TeamConfig, TraceContext};
 
 #[tokio::test]

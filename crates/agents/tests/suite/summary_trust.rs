@@ -10,11 +10,12 @@ use troupe_agents::model::ScriptedModel;
 use troupe_agents::{
     COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
 };
-use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, MechanicalSummarizer, Summarizer, SummaryPrompt,
-    SummaryRejection, parse_transcript, vet_summary,
+use troupe_compaction::summary::{
+    MechanicalSummarizer, Summarizer, SummaryPrompt, SummaryRejection, vet_summary,
 };
-use troupe_compaction::{normalize_summary, render_message, segment_prompt};
+use troupe_compaction::summary::{normalize_summary, render_message, segment_prompt};
+use troupe_compaction::transcript::parse_transcript;
+use troupe_compaction::{BudgetPolicy, CompactTrigger};
 use troupe_runtime::{
     ChatMessage, ChatModel, Conversation, MessageKind, Team, TeamConfig, ToolCall, TraceContext,
 };

@@ -9,7 +9,8 @@ use troupe_agents::{
     AgentSpec, CompactionSettings, CompressionConfig, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
-use troupe_compaction::{BudgetPolicy, TokenCounter};
+use troupe_compaction::BudgetPolicy;
+use troupe_compaction::tokens::TokenCounter;
 use troupe_runtime::{ChatMessage, ChatModel, Event, Team, TeamConfig};
 
 /// Instructions that alone are over the trigger: the system prompt is protected, so no

@@ -2,9 +2,8 @@
 
 use std::path::Path;
 
-use troupe_compaction::{
-    Archive, BudgetPolicy, CompactTrigger, CompactionReport, ledger_from_transcript,
-};
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
 use troupe_runtime::Conversation;
 
 use super::archive_file::{ARCHIVE_FORMAT, ARCHIVE_VERSION, ArchiveHeader, write_archive_file};

@@ -8,7 +8,8 @@ use troupe_agents::compression::CompactionJob;
 use troupe_agents::{
     COMPACTION_TIMEOUT, COMPRESSION_AGENT, CompressionConfig, spawn_compression_agent,
 };
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, TokenCache, TokenCounter};
+use troupe_compaction::tokens::{TokenCache, TokenCounter};
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction};
 use troupe_runtime::{ChatModel, Conversation, Team, TeamConfig, TraceContext};
 use troupe_tools::FileLedger;
 

@@ -17,10 +17,11 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use troupe_agents::CompactionSettings;
-use troupe_compaction::{
-    BudgetPolicy, CompactTrigger, Compaction, CompactionReport, TierCounts, TokenCounter,
-    ledger_from_transcript, validate,
-};
+use troupe_compaction::invariants::validate;
+use troupe_compaction::tokens::TokenCounter;
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionReport};
+use troupe_runtime::TierCounts;
 use troupe_runtime::{Conversation, Role};
 
 use super::TranscriptOpError;

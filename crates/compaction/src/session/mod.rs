@@ -25,12 +25,14 @@ use troupe_tools::FileLedger;
 
 pub use metadata::{CompressionMetadata, LedgerSummary, MessageMetadata};
 pub use planner::{PlannedStep, PlannerOutcome};
+// Its operations refuse with this; defined beside `CompactionError` (both are the crate's errors).
+pub use crate::error::Refusal;
 pub(crate) use planner::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
 
 use crate::archive::Archive;
 use crate::compact::{CompactOptions, Compaction};
 use crate::counter::TokenCounter;
-use crate::error::{CompactionError, Refusal};
+use crate::error::CompactionError;
 use crate::id_hash::{IdMap, IdSet};
 use crate::markers::parse_replaces;
 use crate::mask::{STUB_PREFIX, is_stub};

@@ -256,7 +256,7 @@ fn is_fence(line: &str) -> bool {
 /// real messages with nothing better.
 ///
 /// ```
-/// use troupe_compaction::summary_has_substance;
+/// use troupe_compaction::summary::summary_has_substance;
 /// assert!(!summary_has_substance("## Goal\n- (not provided)\n## Progress\n### Done\n- (none)"));
 /// assert!(!summary_has_substance("[m23 tool read_file]\nfile text\n</conversation>\n## Goal\n- x"));
 /// assert!(summary_has_substance("## Goal\n- Fix the parser in src/lib.rs"));

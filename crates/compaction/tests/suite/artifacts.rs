@@ -1,10 +1,10 @@
 //! The artifact ledger in summaries: commands, errors, tests and symbols survive compaction.
 
-use troupe_compaction::parse_summary_message;
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, Compaction, MechanicalSummarizer,
-    Summarizer, TiktokenCounter, TokenCounter, compact, ledger_from_transcript, parse_transcript,
-};
+use troupe_compaction::summary::parse_summary_message;
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
+use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
+use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
+use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, coding_session, corpus_dir, visible_text};
@@ -179,7 +179,7 @@ fn pi_large_session_artifact_recall_after_one_mechanical_compaction() {
     };
     let conversation = Conversation::from_messages(parse_transcript(&json).unwrap().messages);
     let ledger = ledger_from_transcript(conversation.messages());
-    let artifacts = troupe_compaction::ArtifactLedger::from_messages(
+    let artifacts = troupe_compaction::artifacts::ArtifactLedger::from_messages(
         conversation.messages().iter().map(|m| &**m),
     );
     println!(
@@ -206,7 +206,7 @@ fn pi_large_session_artifact_recall_after_one_mechanical_compaction() {
         ))
         .unwrap();
         let text = visible_text(&compaction.messages);
-        let without_blocks = troupe_compaction::ArtifactLedger::strip_blocks(&text);
+        let without_blocks = troupe_compaction::artifacts::ArtifactLedger::strip_blocks(&text);
         let block_tokens = counter.count(&text) - counter.count(&without_blocks);
         let with = named(&names, &text);
         let without = named(&names, &without_blocks);

@@ -1,11 +1,12 @@
 //! Every real transcript of the shared corpus, compacted at 32k and 128k windows; and a real
 //! session whose last user message puts the target out of reach.
 
-use troupe_compaction::{
-    ArtifactLedger, BudgetPolicy, CompactOptions, MechanicalSummarizer, TiktokenCounter,
-    TokenCache, TokenCounter, compact, expand, ledger_from_transcript, parse_summary_message,
-    parse_transcript, validate,
-};
+use troupe_compaction::artifacts::ArtifactLedger;
+use troupe_compaction::invariants::validate;
+use troupe_compaction::summary::{MechanicalSummarizer, parse_summary_message};
+use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
+use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
+use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
 use troupe_runtime::{Conversation, MessageKind};
 
 use super::support::{FixedSummarizer, block_on, corpus_files, visible_text};

@@ -2,7 +2,7 @@
 //! tokenizing would otherwise miss a warning or a trigger.
 
 use proptest::prelude::*;
-use troupe_compaction::{BpeEncoding, CharEstimateCounter, TiktokenCounter, TokenCounter};
+use troupe_compaction::tokens::{BpeEncoding, CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_runtime::{ChatMessage, ToolCall};
 
 use super::support::corpus_files;
@@ -67,8 +67,10 @@ fn bounds_hold_on_every_corpus_message() {
     let counter = TiktokenCounter::default();
     let mut checked = 0;
     for path in files {
-        let transcript =
-            troupe_compaction::parse_transcript(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let transcript = troupe_compaction::transcript::parse_transcript(
+            &std::fs::read_to_string(&path).unwrap(),
+        )
+        .unwrap();
         for message in &transcript.messages {
             assert_bounded(&counter, message).unwrap();
             checked += 1;

@@ -1,8 +1,10 @@
 //! `compact` as the agent, the CLI and the supervisor call it.
 
+use troupe_compaction::summary::MechanicalSummarizer;
+use troupe_compaction::tokens::{CharEstimateCounter, TokenCache};
+use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, CompactTrigger, CompactionReport,
-    MechanicalSummarizer, ThrashGuard, TokenCache, compact, ledger_from_transcript,
+    BudgetPolicy, CompactOptions, CompactTrigger, CompactionReport, ThrashGuard, compact,
 };
 use troupe_runtime::{ChatMessage, Conversation};
 use troupe_tools::FileLedger;

@@ -2,11 +2,11 @@
 
 use std::sync::atomic::Ordering;
 
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, SummarizerError, SummaryKind,
-    TiktokenCounter, compact, ledger_from_transcript,
-};
-use troupe_compaction::{missing_sections, summarize_folded};
+use troupe_compaction::summary::{SummarizerError, SummaryKind};
+use troupe_compaction::summary::{missing_sections, summarize_folded};
+use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter};
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
 
 use super::support::{FixedSummarizer, block_on, coding_session, lines};
 

@@ -1,10 +1,10 @@
 //! The mechanical summary: which lines it picks, and summaries sized to the room left.
 
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, MechanicalSummarizer, Summarizer,
-    TiktokenCounter, TokenCounter, compact, parse_transcript,
-};
-use troupe_compaction::{missing_sections, render_message, segment_prompt};
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
+use troupe_compaction::summary::{missing_sections, render_message, segment_prompt};
+use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
+use troupe_compaction::transcript::parse_transcript;
+use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
 use troupe_runtime::{ChatMessage, Conversation, ToolCall};
 use troupe_tools::FileLedger;
 
@@ -13,7 +13,7 @@ use super::support::{FixedSummarizer, block_on, corpus_files};
 /// The mechanical summary of `messages` (rendered as compaction renders them).
 fn summarize(messages: &[ChatMessage], max_output_tokens: usize) -> String {
     let conversation = Conversation::from_messages(messages.to_vec());
-    let owners = troupe_compaction::tool_call_owners(conversation.messages());
+    let owners = troupe_compaction::invariants::tool_call_owners(conversation.messages());
     let rendered: String = conversation
         .messages()
         .iter()
@@ -21,7 +21,7 @@ fn summarize(messages: &[ChatMessage], max_output_tokens: usize) -> String {
         .map(|(i, m)| {
             render_message(
                 m,
-                troupe_compaction::tool_name(conversation.messages(), owners[i], i),
+                troupe_compaction::invariants::tool_name(conversation.messages(), owners[i], i),
             )
         })
         .collect();

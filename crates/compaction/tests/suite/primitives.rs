@@ -1,9 +1,9 @@
 //! The compression agent's primitives: metadata, each refusal, the planner's order.
 
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, CompactionSession, CompressionStrategy,
-    PlannedStep, Refusal, expand, ledger_from_transcript,
-};
+use troupe_compaction::session::{CompactionSession, CompressionStrategy, PlannedStep, Refusal};
+use troupe_compaction::tokens::CharEstimateCounter;
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{BudgetPolicy, CompactOptions, expand};
 use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind, Role, ToolCall};
 use troupe_tools::FileLedger;
 

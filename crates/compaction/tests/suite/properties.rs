@@ -6,11 +6,12 @@ use std::cell::Cell;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, CompactionSession, CompressionStrategy,
-    MechanicalSummarizer, Summarizer, TokenCounter, compact, expand, ledger_from_transcript,
-    validate,
-};
+use troupe_compaction::invariants::validate;
+use troupe_compaction::session::{CompactionSession, CompressionStrategy};
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
+use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, lines};

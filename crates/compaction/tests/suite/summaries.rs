@@ -1,10 +1,10 @@
 //! Tier 3: the structured summary, iterative merging, focus, per-message mode, fallbacks.
 
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, Compaction, MechanicalSummarizer,
-    Summarizer, SummaryKind, compact, expand, ledger_from_transcript,
-};
-use troupe_compaction::{missing_sections, parse_summary_message};
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer, SummaryKind};
+use troupe_compaction::summary::{missing_sections, parse_summary_message};
+use troupe_compaction::tokens::CharEstimateCounter;
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, Role, ToolCall};
 use troupe_tools::FileLedger;
 
@@ -275,7 +275,7 @@ fn per_message_mode_bounds_user_and_assistant_messages() {
     assert!(compaction.report.reached, "{}", compaction.report.reason);
     assert!(compaction.report.tiers.per_message_summarized > 0);
     let counter = CharEstimateCounter;
-    use troupe_compaction::TokenCounter;
+    use troupe_compaction::tokens::TokenCounter;
     for m in compaction
         .messages
         .iter()

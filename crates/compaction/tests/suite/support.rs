@@ -5,9 +5,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use troupe_compaction::{
-    CharEstimateCounter, Summarizer, SummarizerError, SummaryPrompt, TokenCounter,
-};
+use troupe_compaction::summary::{Summarizer, SummarizerError, SummaryPrompt};
+use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_runtime::{ChatMessage, Conversation, ToolCall};
 
 /// A structured summary with all six sections, as a well-behaved model would write it.

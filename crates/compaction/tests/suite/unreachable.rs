@@ -4,11 +4,11 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
-use troupe_compaction::{
-    BudgetPolicy, CharEstimateCounter, CompactOptions, Compaction, MechanicalSummarizer,
-    Summarizer, TokenCounter, compact, expand, ledger_from_transcript, parse_summary_message,
-    validate,
-};
+use troupe_compaction::invariants::validate;
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer, parse_summary_message};
+use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
+use troupe_compaction::transcript::ledger_from_transcript;
+use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on};

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::error::Category;
-use troupe::compaction::TranscriptError;
+use troupe::compaction::transcript::TranscriptError;
 use troupe::tools::ToolError;
 use troupe::tools::workspace::{EscapeKind, FileError, PathError, RootDir, WorkspacePath};
 use troupe_cli::transcript_file::{TranscriptFile, TranscriptFileError};

@@ -122,7 +122,8 @@ pub enum SummaryRejection {
 /// prose rather than JSON or code.
 ///
 /// ```
-/// use troupe_compaction::{CharEstimateCounter, SummaryRejection, segment_prompt, vet_summary};
+/// use troupe_compaction::summary::{SummaryRejection, segment_prompt, vet_summary};
+/// use troupe_compaction::tokens::CharEstimateCounter;
 /// let prompt = segment_prompt("[m1 user]\nFix the parser in src/lib.rs", None, None, 500);
 /// let skeleton = "## Goal\n- (not provided)\n## Progress\n### Done\n- (none)";
 /// assert_eq!(
