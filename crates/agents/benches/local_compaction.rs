@@ -17,8 +17,8 @@
 use std::error::Error;
 use std::time::Instant;
 
-use troupe_agents::model::local::baseline::Baseline;
-use troupe_agents::model::local::{LocalModelConfig, fetch};
+use troupe_agents::model::baseline::Baseline;
+use troupe_agents::model::{LocalModelConfig, fetch};
 
 fn calls(spec: &str) -> Result<Vec<(usize, usize)>, Box<dyn Error>> {
     spec.split(',')

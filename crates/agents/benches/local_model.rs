@@ -24,8 +24,8 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use troupe_agents::model::local::baseline::Baseline;
-use troupe_agents::model::local::{LocalModel, LocalModelConfig};
+use troupe_agents::model::baseline::Baseline;
+use troupe_agents::model::{LocalModel, LocalModelConfig};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, ModelDelta, ModelError, ResponseAssembler,
 };

@@ -1,7 +1,7 @@
 //! `troupe model pull [NAME]`.
 
 use anyhow::Context as _;
-use troupe::agents::model::local::fetch;
+use troupe::agents::model::fetch;
 
 use crate::cli::PullArgs;
 

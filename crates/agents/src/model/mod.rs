@@ -1,29 +1,42 @@
 //! Model providers behind [`troupe_runtime::ChatModel`].
 //!
-//! - [`openai`]: any OpenAI-compatible HTTP server (the only module that knows `async-openai`);
-//! - [`local`] (feature `local`, on by default): llama.cpp in process, the offline default;
-//! - [`replay`]: record any provider's calls to JSONL and serve them back in tests;
-//! - [`scripted`]: a fixed script, for tests and demos;
-//! - [`select`]: which model compaction uses, and [`default_model`].
+//! - [`OpenAiModel`]: any OpenAI-compatible HTTP server (`openai/`, the only module that knows
+//!   `async-openai`);
+//! - [`LocalModel`] (feature `local`, on by default): llama.cpp in process, the offline default;
+//!   [`fetch`] finds or downloads its GGUF;
+//! - [`RecordingModel`] and [`ReplayModel`]: record any provider's calls to JSONL and serve them
+//!   back in tests;
+//! - [`ScriptedModel`]: a fixed script, for tests and demos;
+//! - [`compaction_model`]: which model compaction uses, and [`default_model`].
+//!
+//! Every item has one path, `troupe_agents::model::Name`: the provider modules are private.
 
 #[cfg(feature = "local")]
-pub mod local;
+mod local;
 mod observed_stream;
-pub mod openai;
-pub mod replay;
-pub mod retry;
-pub mod scripted;
-pub mod select;
+mod openai;
+mod replay;
+mod retry;
+mod scripted;
+mod select;
 mod traced;
 
 #[cfg(feature = "local")]
-pub use local::{LocalModel, LocalModelConfig, LocalModelError};
-pub use openai::{OpenAiConfig, OpenAiModel};
-pub use replay::{RecordingModel, ReplayModel};
+pub use local::{AutoToolCalls, LocalModel, LocalModelConfig, LocalModelError, fetch};
+// The benches' raw llama.cpp baseline: public for them, not part of the documented surface.
+#[cfg(feature = "local")]
+#[doc(hidden)]
+pub use local::baseline;
+pub use openai::{
+    AuthStyle, DEFAULT_OPENAI_MODEL, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig, OpenAiModel,
+    known_context_window,
+};
+pub use replay::{REPLAY_CHUNK_CHARS, RecordingModel, ReplayError, ReplayModel};
 pub use retry::RetryPolicy;
-pub use scripted::{ScriptedModel, ScriptedReply};
+pub use scripted::{SCRIPTED_CHUNK_CHARS, ScriptedModel, ScriptedReply};
 pub use select::{
-    CompactionModel, ConfiguredModel, compaction_model, default_model, openai_configured,
+    CompactionModel, CompactionModelSource, ConfiguredModel, UnknownCompactionModel,
+    compaction_model, default_model, openai_configured,
 };
 pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 

@@ -63,13 +63,13 @@ impl RetryPolicy {
 
 /// Parse a `Retry-After` header given in seconds (`"2"`, `"1.5"`). HTTP dates are not supported
 /// (no OpenAI-compatible server sends them); they read as `None`, which means "use the backoff".
-pub fn parse_retry_after(value: &str) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str) -> Option<Duration> {
     let seconds: f64 = value.trim().parse().ok()?;
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
 }
 
 /// Parse OpenAI's `retry-after-ms` header (milliseconds, more precise than `Retry-After`).
-pub fn parse_retry_after_ms(value: &str) -> Option<Duration> {
+pub(crate) fn parse_retry_after_ms(value: &str) -> Option<Duration> {
     let millis: f64 = value.trim().parse().ok()?;
     (millis.is_finite() && millis >= 0.0).then(|| Duration::from_secs_f64(millis / 1000.0))
 }

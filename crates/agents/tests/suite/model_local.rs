@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
-use troupe_agents::model::local::{LocalModel, LocalModelConfig};
+use troupe_agents::model::{LocalModel, LocalModelConfig};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ModelError, ResponseAssembler,
     ToolChoice, ToolDefinition,

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use troupe_agents::model::RetryPolicy;
-use troupe_agents::model::openai::{OpenAiConfig, OpenAiModel};
+use troupe_agents::model::{OpenAiConfig, OpenAiModel};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelError, ToolChoice, ToolDefinition,
 };

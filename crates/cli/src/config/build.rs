@@ -76,11 +76,11 @@ pub async fn build_model(
             let base = config
                 .base_url
                 .clone()
-                .unwrap_or_else(|| troupe_agents::model::openai::OPENAI_BASE_URL.to_string());
+                .unwrap_or_else(|| troupe_agents::model::OPENAI_BASE_URL.to_string());
             let model = config
                 .model
                 .clone()
-                .unwrap_or_else(|| troupe_agents::model::openai::DEFAULT_OPENAI_MODEL.to_string());
+                .unwrap_or_else(|| troupe_agents::model::DEFAULT_OPENAI_MODEL.to_string());
             let mut openai = OpenAiConfig::new(base, model);
             if let Some(key) = api_key(name, config)? {
                 openai = openai.with_api_key(key);

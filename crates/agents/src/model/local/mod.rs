@@ -156,7 +156,7 @@ impl LocalModelConfig {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use troupe_agents::model::local::LocalModel;
+/// use troupe_agents::model::LocalModel;
 /// use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
 /// let model = LocalModel::load_default().await?; // downloads ~93 MB on first use
 /// let answer = model.chat(ChatRequest::new(vec![ChatMessage::user("Say hi.")])).await?;

@@ -59,7 +59,7 @@ use wire::{build_request, parse_response};
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), troupe_runtime::ModelError> {
-/// use troupe_agents::model::openai::{OpenAiConfig, OpenAiModel};
+/// use troupe_agents::model::{OpenAiConfig, OpenAiModel};
 /// use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
 /// let model = OpenAiModel::new(OpenAiConfig::new("http://localhost:11434/v1", "llama3.2"))?;
 /// let answer = model.chat(ChatRequest::new(vec![ChatMessage::user("hi")])).await?;
