@@ -113,7 +113,7 @@ impl Live {
 
 /// The texts of the conversation a session log holds.
 fn logged_texts(session: &Path) -> Vec<String> {
-    troupe::runtime::session::load(session)
+    troupe::agents::session::load(session)
         .unwrap()
         .conversation
         .messages()

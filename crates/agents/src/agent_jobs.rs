@@ -156,7 +156,7 @@ pub struct ClearConversation;
 
 impl Job for ClearConversation {
     /// `Err` when the session log could not be written; the conversation is then unchanged.
-    type Reply = Result<(), troupe_runtime::session::SessionError>;
+    type Reply = Result<(), crate::session::SessionError>;
 }
 
 /// `/resume SESSION`: continue from another session log. The agent writes its last turn boundary
@@ -318,7 +318,7 @@ pub enum ClearError {
     Ask(#[from] troupe_runtime::AskError),
     /// Its session log could not be written; nothing was cleared.
     #[error("the session log could not record the clear: {0}")]
-    Session(troupe_runtime::session::SessionError),
+    Session(crate::session::SessionError),
 }
 
 /// Why `/resume` did not happen; the agent keeps its conversation and its log.
@@ -333,7 +333,7 @@ pub enum SwitchError {
     NoSession(String),
     /// The other log is in use, unreadable or invalid, or could not be written.
     #[error(transparent)]
-    Session(#[from] troupe_runtime::session::SessionError),
+    Session(#[from] crate::session::SessionError),
 }
 
 /// `/resume SESSION` on `agent`: see [`SwitchSession`]. Answers the number of messages restored.

@@ -5,6 +5,7 @@
 //! - [`LlmAgent`]: the turn loop (model → tools → model …) as an
 //!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
 //! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
+//! - [`session`]: the append-only log an agent keeps its conversation in, and reads it back from.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
@@ -15,7 +16,7 @@ mod compaction_settings;
 pub mod compression;
 mod llm_agent;
 pub mod model;
-mod session_sync;
+pub mod session;
 mod spec;
 mod team_builder;
 mod team_tools;
@@ -31,7 +32,7 @@ pub use compression::{
     COMPRESSION_AGENT, CompressionAgent, CompressionConfig, RemoteCompactionJob,
 };
 pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent, LlmAgentState};
-pub use session_sync::{AgentSession, SessionBehind, SessionHealth, session_health};
+pub use session::health::{SessionBehind, SessionHealth, session_health};
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};

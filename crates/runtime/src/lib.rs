@@ -24,7 +24,6 @@ pub mod message;
 pub mod model;
 mod model_stream;
 pub mod redact;
-pub mod session;
 mod supervisor;
 pub mod sync;
 pub mod tls;

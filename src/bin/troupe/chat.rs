@@ -30,12 +30,12 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
+use troupe::agents::session::{SessionError, SessionLock};
 use troupe::agents::{
     AgentSpec, CancellationToken, CompactError, CompressionConfig, clear_conversation,
     compact_agent_cancellable, context_stats, session_health, shared_counter, spawn_agent,
     spawn_compression_agent, switch_session,
 };
-use troupe::runtime::session::{SessionError, SessionLock};
 use troupe::runtime::{AskItem, MessageId, Role};
 use troupe::{ChatModel, LlmAgent, Team, TeamConfig};
 use troupe_cli::config::{Config, build_model};

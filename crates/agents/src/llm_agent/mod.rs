@@ -37,10 +37,11 @@ use troupe_runtime::{
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
 
+use crate::SessionHealth;
 use crate::agent_jobs::{
     ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope, SwitchSession,
 };
-use crate::session_sync::{SessionClaim, SessionHealth, SessionSync, restore};
+use crate::session::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 

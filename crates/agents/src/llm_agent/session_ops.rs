@@ -9,12 +9,12 @@ use troupe_tools::FileLedger;
 
 use super::{LlmAgent, conversation_id, fresh_ledger_epoch};
 use crate::agent_jobs::SwitchError;
-use crate::session_sync::restore;
+use crate::session::{SessionError, restore};
 
 impl LlmAgent {
     /// `/clear`: record the fresh start in the session log first (so a failed write changes
     /// nothing), then forget the conversation, its ledger, scopes and last report.
-    pub(super) fn clear(&mut self) -> Result<(), troupe_runtime::session::SessionError> {
+    pub(super) fn clear(&mut self) -> Result<(), SessionError> {
         if let Some(sync) = &mut self.session {
             sync.clear()?;
         }
@@ -83,7 +83,7 @@ impl LlmAgent {
     }
 
     /// A turn boundary: write what changed to the session log, if there is one. A failed write
-    /// is logged, answered to [`SessionHealth`](crate::session_sync::SessionHealth) (the
+    /// is logged, answered to [`SessionHealth`](crate::SessionHealth) (the
     /// caller's way to tell its user at once) and retried at the next boundary (the difference
     /// is recomputed then), so the answer is not lost to a full disk that frees up.
     pub(super) fn persist(&mut self) {

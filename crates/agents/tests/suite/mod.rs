@@ -11,6 +11,7 @@ mod model_openai_stream;
 mod model_replay;
 mod precall;
 mod session;
+mod session_log;
 mod session_switch;
 mod summary_trust;
 mod team_builder;

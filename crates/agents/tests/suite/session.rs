@@ -5,12 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{
-    AgentSession, AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter,
-    spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_agent,
+    spawn_compression_agent,
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};
-use troupe_runtime::session::{SessionRecord, load, load_typed};
 use troupe_runtime::{Checkpoint, MessageKind, Team, TeamConfig};
 use troupe_tools::{FileLedger, ToolRegistry};
 
@@ -296,7 +296,7 @@ async fn a_log_written_before_typed_records_resumes_and_is_written_the_same() {
     let log = dir.path().join("coder.jsonl");
     std::fs::write(&log, FORMAT_1_LOG).unwrap();
 
-    let logged = load_typed::<AgentSession>(&log).unwrap();
+    let logged = load(&log).unwrap();
     assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
     assert_eq!(logged.compactions, 1);
     let report = logged.last_report.clone().unwrap();
@@ -308,7 +308,7 @@ async fn a_log_written_before_typed_records_resumes_and_is_written_the_same() {
 
     // Every record, read typed and written again, is the same line: the format is unchanged.
     for (i, line) in FORMAT_1_LOG.lines().enumerate() {
-        let record: SessionRecord<AgentSession> = serde_json::from_str(line).unwrap();
+        let record: SessionRecord = serde_json::from_str(line).unwrap();
         let written = serde_json::to_string(&record).unwrap();
         assert!(
             written == line,

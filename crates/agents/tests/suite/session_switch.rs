@@ -5,8 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use troupe_agents::model::ScriptedModel;
+use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent, switch_session};
-use troupe_runtime::session::load;
 use troupe_runtime::{Conversation, TeamError};
 
 use super::session::team;

@@ -1,5 +1,4 @@
 mod corpus_round_trip;
-mod session;
 mod supervisor;
 mod support;
 mod wire_round_trip;

@@ -14,81 +14,23 @@
 //! A killed process therefore loses at most the turn in flight; [`restore`] rebuilds the
 //! conversation, ledger, archive and last compaction report from the log.
 //!
-//! The records are typed by [`AgentSession`]: a ledger, archive entry or report of the wrong shape
-//! is refused at its line when the log is read, and one that cannot be serialized fails the write
-//! with [`SessionError::Serialize`] (nothing is dropped).
+//! The records are typed ([`SessionRecord`]): a ledger, archive entry or report of the wrong
+//! shape is refused at its line when the log is read.
 //!
-//! The log's lock ([`SessionLock`]) belongs to whoever owns the agent for its whole life: the
-//! factory the supervisor rebuilds it with ([`SessionClaim`]), so a rebuilt agent reopens its log
-//! under the same claim instead of finding it locked by its own failed predecessor.
+//! The log's lock belongs to whoever owns the agent for its whole life ([`SessionClaim`]).
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 
 use troupe_compaction::{Archive, ArchiveEntry, CompactionReport};
-use troupe_runtime::TraceContext;
-use troupe_runtime::session::{
-    CompactionRecord, SessionError, SessionLock, SessionLog, SessionRecord, SessionSchema,
-};
-use troupe_runtime::{AskError, ChatMessage, Conversation, Job, MessageKind, StoredMessage, Team};
+use troupe_runtime::{ChatMessage, Conversation, MessageKind, StoredMessage};
 use troupe_tools::FileLedger;
 
-/// The agent state an [`crate::LlmAgent`]'s session log records: its [`FileLedger`], the
-/// [`ArchiveEntry`]s of its compactions and their [`CompactionReport`]s. Read a log with it:
-/// `troupe_runtime::session::load_typed::<AgentSession>(path)`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentSession;
-
-impl SessionSchema for AgentSession {
-    type Ledger = FileLedger;
-    type ArchiveEntry = ArchiveEntry;
-    type Report = CompactionReport;
-}
-
-/// An agent's session log is behind its conversation: its last writes failed (a full disk, a
-/// file size limit, a log that went away), so what happened since its last successful write
-/// would be lost with the process. The agent writes the whole difference again at its next turn
-/// boundary; one that succeeds catches the log up.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{error} ({unsaved} turn boundaries not saved)")]
-pub struct SessionBehind {
-    /// The log.
-    pub path: PathBuf,
-    /// Why the last write failed.
-    pub error: String,
-    /// Turn boundaries (requests answered, compactions, closed scopes) whose write failed since
-    /// the last successful one.
-    pub unsaved: usize,
-}
-
-/// Ask an agent whether its session log is behind ([`session_health`]): `None` when it is in
-/// step (or the agent keeps no log).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SessionHealth;
-
-impl Job for SessionHealth {
-    type Reply = Option<SessionBehind>;
-}
-
-/// Whether `agent`'s session log is behind its conversation, and since how many turn
-/// boundaries (see [`SessionBehind`]). Ask after a turn or a compaction: a failed write is then
-/// known at once, not only from a log line.
-///
-/// # Errors
-/// [`AskError`] when the agent cannot be reached.
-pub async fn session_health(team: &Team, agent: &str) -> Result<Option<SessionBehind>, AskError> {
-    team.directory()
-        .ask_job(
-            agent,
-            SessionHealth,
-            TraceContext::new_root(),
-            crate::agent_jobs::COMPACTION_TIMEOUT,
-        )
-        .await
-}
-
-/// A session log of an agent.
-pub(crate) type Session = troupe_runtime::session::Session<AgentSession>;
+use super::claim::SessionClaim;
+use super::error::SessionError;
+use super::health::SessionBehind;
+use super::log::SessionLog;
+use super::records::{CompactionRecord, Session, SessionRecord};
 
 /// What an agent resumes with.
 pub(crate) struct Restored {
@@ -108,64 +50,10 @@ pub(crate) fn restore(session: &Session) -> Restored {
     }
 }
 
-/// The claim on an agent's session log, shared by every build of that agent (an agent factory
-/// holds one): taken at the first build, released when the last holder goes.
-#[derive(Clone, Default)]
-pub(crate) struct SessionClaim(Arc<Mutex<Option<SessionLock>>>);
-
-impl SessionClaim {
-    /// Open the log at `path` under this claim, taking it first if it is not yet held.
-    fn open(
-        &self,
-        path: &Path,
-        agent: &str,
-    ) -> Result<(SessionLog<AgentSession>, Session), SessionError> {
-        // A panic elsewhere while this was held leaves a valid `Option`: poison is moot.
-        let mut slot = troupe_runtime::sync::lock(&self.0);
-        let lock = match slot.take() {
-            Some(lock) if lock.log_path() == path => lock,
-            _ => SessionLock::acquire(path)?,
-        };
-        let opened = SessionLog::open_locked_typed(&lock, Some(agent));
-        *slot = Some(lock);
-        opened
-    }
-
-    /// The log this claim holds now: after a [`SessionSync::switch`], not the one the agent's
-    /// spec names, so a rebuilt agent reopens the log it last kept.
-    pub(crate) fn held_path(&self) -> Option<PathBuf> {
-        troupe_runtime::sync::lock(&self.0)
-            .as_ref()
-            .map(|lock| lock.log_path().to_path_buf())
-    }
-
-    /// Open the log at `path` and, once `prepare` accepted it, hold its lock instead of the one
-    /// held now. Any failure leaves the claim as it was.
-    fn switch(
-        &self,
-        path: &Path,
-        agent: &str,
-        prepare: impl FnOnce(&mut SessionLog<AgentSession>, &Session) -> Result<(), SessionError>,
-    ) -> Result<(SessionLog<AgentSession>, Session), SessionError> {
-        let mut slot = troupe_runtime::sync::lock(&self.0);
-        if let Some(held) = slot.as_ref().filter(|lock| lock.log_path() == path) {
-            let (mut log, session) = SessionLog::open_locked_typed(held, Some(agent))?;
-            prepare(&mut log, &session)?;
-            return Ok((log, session));
-        }
-        let fresh = SessionLock::acquire(path)?;
-        let (mut log, session) = SessionLog::open_locked_typed(&fresh, Some(agent))?;
-        prepare(&mut log, &session)?;
-        // The old lock goes only now: the agent is never left without a log.
-        *slot = Some(fresh);
-        Ok((log, session))
-    }
-}
-
 /// Append and flush a `model_change` to `model` when the log last named another one (or none);
 /// a failed write leaves nothing pending.
 fn record_model(
-    log: &mut SessionLog<AgentSession>,
+    log: &mut SessionLog,
     logged: Option<&str>,
     model: &str,
 ) -> Result<(), SessionError> {
@@ -180,7 +68,7 @@ fn record_model(
 
 /// An open log and what of the agent's state it already holds.
 pub(crate) struct SessionSync {
-    log: SessionLog<AgentSession>,
+    log: SessionLog,
     /// The claim on the log: the factory's (shared by every build of the agent) or, for an
     /// agent built without one, its own.
     claim: SessionClaim,
@@ -339,16 +227,17 @@ impl SessionSync {
                 .rev()
                 .find(|m| m.kind == MessageKind::Summary)
                 .map(|m| m.text());
-            self.log.append(SessionRecord::Compaction(CompactionRecord {
-                messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
-                summary,
-                read_files: ledger.read_only_files().into_iter().collect(),
-                modified_files: ledger.modified_files().into_iter().collect(),
-                archived: fresh.iter().map(|e| e.original.id).collect(),
-                archive_entries: fresh.to_vec(),
-                ledger: ledger_now.clone(),
-                report: report.cloned(),
-            }));
+            self.log
+                .append(SessionRecord::Compaction(Box::new(CompactionRecord {
+                    messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
+                    summary,
+                    read_files: ledger.read_only_files().into_iter().collect(),
+                    modified_files: ledger.modified_files().into_iter().collect(),
+                    archived: fresh.iter().map(|e| e.original.id).collect(),
+                    archive_entries: fresh.to_vec(),
+                    ledger: ledger_now.clone(),
+                    report: report.cloned(),
+                })));
         }
         if ledger_now != self.ledger_persisted
             && let Some(l) = &ledger_now

@@ -6,22 +6,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::message::{ChatMessage, StoredMessage};
+use troupe_runtime::{ChatMessage, StoredMessage};
 
 use super::error::SessionError;
 use super::files::{open_regular, sync_parent_dir};
 use super::lock::{Held, SessionLock};
 use super::records::{SESSION_FORMAT_VERSION, Session, SessionRecord};
 use super::scan::scan;
-use super::schema::{SessionSchema, Untyped};
 
-/// An open session log, appending at turn boundaries; `S` types the agent state its records
-/// carry ([`SessionSchema`]; [`Untyped`] keeps it as JSON values).
+/// An open session log, appending at turn boundaries.
 #[derive(Debug)]
-pub struct SessionLog<S: SessionSchema = Untyped> {
+pub struct SessionLog {
     path: PathBuf,
     file: File,
-    pending: Vec<SessionRecord<S>>,
+    pending: Vec<SessionRecord>,
     /// The claim, when this log took its own ([`SessionLog::open`]).
     _claim: Option<SessionLock>,
     /// The `flock`, which keeps other processes out while this log is open.
@@ -59,32 +57,8 @@ impl SessionLog {
         path: &Path,
         agent: Option<&str>,
     ) -> Result<(SessionLog, Session), SessionError> {
-        Self::open_typed(path, agent)
-    }
-
-    /// [`SessionLog::open_locked_typed`] with the agent state as JSON values.
-    ///
-    /// # Errors
-    /// As [`SessionLog::open_locked_typed`].
-    pub fn open_locked(
-        lock: &SessionLock,
-        agent: Option<&str>,
-    ) -> Result<(SessionLog, Session), SessionError> {
-        Self::open_locked_typed(lock, agent)
-    }
-}
-
-impl<S: SessionSchema> SessionLog<S> {
-    /// [`SessionLog::open_for`], with the agent state typed by `S`.
-    ///
-    /// # Errors
-    /// As [`SessionLog::open`].
-    pub fn open_typed(
-        path: &Path,
-        agent: Option<&str>,
-    ) -> Result<(SessionLog<S>, Session<S>), SessionError> {
         let claim = SessionLock::acquire(path)?;
-        let (mut log, session) = Self::open_locked_typed(&claim, agent)?;
+        let (mut log, session) = Self::open_locked(&claim, agent)?;
         log._claim = Some(claim);
         Ok((log, session))
     }
@@ -96,12 +70,12 @@ impl<S: SessionSchema> SessionLog<S> {
     /// # Errors
     /// [`SessionError::NotRegularFile`] when the path is a FIFO, device, directory…;
     /// [`SessionError::Io`] when the file cannot be read or written; [`SessionError::Corrupt`]
-    /// or [`SessionError::Invalid`] when it is damaged or holds agent state of another shape than `S`
+    /// or [`SessionError::Invalid`] when it is damaged or holds agent state of another shape
     /// (then nothing is changed on disk).
-    pub fn open_locked_typed(
+    pub fn open_locked(
         lock: &SessionLock,
         agent: Option<&str>,
-    ) -> Result<(SessionLog<S>, Session<S>), SessionError> {
+    ) -> Result<(SessionLog, Session), SessionError> {
         let path = lock.log_path();
         let io = |source| SessionError::Io {
             path: path.to_path_buf(),
@@ -160,7 +134,7 @@ impl<S: SessionSchema> SessionLog<S> {
     }
 
     /// Queue a record; nothing is written until [`SessionLog::flush`].
-    pub fn append(&mut self, record: SessionRecord<S>) {
+    pub fn append(&mut self, record: SessionRecord) {
         self.pending.push(record);
     }
 
@@ -194,7 +168,7 @@ impl<S: SessionSchema> SessionLog<S> {
         for record in self
             .pending
             .iter()
-            .chain(std::iter::once(&SessionRecord::<S>::Commit))
+            .chain(std::iter::once(&SessionRecord::Commit))
         {
             let line = serde_json::to_string(record).map_err(|e| SessionError::Serialize {
                 path: self.path.clone(),

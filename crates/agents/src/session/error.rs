@@ -14,7 +14,7 @@ pub enum SessionError {
         cause: std::io::Error,
     },
     /// A complete line that is not a session record, or holds agent state (ledger, archive entry,
-    /// report) of another shape than the reader's [`super::SessionSchema`]: the log is damaged.
+    /// report) of another shape than the agent's: the log is damaged.
     #[error("session log {path}:{line}: corrupt record: {reason}")]
     Corrupt {
         /// The log.
@@ -37,7 +37,7 @@ pub enum SessionError {
         reason: String,
     },
     /// A record could not be serialized (the reason names its `type`); nothing of the turn was
-    /// written.
+    /// written. Kept for serde's `Result`: the typed records leave it no known cause.
     #[error("session log {path}: cannot serialize a record: {reason}")]
     Serialize {
         /// The log file.

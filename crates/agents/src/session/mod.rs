@@ -1,4 +1,4 @@
-//! Sessions: each conversation as an append-only JSONL log that survives a killed process.
+//! Sessions: each agent's conversation as an append-only JSONL log that survives a killed process.
 //!
 //! A log is a sequence of [`SessionRecord`]s, one JSON object per line. Records are queued with
 //! [`SessionLog::append`] and written by [`SessionLog::flush`] — at a turn boundary — followed by a
@@ -19,16 +19,20 @@
 //! interleaving turns. Only regular files are opened: a FIFO, a device or a directory is refused
 //! before anything is read. Logs and their sidecars are created `0o600`.
 //!
-//! The runtime replays messages, compactions and clears; the agent state recorded with them — the
-//! file ledger, archive entries, the compaction report — is typed by a [`SessionSchema`] from the
-//! layer that knows it (`troupe_agents::AgentSession`): a record of the wrong shape is refused at
-//! its line, and state that cannot be serialized is a [`SessionError::Serialize`], never a missing
-//! record. [`Untyped`] (the default) reads and writes it as JSON values; both write the same bytes.
+//! The agent that writes the log types the state recorded with its messages: the `FileLedger`,
+//! the `ArchiveEntry`s and the `CompactionReport` of its compactions (a record of the wrong shape
+//! is refused at its line). They are written as JSON values were (keys sorted), so a log keeps the
+//! bytes of format 1 (`tests/fixtures/session_format_1.jsonl`).
+//!
+//! Files: the records (`records.rs`), writing (`log.rs`), reading and replay
+//! (`scan.rs`, `replay.rs`), the lock and file checks (`lock.rs`, `files.rs`); keeping an
+//! [`crate::LlmAgent`]'s log in step with its conversation (`sync.rs`, under the agent's
+//! `claim.rs`) and asking whether it is behind (`health.rs`).
 //!
 //! ```no_run
-//! use troupe_runtime::session::{SessionLog, SessionRecord};
+//! use troupe_agents::session::SessionLog;
 //! use troupe_runtime::ChatMessage;
-//! # fn main() -> Result<(), troupe_runtime::session::SessionError> {
+//! # fn main() -> Result<(), troupe_agents::session::SessionError> {
 //! let (mut log, session) = SessionLog::open("chat.jsonl".as_ref())?;
 //! for w in &session.warnings { eprintln!("warning: {w}"); }
 //! let mut conversation = session.conversation;
@@ -38,20 +42,23 @@
 //! # Ok(()) }
 //! ```
 
+mod claim;
 mod error;
 mod files;
+pub(crate) mod health;
 mod lock;
 mod log;
 mod records;
 mod replay;
 mod scan;
-mod schema;
+mod sync;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use claim::SessionClaim;
 pub use error::SessionError;
 pub use lock::{SessionLock, lock_path};
 pub use log::SessionLog;
 pub use records::{CompactionRecord, SESSION_FORMAT_VERSION, Session, SessionRecord};
-pub use scan::{load, load_typed};
-pub use schema::{SessionSchema, Untyped};
+pub use scan::load;
+pub(crate) use sync::{SessionSync, restore};

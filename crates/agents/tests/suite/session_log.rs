@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use troupe_runtime::session::{SessionLog, load};
+use troupe_agents::session::{SessionLog, load};
 use troupe_runtime::{ChatMessage, Conversation};
 
 fn log_in(dir: &tempfile::TempDir) -> PathBuf {

@@ -1,21 +1,20 @@
 //! What a session log holds: its records, and the session they restore.
 
-use serde::{Deserialize, Serialize};
-
-use crate::conversation::Conversation;
-use crate::message::{MessageId, StoredMessage};
-
-use super::schema::{SessionSchema, Untyped, as_json_value};
+use serde::{Deserialize, Serialize, Serializer};
+use troupe_compaction::{ArchiveEntry, CompactionReport};
+use troupe_runtime::{Conversation, MessageId, StoredMessage};
+use troupe_tools::FileLedger;
 
 /// The log format's version, written in the header record.
 pub const SESSION_FORMAT_VERSION: u32 = 1;
 
-/// One line of a session log; `S` types the agent state it carries ([`SessionSchema`]).
+/// One line of a session log. The agent state it carries — the file ledger, archive entries, the
+/// compaction report — is typed: a record of the wrong shape is refused at its line when the log
+/// is read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[serde(bound(serialize = "", deserialize = ""))]
 #[non_exhaustive]
-pub enum SessionRecord<S: SessionSchema = Untyped> {
+pub enum SessionRecord {
     /// The first record: what wrote the log.
     Session {
         /// [`SESSION_FORMAT_VERSION`] of the writer.
@@ -28,8 +27,9 @@ pub enum SessionRecord<S: SessionSchema = Untyped> {
     },
     /// A message appended to the conversation (with its id and kind).
     Message(StoredMessage),
-    /// The conversation was compacted.
-    Compaction(CompactionRecord<S>),
+    /// The conversation was compacted (boxed: it holds the whole conversation and a report,
+    /// while most records are one message).
+    Compaction(Box<CompactionRecord>),
     /// The agent switched models.
     ModelChange {
         /// The new model's name.
@@ -39,7 +39,7 @@ pub enum SessionRecord<S: SessionSchema = Untyped> {
     Ledger {
         /// The ledger.
         #[serde(serialize_with = "as_json_value")]
-        ledger: S::Ledger,
+        ledger: FileLedger,
     },
     /// The conversation was cleared (`/clear`); ids stay unique afterwards.
     Clear,
@@ -47,7 +47,7 @@ pub enum SessionRecord<S: SessionSchema = Untyped> {
     Commit,
 }
 
-impl<S: SessionSchema> SessionRecord<S> {
+impl SessionRecord {
     /// The record's `type`, as written in the log.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -63,9 +63,8 @@ impl<S: SessionSchema> SessionRecord<S> {
 }
 
 /// What a compaction changed, enough to restore the conversation and its summary state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(bound(serialize = "", deserialize = ""))]
-pub struct CompactionRecord<S: SessionSchema = Untyped> {
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionRecord {
     /// The conversation after compaction (it replaces the conversation so far).
     pub messages: Vec<StoredMessage>,
     /// The summary text (the body of the `<summary>` message), if a summary was written.
@@ -87,41 +86,26 @@ pub struct CompactionRecord<S: SessionSchema = Untyped> {
         skip_serializing_if = "Vec::is_empty",
         serialize_with = "as_json_value"
     )]
-    pub archive_entries: Vec<S::ArchiveEntry>,
+    pub archive_entries: Vec<ArchiveEntry>,
     /// The file ledger at compaction time.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         serialize_with = "as_json_value"
     )]
-    pub ledger: Option<S::Ledger>,
+    pub ledger: Option<FileLedger>,
     /// The compaction report.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
         serialize_with = "as_json_value"
     )]
-    pub report: Option<S::Report>,
-}
-
-impl<S: SessionSchema> Default for CompactionRecord<S> {
-    fn default() -> Self {
-        CompactionRecord {
-            messages: Vec::new(),
-            summary: None,
-            read_files: Vec::new(),
-            modified_files: Vec::new(),
-            archived: Vec::new(),
-            archive_entries: Vec::new(),
-            ledger: None,
-            report: None,
-        }
-    }
+    pub report: Option<CompactionReport>,
 }
 
 /// A conversation restored from its log.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Session<S: SessionSchema = Untyped> {
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Session {
     /// The conversation as of the last committed turn.
     pub conversation: Conversation,
     /// The agent named in the header.
@@ -135,13 +119,13 @@ pub struct Session<S: SessionSchema = Untyped> {
     /// Files modified, over all compactions.
     pub modified_files: Vec<String>,
     /// The latest file ledger.
-    pub ledger: Option<S::Ledger>,
+    pub ledger: Option<FileLedger>,
     /// Ids of every archived original.
     pub archived: Vec<MessageId>,
     /// Every archive entry recorded in the log, oldest first.
-    pub archive_entries: Vec<S::ArchiveEntry>,
+    pub archive_entries: Vec<ArchiveEntry>,
     /// The report of the latest compaction.
-    pub last_report: Option<S::Report>,
+    pub last_report: Option<CompactionReport>,
     /// Compactions applied.
     pub compactions: usize,
     /// Committed records applied.
@@ -150,22 +134,11 @@ pub struct Session<S: SessionSchema = Untyped> {
     pub warnings: Vec<String>,
 }
 
-impl<S: SessionSchema> Default for Session<S> {
-    fn default() -> Self {
-        Session {
-            conversation: Conversation::default(),
-            agent: None,
-            model: None,
-            previous_summary: None,
-            read_files: Vec::new(),
-            modified_files: Vec::new(),
-            ledger: None,
-            archived: Vec::new(),
-            archive_entries: Vec::new(),
-            last_report: None,
-            compactions: 0,
-            records: 0,
-            warnings: Vec::new(),
-        }
-    }
+/// Serializes `value` through a [`serde_json::Value`], whose objects sort their keys: the agent
+/// state keeps the exact bytes logs were written with when it was stored as JSON values (format
+/// 1; `tests/fixtures/session_format_1.jsonl` holds such a log).
+fn as_json_value<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(value)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(serializer)
 }

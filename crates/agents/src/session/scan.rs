@@ -8,11 +8,10 @@ use super::error::SessionError;
 use super::files::open_regular;
 use super::records::{SESSION_FORMAT_VERSION, Session, SessionRecord};
 use super::replay::Replayer;
-use super::schema::{SessionSchema, Untyped};
 
 /// The result of scanning a log: the session and where its committed part ends.
-pub(super) struct Scan<S: SessionSchema> {
-    pub(super) session: Session<S>,
+pub(super) struct Scan {
+    pub(super) session: Session,
     /// The length of the committed part: everything after it is an unfinished turn.
     pub(super) committed_len: u64,
     /// The last commit line lost only its newline: it counts, and the newline must be written
@@ -25,9 +24,9 @@ fn is_commit(line: &[u8]) -> bool {
     serde_json::from_slice::<SessionRecord>(line).is_ok_and(|r| matches!(r, SessionRecord::Commit))
 }
 
-pub(super) fn scan<S: SessionSchema>(path: &Path, bytes: &[u8]) -> Result<Scan<S>, SessionError> {
-    let mut replayer = Replayer::<S>::default();
-    let mut pending: Vec<(SessionRecord<S>, usize)> = Vec::new();
+pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, SessionError> {
+    let mut replayer = Replayer::default();
+    let mut pending: Vec<(SessionRecord, usize)> = Vec::new();
     let mut committed_len = 0u64;
     let mut missing_newline = false;
     let mut offset = 0usize;
@@ -62,7 +61,7 @@ pub(super) fn scan<S: SessionSchema>(path: &Path, bytes: &[u8]) -> Result<Scan<S
             reason,
         };
         let text = std::str::from_utf8(line).map_err(|e| corrupt(format!("not UTF-8: {e}")))?;
-        let record: SessionRecord<S> =
+        let record: SessionRecord =
             serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))?;
         if let SessionRecord::Session { version, .. } = &record
             && *version > SESSION_FORMAT_VERSION
@@ -107,18 +106,10 @@ pub(super) fn scan<S: SessionSchema>(path: &Path, bytes: &[u8]) -> Result<Scan<S
 /// # Errors
 /// [`SessionError::NotRegularFile`] for a FIFO, device or directory (refused without reading
 /// it); [`SessionError::Io`] when the file cannot be read; [`SessionError::Corrupt`] naming the
-/// line when a complete line is not a record; [`SessionError::Invalid`] naming the line when the
-/// committed records do not form a valid conversation.
+/// line when a complete line is not a record, or holds a ledger, archive entry or report of
+/// another shape; [`SessionError::Invalid`] naming the line when the committed records do not
+/// form a valid conversation.
 pub fn load(path: &Path) -> Result<Session, SessionError> {
-    load_typed::<Untyped>(path)
-}
-
-/// [`load`], reading the agent state as `S` types it: a ledger, archive entry or report of
-/// another shape is [`SessionError::Corrupt`] at its line.
-///
-/// # Errors
-/// As [`load`].
-pub fn load_typed<S: SessionSchema>(path: &Path) -> Result<Session<S>, SessionError> {
     let mut bytes = Vec::new();
     open_regular(path, OpenOptions::new().read(true))?
         .read_to_end(&mut bytes)

@@ -59,7 +59,7 @@ static HELD: Mutex<Option<HashMap<FileKey, Weak<Held>>>> = Mutex::new(None);
 
 fn held_locks() -> MutexGuard<'static, Option<HashMap<FileKey, Weak<Held>>>> {
     // The map stays consistent under a panic (single inserts and removes), so poison is moot.
-    crate::sync::lock(&HELD)
+    troupe_runtime::sync::lock(&HELD)
 }
 
 /// An `flock` this process holds on one log.
@@ -96,10 +96,9 @@ impl Drop for Held {
 
 /// The exclusive right to write one session log, held until dropped.
 ///
-/// [`crate::session::SessionLog::open`] takes one for itself; an owner that outlives its logs —
-/// an agent's factory, whose agent the supervisor may rebuild — takes one with
-/// [`SessionLock::acquire`] and opens each log under it with
-/// [`crate::session::SessionLog::open_locked`].
+/// [`super::SessionLog::open`] takes one for itself; an owner that outlives its logs — an agent's
+/// factory, whose agent the supervisor may rebuild — takes one with [`SessionLock::acquire`] and
+/// opens each log under it with [`super::SessionLog::open_locked`].
 #[derive(Debug)]
 pub struct SessionLock {
     log: PathBuf,

@@ -1,11 +1,15 @@
-//! Unit tests of the session log's writing and replay (integration tests: `tests/suite/session.rs`).
+//! Unit tests of the session log's writing and replay (integration tests:
+//! `tests/suite/session_log.rs`, and `tests/suite/session.rs` for the agent's own log).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
+use troupe_compaction::ArchiveEntry;
+use troupe_runtime::{ChatMessage, Conversation, MessageId, StoredMessage};
+use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+
 use super::*;
-use crate::conversation::Conversation;
-use crate::message::{ChatMessage, MessageId, StoredMessage};
+
 fn temp_path(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("troupe-session-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -111,6 +115,8 @@ fn compaction_clear_and_model_change_are_restored() {
     }
     log.flush().unwrap();
     let summary_id = c.allocate_id();
+    let mut ledger = FileLedger::new();
+    ledger.record(LedgerEntry::new("a.rs", FileAccess::Read));
     let mut summary = ChatMessage::user("<summary>did things</summary>");
     summary.id = summary_id;
     let kept: Vec<ChatMessage> = vec![
@@ -118,16 +124,20 @@ fn compaction_clear_and_model_change_are_restored() {
         summary,
         ChatMessage::clone(&c.messages()[3]),
     ];
-    log.append(SessionRecord::Compaction(CompactionRecord {
+    log.append(SessionRecord::Compaction(Box::new(CompactionRecord {
         messages: kept.iter().map(StoredMessage::from).collect(),
         summary: Some("did things".into()),
         read_files: vec!["a.rs".into()],
         modified_files: vec!["b.rs".into()],
         archived: vec![MessageId(2), MessageId(3)],
-        archive_entries: vec![serde_json::json!({"original": "m2"})],
-        ledger: Some(serde_json::json!({"files": {}})),
+        archive_entries: vec![ArchiveEntry {
+            replaced_by: Some(summary_id),
+            after: None,
+            original: StoredMessage::from(&*c.messages()[1]),
+        }],
+        ledger: Some(ledger.clone()),
         report: None,
-    }));
+    })));
     log.append(SessionRecord::ModelChange {
         model: "gpt".into(),
     });
@@ -140,7 +150,7 @@ fn compaction_clear_and_model_change_are_restored() {
     assert_eq!(session.archived, [MessageId(2), MessageId(3)]);
     assert_eq!(session.archive_entries.len(), 1);
     assert_eq!(session.model.as_deref(), Some("gpt"));
-    assert!(session.ledger.is_some());
+    assert_eq!(session.ledger, Some(ledger));
 
     log.append(SessionRecord::Clear);
     log.flush().unwrap();
@@ -153,46 +163,4 @@ fn compaction_clear_and_model_change_are_restored() {
     );
     assert_eq!(session.previous_summary, None);
     assert_eq!(session.archived.len(), 2, "the archive survives a clear");
-}
-
-/// A ledger whose serialization always fails.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-struct UnwritableLedger;
-
-impl serde::Serialize for UnwritableLedger {
-    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
-        Err(serde::ser::Error::custom("this ledger cannot be written"))
-    }
-}
-
-/// Agent state with a ledger that cannot be serialized.
-#[derive(Debug, Clone, PartialEq)]
-struct Unwritable;
-
-impl SessionSchema for Unwritable {
-    type Ledger = UnwritableLedger;
-    type ArchiveEntry = serde_json::Value;
-    type Report = serde_json::Value;
-}
-
-#[test]
-fn a_record_that_cannot_be_serialized_is_an_error_and_writes_nothing() {
-    let path = temp_path("unserializable");
-    let (mut log, _) = SessionLog::<Unwritable>::open_typed(&path, Some("solo")).unwrap();
-    let before = std::fs::read(&path).unwrap();
-    log.append_message(&ChatMessage::user("hello"));
-    log.append(SessionRecord::Ledger {
-        ledger: UnwritableLedger,
-    });
-    let error = log.flush().unwrap_err();
-    assert!(matches!(error, SessionError::Serialize { .. }), "{error:?}");
-    let message = error.to_string();
-    assert!(message.contains("`ledger` record"), "{message}");
-    assert!(
-        message.contains("this ledger cannot be written"),
-        "{message}"
-    );
-    // Nothing of the turn reached the file, and the turn is still queued for a retry.
-    assert_eq!(std::fs::read(&path).unwrap(), before);
-    assert_eq!(log.pending(), 2);
 }

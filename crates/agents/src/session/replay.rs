@@ -7,11 +7,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::conversation::Conversation;
-use crate::message::{ChatMessage, MessageKind, Role, StoredMessage};
+use troupe_runtime::{ChatMessage, Conversation, MessageKind, Role, StoredMessage};
 
 use super::records::{Session, SessionRecord};
-use super::schema::SessionSchema;
 
 /// Adds `items` not yet in `into`, keeping order.
 fn union_into(into: &mut Vec<String>, items: &[String]) {
@@ -91,8 +89,9 @@ impl Pairing {
 }
 
 /// Replays committed records into a [`Session`].
-pub(super) struct Replayer<S: SessionSchema> {
-    session: Session<S>,
+#[derive(Default)]
+pub(super) struct Replayer {
+    session: Session,
     messages: Vec<ChatMessage>,
     pairing: Pairing,
     /// Every id recorded so far and the line that first recorded it: a new message never reuses
@@ -102,21 +101,9 @@ pub(super) struct Replayer<S: SessionSchema> {
     max_id: u64,
 }
 
-impl<S: SessionSchema> Default for Replayer<S> {
-    fn default() -> Self {
-        Replayer {
-            session: Session::default(),
-            messages: Vec::new(),
-            pairing: Pairing::default(),
-            seen: HashMap::new(),
-            max_id: 0,
-        }
-    }
-}
-
-impl<S: SessionSchema> Replayer<S> {
+impl Replayer {
     /// Apply one committed record, read at `line`.
-    pub(super) fn apply(&mut self, record: SessionRecord<S>, line: usize) -> Result<(), Invalid> {
+    pub(super) fn apply(&mut self, record: SessionRecord, line: usize) -> Result<(), Invalid> {
         self.session.records += 1;
         match record {
             SessionRecord::Session { agent, .. } => self.session.agent = agent,
@@ -137,6 +124,7 @@ impl<S: SessionSchema> Replayer<S> {
                 self.messages.push(message);
             }
             SessionRecord::Compaction(c) => {
+                let c = *c;
                 let messages: Vec<ChatMessage> =
                     c.messages.into_iter().map(ChatMessage::from).collect();
                 let mut ids = HashSet::new();
@@ -200,7 +188,7 @@ impl<S: SessionSchema> Replayer<S> {
         }
     }
 
-    pub(super) fn finish(mut self) -> Session<S> {
+    pub(super) fn finish(mut self) -> Session {
         let stored: Vec<StoredMessage> = self.messages.iter().map(StoredMessage::from).collect();
         let next_id = self.max_id + 1;
         // Conversation's serde form is the one way to restore an id counter past cleared ids.
