@@ -26,9 +26,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::broadcast;
+use troupe::agents::compression::CompressorModel;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::agents::{
-    CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_compression_agent,
+    CompactionSettings, CompressionConfig, context_stats, spawn_compression_agent,
 };
 use troupe::compaction::BudgetPolicy;
 use troupe::runtime::MessageKind;
@@ -75,14 +76,12 @@ fn read_only_file_tools() -> ToolRegistry {
 }
 
 /// The agent's model and the compression agent's model (`None`: the agent's own).
-async fn models(
-    scripted: bool,
-) -> anyhow::Result<(Arc<dyn ChatModel>, Option<Arc<dyn ChatModel>>)> {
+async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, CompressorModel)> {
     if !scripted {
         let model = troupe::agents::model::default_model()
             .await
             .context("loading the default model")?;
-        return Ok((model, None));
+        return Ok((model, CompressorModel::AgentsOwn));
     }
     // Per request: one read_file call, then a one-line answer.
     let script = FILES.iter().flat_map(|f| {
@@ -99,7 +98,10 @@ async fn models(
          (ChatMessage, MessageKind, Conversation), event.rs (Event, EventRecord) and model.rs \
          (ChatModel, ModelError) so far.",
     );
-    Ok((Arc::new(reader), Some(Arc::new(summarizer))))
+    Ok((
+        Arc::new(reader),
+        CompressorModel::Fixed(Arc::new(summarizer)),
+    ))
 }
 
 /// Print the compaction events received so far; returns how many compactions finished.
@@ -161,7 +163,7 @@ async fn main() -> anyhow::Result<()> {
         &team,
         CompressionConfig {
             model: compression_model,
-            ..CompressionConfig::new(shared_counter())
+            ..CompressionConfig::default()
         },
     )
     .await?;

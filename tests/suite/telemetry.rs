@@ -368,6 +368,7 @@ fn recorded_content_is_redacted() {
 #[test]
 fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
     use std::sync::Arc;
+    use troupe::agents::compression::CompressorModel;
     use troupe::agents::model::{ScriptedModel, ScriptedReply};
     use troupe::agents::{
         AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter,
@@ -382,7 +383,7 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
         block_on(async {
             let team = Team::start(TeamConfig::default()).await.unwrap();
             let mut config = CompressionConfig::new(shared_counter());
-            config.use_model = false;
+            config.model = CompressorModel::None;
             spawn_compression_agent(&team, config).await.unwrap();
             let mut tools = troupe::tools::ToolRegistry::new();
             tools

@@ -33,8 +33,8 @@ use futures::StreamExt as _;
 use troupe::agents::session::{SessionError, SessionLock};
 use troupe::agents::{
     AgentSpec, CancellationToken, CompactError, CompressionConfig, clear_conversation,
-    compact_agent_cancellable, context_stats, session_health, shared_counter, spawn_agent,
-    spawn_compression_agent, switch_session,
+    compact_agent_cancellable, context_stats, session_health, spawn_agent, spawn_compression_agent,
+    switch_session,
 };
 use troupe::runtime::{AskItem, MessageId, Role};
 use troupe::{ChatModel, LlmAgent, Team, TeamConfig};
@@ -51,7 +51,7 @@ use unsaved::Unsaved;
 #[derive(Clone)]
 struct Blueprint {
     spec: AgentSpec,
-    compression_model: Arc<dyn ChatModel>,
+    compression: CompressionConfig,
 }
 
 /// The live chat: the team and the session log its agent writes.
@@ -90,7 +90,8 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
         .and_then(|a| config.agent_model_name(a))
         .into_iter()
         .collect();
-    wanted.extend(config.compaction.model.clone());
+    // The compaction model the rule chooses is built with the agent's (the only ones loaded).
+    wanted.extend(config.compaction_model()?.model_name().map(str::to_string));
     for name in wanted {
         if let Some(model_config) = config.models.get(&name) {
             let spinner = crate::progress::spinner(&format!("loading model `{name}`"));
@@ -123,15 +124,10 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
     };
     let window = spec.model.info().context_window;
     let settings = config.compaction.settings(window);
-    let compression_model = config
-        .compaction
-        .model
-        .as_ref()
-        .and_then(|name| models.get(name).cloned())
-        .unwrap_or_else(|| spec.model.clone());
+    let compression = config.compression_config(&models)?;
     Ok(Blueprint {
         spec: spec.compaction(settings),
-        compression_model,
+        compression,
     })
 }
 
@@ -142,11 +138,7 @@ async fn start_team(blueprint: &Blueprint, path: &Path) -> anyhow::Result<Team> 
         ..TeamConfig::default()
     };
     let team = Team::start(config).await?;
-    let compression = CompressionConfig {
-        model: Some(blueprint.compression_model.clone()),
-        ..CompressionConfig::new(shared_counter())
-    };
-    spawn_compression_agent(&team, compression).await?;
+    spawn_compression_agent(&team, blueprint.compression.clone()).await?;
     let spec = blueprint.spec.clone().session(path);
     if let Err(e) = spawn_agent(&team, spec).await {
         team.shutdown().await;

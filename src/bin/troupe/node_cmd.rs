@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use troupe::agents::{CompressionConfig, shared_counter, spawn_agent, spawn_compression_agent};
+use troupe::agents::{spawn_agent, spawn_compression_agent};
 use troupe::cluster::{ClusterNode, NodeConfig, TlsConfig};
 use troupe::{ChatModel, Team, TeamConfig};
 use troupe_cli::config::{Config, build_model};
@@ -89,21 +89,8 @@ async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
     } else {
         None
     };
-    let compression_model = config
-        .compaction
-        .model
-        .as_ref()
-        .and_then(|name| models.get(name).cloned())
-        .or_else(|| default.clone())
-        .or_else(|| models.values().next().cloned());
-    spawn_compression_agent(
-        team,
-        CompressionConfig {
-            model: compression_model,
-            ..CompressionConfig::new(shared_counter())
-        },
-    )
-    .await?;
+    // Every configured model is built: the rule's choice is among them.
+    spawn_compression_agent(team, config.compression_config(&models)?).await?;
     for name in config.agents.keys() {
         let spec = config
             .agent_spec_connected(name, &models, default.clone())

@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use troupe_compaction::{
     CompactOptions, Compaction, CompactionError, CompactionReport, MechanicalSummarizer,
-    Summarizer, ThrashGuard, TokenCounter, compact_with,
+    Summarizer, ThrashGuard, compact_with,
 };
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
@@ -24,6 +24,7 @@ use troupe_runtime::{
     Event, JobReply, JobRequest, TraceContext,
 };
 
+use crate::compression::config::CompressionConfig;
 use crate::compression::job::{CompactionJob, ScopeSummaryJob};
 use crate::compression::model_loop::ModelSteering;
 use crate::compression::remote::{RemoteCompaction, RemoteCompactionJob};
@@ -33,34 +34,6 @@ use crate::model::TracedModel;
 
 /// The name the compression agent has in every team.
 pub const COMPRESSION_AGENT: &str = "compressor";
-
-/// Model tool-loop iterations before the deterministic planner takes over.
-pub const DEFAULT_MAX_ITERATIONS: u32 = 6;
-
-/// How the compression agent is set up.
-#[derive(Clone)]
-pub struct CompressionConfig {
-    /// The compaction model; `None` uses the requesting agent's own model.
-    pub model: Option<Arc<dyn ChatModel>>,
-    /// Whether to use any model at all (`false`: tiers 1–2 and mechanical summaries only).
-    pub use_model: bool,
-    /// Token counter for budgets.
-    pub counter: Arc<dyn TokenCounter>,
-    /// Model tool-loop iterations before the deterministic planner finishes.
-    pub max_iterations: u32,
-}
-
-impl CompressionConfig {
-    /// Use `counter`, the requesting agent's model, and the default iteration bound.
-    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
-        CompressionConfig {
-            model: None,
-            use_model: true,
-            counter,
-            max_iterations: DEFAULT_MAX_ITERATIONS,
-        }
-    }
-}
 
 /// The compression agent's behaviour.
 pub struct CompressionAgent {
@@ -91,15 +64,11 @@ impl CompressionAgent {
         trace: &TraceContext,
         ctx: &AgentContext,
     ) -> Result<Compaction, CompactionError> {
-        let model: Option<Arc<dyn ChatModel>> = if self.config.use_model {
-            self.config
-                .model
-                .clone()
-                .or(job.agent_model.clone())
-                .map(|m| Arc::new(TracedModel::new(m, ctx.name.clone())) as Arc<dyn ChatModel>)
-        } else {
-            None
-        };
+        let model: Option<Arc<dyn ChatModel>> = self
+            .config
+            .model
+            .pick(job.agent_model.as_ref())
+            .map(|m| Arc::new(TracedModel::new(m, ctx.name.clone())) as Arc<dyn ChatModel>);
         let model_summarizer = model.clone().map(ModelSummarizer::new);
         let mechanical = MechanicalSummarizer::new();
         let summarizer: &dyn Summarizer = match &model_summarizer {

@@ -35,8 +35,8 @@ pub use replay::{REPLAY_CHUNK_CHARS, RecordingModel, ReplayError, ReplayModel};
 pub use retry::RetryPolicy;
 pub use scripted::{SCRIPTED_CHUNK_CHARS, ScriptedModel, ScriptedReply};
 pub use select::{
-    CompactionModel, CompactionModelSource, ConfiguredModel, UnknownCompactionModel,
-    compaction_model, default_model, openai_configured,
+    CompactionModelSource, UnknownCompactionModel, compaction_model, default_model,
+    openai_configured,
 };
 pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 

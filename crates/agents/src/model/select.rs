@@ -1,74 +1,29 @@
 //! Which model to use: the one compaction summarises with, and the process default.
 
-use std::fmt;
 use std::sync::Arc;
 
 use troupe_runtime::{ChatModel, ModelError};
 
-/// A model the configuration names.
-#[derive(Clone)]
-pub struct ConfiguredModel {
-    /// The name the configuration uses for it.
-    pub name: String,
-    /// The provider built from that configuration, ready to call.
-    pub model: Arc<dyn ChatModel>,
-    /// Relative cost (or size): lower is cheaper. `None`: unknown, never picked as "cheapest".
-    pub cost_rank: Option<u32>,
-}
-
-impl ConfiguredModel {
-    /// A configured model of unknown cost.
-    pub fn new(name: impl Into<String>, model: Arc<dyn ChatModel>) -> Self {
-        ConfiguredModel {
-            name: name.into(),
-            model,
-            cost_rank: None,
-        }
-    }
-
-    /// This model with a cost rank (lower is cheaper).
-    pub fn with_cost_rank(mut self, rank: u32) -> Self {
-        self.cost_rank = Some(rank);
-        self
-    }
-}
-
-impl fmt::Debug for ConfiguredModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConfiguredModel")
-            .field("name", &self.name)
-            .field("model", &self.model.info().name)
-            .field("cost_rank", &self.cost_rank)
-            .finish()
-    }
-}
-
-/// Why a compaction model was chosen (worth a log line: it explains the summaries' quality).
+/// Which model compaction uses, and why (worth a log line: it explains the summaries' quality).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CompactionModelSource {
     /// `[compaction] model = "…"` named it.
     Configured(String),
     /// The cheapest configured model with a known cost.
     Cheapest(String),
-    /// No better choice: the agent's own model.
+    /// No better choice: each agent's own model.
     AgentOwn,
 }
 
-/// The chosen compaction model.
-#[derive(Clone)]
-pub struct CompactionModel {
-    /// The model to summarise with.
-    pub model: Arc<dyn ChatModel>,
-    /// Why it was chosen.
-    pub source: CompactionModelSource,
-}
-
-impl fmt::Debug for CompactionModel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CompactionModel")
-            .field("model", &self.model.info().name)
-            .field("source", &self.source)
-            .finish()
+impl CompactionModelSource {
+    /// The configured model compaction uses; `None`: each agent's own.
+    pub fn model_name(&self) -> Option<&str> {
+        match self {
+            CompactionModelSource::Configured(name) | CompactionModelSource::Cheapest(name) => {
+                Some(name)
+            }
+            CompactionModelSource::AgentOwn => None,
+        }
     }
 }
 
@@ -82,48 +37,40 @@ pub struct UnknownCompactionModel {
     pub known: String,
 }
 
-/// The model compaction should use: the configured compaction model, else the cheapest
-/// configured model (lowest [`ConfiguredModel::cost_rank`]; the first on ties), else the
-/// agent's own. An empty `compaction_model` means "choose automatically".
+/// The model compaction uses — the one rule `troupe chat` and `troupe node` share: the model
+/// `compaction_model` names, else the cheapest of `models` (name and relative cost, lower is
+/// cheaper: the lowest rank, the first on ties; a model without a rank is never "cheapest"),
+/// else each agent's own. An empty `compaction_model` means "choose automatically". Chosen by
+/// name, so a caller builds only the model it needs.
 ///
 /// # Errors
-/// [`UnknownCompactionModel`] when `compaction_model` names a model that is not configured — a
-/// typo in the configuration should be reported, not silently replaced.
+/// [`UnknownCompactionModel`] when `compaction_model` names none of `models` — a typo in the
+/// configuration should be reported, not silently replaced.
 pub fn compaction_model(
-    configured: &[ConfiguredModel],
+    models: &[(&str, Option<u32>)],
     compaction_model: Option<&str>,
-    agent_model: &Arc<dyn ChatModel>,
-) -> Result<CompactionModel, UnknownCompactionModel> {
+) -> Result<CompactionModelSource, UnknownCompactionModel> {
     if let Some(name) = compaction_model.map(str::trim).filter(|n| !n.is_empty()) {
-        return configured
+        return models
             .iter()
-            .find(|m| m.name == name)
-            .map(|m| CompactionModel {
-                model: Arc::clone(&m.model),
-                source: CompactionModelSource::Configured(m.name.clone()),
-            })
+            .find(|(configured, _)| *configured == name)
+            .map(|_| CompactionModelSource::Configured(name.to_string()))
             .ok_or_else(|| UnknownCompactionModel {
                 name: name.to_string(),
-                known: configured
+                known: models
                     .iter()
-                    .map(|m| m.name.as_str())
+                    .map(|(n, _)| *n)
                     .collect::<Vec<_>>()
                     .join(", "),
             });
     }
-    let cheapest = configured
+    let cheapest = models
         .iter()
-        .filter_map(|m| m.cost_rank.map(|rank| (rank, m)))
+        .filter_map(|(name, rank)| rank.map(|rank| (rank, name)))
         .min_by_key(|(rank, _)| *rank);
     Ok(match cheapest {
-        Some((_, m)) => CompactionModel {
-            model: Arc::clone(&m.model),
-            source: CompactionModelSource::Cheapest(m.name.clone()),
-        },
-        None => CompactionModel {
-            model: Arc::clone(agent_model),
-            source: CompactionModelSource::AgentOwn,
-        },
+        Some((_, name)) => CompactionModelSource::Cheapest((*name).to_string()),
+        None => CompactionModelSource::AgentOwn,
     })
 }
 
@@ -170,42 +117,29 @@ async fn local_default() -> Result<Arc<dyn ChatModel>, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScriptedModel;
-
-    fn model(name: &str) -> Arc<dyn ChatModel> {
-        Arc::new(ScriptedModel::new(name, []))
-    }
 
     #[test]
     fn configured_then_cheapest_then_own() {
-        let own = model("own");
-        let configured = vec![
-            ConfiguredModel::new("big", model("big")).with_cost_rank(10),
-            ConfiguredModel::new("small", model("small")).with_cost_rank(1),
-            ConfiguredModel::new("unranked", model("unranked")),
-        ];
-        let pick = |name: Option<&str>, configured: &[ConfiguredModel]| {
-            compaction_model(configured, name, &own).map(|c| (c.model.info().name, c.source))
-        };
+        let models = [("big", Some(10)), ("small", Some(1)), ("unranked", None)];
         assert_eq!(
-            pick(Some("big"), &configured),
-            Ok((
-                "big".into(),
-                CompactionModelSource::Configured("big".into())
-            ))
+            compaction_model(&models, Some("big")),
+            Ok(CompactionModelSource::Configured("big".into()))
         );
         assert_eq!(
-            pick(None, &configured),
-            Ok((
-                "small".into(),
-                CompactionModelSource::Cheapest("small".into())
-            ))
+            compaction_model(&models, None),
+            Ok(CompactionModelSource::Cheapest("small".into()))
+        );
+        let tied = [("first", Some(1)), ("second", Some(1))];
+        assert_eq!(
+            compaction_model(&tied, None),
+            Ok(CompactionModelSource::Cheapest("first".into()))
         );
         assert_eq!(
-            pick(Some(" "), &configured[2..]),
-            Ok(("own".into(), CompactionModelSource::AgentOwn))
+            compaction_model(&models[2..], Some(" ")),
+            Ok(CompactionModelSource::AgentOwn)
         );
-        let err = pick(Some("tiny"), &configured).err();
+        assert_eq!(CompactionModelSource::AgentOwn.model_name(), None);
+        let err = compaction_model(&models, Some("tiny")).err();
         assert_eq!(
             err.map(|e| e.to_string()).unwrap_or_default(),
             "compaction model `tiny` is not configured (configured: big, small, unranked)"

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::compression::CompactionJob;
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, COMPRESSION_AGENT, CompactError, CompactionSettings, CompressionConfig, close_scope,
@@ -56,8 +57,7 @@ fn policy() -> BudgetPolicy {
 async fn team_with_compressor(model: Option<Arc<dyn ChatModel>>) -> Team {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut config = CompressionConfig::new(shared_counter());
-    config.use_model = model.is_some();
-    config.model = model;
+    config.model = model.map_or(CompressorModel::None, CompressorModel::Fixed);
     spawn_compression_agent(&team, config).await.unwrap();
     team
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::compression::CompactionJob;
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::LocalModel;
 use troupe_agents::{
     COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
@@ -35,7 +36,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
     let model: Arc<dyn ChatModel> = Arc::new(LocalModel::load_default().await.unwrap());
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut config = CompressionConfig::new(shared_counter());
-    config.model = Some(model);
+    config.model = CompressorModel::Fixed(model);
     config.max_iterations = 3;
     spawn_compression_agent(&team, config).await.unwrap();
     let job = CompactionJob {

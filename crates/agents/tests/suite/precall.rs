@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, CompressionConfig, shared_counter, spawn_agent,
@@ -20,7 +21,7 @@ use troupe_runtime::{
 async fn team() -> Team {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut config = CompressionConfig::new(shared_counter());
-    config.use_model = false;
+    config.model = CompressorModel::None;
     spawn_compression_agent(&team, config).await.unwrap();
     team
 }

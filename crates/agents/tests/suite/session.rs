@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{
@@ -19,7 +20,7 @@ pub(super) async fn team() -> Team {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     // No summarizer model: tier 3 uses the mechanical summary, so scripts stay the agent's own.
     let mut config = CompressionConfig::new(shared_counter());
-    config.use_model = false;
+    config.model = CompressorModel::None;
     spawn_compression_agent(&team, config).await.unwrap();
     team
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::compression::{CompactionJob, ModelSummarizer};
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::{
@@ -166,8 +167,7 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
     let weak: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("weak", []).with_fallback(blob));
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut config = CompressionConfig::new(shared_counter());
-    config.use_model = true;
-    config.model = Some(weak);
+    config.model = CompressorModel::Fixed(weak);
     spawn_compression_agent(&team, config).await.unwrap();
     let job = CompactionJob {
         agent: "coder".into(),

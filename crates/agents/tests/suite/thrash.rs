@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, CompressionConfig, shared_counter, spawn_agent,
@@ -41,7 +42,7 @@ async fn an_unreachable_target_compacts_at_most_once_per_min_freeable_tokens_ove
         (0..400).map(|_| ScriptedReply::call("get_compression_metadata", "{}")),
     ));
     let mut config = CompressionConfig::new(counter.clone());
-    config.model = Some(compressor_model.clone() as Arc<dyn ChatModel>);
+    config.model = CompressorModel::Fixed(compressor_model.clone() as Arc<dyn ChatModel>);
     spawn_compression_agent(&team, config).await.unwrap();
 
     let agent_model = Arc::new(ScriptedModel::new("coder", []).with_fallback("Noted, done."));

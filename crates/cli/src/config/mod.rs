@@ -11,7 +11,8 @@
 //! api_key_env = "OPENAI_API_KEY"     # the variable holding the key (must be set); never the key
 //! model = "gpt-4o-mini"
 //! context_window = 128000
-//! cost_rank = 2                      # cheaper models rank lower; compaction picks the cheapest
+//! cost_rank = 2                      # cheaper ranks lower; without [compaction] model,
+//!                                    # compaction uses the lowest-ranked model
 //!
 //! [agents.assistant]
 //! model = "gpt"
@@ -39,6 +40,7 @@
 //! Unknown keys and bad values are errors that name the key (`agents.assistant.tools[1]`).
 
 mod build;
+mod compression;
 mod mcp;
 mod validate;
 
@@ -163,7 +165,8 @@ pub struct ToolsConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CompactionConfig {
-    /// The model that summarizes (a key of `[models]`); default: the cheapest, else the agent's.
+    /// The model that summarizes (a key of `[models]`); default: the one with the lowest
+    /// `cost_rank`, else each agent's own ([`Config::compaction_model`]).
     pub model: Option<String>,
     /// Compact automatically at the trigger.
     pub auto: bool,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use troupe_agents::compression::CompactionJob;
+use troupe_agents::compression::CompressorModel;
 use troupe_agents::{
     COMPACTION_TIMEOUT, COMPRESSION_AGENT, CompressionConfig, spawn_compression_agent,
 };
@@ -54,8 +55,7 @@ impl Compressor {
             .await
             .map_err(|e| TranscriptOpError::Team(e.to_string()))?;
         let mut config = CompressionConfig::new(counter);
-        config.use_model = model.is_some();
-        config.model = model;
+        config.model = model.map_or(CompressorModel::None, CompressorModel::Fixed);
         spawn_compression_agent(&team, config)
             .await
             .map_err(|e| TranscriptOpError::Team(e.to_string()))?;

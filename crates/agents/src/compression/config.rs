@@ -1,0 +1,122 @@
+//! [`CompressionConfig`]: how the compression agent is set up, and [`CompressorModel`]: which
+//! model it summarises with.
+
+use std::fmt;
+use std::sync::Arc;
+
+use troupe_compaction::tokens::TokenCounter;
+use troupe_runtime::ChatModel;
+
+use crate::compaction_settings::shared_counter;
+
+/// Model tool-loop iterations before the deterministic planner takes over.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 6;
+
+/// Which model the compression agent summarises with.
+#[derive(Clone, Default)]
+pub enum CompressorModel {
+    /// No model at all: tiers 1–2, the deterministic planner and mechanical summaries only.
+    None,
+    /// The model of the agent whose conversation is compacted. A compaction that arrives
+    /// without one (from another node) gets no model, as with [`CompressorModel::None`].
+    #[default]
+    AgentsOwn,
+    /// This model, whichever agent asks.
+    Fixed(Arc<dyn ChatModel>),
+}
+
+impl CompressorModel {
+    /// The model one compaction uses, given the asking agent's model when it sent one.
+    pub fn pick(&self, agent_model: Option<&Arc<dyn ChatModel>>) -> Option<Arc<dyn ChatModel>> {
+        match self {
+            CompressorModel::None => None,
+            CompressorModel::AgentsOwn => agent_model.cloned(),
+            CompressorModel::Fixed(model) => Some(Arc::clone(model)),
+        }
+    }
+}
+
+impl fmt::Debug for CompressorModel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CompressorModel::None => f.write_str("None"),
+            CompressorModel::AgentsOwn => f.write_str("AgentsOwn"),
+            CompressorModel::Fixed(model) => {
+                f.debug_tuple("Fixed").field(&model.info().name).finish()
+            }
+        }
+    }
+}
+
+/// How the compression agent is set up. The default: the asking agent's own model, the
+/// process-wide token counter ([`shared_counter`]) and [`DEFAULT_MAX_ITERATIONS`].
+#[derive(Clone)]
+pub struct CompressionConfig {
+    /// The model it summarises with.
+    pub model: CompressorModel,
+    /// Token counter for budgets.
+    pub counter: Arc<dyn TokenCounter>,
+    /// Model tool-loop iterations before the deterministic planner finishes.
+    pub max_iterations: u32,
+}
+
+impl CompressionConfig {
+    /// The default configuration counting tokens with `counter`.
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        CompressionConfig {
+            model: CompressorModel::default(),
+            counter,
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+        }
+    }
+}
+
+impl Default for CompressionConfig {
+    fn default() -> Self {
+        CompressionConfig::new(shared_counter())
+    }
+}
+
+impl fmt::Debug for CompressionConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompressionConfig")
+            .field("model", &self.model)
+            .field("max_iterations", &self.max_iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ScriptedModel;
+
+    fn model(name: &str) -> Arc<dyn ChatModel> {
+        Arc::new(ScriptedModel::new(name, []))
+    }
+
+    fn picked(choice: &CompressorModel, agent: Option<&Arc<dyn ChatModel>>) -> Option<String> {
+        choice.pick(agent).map(|m| m.info().name)
+    }
+
+    #[test]
+    fn the_default_uses_the_agents_own_model_and_the_default_bound() {
+        let config = CompressionConfig::default();
+        assert!(matches!(config.model, CompressorModel::AgentsOwn));
+        assert_eq!(config.max_iterations, DEFAULT_MAX_ITERATIONS);
+    }
+
+    #[test]
+    fn each_choice_picks_its_model() {
+        let agent = model("agent");
+        let fixed = CompressorModel::Fixed(model("fixed"));
+        assert_eq!(picked(&CompressorModel::None, Some(&agent)), None);
+        assert_eq!(
+            picked(&CompressorModel::AgentsOwn, Some(&agent)).as_deref(),
+            Some("agent")
+        );
+        assert_eq!(picked(&CompressorModel::AgentsOwn, None), None);
+        assert_eq!(picked(&fixed, Some(&agent)).as_deref(), Some("fixed"));
+        assert_eq!(picked(&fixed, None).as_deref(), Some("fixed"));
+    }
+}
