@@ -209,6 +209,8 @@ impl LlmAgent {
                 .iter()
                 .cloned()
                 .partition(|c| compact_call && c.function.name == COMPACT_TOOL);
+            // Abandoning drops the calls; the registry then cancels each call's
+            // `ToolContext::cancel`, so work a tool moved off this task stops too.
             let ran = until_abandoned(
                 watch,
                 async { Ok(self.run_tools(&tool_calls, ctx, trace_id).await) },

@@ -203,3 +203,44 @@ async fn an_unwatched_ask_still_publishes_its_deltas_for_observers() {
     assert_eq!(text, "hello there");
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn dropping_the_stream_cancels_the_running_tools_token() {
+    use tokio_util::sync::CancellationToken;
+    use troupe_tools::{NoArgs, ToolError, ToolRegistry};
+
+    let (started, has_started) = tokio::sync::oneshot::channel::<CancellationToken>();
+    let started = std::sync::Mutex::new(Some(started));
+    let mut tools = ToolRegistry::new();
+    tools
+        .register_fn_with_context("hang", "Never finishes.", move |ctx, _: NoArgs| {
+            if let Some(started) = started.lock().unwrap().take() {
+                let _ = started.send(ctx.cancel.clone());
+            }
+            async move {
+                std::future::pending::<()>().await;
+                Ok::<_, ToolError>("unreachable")
+            }
+        })
+        .unwrap();
+    let model = Arc::new(
+        ScriptedModel::new("script", [ScriptedReply::call("hang", "{}")]).with_fallback("fine"),
+    );
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("waiter", model).tools(tools))
+        .await
+        .unwrap();
+
+    let stream = team.ask_stream("waiter", "wait for it");
+    // Polled by the team, not by this stream: the tool runs while nobody reads.
+    let token = tokio::time::timeout(Duration::from_secs(10), has_started)
+        .await
+        .expect("the tool never ran")
+        .unwrap();
+    assert!(!token.is_cancelled());
+    drop(stream);
+    tokio::time::timeout(Duration::from_secs(10), token.cancelled())
+        .await
+        .expect("the abandoned turn left its tool's token uncancelled");
+    team.shutdown().await;
+}

@@ -92,3 +92,26 @@ async fn a_call_that_finishes_keeps_its_token_and_follows_the_callers() {
     ctx.cancel.cancel();
     assert!(token.is_cancelled());
 }
+
+#[tokio::test]
+async fn a_grep_walk_stops_once_its_token_is_cancelled() {
+    use troupe_tools::Tool;
+    use troupe_tools::builtin::{Grep, GrepArgs};
+
+    let (dir, ctx) = workspace();
+    for name in ["a.txt", "b.txt", "c.txt"] {
+        std::fs::write(dir.path().join(name), "needle\n").unwrap();
+    }
+    let args = || GrepArgs {
+        pattern: "needle".into(),
+        path: None,
+        case_insensitive: false,
+        max_matches: None,
+    };
+    let found = Grep.call(&ctx, args()).await.unwrap();
+    assert_eq!(found.lines().count(), 3, "{found}");
+    // The walk runs on a blocking thread a dropped future cannot stop: the token does.
+    ctx.cancel.cancel();
+    let stopped = Grep.call(&ctx, args()).await.unwrap();
+    assert!(stopped.contains("(0 files searched)"), "{stopped}");
+}
