@@ -13,7 +13,6 @@
 //! The nodes authenticate with a cookie made fresh for the run (passed to the child in
 //! `TROUPE_CLUSTER_COOKIE`); the trace files are written under the system's temp directory.
 
-use std::any::Any;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -65,10 +64,6 @@ impl AgentBehavior for Coordinator {
 
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

@@ -16,7 +16,6 @@
 //! teammate. The supervisor restarts any agent that fails; every event
 //! of the run is summarized at the end.
 
-use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,10 +77,6 @@ impl AgentBehavior for Delegator {
 
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

@@ -9,7 +9,6 @@
 //! Run: `cd benches/peers && CARGO_TARGET_DIR=../../target/peers cargo bench --bench spawn`
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
@@ -90,10 +89,6 @@ impl AgentBehavior for Echo {
     }
 
     fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// An idle raw ractor actor.

@@ -131,7 +131,6 @@ fn round_trip(c: &mut Criterion) {
 
 /// The echoing agents of [`round_trip`].
 mod echo {
-    use std::any::Any;
     use std::sync::Arc;
 
     use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -157,10 +156,6 @@ mod echo {
         }
 
         fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
-
-        fn as_any_mut(&mut self) -> &mut dyn Any {
-            self
-        }
     }
 
     /// A team with one echoing agent named `echo`.

@@ -8,7 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::any::Any;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
@@ -38,9 +37,6 @@ impl AgentBehavior for Echo {
     }
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

@@ -206,7 +206,6 @@ fn error_type(error: &AskError) -> &'static str {
 
 #[cfg(test)]
 mod tests {
-    use std::any::Any;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -229,9 +228,6 @@ mod tests {
         }
         fn checkpoint(&self) -> Checkpoint {
             Checkpoint::default()
-        }
-        fn as_any_mut(&mut self) -> &mut dyn Any {
-            self
         }
     }
 

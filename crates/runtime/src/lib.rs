@@ -50,7 +50,7 @@ pub use supervisor::behavior::{
     Checkpoint,
 };
 pub use supervisor::directory::{AskError, Directory};
-pub use supervisor::job::{Job, JobReply, JobRequest, ReplyTo};
+pub use supervisor::job::{JobRequest, Reply};
 pub use supervisor::overflow::ContextOverflow;
 pub use supervisor::remote::RemoteAgents;
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};

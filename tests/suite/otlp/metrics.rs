@@ -180,10 +180,6 @@ impl AgentBehavior for Fragile {
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
     }
-
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
 }
 
 /// Builds [`Fragile`]; unless `rebuildable`, only the first time, so a restart fails.

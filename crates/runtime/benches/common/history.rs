@@ -3,7 +3,6 @@
 //! The `ask_history` benchmark and the memory bench ask it with histories of different lengths:
 //! what a request costs must not grow with how much the agent has said before.
 
-use std::any::Any;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -151,9 +150,5 @@ impl AgentBehavior for HistoryAgent {
         if checkpoint.state.get::<HistoryState>().is_none() {
             checkpoint.state = BehaviorState::new(self.state.clone());
         }
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -9,7 +9,6 @@ pub mod history;
 #[allow(dead_code)]
 pub mod raw;
 
-use std::any::Any;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -37,10 +36,6 @@ impl AgentBehavior for Echo {
 
     /// Nothing to keep: the first checkpoint stays right.
     fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// A factory for [`Echo`].

@@ -1,7 +1,6 @@
 //! Many agents asking each other at once: throughput and latency, troupe against raw tokio and
 //! raw ractor.
 
-use std::any::Any;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,10 +56,6 @@ impl AgentBehavior for Asker {
     }
 
     fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 fn asker_factory(peer: String, asks: usize, latencies: Latencies) -> BehaviorFactory {

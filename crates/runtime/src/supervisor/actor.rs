@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::supervisor::behavior::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint,
 };
-use crate::supervisor::job::{JobReply, JobRequest};
+use crate::supervisor::job::JobRequest;
 use crate::trace::semconv;
 
 /// A message to an agent actor.
@@ -26,12 +26,13 @@ pub enum AgentMsg {
     },
     /// Handle a typed job; answer on `reply`.
     Job {
-        /// The typed job; the behaviour opens it as the job types it takes.
+        /// The typed job; the behaviour opens it as its own job enum.
         job: JobRequest,
         /// The caller's span: the spans the job opens are its children, in the caller's trace.
         span: tracing::Span,
-        /// Where the answer goes.
-        reply: RpcReplyPort<Result<JobReply, AgentError>>,
+        /// Whether the behaviour handled it (the answer itself goes through the job's own
+        /// [`Reply`](crate::Reply)); an error here is the asker's error.
+        reply: RpcReplyPort<Result<(), AgentError>>,
     },
     /// Run a closure on the behaviour between requests (typed access, runtime tool registration).
     Apply(BehaviorFn),

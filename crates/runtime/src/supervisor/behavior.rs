@@ -9,11 +9,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::TraceContext;
 use crate::conversation::Conversation;
 use crate::event::EventBus;
 use crate::supervisor::directory::Directory;
-use crate::supervisor::job::{JobReply, JobRequest};
-use crate::TraceContext;
+use crate::supervisor::job::JobRequest;
 
 /// A request to an agent: text from a person or another agent, with the trace it belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -133,7 +133,11 @@ pub struct AgentContext {
 
 /// The logic of one agent. Handles one request at a time.
 #[async_trait]
-pub trait AgentBehavior: Send + 'static {
+pub trait AgentBehavior: Any + Send {
+///
+/// `Any` is a supertrait so that [`Team::with_agent`](crate::Team::with_agent) can reach the
+/// behaviour typed (`&mut dyn AgentBehavior` upcasts to `&mut dyn Any`) without every
+/// behaviour writing the downcast itself.
     /// Answer one request. Returning [`AgentError::Fatal`] (or panicking) restarts the agent
     /// from its last checkpoint; any other error is returned to the caller and the agent goes on.
     async fn handle(
@@ -142,14 +146,12 @@ pub trait AgentBehavior: Send + 'static {
         ctx: &AgentContext,
     ) -> Result<String, AgentError>;
 
-    /// Handle a typed job (see [`Job`](crate::Job)): open it as the job types this behaviour
-    /// takes and answer through the [`ReplyTo`](crate::ReplyTo) that opening gives. The default
+    /// Handle a typed job (see [`Directory::ask_job`]): open it once as this behaviour's job
+    /// enum ([`JobRequest::open`]), `match` its variants and answer each through the
+    /// [`Reply`](crate::Reply) it carries. An error returned here reaches the asker as
+    /// [`AskError::Agent`](crate::AskError::Agent) (a fatal one restarts the agent). The default
     /// refuses every job: most agents only take text.
-    async fn handle_job(
-        &mut self,
-        job: JobRequest,
-        ctx: &AgentContext,
-    ) -> Result<JobReply, AgentError> {
+    async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
         Err(job.refuse(&ctx.name))
     }
 
@@ -165,9 +167,6 @@ pub trait AgentBehavior: Send + 'static {
     fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
         *checkpoint = self.checkpoint();
     }
-
-    /// Downcast support for typed access to the behaviour through [`crate::Team::with_agent`].
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 /// Builds an agent's behaviour: fresh (`None`) or restored from a checkpoint after a failure.

@@ -14,11 +14,11 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::Notify;
 
+use crate::TraceContext;
 use crate::supervisor::actor::AgentMsg;
 use crate::supervisor::behavior::{AgentError, AgentRequest};
-use crate::supervisor::job::{Job, JobRequest};
+use crate::supervisor::job::{JobRequest, Reply};
 use crate::supervisor::remote::RemoteAgents;
-use crate::TraceContext;
 
 /// How long `ask` waits for the supervisor to settle an agent that just failed.
 const FAILURE_SETTLE: Duration = Duration::from_secs(2);
@@ -282,34 +282,48 @@ impl Directory {
         .await
     }
 
-    /// Give `name` a typed job and wait up to `timeout` for its answer, a `J::Reply`.
+    /// Give `name` a typed job and wait up to `timeout` for its answer, ractor's way: `job`
+    /// builds the variant of the agent's job enum around a fresh answer port,
+    /// `|reply| SomeJob::Variant(args, reply)`, and the answer is what the behaviour sends on it.
     ///
     /// The spans the job opens are children of the caller's current span (one trace from the
     /// request that caused the job to the work it does); `trace` is the request's context, for
     /// the job's events.
     ///
     /// # Errors
-    /// Every [`AskError`] of [`Directory::ask`]; an agent that does not take `J` answers
-    /// [`AskError::Agent`] with a refusal naming the job type.
-    pub async fn ask_job<J: Job>(
+    /// Every [`AskError`] of [`Directory::ask`]; [`AskError::Agent`] with the error the
+    /// behaviour returned (a refusal naming the job type when the agent does not take `J`), or
+    /// with a failure saying the job ended without an answer when its port was dropped.
+    pub async fn ask_job<J: Send + 'static, T: Send + 'static>(
         &self,
         name: &str,
-        job: J,
+        job: impl FnOnce(Reply<T>) -> J,
         trace: TraceContext,
         timeout: Duration,
-    ) -> Result<J::Reply, AskError> {
+    ) -> Result<T, AskError> {
         let span = tracing::Span::current();
-        let reply = self
-            .call(name, timeout, |reply| AgentMsg::Job {
-                job: JobRequest::new(job, trace),
-                span,
-                reply,
-            })
+        let (reply, answer) = Reply::channel();
+        let job = JobRequest::new(job(reply), trace);
+        let job_type = job.job_type();
+        let started = tokio::time::Instant::now();
+        self.call(name, timeout, |reply| AgentMsg::Job { job, span, reply })
             .await?;
-        reply.into_reply::<J>().map_err(|error| AskError::Agent {
-            name: name.to_string(),
-            error,
-        })
+        // Answered already, unless the behaviour handed the port on: then the rest of the
+        // timeout is the answer's.
+        let left = timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, answer).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(AskError::Agent {
+                name: name.to_string(),
+                error: AgentError::Failed(format!(
+                    "the agent ended a {job_type} without answering it"
+                )),
+            }),
+            Err(_) => Err(AskError::Timeout {
+                name: name.to_string(),
+                timeout,
+            }),
+        }
     }
 
     /// One request/reply round trip with `name`, mapping every way it can end to an [`AskError`].

@@ -1,34 +1,64 @@
-//! Typed jobs: structured requests to an agent with a reply type fixed by the request type.
+//! Typed jobs, ractor's idiom: a behaviour's jobs are one enum whose variants carry their answer
+//! port, a [`Reply<T>`] (like ractor's `RpcReplyPort`).
 //!
-//! A [`Job`] names its reply type. [`Directory::ask_job`](crate::Directory::ask_job) sends one and
-//! returns `J::Reply`; the receiving behaviour opens the [`JobRequest`] as the job types it knows
-//! and answers through the [`ReplyTo<J>`] that opening gave it, which only accepts `J::Reply`.
-//! The mailbox carries the job type-erased, but no behaviour can answer a job with the wrong type:
-//! the only way to make a [`JobReply`] is from the `ReplyTo` of the job being answered.
+//! [`Directory::ask_job`](crate::Directory::ask_job) builds the variant around a fresh port and
+//! waits for what comes back on it. The mailbox carries the job type-erased; the receiving
+//! behaviour opens the [`JobRequest`] once as its own enum ([`JobRequest::open`], the one type
+//! check, as ractor's `ActorRef` does for a message) and dispatches with an exhaustive `match`,
+//! so a job added to the enum is a compile error until it is handled. A job can only be answered
+//! with its own reply type: the port in its variant takes nothing else.
 
 use std::any::{Any, type_name};
 use std::fmt;
-use std::marker::PhantomData;
 
-use crate::supervisor::behavior::AgentError;
+use tokio::sync::oneshot;
+
 use crate::TraceContext;
+use crate::supervisor::behavior::AgentError;
 
-/// A structured request an agent may accept besides text, and the type of its answer.
-///
-/// ```
-/// use troupe_runtime::Job;
-/// struct Count(Vec<String>);
-/// impl Job for Count {
-///     type Reply = usize;
-/// }
-/// ```
-pub trait Job: Send + 'static {
-    /// What the agent answers.
-    type Reply: Send + 'static;
+/// The answer port of one job: the variant of a job enum carries it, the behaviour answers
+/// through it once. Dropping it unanswered tells the asker so (an error, never a hang).
+#[must_use = "a job is answered with Reply::send; dropping the port tells the asker no answer came"]
+pub struct Reply<T> {
+    port: Box<dyn FnOnce(T) + Send>,
 }
 
-/// A job on its way to a behaviour: open it with [`JobRequest::open`] as each job type the
-/// behaviour handles.
+impl<T> fmt::Debug for Reply<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Reply<{}>", type_name::<T>())
+    }
+}
+
+impl<T: Send + 'static> Reply<T> {
+    /// A port and the receiver its answer arrives on.
+    pub(crate) fn channel() -> (Reply<T>, oneshot::Receiver<T>) {
+        let (tx, rx) = oneshot::channel();
+        let reply = Reply {
+            port: Box::new(move |answer| {
+                // The asker may have timed out and gone; that is not the behaviour's failure.
+                let _ = tx.send(answer);
+            }),
+        };
+        (reply, rx)
+    }
+
+    /// Answer the job.
+    pub fn send(self, answer: T) {
+        (self.port)(answer);
+    }
+
+    /// A port for answers of another type, converted by `convert` into this one's: how a job
+    /// from another node (answered in its wire form) is handed to a behaviour as the same
+    /// variant a local job is.
+    pub fn map<U: 'static>(self, convert: impl FnOnce(U) -> T + Send + 'static) -> Reply<U> {
+        Reply {
+            port: Box::new(move |answer| self.send(convert(answer))),
+        }
+    }
+}
+
+/// A job on its way to a behaviour: open it with [`JobRequest::open`] as the behaviour's own job
+/// enum.
 pub struct JobRequest {
     payload: Box<dyn Any + Send>,
     job_type: &'static str,
@@ -46,7 +76,7 @@ impl fmt::Debug for JobRequest {
 
 impl JobRequest {
     /// Wrap `job` for the mailbox.
-    pub(crate) fn new<J: Job>(job: J, trace: TraceContext) -> Self {
+    pub(crate) fn new<J: Send + 'static>(job: J, trace: TraceContext) -> Self {
         JobRequest {
             payload: Box::new(job),
             job_type: type_name::<J>(),
@@ -64,117 +94,154 @@ impl JobRequest {
         self.job_type
     }
 
-    /// Take the job out as a `J`, with the only handle that can answer it; a job of another type
-    /// is given back unchanged, so the next type can be tried.
+    /// Take the job out as `J`, the job enum of the behaviour named `agent`.
     ///
     /// # Errors
-    /// The request itself, when it does not hold a `J`.
-    pub fn open<J: Job>(self) -> Result<(J, ReplyTo<J>), JobRequest> {
-        let JobRequest {
-            payload,
-            job_type,
-            trace,
-        } = self;
-        match payload.downcast::<J>() {
-            Ok(job) => Ok((*job, ReplyTo(PhantomData))),
-            Err(payload) => Err(JobRequest {
-                payload,
-                job_type,
-                trace,
-            }),
+    /// A refusal naming the agent and the job's type, when the request holds no `J` (the
+    /// asker's reply port is dropped with it, and the asker gets the refusal).
+    pub fn open<J: 'static>(self, agent: &str) -> Result<J, AgentError> {
+        match self.payload.downcast::<J>() {
+            Ok(job) => Ok(*job),
+            Err(_) => Err(refusal(agent, self.job_type)),
         }
     }
 
     /// The refusal for a job this behaviour does not take, naming the job type.
     pub fn refuse(self, agent: &str) -> AgentError {
-        AgentError::Refused(format!(
-            "agent `{agent}` does not take jobs of type {}",
-            self.job_type
-        ))
+        refusal(agent, self.job_type)
     }
 }
 
-/// The answer slot of one opened job of type `J`: it accepts only `J::Reply`.
-#[must_use = "a job must be answered with ReplyTo::answer"]
-pub struct ReplyTo<J: Job>(PhantomData<fn() -> J>);
-
-impl<J: Job> fmt::Debug for ReplyTo<J> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ReplyTo<{}>", type_name::<J>())
-    }
-}
-
-impl<J: Job> ReplyTo<J> {
-    /// The behaviour's answer to the job.
-    pub fn answer(self, reply: J::Reply) -> JobReply {
-        JobReply(Box::new(reply))
-    }
-}
-
-/// A behaviour's answer to a job, made only by [`ReplyTo::answer`].
-pub struct JobReply(Box<dyn Any + Send>);
-
-impl fmt::Debug for JobReply {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("JobReply")
-    }
-}
-
-impl JobReply {
-    /// The typed reply. `ReplyTo<J>` only makes replies of `J::Reply`, so a mismatch means a
-    /// behaviour answered one job with another job's reply slot.
-    pub(crate) fn into_reply<J: Job>(self) -> Result<J::Reply, AgentError> {
-        self.0.downcast::<J::Reply>().map(|r| *r).map_err(|_| {
-            AgentError::Failed(format!(
-                "the agent answered a {} with another job's reply",
-                type_name::<J>()
-            ))
-        })
-    }
+fn refusal(agent: &str, job_type: &str) -> AgentError {
+    AgentError::Refused(format!(
+        "agent `{agent}` does not take jobs of type {job_type}"
+    ))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+
     use super::*;
+    use crate::supervisor::behavior::{AgentBehavior, AgentContext, AgentRequest, Checkpoint};
+    use crate::{AskError, Team, TeamConfig};
 
+    /// A behaviour's jobs, ractor-style: each variant carries its typed answer port.
     #[derive(Debug)]
-    struct Double(u32);
-    impl Job for Double {
-        type Reply = u64;
+    enum CalcJob {
+        Double(u32, Reply<u64>),
+        Shout(String, Reply<String>),
+        /// Answered later, by a task the behaviour hands the port to.
+        Later(Reply<&'static str>),
+        /// Never answered: the port is dropped.
+        Forget(Reply<u8>),
+        /// Refused with the behaviour's own error.
+        Fail(Reply<()>),
     }
+
+    /// Another behaviour's job: `Calc` refuses it.
     #[derive(Debug)]
-    struct Shout(String);
-    impl Job for Shout {
-        type Reply = String;
+    struct OtherJob(#[expect(dead_code, reason = "never opened")] Reply<()>);
+
+    struct Calc;
+
+    #[async_trait]
+    impl AgentBehavior for Calc {
+        async fn handle(
+            &mut self,
+            _: AgentRequest,
+            _: &AgentContext,
+        ) -> Result<String, AgentError> {
+            Ok(String::new())
+        }
+        async fn handle_job(
+            &mut self,
+            job: JobRequest,
+            ctx: &AgentContext,
+        ) -> Result<(), AgentError> {
+            match job.open::<CalcJob>(&ctx.name)? {
+                CalcJob::Double(n, reply) => reply.send(u64::from(n) * 2),
+                CalcJob::Shout(text, reply) => reply.send(text.to_uppercase()),
+                CalcJob::Later(reply) => {
+                    tokio::spawn(async move { reply.send("later") });
+                }
+                CalcJob::Forget(reply) => drop(reply),
+                CalcJob::Fail(reply) => {
+                    drop(reply);
+                    return Err(AgentError::Refused("not now".into()));
+                }
+            }
+            Ok(())
+        }
+        fn checkpoint(&self) -> Checkpoint {
+            Checkpoint::default()
+        }
+    }
+
+    async fn calc_team() -> Team {
+        let team = Team::start(TeamConfig::default()).await.unwrap();
+        team.spawn(
+            "calc",
+            Arc::new(|_| Ok(Box::new(Calc) as Box<dyn AgentBehavior>)),
+        )
+        .await
+        .unwrap();
+        team
+    }
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn each_variant_is_answered_with_its_own_reply_type() {
+        let team = calc_team().await;
+        let dir = team.directory();
+        let root = TraceContext::new_root;
+        let doubled = dir.ask_job("calc", |r| CalcJob::Double(21, r), root(), WAIT);
+        assert_eq!(doubled.await, Ok(42));
+        let shout = dir.ask_job("calc", |r| CalcJob::Shout("hi".into(), r), root(), WAIT);
+        assert_eq!(shout.await.unwrap(), "HI");
+        // A port handed on is answered after `handle_job` returned.
+        assert_eq!(
+            dir.ask_job("calc", CalcJob::Later, root(), WAIT).await,
+            Ok("later")
+        );
+        team.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_job_a_refused_one_and_a_foreign_one_are_errors_not_hangs() {
+        let team = calc_team().await;
+        let dir = team.directory();
+        let root = TraceContext::new_root;
+        let forgot = dir.ask_job("calc", CalcJob::Forget, root(), WAIT).await;
+        let err = forgot.unwrap_err().to_string();
+        assert!(err.contains("without answering"), "{err}");
+        assert!(err.contains("CalcJob"), "{err}");
+
+        let failed = dir.ask_job("calc", CalcJob::Fail, root(), WAIT).await;
+        match failed.unwrap_err() {
+            AskError::Agent { name, error } => {
+                assert_eq!(name, "calc");
+                assert_eq!(error, AgentError::Refused("not now".into()));
+            }
+            other => panic!("{other}"),
+        }
+
+        let foreign = dir.ask_job("calc", OtherJob, root(), WAIT).await;
+        let err = foreign.unwrap_err().to_string();
+        assert!(err.contains("`calc`"), "{err}");
+        assert!(err.contains("OtherJob"), "{err}");
+        team.shutdown().await;
     }
 
     #[test]
-    fn a_request_opens_as_its_own_type_only_and_the_reply_comes_back_typed() {
-        let request = JobRequest::new(Shout("hi".into()), TraceContext::new_root());
-        let request = request.open::<Double>().expect_err("not a Double");
-        assert!(request.job_type().ends_with("Shout"));
-        let (Shout(text), reply_to) = request.open::<Shout>().unwrap();
-        let reply = reply_to.answer(text.to_uppercase());
-        assert_eq!(reply.into_reply::<Shout>().unwrap(), "HI");
-    }
-
-    #[test]
-    fn a_reply_read_as_another_jobs_reply_is_an_error_not_a_panic() {
-        let (Double(n), reply_to) = JobRequest::new(Double(2), TraceContext::new_root())
-            .open::<Double>()
-            .unwrap();
-        let err = reply_to
-            .answer(u64::from(n) * 2)
-            .into_reply::<Shout>()
-            .unwrap_err();
-        assert!(err.to_string().contains("another job's reply"), "{err}");
-    }
-
-    #[test]
-    fn a_refusal_names_the_agent_and_the_job_type() {
-        let err = JobRequest::new(Double(1), TraceContext::new_root()).refuse("coder");
-        assert!(err.to_string().contains("`coder`"), "{err}");
-        assert!(err.to_string().contains("Double"), "{err}");
+    fn a_mapped_port_converts_the_answer_on_its_way() {
+        let (reply, mut rx) = Reply::<String>::channel();
+        reply.map(|n: u32| n.to_string()).send(7);
+        assert_eq!(rx.try_recv().unwrap(), "7");
     }
 }

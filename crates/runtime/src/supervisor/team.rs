@@ -1,5 +1,6 @@
 //! [`Team`]: the handle a program holds on a supervisor and its agents.
 
+use std::any::Any;
 use std::time::Duration;
 
 use ractor::rpc::CallResult;
@@ -232,7 +233,7 @@ impl Team {
         let actor = self.directory.resolve(name)?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let apply = move |behavior: &mut dyn AgentBehavior| {
-            let out = behavior.as_any_mut().downcast_mut::<B>().map(f);
+            let out = (behavior as &mut dyn Any).downcast_mut::<B>().map(f);
             let _ = tx.send(out);
         };
         actor

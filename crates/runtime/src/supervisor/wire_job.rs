@@ -15,28 +15,42 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::TraceContext;
 use crate::supervisor::behavior::AgentError;
 use crate::supervisor::directory::{AskError, Directory};
-use crate::supervisor::job::Job;
-use crate::TraceContext;
+use crate::supervisor::job::Reply;
 
-/// A job whose request and reply can travel between nodes as JSON.
+/// A job whose request and reply can travel between nodes as JSON: the request's serde form
+/// travels, and the receiving node turns it into the variant of the behaviour's job enum
+/// ([`WireJob::into_job`]), so a job from another node takes the same road as a local one.
 ///
 /// ```
-/// use troupe_runtime::{Job, WireJob};
+/// use troupe_runtime::{Reply, WireJob};
+/// enum CounterJob {
+///     Count(Vec<String>, Reply<usize>),
+/// }
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Count(Vec<String>);
-/// impl Job for Count {
-///     type Reply = usize;
-/// }
 /// impl WireJob for Count {
 ///     const KIND: &'static str = "example.count/1";
+///     type Reply = usize;
+///     type Job = CounterJob;
+///     fn into_job(self, reply: Reply<usize>) -> CounterJob {
+///         CounterJob::Count(self.0, reply)
+///     }
 /// }
 /// ```
-pub trait WireJob: Job<Reply: Serialize + DeserializeOwned> + Serialize + DeserializeOwned {
+pub trait WireJob: Serialize + DeserializeOwned + Send + 'static {
     /// The job's name on the wire, with a version (`troupe.compaction/1`): a node that does not
     /// know a kind refuses it by name.
     const KIND: &'static str;
+    /// What the agent answers, as it travels back.
+    type Reply: Serialize + DeserializeOwned + Send + 'static;
+    /// The job enum of the behaviour that takes it.
+    type Job: Send + 'static;
+    /// The variant of [`WireJob::Job`] this request is, answering on `reply` (a behaviour that
+    /// answers in another type adapts the port with [`Reply::map`]).
+    fn into_job(self, reply: Reply<Self::Reply>) -> Self::Job;
 }
 
 type JobFuture = Pin<Box<dyn Future<Output = Result<String, AskError>> + Send>>;
@@ -60,7 +74,9 @@ impl Directory {
                     name: agent.clone(),
                     error: AgentError::Refused(format!("malformed `{}` job: {e}", J::KIND)),
                 })?;
-                let reply = directory.ask_job(&agent, job, trace, timeout).await?;
+                let reply = directory
+                    .ask_job(&agent, |reply| job.into_job(reply), trace, timeout)
+                    .await?;
                 serde_json::to_string(&reply).map_err(|e| AskError::Agent {
                     name: agent,
                     error: AgentError::Failed(format!("its reply cannot be sent: {e}")),
@@ -112,7 +128,9 @@ impl Directory {
         timeout: Duration,
     ) -> Result<J::Reply, AskError> {
         let Some(remote) = self.remote_for(name) else {
-            return self.ask_job(name, job, trace, timeout).await;
+            return self
+                .ask_job(name, |reply| job.into_job(reply), trace, timeout)
+                .await;
         };
         let node = remote.locate(name).unwrap_or_default();
         let payload = serde_json::to_string(&job).map_err(|e| AskError::Remote {
@@ -131,7 +149,6 @@ impl Directory {
 
 #[cfg(test)]
 mod tests {
-    use std::any::Any;
     use std::sync::Arc;
 
     use async_trait::async_trait;
@@ -139,18 +156,23 @@ mod tests {
 
     use super::*;
     use crate::supervisor::behavior::{AgentBehavior, AgentContext, AgentRequest, Checkpoint};
-    use crate::supervisor::job::{JobReply, JobRequest};
+    use crate::supervisor::job::JobRequest;
     use crate::{Team, TeamConfig};
+
+    enum CounterJob {
+        Count(Vec<String>, Reply<usize>),
+    }
 
     #[derive(Serialize, Deserialize)]
     struct Count(Vec<String>);
 
-    impl Job for Count {
-        type Reply = usize;
-    }
-
     impl WireJob for Count {
         const KIND: &'static str = "test.count/1";
+        type Reply = usize;
+        type Job = CounterJob;
+        fn into_job(self, reply: Reply<usize>) -> CounterJob {
+            CounterJob::Count(self.0, reply)
+        }
     }
 
     struct Counter;
@@ -168,17 +190,14 @@ mod tests {
             &mut self,
             job: JobRequest,
             ctx: &AgentContext,
-        ) -> Result<JobReply, AgentError> {
-            match job.open::<Count>() {
-                Ok((Count(items), reply)) => Ok(reply.answer(items.len())),
-                Err(job) => Err(job.refuse(&ctx.name)),
+        ) -> Result<(), AgentError> {
+            match job.open::<CounterJob>(&ctx.name)? {
+                CounterJob::Count(items, reply) => reply.send(items.len()),
             }
+            Ok(())
         }
         fn checkpoint(&self) -> Checkpoint {
             Checkpoint::default()
-        }
-        fn as_any_mut(&mut self) -> &mut dyn Any {
-            self
         }
     }
 

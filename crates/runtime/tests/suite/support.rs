@@ -1,6 +1,5 @@
 //! A small behaviour for supervisor tests: it remembers what it was told and can be made to fail.
 
-use std::any::Any;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -93,10 +92,6 @@ impl AgentBehavior for Echo {
 
     fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
         checkpoint.conversation.catch_up(&self.conversation);
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

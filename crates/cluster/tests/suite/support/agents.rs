@@ -1,6 +1,5 @@
 //! The agents the test nodes host: plain behaviours, no model.
 
-use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -57,10 +56,6 @@ impl AgentBehavior for TestAgent {
 
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 
