@@ -11,7 +11,6 @@
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
-mod agent_jobs;
 mod compaction_settings;
 pub mod compression;
 mod llm_agent;
@@ -21,18 +20,14 @@ mod spec;
 mod team_builder;
 mod team_tools;
 
-pub use agent_jobs::{
-    AppliedCompaction, COMPACTION_TIMEOUT, ClearConversation, ClearError, CloseScope, CompactError,
-    CompactNow, ContextQuery, OpenScope, SwitchError, SwitchSession, clear_conversation,
-    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope,
-    switch_session,
-};
 pub use compaction_settings::{CompactionSettings, shared_counter};
-pub use compression::{
-    COMPRESSION_AGENT, CompressionAgent, CompressionConfig, RemoteCompactionJob,
+pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
+pub use llm_agent::{
+    COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, LlmAgent, LlmAgentJob,
+    LlmAgentState, ScopeError, SwitchError, clear_conversation, close_scope, compact_agent,
+    compact_agent_cancellable, context_stats, open_scope, session_health, switch_session,
 };
-pub use llm_agent::{COMPACT_TOOL, ContextShare, ContextStats, LlmAgent, LlmAgentState};
-pub use session::health::{SessionBehind, SessionHealth, session_health};
+pub use session::health::SessionBehind;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
@@ -40,6 +35,8 @@ pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
 pub use tokio_util::sync::CancellationToken;
 
 use troupe_runtime::{Team, TeamError};
+
+use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
 
 /// Spawn the team's compression agent (named [`COMPRESSION_AGENT`]).
 pub async fn spawn_compression_agent(

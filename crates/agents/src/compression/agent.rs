@@ -1,33 +1,28 @@
 //! [`CompressionAgent`]: the dedicated agent that shrinks conversations to their target.
 //!
-//! Every compaction in troupe is a [`CompactionJob`] this agent handles — automatic, `/compact`,
-//! the `compact` tool, emergency, and the CLI's `compact` and `replay` — and every closed scope
-//! is a [`ScopeSummaryJob`]. A compaction runs
-//! [`compact_with`](troupe_compaction::compact_with): the anti-thrash guard for automatic
-//! triggers, then the model's tool loop over the four compression tools, then the deterministic
-//! planner for whatever is left, so the target is met whenever it is reachable. Every result is
-//! validated by the compaction crate.
+//! Every compaction in troupe is a [`CompressorJob::Compact`] this agent handles — automatic,
+//! `/compact`, the `compact` tool, emergency, a compaction from another node, and the CLI's
+//! `compact` and `replay` — and every closed scope is a [`CompressorJob::SummarizeScope`]; the
+//! asker's compaction client (`client.rs`) opens the `compaction` span and publishes the events.
+//! A compaction runs [`compact_with`](troupe_compaction::compact_with): the anti-thrash guard
+//! for automatic triggers, then the model's tool loop over the four compression tools, then the
+//! deterministic planner for whatever is left, so the target is met whenever it is reachable.
+//! Every result is validated by the compaction crate.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tracing::Instrument;
-use troupe_compaction::{
-    CompactOptions, Compaction, CompactionError, CompactionReport, MechanicalSummarizer,
-    Summarizer, ThrashGuard, compact_with,
-};
-use troupe_runtime::trace::semconv;
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
+use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard, compact_with};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
-    Event, JobReply, JobRequest, TraceContext,
+    JobRequest, TraceContext,
 };
 
 use crate::compression::config::CompressionConfig;
-use crate::compression::job::{CompactionJob, ScopeSummaryJob};
+use crate::compression::job::{CompactionRequest, CompressorJob};
 use crate::compression::model_loop::ModelSteering;
-use crate::compression::remote::{RemoteCompaction, RemoteCompactionJob};
 use crate::compression::scope::summarize_scope;
 use crate::compression::summarizer::ModelSummarizer;
 use crate::model::TracedModel;
@@ -58,16 +53,19 @@ impl CompressionAgent {
         })
     }
 
+    /// Run one compaction. The asker's compaction client opened its `compaction` span (the
+    /// actor runs the job inside it) and announces it; this adds the model's steering, the
+    /// anti-thrash guard and the summarizer's fallbacks.
     async fn compact(
         &mut self,
-        job: CompactionJob,
+        request: CompactionRequest,
         trace: &TraceContext,
         ctx: &AgentContext,
     ) -> Result<Compaction, CompactionError> {
         let model: Option<Arc<dyn ChatModel>> = self
             .config
             .model
-            .pick(job.agent_model.as_ref())
+            .pick(request.in_process.agent_model.as_ref())
             .map(|m| Arc::new(TracedModel::new(m, ctx.name.clone())) as Arc<dyn ChatModel>);
         let model_summarizer = model.clone().map(ModelSummarizer::new);
         let mechanical = MechanicalSummarizer::new();
@@ -76,25 +74,24 @@ impl CompressionAgent {
             None => &mechanical,
         };
         let options = CompactOptions {
-            instructions: job.instructions.clone(),
-            trigger: job.trigger,
-            guard: self.guards.get(&job.agent).copied(),
-            token_cache: job.token_cache.clone(),
+            focus: request.instructions.clone(),
+            trigger: request.trigger,
+            guard: self.guards.get(&request.agent).copied(),
+            token_cache: request.in_process.token_cache.clone(),
             ..CompactOptions::default()
         };
         let steering = ModelSteering {
             model,
             compressor: ctx.name.clone(),
-            agent: job.agent.clone(),
-            trigger: job.trigger.as_str(),
-            trace_id: trace.trace_id_hex(),
+            agent: request.agent.clone(),
+            trace_id: trace.id(),
             events: ctx.events.clone(),
             max_iterations: self.config.max_iterations,
         };
         let result = compact_with(
-            &job.conversation,
-            &job.ledger,
-            &job.policy,
+            &request.conversation,
+            &request.ledger,
+            &request.policy,
             self.config.counter.as_ref(),
             Some(summarizer),
             options,
@@ -107,89 +104,16 @@ impl CompressionAgent {
                     compaction.report.fallbacks.extend(s.take_fallbacks());
                 }
                 self.guards
-                    .entry(job.agent.clone())
+                    .entry(request.agent.clone())
                     .or_default()
                     .record(&compaction.report);
-                record_report(&compaction.report);
-                ctx.events.publish(
-                    Some(trace.trace_id_hex()),
-                    Event::CompactionFinished {
-                        agent: job.agent.clone(),
-                        report: Box::new(compaction.report.clone()),
-                    },
-                );
                 Ok(compaction)
             }
             Err(e) => {
-                tracing::warn!(agent = %job.agent, error = %e, "compaction failed");
-                ctx.events.publish(
-                    Some(trace.trace_id_hex()),
-                    Event::CompactionFailed {
-                        agent: job.agent.clone(),
-                        reason: e.to_string(),
-                    },
-                );
+                tracing::warn!(agent = %request.agent, error = %e, "compaction failed");
                 Err(e)
             }
         }
-    }
-}
-
-/// The `compaction` span of `agent`'s conversation. Opened inside the job, it is a child of the
-/// caller's span (the actor runs jobs inside it): one trace from the request that triggered the
-/// compaction down to the compressor's model and tool calls.
-pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Span {
-    tracing::info_span!(
-        "compaction",
-        { semconv::OPERATION_NAME } = "compaction",
-        { semconv::OPENINFERENCE_SPAN_KIND } = "CHAIN",
-        { semconv::AGENT_NAME } = %agent,
-        { semconv::COMPRESSOR } = %compressor,
-        { semconv::TRIGGER } = %trigger,
-        { semconv::SCOPE } = tracing::field::Empty,
-        { semconv::COMPACTION_TOKENS_BEFORE } = tracing::field::Empty,
-        { semconv::COMPACTION_TOKENS_AFTER } = tracing::field::Empty,
-        { semconv::COMPACTION_TARGET } = tracing::field::Empty,
-        { semconv::COMPACTION_REACHED } = tracing::field::Empty,
-        { semconv::COMPACTION_SKIPPED } = tracing::field::Empty,
-        { semconv::COMPACTION_TIERS } = tracing::field::Empty,
-        { semconv::COMPACTION_REASON } = tracing::field::Empty,
-        { semconv::COMPACTION_SUMMARIZER_CALLS } = tracing::field::Empty,
-    )
-}
-
-/// Put what a compaction did on the current (`compaction`) span.
-pub(crate) fn record_report(report: &CompactionReport) {
-    let span = tracing::Span::current();
-    span.record(semconv::COMPACTION_TOKENS_BEFORE, report.tokens_before);
-    span.record(semconv::COMPACTION_TOKENS_AFTER, report.tokens_after);
-    span.record(semconv::COMPACTION_TARGET, report.target_tokens);
-    span.record(semconv::COMPACTION_REACHED, report.reached);
-    span.record(semconv::COMPACTION_SKIPPED, report.skipped);
-    span.record(semconv::COMPACTION_TIERS, tiers_used(report).as_str());
-    span.record(semconv::COMPACTION_REASON, report.reason.as_str());
-    span.record(
-        semconv::COMPACTION_SUMMARIZER_CALLS,
-        report.summarizer.calls,
-    );
-}
-
-/// The tiers a compaction used, e.g. `truncate,mask,summarize`; `none` when nothing ran.
-fn tiers_used(report: &CompactionReport) -> String {
-    let t = &report.tiers;
-    let used: Vec<&str> = [
-        ("truncate", t.truncated),
-        ("mask", t.masked + t.display_only_removed),
-        ("summarize", t.per_message_summarized + t.segment_summaries),
-    ]
-    .into_iter()
-    .filter(|(_, n)| *n > 0)
-    .map(|(name, _)| name)
-    .collect();
-    if used.is_empty() {
-        "none".into()
-    } else {
-        used.join(",")
     }
 }
 
@@ -206,42 +130,18 @@ impl AgentBehavior for CompressionAgent {
         ))
     }
 
-    async fn handle_job(
-        &mut self,
-        job: JobRequest,
-        ctx: &AgentContext,
-    ) -> Result<JobReply, AgentError> {
+    async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
         let trace = job.trace();
-        let job = match job.open::<CompactionJob>() {
-            Ok((job, reply)) => {
-                let span = compaction_span(&job.agent, &ctx.name, job.trigger.as_str());
-                let result = self.compact(job, &trace, ctx).instrument(span).await;
-                return Ok(reply.answer(result));
+        match job.open::<CompressorJob>(&ctx.name)? {
+            // From this team or, by its wire form, from another node: the same road.
+            CompressorJob::Compact(request, reply) => {
+                reply.send(self.compact(request, &trace, ctx).await);
             }
-            Err(job) => job,
-        };
-        // A compaction from another node: the same job, without the asker's model and cache.
-        let job = match job.open::<RemoteCompactionJob>() {
-            Ok((job, reply)) => {
-                let job = CompactionJob::from(job);
-                let span = compaction_span(&job.agent, &ctx.name, job.trigger.as_str());
-                let result = self.compact(job, &trace, ctx).instrument(span).await;
-                let result = result
-                    .map(RemoteCompaction::from)
-                    .map_err(|e| e.to_string());
-                return Ok(reply.answer(result));
+            CompressorJob::SummarizeScope(request, reply) => {
+                reply.send(summarize_scope(&request, &ctx.name).await);
             }
-            Err(job) => job,
-        };
-        match job.open::<ScopeSummaryJob>() {
-            Ok((job, reply)) => {
-                let span = compaction_span(&job.agent, &ctx.name, "scope");
-                span.record(semconv::SCOPE, job.label.as_str());
-                let summary = summarize_scope(&job, &ctx.name).instrument(span).await;
-                Ok(reply.answer(summary))
-            }
-            Err(job) => Err(job.refuse(&ctx.name)),
         }
+        Ok(())
     }
 
     fn checkpoint(&self) -> Checkpoint {
@@ -251,8 +151,4 @@ impl AgentBehavior for CompressionAgent {
     /// Nothing to keep (its anti-thrash guards start afresh after a restart): the first,
     /// empty checkpoint stays right, and a compaction job costs no checkpoint at all.
     fn update_checkpoint(&self, _checkpoint: &mut Checkpoint) {}
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }

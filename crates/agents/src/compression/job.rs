@@ -1,36 +1,80 @@
-//! What an agent sends the compression agent, and what comes back.
+//! What the compression agent is asked: its jobs are one enum, [`CompressorJob`], whose
+//! variants carry their answer port. A compaction is one [`CompactionRequest`] on every road —
+//! an agent of this team, an agent on another node (the request's serde form), the CLI's
+//! `compact` and `replay`.
 
 use std::sync::Arc;
 
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError, TokenCache};
-use troupe_runtime::{ChatMessage, ChatModel, Conversation, Job};
+use serde::{Deserialize, Serialize};
+use troupe_compaction::tokens::TokenCache;
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
+use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply};
 use troupe_tools::FileLedger;
 
-/// A request to compact one agent's conversation.
-#[derive(Clone)]
-pub struct CompactionJob {
-    /// Whose conversation it is (compactions of one agent never overlap).
+/// The compression agent's jobs.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CompressorJob {
+    /// Compact one agent's conversation: the validated compaction (possibly "no compaction
+    /// needed", or an automatic trigger the anti-thrash guard skipped; the report says which).
+    Compact(
+        CompactionRequest,
+        Reply<Result<Compaction, CompactionError>>,
+    ),
+    /// Write the summary of a closed scope: the summary text, trimmed and never empty.
+    SummarizeScope(
+        ScopeSummaryRequest,
+        Reply<Result<String, ScopeSummaryError>>,
+    ),
+}
+
+/// A request to compact one agent's conversation. Its serde form is what travels to a
+/// compression agent on another node; what cannot leave the process ([`InProcess`]) is left
+/// out of it.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct CompactionRequest {
+    /// Whose conversation it is (compactions of one agent never overlap, and the anti-thrash
+    /// guard keeps its memory per name).
     pub agent: String,
-    /// The conversation as it stands.
+    /// The conversation as it stands; it is copied, never changed in place.
     pub conversation: Conversation,
     /// The agent's file ledger (stubs and summary file lists come from it).
     pub ledger: FileLedger,
-    /// The agent's budget.
+    /// The window, thresholds and target the compaction works to.
     pub policy: BudgetPolicy,
-    /// What asked for it.
+    /// What asked for it (automatic triggers are held back by the anti-thrash guard).
     pub trigger: CompactTrigger,
     /// Custom instructions / focus for summaries.
     pub instructions: Option<String>,
-    /// The requesting agent's own model: used for summaries when no compaction model is set.
-    pub agent_model: Option<Arc<dyn ChatModel>>,
-    /// The requesting agent's warm per-message token counts (shared, so only messages new
-    /// since its last count are counted, and the stubs and summaries made here warm it back).
-    pub token_cache: Option<TokenCache>,
+    /// What only an asker in this process can give.
+    #[serde(skip)]
+    pub in_process: InProcess,
 }
 
-impl std::fmt::Debug for CompactionJob {
+impl CompactionRequest {
+    /// A request with nothing from the asker's process.
+    pub fn new(
+        agent: impl Into<String>,
+        conversation: Conversation,
+        ledger: FileLedger,
+        policy: BudgetPolicy,
+        trigger: CompactTrigger,
+    ) -> Self {
+        CompactionRequest {
+            agent: agent.into(),
+            conversation,
+            ledger,
+            policy,
+            trigger,
+            instructions: None,
+            in_process: InProcess::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CompactionRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompactionJob")
+        f.debug_struct("CompactionRequest")
             .field("agent", &self.agent)
             .field("messages", &self.conversation.len())
             .field("trigger", &self.trigger)
@@ -38,16 +82,22 @@ impl std::fmt::Debug for CompactionJob {
     }
 }
 
-impl Job for CompactionJob {
-    /// The validated compaction (possibly "no compaction needed", or an automatic trigger the
-    /// anti-thrash guard skipped; the report says which).
-    type Reply = Result<Compaction, CompactionError>;
+/// The part of a [`CompactionRequest`] that cannot leave the asker's process; a request from
+/// another node arrives with none of it (the compression agent there summarizes with its own
+/// model, or mechanically, and counts afresh).
+#[derive(Clone, Default)]
+pub struct InProcess {
+    /// The requesting agent's own model: used for summaries when no compaction model is set.
+    pub agent_model: Option<Arc<dyn ChatModel>>,
+    /// The requesting agent's warm per-message token counts (shared, so only messages new
+    /// since its last count are counted, and the stubs and summaries made here warm it back).
+    pub token_cache: Option<TokenCache>,
 }
 
 /// A request to write the summary of a closed scope (seed 000's scoped compression): the
 /// messages of one finished part of an agent's work become one short summary.
 #[derive(Clone)]
-pub struct ScopeSummaryJob {
+pub struct ScopeSummaryRequest {
     /// Whose scope it is.
     pub agent: String,
     /// The scope's label.
@@ -60,19 +110,14 @@ pub struct ScopeSummaryJob {
     pub model: Arc<dyn ChatModel>,
 }
 
-impl std::fmt::Debug for ScopeSummaryJob {
+impl std::fmt::Debug for ScopeSummaryRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ScopeSummaryJob")
+        f.debug_struct("ScopeSummaryRequest")
             .field("agent", &self.agent)
             .field("label", &self.label)
             .field("messages", &self.messages.len())
             .finish()
     }
-}
-
-impl Job for ScopeSummaryJob {
-    /// The summary text, trimmed and never empty.
-    type Reply = Result<String, ScopeSummaryError>;
 }
 
 /// Why a scope could not be summarized; the scope's messages stay as they are.

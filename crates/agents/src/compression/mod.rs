@@ -1,6 +1,8 @@
-//! The compression agent: a dedicated agent that compacts other agents' conversations.
+//! The compression agent: a dedicated agent that compacts other agents' conversations, and the
+//! compaction client every asker goes through (`client.rs`).
 
 mod agent;
+pub(crate) mod client;
 mod config;
 mod job;
 mod model_loop;
@@ -10,9 +12,12 @@ mod summarizer;
 pub mod tools;
 
 pub use agent::{COMPRESSION_AGENT, CompressionAgent};
-pub(crate) use agent::{compaction_span, record_report};
+pub use client::{CompactionCaller, compact};
+pub(crate) use client::{compact_and_apply, summarize_scope};
 pub use config::{CompressionConfig, CompressorModel, DEFAULT_MAX_ITERATIONS};
-pub use job::{CompactionJob, ScopeSummaryError, ScopeSummaryJob};
-pub use remote::{RemoteCompaction, RemoteCompactionJob};
-pub(crate) use remote::{accept_remote_compactions, compact_here};
+pub use job::{
+    CompactionRequest, CompressorJob, InProcess, ScopeSummaryError, ScopeSummaryRequest,
+};
+pub use remote::RemoteCompaction;
+pub(crate) use remote::accept_remote_compactions;
 pub use summarizer::ModelSummarizer;

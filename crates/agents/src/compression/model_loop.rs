@@ -32,8 +32,8 @@ const KEPT_LOOP_MESSAGES: usize = 8;
 /// on a local model) for nothing.
 const MAX_IDLE_STEPS: u32 = 2;
 
-/// What the compression agent does once a compaction goes ahead: announce it, then (when it has
-/// a model) let the model work the session.
+/// What the compression agent does once a compaction goes ahead: when it has a model, let the
+/// model work the session (the asker's compaction client announced the compaction).
 pub(crate) struct ModelSteering {
     /// The model, `None` for `--model none` (the planner and mechanical summaries only).
     pub(crate) model: Option<Arc<dyn ChatModel>>,
@@ -41,8 +41,6 @@ pub(crate) struct ModelSteering {
     pub(crate) compressor: String,
     /// Whose conversation it is.
     pub(crate) agent: String,
-    /// What asked for it, as events name it.
-    pub(crate) trigger: &'static str,
     /// The trace id of the request that caused the compaction.
     pub(crate) trace_id: String,
     pub(crate) events: EventBus,
@@ -56,14 +54,6 @@ impl Steering for ModelSteering {
         session: &mut CompactionSession<'_>,
         summarizer: Option<&dyn Summarizer>,
     ) {
-        self.events.publish(
-            Some(self.trace_id.clone()),
-            Event::CompactionStarted {
-                agent: self.agent.clone(),
-                tokens: session.verify_target().current,
-                trigger: self.trigger.into(),
-            },
-        );
         if let (Some(model), Some(summarizer)) = (&self.model, summarizer) {
             self.run(model.as_ref(), session, summarizer).await;
         }

@@ -2,7 +2,7 @@
 
 use troupe_runtime::{ChatMessage, ChatRequest};
 
-use crate::compression::job::{ScopeSummaryError, ScopeSummaryJob};
+use crate::compression::job::{ScopeSummaryError, ScopeSummaryRequest};
 use crate::model::traced_chat;
 
 /// Characters of each message the scope's summarizer sees.
@@ -13,7 +13,7 @@ const SYSTEM: &str = "You compress one finished part of an agent's work into a s
 
 /// Summarize `job`'s messages with its model; `agent` is the compression agent (for the span).
 pub(crate) async fn summarize_scope(
-    job: &ScopeSummaryJob,
+    job: &ScopeSummaryRequest,
     agent: &str,
 ) -> Result<String, ScopeSummaryError> {
     let transcript: String = job

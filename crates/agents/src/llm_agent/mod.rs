@@ -14,6 +14,7 @@
 mod budget;
 mod compact_tool;
 mod context;
+mod jobs;
 mod precall;
 mod scopes;
 mod session_ops;
@@ -21,7 +22,11 @@ mod tool_tokens;
 mod turn;
 
 pub use context::{ContextShare, ContextStats};
-use std::any::Any;
+pub use jobs::{
+    ClearError, CloseScope, LlmAgentJob, ScopeError, SwitchError, clear_conversation, close_scope,
+    compact_agent, compact_agent_cancellable, context_stats, open_scope, session_health,
+    switch_session,
+};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,15 +37,11 @@ use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport}
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
-    ChatModel, Checkpoint, Conversation, ConversationMark, Event, JobReply, JobRequest, MessageId,
-    TraceContext,
+    ChatModel, Checkpoint, Conversation, ConversationMark, JobRequest, MessageId, TraceContext,
 };
 use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
 
-use crate::SessionHealth;
-use crate::agent_jobs::{
-    ClearConversation, CloseScope, CompactError, CompactNow, ContextQuery, OpenScope, SwitchSession,
-};
+use crate::compression::client::{AppliedCompaction, CompactError};
 use crate::session::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
@@ -275,29 +276,18 @@ impl LlmAgent {
 
     /// A manual compaction that `cancel` abandons while it waits for the compressor: the
     /// compressor's answer is then dropped and nothing of the conversation changed (it is only
-    /// applied after that wait, with no await in between).
+    /// applied after that wait, with no await in between). The abandoned compaction announces
+    /// its end and leaves the tracker as it is dropped (`compression/client.rs`).
     async fn compact_unless_cancelled(
         &mut self,
         instructions: Option<String>,
         cancel: &tokio_util::sync::CancellationToken,
         ctx: &AgentContext,
-    ) -> Result<crate::AppliedCompaction, CompactError> {
-        let outcome = tokio::select! {
+    ) -> Result<AppliedCompaction, CompactError> {
+        tokio::select! {
             outcome = self.compact(CompactTrigger::Manual, instructions, ctx) => outcome,
             () = cancel.cancelled() => Err(CompactError::Cancelled),
-        };
-        if outcome == Err(CompactError::Cancelled) {
-            // The abandoned `compact` never reached its own clean-up.
-            crate::agent_jobs::CompactionTracker::of(&ctx.directory).end(&ctx.name);
-            ctx.events.publish(
-                Some(self.trace.trace_id_hex()),
-                Event::CompactionFailed {
-                    agent: ctx.name.clone(),
-                    reason: CompactError::Cancelled.to_string(),
-                },
-            );
         }
-        outcome
     }
 }
 
@@ -366,20 +356,10 @@ impl AgentBehavior for LlmAgent {
         outcome.map(|(text, _)| text)
     }
 
-    async fn handle_job(
-        &mut self,
-        job: JobRequest,
-        ctx: &AgentContext,
-    ) -> Result<JobReply, AgentError> {
+    async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
         self.trace = job.trace();
-        let job = match job.open::<CompactNow>() {
-            Ok((
-                CompactNow {
-                    instructions,
-                    cancel,
-                },
-                reply,
-            )) => {
+        match job.open::<LlmAgentJob>(&ctx.name)? {
+            LlmAgentJob::Compact(instructions, cancel, reply) => {
                 let outcome = if self.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
@@ -389,47 +369,26 @@ impl AgentBehavior for LlmAgent {
                 if outcome.is_ok() {
                     self.persist();
                 }
-                return Ok(reply.answer(outcome));
+                reply.send(outcome);
             }
-            Err(job) => job,
-        };
-        let job = match job.open::<OpenScope>() {
-            Ok((OpenScope { label }, reply)) => {
+            LlmAgentJob::OpenScope(label, reply) => {
                 self.scopes.push((label, self.conversation.next_id()));
-                return Ok(reply.answer(Ok(())));
+        Ok(())
+                reply.send(());
             }
-            Err(job) => job,
-        };
-        let job = match job.open::<CloseScope>() {
-            Ok((CloseScope { prompt, model }, reply)) => {
+            LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply) => {
                 let closed = self.close_scope(prompt, model, ctx).await;
                 if closed.is_ok() {
                     self.persist();
                 }
-                return Ok(reply.answer(closed));
+                reply.send(closed);
             }
-            Err(job) => job,
-        };
-        let job = match job.open::<SwitchSession>() {
-            Ok((SwitchSession { path }, reply)) => {
-                return Ok(reply.answer(self.switch_session(&path)));
+            LlmAgentJob::Clear(reply) => reply.send(self.clear()),
+            LlmAgentJob::SwitchSession(path, reply) => reply.send(self.switch_session(&path)),
+            LlmAgentJob::ContextStats(reply) => reply.send(self.context_stats()),
+            LlmAgentJob::SessionHealth(reply) => {
+                reply.send(self.session.as_ref().and_then(SessionSync::behind));
             }
-            Err(job) => job,
-        };
-        let job = match job.open::<ClearConversation>() {
-            Ok((ClearConversation, reply)) => return Ok(reply.answer(self.clear())),
-            Err(job) => job,
-        };
-        let job = match job.open::<SessionHealth>() {
-            Ok((SessionHealth, reply)) => {
-                let behind = self.session.as_ref().and_then(SessionSync::behind);
-                return Ok(reply.answer(behind));
-            }
-            Err(job) => job,
-        };
-        match job.open::<ContextQuery>() {
-            Ok((ContextQuery, reply)) => Ok(reply.answer(self.context_stats())),
-            Err(job) => Err(job.refuse(&ctx.name)),
         }
     }
 
@@ -458,10 +417,6 @@ impl AgentBehavior for LlmAgent {
         }
         state.archive = self.archive.clone();
         state.last_compaction.clone_from(&self.last_compaction);
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use troupe_runtime::{AgentContext, ChatMessage, ChatModel, MessageKind};
 
-use crate::agent_jobs::CompactError;
-use crate::compression::{COMPRESSION_AGENT, ScopeSummaryJob};
+use crate::compression::{COMPRESSION_AGENT, ScopeSummaryRequest, summarize_scope};
 
 use super::LlmAgent;
+use super::jobs::ScopeError;
 
 impl LlmAgent {
     /// Close the innermost scope: its messages become one summary between scope markers.
@@ -17,11 +17,11 @@ impl LlmAgent {
         prompt: Option<String>,
         model: Option<Arc<dyn ChatModel>>,
         ctx: &AgentContext,
-    ) -> Result<Option<String>, CompactError> {
-        let (label, start) = self.scopes.last().cloned().ok_or(CompactError::NoScope)?;
+    ) -> Result<Option<String>, ScopeError> {
+        let (label, start) = self.scopes.last().cloned().ok_or(ScopeError::NoScope)?;
         let model = model
             .or_else(|| self.last_scope_model.clone())
-            .ok_or(CompactError::NoModel)?;
+            .ok_or(ScopeError::NoModel)?;
         self.scopes.pop();
         let first = self
             .conversation
@@ -35,25 +35,25 @@ impl LlmAgent {
             .collect();
         if !ctx.directory.is_live(COMPRESSION_AGENT) {
             self.scopes.push((label, start));
-            return Err(CompactError::NoCompressionAgent);
+            return Err(ScopeError::NoCompressionAgent);
         }
-        let job = ScopeSummaryJob {
+        let request = ScopeSummaryRequest {
             agent: ctx.name.clone(),
             label: label.clone(),
             messages: entries.clone(),
             prompt,
             model: model.clone(),
         };
-        let answer = self.ask_compressor(job, ctx).await;
+        let answer = summarize_scope(&ctx.directory, self.trace.child(), request).await;
         let summary = match answer {
             Ok(Ok(summary)) => summary,
             Ok(Err(e)) => {
                 self.scopes.push((label, start));
-                return Err(CompactError::Scope(e));
+                return Err(ScopeError::Scope(e));
             }
             Err(e) => {
                 self.scopes.push((label, start));
-                return Err(CompactError::Ask(e));
+                return Err(ScopeError::Ask(e));
             }
         };
         let mut kept: Vec<Arc<ChatMessage>> = self.conversation.messages()[..first].to_vec();

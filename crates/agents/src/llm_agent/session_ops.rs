@@ -7,8 +7,8 @@ use std::sync::Arc;
 use troupe_compaction::tokens::TokenCache;
 use troupe_tools::FileLedger;
 
+use super::jobs::SwitchError;
 use super::{LlmAgent, conversation_id, fresh_ledger_epoch};
-use crate::agent_jobs::SwitchError;
 use crate::session::{SessionError, restore};
 
 impl LlmAgent {
@@ -29,7 +29,7 @@ impl LlmAgent {
     }
 
     /// `/resume`: write the last turn boundary to the current log, then continue from the log
-    /// at `path` (see [`SwitchSession`]). On an error nothing changed.
+    /// at `path` (see [`crate::LlmAgentJob::SwitchSession`]). On an error nothing changed.
     pub(super) fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
         self.persist();
         let Some(sync) = &self.session else {
@@ -83,7 +83,7 @@ impl LlmAgent {
     }
 
     /// A turn boundary: write what changed to the session log, if there is one. A failed write
-    /// is logged, answered to [`SessionHealth`](crate::SessionHealth) (the
+    /// is logged, answered to [`session_health`](crate::session_health) (the
     /// caller's way to tell its user at once) and retried at the next boundary (the difference
     /// is recomputed then), so the answer is not lost to a full disk that frees up.
     pub(super) fn persist(&mut self) {

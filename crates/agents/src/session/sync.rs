@@ -125,9 +125,9 @@ impl SessionSync {
         record_model(&mut self.log, logged, model)
     }
 
-    /// Continue from the log at `path` (see [`crate::SwitchSession`]): open it under this
-    /// sync's claim, record `model` in it, and return the sync that keeps it with the session it
-    /// holds. On an error this sync, its log and its claim are unchanged.
+    /// Continue from the log at `path` (see [`crate::LlmAgentJob::SwitchSession`]): open it
+    /// under this sync's claim, record `model` in it, and return the sync that keeps it with the
+    /// session it holds. On an error this sync, its log and its claim are unchanged.
     ///
     /// # Errors
     /// As [`SessionSync::open`], and [`SessionError`] when the model change cannot be written.

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_agents::compression::CompactionJob;
 use troupe_agents::compression::CompressorModel;
+use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
+use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, COMPRESSION_AGENT, CompactError, CompactionSettings, CompressionConfig, close_scope,
-    compact_agent, open_scope, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactError, CompactionSettings, ScopeError, close_scope, compact_agent,
+    open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::invariants::validate;
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
@@ -62,11 +63,11 @@ async fn team_with_compressor(model: Option<Arc<dyn ChatModel>>) -> Team {
     team
 }
 
-async fn run_job(team: &Team, job: CompactionJob) -> Result<Compaction, CompactionError> {
+async fn run_job(team: &Team, request: CompactionRequest) -> Result<Compaction, CompactionError> {
     team.directory()
         .ask_job(
             COMPRESSION_AGENT,
-            job,
+            |reply| CompressorJob::Compact(request, reply),
             TraceContext::new_root(),
             Duration::from_secs(60),
         )
@@ -74,16 +75,15 @@ async fn run_job(team: &Team, job: CompactionJob) -> Result<Compaction, Compacti
         .unwrap()
 }
 
-fn job(conversation: Conversation) -> CompactionJob {
-    CompactionJob {
+fn job(conversation: Conversation) -> CompactionRequest {
+    CompactionRequest {
         agent: "coder".into(),
         conversation,
         ledger: FileLedger::new(),
         policy: policy(),
         trigger: CompactTrigger::Manual,
         instructions: None,
-        agent_model: None,
-        token_cache: None,
+        in_process: InProcess::default(),
     }
 }
 
@@ -283,7 +283,7 @@ async fn the_automatic_trigger_warns_then_compacts() {
         match record.event {
             Event::ContextWarning { .. } => saw.push("warning"),
             Event::CompactionStarted { trigger, .. } => {
-                assert_eq!(trigger, "automatic");
+                assert_eq!(trigger, CompactTrigger::Automatic);
                 saw.push("started")
             }
             Event::CompactionFinished { .. } => saw.push("finished"),
@@ -389,6 +389,21 @@ impl ChatModel for SlowModel {
     }
 }
 
+/// The policy of the agent whose automatic compaction a manual request joins.
+fn joining_policy() -> BudgetPolicy {
+    BudgetPolicy {
+        trigger: 0.5,
+        warning: 0.45,
+        target: 0.3,
+        ..policy()
+    }
+}
+
+/// Its target, in tokens.
+fn settings_target() -> usize {
+    joining_policy().target_tokens()
+}
+
 #[tokio::test]
 async fn a_manual_request_during_an_automatic_compaction_joins_it() {
     // The compaction model is slow, so the automatic compaction is still running when the
@@ -404,12 +419,7 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
         .chain([ScriptedReply::text("done")]);
     let model = Arc::new(ScriptedModel::new("coder", script));
     let settings = CompactionSettings {
-        policy: Some(BudgetPolicy {
-            trigger: 0.5,
-            warning: 0.45,
-            target: 0.3,
-            ..policy()
-        }),
+        policy: Some(joining_policy()),
         ..CompactionSettings::default()
     };
     spawn_agent(
@@ -430,10 +440,13 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
         )
         .await
     });
-    // Wait until the automatic compaction has started, then ask for a manual one.
+    // Wait until an automatic compaction with something to do has started (one below the
+    // target is announced too, and answers "no compaction needed" at once), then ask for a
+    // manual one.
+    let target = settings_target();
     loop {
         let record = events.recv().await.unwrap();
-        if matches!(record.event, Event::CompactionStarted { .. }) {
+        if matches!(record.event, Event::CompactionStarted { tokens, .. } if tokens > target) {
             break;
         }
     }
@@ -454,7 +467,8 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
     while let Ok(record) = events.try_recv() {
         if let Event::CompactionStarted { trigger, .. } = record.event {
             assert_ne!(
-                trigger, "manual",
+                trigger,
+                CompactTrigger::Manual,
                 "the manual request must not start its own compaction"
             );
         }
@@ -490,7 +504,7 @@ async fn scoped_compression_resolves_its_model() {
     let err = close_scope(&team, "a", None, Some(summarizer.clone()))
         .await
         .unwrap_err();
-    assert!(matches!(err, CompactError::NoCompressionAgent), "{err}");
+    assert!(matches!(err, ScopeError::NoCompressionAgent), "{err}");
     assert_eq!(team.checkpoint("a").unwrap().conversation, before);
 
     // Explicit model, through the compression agent.
@@ -596,10 +610,19 @@ async fn a_context_length_error_without_a_compressor_is_a_clear_error() {
     spawn_agent(&team, AgentSpec::new("coder", model))
         .await
         .unwrap();
-    let err = team.ask("coder", "hi").await.unwrap_err().to_string();
+    let err = team.ask("coder", "hi").await.unwrap_err();
+    // Still the provider's context overflow, to match on; its text says why compacting failed.
+    let troupe_runtime::AskError::Agent {
+        error:
+            troupe_runtime::AgentError::Model(troupe_runtime::ModelError::ContextLengthExceeded(why)),
+        ..
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
     assert!(
-        err.contains("context length exceeded (too long)") && err.contains("no compression agent"),
-        "{err}"
+        why.contains("too long") && why.contains("no compression agent"),
+        "{why}"
     );
     team.shutdown().await;
 }

@@ -4,12 +4,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_agents::compression::CompactionJob;
 use troupe_agents::compression::CompressorModel;
+use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
+use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::model::LocalModel;
-use troupe_agents::{
-    COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
-};
+use troupe_agents::{shared_counter, spawn_compression_agent};
 use troupe_compaction::invariants::validate;
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
@@ -39,21 +38,20 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
     config.model = CompressorModel::Fixed(model);
     config.max_iterations = 3;
     spawn_compression_agent(&team, config).await.unwrap();
-    let job = CompactionJob {
+    let job = CompactionRequest {
         agent: "pi".into(),
         conversation: conversation.clone(),
         ledger,
         policy: policy.clone(),
         trigger: CompactTrigger::Manual,
         instructions: None,
-        agent_model: None,
-        token_cache: None,
+        in_process: InProcess::default(),
     };
     let compaction: Result<Compaction, CompactionError> = team
         .directory()
         .ask_job(
             COMPRESSION_AGENT,
-            job,
+            |reply| CompressorJob::Compact(job, reply),
             TraceContext::new_root(),
             Duration::from_secs(600),
         )

@@ -1,4 +1,5 @@
 mod ask_stream;
+mod compaction_road;
 mod compression;
 #[cfg(feature = "local")]
 mod compression_local;

@@ -6,11 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::compression::CompressorModel;
-use troupe_agents::compression::{CompactionJob, ModelSummarizer};
+use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
+use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess, ModelSummarizer};
 use troupe_agents::model::ScriptedModel;
-use troupe_agents::{
-    COMPRESSION_AGENT, CompressionConfig, shared_counter, spawn_compression_agent,
-};
+use troupe_agents::{shared_counter, spawn_compression_agent};
 use troupe_compaction::summary::{
     MechanicalSummarizer, Summarizer, SummaryPrompt, SummaryRejection, vet_summary,
 };
@@ -169,7 +168,7 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
     let mut config = CompressionConfig::new(shared_counter());
     config.model = CompressorModel::Fixed(weak);
     spawn_compression_agent(&team, config).await.unwrap();
-    let job = CompactionJob {
+    let job = CompactionRequest {
         agent: "coder".into(),
         conversation: talkative_conversation(),
         ledger: FileLedger::new(),
@@ -179,14 +178,13 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
         },
         trigger: CompactTrigger::Manual,
         instructions: None,
-        agent_model: None,
-        token_cache: None,
+        in_process: InProcess::default(),
     };
     let compaction = team
         .directory()
         .ask_job(
             COMPRESSION_AGENT,
-            job,
+            |reply| CompressorJob::Compact(job, reply),
             TraceContext::new_root(),
             Duration::from_secs(60),
         )

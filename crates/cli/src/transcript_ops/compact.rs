@@ -2,12 +2,13 @@
 
 use std::path::Path;
 
+use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
 use troupe_runtime::Conversation;
 
 use super::archive_file::{ARCHIVE_FORMAT, ARCHIVE_VERSION, ArchiveHeader, write_archive_file};
-use super::compressor::{Compressor, CompressorJob};
+use super::compressor::Compressor;
 use super::distinct_paths::ensure_distinct_files;
 use super::expand::messages_sha256;
 use super::{TranscriptOpError, sha256_hex};
@@ -147,13 +148,15 @@ pub async fn compact_transcript(
     let conversation = Conversation::from_messages(input.messages.iter().cloned());
     let ledger = ledger_from_transcript(conversation.messages());
     let compaction = compressor
-        .compact(CompressorJob {
-            agent: TRANSCRIPT_AGENT,
-            conversation: &conversation,
-            ledger: &ledger,
-            policy: &policy,
-            trigger: CompactTrigger::Manual,
+        .compact(CompactionRequest {
             instructions: request.instructions.clone(),
+            ..CompactionRequest::new(
+                TRANSCRIPT_AGENT,
+                conversation,
+                ledger,
+                policy.clone(),
+                CompactTrigger::Manual,
+            )
         })
         .await?;
     if compaction.report.tokens_after > policy.context_window {

@@ -23,7 +23,7 @@ pub use archive_file::{ARCHIVE_VERSION, ArchiveHeader, read_archive_file, write_
 pub use compact::{
     CompactGoal, CompactedTranscript, MIN_CONTEXT_WINDOW, check_window, compact_transcript,
 };
-pub use compressor::{Compressor, CompressorJob};
+pub use compressor::Compressor;
 pub use distinct_paths::ensure_distinct_files;
 pub use expand::{
     ExpandedTranscript, RestoredMatch, expand_transcript, expand_transcript_file, messages_sha256,

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use troupe_agents::CompactionSettings;
+use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::invariants::validate;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
@@ -26,7 +27,7 @@ use troupe_runtime::{Conversation, Role};
 
 use super::TranscriptOpError;
 use super::compact::TRANSCRIPT_AGENT;
-use super::compressor::{Compressor, CompressorJob};
+use super::compressor::Compressor;
 use crate::transcript_file::TranscriptFile;
 
 /// One automatic compaction during a replay.
@@ -151,7 +152,7 @@ impl ReplayObserver for () {}
 /// Feed `input` message by message; before every point where the model would be called (the
 /// next message is the assistant's), do what the live agent does before a model call: compact
 /// automatically when the live conversation plus the output reserve is at or over the trigger —
-/// an automatic [`CompactionJob`](troupe_agents::compression::CompactionJob) to `compressor`'s
+/// an automatic [`CompactionRequest`] to `compressor`'s
 /// compression agent, which applies the anti-thrash guard as it does for a live agent — and as
 /// an emergency (never held back) when it would still not fit the window. `observer` is told of
 /// every message fed, every compaction and skipped trigger, and the final conversation.
@@ -248,14 +249,13 @@ async fn compact_at(
     let ledger = ledger_from_transcript(conversation.messages());
     let started = Instant::now();
     let result = compressor
-        .compact(CompressorJob {
-            agent: TRANSCRIPT_AGENT,
-            conversation,
-            ledger: &ledger,
-            policy,
-            trigger: at.trigger,
-            instructions: None,
-        })
+        .compact(CompactionRequest::new(
+            TRANSCRIPT_AGENT,
+            conversation.clone(),
+            ledger,
+            policy.clone(),
+            at.trigger,
+        ))
         .await?;
     let ms = started.elapsed().as_secs_f64() * 1000.0;
     if !result.changed() && at.trigger != CompactTrigger::Automatic {

@@ -1,0 +1,314 @@
+//! The compaction client: the one road every compaction takes from the side that asks for it —
+//! an agent's automatic compaction, `/compact`, its `compact` tool, the emergency before a model
+//! call, and the CLI's `compact` and `replay`.
+//!
+//! [`compact`] routes the [`CompactionRequest`] (this team's compression agent, the one on
+//! another node, or — when that node cannot be reached — the planner on this node), opens the
+//! `compaction` span around it and publishes `CompactionStarted` and then `CompactionFinished`
+//! or `CompactionFailed` on the asker's bus, once each on every route (`announce.rs`). An agent
+//! calls [`compact_and_apply`], which adds the tracker that lets `/compact` join a running
+//! compaction (`tracker.rs`) and applies the answer.
+
+mod announce;
+mod tracker;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tracing::Instrument;
+use troupe_compaction::summary::MechanicalSummarizer;
+use troupe_compaction::tokens::TokenCounter;
+use troupe_compaction::{CompactOptions, Compaction, CompactionError, CompactionReport};
+use troupe_runtime::trace::semconv;
+use troupe_runtime::{AskError, Directory, EventBus, TraceContext};
+
+use crate::compression::COMPRESSION_AGENT;
+use crate::compression::job::{
+    CompactionRequest, CompressorJob, ScopeSummaryError, ScopeSummaryRequest,
+};
+use announce::{Announcement, compaction_span};
+pub(crate) use tracker::CompactionTracker;
+
+/// How long a compaction may take: the compression agent's model loop runs up to its iteration
+/// bound of full-prompt calls (minutes on a local model), and the job may first wait in its
+/// mailbox behind another agent's compaction.
+pub const COMPACTION_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long the summary of a closed scope may take: one model call of the compression agent's,
+/// which may first wait in its mailbox behind a compaction (up to [`COMPACTION_TIMEOUT`]).
+const SCOPE_SUMMARY_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Why a compaction did not produce a report.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactError {
+    /// The agent is in the middle of a turn and no compaction is running to join.
+    #[error("cannot compact while responding")]
+    Responding,
+    /// Fewer than two messages.
+    #[error("nothing to compact")]
+    NothingToCompact,
+    /// The team has no compression agent.
+    #[error(
+        "the team has no compression agent (spawn it with troupe_agents::spawn_compression_agent)"
+    )]
+    NoCompressionAgent,
+    /// Compaction ran and failed; the conversation is unchanged.
+    #[error("compaction failed: {0}")]
+    Failed(CompactionError),
+    /// The compaction this request joined ended without an outcome (its agent stopped).
+    #[error("the running compaction was abandoned")]
+    Abandoned,
+    /// The caller cancelled it before it was applied; the conversation is unchanged.
+    #[error("compaction cancelled; the conversation is unchanged")]
+    Cancelled,
+    /// The agent or its compression agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] AskError),
+}
+
+/// The outcome of one compaction as an agent reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedCompaction {
+    /// The compaction report.
+    pub report: CompactionReport,
+    /// The summary text, when a summary was written.
+    pub summary: Option<String>,
+}
+
+/// Where a compaction is asked from: the asker's team and trace, and the counter a compaction
+/// on the asker's own node counts with.
+#[derive(Clone, Copy)]
+pub struct CompactionCaller<'a> {
+    /// The asker's team: where the compression agent is looked up.
+    pub directory: &'a Directory,
+    /// The asker's bus: the compaction's events go there.
+    pub events: &'a EventBus,
+    /// The trace of the request that caused the compaction.
+    pub trace: TraceContext,
+    /// Counts tokens for the announcement and for a compaction on this node.
+    pub counter: &'a dyn TokenCounter,
+}
+
+impl std::fmt::Debug for CompactionCaller<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionCaller")
+            .field("directory", self.directory)
+            .field("trace", &self.trace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a compaction goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum CompressorRoute {
+    /// The team's own compression agent.
+    Local,
+    /// The compression agent on that node of the cluster.
+    Remote(String),
+    /// The team is in a cluster and no node has a compression agent: the asker compacts on its
+    /// own node with the planner.
+    Unreachable,
+}
+
+impl CompressorRoute {
+    /// The route from a team with this directory; `None` for a team with no compression agent
+    /// that is in no cluster (compaction is refused there, as it always was).
+    fn of(directory: &Directory) -> Option<CompressorRoute> {
+        if directory.is_live(COMPRESSION_AGENT) {
+            Some(CompressorRoute::Local)
+        } else if let Some(node) = directory.remote_node_of(COMPRESSION_AGENT) {
+            Some(CompressorRoute::Remote(node))
+        } else if directory.in_cluster() {
+            Some(CompressorRoute::Unreachable)
+        } else {
+            None
+        }
+    }
+
+    /// Who compacts, as the `compaction` span names it.
+    fn compressor(&self) -> String {
+        match self {
+            CompressorRoute::Local => COMPRESSION_AGENT.to_string(),
+            CompressorRoute::Remote(node) => format!("{COMPRESSION_AGENT}@{node}"),
+            CompressorRoute::Unreachable => OWN_NODE.to_string(),
+        }
+    }
+}
+
+/// Whether a compaction from a team with this directory has somewhere to go.
+pub(crate) fn can_compact(directory: &Directory) -> bool {
+    CompressorRoute::of(directory).is_some()
+}
+
+/// The compressor a compaction on the asker's own node is named by.
+const OWN_NODE: &str = "planner (this node)";
+
+/// An agent's compaction, start to end: refused when the team has nowhere to compact;
+/// registered so that a `/compact` meanwhile joins it; routed, traced and announced by
+/// [`compact`]; applied with `apply` (which returns what joiners and the caller get).
+pub(crate) async fn compact_and_apply(
+    caller: &CompactionCaller<'_>,
+    request: CompactionRequest,
+    apply: impl FnOnce(Compaction) -> AppliedCompaction,
+) -> Result<AppliedCompaction, CompactError> {
+    let running = CompactionTracker::of(caller.directory).begin(&request.agent);
+    let outcome = compact(caller, request).await.map(apply);
+    running.settle(&outcome);
+    outcome
+}
+
+/// Join the compaction of `agent` that is running, if one is (see [`CompactionTracker::join`]).
+pub(crate) async fn join_running(
+    directory: &Directory,
+    agent: &str,
+) -> Option<Result<AppliedCompaction, CompactError>> {
+    CompactionTracker::of(directory).join(agent).await
+}
+
+/// Compact `request` on the route its team has, inside a `compaction` span, announcing it on
+/// `caller`'s bus: one `CompactionStarted`, then one `CompactionFinished` or `CompactionFailed`
+/// (also when this future is dropped before the end).
+///
+/// # Errors
+/// [`CompactError::NoCompressionAgent`] when the team has no compression agent and is in no
+/// cluster; [`CompactError::Failed`] when the compaction failed; [`CompactError::Ask`] when the
+/// compression agent could not be asked (a remote one that failed is reported as
+/// [`AskError::Remote`]).
+pub async fn compact(
+    caller: &CompactionCaller<'_>,
+    request: CompactionRequest,
+) -> Result<Compaction, CompactError> {
+    let Some(route) = CompressorRoute::of(caller.directory) else {
+        return Err(CompactError::NoCompressionAgent);
+    };
+    let span = compaction_span(
+        &request.agent,
+        &route.compressor(),
+        request.trigger.as_str(),
+    );
+    let tokens = request
+        .in_process
+        .token_cache
+        .clone()
+        .unwrap_or_default()
+        .count_shared(caller.counter, request.conversation.messages())
+        .total;
+    let announcement = Announcement::start(
+        caller.events,
+        caller.trace.id(),
+        &request.agent,
+        tokens,
+        request.trigger,
+        span.clone(),
+    );
+    let outcome = ask_route(caller, route, request).instrument(span).await;
+    announcement.end(outcome.as_ref().map(|c| &c.report));
+    outcome
+}
+
+/// Ask the compressor `route` names; a remote one that cannot be reached is replaced by the
+/// planner on this node.
+async fn ask_route(
+    caller: &CompactionCaller<'_>,
+    route: CompressorRoute,
+    request: CompactionRequest,
+) -> Result<Compaction, CompactError> {
+    let trace = caller.trace.child();
+    match route {
+        CompressorRoute::Local => caller
+            .directory
+            .ask_job(
+                COMPRESSION_AGENT,
+                |reply| CompressorJob::Compact(request, reply),
+                trace,
+                COMPACTION_TIMEOUT,
+            )
+            .await?
+            .map_err(CompactError::Failed),
+        CompressorRoute::Remote(node) => {
+            let answer = caller
+                .directory
+                .ask_wire_job(
+                    COMPRESSION_AGENT,
+                    request.clone(),
+                    trace,
+                    COMPACTION_TIMEOUT,
+                )
+                .await;
+            match answer {
+                Ok(Ok(compaction)) => Ok(Compaction::from(compaction)),
+                Ok(Err(reason)) => Err(CompactError::Ask(AskError::Remote {
+                    node,
+                    reason: format!("its compression agent failed: {reason}"),
+                })),
+                Err(e) => {
+                    let why =
+                        format!("the compression agent on node `{node}` was not reached: {e}");
+                    compact_here(&request, caller.counter, &why).await
+                }
+            }
+        }
+        CompressorRoute::Unreachable => {
+            let why = "no node of the cluster has a compression agent";
+            compact_here(&request, caller.counter, why).await
+        }
+    }
+}
+
+/// Compact `request` on this node with the planner and the mechanical summarizer — `compact`,
+/// the one road with no model steering, which the compression agent also finishes every
+/// compaction with — because no compression agent could be reached (`why`, recorded in the
+/// report's fallbacks).
+async fn compact_here(
+    request: &CompactionRequest,
+    counter: &dyn TokenCounter,
+    why: &str,
+) -> Result<Compaction, CompactError> {
+    tracing::warn!(agent = %request.agent, %why, "compacting on this node");
+    let options = CompactOptions {
+        focus: request.instructions.clone(),
+        trigger: request.trigger,
+        token_cache: request.in_process.token_cache.clone(),
+        ..CompactOptions::default()
+    };
+    let mechanical = MechanicalSummarizer::new();
+    let mut compaction = troupe_compaction::compact(
+        &request.conversation,
+        &request.ledger,
+        &request.policy,
+        counter,
+        Some(&mechanical),
+        options,
+    )
+    .await
+    .map_err(CompactError::Failed)?;
+    compaction
+        .report
+        .fallbacks
+        .push(format!("compacted by the agent's own node: {why}"));
+    Ok(compaction)
+}
+
+/// Have this team's compression agent summarize a closed scope, inside a `compaction` span
+/// (trigger `scope`, the scope's label recorded).
+///
+/// # Errors
+/// [`AskError`] when the compression agent could not be asked.
+pub(crate) async fn summarize_scope(
+    directory: &Directory,
+    trace: TraceContext,
+    request: ScopeSummaryRequest,
+) -> Result<Result<String, ScopeSummaryError>, AskError> {
+    let span = compaction_span(&request.agent, COMPRESSION_AGENT, "scope");
+    span.record(semconv::SCOPE, request.label.as_str());
+    directory
+        .ask_job(
+            COMPRESSION_AGENT,
+            |reply| CompressorJob::SummarizeScope(request, reply),
+            trace,
+            SCOPE_SUMMARY_TIMEOUT,
+        )
+        .instrument(span)
+        .await
+}

@@ -1,0 +1,141 @@
+//! What a compaction shows: its `compaction` span and its three events, opened and published
+//! here only, on the asker's side, whatever route the compaction took.
+
+use troupe_compaction::{CompactTrigger, CompactionReport};
+use troupe_runtime::trace::semconv;
+use troupe_runtime::{Event, EventBus, TraceId};
+
+use super::CompactError;
+
+/// The `compaction` span of `agent`'s conversation, compacted by `compressor`. Opened by the
+/// asker around the whole ask, it is the parent of the compression agent's work (the actor runs
+/// a job inside the asker's span): one trace from the request that triggered the compaction down
+/// to the compressor's model and tool calls.
+pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> tracing::Span {
+    tracing::info_span!(
+        "compaction",
+        { semconv::OPERATION_NAME } = "compaction",
+        { semconv::OPENINFERENCE_SPAN_KIND } = "CHAIN",
+        { semconv::AGENT_NAME } = %agent,
+        { semconv::COMPRESSOR } = %compressor,
+        { semconv::TRIGGER } = %trigger,
+        { semconv::SCOPE } = tracing::field::Empty,
+        { semconv::COMPACTION_TOKENS_BEFORE } = tracing::field::Empty,
+        { semconv::COMPACTION_TOKENS_AFTER } = tracing::field::Empty,
+        { semconv::COMPACTION_TARGET } = tracing::field::Empty,
+        { semconv::COMPACTION_REACHED } = tracing::field::Empty,
+        { semconv::COMPACTION_SKIPPED } = tracing::field::Empty,
+        { semconv::COMPACTION_TIERS } = tracing::field::Empty,
+        { semconv::COMPACTION_REASON } = tracing::field::Empty,
+        { semconv::COMPACTION_SUMMARIZER_CALLS } = tracing::field::Empty,
+    )
+}
+
+/// Put what a compaction did on its `compaction` span.
+fn record_report(span: &tracing::Span, report: &CompactionReport) {
+    span.record(semconv::COMPACTION_TOKENS_BEFORE, report.tokens_before);
+    span.record(semconv::COMPACTION_TOKENS_AFTER, report.tokens_after);
+    span.record(semconv::COMPACTION_TARGET, report.target_tokens);
+    span.record(semconv::COMPACTION_REACHED, report.reached);
+    span.record(semconv::COMPACTION_SKIPPED, report.skipped);
+    span.record(semconv::COMPACTION_TIERS, tiers_used(report).as_str());
+    span.record(semconv::COMPACTION_REASON, report.reason.as_str());
+    span.record(
+        semconv::COMPACTION_SUMMARIZER_CALLS,
+        report.summarizer.calls,
+    );
+}
+
+/// The tiers a compaction used, e.g. `truncate,mask,summarize`; `none` when nothing ran.
+fn tiers_used(report: &CompactionReport) -> String {
+    let t = &report.tiers;
+    let used: Vec<&str> = [
+        ("truncate", t.truncated),
+        ("mask", t.masked + t.display_only_removed),
+        ("summarize", t.per_message_summarized + t.segment_summaries),
+    ]
+    .into_iter()
+    .filter(|(_, n)| *n > 0)
+    .map(|(name, _)| name)
+    .collect();
+    if used.is_empty() {
+        "none".into()
+    } else {
+        used.join(",")
+    }
+}
+
+/// One compaction's announcements on the asker's bus: [`Announcement::start`] publishes
+/// `CompactionStarted`, [`Announcement::end`] `CompactionFinished` or `CompactionFailed`, and a
+/// compaction dropped before it ended (cancelled, or its request abandoned) publishes
+/// `CompactionFailed` as it goes, so every `Started` has exactly one ending.
+pub(crate) struct Announcement {
+    events: EventBus,
+    trace: TraceId,
+    agent: String,
+    span: tracing::Span,
+    ended: bool,
+}
+
+impl Announcement {
+    /// Announce that `agent`'s conversation, `tokens` long, is being compacted for `trigger`.
+    pub(crate) fn start(
+        events: &EventBus,
+        trace: TraceId,
+        agent: &str,
+        tokens: usize,
+        trigger: CompactTrigger,
+        span: tracing::Span,
+    ) -> Self {
+        events.publish(
+            Some(trace),
+            Event::CompactionStarted {
+                agent: agent.to_string(),
+                tokens,
+                trigger,
+            },
+        );
+        Announcement {
+            events: events.clone(),
+            trace,
+            agent: agent.to_string(),
+            span,
+            ended: false,
+        }
+    }
+
+    /// Announce how it ended (and record the report on its span).
+    pub(crate) fn end(mut self, outcome: Result<&CompactionReport, &CompactError>) {
+        self.ended = true;
+        let event = match outcome {
+            Ok(report) => {
+                record_report(&self.span, report);
+                Event::CompactionFinished {
+                    agent: self.agent.clone(),
+                    report: Box::new(report.clone()),
+                }
+            }
+            Err(error) => {
+                tracing::warn!(parent: &self.span, agent = %self.agent, %error, "compaction failed");
+                self.failed(error)
+            }
+        };
+        self.events.publish(Some(self.trace), event);
+    }
+
+    fn failed(&self, error: &CompactError) -> Event {
+        Event::CompactionFailed {
+            agent: self.agent.clone(),
+            reason: error.to_string(),
+        }
+    }
+}
+
+impl Drop for Announcement {
+    fn drop(&mut self) {
+        if !self.ended {
+            let event = self.failed(&CompactError::Cancelled);
+            self.events.publish(Some(self.trace), event);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The jobs an [`LlmAgent`](crate::LlmAgent) takes between requests — `/compact`, opening and
+//! closing a scope, `/clear`, `/resume`, `/context`, its session log's health — as one enum
+//! whose variants carry their typed answer port, and the functions that send them by name.
+//! Each operation has its own error and its own timeout.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_runtime::{AskError, ChatModel, Reply, Team, TraceContext};
+
+use crate::compression::ScopeSummaryError;
+use crate::compression::client::{
+    AppliedCompaction, COMPACTION_TIMEOUT, CompactError, can_compact, join_running,
+};
+use crate::llm_agent::ContextStats;
+use crate::session::SessionError;
+use crate::session::health::SessionBehind;
+
+/// How long opening a scope may take: nothing but a push, once the agent is between requests —
+/// the margin is for the request the job waits behind in the agent's mailbox.
+const OPEN_SCOPE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long closing a scope may take: the compression agent's summary (a model call, which may
+/// itself wait behind a compaction), after the request the job waits behind.
+const CLOSE_SCOPE_TIMEOUT: Duration = COMPACTION_TIMEOUT;
+
+/// How long `/clear`, `/resume` and the session health question may take: they read or write
+/// one session log (a long one loads in seconds), after the request they wait behind.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long `/context` may take: it counts the conversation's tokens (cached per message),
+/// after the request it waits behind.
+const CONTEXT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The jobs an [`LlmAgent`](crate::LlmAgent) takes; give one with
+/// [`Directory::ask_job`](troupe_runtime::Directory::ask_job), or use the function named on each
+/// variant.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LlmAgentJob {
+    /// `/compact [instructions]` ([`compact_agent_cancellable`]). Cancelling the token abandons
+    /// the compaction while it runs (the compressor's answer is then dropped, the conversation
+    /// unchanged) and answers [`CompactError::Cancelled`]; once the result is applied it is too
+    /// late.
+    Compact(
+        Option<String>,
+        tokio_util::sync::CancellationToken,
+        Reply<Result<AppliedCompaction, CompactError>>,
+    ),
+    /// Open a scope labelled so: everything from here on belongs to it until it is closed
+    /// ([`open_scope`]).
+    OpenScope(String, Reply<()>),
+    /// Close the innermost open scope, replacing its messages by one summary between markers
+    /// ([`close_scope`]): what the summary should keep, and the model that writes it (else the
+    /// last one used for a scope). Answers the summary, or `None` when the scope was empty.
+    CloseScope(CloseScope, Reply<Result<Option<String>, ScopeError>>),
+    /// `/clear` ([`clear_conversation`]): forget the conversation, its file ledger and last
+    /// report, and record the fresh start in the session log (loading it then starts from
+    /// there). The archive is kept. `Err` when the log could not be written; the conversation
+    /// is then unchanged.
+    Clear(Reply<Result<(), SessionError>>),
+    /// `/resume SESSION` ([`switch_session`]): continue from another session log. The agent
+    /// writes its last turn boundary to the log it has, takes the other log's lock, loads it and
+    /// lets go of the old one; from then on it (and any restart of it) keeps the new log.
+    /// Switching to the log it already keeps reloads it. Answers the number of messages
+    /// restored, or why the agent stays on its current log (then nothing changed).
+    SwitchSession(PathBuf, Reply<Result<usize, SwitchError>>),
+    /// `/context` ([`context_stats`]): tokens, percent, per-kind breakdown and the last
+    /// compaction.
+    ContextStats(Reply<ContextStats>),
+    /// Whether the session log is behind the conversation ([`session_health`]): `None` when it
+    /// is in step (or the agent keeps no log).
+    SessionHealth(Reply<Option<SessionBehind>>),
+}
+
+/// What [`LlmAgentJob::CloseScope`] asks for.
+#[derive(Clone, Default)]
+pub struct CloseScope {
+    /// What the summary should keep.
+    pub prompt: Option<String>,
+    /// The model that writes it (else the last one used for a scope, else an error).
+    pub model: Option<Arc<dyn ChatModel>>,
+}
+
+impl std::fmt::Debug for CloseScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloseScope")
+            .field("prompt", &self.prompt)
+            .field("model", &self.model.as_ref().map(|m| m.info().name))
+            .finish()
+    }
+}
+
+/// Why a scope was not opened or closed; the conversation and the open scopes are unchanged.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScopeError {
+    /// No model given and none used for a scope before.
+    #[error("compress requires a model but none declared")]
+    NoModel,
+    /// No open scope to close.
+    #[error("no open scope to compress")]
+    NoScope,
+    /// The team has no compression agent to write the summary.
+    #[error(
+        "the team has no compression agent (spawn it with troupe_agents::spawn_compression_agent)"
+    )]
+    NoCompressionAgent,
+    /// The closed scope could not be summarized.
+    #[error("compressing the scope failed: {0}")]
+    Scope(ScopeSummaryError),
+    /// The agent or its compression agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] AskError),
+}
+
+/// Why `/clear` did not happen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClearError {
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] AskError),
+    /// Its session log could not be written; nothing was cleared.
+    #[error("the session log could not record the clear: {0}")]
+    Session(SessionError),
+}
+
+/// Why `/resume` did not happen; the agent keeps its conversation and its log.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SwitchError {
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] AskError),
+    /// The agent keeps no session log (its spec names none), so there is nothing to switch.
+    #[error("agent `{0}` keeps no session log")]
+    NoSession(String),
+    /// The other log is in use, unreadable or invalid, or could not be written.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// Give `agent` of `team` a job built around its answer port, as a new trace.
+async fn ask<T: Send + 'static>(
+    team: &Team,
+    agent: &str,
+    job: impl FnOnce(Reply<T>) -> LlmAgentJob,
+    timeout: Duration,
+) -> Result<T, AskError> {
+    team.directory()
+        .ask_job(agent, job, TraceContext::new_root(), timeout)
+        .await
+}
+
+/// `/compact [instructions]` on `agent`: refused while it is responding (unless a compaction is
+/// running, which this request then joins), "nothing to compact" below two messages.
+pub async fn compact_agent(
+    team: &Team,
+    agent: &str,
+    instructions: Option<String>,
+) -> Result<AppliedCompaction, CompactError> {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    compact_agent_cancellable(team, agent, instructions, cancel).await
+}
+
+/// [`compact_agent`] that `cancel` can stop (`/compact` interrupted by Ctrl-C): a compaction
+/// this request started answers [`CompactError::Cancelled`] and leaves the conversation as it
+/// was. Joining one that is already running is not cancellable (it is not this request's).
+pub async fn compact_agent_cancellable(
+    team: &Team,
+    agent: &str,
+    instructions: Option<String>,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<AppliedCompaction, CompactError> {
+    if !can_compact(team.directory()) {
+        return Err(CompactError::NoCompressionAgent);
+    }
+    if team.is_responding(agent) {
+        // Join the compaction already under way instead of starting a second one.
+        return join_running(team.directory(), agent)
+            .await
+            .unwrap_or(Err(CompactError::Responding));
+    }
+    let job = |reply| LlmAgentJob::Compact(instructions, cancel, reply);
+    ask(team, agent, job, COMPACTION_TIMEOUT).await?
+}
+
+/// Open a scope on `agent` (seed 000's scoped compression).
+pub async fn open_scope(
+    team: &Team,
+    agent: &str,
+    label: impl Into<String>,
+) -> Result<(), ScopeError> {
+    let label = label.into();
+    let job = |reply| LlmAgentJob::OpenScope(label, reply);
+    Ok(ask(team, agent, job, OPEN_SCOPE_TIMEOUT).await?)
+}
+
+/// Close the innermost open scope of `agent` and compress it into one summary.
+///
+/// Returns the summary, or `None` if the scope was empty (skipped).
+pub async fn close_scope(
+    team: &Team,
+    agent: &str,
+    prompt: Option<String>,
+    model: Option<Arc<dyn ChatModel>>,
+) -> Result<Option<String>, ScopeError> {
+    let job = |reply| LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply);
+    ask(team, agent, job, CLOSE_SCOPE_TIMEOUT).await?
+}
+
+/// `/clear` on `agent` (see [`LlmAgentJob::Clear`]), between its requests.
+///
+/// # Errors
+/// [`ClearError`]: the agent could not be reached, or its session log could not be written (the
+/// conversation is then unchanged).
+pub async fn clear_conversation(team: &Team, agent: &str) -> Result<(), ClearError> {
+    ask(team, agent, LlmAgentJob::Clear, SESSION_TIMEOUT)
+        .await?
+        .map_err(ClearError::Session)
+}
+
+/// `/resume SESSION` on `agent`: see [`LlmAgentJob::SwitchSession`]. Answers the number of
+/// messages restored.
+pub async fn switch_session(
+    team: &Team,
+    agent: &str,
+    path: impl Into<PathBuf>,
+) -> Result<usize, SwitchError> {
+    let path = path.into();
+    let job = |reply| LlmAgentJob::SwitchSession(path, reply);
+    ask(team, agent, job, SESSION_TIMEOUT).await?
+}
+
+/// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.
+///
+/// # Errors
+/// [`AskError`] when the agent cannot be reached.
+pub async fn context_stats(team: &Team, agent: &str) -> Result<ContextStats, AskError> {
+    ask(team, agent, LlmAgentJob::ContextStats, CONTEXT_TIMEOUT).await
+}
+
+/// Whether `agent`'s session log is behind its conversation, and since how many turn
+/// boundaries (see [`SessionBehind`]). Ask after a turn or a compaction: a failed write is then
+/// known at once, not only from a log line.
+///
+/// # Errors
+/// [`AskError`] when the agent cannot be reached.
+pub async fn session_health(team: &Team, agent: &str) -> Result<Option<SessionBehind>, AskError> {
+    ask(team, agent, LlmAgentJob::SessionHealth, SESSION_TIMEOUT).await
+}
