@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe::agents::model::{ScriptedModel, ScriptedReply, default_model};
-use troupe::{AgentSpec, ChatModel, Team, TeamConfig, ToolError, ToolRegistry, spawn_agent};
+use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::prelude::*;
 
 /// Arguments of the `convert_temperature` tool (the doc comments become the JSON schema).
 #[derive(Deserialize, JsonSchema)]
@@ -47,14 +47,17 @@ async fn main() -> anyhow::Result<()> {
     };
     println!("model: {}", model.info().name);
 
-    let team = Team::start(TeamConfig::default()).await?;
+    let team = Team::builder()
+        .agent(
+            AgentSpec::new("assistant", model)
+                .instructions("Use the convert_temperature tool to answer temperature questions.")
+                .tools(tools)
+                .max_turns(4)
+                .max_tokens(128),
+        )
+        .start()
+        .await?;
     let mut events = team.subscribe();
-    let spec = AgentSpec::new("assistant", model)
-        .instructions("Use the convert_temperature tool to answer temperature questions.")
-        .tools(tools)
-        .max_turns(4)
-        .max_tokens(128);
-    spawn_agent(&team, spec).await?;
 
     let answer = team
         .ask("assistant", "What is 21.5 degrees Celsius in Fahrenheit?")

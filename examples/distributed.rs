@@ -20,11 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use troupe::AgentRequest;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::cluster::{ClusterNode, NodeConfig};
-use troupe::runtime::{AgentBehavior, AgentContext, AgentError, Checkpoint, TraceContext};
+use troupe::prelude::*;
+use troupe::runtime::{AgentContext, AgentError, Checkpoint, TraceContext};
 use troupe::telemetry::{TelemetryConfig, TelemetryGuard};
-use troupe::{AgentRequest, AgentSpec, ChatModel, Team, TeamConfig, spawn_agent};
 
 const COOKIE_ENV: &str = "TROUPE_CLUSTER_COOKIE";
 const TASK: &str = "We are opening a small bakery: announce it with a name and a slogan.";
@@ -103,21 +104,19 @@ async fn worker(scripted: bool, trace_file: &Path) -> anyhow::Result<()> {
             .context("loading the default model")?;
         (model.clone(), model)
     };
-    let team = Team::start(TeamConfig::default()).await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new("namer", namer)
-            .instructions("You invent short, friendly shop names. Answer with the name only.")
-            .max_tokens(32),
-    )
-    .await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new("copywriter", copywriter)
-            .instructions("You write one-line slogans. Answer with the slogan only.")
-            .max_tokens(48),
-    )
-    .await?;
+    let team = Team::builder()
+        .agent(
+            AgentSpec::new("namer", namer)
+                .instructions("You invent short, friendly shop names. Answer with the name only.")
+                .max_tokens(32),
+        )
+        .agent(
+            AgentSpec::new("copywriter", copywriter)
+                .instructions("You write one-line slogans. Answer with the slogan only.")
+                .max_tokens(48),
+        )
+        .start()
+        .await?;
     let node = ClusterNode::start(&team, NodeConfig::new("workers", cookie)).await?;
     println!("READY {}", node.listen_addr());
     std::io::stdout().flush()?;
@@ -147,8 +146,8 @@ async fn main() -> anyhow::Result<()> {
     // 64 hex digits, as `openssl rand -hex 32` makes them: a node refuses a weaker cookie.
     let cookie = format!(
         "{}{}",
-        TraceContext::new_root().trace_id_hex(),
-        TraceContext::new_root().trace_id_hex()
+        TraceContext::new_root().id(),
+        TraceContext::new_root().id()
     );
 
     // The second node: this example again, as a child process.
@@ -178,7 +177,8 @@ async fn main() -> anyhow::Result<()> {
         child.id()
     );
 
-    let team = Team::start(TeamConfig::default()).await?;
+    let team = Team::builder().start().await?;
+    // A custom behaviour joins the running team under its name.
     team.spawn(
         "coordinator",
         Arc::new(|_| Ok(Box::new(Coordinator) as Box<dyn AgentBehavior>)),

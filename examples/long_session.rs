@@ -27,15 +27,12 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::broadcast;
 use troupe::agents::compression::CompressorModel;
+use troupe::agents::context_stats;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
-use troupe::agents::{
-    CompactionSettings, CompressionConfig, context_stats, spawn_compression_agent,
-};
 use troupe::compaction::BudgetPolicy;
+use troupe::prelude::*;
 use troupe::runtime::MessageKind;
-use troupe::{
-    AgentSpec, ChatModel, Event, EventRecord, Team, TeamConfig, ToolRegistry, spawn_agent,
-};
+use troupe::{Event, EventRecord, TeamConfig};
 
 /// The files to read, relative to `crates/` (about 10k tokens in all).
 const FILES: [&str; 6] = [
@@ -153,36 +150,32 @@ async fn main() -> anyhow::Result<()> {
 
     // A local model on a CPU re-reads the whole conversation on every call, and compaction
     // calls it too: allow more than the default 300 s per request.
-    let team = Team::start(TeamConfig {
-        ask_timeout: Duration::from_secs(1_800),
-        ..TeamConfig::default()
-    })
-    .await?;
-    let mut events = team.subscribe();
-    spawn_compression_agent(
-        &team,
-        CompressionConfig {
+    let team = Team::builder()
+        .config(TeamConfig {
+            ask_timeout: Duration::from_secs(1_800),
+            ..TeamConfig::default()
+        })
+        .compression(CompressionConfig {
             model: compression_model,
             ..CompressionConfig::default()
-        },
-    )
-    .await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new(AGENT, model)
-            .instructions(
-                "You read source files with read_file and say in one sentence what each is for.",
-            )
-            .tools(read_only_file_tools())
-            .workspace_root(root)
-            .max_turns(FILES.len() as u32 + 4)
-            .max_tokens(96)
-            .compaction(CompactionSettings {
-                policy: Some(policy()),
-                ..CompactionSettings::default()
-            }),
-    )
-    .await?;
+        })
+        .agent(
+            AgentSpec::new(AGENT, model)
+                .instructions(
+                    "You read source files with read_file and say in one sentence what each is for.",
+                )
+                .tools(read_only_file_tools())
+                .workspace_root(root)
+                .max_turns(FILES.len() as u32 + 4)
+                .max_tokens(96)
+                .compaction(CompactionSettings {
+                    policy: Some(policy()),
+                    ..CompactionSettings::default()
+                }),
+        )
+        .start()
+        .await?;
+    let mut events = team.subscribe();
 
     let mut compactions = 0;
     for file in FILES {

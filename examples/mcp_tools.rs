@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use troupe::agents::model::{ScriptedModel, ScriptedReply, default_model};
-use troupe::{AgentSpec, ChatModel, Team, TeamConfig, ToolRegistry, spawn_agent};
+use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::prelude::*;
 use troupe_mcp::{McpServerConfig, RegisterMcp};
 
 /// The server's executable: `TROUPE_MCP_EVERYTHING`, else where `.ci/run` installs it.
@@ -61,14 +61,19 @@ async fn main() -> anyhow::Result<()> {
     };
     println!("model: {}", model.info().name);
 
-    let team = Team::start(TeamConfig::default()).await?;
+    let team = Team::builder()
+        .agent(
+            AgentSpec::new("assistant", model)
+                .instructions(
+                    "Use the everything__get-sum tool to add numbers; never add them yourself.",
+                )
+                .tools(tools)
+                .max_turns(4)
+                .max_tokens(128),
+        )
+        .start()
+        .await?;
     let mut events = team.subscribe();
-    let spec = AgentSpec::new("assistant", model)
-        .instructions("Use the everything__get-sum tool to add numbers; never add them yourself.")
-        .tools(tools)
-        .max_turns(4)
-        .max_tokens(128);
-    spawn_agent(&team, spec).await?;
 
     let answer = team.ask("assistant", "What is 1234 + 4321?").await;
     team.shutdown().await;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::agents::{close_scope, open_scope};
-use troupe::{AgentSpec, ChatModel, Team, TeamConfig, spawn_agent};
+use troupe::prelude::*;
 
 const AGENT: &str = "worker";
 
@@ -90,14 +90,15 @@ async fn main() -> anyhow::Result<()> {
     let (model, summarizer) = models(scripted).await?;
     println!("model: {}", model.info().name);
 
-    let team = Team::start(TeamConfig::default()).await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new(AGENT, model)
-            .instructions("You are a baker's assistant. Answer in one short sentence.")
-            .max_tokens(64),
-    )
-    .await?;
+    let team = Team::builder()
+        .compression(CompressionConfig::new(shared_counter()))
+        .agent(
+            AgentSpec::new(AGENT, model)
+                .instructions("You are a baker's assistant. Answer in one short sentence.")
+                .max_tokens(64),
+        )
+        .start()
+        .await?;
     team.ask(AGENT, "We will go through bread recipes. Say ready.")
         .await?;
 

@@ -22,9 +22,10 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
-use troupe::runtime::{AgentBehavior, AgentContext, AgentError, AskItem, Checkpoint};
+use troupe::prelude::*;
+use troupe::runtime::{AgentContext, AgentError, AskItem, Checkpoint};
 use troupe::summary::RunSummary;
-use troupe::{AgentRequest, AgentSpec, ChatModel, Event, Team, TeamConfig, spawn_agent};
+use troupe::{AgentRequest, Event};
 
 /// A coordinator written as code: asks `namer` and `copywriter` concurrently, then combines.
 struct Delegator;
@@ -44,35 +45,20 @@ impl AgentBehavior for Delegator {
             };
             ctx.directory.ask(to, hop, Duration::from_secs(300))
         };
-        // Turn events, as an LLM agent publishes them, so the run summary counts this agent too.
-        let trace_id = Some(request.trace.trace_id_hex());
-        ctx.events.publish(
-            trace_id.clone(),
-            Event::TurnStarted {
-                agent: ctx.name.clone(),
-            },
-        );
+        // No events to publish by hand: the runtime announces every request's start and finish,
+        // so the run summary counts this agent too.
         let (name, slogan) = tokio::join!(
             ask("namer", "Suggest one name for a small bakery."),
             ask("copywriter", "Write a one-line slogan for a small bakery.")
         );
-        let answer = match (name, slogan) {
+        match (name, slogan) {
             (Ok(name), Ok(slogan)) => Ok(format!(
                 "Announcing {} — \"{}\"",
                 name.trim(),
                 slogan.trim()
             )),
             (Err(e), _) | (_, Err(e)) => Err(AgentError::Failed(e.to_string())),
-        };
-        ctx.events.publish(
-            trace_id,
-            Event::TurnFinished {
-                agent: ctx.name.clone(),
-                model_calls: 0,
-                error: answer.as_ref().err().map(ToString::to_string),
-            },
-        );
-        answer
+        }
     }
 
     fn checkpoint(&self) -> Checkpoint {
@@ -117,51 +103,44 @@ async fn main() -> anyhow::Result<()> {
     let [coordinator_model, namer_model, copywriter_model] = models(scripted).await?;
     println!("model: {}", coordinator_model.info().name);
 
-    let team = Team::start(TeamConfig::default()).await?;
-    let mut events = team.subscribe();
-
-    troupe::agents::spawn_compression_agent(
-        &team,
-        troupe::agents::CompressionConfig::new(troupe::agents::shared_counter()),
-    )
-    .await?;
+    let mut builder = Team::builder()
+        .compression(CompressionConfig::new(shared_counter()))
+        .agent(
+            AgentSpec::new("namer", namer_model)
+                .instructions("You invent short, friendly shop names. Answer with the name only.")
+                .max_tokens(32),
+        )
+        .agent(
+            AgentSpec::new("copywriter", copywriter_model)
+                .instructions("You write one-line slogans. Answer with the slogan only.")
+                .max_tokens(48),
+        );
     // A model that can plan (scripted, or an OpenAI-compatible server) coordinates through the
     // `ask_agent` tool; the 135M local model gets the programmatic coordinator.
     let llm_coordinator = scripted || troupe::agents::model::openai_configured();
+    if llm_coordinator {
+        builder = builder.agent(
+            AgentSpec::new("coordinator", coordinator_model)
+                .instructions(
+                    "You coordinate a team. Use the ask_agent tool to ask `namer` for a bakery name \
+                     and `copywriter` for a slogan, then answer with one short announcement using \
+                     both.",
+                )
+                .team_messaging(true)
+                .max_turns(6)
+                .max_tokens(256),
+        );
+    }
+    let team = builder.start().await?;
     if !llm_coordinator {
+        // Any `AgentBehavior` joins a running team under its name.
         team.spawn(
             "coordinator",
             Arc::new(|_| Ok(Box::new(Delegator) as Box<dyn AgentBehavior>)),
         )
         .await?;
-    } else {
-        spawn_agent(
-        &team,
-        AgentSpec::new("coordinator", coordinator_model)
-            .instructions(
-                "You coordinate a team. Use the ask_agent tool to ask `namer` for a bakery name and \
-                 `copywriter` for a slogan, then answer with one short announcement using both.",
-            )
-            .team_messaging(true)
-            .max_turns(6)
-            .max_tokens(256),
-        )
-        .await?;
     }
-    spawn_agent(
-        &team,
-        AgentSpec::new("namer", namer_model)
-            .instructions("You invent short, friendly shop names. Answer with the name only.")
-            .max_tokens(32),
-    )
-    .await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new("copywriter", copywriter_model)
-            .instructions("You write one-line slogans. Answer with the slogan only.")
-            .max_tokens(48),
-    )
-    .await?;
+    let mut events = team.subscribe();
 
     println!("task: {TASK}\n");
     // Streamed: every agent's text as its model generates it, under its name (the workers run

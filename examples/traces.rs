@@ -22,9 +22,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe::agents::model::{ScriptedModel, ScriptedReply, default_model};
+use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::prelude::*;
 use troupe::telemetry::TelemetryConfig;
-use troupe::{AgentSpec, Team, TeamConfig, ToolError, ToolRegistry, spawn_agent};
 
 #[derive(Deserialize, JsonSchema)]
 struct Lookup {
@@ -56,13 +56,16 @@ fn research_tools() -> anyhow::Result<ToolRegistry> {
 async fn run_researcher() -> anyhow::Result<String> {
     let model = default_model().await.context("loading the default model")?;
     println!("model: {}", model.info().name);
-    let team = Team::start(TeamConfig::default()).await?;
-    let spec = AgentSpec::new("researcher", model)
-        .instructions("Answer from the bakery notes: call the lookup tool with a topic.")
-        .tools(research_tools()?)
-        .max_turns(3)
-        .max_tokens(96);
-    spawn_agent(&team, spec).await?;
+    let team = Team::builder()
+        .agent(
+            AgentSpec::new("researcher", model)
+                .instructions("Answer from the bakery notes: call the lookup tool with a topic.")
+                .tools(research_tools()?)
+                .max_turns(3)
+                .max_tokens(96),
+        )
+        .start()
+        .await?;
     let answer = team
         .ask("researcher", "What do the notes say about sourdough?")
         .await;
@@ -101,18 +104,12 @@ async fn run_team() -> anyhow::Result<String> {
         [ScriptedReply::text("Slow bread, fast smiles.")],
     );
 
-    let team = Team::start(TeamConfig::default()).await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new("coordinator", Arc::new(coordinator)).team_messaging(true),
-    )
-    .await?;
-    spawn_agent(
-        &team,
-        AgentSpec::new("researcher", Arc::new(researcher)).tools(research_tools()?),
-    )
-    .await?;
-    spawn_agent(&team, AgentSpec::new("writer", Arc::new(writer))).await?;
+    let team = Team::builder()
+        .agent(AgentSpec::new("coordinator", Arc::new(coordinator)).team_messaging(true))
+        .agent(AgentSpec::new("researcher", Arc::new(researcher)).tools(research_tools()?))
+        .agent(AgentSpec::new("writer", Arc::new(writer)))
+        .start()
+        .await?;
     let answer = team
         .ask("coordinator", "Write one line for our sourdough sign.")
         .await;

@@ -50,13 +50,19 @@ pub use troupe_runtime::{
 };
 pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};
 
-/// What most programs need, in one import: a team (`Team::builder()`), agents, tools.
+/// One import for a program that builds a team: the traits users implement ([`Tool`],
+/// [`AgentBehavior`](troupe_runtime::AgentBehavior), [`ChatModel`]) or call through
+/// ([`TeamBuilderExt`](troupe_agents::TeamBuilderExt) for `Team::builder()`), [`default_model`],
+/// and the few types the README's team is built from. Everything else is imported by its one
+/// path (`troupe::runtime::…`, `troupe::agents::…`).
+///
+/// [`default_model`]: troupe_agents::model::default_model
 pub mod prelude {
-    pub use troupe_agents::{
-        AgentSpec, CompactionSettings, CompressionConfig, TeamBuilderExt, shared_counter,
-    };
-    pub use troupe_runtime::{Event, Team, TeamConfig};
-    pub use troupe_tools::{ToolError, ToolRegistry};
+    pub use troupe_agents::compression::CompressionConfig;
+    pub use troupe_agents::model::default_model;
+    pub use troupe_agents::{AgentSpec, CompactionSettings, TeamBuilderExt, shared_counter};
+    pub use troupe_runtime::{AgentBehavior, ChatModel, Team};
+    pub use troupe_tools::{Tool, ToolError, ToolRegistry};
 }
 
 /// The README's code blocks compile against this surface (`cargo test --doc`).

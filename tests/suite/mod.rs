@@ -19,6 +19,7 @@ mod redaction;
 mod replay;
 mod session;
 mod support;
+mod surface;
 mod telemetry;
 mod trace_tree;
 mod trace_tree_robust;

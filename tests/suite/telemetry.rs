@@ -368,11 +368,12 @@ fn recorded_content_is_redacted() {
 #[test]
 fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
     use std::sync::Arc;
+    use troupe::agents::compression::CompressionConfig;
     use troupe::agents::compression::CompressorModel;
     use troupe::agents::model::{ScriptedModel, ScriptedReply};
     use troupe::agents::{
-        AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter,
-        spawn_agent, spawn_compression_agent,
+        AgentSpec, CompactionSettings, context_stats, shared_counter, spawn_agent,
+        spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
     use troupe::runtime::{Team, TeamConfig};

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
+use troupe_agents::compression::CompressionConfig;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
-use troupe_agents::{
-    AgentSpec, CompressionConfig, TeamBuilderExt, clear_conversation, shared_counter,
-};
+use troupe_agents::{AgentSpec, TeamBuilderExt, clear_conversation, shared_counter};
 use troupe_runtime::Team;
 use troupe_tools::{ToolError, ToolRegistry};
 

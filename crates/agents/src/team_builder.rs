@@ -4,7 +4,8 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use troupe_agents::model::ScriptedModel;
-//! use troupe_agents::{AgentSpec, CompressionConfig, TeamBuilderExt, shared_counter};
+//! use troupe_agents::{AgentSpec, TeamBuilderExt, shared_counter};
+//! use troupe_agents::compression::CompressionConfig;
 //! use troupe_runtime::Team;
 //!
 //! let model = Arc::new(ScriptedModel::new("m", []).with_fallback("hello"));

@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
+use troupe::agents::compression::CompressionConfig;
 use troupe::agents::session::{SessionError, SessionLock};
 use troupe::agents::{
-    AgentSpec, CancellationToken, CompactError, CompressionConfig, clear_conversation,
-    compact_agent_cancellable, context_stats, session_health, spawn_agent, spawn_compression_agent,
-    switch_session,
+    AgentSpec, CancellationToken, CompactError, clear_conversation, compact_agent_cancellable,
+    context_stats, session_health, spawn_agent, spawn_compression_agent, switch_session,
 };
 use troupe::runtime::{AskItem, MessageId, Role};
 use troupe::{ChatModel, LlmAgent, Team, TeamConfig};

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
+use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, shared_counter, spawn_agent,
-    spawn_compression_agent,
+    AgentSpec, CompactionSettings, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::TokenCounter;
+use troupe_compaction::tokens::TokenCounter;
 use troupe_runtime::{
     AgentError, AskError, ChatMessage, ChatRequest, ContextOverflow, Event, MessageKind, Role,
     Team, TeamConfig,

@@ -4,11 +4,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_agent,
+    AgentSpec, CompactionSettings, context_stats, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};

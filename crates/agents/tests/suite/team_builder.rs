@@ -2,10 +2,9 @@
 
 use std::sync::Arc;
 
+use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
 use troupe_agents::model::ScriptedModel;
-use troupe_agents::{
-    AgentSpec, COMPRESSION_AGENT, CompressionConfig, TeamBuildError, TeamBuilderExt, shared_counter,
-};
+use troupe_agents::{AgentSpec, TeamBuildError, TeamBuilderExt, shared_counter};
 use troupe_runtime::Team;
 
 fn spec(name: &str, answer: &str) -> AgentSpec {

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
+use troupe_agents::compression::CompressionConfig;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, CompressionConfig, context_stats, shared_counter, spawn_agent,
+    AgentSpec, CompactionSettings, context_stats, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
