@@ -547,3 +547,72 @@ fn chat_refuses_a_session_path_that_is_not_a_regular_file() {
     );
     assert_eq!(std::fs::read_dir(&session).unwrap().count(), 0);
 }
+
+/// Without `[compaction] model`, the chat compacts with the configured model of lowest
+/// `cost_rank` (the rule `troupe node` shares), not with the agent's own.
+#[test]
+fn chat_compacts_with_the_cheapest_ranked_model() {
+    let agent_server = ChatServer::start();
+    let cheap_server = ChatServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[models.remote]
+provider = "openai"
+base_url = "{}"
+api_key_env = "TEST_CHAT_KEY"
+model = "agent-model"
+context_window = 8000
+cost_rank = 5
+
+[models.cheap]
+provider = "openai"
+base_url = "{}"
+api_key_env = "TEST_CHAT_KEY"
+model = "cheap-model"
+context_window = 8000
+cost_rank = 1
+
+[agents.assistant]
+model = "remote"
+instructions = "Be brief."
+
+[compaction]
+auto = false
+target = 0.2
+protected_messages = 1
+"#,
+            agent_server.url, cheap_server.url
+        ),
+    )
+    .unwrap();
+    let session = dir.path().join("work.jsonl");
+    let long = |topic: &str| format!("{topic}: {}\n", "several words of filler text ".repeat(200));
+    let input = format!(
+        "{}{}{}/compact\n/exit\n",
+        long("one"),
+        long("two"),
+        long("three")
+    );
+    let out = chat(&config, &session, &input);
+    assert!(out.contains("reply 3"), "{out}");
+    assert!(
+        cheap_server.count() > 0,
+        "the compaction never called the cheapest model: {out}"
+    );
+    let agent_requests: Vec<Value> = (0..agent_server.count())
+        .map(|i| agent_server.request(i))
+        .collect();
+    assert!(
+        agent_requests.iter().all(|r| r["model"] == "agent-model"),
+        "{agent_requests:?}"
+    );
+    assert_eq!(
+        agent_server.count(),
+        3,
+        "only the three requests reach the agent's model"
+    );
+}
