@@ -9,33 +9,36 @@
 //! - [`EventBus`] and [`Event`]: everything observable, in causal order.
 //! - [`TraceContext`]: the trace that travels inside actor messages.
 //! - [`sync`]: the one way troupe takes a `std::sync` lock, recovering from poisoning.
-//! - [`tls`]: the one TLS crypto provider (ring) every HTTPS client uses.
+//! - Topic modules, whose items have no other path: [`trace`] (span attribute names, content
+//!   recording, the trace file's lines), [`credentials`], [`redact`], [`sync`], [`tls`] (the
+//!   one crypto provider HTTPS clients use); everything else is at the root, once.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
 mod ask_stream;
-pub mod compaction_report;
-pub mod conversation;
+mod compaction_report;
+mod conversation;
 pub mod credentials;
-pub mod event;
-pub mod message;
-pub mod model;
+mod event;
+mod message;
+mod model;
 mod model_stream;
 pub mod redact;
 mod supervisor;
 pub mod sync;
 pub mod tls;
 pub mod trace;
+mod trace_context;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
-pub use compaction_report::{CompactionReport, SummarizerUsage, TierCounts};
+pub use compaction_report::{CompactionReport, RaisedAim, SummarizerUsage, TierCounts};
 pub use conversation::{Conversation, ConversationMark};
 pub use event::{Event, EventBus, EventRecord};
 pub use message::{
-    ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, Role, StoredMessage,
-    ToolCall, ToolCallsSlot, WireFields, WireNumber, WireValue,
+    ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, ParseMessageIdError,
+    Role, StoredMessage, ToolCall, ToolCallsSlot, WireFields, WireNumber, WireValue,
 };
 pub use model::{
     ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice,
@@ -56,4 +59,4 @@ pub use supervisor::remote::RemoteAgents;
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};
 pub use supervisor::wire_job::WireJob;
-pub use trace::TraceContext;
+pub use trace_context::TraceContext;
