@@ -15,9 +15,11 @@ use troupe_agents::{
     AgentSpec, CompactError, CompactionSettings, compact_agent, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
+use troupe_agents::{CancellationToken, compact_agent_cancellable};
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{
-    AgentRequest, AskError, Event, EventRecord, RemoteAgents, Team, TeamConfig, TraceContext,
+    AgentRequest, AskError, ChatModel, ChatRequest, ChatStream, Event, EventRecord, ModelError,
+    ModelInfo, RemoteAgents, Team, TeamConfig, TraceContext,
 };
 
 /// How the cluster a team joined answers for the compression agent.
@@ -155,5 +157,78 @@ async fn a_remote_compressor_that_fails_is_announced_as_one_failure() {
     );
     assert_eq!(heard(&mut events), ["started", "failed"]);
     assert_eq!(team.checkpoint("coder").unwrap().conversation, before);
+    team.shutdown().await;
+}
+
+/// A compression model that answers only once its gate is opened.
+struct GatedModel {
+    inner: ScriptedModel,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+#[async_trait]
+impl ChatModel for GatedModel {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let _open = self.gate.acquire().await;
+        self.inner.chat_stream(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_compaction_is_announced_as_one_failure_and_lets_the_next_one_run() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(Arc::new(GatedModel {
+        inner: ScriptedModel::new("compressor-model", []).with_fallback("done."),
+        gate: gate.clone(),
+    }));
+    spawn_compression_agent(&team, config).await.unwrap();
+    let settings = CompactionSettings {
+        policy: Some(BudgetPolicy {
+            target: 0.1,
+            tool_output_limit_tokens: 100_000,
+            ..BudgetPolicy::for_window(8_000)
+        }),
+        auto: false,
+        ..CompactionSettings::default()
+    };
+    let model = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
+    spawn_agent(&team, AgentSpec::new("coder", model).compaction(settings))
+        .await
+        .unwrap();
+    // Many short parts: the protected tail is small, so the compaction has work to do.
+    for i in 0..20 {
+        team.ask("coder", format!("part {i}:\n{}", big(8)))
+            .await
+            .unwrap();
+    }
+    let before = team.checkpoint("coder").unwrap().conversation;
+    let mut events = team.subscribe();
+    let mut started = team.subscribe();
+
+    // Cancel once the compaction is under way (its model waits at the gate).
+    let cancel = CancellationToken::new();
+    let compaction = compact_agent_cancellable(&team, "coder", None, cancel.clone());
+    let canceller = async {
+        while !matches!(
+            started.recv().await.unwrap().event,
+            Event::CompactionStarted { .. }
+        ) {}
+        cancel.cancel();
+    };
+    let (outcome, ()) = tokio::join!(compaction, canceller);
+    assert_eq!(outcome.unwrap_err(), CompactError::Cancelled);
+    assert_eq!(heard(&mut events), ["started", "failed"]);
+    assert_eq!(team.checkpoint("coder").unwrap().conversation, before);
+
+    // The abandoned compaction let go of the tracker: the next one runs, announced once.
+    gate.add_permits(1_000);
+    compact_agent(&team, "coder", None).await.unwrap();
+    assert_eq!(heard(&mut events), ["started", "finished"]);
     team.shutdown().await;
 }
