@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use troupe_runtime::{Event, EventRecord};
+use troupe_runtime::{Event, EventRecord, TraceId};
 
 /// What one agent did during a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,7 +34,7 @@ pub struct RunSummary {
     /// Per agent, by name.
     pub agents: BTreeMap<String, AgentTotals>,
     /// Distinct trace ids.
-    pub traces: BTreeSet<String>,
+    pub traces: BTreeSet<TraceId>,
     /// Events seen.
     pub events: u64,
 }
@@ -43,15 +43,15 @@ impl RunSummary {
     /// Account for one event.
     pub fn record(&mut self, record: &EventRecord) {
         self.events += 1;
-        if let Some(trace) = &record.trace_id {
-            self.traces.insert(trace.clone());
+        if let Some(trace) = record.trace_id {
+            self.traces.insert(trace);
         }
         let totals = self
             .agents
             .entry(record.event.agent().to_string())
             .or_default();
         match &record.event {
-            Event::TurnStarted { .. } => totals.requests += 1,
+            Event::RequestStarted { .. } => totals.requests += 1,
             Event::ModelCallFinished {
                 input_tokens,
                 output_tokens,

@@ -402,7 +402,7 @@ fn chat_refuses_a_corrupt_session_and_leaves_it_alone() {
 }
 
 #[test]
-fn ctrl_c_cancels_the_running_turn_not_the_program() {
+fn ctrl_c_cancels_the_running_request_not_the_program() {
     let server = ChatServer::start();
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server.url);
@@ -434,9 +434,9 @@ fn ctrl_c_cancels_the_running_turn_not_the_program() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("(turn cancelled)"), "{stdout}");
+    assert!(stdout.contains("(request cancelled)"), "{stdout}");
     assert!(stdout.contains("reply 3"), "{stdout}");
-    // The cancelled turn left no trace: the next request continues from the first turn.
+    // The cancelled request left no trace: the next one continues from the first.
     assert_eq!(server.dialogue(2), ["first", "reply 1", "after"]);
     let logged = troupe::agents::session::load(&session).unwrap();
     let texts: Vec<String> = logged

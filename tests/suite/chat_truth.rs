@@ -1,5 +1,5 @@
 //! `troupe chat` tells the truth (#27): a session write that fails is named at once and at exit,
-//! a Ctrl-C after the turn was committed does not claim to have cancelled it, Ctrl-C cancels a
+//! a Ctrl-C after the request was committed does not claim to have cancelled it, Ctrl-C cancels a
 //! `/compact`, a line that is not UTF-8 does not end the chat, a resumed log follows the
 //! configuration's instructions and is refused to another agent, and what a model says reaches
 //! the terminal redacted and escaped.
@@ -168,24 +168,26 @@ fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
     assert!(printed.contains("reply 2"), "{printed}");
     assert!(
         printed.contains("error: the session log could not be written")
-            && printed.contains("not saved: turn 2 (\u{201c}second\u{201d})"),
+            && printed.contains("not saved: request 2 (\u{201c}second\u{201d})"),
         "{printed}"
     );
     live.send(b"third");
     let printed = live.wait_for("> ");
     assert!(
-        printed.contains("not saved: turn 2 (\u{201c}second\u{201d}) and turn 3"),
+        printed.contains("not saved: request 2 (\u{201c}second\u{201d}) and request 3"),
         "{printed}"
     );
     let logged = |reply: &str| logged_texts(&session).iter().any(|t| t.starts_with(reply));
     assert!(!logged("reply 2:"));
 
-    // Once the log can grow again, the next turn writes everything it missed, and says so.
+    // Once the log can grow again, the next request writes everything it missed, and says so.
     limit_file_size(pid, None);
     live.send(b"fourth");
     let printed = live.wait_for("> ");
     assert!(
-        printed.contains("(the session log caught up: turn 2 (\u{201c}second\u{201d}) and turn 3"),
+        printed.contains(
+            "(the session log caught up: request 2 (\u{201c}second\u{201d}) and request 3"
+        ),
         "{printed}"
     );
     assert!(
@@ -194,10 +196,10 @@ fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
             .all(|r| logged(r))
     );
 
-    // A turn still unsaved at exit: a summary and a failed exit status.
+    // A request still unsaved at exit: a summary and a failed exit status.
     limit_file_size(pid, Some(std::fs::metadata(&session).unwrap().len()));
     live.send(b"fifth");
-    live.wait_for("not saved: turn 5");
+    live.wait_for("not saved: request 5");
     live.wait_for("> ");
     // A compaction is named too.
     live.send(b"/compact");
@@ -205,7 +207,7 @@ fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
     assert!(
         printed.contains("compacted:")
             && printed.contains(
-                "not saved: turn 5 (\u{201c}fifth\u{201d}) and the compaction after turn 5"
+                "not saved: request 5 (\u{201c}fifth\u{201d}) and the compaction after request 5"
             ),
         "{printed}"
     );
@@ -213,8 +215,9 @@ fn a_session_write_that_fails_is_told_at_once_and_at_exit() {
     let (_, stderr, status) = live.finish();
     assert!(!status.success(), "{stderr}");
     assert!(
-        stderr
-            .contains("is missing turn 5 (\u{201c}fifth\u{201d}) and the compaction after turn 5"),
+        stderr.contains(
+            "is missing request 5 (\u{201c}fifth\u{201d}) and the compaction after request 5"
+        ),
         "{stderr}"
     );
 }
@@ -296,12 +299,12 @@ fn ctrl_c_during_compact_cancels_it_and_leaves_the_conversation_alone() {
     assert_eq!(heads, expected);
 }
 
-/// The window between a turn's answer and its commit, held open: the answer takes the
-/// conversation past the trigger, and the automatic compaction that runs before the turn
+/// The window between a request's answer and its commit, held open: the answer takes the
+/// conversation past the trigger, and the automatic compaction that runs before the request
 /// ends waits on its model (the server holds the compressor's requests). Ctrl-C then comes
-/// too late to cancel anything the agent does not cancel: the turn is committed.
+/// too late to cancel anything the agent does not cancel: the request is committed.
 #[test]
-fn ctrl_c_during_the_compaction_that_ends_a_turn_says_the_turn_was_kept() {
+fn ctrl_c_during_the_compaction_that_ends_a_request_says_the_request_was_kept() {
     let filler = "the quick brown fox jumps over the lazy dog ".repeat(400);
     let server = ChatServer::start_holding(
         Arc::new(move |n| format!("reply {n}: {filler}")),
@@ -343,9 +346,9 @@ fn ctrl_c_during_the_compaction_that_ends_a_turn_says_the_turn_was_kept() {
     }
     live.interrupt();
     let printed = live.wait_for("> ");
-    assert!(!printed.contains("(turn cancelled)"), "{printed}");
+    assert!(!printed.contains("(request cancelled)"), "{printed}");
     assert!(
-        printed.contains("(Ctrl-C came after the turn was completed: it is kept)"),
+        printed.contains("(Ctrl-C came after the request was completed: it is kept)"),
         "{printed}"
     );
     live.send(b"/exit");
@@ -354,14 +357,14 @@ fn ctrl_c_during_the_compaction_that_ends_a_turn_says_the_turn_was_kept() {
     let reply = format!("reply {turn}:");
     assert!(
         logged_texts(&session).iter().any(|t| t.starts_with(&reply)),
-        "the turn was not kept"
+        "the request was not kept"
     );
 }
 
 #[test]
-fn ctrl_c_after_the_turn_was_committed_does_not_say_cancelled() {
+fn ctrl_c_after_the_request_was_committed_does_not_say_cancelled() {
     // An answer far larger than a pipe holds: the chat blocks printing it while the agent
-    // commits the turn; Ctrl-C comes then.
+    // commits the request; Ctrl-C comes then.
     let long: String = (0..20_000).map(|i| format!("w{i} ")).collect();
     let answer = format!("{long}THE END");
     let (url, release) = gated_stream_server(&answer, "");
@@ -377,7 +380,10 @@ fn ctrl_c_after_the_turn_was_committed_does_not_say_cancelled() {
         .unwrap_or_default()
         .contains("THE END")
     {
-        assert!(started.elapsed() < DEADLINE, "the turn was never committed");
+        assert!(
+            started.elapsed() < DEADLINE,
+            "the request was never committed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let status = Command::new("kill")
@@ -391,8 +397,8 @@ fn ctrl_c_after_the_turn_was_committed_does_not_say_cancelled() {
     live.send(b"/exit");
     let (rest, stderr, status) = live.finish();
     assert!(status.success(), "{rest}\n{stderr}");
-    assert!(!printed.contains("(turn cancelled)"), "{rest}");
-    assert!(!rest.contains("(turn cancelled)"), "{rest}");
+    assert!(!printed.contains("(request cancelled)"), "{rest}");
+    assert!(!rest.contains("(request cancelled)"), "{rest}");
     assert!(
         logged_texts(&session)
             .iter()

@@ -128,7 +128,7 @@ fn a_config_agent_on_troupe_node_is_asked_by_name_in_one_trace_across_processes(
     let (mut child, addr) = start_node(&config, &node_trace);
 
     let request = AgentRequest::from_user("hello over the wire");
-    let trace_id = request.trace.trace_id_hex();
+    let trace_id = request.trace.id().to_string();
     let answer = with_trace_file(&local_trace, false, || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

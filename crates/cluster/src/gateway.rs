@@ -127,7 +127,7 @@ async fn handle_delivery(
         "remote_request",
         { semconv::OPERATION_NAME } = "remote_request",
         { semconv::AGENT_NAME } = %delivery.agent,
-        { semconv::TRACE_ID } = %trace.trace_id_hex(),
+        { semconv::TRACE_ID } = %trace.id(),
         { semconv::REMOTE_PARENT_SPAN_ID } = sender.map(|s| format!("{:016x}", s.span_id)),
         { semconv::NODE } = %delivery.from_node,
         error.type = tracing::field::Empty,

@@ -185,7 +185,7 @@ impl ClusterRoute {
             "remote_ask",
             { semconv::OPERATION_NAME } = "remote_ask",
             { semconv::AGENT_NAME } = %name,
-            { semconv::TRACE_ID } = %sending.trace_id_hex(),
+            { semconv::TRACE_ID } = %sending.id(),
             { semconv::SPAN_ID } = %format!("{:016x}", sending.span_id),
             { semconv::NODE } = tracing::field::Empty,
             error.type = tracing::field::Empty,

@@ -18,46 +18,15 @@ use crate::session::CompactionSession;
 use crate::summary::Summarizer;
 use crate::token_cache::TokenCache;
 
-/// What asked for a compaction — the one trigger type of troupe; automatic and agent-tool
-/// requests are rate-limited by the [`ThrashGuard`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CompactTrigger {
-    /// A person (`/compact`, `troupe compact`): always attempted.
-    #[default]
-    Manual,
-    /// The budget trigger: skipped unless enough tokens are freeable.
-    Automatic,
-    /// The agent's own `compact` tool: rate-limited like an automatic trigger.
-    AgentTool,
-    /// A provider refused the request as too long ("context length exceeded"): always
-    /// attempted, then the request is retried once.
-    Emergency,
-}
-
-impl CompactTrigger {
-    /// The trigger's name as events, spans and reports write it (its serde name).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CompactTrigger::Manual => "manual",
-            CompactTrigger::Automatic => "automatic",
-            CompactTrigger::AgentTool => "agent_tool",
-            CompactTrigger::Emergency => "emergency",
-        }
-    }
-
-    /// Whether the anti-thrash guard may hold this trigger back (the budget trigger and the
-    /// agent's own tool; never a person or an emergency).
-    pub fn is_rate_limited(self) -> bool {
-        matches!(self, CompactTrigger::Automatic | CompactTrigger::AgentTool)
-    }
-}
+// Defined in the runtime, beside the report, so `Event::CompactionStarted` carries it typed.
+pub use troupe_runtime::CompactTrigger;
 
 /// Options of one compaction.
 #[derive(Debug, Clone)]
 pub struct CompactOptions {
-    /// Custom instructions / focus for summaries (`/compact focus on the parser`).
-    pub instructions: Option<String>,
+    /// What the summaries should keep in view (`/compact the parser bug`): a line added to each
+    /// summary prompt. Not the agent's instructions (its system prompt), which are a message.
+    pub focus: Option<String>,
     /// Shorten old user/assistant messages one by one (user ≤ 50, assistant ≤ 200 tokens)
     /// before summarizing segments.
     pub per_message: bool,
@@ -75,7 +44,7 @@ pub struct CompactOptions {
 impl Default for CompactOptions {
     fn default() -> Self {
         CompactOptions {
-            instructions: None,
+            focus: None,
             per_message: false,
             detect_previous_summary: true,
             token_cache: None,

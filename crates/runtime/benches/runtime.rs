@@ -237,7 +237,7 @@ fn spawn_report(rt: &tokio::runtime::Runtime) {
 }
 
 fn event() -> Event {
-    Event::TurnStarted {
+    Event::RequestStarted {
         agent: "bench".into(),
     }
 }

@@ -20,6 +20,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::event::Event;
 use crate::supervisor::directory::AskError;
+use crate::trace_id::TraceId;
 
 /// How many model deltas may wait unread in one request's stream before the agents producing
 /// them wait for the reader.
@@ -31,7 +32,7 @@ pub const DELTA_ROOM: usize = 256;
 pub enum AskItem {
     /// Something that happened for the request — in the asked agent or in any agent it asked in
     /// turn, the compression agent included: [`Event::ModelDelta`] for generated text,
-    /// tool calls, compactions, turns.
+    /// tool calls, compactions, the start and finish of each agent's request.
     Event(Event),
     /// The asked agent's answer; the stream ends after it.
     Answer(String),
@@ -49,7 +50,7 @@ pub struct RequestWatch {
 
 impl RequestWatch {
     /// Resolves once the caller has dropped the stream: the request is abandoned, and agents
-    /// working for it should stop (an `LlmAgent` cancels its turn and rolls its conversation
+    /// working for it should stop (an `LlmAgent` cancels its request and rolls its conversation
     /// back to where the request found it).
     pub async fn abandoned(&self) {
         self.tx.closed().await;
@@ -84,31 +85,30 @@ pub(crate) struct Watches {
     /// How many are registered: publishing checks this before it takes the lock, so a bus with
     /// no streamed request pays one atomic load per event.
     count: AtomicUsize,
-    by_trace: Mutex<HashMap<String, RequestWatch>>,
+    by_trace: Mutex<HashMap<TraceId, RequestWatch>>,
 }
 
 impl Watches {
-    pub(crate) fn get(&self, trace_id: &str) -> Option<RequestWatch> {
+    pub(crate) fn get(&self, trace_id: TraceId) -> Option<RequestWatch> {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        crate::sync::lock(&self.by_trace).get(trace_id).cloned()
+        crate::sync::lock(&self.by_trace).get(&trace_id).cloned()
     }
 
-    pub(crate) fn register(self: &Arc<Self>, trace_id: &str) -> WatchedRequest {
+    pub(crate) fn register(self: &Arc<Self>, trace_id: TraceId) -> WatchedRequest {
         let (tx, rx) = mpsc::unbounded_channel();
         let watch = RequestWatch {
             tx,
             room: Arc::new(Semaphore::new(DELTA_ROOM)),
         };
-        let previous =
-            crate::sync::lock(&self.by_trace).insert(trace_id.to_string(), watch.clone());
+        let previous = crate::sync::lock(&self.by_trace).insert(trace_id, watch.clone());
         if previous.is_none() {
             self.count.fetch_add(1, Ordering::AcqRel);
         }
         WatchedRequest {
             watches: self.clone(),
-            trace_id: trace_id.to_string(),
+            trace_id,
             watch,
             rx,
         }
@@ -119,7 +119,7 @@ impl Watches {
 #[derive(Debug)]
 pub(crate) struct WatchedRequest {
     watches: Arc<Watches>,
-    trace_id: String,
+    trace_id: TraceId,
     watch: RequestWatch,
     rx: mpsc::UnboundedReceiver<Item>,
 }

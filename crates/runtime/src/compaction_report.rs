@@ -1,10 +1,54 @@
-//! What a compaction did: the report the compaction crate produces and the event bus, the
-//! session log, traces, the CLI and tests carry.
+//! What started a compaction and what it did: the trigger and the report the compaction crate
+//! works with and the event bus, the session log, traces, the CLI and tests carry.
 //!
-//! The types live here, below the compaction crate, so that [`crate::Event::CompactionFinished`]
-//! and the session log can hold them typed; `troupe_compaction` re-exports them at its root.
+//! The types live here, below the compaction crate, so that [`crate::Event::CompactionStarted`],
+//! [`crate::Event::CompactionFinished`] and the session log can hold them typed;
+//! `troupe_compaction` re-exports them at its root.
+
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
+
+/// What asked for a compaction — the one trigger type of troupe; automatic and agent-tool
+/// requests are rate-limited by the anti-thrash guard (`troupe_compaction::ThrashGuard`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactTrigger {
+    /// A person (`/compact`, `troupe compact`): always attempted.
+    #[default]
+    Manual,
+    /// The budget trigger: skipped unless enough tokens are freeable.
+    Automatic,
+    /// The agent's own `compact` tool: rate-limited like an automatic trigger.
+    AgentTool,
+    /// A provider refused the request as too long ("context length exceeded"): always
+    /// attempted, then the request is retried once.
+    Emergency,
+}
+
+impl CompactTrigger {
+    /// The trigger's name as events, spans and reports write it (its serde name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactTrigger::Manual => "manual",
+            CompactTrigger::Automatic => "automatic",
+            CompactTrigger::AgentTool => "agent_tool",
+            CompactTrigger::Emergency => "emergency",
+        }
+    }
+
+    /// Whether the anti-thrash guard may hold this trigger back (the budget trigger and the
+    /// agent's own tool; never a person or an emergency).
+    pub fn is_rate_limited(self) -> bool {
+        matches!(self, CompactTrigger::Automatic | CompactTrigger::AgentTool)
+    }
+}
+
+impl fmt::Display for CompactTrigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// How many messages each tier touched.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

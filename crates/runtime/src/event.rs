@@ -10,15 +10,18 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
 use crate::ask_stream::{RequestWatch, WatchedRequest, Watches};
-use crate::compaction_report::CompactionReport;
+use crate::compaction_report::{CompactTrigger, CompactionReport};
+use crate::trace_id::TraceId;
 
 /// Something an agent or the supervisor did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Event {
-    /// An agent began handling a request.
-    TurnStarted {
+    /// An agent began handling a request (published by the actor that runs its behaviour, so
+    /// every behaviour has it). A request holds any number of turns: model calls with their
+    /// tool calls.
+    RequestStarted {
         /// The name of the agent it happened in.
         agent: String,
     },
@@ -68,12 +71,11 @@ pub enum Event {
         /// Wall time in milliseconds.
         ms: u64,
     },
-    /// An agent finished handling a request.
-    TurnFinished {
+    /// An agent finished handling a request (published by the actor, before the caller has the
+    /// answer). Its model calls are the [`Event::ModelCallFinished`]s under the same trace.
+    RequestFinished {
         /// The name of the agent it happened in.
         agent: String,
-        /// Model calls made in this request.
-        model_calls: u32,
         /// The error, if the request failed.
         error: Option<String>,
     },
@@ -100,9 +102,9 @@ pub enum Event {
         agent: String,
         /// Tokens before.
         tokens: usize,
-        /// What started it: a `CompactTrigger`'s name (`manual`, `automatic`, `agent_tool`,
+        /// What started it (serialized as its name: `manual`, `automatic`, `agent_tool`,
         /// `emergency`).
-        trigger: String,
+        trigger: CompactTrigger,
     },
     /// One iteration of the compression agent.
     CompactionProgress {
@@ -149,13 +151,13 @@ impl Event {
     /// The agent this event is about.
     pub fn agent(&self) -> &str {
         match self {
-            Event::TurnStarted { agent }
+            Event::RequestStarted { agent }
             | Event::ModelCallStarted { agent, .. }
             | Event::ModelCallFinished { agent, .. }
             | Event::ModelDelta { agent, .. }
             | Event::ToolCallStarted { agent, .. }
             | Event::ToolCallFinished { agent, .. }
-            | Event::TurnFinished { agent, .. }
+            | Event::RequestFinished { agent, .. }
             | Event::ContextWarning { agent, .. }
             | Event::CompactionStarted { agent, .. }
             | Event::CompactionProgress { agent, .. }
@@ -174,8 +176,8 @@ pub struct EventRecord {
     pub seq: u64,
     /// Milliseconds since the Unix epoch.
     pub at_ms: u64,
-    /// The trace this event belongs to (32 hex digits), when there is one.
-    pub trace_id: Option<String>,
+    /// The trace this event belongs to, when there is one (serialized as 32 hex digits).
+    pub trace_id: Option<TraceId>,
     /// The event.
     pub event: Event,
 }
@@ -212,13 +214,13 @@ impl EventBus {
     }
 
     /// Publish an event; the sequence number is assigned atomically with the send order.
-    pub fn publish(&self, trace_id: Option<String>, event: Event) {
-        let watch = trace_id.as_deref().and_then(|id| self.watches.get(id));
+    pub fn publish(&self, trace_id: Option<TraceId>, event: Event) {
+        let watch = trace_id.and_then(|id| self.watches.get(id));
         self.send(trace_id, event, watch.as_ref());
     }
 
     /// Send `event` to the request's stream (when watched) and to the bus's subscribers.
-    fn send(&self, trace_id: Option<String>, event: Event, watch: Option<&RequestWatch>) {
+    fn send(&self, trace_id: Option<TraceId>, event: Event, watch: Option<&RequestWatch>) {
         let at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -239,14 +241,14 @@ impl EventBus {
     /// Publish text a model generated for `agent` ([`Event::ModelDelta`]). When the request is
     /// watched, this waits until its stream has room (a slow reader slows the model down
     /// instead of growing memory), or until nobody reads it any more.
-    pub async fn publish_delta(&self, trace_id: &str, agent: &str, text: String) {
+    pub async fn publish_delta(&self, trace_id: TraceId, agent: &str, text: String) {
         // One lookup for both the room and the delivery: this runs for every generated piece.
         let watch = self.watches.get(trace_id);
         if let Some(watch) = &watch {
             watch.wait_for_room().await;
         }
         self.send(
-            Some(trace_id.to_string()),
+            Some(trace_id),
             Event::ModelDelta {
                 agent: agent.to_string(),
                 text,
@@ -258,12 +260,12 @@ impl EventBus {
     /// The watch on the request with this trace id, when one is streamed to a caller: agents
     /// working for it keep it to notice that the caller stopped listening
     /// ([`RequestWatch::abandoned`]).
-    pub fn watch_of(&self, trace_id: &str) -> Option<RequestWatch> {
+    pub fn watch_of(&self, trace_id: TraceId) -> Option<RequestWatch> {
         self.watches.get(trace_id)
     }
 
     /// Start watching the request with this trace id (one watch per trace).
-    pub(crate) fn watch(&self, trace_id: &str) -> WatchedRequest {
+    pub(crate) fn watch(&self, trace_id: TraceId) -> WatchedRequest {
         self.watches.register(trace_id)
     }
 

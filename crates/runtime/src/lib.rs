@@ -31,9 +31,12 @@ pub mod sync;
 pub mod tls;
 pub mod trace;
 mod trace_context;
+mod trace_id;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
-pub use compaction_report::{CompactionReport, RaisedAim, SummarizerUsage, TierCounts};
+pub use compaction_report::{
+    CompactTrigger, CompactionReport, RaisedAim, SummarizerUsage, TierCounts,
+};
 pub use conversation::{Conversation, ConversationMark};
 pub use event::{Event, EventBus, EventRecord};
 pub use message::{
@@ -60,3 +63,4 @@ pub use supervisor::supervisor::{RestartPolicy, SpawnError};
 pub use supervisor::team::{Team, TeamConfig, TeamError};
 pub use supervisor::wire_job::WireJob;
 pub use trace_context::TraceContext;
+pub use trace_id::{TraceId, TraceIdError};

@@ -124,7 +124,10 @@ pub struct ModelInfo {
 }
 
 /// Everything that can go wrong when calling a model.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// Serializable because it travels inside [`AgentError::Model`](crate::AgentError::Model), to
+/// callers on other nodes too.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum ModelError {
     /// The key was missing or refused.

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use troupe_runtime::EventBus;
+use troupe_runtime::{EventBus, TraceId};
 
 use crate::ledger::{FileAccess, LedgerEntry, SharedLedger};
 
@@ -24,8 +24,8 @@ pub struct ToolContext {
     pub events: EventBus,
     /// The agent's file ledger; built-in file tools record into it, custom tools may too.
     pub ledger: SharedLedger,
-    /// The trace the current request belongs to (32 hex digits), attached to published events.
-    pub trace_id: Option<String>,
+    /// The trace the current request belongs to, attached to published events.
+    pub trace_id: Option<TraceId>,
 }
 
 impl ToolContext {
@@ -77,7 +77,7 @@ impl ToolContext {
     }
 
     /// With this trace id.
-    pub fn with_trace_id(mut self, trace_id: Option<String>) -> Self {
+    pub fn with_trace_id(mut self, trace_id: Option<TraceId>) -> Self {
         self.trace_id = trace_id;
         self
     }

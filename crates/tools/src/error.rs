@@ -4,17 +4,18 @@
 ///
 /// Most failures are the model's to fix (a missing file, an ambiguous edit): return
 /// [`ToolError::RespondToModel`] and the message becomes the tool result, so the model can try
-/// again. [`ToolError::Fatal`] is for failures no retry can fix; it aborts the agent's turn.
+/// again. [`ToolError::Fatal`] is for failures no retry can fix; it ends the agent's request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ToolError {
-    /// Shown to the model as the tool result; the turn continues.
+    /// Shown to the model as the tool result; the request goes on with the next model call.
     #[error("{0}")]
     RespondToModel(String),
-    /// A path argument resolved outside the workspace root; shown to the model, the turn continues.
+    /// A path argument resolved outside the workspace root; shown to the model, the request
+    /// goes on.
     #[error("{0}")]
     PathEscape(String),
-    /// The turn aborts with this message.
+    /// The request ends with this message (the other tool calls still get their results).
     #[error("{0}")]
     Fatal(String),
 }

@@ -33,7 +33,7 @@ impl ToolResult {
         }
     }
 
-    /// A fatal result: the turn should abort.
+    /// A fatal result: the request should end.
     pub fn fatal(message: impl Into<String>) -> Self {
         let message = message.into();
         ToolResult {
@@ -47,7 +47,7 @@ impl ToolResult {
         !matches!(self.outcome, ToolOutcome::Success)
     }
 
-    /// Whether the failure should abort the turn.
+    /// Whether the failure should end the request.
     pub fn is_fatal(&self) -> bool {
         matches!(self.outcome, ToolOutcome::Fatal(_))
     }
@@ -67,9 +67,9 @@ impl ToolResult {
 pub enum ToolOutcome {
     /// The tool ran and returned output (possibly truncated, with a marker in the content).
     Success,
-    /// The call failed; the content tells the model why. The turn continues.
+    /// The call failed; the content tells the model why. The request goes on.
     Error(ToolFailure),
-    /// The tool reported a failure no retry can fix; the turn should abort.
+    /// The tool reported a failure no retry can fix; the request should end.
     Fatal(String),
 }
 

@@ -1,16 +1,16 @@
 //! `troupe chat`: a REPL with one agent and the compression agent, persisted to a session log.
 //!
-//! The agent keeps its own session log ([`AgentSpec::session`]): every turn boundary — an answer,
-//! a compaction — is one committed record group. A turn is streamed (`Team::ask_stream`): text
-//! as the model generates it, tool calls and compactions as one-line notices; Ctrl-C drops the
-//! stream, which cancels the turn — the agent rolls its conversation back and its log never sees
-//! it. `/clear` is a job the agent handles (it records the fresh start in its own log), and so
-//! is `/resume` (the agent moves to the other log and lets go of its own; a log it cannot take
-//! changes nothing).
+//! The agent keeps its own session log ([`AgentSpec::session`]): every answer and every
+//! compaction is one committed record group. Each line the user types is one request, streamed
+//! (`Team::ask_stream`): text as the model generates it, tool calls and compactions as one-line
+//! notices; Ctrl-C drops the stream, which cancels the request — the agent rolls its
+//! conversation back and its log never sees it. `/clear` is a job the agent handles (it records
+//! the fresh start in its own log), and so is `/resume` (the agent moves to the other log and
+//! lets go of its own; a log it cannot take changes nothing).
 //!
-//! What the chat tells the user is the truth about the log and the conversation: a turn or a
+//! What the chat tells the user is the truth about the log and the conversation: a request or a
 //! compaction whose write failed is named at once and at exit (the exit status is then
-//! nonzero); a Ctrl-C that came after the turn was committed says so, one during `/compact`
+//! nonzero); a Ctrl-C that came after the request was committed says so, one during `/compact`
 //! cancels it; a log written by another agent is refused; a resumed log whose system prompt
 //! differs from the configuration's instructions follows the configuration, with a note.
 //! Everything from a model or a tool is redacted and escaped before it reaches the terminal
@@ -59,8 +59,8 @@ struct Chat {
     blueprint: Blueprint,
     team: Team,
     path: PathBuf,
-    /// Requests sent in this run (turns are named by their number).
-    turns: usize,
+    /// Requests sent in this run (each is named by its number).
+    requests: usize,
     /// What the session log is missing.
     unsaved: Unsaved,
 }
@@ -180,7 +180,7 @@ impl Chat {
             blueprint,
             team,
             path: path.to_path_buf(),
-            turns: 0,
+            requests: 0,
             unsaved: Unsaved::default(),
         };
         chat.adopt_instructions().await;
@@ -208,8 +208,8 @@ impl Chat {
         }
     }
 
-    /// After a turn boundary (`what` it added; `None`: nothing, a failed turn): ask the agent
-    /// whether its log holds everything, and tell.
+    /// After a commit to the log (`what` it added; `None`: nothing, a failed request): ask the
+    /// agent whether its log holds everything, and tell.
     async fn check_saved(&mut self, what: Option<String>) {
         match session_health(&self.team, &self.name()).await {
             Ok(behind) => self.unsaved.after(what, behind),
@@ -286,7 +286,7 @@ impl Chat {
                     println!("(Ctrl-C came after the compaction was applied: it is kept)");
                 }
                 let changed = !(r.skipped || r.no_compaction_needed);
-                let what = format!("the compaction after turn {}", self.turns);
+                let what = format!("the compaction after request {}", self.requests);
                 self.check_saved(changed.then_some(what)).await;
             }
             Err(CompactError::Cancelled) => {
@@ -298,13 +298,17 @@ impl Chat {
 
     /// One request, printed as it happens: the agent's text as the model generates it, its tool
     /// calls and compactions as one-line notices. Ctrl-C drops the stream, which cancels the
-    /// turn: the agent rolls its conversation back and its log never sees the turn — unless the
-    /// turn was committed before the agent heard of it, which the chat then says.
-    async fn turn(&mut self, text: String, interrupts: &mut Interrupts) {
+    /// request: the agent rolls its conversation back and its log never sees it — unless the
+    /// request was committed before the agent heard of it, which the chat then says.
+    async fn request(&mut self, text: String, interrupts: &mut Interrupts) {
         let name = self.name();
-        self.turns += 1;
-        let what = format!("turn {} (\u{201c}{}\u{201d})", self.turns, excerpt(&text));
-        // Where the conversation stands: a message from here on is this turn's.
+        self.requests += 1;
+        let what = format!(
+            "request {} (\u{201c}{}\u{201d})",
+            self.requests,
+            excerpt(&text)
+        );
+        // Where the conversation stands: a message from here on is this request's.
         let before = self.next_message_id().await;
         let mut stream = self.team.ask_stream(&name, text);
         let mut shown = Shown::default();
@@ -343,9 +347,9 @@ impl Chat {
                 Some(answer) => {
                     answered = true;
                     shown.answer(&answer);
-                    println!("(Ctrl-C came after the turn was completed: it is kept)");
+                    println!("(Ctrl-C came after the request was completed: it is kept)");
                 }
-                None => println!("(turn cancelled)"),
+                None => println!("(request cancelled)"),
             }
         }
         self.check_saved(answered.then_some(what)).await;
@@ -360,7 +364,7 @@ impl Chat {
             .flatten()
     }
 
-    /// After a Ctrl-C: the answer of the turn, when the agent had committed it (its
+    /// After a Ctrl-C: the answer of the request, when the agent had committed it (its
     /// conversation holds messages from `before` on) rather than rolled it back. Asked between
     /// the agent's requests, so once it has finished with the one abandoned.
     async fn committed_answer(&self, before: Option<MessageId>) -> Option<String> {
@@ -392,8 +396,8 @@ impl Chat {
         if self.unsaved.any() {
             // The agent would leave the log it could not write, and what it missed with it.
             println!(
-                "cannot resume {}: the current session log is missing turns (see above); \
-                 /exit shows what, or write one more turn once the log can be written",
+                "cannot resume {}: the current session log is missing requests (see above); \
+                 /exit shows what, or send one more request once the log can be written",
                 target.display()
             );
             return;
@@ -428,7 +432,7 @@ impl Chat {
     }
 }
 
-/// The start of a user's line, to name its turn by.
+/// The start of a user's line, to name its request by.
 fn excerpt(text: &str) -> String {
     const SHOWN: usize = 30;
     let mut short: String = text.chars().take(SHOWN).collect();
@@ -494,7 +498,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
             "/clear" => chat.clear().await,
             "/resume" => chat.resume(rest).await,
             other if other.starts_with('/') => println!("unknown command {}", safe(other)),
-            _ => chat.turn(line.to_string(), &mut interrupts).await,
+            _ => chat.request(line.to_string(), &mut interrupts).await,
         }
     }
     chat.team.shutdown().await;

@@ -195,7 +195,7 @@ Examples:
   troupe chat --session ~/.cache/troupe/sessions/work.jsonl   # resume that conversation
 
 In the REPL: /compact [instructions], /context, /clear, /resume [SESSION], /exit.
-Ctrl-C cancels the running turn; Ctrl-D or /exit quits.")]
+Ctrl-C cancels the running request; Ctrl-D or /exit quits.")]
 pub struct ChatArgs {
     /// A troupe config file (TOML).
     #[arg(long)]

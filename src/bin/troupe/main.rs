@@ -57,10 +57,10 @@ async fn until_signalled(
             return tokio::select! {
                 result = work => result,
                 _ = term.recv() => Err(anyhow::anyhow!(
-                    "stopped by SIGTERM (a turn in flight was not saved)"
+                    "stopped by SIGTERM (a request in flight was not saved)"
                 )),
                 _ = hangup.recv() => Err(anyhow::anyhow!(
-                    "stopped by SIGHUP (a turn in flight was not saved)"
+                    "stopped by SIGHUP (a request in flight was not saved)"
                 )),
             };
         }

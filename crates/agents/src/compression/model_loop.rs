@@ -12,7 +12,7 @@ use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::Summarizer;
 use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolCall, ToolChoice,
+    ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolCall, ToolChoice, TraceId,
 };
 
 use crate::compression::tools;
@@ -42,7 +42,7 @@ pub(crate) struct ModelSteering {
     /// Whose conversation it is.
     pub(crate) agent: String,
     /// The trace id of the request that caused the compaction.
-    pub(crate) trace_id: String,
+    pub(crate) trace_id: TraceId,
     pub(crate) events: EventBus,
     pub(crate) max_iterations: u32,
 }
@@ -130,7 +130,7 @@ impl ModelSteering {
             }
             let status = session.verify_target();
             self.events.publish(
-                Some(self.trace_id.clone()),
+                Some(self.trace_id),
                 Event::CompactionProgress {
                     agent: self.agent.clone(),
                     iteration,

@@ -298,7 +298,7 @@ impl AgentBehavior for LlmAgent {
         request: AgentRequest,
         ctx: &AgentContext,
     ) -> Result<String, AgentError> {
-        let trace_id = request.trace.trace_id_hex();
+        let trace_id = request.trace.id();
         let span = tracing::Span::current();
         span.record(semconv::CONVERSATION_ID, self.conversation_id.as_str());
         span.record(semconv::SESSION_ID, self.conversation_id.as_str());
@@ -309,21 +309,11 @@ impl AgentBehavior for LlmAgent {
         let mark = self.conversation.mark();
         self.request_mark = Some(mark);
         self.before_rewrite = None;
-        ctx.events.publish(
-            Some(trace_id.clone()),
-            Event::TurnStarted {
-                agent: ctx.name.clone(),
-            },
-        );
         // O(1) copies: a request refused before its model call puts them back too.
         let archive_before = self.archive.clone();
         let report_before = self.last_compaction.clone();
         self.start_request(&request);
-        let outcome = self.run_turns(ctx, &trace_id).await;
-        let (model_calls, error) = match &outcome {
-            Ok((_, turns)) => (*turns, None),
-            Err(e) => (0, Some(e.to_string())),
-        };
+        let outcome = self.run_turns(ctx, trace_id).await;
         if let Err(
             AgentError::Model(_)
             | AgentError::Cancelled
@@ -344,16 +334,9 @@ impl AgentBehavior for LlmAgent {
         }
         self.request_mark = None;
         self.before_rewrite = None;
+        // The actor publishes the request's finish once this returns: after the session log.
         self.persist();
-        ctx.events.publish(
-            Some(trace_id),
-            Event::TurnFinished {
-                agent: ctx.name.clone(),
-                model_calls,
-                error,
-            },
-        );
-        outcome.map(|(text, _)| text)
+        outcome
     }
 
     async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
@@ -425,6 +408,6 @@ impl AgentBehavior for LlmAgent {
 fn conversation_id(agent: &str, session: Option<&Path>) -> String {
     match session {
         Some(path) => format!("{agent}@{}", path.display()),
-        None => format!("{agent}-{}", TraceContext::new_root().trace_id_hex()),
+        None => format!("{agent}-{}", TraceContext::new_root().id()),
     }
 }

@@ -13,7 +13,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
 use troupe_runtime::sync::lock;
-use troupe_runtime::{AgentContext, Event, ToolDefinition};
+use troupe_runtime::{AgentContext, Event, ToolDefinition, TraceId};
 
 use super::LlmAgent;
 
@@ -79,7 +79,7 @@ impl LlmAgent {
         &self,
         definitions: &[ToolDefinition],
         ctx: &AgentContext,
-        trace_id: &str,
+        trace_id: TraceId,
     ) {
         let tokens = self.count_tool_tokens(definitions);
         let target = self.policy.target_tokens();
@@ -103,7 +103,7 @@ impl LlmAgent {
              `mcp:SERVER/TOOL` instead of a whole server)"
         );
         ctx.events.publish(
-            Some(trace_id.to_string()),
+            Some(trace_id),
             Event::ContextWarning {
                 agent: ctx.name.clone(),
                 tokens: self.tokens() + tokens,

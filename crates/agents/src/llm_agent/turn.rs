@@ -9,7 +9,7 @@ use futures::StreamExt;
 use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
     AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, ChatResponse, Event,
-    MessageId, ModelDelta, ModelError, RequestWatch, ResponseAssembler, ToolCall,
+    MessageId, ModelDelta, ModelError, RequestWatch, ResponseAssembler, ToolCall, TraceId,
 };
 use troupe_tools::{ToolContext, ToolOutcome, ToolResult};
 
@@ -39,7 +39,7 @@ impl LlmAgent {
         &self,
         request: ChatRequest,
         ctx: &AgentContext,
-        trace_id: &str,
+        trace_id: TraceId,
         watch: Option<&RequestWatch>,
     ) -> Result<ChatResponse, ModelError> {
         let collect = async {
@@ -61,7 +61,7 @@ impl LlmAgent {
     async fn call_model(
         &self,
         ctx: &AgentContext,
-        trace_id: &str,
+        trace_id: TraceId,
         watch: Option<&RequestWatch>,
     ) -> Result<ChatMessage, ModelError> {
         let info = self.spec.model.info();
@@ -75,7 +75,7 @@ impl LlmAgent {
             ..ChatRequest::default()
         };
         ctx.events.publish(
-            Some(trace_id.to_string()),
+            Some(trace_id),
             Event::ModelCallStarted {
                 agent: ctx.name.clone(),
                 model: info.name.clone(),
@@ -88,7 +88,7 @@ impl LlmAgent {
         match result {
             Ok(response) => {
                 ctx.events.publish(
-                    Some(trace_id.to_string()),
+                    Some(trace_id),
                     Event::ModelCallFinished {
                         agent: ctx.name.clone(),
                         model: info.name,
@@ -102,7 +102,7 @@ impl LlmAgent {
             }
             Err(e) => {
                 ctx.events.publish(
-                    Some(trace_id.to_string()),
+                    Some(trace_id),
                     Event::ModelCallFinished {
                         agent: ctx.name.clone(),
                         model: info.name,
@@ -122,7 +122,7 @@ impl LlmAgent {
         &self,
         calls: &[ToolCall],
         ctx: &AgentContext,
-        trace_id: &str,
+        trace_id: TraceId,
     ) -> Vec<ToolResult> {
         let base = ToolContext::new_with_events(
             ctx.name.clone(),
@@ -130,7 +130,7 @@ impl LlmAgent {
             ctx.events.clone(),
         )
         .with_ledger(self.ledger.clone())
-        .with_trace_id(Some(trace_id.to_string()));
+        .with_trace_id(Some(trace_id));
         let runs = calls.iter().map(|call| {
             let span = tool_span(call, &ctx.name);
             let record_content = trace::record_content();
@@ -160,12 +160,12 @@ impl LlmAgent {
     pub(super) async fn run_turns(
         &mut self,
         ctx: &AgentContext,
-        trace_id: &str,
-    ) -> Result<(String, u32), AgentError> {
+        trace_id: TraceId,
+    ) -> Result<String, AgentError> {
         // Kept for the whole request: the caller may drop its stream at any point.
         let watch = ctx.events.watch_of(trace_id);
         let watch = watch.as_ref();
-        for turn in 1..=self.spec.max_turns {
+        for _ in 0..self.spec.max_turns {
             if watch.is_some_and(RequestWatch::is_abandoned) {
                 return Err(AgentError::Cancelled);
             }
@@ -185,23 +185,25 @@ impl LlmAgent {
                     self.compact(CompactTrigger::Emergency, None, ctx)
                         .await
                         .map_err(|e| {
-                            AgentError::Model(format!("context length exceeded ({why}) and {e}"))
+                            AgentError::Model(ModelError::ContextLengthExceeded(format!(
+                                "{why}; compacting first failed: {e}"
+                            )))
                         })?;
                     self.prepare_call(ctx)
                         .await
                         .map_err(AgentError::ContextOverflow)?;
                     self.call_model(ctx, trace_id, watch)
                         .await
-                        .map_err(|e| AgentError::Model(e.to_string()))?
+                        .map_err(AgentError::Model)?
                 }
-                Err(e) => return Err(AgentError::Model(e.to_string())),
+                Err(e) => return Err(AgentError::Model(e)),
             };
             let calls = reply.calls().to_vec();
             let text = reply.text();
             self.conversation.push(reply);
             if calls.is_empty() {
                 self.check_budget(ctx, trace_id).await;
-                return Ok((text, turn));
+                return Ok(text);
             }
             self.check_budget(ctx, trace_id).await;
             let compact_call = self.spec.compaction.agent_tool;

@@ -61,8 +61,8 @@ async fn a_streamed_request_yields_its_text_and_tool_calls_then_the_answer() {
     let started = position(|e| matches!(e, Event::ToolCallStarted { tool, .. } if tool == "shout"));
     let finished = position(|e| matches!(e, Event::ToolCallFinished { .. }));
     let first_delta = position(|e| matches!(e, Event::ModelDelta { .. }));
-    let turn_finished = position(|e| matches!(e, Event::TurnFinished { .. }));
-    assert!(started < finished && finished < first_delta && first_delta < turn_finished);
+    let request_finished = position(|e| matches!(e, Event::RequestFinished { .. }));
+    assert!(started < finished && finished < first_delta && first_delta < request_finished);
     team.shutdown().await;
 }
 
@@ -90,7 +90,7 @@ impl ChatModel for StallsOnce {
 }
 
 #[tokio::test]
-async fn dropping_the_stream_cancels_the_turn_and_rolls_the_conversation_back() {
+async fn dropping_the_stream_cancels_the_request_and_rolls_the_conversation_back() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let model = Arc::new(StallsOnce {
         calls: AtomicUsize::new(0),
@@ -114,17 +114,17 @@ async fn dropping_the_stream_cancels_the_turn_and_rolls_the_conversation_back() 
     }
     drop(stream);
 
-    // The abandoned turn ends as cancelled, and the agent takes the next request.
+    // The abandoned request ends as cancelled, and the agent takes the next one.
     let cancelled = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             let record = events.recv().await.unwrap();
-            if let Event::TurnFinished { error, .. } = record.event {
+            if let Event::RequestFinished { error, .. } = record.event {
                 return error;
             }
         }
     })
     .await
-    .expect("the abandoned turn never ended");
+    .expect("the abandoned request never ended");
     assert!(cancelled.unwrap().contains("cancelled"));
     assert_eq!(team.ask("slow", "now quickly").await.unwrap(), "fine");
     let texts: Vec<String> = team

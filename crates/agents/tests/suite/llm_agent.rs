@@ -82,7 +82,7 @@ async fn a_two_tool_call_turn_lands_results_in_order() {
 }
 
 #[tokio::test]
-async fn events_of_one_turn_arrive_in_causal_order() {
+async fn events_of_one_request_arrive_in_causal_order() {
     let model = Arc::new(ScriptedModel::new(
         "script",
         [
@@ -103,15 +103,15 @@ async fn events_of_one_turn_arrive_in_causal_order() {
     while let Ok(record) = events.try_recv() {
         assert!(record.seq > last_seq, "sequence numbers increase");
         last_seq = record.seq;
-        traces.insert(record.trace_id.clone());
+        traces.insert(record.trace_id);
         kinds.push(match record.event {
-            Event::TurnStarted { .. } => "turn_started",
+            Event::RequestStarted { .. } => "request_started",
             Event::ModelCallStarted { .. } => "model_started",
             Event::ModelCallFinished { .. } => "model_finished",
             Event::ModelDelta { .. } => "model_delta",
             Event::ToolCallStarted { .. } => "tool_started",
             Event::ToolCallFinished { .. } => "tool_finished",
-            Event::TurnFinished { .. } => "turn_finished",
+            Event::RequestFinished { .. } => "request_finished",
             _ => "other",
         });
     }
@@ -120,7 +120,7 @@ async fn events_of_one_turn_arrive_in_causal_order() {
     assert_eq!(
         kinds,
         [
-            "turn_started",
+            "request_started",
             "model_started",
             "model_finished",
             "tool_started",
@@ -128,7 +128,7 @@ async fn events_of_one_turn_arrive_in_causal_order() {
             "model_started",
             "model_delta",
             "model_finished",
-            "turn_finished"
+            "request_finished"
         ]
     );
     assert_eq!(traces.len(), 1, "one request is one trace: {traces:?}");
@@ -154,14 +154,19 @@ async fn a_provider_fault_leaves_the_conversation_unchanged() {
     team.ask("a", "hi").await.unwrap();
     let before = team.checkpoint("a").unwrap().conversation;
     let err = team.ask("a", "again").await.unwrap_err();
+    // The provider's fault reaches the caller typed: matched, not parsed from text.
     let AskError::Agent {
-        error: AgentError::Model(message),
+        error:
+            AgentError::Model(ModelError::Server {
+                status: 500,
+                message,
+            }),
         ..
     } = &err
     else {
         panic!("{err:?}")
     };
-    assert!(message.contains("overloaded"), "{message}");
+    assert_eq!(message, "overloaded");
     assert_eq!(team.checkpoint("a").unwrap().conversation, before);
     team.shutdown().await;
 }

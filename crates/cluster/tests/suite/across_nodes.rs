@@ -29,7 +29,7 @@ async fn an_agent_on_another_process_is_asked_by_name_and_can_ask_back() {
     // The trace travels: the remote agent sees the request's trace id.
     let mut stream_trace = None;
     let request = troupe_runtime::AgentRequest::from_user("trace");
-    let sent = request.trace.trace_id_hex();
+    let sent = request.trace.id().to_string();
     if let Ok(answer) = team
         .ask_with("worker1", request, Duration::from_secs(30))
         .await

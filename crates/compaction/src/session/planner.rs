@@ -331,7 +331,7 @@ impl CompactionSession<'_> {
                 let Some(summarizer) = summarizer else {
                     return Ok(self.no_summarizer());
                 };
-                let focus = self.options.instructions.clone();
+                let focus = self.options.focus.clone();
                 self.compress_segment(start, end, focus, summarizer).await?
             }
         };

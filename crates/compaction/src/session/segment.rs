@@ -92,7 +92,7 @@ impl CompactionSession<'_> {
     }
 
     /// Summarize the messages `start..=end` into one structured summary message (the
-    /// `compress_conversation_segment` tool). `focus` (else the session's instructions) is
+    /// `compress_conversation_segment` tool). `focus` (else the session's) is
     /// passed to the summarizer. A `<summary>` message inside the segment is merged as the
     /// previous summary; file lists come from the ledger plus that summary's lists.
     ///
@@ -119,7 +119,7 @@ impl CompactionSession<'_> {
         if blocks.is_empty() {
             return Err(Refusal::NothingToSummarize { start, end });
         }
-        let focus = focus.or_else(|| self.options.instructions.clone());
+        let focus = focus.or_else(|| self.options.focus.clone());
         let summary_message = |body: &str| frame.message(body);
         // Sized to the room left under the target, measured on the message's own wrapping.
         let budget = self.summary_budget(s..=e, &summary_message(""));

@@ -23,7 +23,7 @@ pub(crate) const PREVIOUS_CLOSE: &str = "</previous-summary>";
 pub(crate) const MESSAGE_OPEN: &str = "<message>";
 /// Closing tag of the single message of a per-message prompt.
 pub(crate) const MESSAGE_CLOSE: &str = "</message>";
-/// Prefix of the line carrying custom instructions.
+/// Prefix of the line carrying the compaction's focus.
 pub(crate) const FOCUS_PREFIX: &str = "Additional focus: ";
 
 /// What a summary prompt asks for.

@@ -177,7 +177,7 @@ fn focus_instructions_reach_the_summarizer() {
     let ledger = ledger_from_transcript(conversation.messages());
     let summarizer = FixedSummarizer::new(50_000);
     let options = CompactOptions {
-        instructions: Some("the parser bug".into()),
+        focus: Some("the parser bug".into()),
         ..CompactOptions::default()
     };
     run(

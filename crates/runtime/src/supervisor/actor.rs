@@ -9,11 +9,13 @@ use tracing::Instrument;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::event::Event;
 use crate::supervisor::behavior::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint,
 };
 use crate::supervisor::job::JobRequest;
 use crate::trace::semconv;
+use crate::trace_id::TraceId;
 
 /// A message to an agent actor.
 pub enum AgentMsg {
@@ -133,6 +135,41 @@ impl Drop for RespondingGuard<'_> {
     }
 }
 
+/// A request's [`Event::RequestStarted`] on creation and its [`Event::RequestFinished`] on
+/// drop — also when the behaviour panics (the supervisor then restarts the agent), so every
+/// started request is seen to finish.
+struct RequestFinish<'a> {
+    ctx: &'a AgentContext,
+    trace_id: TraceId,
+    /// The request's error; what a drop without one set (a panic) reports is the default.
+    error: Option<String>,
+}
+
+impl<'a> RequestFinish<'a> {
+    fn start(ctx: &'a AgentContext, trace_id: TraceId) -> Self {
+        let agent = ctx.name.clone();
+        ctx.events
+            .publish(Some(trace_id), Event::RequestStarted { agent });
+        RequestFinish {
+            ctx,
+            trace_id,
+            error: Some("the agent panicked while handling the request".into()),
+        }
+    }
+}
+
+impl Drop for RequestFinish<'_> {
+    fn drop(&mut self) {
+        self.ctx.events.publish(
+            Some(self.trace_id),
+            Event::RequestFinished {
+                agent: self.ctx.name.clone(),
+                error: self.error.take(),
+            },
+        );
+    }
+}
+
 impl Actor for AgentActor {
     type Msg = AgentMsg;
     type State = AgentState;
@@ -165,13 +202,15 @@ impl Actor for AgentActor {
                     "invoke_agent",
                     { semconv::OPERATION_NAME } = "invoke_agent",
                     { semconv::AGENT_NAME } = %state.ctx.name,
-                    { semconv::TRACE_ID } = %request.trace.trace_id_hex(),
+                    { semconv::TRACE_ID } = %request.trace.id(),
                     { semconv::PARENT_SPAN_ID } = %format!("{:016x}", request.trace.span_id),
                     { semconv::FROM } = request.from.as_deref().unwrap_or("user"),
                     // Recorded by behaviours that keep a conversation (an `LlmAgent`).
                     { semconv::CONVERSATION_ID } = tracing::field::Empty,
                     { semconv::SESSION_ID } = tracing::field::Empty,
                 );
+                // Published here, not by the behaviour, so every behaviour's requests have them.
+                let mut finish = RequestFinish::start(&state.ctx, request.trace.id());
                 state.responding.store(true, Ordering::SeqCst);
                 let guard = RespondingGuard(&state.responding);
                 let result = state
@@ -181,6 +220,10 @@ impl Actor for AgentActor {
                     .await;
                 drop(guard);
                 let fatal = state.settle(&result);
+                finish.error = result.as_ref().err().map(ToString::to_string);
+                // Before the reply: a streamed request's stream ends with its answer, so the
+                // finish must reach the stream first.
+                drop(finish);
                 if let Some(reply) = reply {
                     // The caller may have timed out and gone; that is not the agent's failure.
                     let _ = reply.send(result);

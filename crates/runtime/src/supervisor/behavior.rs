@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::TraceContext;
 use crate::conversation::Conversation;
 use crate::event::EventBus;
+use crate::model::ModelError;
 use crate::supervisor::directory::Directory;
 use crate::supervisor::job::JobRequest;
 
@@ -41,9 +42,10 @@ impl AgentRequest {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum AgentError {
-    /// The model call failed.
+    /// The model call failed: match the [`ModelError`] to tell a rate limit from a context
+    /// overflow.
     #[error("model error: {0}")]
-    Model(String),
+    Model(ModelError),
     /// The turn loop hit `max_turns` without a final answer.
     #[error("no final answer after {0} model turns")]
     MaxTurns(u32),
@@ -58,7 +60,7 @@ pub enum AgentError {
     /// Anything else the behaviour reports; the agent keeps running.
     #[error("{0}")]
     Failed(String),
-    /// Whoever asked stopped listening (a dropped [`AskStream`](crate::AskStream)): the turn
+    /// Whoever asked stopped listening (a dropped [`AskStream`](crate::AskStream)): the request
     /// was abandoned and the conversation is as the request found it.
     #[error("cancelled: the caller stopped listening")]
     Cancelled,

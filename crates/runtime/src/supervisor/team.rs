@@ -202,7 +202,7 @@ impl Team {
     /// at most [`DELTA_ROOM`](crate::DELTA_ROOM) unread deltas; the model then waits for it.
     pub fn ask_stream(&self, name: &str, text: impl Into<String>) -> crate::AskStream {
         let request = AgentRequest::from_user(text);
-        let watched = self.events.watch(&request.trace.trace_id_hex());
+        let watched = self.events.watch(request.trace.id());
         let finish = watched.finisher();
         let directory = self.directory.clone();
         let name = name.to_string();

@@ -1,4 +1,5 @@
 mod corpus_round_trip;
+mod request_events;
 mod supervisor;
 mod support;
 mod wire_round_trip;

@@ -1,11 +1,11 @@
-//! What a streamed turn prints: the model's text as it is generated, tool calls and compactions
+//! What a streamed request prints: the model's text as it is generated, tool calls and compactions
 //! as one-line notices — everything from the model or a tool through [`super::terminal`].
 
 use troupe::Event;
 
 use super::terminal::{StreamedText, safe};
 
-/// What a streamed turn has printed so far.
+/// What a streamed request has printed so far.
 #[derive(Debug, Default)]
 pub(super) struct Shown {
     /// The text of the current model call, as generated.

@@ -1,15 +1,15 @@
 //! What the session log is missing: the agent reports a log that its last writes could not
-//! reach ([`SessionBehind`]); the chat names the turns and compactions concerned right after the
+//! reach ([`SessionBehind`]); the chat names the requests and compactions concerned right after the
 //! one whose write failed, says when a later write caught the log up, and sums up at exit.
 
 use troupe::agents::SessionBehind;
 
 use super::terminal::safe;
 
-/// The turns and compactions of this chat that the session log does not hold.
+/// The requests and compactions of this chat that the session log does not hold.
 #[derive(Debug, Default)]
 pub(super) struct Unsaved {
-    /// What each unsaved turn boundary was ("turn 3 (“hello”)", "the compaction after turn 3").
+    /// What each unsaved commit was ("request 3 (“hello”)", "the compaction after request 3").
     items: Vec<String>,
     /// How many boundaries the agent counted as unsaved when last asked.
     counted: usize,
@@ -18,7 +18,7 @@ pub(super) struct Unsaved {
 }
 
 impl Unsaved {
-    /// After a turn boundary that added `what` (a turn, a compaction; `None`: nothing): take
+    /// After a commit that added `what` (a request, a compaction; `None`: nothing): take
     /// the agent's report and say what changed.
     pub(super) fn after(&mut self, what: Option<String>, behind: Option<SessionBehind>) {
         match behind {
@@ -29,7 +29,7 @@ impl Unsaved {
                 self.counted = behind.unsaved;
                 println!(
                     "error: the session log could not be written: {}\n  not saved: {} \
-                     (written again at the next turn if the log can be written then)",
+                     (written again at the next request if the log can be written then)",
                     safe(&behind.error),
                     self.list()
                 );

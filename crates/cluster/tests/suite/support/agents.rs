@@ -33,7 +33,7 @@ impl AgentBehavior for TestAgent {
             COUNTED.fetch_add(1, Ordering::SeqCst);
         }
         if text == "trace" {
-            return Ok(request.trace.trace_id_hex());
+            return Ok(request.trace.id().to_string());
         }
         if let Some(ms) = text.strip_prefix("sleep ") {
             tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(0))).await;
