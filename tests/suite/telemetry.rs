@@ -444,3 +444,110 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
         "jobs open no span of their own"
     );
 }
+
+/// The agent's own `compact` tool runs like every tool: an `execute_tool` span (the compaction
+/// beneath it) between `ToolCallStarted` and `ToolCallFinished`.
+#[test]
+fn the_agents_compact_tool_is_an_execute_tool_span_with_its_events() {
+    use std::sync::Arc;
+    use troupe::agents::compression::{CompressionConfig, CompressorModel};
+    use troupe::agents::model::{ScriptedModel, ScriptedReply};
+    use troupe::agents::{AgentSpec, CompactionSettings, spawn_agent, spawn_compression_agent};
+    use troupe::compaction::BudgetPolicy;
+    use troupe::runtime::{Event, Team, TeamConfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let events = with_trace_file(&path, false, || {
+        block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let config = CompressionConfig {
+                model: CompressorModel::None,
+                ..CompressionConfig::default()
+            };
+            spawn_compression_agent(&team, config).await.unwrap();
+            let mut tools = troupe::tools::ToolRegistry::new();
+            tools
+                .register_fn(
+                    "read_big",
+                    "Read a big file.",
+                    |_: troupe::tools::NoArgs| async {
+                        Ok::<_, troupe::tools::ToolError>(
+                            (0..40)
+                                .map(|i| format!("line {i}: file content with several words\n"))
+                                .collect::<String>(),
+                        )
+                    },
+                )
+                .unwrap();
+            let script = (0..6)
+                .map(|_| ScriptedReply::call("read_big", "{}"))
+                .chain([
+                    ScriptedReply::call("compact", "{}"),
+                    ScriptedReply::text("compacted"),
+                ]);
+            let spec = AgentSpec::new("coder", Arc::new(ScriptedModel::new("coder", script)))
+                .tools(tools)
+                .max_turns(10)
+                .compaction(CompactionSettings {
+                    policy: Some(BudgetPolicy {
+                        tool_output_limit_tokens: 100_000,
+                        ..BudgetPolicy::for_window(4_000)
+                    }),
+                    auto: false,
+                    agent_tool: true,
+                    // Nothing but the agent's own `compact` call compacts.
+                    output_reserve: Some(0),
+                    ..CompactionSettings::default()
+                });
+            spawn_agent(&team, spec).await.unwrap();
+            let mut events = team.subscribe();
+            assert_eq!(
+                team.ask("coder", "read, then compact").await.unwrap(),
+                "compacted"
+            );
+            team.shutdown().await;
+            let mut seen = Vec::new();
+            loop {
+                match events.try_recv() {
+                    Ok(record) => seen.push(record.event),
+                    // Deltas may have pushed the oldest events out; the rest still count.
+                    Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+                    Err(_) => break,
+                }
+            }
+            seen
+        })
+    });
+
+    let spans = spans(&path);
+    let compact: Vec<&SpanLine> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool" && s.attributes["gen_ai.tool.name"] == "compact")
+        .collect();
+    assert_eq!(compact.len(), 1, "{spans:#?}");
+    let compaction = spans
+        .iter()
+        .find(|s| s.name == "compaction")
+        .expect("the compact call compacted");
+    assert_eq!(
+        compaction.parent_span_id.as_deref(),
+        Some(compact[0].span_id.as_str()),
+        "the compaction runs inside the tool's span"
+    );
+    assert!(
+        compact[0]
+            .attributes
+            .get("error.type")
+            .is_none_or(|e| e.is_null()),
+        "{:?}",
+        compact[0]
+    );
+    let started = events.iter().any(
+        |e| matches!(e, Event::ToolCallStarted { tool, agent, .. } if tool == "compact" && agent == "coder"),
+    );
+    let finished = events.iter().any(|e| {
+        matches!(e, Event::ToolCallFinished { tool, is_error, .. } if tool == "compact" && !is_error)
+    });
+    assert!(started && finished, "{events:#?}");
+}

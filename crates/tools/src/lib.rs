@@ -19,6 +19,7 @@
 
 mod args;
 pub mod builtin;
+mod call_events;
 mod context;
 mod erased;
 mod error;
@@ -35,6 +36,7 @@ mod tool;
 mod validate;
 pub mod workspace;
 
+pub use call_events::observe_call;
 pub use context::ToolContext;
 pub use error::{RegistryError, ToolError};
 pub use json_tool::JsonTool;

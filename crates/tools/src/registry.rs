@@ -5,14 +5,15 @@ use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::FutureExt;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use troupe_runtime::{Event, ToolCall, ToolDefinition};
+use troupe_runtime::{ToolCall, ToolDefinition};
 
+use crate::call_events::observe_call;
 use crate::context::ToolContext;
 use crate::erased::{Erased, ErasedTool};
 use crate::error::{RegistryError, ToolError};
@@ -372,32 +373,15 @@ impl ToolRegistry {
     /// Never panics and never fails: unknown tools, bad arguments, panics, timeouts and
     /// cancellation become error results whose content tells the model what went wrong; output
     /// over the cap is truncated. The tool sees `ctx` with `tool_call_id` set to `call.id`.
-    /// Publishes [`Event::ToolCallStarted`] and [`Event::ToolCallFinished`] on `ctx.events`.
+    /// Publishes the call's started and finished events on `ctx.events` ([`observe_call`]).
     pub async fn dispatch(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {
         let ctx = ctx.clone().with_tool_call_id(call.id.clone());
-        let tool = call.function.name.clone();
-        ctx.events.publish(
-            ctx.trace_id.clone(),
-            Event::ToolCallStarted {
-                agent: ctx.agent.clone(),
-                tool: tool.clone(),
-                call_id: call.id.clone(),
-            },
-        );
-        let started = Instant::now();
-        let mut result = self.run(call, &ctx).await;
-        result.content = cap_output(result.content, self.output_cap);
-        ctx.events.publish(
-            ctx.trace_id.clone(),
-            Event::ToolCallFinished {
-                agent: ctx.agent.clone(),
-                tool,
-                call_id: call.id.clone(),
-                is_error: result.is_error(),
-                ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            },
-        );
-        result
+        observe_call(call, &ctx, async {
+            let mut result = self.run(call, &ctx).await;
+            result.content = cap_output(result.content, self.output_cap);
+            result
+        })
+        .await
     }
 
     async fn run(&self, call: &ToolCall, ctx: &ToolContext) -> ToolResult {

@@ -3,10 +3,12 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe_runtime::{AgentContext, MessageId, ToolCall, ToolDefinition};
+use troupe_runtime::{AgentContext, MessageId, ToolCall, ToolDefinition, TraceId};
 use troupe_tools::schema::parameters_schema;
+use troupe_tools::{ToolFailure, ToolResult, observe_call};
 
 use super::LlmAgent;
+use super::tool_span::in_tool_span;
 use troupe_compaction::CompactTrigger;
 
 /// The name of the agent-callable compaction tool.
@@ -22,7 +24,7 @@ struct CompactArgs {
 
 /// The focus a `compact` call asks for; arguments that do not parse ask for none (the call
 /// still compacts: the model asked to, and a focus is only a hint).
-pub(super) fn compact_focus(call: &ToolCall) -> Option<String> {
+fn compact_focus(call: &ToolCall) -> Option<String> {
     serde_json::from_str::<CompactArgs>(&call.function.arguments)
         .ok()
         .and_then(|args| args.focus)
@@ -51,23 +53,39 @@ impl LlmAgent {
     }
 
     /// Run the compaction a `compact` call asked for and put its outcome in the call's result
-    /// message `result_id` (already in place, so compaction sees every call answered).
+    /// message `result_id` (already in place, so compaction sees every call answered). Like
+    /// every tool call, it runs in its `execute_tool` span between its tool-call events.
     pub(super) async fn answer_compact_tool(
         &mut self,
         result_id: MessageId,
-        focus: Option<String>,
+        call: &ToolCall,
         ctx: &AgentContext,
+        trace_id: TraceId,
     ) {
-        let text = match self.compact(CompactTrigger::AgentTool, focus, ctx).await {
-            Ok(outcome) if outcome.report.no_compaction_needed => {
-                "no compaction needed".to_string()
-            }
-            Ok(outcome) => outcome.summary.unwrap_or(outcome.report.reason),
-            Err(e) => format!("compaction did not run: {e}"),
+        let tool_ctx = self
+            .tool_context(ctx, trace_id)
+            .with_tool_call_id(call.id.clone());
+        let serve = async {
+            let result = match self
+                .compact(CompactTrigger::AgentTool, compact_focus(call), ctx)
+                .await
+            {
+                Ok(outcome) if outcome.report.no_compaction_needed => {
+                    ToolResult::success("no compaction needed")
+                }
+                Ok(outcome) => {
+                    ToolResult::success(outcome.summary.unwrap_or(outcome.report.reason))
+                }
+                Err(e) => {
+                    ToolResult::error(ToolFailure::Refused, format!("compaction did not run: {e}"))
+                }
+            };
+            self.keep_for_rollback();
+            result
         };
-        self.keep_for_rollback();
+        let result = in_tool_span(call, &ctx.name, observe_call(call, &tool_ctx, serve)).await;
         if let Some(message) = self.conversation.get_mut(result_id) {
-            message.set_text(text);
+            message.set_text(result.content);
         }
     }
 }

@@ -18,6 +18,7 @@ mod jobs;
 mod precall;
 mod scopes;
 mod session_ops;
+mod tool_span;
 mod tool_tokens;
 mod turn;
 

@@ -3,21 +3,20 @@
 use std::time::Instant;
 
 use futures::future::join_all;
-use tracing::Instrument;
 
 use futures::StreamExt;
-use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
     AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, ChatResponse, Event,
     MessageId, ModelDelta, ModelError, RequestWatch, ResponseAssembler, ToolCall, TraceId,
 };
-use troupe_tools::{ToolContext, ToolOutcome, ToolResult};
+use troupe_tools::{ToolContext, ToolResult};
 
-use crate::model::{tool_span, traced_chat_stream};
+use crate::model::traced_chat_stream;
 use troupe_compaction::CompactTrigger;
 
 use super::LlmAgent;
-use super::compact_tool::{COMPACT_TOOL, compact_focus};
+use super::compact_tool::COMPACT_TOOL;
+use super::tool_span::in_tool_span;
 
 impl LlmAgent {
     pub(super) fn start_request(&mut self, request: &AgentRequest) {
@@ -124,37 +123,25 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace_id: TraceId,
     ) -> Vec<ToolResult> {
-        let base = ToolContext::new_with_events(
+        let base = self.tool_context(ctx, trace_id);
+        let runs = calls.iter().map(|call| {
+            let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
+            in_tool_span(call, &ctx.name, async move {
+                self.tools.dispatch(call, &tool_ctx).await
+            })
+        });
+        join_all(runs).await
+    }
+
+    /// The context this agent's tool calls get in the request `trace_id`.
+    pub(super) fn tool_context(&self, ctx: &AgentContext, trace_id: TraceId) -> ToolContext {
+        ToolContext::new_with_events(
             ctx.name.clone(),
             self.spec.workspace_root.clone(),
             ctx.events.clone(),
         )
         .with_ledger(self.ledger.clone())
-        .with_trace_id(Some(trace_id));
-        let runs = calls.iter().map(|call| {
-            let span = tool_span(call, &ctx.name);
-            let record_content = trace::record_content();
-            let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
-            let recorder = span.clone();
-            async move {
-                let result = self.tools.dispatch(call, &tool_ctx).await;
-                if record_content {
-                    recorder.record(semconv::TOOL_CALL_RESULT, result.content.as_str());
-                }
-                match &result.outcome {
-                    ToolOutcome::Success => {}
-                    ToolOutcome::Error(failure) => {
-                        recorder.record(semconv::ERROR_TYPE, failure.kind());
-                    }
-                    ToolOutcome::Fatal(_) => {
-                        recorder.record(semconv::ERROR_TYPE, "fatal");
-                    }
-                }
-                result
-            }
-            .instrument(span)
-        });
-        join_all(runs).await
+        .with_trace_id(Some(trace_id))
     }
 
     pub(super) async fn run_turns(
@@ -222,7 +209,7 @@ impl LlmAgent {
             let mut results: std::collections::HashMap<String, ToolResult> =
                 calls_results(&tool_calls, ran);
             let mut fatal = None;
-            let mut compact_result: Option<(MessageId, Option<String>)> = None;
+            let mut compact_result: Option<(MessageId, &ToolCall)> = None;
             for call in &calls {
                 let content = match results.remove(&call.id) {
                     Some(result) => {
@@ -240,11 +227,12 @@ impl LlmAgent {
                     .conversation
                     .push(ChatMessage::tool_result(call.id.clone(), content));
                 if compact_calls.iter().any(|c| c.id == call.id) && compact_result.is_none() {
-                    compact_result = Some((id, compact_focus(call)));
+                    compact_result = Some((id, call));
                 }
             }
-            if let Some((result_id, focus)) = compact_result {
-                self.answer_compact_tool(result_id, focus, ctx).await;
+            if let Some((result_id, call)) = compact_result {
+                self.answer_compact_tool(result_id, call, ctx, trace_id)
+                    .await;
             }
             if let Some(reason) = fatal {
                 return Err(AgentError::Failed(reason));
