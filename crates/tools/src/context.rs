@@ -18,7 +18,9 @@ pub struct ToolContext {
     pub root: PathBuf,
     /// The id of the tool call being served (set by [`crate::ToolRegistry::dispatch`]).
     pub tool_call_id: String,
-    /// Cancelled when the agent's turn is abandoned; long-running tools should watch it.
+    /// Cancelled when the call times out or its turn is abandoned (the registry hands each call
+    /// a child of the caller's token, cancelled when the call's future is dropped): work a tool
+    /// moved to another thread or task must watch it, since dropping the future cannot stop it.
     pub cancel: CancellationToken,
     /// Where tool-call events are published.
     pub events: EventBus,
