@@ -56,7 +56,7 @@ pub(super) async fn recall_row(
         window,
         target: defaults.target,
         protected: defaults.protected_recent,
-        instructions: None,
+        focus: None,
     };
     let mut row = RecallRow {
         transcript: name.to_string(),

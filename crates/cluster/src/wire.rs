@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use troupe_runtime::AskError;
 
 /// The troupe wire protocol this build speaks. Bump it with any change to [`WireRequest`] or
-/// [`WireReply`] that an older node would misread.
-pub const WIRE_PROTOCOL: u32 = 1;
+/// [`WireReply`] that an older node would misread. 2: an agent's model error travels as the
+/// typed `ModelError` (`AgentError::Model`), and a compaction request names its focus `focus`.
+pub const WIRE_PROTOCOL: u32 = 2;
 
 /// The variant name ractor carries with a serialized call (it must match on both ends).
 const CALL_VARIANT: &str = "troupe.call";
@@ -191,7 +192,8 @@ mod tests {
                 theirs: WIRE_PROTOCOL + 1
             }
         );
-        assert!(error.to_string().contains("protocol 2"), "{error}");
+        let theirs = format!("protocol {}", WIRE_PROTOCOL + 1);
+        assert!(error.to_string().contains(&theirs), "{error}");
     }
 
     #[test]

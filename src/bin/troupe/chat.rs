@@ -256,12 +256,12 @@ impl Chat {
 
     /// `/compact`: Ctrl-C cancels it (the conversation stays as it was) unless it was already
     /// applied, and the chat says which.
-    async fn compact(&mut self, instructions: Option<String>, interrupts: &mut Interrupts) {
+    async fn compact(&mut self, focus: Option<String>, interrupts: &mut Interrupts) {
         let cancel = CancellationToken::new();
         let name = self.name();
         let mut interrupted = false;
         let outcome = {
-            let run = compact_agent_cancellable(&self.team, &name, instructions, cancel.clone());
+            let run = compact_agent_cancellable(&self.team, &name, focus, cancel.clone());
             tokio::pin!(run);
             tokio::select! {
                 biased;
@@ -450,7 +450,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
     };
     let mut chat = Chat::open(blueprint, &path).await?;
     println!(
-        "chatting with `{}` ({}); session {}\n/compact [instructions] · /context · /clear · /resume [SESSION] · /exit",
+        "chatting with `{}` ({}); session {}\n/compact [focus] · /context · /clear · /resume [SESSION] · /exit",
         chat.name(),
         safe(&chat.blueprint.spec.model.info().name),
         path.display()
@@ -492,8 +492,8 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
             "/exit" | "/quit" => break,
             "/context" => chat.context().await,
             "/compact" => {
-                let instructions = Some(rest.to_string()).filter(|r| !r.is_empty());
-                chat.compact(instructions, &mut interrupts).await;
+                let focus = Some(rest.to_string()).filter(|r| !r.is_empty());
+                chat.compact(focus, &mut interrupts).await;
             }
             "/clear" => chat.clear().await,
             "/resume" => chat.resume(rest).await,

@@ -94,7 +94,7 @@ pub enum SummaryModel {
 Examples:
   troupe compact session.json --window 32000 --out small.json --archive small.archive.jsonl
   troupe compact session.json --window 32000 --model none --target 0.3 --out small.json --json
-  troupe compact session.json --window 8000 --instructions 'focus on the parser bug' --out s.json")]
+  troupe compact session.json --window 8000 --focus 'the parser bug' --out s.json")]
 pub struct CompactArgs {
     /// The transcript: {\"messages\": [...]} or a bare message array.
     pub input: PathBuf,
@@ -110,9 +110,9 @@ pub struct CompactArgs {
     /// Which model summarizes.
     #[arg(long, value_enum, default_value_t = SummaryModel::Local)]
     pub model: SummaryModel,
-    /// Focus for the summary.
-    #[arg(long)]
-    pub instructions: Option<String>,
+    /// What the summaries should keep in view (`--instructions` is its old name).
+    #[arg(long, alias = "instructions")]
+    pub focus: Option<String>,
     /// Where to write the compacted transcript (same format as the input; never the input).
     #[arg(long)]
     pub out: PathBuf,
@@ -194,7 +194,7 @@ Examples:
   troupe chat --config troupe.toml --agent assistant
   troupe chat --session ~/.cache/troupe/sessions/work.jsonl   # resume that conversation
 
-In the REPL: /compact [instructions], /context, /clear, /resume [SESSION], /exit.
+In the REPL: /compact [focus], /context, /clear, /resume [SESSION], /exit.
 Ctrl-C cancels the running request; Ctrl-D or /exit quits.")]
 pub struct ChatArgs {
     /// A troupe config file (TOML).

@@ -190,7 +190,7 @@ async fn compact(
         window: args.window,
         target: args.target.unwrap_or(0.4),
         protected: args.protected.unwrap_or(5),
-        instructions: args.instructions,
+        focus: args.instructions,
     };
     let compacted = compact_transcript(&input, &text, &goal, compressor)
         .await

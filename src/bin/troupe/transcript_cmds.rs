@@ -101,7 +101,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
         window: args.window,
         target: args.target,
         protected: args.protected,
-        instructions: args.instructions.clone(),
+        focus: args.focus.clone(),
     };
     request.policy()?;
     let compressor =

@@ -74,7 +74,7 @@ impl CompressionAgent {
             None => &mechanical,
         };
         let options = CompactOptions {
-            focus: request.instructions.clone(),
+            focus: request.focus.clone(),
             trigger: request.trigger,
             guard: self.guards.get(&request.agent).copied(),
             token_cache: request.in_process.token_cache.clone(),

@@ -267,7 +267,7 @@ async fn compact_here(
 ) -> Result<Compaction, CompactError> {
     tracing::warn!(agent = %request.agent, %why, "compacting on this node");
     let options = CompactOptions {
-        focus: request.instructions.clone(),
+        focus: request.focus.clone(),
         trigger: request.trigger,
         token_cache: request.in_process.token_cache.clone(),
         ..CompactOptions::default()

@@ -44,8 +44,9 @@ pub struct CompactionRequest {
     pub policy: BudgetPolicy,
     /// What asked for it (automatic triggers are held back by the anti-thrash guard).
     pub trigger: CompactTrigger,
-    /// Custom instructions / focus for summaries.
-    pub instructions: Option<String>,
+    /// What the summaries should keep in view (`/compact the parser bug`); not the agent's
+    /// instructions (its system prompt).
+    pub focus: Option<String>,
     /// What only an asker in this process can give.
     #[serde(skip)]
     pub in_process: InProcess,
@@ -66,7 +67,7 @@ impl CompactionRequest {
             ledger,
             policy,
             trigger,
-            instructions: None,
+            focus: None,
             in_process: InProcess::default(),
         }
     }

@@ -74,11 +74,11 @@ impl LlmAgent {
     pub(super) async fn compact(
         &mut self,
         trigger: CompactTrigger,
-        instructions: Option<String>,
+        focus: Option<String>,
         ctx: &AgentContext,
     ) -> Result<AppliedCompaction, CompactError> {
         let request = CompactionRequest {
-            instructions,
+            focus,
             in_process: InProcess {
                 agent_model: Some(self.spec.model.clone()),
                 token_cache: Some(self.token_cache.clone()),

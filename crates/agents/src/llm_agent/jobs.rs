@@ -39,7 +39,7 @@ const CONTEXT_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LlmAgentJob {
-    /// `/compact [instructions]` ([`compact_agent_cancellable`]). Cancelling the token abandons
+    /// `/compact [focus]` ([`compact_agent_cancellable`]). Cancelling the token abandons
     /// the compaction while it runs (the compressor's answer is then dropped, the conversation
     /// unchanged) and answers [`CompactError::Cancelled`]; once the result is applied it is too
     /// late.
@@ -154,15 +154,16 @@ async fn ask<T: Send + 'static>(
         .await
 }
 
-/// `/compact [instructions]` on `agent`: refused while it is responding (unless a compaction is
-/// running, which this request then joins), "nothing to compact" below two messages.
+/// `/compact [focus]` on `agent` (`focus`: what the summaries should keep in view): refused
+/// while it is responding (unless a compaction is running, which this request then joins),
+/// "nothing to compact" below two messages.
 pub async fn compact_agent(
     team: &Team,
     agent: &str,
-    instructions: Option<String>,
+    focus: Option<String>,
 ) -> Result<AppliedCompaction, CompactError> {
     let cancel = tokio_util::sync::CancellationToken::new();
-    compact_agent_cancellable(team, agent, instructions, cancel).await
+    compact_agent_cancellable(team, agent, focus, cancel).await
 }
 
 /// [`compact_agent`] that `cancel` can stop (`/compact` interrupted by Ctrl-C): a compaction
@@ -171,7 +172,7 @@ pub async fn compact_agent(
 pub async fn compact_agent_cancellable(
     team: &Team,
     agent: &str,
-    instructions: Option<String>,
+    focus: Option<String>,
     cancel: tokio_util::sync::CancellationToken,
 ) -> Result<AppliedCompaction, CompactError> {
     if !can_compact(team.directory()) {
@@ -183,7 +184,7 @@ pub async fn compact_agent_cancellable(
             .await
             .unwrap_or(Err(CompactError::Responding));
     }
-    let job = |reply| LlmAgentJob::Compact(instructions, cancel, reply);
+    let job = |reply| LlmAgentJob::Compact(focus, cancel, reply);
     ask(team, agent, job, COMPACTION_TIMEOUT).await?
 }
 

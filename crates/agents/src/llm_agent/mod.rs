@@ -281,12 +281,12 @@ impl LlmAgent {
     /// its end and leaves the tracker as it is dropped (`compression/client.rs`).
     async fn compact_unless_cancelled(
         &mut self,
-        instructions: Option<String>,
+        focus: Option<String>,
         cancel: &tokio_util::sync::CancellationToken,
         ctx: &AgentContext,
     ) -> Result<AppliedCompaction, CompactError> {
         tokio::select! {
-            outcome = self.compact(CompactTrigger::Manual, instructions, ctx) => outcome,
+            outcome = self.compact(CompactTrigger::Manual, focus, ctx) => outcome,
             () = cancel.cancelled() => Err(CompactError::Cancelled),
         }
     }
@@ -343,11 +343,11 @@ impl AgentBehavior for LlmAgent {
     async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
         self.trace = job.trace();
         match job.open::<LlmAgentJob>(&ctx.name)? {
-            LlmAgentJob::Compact(instructions, cancel, reply) => {
+            LlmAgentJob::Compact(focus, cancel, reply) => {
                 let outcome = if self.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
-                    self.compact_unless_cancelled(instructions, &cancel, ctx)
+                    self.compact_unless_cancelled(focus, &cancel, ctx)
                         .await
                 };
                 if outcome.is_ok() {

@@ -82,7 +82,7 @@ fn job(conversation: Conversation) -> CompactionRequest {
         ledger: FileLedger::new(),
         policy: policy(),
         trigger: CompactTrigger::Manual,
-        instructions: None,
+        focus: None,
         in_process: InProcess::default(),
     }
 }

@@ -44,7 +44,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
         ledger,
         policy: policy.clone(),
         trigger: CompactTrigger::Manual,
-        instructions: None,
+        focus: None,
         in_process: InProcess::default(),
     };
     let compaction: Result<Compaction, CompactionError> = team

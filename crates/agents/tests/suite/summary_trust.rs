@@ -177,7 +177,7 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
             ..BudgetPolicy::for_window(4_000)
         },
         trigger: CompactTrigger::Manual,
-        instructions: None,
+        focus: None,
         in_process: InProcess::default(),
     };
     let compaction = team

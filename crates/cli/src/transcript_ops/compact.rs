@@ -27,8 +27,8 @@ pub struct CompactGoal {
     pub target: f64,
     /// Recent user/assistant messages never touched.
     pub protected: usize,
-    /// Focus for summaries.
-    pub instructions: Option<String>,
+    /// What the summaries should keep in view.
+    pub focus: Option<String>,
 }
 
 /// The smallest context window `troupe compact` and `troupe replay` work with, in tokens.
@@ -149,7 +149,7 @@ pub async fn compact_transcript(
     let ledger = ledger_from_transcript(conversation.messages());
     let compaction = compressor
         .compact(CompactionRequest {
-            instructions: request.instructions.clone(),
+            focus: request.focus.clone(),
             ..CompactionRequest::new(
                 TRANSCRIPT_AGENT,
                 conversation,
