@@ -450,3 +450,95 @@ fn troupe_node_warns_when_it_listens_beyond_loopback_without_tls() {
         "{stderr}"
     );
 }
+
+/// Without `[compaction] model`, a node's agents compact with the configured model of lowest
+/// `cost_rank` (the rule `troupe chat` shares), not with the first model the config names.
+#[test]
+fn a_node_compacts_with_the_cheapest_ranked_model() {
+    let _one = one_node_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let agent_server = ChatServer::start();
+    let cheap_server = ChatServer::start();
+    let config = dir.path().join("troupe.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[models.remote]
+provider = "openai"
+base_url = "{}"
+api_key_env = "TEST_NODE_KEY"
+model = "agent-model"
+context_window = 64000
+cost_rank = 5
+
+[models.zcheap]
+provider = "openai"
+base_url = "{}"
+api_key_env = "TEST_NODE_KEY"
+model = "cheap-model"
+context_window = 64000
+cost_rank = 1
+
+[agents.helper]
+model = "remote"
+instructions = "Be brief."
+
+[compaction]
+protected_messages = 1
+target = 0.2
+trigger = 0.5
+warning = 0.4
+"#,
+            agent_server.url, cheap_server.url
+        ),
+    )
+    .unwrap();
+    let (mut child, addr) = start_node(&config, &dir.path().join("node.jsonl"));
+    let long = |topic: &str| format!("{topic}: {}", "several words of filler text ".repeat(1200));
+    let answers = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let node = ClusterNode::start(&team, NodeConfig::new("local", COOKIE))
+                .await
+                .unwrap();
+            assert_eq!(node.connect(addr).await.unwrap(), "remote");
+            let mut answers = Vec::new();
+            for topic in ["one", "two", "three", "four", "five", "six"] {
+                let request = AgentRequest::from_user(long(topic));
+                answers.push(
+                    team.ask_with("helper", request, Duration::from_secs(60))
+                        .await,
+                );
+            }
+            node.shutdown().await;
+            team.shutdown().await;
+            answers
+        });
+    Command::new("kill")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    for answer in answers {
+        answer.unwrap();
+    }
+    assert!(
+        cheap_server.count() > 0,
+        "the automatic compaction never called the cheapest model: {}",
+        std::fs::read_to_string(dir.path().join("node.jsonl"))
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains("compaction"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert_eq!(
+        agent_server.count(),
+        6,
+        "only the six requests reach the agent's model"
+    );
+}
