@@ -129,9 +129,10 @@ impl AgentSpec {
     /// Keep the conversation in an append-only session log at `path`, resuming from it if it
     /// exists.
     ///
-    /// At every turn boundary the agent writes what changed — new messages, a compaction (the new
-    /// history, its summary, file lists, archived originals and report), the file ledger — as one
-    /// committed, fsynced turn, so a killed process loses at most the turn in flight. When the
+    /// At every commit point (a request answered or failed, a compaction, a closed scope) the
+    /// agent writes what changed — new messages, a compaction (the new history, its summary, file
+    /// lists, archived originals and report), the file ledger — as one commit (records, a
+    /// `commit` line, an fsync), so a killed process loses at most the request in flight. When the
     /// agent is built with no checkpoint it restores conversation, ledger, archive and last
     /// compaction from the log. One log belongs to one agent at a time.
     pub fn session(mut self, path: impl Into<PathBuf>) -> Self {

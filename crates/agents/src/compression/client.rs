@@ -42,7 +42,7 @@ const SCOPE_SUMMARY_TIMEOUT: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CompactError {
-    /// The agent is in the middle of a turn and no compaction is running to join.
+    /// The agent is in the middle of a request and no compaction is running to join.
     #[error("cannot compact while responding")]
     Responding,
     /// Fewer than two messages.

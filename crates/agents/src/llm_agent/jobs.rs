@@ -61,8 +61,8 @@ pub enum LlmAgentJob {
     /// is then unchanged.
     Clear(Reply<Result<(), SessionError>>),
     /// `/resume SESSION` ([`switch_session`]): continue from another session log. The agent
-    /// writes its last turn boundary to the log it has, takes the other log's lock, loads it and
-    /// lets go of the old one; from then on it (and any restart of it) keeps the new log.
+    /// writes what changed as a last commit to the log it has, takes the other log's lock, loads
+    /// it and lets go of the old one; from then on it (and any restart of it) keeps the new log.
     /// Switching to the log it already keeps reloads it. Answers the number of messages
     /// restored, or why the agent stays on its current log (then nothing changed).
     SwitchSession(PathBuf, Reply<Result<usize, SwitchError>>),
@@ -243,8 +243,8 @@ pub async fn context_stats(team: &Team, agent: &str) -> Result<ContextStats, Ask
     ask(team, agent, LlmAgentJob::ContextStats, CONTEXT_TIMEOUT).await
 }
 
-/// Whether `agent`'s session log is behind its conversation, and since how many turn
-/// boundaries (see [`SessionBehind`]). Ask after a turn or a compaction: a failed write is then
+/// Whether `agent`'s session log is behind its conversation, and since how many commit points
+/// (see [`SessionBehind`]). Ask after a request or a compaction: a failed write is then
 /// known at once, not only from a log line.
 ///
 /// # Errors

@@ -1,14 +1,15 @@
 //! [`LlmAgent`]: an agent backed by a chat model and its tools.
 //!
-//! One request: the request becomes a user message; then model call → tool calls → tool results
-//! → model call … until the model answers without tool calls (the final answer) or `max_turns`
-//! model calls have been made. Each concern has its file: the turn loop (`turn.rs`), the budget
-//! check before every model call and the output reserve (`precall.rs`, refusing with
-//! [`troupe_runtime::ContextOverflow`]), the budget check after each turn and the compaction
-//! client that sends jobs to the compression agent (`budget.rs`), the
-//! agent-callable `compact` tool (`compact_tool.rs`), scoped compression (`scopes.rs`), context
-//! statistics (`context.rs`), the session log's operations — `/clear`, `/resume`, a changed
-//! system prompt, the write at a turn boundary (`session_ops.rs`); this file holds the agent's state, its construction and the
+//! One request: the request becomes a user message; then turns — a model call, then the tool
+//! calls it asked for and their results — until the model answers without tool calls (the final
+//! answer) or `max_turns` model calls have been made. Each concern has its file: the turn loop
+//! (`turn.rs`), the budget check before every model call and the output reserve (`precall.rs`,
+//! refusing with [`troupe_runtime::ContextOverflow`]), the budget check after each turn and how
+//! the agent asks for a compaction and applies it (`budget.rs`, through the compaction client
+//! in `compression/client.rs`), the agent-callable `compact` tool (`compact_tool.rs`), scoped
+//! compression (`scopes.rs`), context statistics (`context.rs`), the session log's operations —
+//! `/clear`, `/resume`, a changed system prompt, the write at a commit point
+//! (`session_ops.rs`); this file holds the agent's state, its construction and the
 //! [`AgentBehavior`] that dispatches requests and jobs.
 
 mod budget;

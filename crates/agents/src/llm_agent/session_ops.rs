@@ -1,5 +1,5 @@
 //! The agent's session log operations: `/clear`, `/resume`, adopting a changed system prompt,
-//! and the write at every turn boundary.
+//! and the write at every commit point.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,8 +28,8 @@ impl LlmAgent {
         Ok(())
     }
 
-    /// `/resume`: write the last turn boundary to the current log, then continue from the log
-    /// at `path` (see [`crate::LlmAgentJob::SwitchSession`]). On an error nothing changed.
+    /// `/resume`: write what changed as a last commit to the current log, then continue from
+    /// the log at `path` (see [`crate::LlmAgentJob::SwitchSession`]). On an error nothing changed.
     pub(super) fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
         self.persist();
         let Some(sync) = &self.session else {
@@ -82,7 +82,7 @@ impl LlmAgent {
         true
     }
 
-    /// A turn boundary: write what changed to the session log, if there is one. A failed write
+    /// A commit point: write what changed to the session log, if there is one. A failed write
     /// is logged, answered to [`session_health`](crate::session_health) (the
     /// caller's way to tell its user at once) and retried at the next boundary (the difference
     /// is recomputed then), so the answer is not lost to a full disk that frees up.
@@ -100,7 +100,7 @@ impl LlmAgent {
                 agent = %self.spec.name,
                 session = %sync.path().display(),
                 error = %e,
-                "could not write the session log; will retry at the next turn boundary"
+                "could not write the session log; will retry at the next commit point"
             );
         }
     }

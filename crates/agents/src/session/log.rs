@@ -1,4 +1,4 @@
-//! [`SessionLog`]: an open, locked log that appends one committed group per turn boundary.
+//! [`SessionLog`]: an open, locked log that appends one commit per commit point.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -14,7 +14,7 @@ use super::lock::{Held, SessionLock};
 use super::records::{SESSION_FORMAT_VERSION, Session, SessionRecord};
 use super::scan::scan;
 
-/// An open session log, appending at turn boundaries.
+/// An open session log, appending at commit points.
 #[derive(Debug)]
 pub struct SessionLog {
     path: PathBuf,
@@ -188,7 +188,7 @@ impl SessionLog {
             .and_then(|()| self.file.sync_data())
         {
             // A partial write must not stay behind: later records and their commit would make
-            // it part of a committed turn. Cut the file back to the last commit.
+            // it part of a commit. Cut the file back to the last commit.
             let _ = self.file.set_len(start);
             return Err(io(e));
         }

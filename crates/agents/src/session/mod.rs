@@ -1,13 +1,13 @@
 //! Sessions: each agent's conversation as an append-only JSONL log that survives a killed process.
 //!
 //! A log is a sequence of [`SessionRecord`]s, one JSON object per line. Records are queued with
-//! [`SessionLog::append`] and written by [`SessionLog::flush`] — at a turn boundary — followed by a
-//! `{"type":"commit"}` line and an fsync. Loading applies only committed records, so a process
-//! killed in the middle of writing a turn loses that turn and nothing else:
+//! [`SessionLog::append`] and written by [`SessionLog::flush`] — at a commit point — followed by
+//! a `{"type":"commit"}` line and an fsync: one commit. Loading applies only committed records,
+//! so a process killed in the middle of writing a commit loses that commit and nothing else:
 //!
 //! - an unterminated last line (the write was cut off) is skipped with a warning — unless it is
-//!   a whole commit line that lost only its newline, which commits its turn;
-//! - complete records after the last commit (the turn was not finished) are dropped with a warning;
+//!   a whole commit line that lost only its newline, which completes its commit;
+//! - complete records after the last commit line (an unfinished commit) are dropped with a warning;
 //! - any other damage — a complete line that is not a record, or committed records that do not
 //!   form a valid conversation (a tool result answering no open call, a call left without a
 //!   result, a repeated message id) — is an error naming the line, and the file is left alone.
@@ -16,7 +16,7 @@
 //! `flock` on the log file itself, whatever name it is reached by; the sidecar `<log>.lock` names
 //! the holder's pid) for as long as the log is open, so a second process — through the same
 //! path, a symbolic link or a hard link — gets "session … is in use by process N" instead of
-//! interleaving turns. Only regular files are opened: a FIFO, a device or a directory is refused
+//! interleaving commits. Only regular files are opened: a FIFO, a device or a directory is refused
 //! before anything is read. Logs and their sidecars are created `0o600`.
 //!
 //! The agent that writes the log types the state recorded with its messages: the `FileLedger`,
@@ -38,7 +38,7 @@
 //! let mut conversation = session.conversation;
 //! let id = conversation.push(ChatMessage::user("hello"));
 //! log.append_message(conversation.get(id).unwrap_or(&ChatMessage::user("hello")));
-//! log.flush()?; // turn boundary: written and fsynced
+//! log.flush()?; // a commit: written and fsynced
 //! # Ok(()) }
 //! ```
 

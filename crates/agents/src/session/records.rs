@@ -106,7 +106,7 @@ pub struct CompactionRecord {
 /// A conversation restored from its log.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Session {
-    /// The conversation as of the last committed turn.
+    /// The conversation as of the last commit.
     pub conversation: Conversation,
     /// The agent named in the header.
     pub agent: Option<String>,
@@ -130,7 +130,7 @@ pub struct Session {
     pub compactions: usize,
     /// Committed records applied.
     pub records: usize,
-    /// What was skipped (a torn last line, an unfinished turn).
+    /// What was skipped (a torn last line, an unfinished commit).
     pub warnings: Vec<String>,
 }
 

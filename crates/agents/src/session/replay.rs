@@ -180,7 +180,7 @@ impl Replayer {
         Ok(())
     }
 
-    /// At a commit: a committed turn ends with every tool call answered.
+    /// At a commit line: a commit ends with every tool call answered.
     pub(super) fn check_turn_complete(&self) -> Result<(), Invalid> {
         match self.pairing.unanswered() {
             Some(unanswered) => Err(unanswered),

@@ -12,7 +12,7 @@ use super::replay::Replayer;
 /// The result of scanning a log: the session and where its committed part ends.
 pub(super) struct Scan {
     pub(super) session: Session,
-    /// The length of the committed part: everything after it is an unfinished turn.
+    /// The length of the committed part: everything after it is an unfinished commit.
     pub(super) committed_len: u64,
     /// The last commit line lost only its newline: it counts, and the newline must be written
     /// before anything is appended after it.
@@ -87,7 +87,7 @@ pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, SessionError> {
     }
     if let Some((_, first_line)) = pending.first() {
         warnings.push(format!(
-            "{}:{first_line}: dropped {} record(s) of an unfinished turn (no commit after them)",
+            "{}:{first_line}: dropped {} record(s) of an unfinished commit (no commit line)",
             path.display(),
             pending.len()
         ));

@@ -1,8 +1,8 @@
 //! Keeping an [`crate::LlmAgent`]'s session log in step with its conversation.
 //!
 //! An agent given a session path ([`crate::AgentSpec::session`]) opens the log when it is built
-//! and, at every turn boundary (a request answered or failed, a compaction or scope closed),
-//! writes what changed since the last boundary as one committed, fsynced turn:
+//! and, at every commit point (a request answered or failed, a compaction or scope closed),
+//! writes what changed since the last one as one commit (records, a `commit` line, an fsync):
 //!
 //! - messages appended since then, as `message` records;
 //! - a history that no longer extends the logged one (a compaction, a closed scope), as one
@@ -11,7 +11,7 @@
 //! - the file ledger, when it changed;
 //! - the model, when the agent opens the log with a different one than it last recorded.
 //!
-//! A killed process therefore loses at most the turn in flight; [`restore`] rebuilds the
+//! A killed process therefore loses at most the request in flight; [`restore`] rebuilds the
 //! conversation, ledger, archive and last compaction report from the log.
 //!
 //! The records are typed ([`SessionRecord`]): a ledger, archive entry or report of the wrong
@@ -151,7 +151,7 @@ impl SessionSync {
         Ok((sync, session))
     }
 
-    /// Record a fresh start (`/clear`) as one committed turn: loading forgets everything before
+    /// Record a fresh start (`/clear`) as one commit: loading forgets everything before
     /// it but the archive.
     ///
     /// # Errors
@@ -179,7 +179,7 @@ impl SessionSync {
         self.behind.clone()
     }
 
-    /// Note a failed write at a turn boundary.
+    /// Note a failed write at a commit point.
     fn fell_behind(&mut self, error: &SessionError) {
         let unsaved = self.behind.as_ref().map_or(0, |b| b.unsaved) + 1;
         self.behind = Some(SessionBehind {
@@ -189,7 +189,7 @@ impl SessionSync {
         });
     }
 
-    /// Write what changed since the last boundary as one committed turn (nothing when nothing
+    /// Write what changed since the last commit point as one commit (nothing when nothing
     /// changed).
     ///
     /// # Errors
