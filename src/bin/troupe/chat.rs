@@ -124,7 +124,7 @@ async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
     };
     let window = spec.model.info().context_window;
     let settings = config.compaction.settings(window);
-    let compression = config.compression_config(&models)?;
+    let compression = config.compression_config(&models, default.as_ref())?;
     Ok(Blueprint {
         spec: spec.compaction(settings),
         compression,

@@ -90,7 +90,7 @@ async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
         None
     };
     // Every configured model is built: the rule's choice is among them.
-    spawn_compression_agent(team, config.compression_config(&models)?).await?;
+    spawn_compression_agent(team, config.compression_config(&models, default.as_ref())?).await?;
     for name in config.agents.keys() {
         let spec = config
             .agent_spec_connected(name, &models, default.clone())

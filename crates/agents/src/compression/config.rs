@@ -21,6 +21,9 @@ pub enum CompressorModel {
     /// without one (from another node) gets no model, as with [`CompressorModel::None`].
     #[default]
     AgentsOwn,
+    /// The model of the agent whose conversation is compacted, or this one for a compaction
+    /// that arrives without one (from another node: a model does not cross the wire).
+    AgentsOwnOr(Arc<dyn ChatModel>),
     /// This model, whichever agent asks.
     Fixed(Arc<dyn ChatModel>),
 }
@@ -31,6 +34,7 @@ impl CompressorModel {
         match self {
             CompressorModel::None => None,
             CompressorModel::AgentsOwn => agent_model.cloned(),
+            CompressorModel::AgentsOwnOr(model) => Some(Arc::clone(agent_model.unwrap_or(model))),
             CompressorModel::Fixed(model) => Some(Arc::clone(model)),
         }
     }
@@ -41,6 +45,10 @@ impl fmt::Debug for CompressorModel {
         match self {
             CompressorModel::None => f.write_str("None"),
             CompressorModel::AgentsOwn => f.write_str("AgentsOwn"),
+            CompressorModel::AgentsOwnOr(model) => f
+                .debug_tuple("AgentsOwnOr")
+                .field(&model.info().name)
+                .finish(),
             CompressorModel::Fixed(model) => {
                 f.debug_tuple("Fixed").field(&model.info().name).finish()
             }
@@ -118,5 +126,8 @@ mod tests {
         assert_eq!(picked(&CompressorModel::AgentsOwn, None), None);
         assert_eq!(picked(&fixed, Some(&agent)).as_deref(), Some("fixed"));
         assert_eq!(picked(&fixed, None).as_deref(), Some("fixed"));
+        let own_or = CompressorModel::AgentsOwnOr(model("node"));
+        assert_eq!(picked(&own_or, Some(&agent)).as_deref(), Some("agent"));
+        assert_eq!(picked(&own_or, None).as_deref(), Some("node"));
     }
 }

@@ -29,16 +29,23 @@ impl Config {
 
     /// The compression agent's configuration: the model [`Config::compaction_model`] chooses,
     /// taken from `models` (the built models by `[models]` key), and the defaults otherwise.
+    /// When that is each agent's own, a compaction from another node (it carries no model)
+    /// uses the first of `models`, else `default` (the model agents get when none is
+    /// configured), so a node's compressor summarises with a model for every asker.
     ///
     /// # Errors
     /// [`UnknownCompactionModel`] when the chosen model is not configured, or not in `models`.
     pub fn compression_config(
         &self,
         models: &BTreeMap<String, Arc<dyn ChatModel>>,
+        default: Option<&Arc<dyn ChatModel>>,
     ) -> Result<CompressionConfig, UnknownCompactionModel> {
         let source = self.compaction_model()?;
         let model = match source.model_name() {
-            None => CompressorModel::AgentsOwn,
+            None => match models.values().next().or(default) {
+                Some(model) => CompressorModel::AgentsOwnOr(Arc::clone(model)),
+                None => CompressorModel::AgentsOwn,
+            },
             Some(name) => CompressorModel::Fixed(models.get(name).cloned().ok_or_else(|| {
                 UnknownCompactionModel {
                     name: name.to_string(),
@@ -83,6 +90,7 @@ provider = "local"
         match &config.model {
             CompressorModel::Fixed(model) => Some(model.info().name),
             CompressorModel::AgentsOwn => None,
+            CompressorModel::AgentsOwnOr(model) => Some(format!("own, else {}", model.info().name)),
             CompressorModel::None => Some("<none>".into()),
         }
     }
@@ -95,7 +103,7 @@ provider = "local"
             named.compaction_model(),
             Ok(CompactionModelSource::Configured("big".into()))
         );
-        let config = named.compression_config(&models).unwrap();
+        let config = named.compression_config(&models, None).unwrap();
         assert_eq!(fixed_name(&config).as_deref(), Some("big"));
 
         let ranked = Config::parse(MODELS).unwrap();
@@ -103,7 +111,7 @@ provider = "local"
             ranked.compaction_model(),
             Ok(CompactionModelSource::Cheapest("small".into()))
         );
-        let config = ranked.compression_config(&models).unwrap();
+        let config = ranked.compression_config(&models, None).unwrap();
         assert_eq!(fixed_name(&config).as_deref(), Some("small"));
     }
 
@@ -114,19 +122,33 @@ provider = "local"
             config.compaction_model(),
             Ok(CompactionModelSource::AgentOwn)
         );
-        let compression = config.compression_config(&built(&["plain"])).unwrap();
-        assert_eq!(fixed_name(&compression), None);
+        // A compaction from another node carries no model: the first configured one serves.
+        let compression = config.compression_config(&built(&["plain"]), None).unwrap();
+        assert_eq!(fixed_name(&compression).as_deref(), Some("own, else plain"));
         let empty = Config::default();
         assert_eq!(
             empty.compaction_model(),
             Ok(CompactionModelSource::AgentOwn)
+        );
+        let compression = empty.compression_config(&built(&[]), None).unwrap();
+        assert_eq!(fixed_name(&compression), None);
+        let default = built(&["default"]);
+        let compression = empty
+            .compression_config(&built(&[]), default.get("default"))
+            .unwrap();
+        assert_eq!(
+            fixed_name(&compression).as_deref(),
+            Some("own, else default")
         );
     }
 
     #[test]
     fn a_chosen_model_that_was_not_built_is_an_error() {
         let config = Config::parse(MODELS).unwrap();
-        let err = config.compression_config(&built(&["big"])).err().unwrap();
+        let err = config
+            .compression_config(&built(&["big"]), None)
+            .err()
+            .unwrap();
         assert_eq!(err.name, "small");
     }
 }
