@@ -358,7 +358,6 @@ impl AgentBehavior for LlmAgent {
             }
             LlmAgentJob::OpenScope(label, reply) => {
                 self.scopes.push((label, self.conversation.next_id()));
-        Ok(())
                 reply.send(());
             }
             LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply) => {
@@ -375,6 +374,7 @@ impl AgentBehavior for LlmAgent {
                 reply.send(self.session.as_ref().and_then(SessionSync::behind));
             }
         }
+        Ok(())
     }
 
     fn checkpoint(&self) -> Checkpoint {

@@ -134,12 +134,12 @@ pub struct AgentContext {
 }
 
 /// The logic of one agent. Handles one request at a time.
-#[async_trait]
-pub trait AgentBehavior: Any + Send {
 ///
 /// `Any` is a supertrait so that [`Team::with_agent`](crate::Team::with_agent) can reach the
 /// behaviour typed (`&mut dyn AgentBehavior` upcasts to `&mut dyn Any`) without every
 /// behaviour writing the downcast itself.
+#[async_trait]
+pub trait AgentBehavior: Any + Send {
     /// Answer one request. Returning [`AgentError::Fatal`] (or panicking) restarts the agent
     /// from its last checkpoint; any other error is returned to the caller and the agent goes on.
     async fn handle(
