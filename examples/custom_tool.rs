@@ -13,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
+use troupe::{AgentSpec, Team, ToolError, ToolRegistry};
 
 /// Arguments of the `convert_temperature` tool (the doc comments become the JSON schema).
 #[derive(Deserialize, JsonSchema)]

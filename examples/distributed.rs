@@ -26,6 +26,7 @@ use troupe::cluster::{ClusterNode, NodeConfig};
 use troupe::prelude::*;
 use troupe::runtime::{AgentContext, AgentError, Checkpoint, TraceContext};
 use troupe::telemetry::{TelemetryConfig, TelemetryGuard};
+use troupe::{AgentSpec, Team};
 
 const COOKIE_ENV: &str = "TROUPE_CLUSTER_COOKIE";
 const TASK: &str = "We are opening a small bakery: announce it with a name and a slogan.";

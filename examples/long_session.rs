@@ -26,12 +26,15 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::broadcast;
+use troupe::agents::CompactionSettings;
+use troupe::agents::compression::CompressionConfig;
 use troupe::agents::compression::CompressorModel;
 use troupe::agents::context_stats;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::compaction::BudgetPolicy;
 use troupe::prelude::*;
 use troupe::runtime::MessageKind;
+use troupe::{AgentSpec, Team, ToolRegistry};
 use troupe::{Event, EventRecord, TeamConfig};
 
 /// The files to read, relative to `crates/` (about 10k tokens in all).

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
+use troupe::{AgentSpec, Team, ToolRegistry};
 use troupe_mcp::{McpServerConfig, RegisterMcp};
 
 /// The server's executable: `TROUPE_MCP_EVERYTHING`, else where `.ci/run` installs it.

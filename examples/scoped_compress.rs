@@ -16,9 +16,12 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use troupe::agents::compression::CompressionConfig;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::agents::shared_counter;
 use troupe::agents::{close_scope, open_scope};
 use troupe::prelude::*;
+use troupe::{AgentSpec, Team};
 
 const AGENT: &str = "worker";
 

@@ -21,11 +21,14 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
+use troupe::agents::compression::CompressionConfig;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::agents::shared_counter;
 use troupe::prelude::*;
 use troupe::runtime::{AgentContext, AgentError, AskItem, Checkpoint};
 use troupe::summary::RunSummary;
 use troupe::{AgentRequest, Event};
+use troupe::{AgentSpec, Team};
 
 /// A coordinator written as code: asks `namer` and `copywriter` concurrently, then combines.
 struct Delegator;

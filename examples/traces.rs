@@ -25,6 +25,7 @@ use serde::Deserialize;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::telemetry::TelemetryConfig;
+use troupe::{AgentSpec, Team, ToolError, ToolRegistry};
 
 #[derive(Deserialize, JsonSchema)]
 struct Lookup {

@@ -16,12 +16,14 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use troupe::prelude::*;
+//! use troupe::agents::compression::CompressionConfig;
 //! use troupe::agents::model::{ScriptedModel, ScriptedReply};
+//! use troupe::{AgentSpec, Team};
 //!
 //! # async fn demo() -> anyhow::Result<()> {
 //! let model = Arc::new(ScriptedModel::new("demo", [ScriptedReply::text("Hello!")]));
 //! let team = Team::builder()
-//!     .compression(CompressionConfig::new(shared_counter()))
+//!     .compression(CompressionConfig::default())
 //!     .agent(AgentSpec::new("greeter", model))
 //!     .start()
 //!     .await?;
@@ -50,19 +52,18 @@ pub use troupe_runtime::{
 };
 pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};
 
-/// One import for a program that builds a team: the traits users implement ([`Tool`],
-/// [`AgentBehavior`](troupe_runtime::AgentBehavior), [`ChatModel`]) or call through
-/// ([`TeamBuilderExt`](troupe_agents::TeamBuilderExt) for `Team::builder()`), [`default_model`],
-/// and the few types the README's team is built from. Everything else is imported by its one
-/// path (`troupe::runtime::…`, `troupe::agents::…`).
+/// The traits a program implements — [`Tool`], [`AgentBehavior`](troupe_runtime::AgentBehavior),
+/// [`ChatModel`] — or calls through ([`TeamBuilderExt`](troupe_agents::TeamBuilderExt), which
+/// gives `Team::builder()`: the builder lives in the agents crate, so it is an extension
+/// trait), and [`default_model`]. Types are imported by their one path (`troupe::Team`,
+/// `troupe::agents::…`); a prelude of traits is what `use …::*` cannot make ambiguous.
 ///
 /// [`default_model`]: troupe_agents::model::default_model
 pub mod prelude {
-    pub use troupe_agents::compression::CompressionConfig;
+    pub use troupe_agents::TeamBuilderExt;
     pub use troupe_agents::model::default_model;
-    pub use troupe_agents::{AgentSpec, CompactionSettings, TeamBuilderExt, shared_counter};
-    pub use troupe_runtime::{AgentBehavior, ChatModel, Team};
-    pub use troupe_tools::{Tool, ToolError, ToolRegistry};
+    pub use troupe_runtime::{AgentBehavior, ChatModel};
+    pub use troupe_tools::Tool;
 }
 
 /// The README's code blocks compile against this surface (`cargo test --doc`).

@@ -249,6 +249,10 @@ fn ctrl_c_during_compact_cancels_it_and_leaves_the_conversation_alone() {
     let server = ChatServer::start_with(Arc::new(move |n| format!("reply {n}: {filler}")));
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server.url);
+    // No automatic compaction on the way: `/compact` must find the six answers uncompacted.
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[compaction]\nauto = false\n");
+    std::fs::write(&config, text).unwrap();
     let session = dir.path().join("s.jsonl");
     let mut live = Live::start(spawn_chat(&config, &session));
     let turns = ["one", "two", "three", "four", "five", "six"];

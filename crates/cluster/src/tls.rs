@@ -92,9 +92,10 @@ impl TlsConfig {
     }
 }
 
-/// The one crypto provider troupe uses, named explicitly: the process may link more than one.
+/// The one crypto provider troupe uses (aws-lc-rs), named explicitly rather than taken from
+/// the process default, which an embedding application may have set to something else.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 fn tls_error(path: &std::path::Path, reason: &str) -> ClusterError {

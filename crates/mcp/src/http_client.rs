@@ -201,7 +201,7 @@ mod tests {
 
     #[test]
     fn the_client_builds_with_the_one_crypto_provider() {
-        // reqwest has no provider of its own: building panics unless ring was installed.
+        // reqwest has no provider of its own: building panics unless aws-lc-rs was installed.
         let (too_large, _) = watch::channel(0);
         let client = WatchedClient::new(too_large);
         // A second client, built the plain way, finds the provider installed too.

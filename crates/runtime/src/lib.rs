@@ -10,7 +10,7 @@
 //! - [`TraceContext`]: the trace that travels inside actor messages.
 //! - [`sync`]: the one way troupe takes a `std::sync` lock, recovering from poisoning.
 //! - Topic modules, whose items have no other path: [`trace`] (span attribute names, content
-//!   recording, the trace file's lines), [`credentials`], [`redact`], [`sync`], [`tls`] (ring,
+//!   recording, the trace file's lines), [`credentials`], [`redact`], [`sync`], [`tls`] (aws-lc-rs,
 //!   the one crypto provider HTTPS clients use); everything else is at the root, once.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a

@@ -1,20 +1,19 @@
-//! The process's one TLS crypto provider: ring.
+//! The process's one TLS crypto provider: aws-lc-rs.
 //!
-//! reqwest is built without a provider of its own (the workspace Cargo.toml says why), and
-//! rustls picks no process default when more than one provider is compiled in (a dependency,
-//! `ractor_cluster`, still enables aws-lc-rs). So every HTTPS client troupe builds — the
-//! OpenAI-compatible model, the local model's download, `http_get`, MCP over HTTP, the OTLP
-//! exporter — calls [`install_crypto_provider`] first; without it reqwest panics.
+//! reqwest is built without a provider of its own (the workspace Cargo.toml says why), so
+//! every HTTPS client troupe builds — the OpenAI-compatible model, the local model's download,
+//! `http_get`, MCP over HTTP, the OTLP exporter — calls [`install_crypto_provider`] first:
+//! the choice is made here, once, not by whichever dependency happens to enable a provider.
 
 use std::sync::Once;
 
-/// Install ring as the process's default rustls crypto provider, unless one is installed
+/// Install aws-lc-rs as the process's default rustls crypto provider, unless one is installed
 /// already (the application's own choice wins). Cheap after the first call.
 pub fn install_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         // Err means a provider is already installed: that one serves.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     });
 }
 

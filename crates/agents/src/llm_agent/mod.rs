@@ -348,8 +348,7 @@ impl AgentBehavior for LlmAgent {
                 let outcome = if self.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
-                    self.compact_unless_cancelled(focus, &cancel, ctx)
-                        .await
+                    self.compact_unless_cancelled(focus, &cancel, ctx).await
                 };
                 if outcome.is_ok() {
                     self.persist();

@@ -363,7 +363,7 @@ async fn model_openai_tool_call_round_trip() {
 
 #[test]
 fn an_https_client_builds_with_the_one_crypto_provider() {
-    // reqwest is built without a crypto provider (ring is installed by troupe): building the
+    // reqwest is built without a crypto provider (aws-lc-rs is installed by troupe): building the
     // provider's client must not panic, with no other client built before it in this test.
     let config = OpenAiConfig::new("https://api.example.invalid/v1", "gpt-test");
     assert!(OpenAiModel::new(config).is_ok());

@@ -208,7 +208,9 @@ impl CompactionConfig {
             trigger: self.trigger,
             target: self.target,
             protected_recent: self.protected_messages,
-            ..troupe_compaction::BudgetPolicy::default()
+            // The window's own defaults: a fixed `min_freeable_tokens` of 10,000 would have the
+            // anti-thrash guard skip every automatic compaction of a window under ~12k tokens.
+            ..troupe_compaction::BudgetPolicy::for_window(context_window)
         }
     }
 
@@ -334,5 +336,19 @@ mod tests {
         assert_eq!(settings.output_reserve_for(None, 2_000), 500);
         let default = Config::parse("").unwrap().compaction.settings(128_000);
         assert_eq!(default.output_reserve_for(None, 128_000), 4_096);
+    }
+
+    #[test]
+    fn a_small_window_gets_a_guard_it_can_pass() {
+        // The anti-thrash guard skips a compaction that frees less than `min_freeable_tokens`:
+        // on an 8k window a fixed 10,000 would skip every one.
+        let config = Config::parse("").unwrap();
+        let small = config.compaction.policy(8_000);
+        assert_eq!(small.min_freeable_tokens, 800);
+        small.validate().unwrap();
+        assert_eq!(
+            config.compaction.policy(128_000).min_freeable_tokens,
+            10_000
+        );
     }
 }

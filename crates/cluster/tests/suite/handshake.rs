@@ -241,7 +241,7 @@ async fn a_peer_without_a_certificate_is_refused_although_it_has_the_cookie() {
         roots.add(ca.unwrap()).unwrap();
     }
     let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
+        rustls::crypto::aws_lc_rs::default_provider(),
     ))
     .with_safe_default_protocol_versions()
     .unwrap()
