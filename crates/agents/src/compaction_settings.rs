@@ -23,6 +23,24 @@ pub struct CompactionSettings {
     /// [`CompactionSettings::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
     /// the window (see [`CompactionSettings::output_reserve_for`]).
     pub output_reserve: Option<usize>,
+    /// When the agent asks for a compaction ahead of the trigger and goes on working while it
+    /// runs (see [`WorkAhead`]).
+    pub work_ahead: WorkAhead,
+}
+
+/// When an agent starts a background compaction: a snapshot of its conversation, taken at a
+/// turn boundary, is compacted while the agent goes on, and the answer is spliced in at a later
+/// turn boundary. The agent only waits when its request reaches the trigger with that job still
+/// running.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum WorkAhead {
+    /// Never: the agent compacts at the trigger and waits for it (the blocking road only).
+    Off,
+    /// At the policy's warning threshold (70 % of the window by default).
+    #[default]
+    AtWarning,
+    /// At this fraction of the context window (clamped below the trigger).
+    At(f64),
 }
 
 impl Default for CompactionSettings {
@@ -33,6 +51,7 @@ impl Default for CompactionSettings {
             counter: None,
             agent_tool: false,
             output_reserve: None,
+            work_ahead: WorkAhead::default(),
         }
     }
 }

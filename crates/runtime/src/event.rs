@@ -105,6 +105,9 @@ pub enum Event {
         /// What started it (serialized as its name: `manual`, `automatic`, `agent_tool`,
         /// `emergency`).
         trigger: CompactTrigger,
+        /// Whether the agent goes on working meanwhile (`background`) or waits for it
+        /// (`blocking`).
+        mode: CompactionMode,
     },
     /// One iteration of the compression agent.
     CompactionProgress {
@@ -128,6 +131,23 @@ pub enum Event {
         agent: String,
         /// The compaction error's message (the conversation is unchanged).
         reason: String,
+    },
+    /// An agent applied a compaction's answer to its conversation (`applied: true`), or dropped
+    /// it (`applied: false`, `reason` says why: stale, superseded, failed). Published by the
+    /// agent, after the compaction's `CompactionFinished` or `CompactionFailed`.
+    CompactionApplied {
+        /// The agent whose conversation was compacted.
+        agent: String,
+        /// Whether the agent went on working while the compaction ran.
+        mode: CompactionMode,
+        /// How long the agent's request was held up by this compaction, in milliseconds:
+        /// blocking, from the ask to the applied result; background, the time spent waiting
+        /// for it at the trigger plus the splice itself (about 0 when it landed on its own).
+        waited_ms: u64,
+        /// Whether the conversation now holds the compacted prefix.
+        applied: bool,
+        /// Why the answer was dropped, when it was.
+        reason: Option<String>,
     },
     /// The supervisor restarted a failed agent.
     AgentRestarted {
@@ -163,10 +183,23 @@ impl Event {
             | Event::CompactionProgress { agent, .. }
             | Event::CompactionFinished { agent, .. }
             | Event::CompactionFailed { agent, .. }
+            | Event::CompactionApplied { agent, .. }
             | Event::AgentRestarted { agent, .. }
             | Event::AgentStopped { agent, .. } => agent,
         }
     }
+}
+
+/// How a compaction relates to the work of the agent it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionMode {
+    /// Started ahead of the limit from a snapshot of the conversation; the agent goes on and
+    /// splices the answer in at a later turn boundary.
+    Background,
+    /// The agent waits for it (the trigger with no background job, `/compact`, the `compact`
+    /// tool, the emergency before a model call).
+    Blocking,
 }
 
 /// An event with its place in the stream.

@@ -38,7 +38,7 @@ pub use compaction_report::{
     CompactTrigger, CompactionReport, RaisedAim, SummarizerUsage, TierCounts,
 };
 pub use conversation::{Conversation, ConversationMark};
-pub use event::{Event, EventBus, EventRecord};
+pub use event::{CompactionMode, Event, EventBus, EventRecord};
 pub use message::{
     ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, ParseMessageIdError,
     Role, StoredMessage, ToolCall, ToolCallsSlot, WireFields, WireNumber, WireValue,

@@ -20,7 +20,7 @@ use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::{CompactOptions, Compaction, CompactionError, CompactionReport};
 use troupe_runtime::trace::semconv;
-use troupe_runtime::{AskError, Directory, EventBus, TraceContext};
+use troupe_runtime::{AskError, CompactionMode, Directory, EventBus, TraceContext};
 
 use crate::compression::COMPRESSION_AGENT;
 use crate::compression::job::{
@@ -200,6 +200,7 @@ pub async fn compact(
         &request.agent,
         tokens,
         request.trigger,
+        CompactionMode::Blocking,
         span.clone(),
     );
     let outcome = ask_route(caller, route, request).instrument(span).await;

@@ -3,7 +3,7 @@
 
 use troupe_compaction::{CompactTrigger, CompactionReport};
 use troupe_runtime::trace::semconv;
-use troupe_runtime::{Event, EventBus, TraceId};
+use troupe_runtime::{CompactionMode, Event, EventBus, TraceId};
 
 use super::CompactError;
 
@@ -78,13 +78,15 @@ pub(crate) struct Announcement {
 }
 
 impl Announcement {
-    /// Announce that `agent`'s conversation, `tokens` long, is being compacted for `trigger`.
+    /// Announce that `agent`'s conversation, `tokens` long, is being compacted for `trigger`,
+    /// in `mode`.
     pub(crate) fn start(
         events: &EventBus,
         trace: TraceId,
         agent: &str,
         tokens: usize,
         trigger: CompactTrigger,
+        mode: CompactionMode,
         span: tracing::Span,
     ) -> Self {
         events.publish(
@@ -93,6 +95,7 @@ impl Announcement {
                 agent: agent.to_string(),
                 tokens,
                 trigger,
+                mode,
             },
         );
         Announcement {
