@@ -143,6 +143,13 @@ pub enum CompactionError {
     /// The result broke an invariant; it was discarded rather than returned.
     #[error("compaction produced an invalid conversation and discarded it: {0}")]
     Invariant(InvariantViolation),
+    /// A newer compaction of the same agent arrived while this one was still queued at the
+    /// compression agent and took its place; this one never ran.
+    #[error("superseded by a newer compaction of agent `{agent}` before it ran")]
+    Superseded {
+        /// Whose compaction it was.
+        agent: String,
+    },
 }
 
 // By hand rather than `#[from]`: the message above already says the policy error, and `#[from]`

@@ -44,8 +44,8 @@ pub use message::{
     Role, StoredMessage, ToolCall, ToolCallsSlot, WireFields, WireNumber, WireValue,
 };
 pub use model::{
-    ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, ToolChoice,
-    ToolDefinition, Usage,
+    ChatModel, ChatRequest, ChatResponse, FinishReason, ModelError, ModelInfo, RequestPriority,
+    ToolChoice, ToolDefinition, Usage,
 };
 pub use model_stream::{
     ChatStream, ModelDelta, ResponseAssembler, collect_stream, response_deltas, stream_response,

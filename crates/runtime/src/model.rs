@@ -49,6 +49,19 @@ pub enum ToolChoice {
     Named(String),
 }
 
+/// Who waits for a model call: a model with one queue (the embedded llama.cpp model) serves
+/// queued [`Interactive`](RequestPriority::Interactive) calls before queued
+/// [`Background`](RequestPriority::Background) ones, so the compression agent working ahead
+/// never holds up the agent it serves. Providers with their own servers ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum RequestPriority {
+    /// An agent's own call: a turn is waiting for it.
+    #[default]
+    Interactive,
+    /// Work nobody's turn waits on yet (the compression agent's summaries and model loop).
+    Background,
+}
+
 /// One request to a chat model.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ChatRequest {
@@ -63,6 +76,9 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// Cap on generated tokens.
     pub max_tokens: Option<u32>,
+    /// Who waits for the answer; only a model with one queue (the local model) uses it, and
+    /// it never reaches a provider's wire.
+    pub priority: RequestPriority,
 }
 
 impl ChatRequest {

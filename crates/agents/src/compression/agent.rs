@@ -8,24 +8,24 @@
 //! for automatic triggers, then the model's tool loop over the four compression tools, then the
 //! deterministic planner for whatever is left, so the target is met whenever it is reachable.
 //! Every result is validated by the compaction crate.
+//!
+//! The agent's mailbox only queues jobs: each is answered later, through its port, by a worker
+//! (`workers.rs`), up to [`CompressionConfig::max_concurrent`] at once, the most urgent first
+//! and never two of one agent at once (`schedule.rs`); a newer compaction of an agent whose
+//! older one still waits takes its place. So one compression agent serves the whole team, and
+//! an agent close to its limit is not held up behind another's work ahead.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard, compact_with};
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
-    JobRequest, TraceContext,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint, JobRequest,
 };
 
 use crate::compression::config::CompressionConfig;
-use crate::compression::job::{CompactionRequest, CompressorJob};
-use crate::compression::model_loop::ModelSteering;
-use crate::compression::scope::summarize_scope;
-use crate::compression::summarizer::ModelSummarizer;
-use crate::model::TracedModel;
+use crate::compression::job::CompressorJob;
+use crate::compression::task::{Compressor, CompressorTask};
+use crate::compression::workers::Workers;
 
 /// The name the compression agent has in every team.
 pub const COMPRESSION_AGENT: &str = "compressor";
@@ -33,16 +33,18 @@ pub const COMPRESSION_AGENT: &str = "compressor";
 /// The compression agent's behaviour.
 pub struct CompressionAgent {
     config: CompressionConfig,
-    /// Anti-thrash memory per conversation: automatic triggers wait for enough new tokens.
-    guards: HashMap<String, ThrashGuard>,
+    /// What its jobs share, made at the first job (its name and bus come with the job).
+    compressor: Option<Arc<Compressor>>,
+    workers: Workers<CompressorTask>,
 }
 
 impl CompressionAgent {
     /// A compression agent.
     pub fn new(config: CompressionConfig) -> Self {
         CompressionAgent {
+            workers: Workers::new(config.max_concurrent),
             config,
-            guards: HashMap::new(),
+            compressor: None,
         }
     }
 
@@ -53,67 +55,16 @@ impl CompressionAgent {
         })
     }
 
-    /// Run one compaction. The asker's compaction client opened its `compaction` span (the
-    /// actor runs the job inside it) and announces it; this adds the model's steering, the
-    /// anti-thrash guard and the summarizer's fallbacks.
-    async fn compact(
-        &mut self,
-        request: CompactionRequest,
-        trace: &TraceContext,
-        ctx: &AgentContext,
-    ) -> Result<Compaction, CompactionError> {
-        let model: Option<Arc<dyn ChatModel>> = self
-            .config
-            .model
-            .pick(request.in_process.agent_model.as_ref())
-            .map(|m| Arc::new(TracedModel::new(m, ctx.name.clone())) as Arc<dyn ChatModel>);
-        let model_summarizer = model.clone().map(ModelSummarizer::new);
-        let mechanical = MechanicalSummarizer::new();
-        let summarizer: &dyn Summarizer = match &model_summarizer {
-            Some(s) => s,
-            None => &mechanical,
-        };
-        let options = CompactOptions {
-            focus: request.focus.clone(),
-            trigger: request.trigger,
-            guard: self.guards.get(&request.agent).copied(),
-            token_cache: request.in_process.token_cache.clone(),
-            ..CompactOptions::default()
-        };
-        let steering = ModelSteering {
-            model,
-            compressor: ctx.name.clone(),
-            agent: request.agent.clone(),
-            trace_id: trace.id(),
-            events: ctx.events.clone(),
-            max_iterations: self.config.max_iterations,
-        };
-        let result = compact_with(
-            &request.conversation,
-            &request.ledger,
-            &request.policy,
-            self.config.counter.as_ref(),
-            Some(summarizer),
-            options,
-            &steering,
-        )
-        .await;
-        match result {
-            Ok(mut compaction) => {
-                if let Some(s) = &model_summarizer {
-                    compaction.report.fallbacks.extend(s.take_fallbacks());
-                }
-                self.guards
-                    .entry(request.agent.clone())
-                    .or_default()
-                    .record(&compaction.report);
-                Ok(compaction)
-            }
-            Err(e) => {
-                tracing::warn!(agent = %request.agent, error = %e, "compaction failed");
-                Err(e)
-            }
-        }
+    fn compressor(&mut self, ctx: &AgentContext) -> Arc<Compressor> {
+        let config = &self.config;
+        Arc::clone(self.compressor.get_or_insert_with(|| {
+            Arc::new(Compressor {
+                config: config.clone(),
+                guards: Mutex::default(),
+                name: ctx.name.clone(),
+                events: ctx.events.clone(),
+            })
+        }))
     }
 }
 
@@ -132,15 +83,18 @@ impl AgentBehavior for CompressionAgent {
 
     async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
         let trace = job.trace();
-        match job.open::<CompressorJob>(&ctx.name)? {
+        let compressor = self.compressor(ctx);
+        // Queued, not run: a worker answers the port. The task keeps the asker's span.
+        let task = match job.open::<CompressorJob>(&ctx.name)? {
             // From this team or, by its wire form, from another node: the same road.
             CompressorJob::Compact(request, reply) => {
-                reply.send(self.compact(request, &trace, ctx).await);
+                CompressorTask::compact(compressor, request, reply, trace)
             }
             CompressorJob::SummarizeScope(request, reply) => {
-                reply.send(summarize_scope(&request, &ctx.name).await);
+                CompressorTask::scope(compressor, request, reply, trace)
             }
-        }
+        };
+        self.workers.submit(task);
         Ok(())
     }
 

@@ -12,6 +12,10 @@ use crate::compaction_settings::shared_counter;
 /// Model tool-loop iterations before the deterministic planner takes over.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 6;
 
+/// Compactions run at once by default: one, as a model with one queue (the local model) runs
+/// one call at a time anyway.
+pub const DEFAULT_MAX_CONCURRENT: usize = 1;
+
 /// Which model the compression agent summarises with.
 #[derive(Clone, Default)]
 pub enum CompressorModel {
@@ -57,7 +61,8 @@ impl fmt::Debug for CompressorModel {
 }
 
 /// How the compression agent is set up. The default: the asking agent's own model, the
-/// process-wide token counter ([`shared_counter`]) and [`DEFAULT_MAX_ITERATIONS`].
+/// process-wide token counter ([`shared_counter`]), [`DEFAULT_MAX_ITERATIONS`] and
+/// [`DEFAULT_MAX_CONCURRENT`].
 #[derive(Clone)]
 pub struct CompressionConfig {
     /// The model it summarises with.
@@ -66,6 +71,10 @@ pub struct CompressionConfig {
     pub counter: Arc<dyn TokenCounter>,
     /// Model tool-loop iterations before the deterministic planner finishes.
     pub max_iterations: u32,
+    /// Jobs (of different agents) run at once; a remote model that serves calls in parallel
+    /// may take more than one. Jobs of one agent never overlap, whatever this says; 0 counts
+    /// as 1.
+    pub max_concurrent: usize,
 }
 
 impl CompressionConfig {
@@ -75,6 +84,7 @@ impl CompressionConfig {
             model: CompressorModel::default(),
             counter,
             max_iterations: DEFAULT_MAX_ITERATIONS,
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
         }
     }
 }
@@ -90,6 +100,7 @@ impl fmt::Debug for CompressionConfig {
         f.debug_struct("CompressionConfig")
             .field("model", &self.model)
             .field("max_iterations", &self.max_iterations)
+            .field("max_concurrent", &self.max_concurrent)
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +123,7 @@ mod tests {
         let config = CompressionConfig::default();
         assert!(matches!(config.model, CompressorModel::AgentsOwn));
         assert_eq!(config.max_iterations, DEFAULT_MAX_ITERATIONS);
+        assert_eq!(config.max_concurrent, DEFAULT_MAX_CONCURRENT);
     }
 
     #[test]

@@ -7,14 +7,19 @@ mod config;
 mod job;
 mod model_loop;
 mod remote;
+mod schedule;
 mod scope;
 mod summarizer;
+mod task;
 pub mod tools;
+mod workers;
 
 pub use agent::{COMPRESSION_AGENT, CompressionAgent};
 pub use client::{CompactionCaller, compact};
 pub(crate) use client::{compact_and_apply, summarize_scope};
-pub use config::{CompressionConfig, CompressorModel, DEFAULT_MAX_ITERATIONS};
+pub use config::{
+    CompressionConfig, CompressorModel, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_ITERATIONS,
+};
 pub use job::{
     CompactionRequest, CompressorJob, InProcess, ScopeSummaryError, ScopeSummaryRequest,
 };

@@ -12,7 +12,8 @@ use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::Summarizer;
 use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, Event, EventBus, Role, ToolCall, ToolChoice, TraceId,
+    ChatMessage, ChatModel, ChatRequest, Event, EventBus, RequestPriority, Role, ToolCall,
+    ToolChoice, TraceId,
 };
 
 use crate::compression::tools;
@@ -95,6 +96,8 @@ impl ModelSteering {
                 tool_choice: ToolChoice::Required,
                 temperature: Some(0.0),
                 max_tokens: Some(MAX_TOKENS_PER_CALL),
+                // A model with one queue serves the agents' own calls first.
+                priority: RequestPriority::Background,
             };
             // The model is already traced (a `TracedModel`): its calls are `chat` spans.
             let reply = match model.chat(request).await {

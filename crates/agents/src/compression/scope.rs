@@ -1,6 +1,6 @@
 //! Scoped compression: the summary of one closed scope, written by the model the agent named.
 
-use troupe_runtime::{ChatMessage, ChatRequest};
+use troupe_runtime::{ChatMessage, ChatRequest, RequestPriority};
 
 use crate::compression::job::{ScopeSummaryError, ScopeSummaryRequest};
 use crate::model::traced_chat;
@@ -38,6 +38,7 @@ pub(crate) async fn summarize_scope(
         ],
         max_tokens: Some(400),
         temperature: Some(0.2),
+        priority: RequestPriority::Background,
         ..ChatRequest::default()
     };
     let summary = traced_chat(job.model.as_ref(), request, agent)

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use troupe_compaction::summary::{
     MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
 };
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ToolChoice, sync};
+use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, RequestPriority, ToolChoice, sync};
 
 use crate::compaction_settings::shared_counter;
 
@@ -62,6 +62,9 @@ impl Summarizer for ModelSummarizer {
             tool_choice: ToolChoice::None,
             temperature: Some(0.2),
             max_tokens: u32::try_from(prompt.max_output_tokens).ok(),
+            // A long summarizer prefill must not sit ahead of an agent's call on a model with
+            // one queue (the local model): the agents' own calls go first.
+            priority: RequestPriority::Background,
             ..ChatRequest::default()
         };
         let why = match self.model.chat(request).await {

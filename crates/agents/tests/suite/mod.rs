@@ -1,6 +1,7 @@
 mod ask_stream;
 mod compaction_road;
 mod compression;
+mod compressor_schedule;
 #[cfg(feature = "local")]
 mod compression_local;
 mod llm_agent;

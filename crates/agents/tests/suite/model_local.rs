@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use troupe_agents::model::{LocalModel, LocalModelConfig};
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ModelError, ResponseAssembler,
-    ToolChoice, ToolDefinition,
+    ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ModelError, RequestPriority,
+    ResponseAssembler, ToolChoice, ToolDefinition,
 };
 
 /// One load per test binary (the engine is shared process-wide anyway).
@@ -432,4 +432,41 @@ async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
     let warm = model.chat(ask(question)).await.unwrap();
     assert_eq!(warm, cold);
     assert!(!cold.message.text().is_empty());
+}
+
+/// The engine has one worker: an agent's call queued behind a compressor's background call
+/// goes first (the running job is not preempted). Deterministic: whatever the worker runs when
+/// these are queued, the interactive lane is served before the background one.
+#[tokio::test]
+async fn model_local_serves_a_later_interactive_call_before_a_queued_background_one() {
+    let model = model().await;
+    let ask = |text: &str, priority| ChatRequest {
+        messages: vec![ChatMessage::user(text).into()],
+        tool_choice: ToolChoice::None,
+        temperature: Some(0.0),
+        max_tokens: Some(4),
+        priority,
+        ..ChatRequest::default()
+    };
+    let finished = std::sync::Mutex::new(Vec::new());
+    let call = |name: &'static str, request: ChatRequest| {
+        let finished = &finished;
+        async move {
+            let answer = model.chat(request).await;
+            finished.lock().unwrap().push(name);
+            answer
+        }
+    };
+    // Queued in this order (each call queues its job on its first poll).
+    let (first, background, interactive) = tokio::join!(
+        call("first", ask("Say hello.", RequestPriority::Interactive)),
+        call("background", ask("Say no.", RequestPriority::Background)),
+        call("interactive", ask("Say yes.", RequestPriority::Interactive)),
+    );
+    for answer in [first, background, interactive] {
+        answer.unwrap();
+    }
+    let finished = finished.into_inner().unwrap();
+    let at = |name| finished.iter().position(|n| *n == name).unwrap();
+    assert!(at("interactive") < at("background"), "{finished:?}");
 }

@@ -321,6 +321,7 @@ async fn model_openai_tool_call_round_trip() {
         tool_choice: ToolChoice::Named("get_weather".into()),
         temperature: Some(0.0),
         max_tokens: Some(100),
+        ..ChatRequest::default()
     };
     let response = model.chat(request).await.unwrap();
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);

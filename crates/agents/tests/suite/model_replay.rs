@@ -18,6 +18,7 @@ fn first_request() -> ChatRequest {
         tool_choice: ToolChoice::Auto,
         temperature: Some(0.0),
         max_tokens: None,
+        ..ChatRequest::default()
     }
 }
 

@@ -307,6 +307,7 @@ impl LocalModel {
                 grammar: Some(Self::tool_grammar(tools)?),
                 cancel: Arc::new(AtomicBool::new(false)),
                 pieces: None,
+                priority: request.priority,
             };
             generation = self.run(retry).await?;
             usage.input_tokens += generation.prompt_tokens as u64;
@@ -392,6 +393,7 @@ impl ChatModel for LocalModel {
             grammar,
             cancel: Arc::new(AtomicBool::new(false)),
             pieces: None,
+            priority: request.priority,
         };
         match &output {
             Output::Text => self.stream_text(job).await,

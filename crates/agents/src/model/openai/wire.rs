@@ -216,6 +216,7 @@ mod tests {
             tool_choice: ToolChoice::Named("add".into()),
             temperature: Some(0.5),
             max_tokens: Some(7),
+            ..ChatRequest::default()
         };
         let wire = build_request(&config, &request).map(|w| serde_json::to_value(w).ok());
         let wire = wire.ok().flatten().unwrap_or_default();

@@ -7,6 +7,10 @@
 //! from a queue, one at a time. The async side never blocks: it queues a job and awaits a
 //! oneshot reply. A job carries a cancel flag checked before it starts and between tokens.
 //!
+//! The queue has two lanes (`queue.rs`): queued interactive calls (an agent's turn) go before
+//! queued background ones (the compression agent's), so a compressor's long summarizer prefill
+//! never sits ahead of the agent it serves; a job already running is not preempted.
+//!
 //! The worker keeps the KV cache between jobs and knows which tokens it holds: a job decodes only
 //! the tokens after the longest prefix its prompt shares with them (a compressor loop resends
 //! its system prompt, tools and history on every call; without this, each call prefilled all of
@@ -18,6 +22,7 @@
 
 pub mod baseline;
 mod pieces;
+mod queue;
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -34,10 +39,12 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
+use troupe_runtime::RequestPriority;
 use troupe_runtime::sync::lock;
 
 use super::LocalModelError;
 use pieces::Utf8Pieces;
+use queue::JobQueue;
 
 /// Serialises `LlamaModel::new_context` (see `worker`).
 static CONTEXT_CREATION: Mutex<()> = Mutex::new(());
@@ -72,6 +79,8 @@ pub(crate) struct Job {
     /// Where to send the text as it is generated (whole UTF-8 pieces), if anywhere. The job
     /// waits while the channel is full and stops as cancelled when it is closed.
     pub pieces: Option<tokio::sync::mpsc::Sender<String>>,
+    /// Its lane in the queue: interactive jobs queued later still go before background ones.
+    pub priority: RequestPriority,
 }
 
 /// Why generation stopped.
@@ -106,7 +115,14 @@ pub(crate) struct Engine {
     template: Option<LlamaChatTemplate>,
     name: String,
     context_window: usize,
-    jobs: Mutex<mpsc::Sender<(Job, Reply)>>,
+    jobs: Arc<JobQueue<(Job, Reply)>>,
+}
+
+impl Drop for Engine {
+    /// The worker drains what is queued and ends (as it did when the last sender went).
+    fn drop(&mut self) {
+        self.jobs.close();
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -162,7 +178,8 @@ pub(crate) fn engine(path: &Path, options: EngineOptions) -> Result<Arc<Engine>,
     }
     let model = weights(&path)?;
     let n_ctx = model.n_ctx_train().min(options.max_context).max(256);
-    let (jobs, queue) = mpsc::channel();
+    let jobs = Arc::new(JobQueue::new());
+    let queue = Arc::clone(&jobs);
     let (ready_tx, ready_rx) = mpsc::sync_channel(1);
     let threads = i32::try_from(options.threads.max(1)).unwrap_or(1);
     std::thread::Builder::new()
@@ -183,7 +200,7 @@ pub(crate) fn engine(path: &Path, options: EngineOptions) -> Result<Arc<Engine>,
         template: model.chat_template(None).ok(),
         name,
         context_window,
-        jobs: Mutex::new(jobs),
+        jobs,
     });
     engines.insert((path, options), Arc::clone(&engine));
     Ok(engine)
@@ -227,8 +244,8 @@ impl Engine {
     ) -> Result<tokio::sync::oneshot::Receiver<Result<Generation, LocalModelError>>, LocalModelError>
     {
         let (reply, receiver) = tokio::sync::oneshot::channel();
-        lock(&self.jobs)
-            .send((job, reply))
+        self.jobs
+            .push(job.priority, (job, reply))
             .map_err(|_| LocalModelError::Inference("the inference thread has stopped".into()))?;
         Ok(receiver)
     }
@@ -249,12 +266,12 @@ fn context_params(n_ctx: u32, threads: i32) -> LlamaContextParams {
         .with_n_threads_batch(threads)
 }
 
-/// The worker: owns the context, serves jobs in order until every sender is gone.
+/// The worker: owns the context, serves jobs (interactive first) until the queue is closed.
 fn worker(
     model: &'static LlamaModel,
     n_ctx: u32,
     threads: i32,
-    queue: mpsc::Receiver<(Job, Reply)>,
+    queue: Arc<JobQueue<(Job, Reply)>>,
     ready: mpsc::SyncSender<Result<usize, LocalModelError>>,
 ) {
     let new_context = || -> Result<LlamaContext<'static>, LocalModelError> {
@@ -276,7 +293,7 @@ fn worker(
             return;
         }
     };
-    while let Ok((job, reply)) = queue.recv() {
+    while let Some((job, reply)) = queue.pop() {
         if job.cancel.load(Ordering::Relaxed) || reply.is_closed() {
             continue;
         }

@@ -1,0 +1,244 @@
+//! One queued job of the compression agent and how it runs: a compaction — the anti-thrash
+//! guard for automatic triggers, then the model's tool loop over the four compression tools,
+//! then the deterministic planner for whatever is left — or a scope summary.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tracing::Instrument;
+use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
+use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard, compact_with};
+use troupe_runtime::sync::lock;
+use troupe_runtime::{ChatModel, EventBus, Reply, TraceContext};
+
+use crate::compression::config::CompressionConfig;
+use crate::compression::job::{CompactionRequest, ScopeSummaryError, ScopeSummaryRequest};
+use crate::compression::model_loop::ModelSteering;
+use crate::compression::schedule::Urgency;
+use crate::compression::scope::summarize_scope;
+use crate::compression::summarizer::ModelSummarizer;
+use crate::compression::workers::Task;
+use crate::model::TracedModel;
+
+/// What every job of one compression agent shares.
+pub(crate) struct Compressor {
+    pub(crate) config: CompressionConfig,
+    /// Anti-thrash memory per conversation: automatic triggers wait for enough new tokens.
+    /// (One job of an agent runs at a time, so its guard is read and recorded in turn.)
+    pub(crate) guards: Mutex<HashMap<String, ThrashGuard>>,
+    /// The compression agent's name (its `chat` spans carry it).
+    pub(crate) name: String,
+    pub(crate) events: EventBus,
+}
+
+/// A job waiting for a worker.
+pub(crate) struct CompressorTask {
+    work: Work,
+    compressor: Arc<Compressor>,
+    /// The asker's `compaction` span: the job runs inside it wherever a worker takes it.
+    span: tracing::Span,
+    trace: TraceContext,
+}
+
+enum Work {
+    Compact {
+        request: CompactionRequest,
+        reply: Reply<Result<Compaction, CompactionError>>,
+        /// Tokens left to the hard limit when it was asked.
+        room: i64,
+    },
+    Scope(
+        ScopeSummaryRequest,
+        Reply<Result<String, ScopeSummaryError>>,
+    ),
+}
+
+impl CompressorTask {
+    /// A compaction, its urgency counted now (with the asker's warm token cache when it sent
+    /// one): its room is the context window less the conversation's tokens.
+    pub(crate) fn compact(
+        compressor: Arc<Compressor>,
+        request: CompactionRequest,
+        reply: Reply<Result<Compaction, CompactionError>>,
+        trace: TraceContext,
+    ) -> Self {
+        let tokens = request
+            .in_process
+            .token_cache
+            .clone()
+            .unwrap_or_default()
+            .count_shared(
+                compressor.config.counter.as_ref(),
+                request.conversation.messages(),
+            )
+            .total;
+        let room = signed(request.policy.context_window) - signed(tokens);
+        CompressorTask {
+            work: Work::Compact {
+                request,
+                reply,
+                room,
+            },
+            compressor,
+            span: tracing::Span::current(),
+            trace,
+        }
+    }
+
+    /// A scope summary.
+    pub(crate) fn scope(
+        compressor: Arc<Compressor>,
+        request: ScopeSummaryRequest,
+        reply: Reply<Result<String, ScopeSummaryError>>,
+        trace: TraceContext,
+    ) -> Self {
+        CompressorTask {
+            work: Work::Scope(request, reply),
+            compressor,
+            span: tracing::Span::current(),
+            trace,
+        }
+    }
+}
+
+fn signed(tokens: usize) -> i64 {
+    i64::try_from(tokens).unwrap_or(i64::MAX)
+}
+
+impl Task for CompressorTask {
+    fn agent(&self) -> &str {
+        match &self.work {
+            Work::Compact { request, .. } => &request.agent,
+            Work::Scope(request, _) => &request.agent,
+        }
+    }
+
+    fn urgency(&self) -> Urgency {
+        match &self.work {
+            Work::Compact { request, room, .. } => Urgency::compaction(request.trigger, *room),
+            Work::Scope(..) => Urgency::scope(),
+        }
+    }
+
+    fn replaceable(&self) -> bool {
+        matches!(self.work, Work::Compact { .. })
+    }
+
+    /// The newer compaction keeps what a person or an emergency asked of the older one: its
+    /// trigger when the older's is never held back by the anti-thrash guard and its own is,
+    /// and its focus when it has none.
+    fn take_place_of(&mut self, older: &Self) {
+        let (
+            Work::Compact { request, .. },
+            Work::Compact {
+                request: before, ..
+            },
+        ) = (&mut self.work, &older.work)
+        else {
+            return;
+        };
+        if request.trigger.is_rate_limited() && !before.trigger.is_rate_limited() {
+            request.trigger = before.trigger;
+        }
+        if request.focus.is_none() {
+            request.focus.clone_from(&before.focus);
+        }
+    }
+
+    fn superseded(self) {
+        match self.work {
+            Work::Compact { request, reply, .. } => {
+                reply.send(Err(CompactionError::Superseded {
+                    agent: request.agent,
+                }));
+            }
+            // Never replaced (not `replaceable`): dropping the port tells the asker.
+            Work::Scope(..) => {}
+        }
+    }
+
+    fn run(self) -> BoxFuture<'static, ()> {
+        let CompressorTask {
+            work,
+            compressor,
+            span,
+            trace,
+        } = self;
+        async move {
+            match work {
+                Work::Compact { request, reply, .. } => {
+                    reply.send(compact(&compressor, request, &trace).await);
+                }
+                Work::Scope(request, reply) => {
+                    reply.send(summarize_scope(&request, &compressor.name).await);
+                }
+            }
+        }
+        .instrument(span)
+        .boxed()
+    }
+}
+
+/// Run one compaction. The asker's compaction client opened its `compaction` span (the job
+/// runs inside it) and announces it; this adds the model's steering, the anti-thrash guard and
+/// the summarizer's fallbacks.
+async fn compact(
+    compressor: &Compressor,
+    request: CompactionRequest,
+    trace: &TraceContext,
+) -> Result<Compaction, CompactionError> {
+    let config = &compressor.config;
+    let model: Option<Arc<dyn ChatModel>> = config
+        .model
+        .pick(request.in_process.agent_model.as_ref())
+        .map(|m| Arc::new(TracedModel::new(m, compressor.name.clone())) as Arc<dyn ChatModel>);
+    let model_summarizer = model.clone().map(ModelSummarizer::new);
+    let mechanical = MechanicalSummarizer::new();
+    let summarizer: &dyn Summarizer = match &model_summarizer {
+        Some(s) => s,
+        None => &mechanical,
+    };
+    let options = CompactOptions {
+        focus: request.focus.clone(),
+        trigger: request.trigger,
+        guard: lock(&compressor.guards).get(&request.agent).copied(),
+        token_cache: request.in_process.token_cache.clone(),
+        ..CompactOptions::default()
+    };
+    let steering = ModelSteering {
+        model,
+        compressor: compressor.name.clone(),
+        agent: request.agent.clone(),
+        trace_id: trace.id(),
+        events: compressor.events.clone(),
+        max_iterations: config.max_iterations,
+    };
+    let result = compact_with(
+        &request.conversation,
+        &request.ledger,
+        &request.policy,
+        config.counter.as_ref(),
+        Some(summarizer),
+        options,
+        &steering,
+    )
+    .await;
+    match result {
+        Ok(mut compaction) => {
+            if let Some(s) = &model_summarizer {
+                compaction.report.fallbacks.extend(s.take_fallbacks());
+            }
+            lock(&compressor.guards)
+                .entry(request.agent.clone())
+                .or_default()
+                .record(&compaction.report);
+            Ok(compaction)
+        }
+        Err(e) => {
+            tracing::warn!(agent = %request.agent, error = %e, "compaction failed");
+            Err(e)
+        }
+    }
+}

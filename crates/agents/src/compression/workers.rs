@@ -1,0 +1,110 @@
+//! The compression agent's workers: its mailbox only queues jobs (a job is answered later,
+//! through its port), and up to `max_concurrent` of them run at once, each as a task of its
+//! own, taken from the [`Schedule`] most urgent first. A job that ends — answered, failed or
+//! panicked — frees its agent and its slot, and the next job starts.
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use troupe_runtime::sync::lock;
+
+use crate::compression::schedule::{Schedule, Urgency};
+
+/// What the workers need to know of a job.
+pub(crate) trait Task: Send + 'static {
+    /// Whose job it is (one job of an agent runs at a time).
+    fn agent(&self) -> &str;
+    /// How urgent it is.
+    fn urgency(&self) -> Urgency;
+    /// Whether a newer job of the same agent takes its place while it waits (a compaction).
+    fn replaceable(&self) -> bool;
+    /// Take the place of `older`, queued for the same agent (keep what it must not lose).
+    fn take_place_of(&mut self, older: &Self);
+    /// Answer it: a newer job of its agent took its place before it ran.
+    fn superseded(self);
+    /// Do it and answer it.
+    fn run(self) -> BoxFuture<'static, ()>;
+}
+
+/// The pool: the schedule and how many jobs may run at once.
+pub(crate) struct Workers<T> {
+    shared: Arc<Shared<T>>,
+}
+
+struct Shared<T> {
+    schedule: Mutex<Schedule<T>>,
+    max_concurrent: usize,
+}
+
+impl<T: Task> Workers<T> {
+    /// A pool running at most `max_concurrent` jobs at once (at least one).
+    pub(crate) fn new(max_concurrent: usize) -> Self {
+        Workers {
+            shared: Arc::new(Shared {
+                schedule: Mutex::new(Schedule::default()),
+                max_concurrent: max_concurrent.max(1),
+            }),
+        }
+    }
+
+    /// Queue `task` (in place of its agent's queued one, which is answered "superseded") and
+    /// start what may start. Returns at once; the task is answered when it has run.
+    pub(crate) fn submit(&self, mut task: T) {
+        let older = {
+            let mut schedule = lock(&self.shared.schedule);
+            let older = if task.replaceable() {
+                schedule.take_replaceable(task.agent())
+            } else {
+                None
+            };
+            if let Some(older) = &older {
+                task.take_place_of(older);
+            }
+            let (agent, urgency, replaceable) =
+                (task.agent().to_string(), task.urgency(), task.replaceable());
+            schedule.push(agent, urgency, replaceable, task);
+            older
+        };
+        if let Some(older) = older {
+            older.superseded();
+        }
+        start_ready(&self.shared);
+    }
+}
+
+/// Start the most urgent runnable jobs while slots are free.
+fn start_ready<T: Task>(shared: &Arc<Shared<T>>) {
+    // Outside a runtime (one shutting down dropped a task) nothing more can start; what is
+    // queued is dropped with the pool and its askers are told no answer came.
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let mut schedule = lock(&shared.schedule);
+    while schedule.running() < shared.max_concurrent {
+        let Some((agent, task)) = schedule.start_next() else {
+            break;
+        };
+        let slot = Slot {
+            shared: Arc::clone(shared),
+            agent,
+        };
+        runtime.spawn(async move {
+            // Dropped when the task ends, also by a panic: the agent and the slot are freed.
+            let _slot = slot;
+            task.run().await;
+        });
+    }
+}
+
+/// A running job's hold on its agent and its slot.
+struct Slot<T: Task> {
+    shared: Arc<Shared<T>>,
+    agent: String,
+}
+
+impl<T: Task> Drop for Slot<T> {
+    fn drop(&mut self) {
+        lock(&self.shared.schedule).finish(&self.agent);
+        start_ready(&self.shared);
+    }
+}

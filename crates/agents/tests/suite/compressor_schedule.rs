@@ -1,0 +1,367 @@
+//! One compression agent serves the team: its jobs wait in a queue and run most urgent first
+//! (least room left to the hard limit), a newer compaction of an agent replaces its queued
+//! older one, up to `max_concurrent` jobs of different agents run at once and never two of one
+//! agent, and every call it makes is marked background.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Semaphore, mpsc};
+use troupe_agents::compression::{
+    COMPRESSION_AGENT, CompactionRequest, CompressionConfig, CompressorJob, CompressorModel,
+    InProcess,
+};
+use troupe_agents::{shared_counter, spawn_compression_agent};
+use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, Conversation, Directory,
+    FinishReason, ModelError, ModelInfo, RequestPriority, Team, TeamConfig, ToolCall, TraceContext,
+    Usage, stream_response,
+};
+use troupe_tools::FileLedger;
+
+/// What the compression model's loop opens with; the agent's name follows in backticks.
+const LOOP_OPENING: &str = "Compress the conversation of agent `";
+
+/// A guard against a hang, not a timing assertion: every wait below ends long before it.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// What happened, in order: `start:<agent>` when a compaction's model loop makes its first
+/// call, `end:<agent>` when that call is let through.
+type Log = Arc<Mutex<Vec<String>>>;
+
+/// A compression model whose loop calls for gated agents wait for a permit: it holds a
+/// compaction running for as long as the test wants. Its answers are plain text, so each loop
+/// ends after one call and the planner finishes the compaction.
+struct GateModel {
+    gates: HashMap<String, Arc<Semaphore>>,
+    log: Log,
+    started: mpsc::UnboundedSender<String>,
+    priorities: Arc<Mutex<Vec<RequestPriority>>>,
+}
+
+impl GateModel {
+    /// A model gating `gated`, the log, a receiver of started agents, and the gates.
+    #[allow(clippy::type_complexity)]
+    fn new(
+        gated: &[&str],
+    ) -> (
+        Arc<Self>,
+        Log,
+        mpsc::UnboundedReceiver<String>,
+        HashMap<String, Arc<Semaphore>>,
+    ) {
+        let gates: HashMap<String, Arc<Semaphore>> = gated
+            .iter()
+            .map(|a| (a.to_string(), Arc::new(Semaphore::new(0))))
+            .collect();
+        let log = Log::default();
+        let (started, starts) = mpsc::unbounded_channel();
+        let model = Arc::new(GateModel {
+            gates: gates.clone(),
+            log: log.clone(),
+            started,
+            priorities: Arc::default(),
+        });
+        (model, log, starts, gates)
+    }
+}
+
+#[async_trait]
+impl ChatModel for GateModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: "gate".into(),
+            context_window: 32_000,
+            supports_tools: true,
+        }
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        self.priorities.lock().unwrap().push(request.priority);
+        let agent = request.messages.iter().find_map(|m| {
+            let text = m.text();
+            let rest = text.split_once(LOOP_OPENING)?.1;
+            Some(rest.split('`').next()?.to_string())
+        });
+        if let Some(agent) = agent {
+            self.log.lock().unwrap().push(format!("start:{agent}"));
+            let _ = self.started.send(agent.clone());
+            if let Some(gate) = self.gates.get(&agent) {
+                gate.acquire().await.unwrap().forget();
+                self.log.lock().unwrap().push(format!("end:{agent}"));
+            }
+        }
+        let response = ChatResponse {
+            message: ChatMessage::assistant("Done."),
+            usage: Usage::default(),
+            finish_reason: FinishReason::Stop,
+        };
+        Ok(stream_response(response, usize::MAX))
+    }
+}
+
+fn big(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i}: some file content with several words in it\n"))
+        .collect()
+}
+
+/// A conversation with `files` read results of ~500 tokens each: more files, less room.
+fn conversation(files: usize) -> Conversation {
+    let mut messages = vec![
+        ChatMessage::system("You are a coder."),
+        ChatMessage::user("Read the files."),
+    ];
+    for i in 0..files {
+        let call = ToolCall::new(
+            format!("c{i}"),
+            "read_file",
+            format!(r#"{{"path": "f{i}"}}"#),
+        );
+        messages.push(ChatMessage::assistant_tool_calls(None, vec![call]));
+        messages.push(ChatMessage::tool_result(format!("c{i}"), big(40)));
+    }
+    for i in 0..3 {
+        messages.push(ChatMessage::user(format!("question {i}?")));
+        messages.push(ChatMessage::assistant(format!("answer {i}.")));
+    }
+    Conversation::from_messages(messages)
+}
+
+/// A manual compaction (never held back by the anti-thrash guard) of `agent`'s conversation of
+/// `files` results in a 4,000-token window.
+fn request(agent: &str, files: usize) -> CompactionRequest {
+    let policy = BudgetPolicy {
+        tool_output_limit_tokens: 100_000,
+        ..BudgetPolicy::for_window(4_000)
+    };
+    CompactionRequest {
+        agent: agent.into(),
+        conversation: conversation(files),
+        ledger: FileLedger::new(),
+        policy,
+        trigger: CompactTrigger::Manual,
+        focus: None,
+        in_process: InProcess::default(),
+    }
+}
+
+async fn team(model: Arc<GateModel>, max_concurrent: usize) -> Team {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(model as Arc<dyn ChatModel>);
+    config.max_concurrent = max_concurrent;
+    spawn_compression_agent(&team, config).await.unwrap();
+    team
+}
+
+async fn compact(
+    directory: &Directory,
+    request: CompactionRequest,
+) -> Result<Compaction, CompactionError> {
+    directory
+        .ask_job(
+            COMPRESSION_AGENT,
+            |reply| CompressorJob::Compact(request, reply),
+            TraceContext::new_root(),
+            PATIENCE,
+        )
+        .await
+        .unwrap()
+}
+
+/// Once this returns, every job sent to the compression agent before it has been handled
+/// (queued): its mailbox is first in, first out, and a text request is refused at once.
+async fn after_the_mailbox(team: &Team) {
+    let refused = team.ask(COMPRESSION_AGENT, "ping").await;
+    assert!(
+        refused.is_err(),
+        "the compression agent takes jobs, not text"
+    );
+}
+
+async fn next_start(starts: &mut mpsc::UnboundedReceiver<String>) -> String {
+    tokio::time::timeout(PATIENCE, starts.recv())
+        .await
+        .expect("a compaction should have started")
+        .unwrap()
+}
+
+fn starts(log: &Log) -> Vec<String> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.strip_prefix("start:").map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn queued_jobs_run_least_room_first_while_one_worker_is_busy() {
+    let (model, log, mut started, gates) = GateModel::new(&["busy"]);
+    let team = team(model.clone(), 1).await;
+    let busy = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact(&directory, request("busy", 4)).await }
+    });
+    assert_eq!(next_start(&mut started).await, "busy");
+    // Queued in the order roomy, tight, middle while `busy` holds the only worker; joined with
+    // a probe that lets `busy` go only once all three are in the queue.
+    let (roomy, tight, middle, ()) = tokio::join!(
+        compact(team.directory(), request("roomy", 4)),
+        compact(team.directory(), request("tight", 6)),
+        compact(team.directory(), request("middle", 5)),
+        async {
+            after_the_mailbox(&team).await;
+            gates["busy"].add_permits(1);
+        },
+    );
+    for answer in [roomy, tight, middle, busy.await.unwrap()] {
+        assert!(answer.unwrap().report.tokens_after > 0);
+    }
+    assert_eq!(starts(&log), ["busy", "tight", "middle", "roomy"]);
+    // Every call of the compression agent's is background work.
+    let priorities = model.priorities.lock().unwrap().clone();
+    assert!(!priorities.is_empty());
+    assert!(
+        priorities.iter().all(|p| *p == RequestPriority::Background),
+        "{priorities:?}"
+    );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_newer_compaction_of_an_agent_replaces_its_queued_older_one() {
+    let (model, log, mut started, gates) = GateModel::new(&["busy"]);
+    let team = team(model, 1).await;
+    let busy = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact(&directory, request("busy", 4)).await }
+    });
+    assert_eq!(next_start(&mut started).await, "busy");
+    let (older, newer, ()) = tokio::join!(
+        compact(team.directory(), request("coder", 5)),
+        compact(team.directory(), request("coder", 6)),
+        async {
+            after_the_mailbox(&team).await;
+            gates["busy"].add_permits(1);
+        },
+    );
+    assert_eq!(
+        older.unwrap_err(),
+        CompactionError::Superseded {
+            agent: "coder".into()
+        }
+    );
+    let newer = newer.unwrap();
+    // The newer one ran, on its own (longer) conversation.
+    assert!(newer.report.tokens_before > 0);
+    assert!(busy.await.unwrap().is_ok());
+    assert_eq!(starts(&log), ["busy", "coder"]);
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn two_agents_run_at_once_under_a_limit_of_two_and_one_agent_never_twice() {
+    let (model, log, mut started, gates) = GateModel::new(&["a", "b"]);
+    let team = team(model, 2).await;
+    let run = |agent: &'static str, files: usize| {
+        let directory = team.directory().clone();
+        tokio::spawn(async move { compact(&directory, request(agent, files)).await })
+    };
+    let a1 = run("a", 5);
+    // a's first compaction is running before its second and b's are sent.
+    assert_eq!(next_start(&mut started).await, "a");
+    let a2 = run("a", 6);
+    let b1 = run("b", 4);
+    // b starts while a's first is still held: two jobs at once. a's second, more urgent than
+    // b's, waits for a's first, so the free slot went to b.
+    assert_eq!(next_start(&mut started).await, "b");
+    gates["b"].add_permits(1);
+    assert!(b1.await.unwrap().is_ok());
+    // a's second, queued by now, still waits: nothing of a's but the first has started.
+    after_the_mailbox(&team).await;
+    assert_eq!(starts(&log), ["a", "b"]);
+    gates["a"].add_permits(2);
+    assert!(a1.await.unwrap().is_ok());
+    assert!(a2.await.unwrap().is_ok());
+    let log = log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        ["start:a", "start:b", "end:b", "end:a", "start:a", "end:a"]
+    );
+    team.shutdown().await;
+}
+
+/// An agent whose instructions alone are over the target (they are protected): no compaction
+/// can reach it, so each one leaves little to free, as in a compaction death spiral.
+fn unreachable(extra: &[ChatMessage]) -> CompactionRequest {
+    let counter = shared_counter();
+    let mut system = String::from("You are a careful engineer. Project notes follow.\n");
+    let mut i = 0;
+    while counter.count_messages(&[ChatMessage::system(system.clone())]) < 2_200 {
+        system.push_str(&format!(
+            "note {i}: the build uses cargo and tests live in tests/\n"
+        ));
+        i += 1;
+    }
+    let mut messages = conversation(6)
+        .messages()
+        .iter()
+        .map(|m| (**m).clone())
+        .collect::<Vec<_>>();
+    messages[0] = ChatMessage::system(system);
+    messages.extend_from_slice(extra);
+    CompactionRequest {
+        conversation: Conversation::from_messages(messages),
+        policy: BudgetPolicy {
+            tool_output_limit_tokens: 100_000,
+            ..BudgetPolicy::for_window(5_000)
+        },
+        trigger: CompactTrigger::Automatic,
+        ..request("coder", 0)
+    }
+}
+
+#[tokio::test]
+async fn the_anti_thrash_guard_holds_back_automatic_jobs_run_by_the_workers() {
+    let (model, _log, _started, _gates) = GateModel::new(&[]);
+    let team = team(model, 2).await;
+    let first = compact(team.directory(), unreachable(&[])).await.unwrap();
+    assert!(
+        !first.report.skipped && !first.report.reached,
+        "{:?}",
+        first.report
+    );
+    // The compacted conversation and one new exchange, as the automatic (background) trigger
+    // sends it: too little new is freeable, so the guard skips it; a person's `/compact` of
+    // the same is never held back.
+    let after = |trigger| {
+        let mut messages = first.messages.clone();
+        // New material past the raised aim, yet less than the guard's minimum to free.
+        messages.push(ChatMessage::user(format!("Also note:\n{}", big(20))));
+        messages.push(ChatMessage::assistant("Done."));
+        CompactionRequest {
+            conversation: Conversation::from_messages(messages),
+            trigger,
+            ..unreachable(&[])
+        }
+    };
+    let automatic = compact(team.directory(), after(CompactTrigger::Automatic))
+        .await
+        .unwrap();
+    assert!(automatic.report.skipped, "{:?}", automatic.report);
+    // Held back by the memory of the first attempt, which the worker that ran it recorded.
+    assert!(
+        automatic.report.reason.contains("waiting for new material"),
+        "{}",
+        automatic.report.reason
+    );
+    let manual = compact(team.directory(), after(CompactTrigger::Manual))
+        .await
+        .unwrap();
+    assert!(!manual.report.skipped, "{:?}", manual.report);
+    team.shutdown().await;
+}
