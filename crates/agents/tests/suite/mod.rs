@@ -1,9 +1,9 @@
 mod ask_stream;
 mod compaction_road;
 mod compression;
-mod compressor_schedule;
 #[cfg(feature = "local")]
 mod compression_local;
+mod compressor_schedule;
 mod llm_agent;
 mod model_fault_server;
 #[cfg(feature = "local")]
