@@ -365,3 +365,84 @@ async fn the_anti_thrash_guard_holds_back_automatic_jobs_run_by_the_workers() {
     assert!(!manual.report.skipped, "{:?}", manual.report);
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_replacing_compaction_keeps_what_a_person_asked_of_the_one_it_replaces() {
+    let (model, _log, mut started, gates) = GateModel::new(&["busy"]);
+    let team = team(model, 1).await;
+    let first = compact(team.directory(), unreachable(&[])).await.unwrap();
+    assert_eq!(next_start(&mut started).await, "coder");
+    let after = |trigger| {
+        let mut messages = first.messages.clone();
+        messages.push(ChatMessage::user(format!("Also note:\n{}", big(20))));
+        messages.push(ChatMessage::assistant("Done."));
+        CompactionRequest {
+            conversation: Conversation::from_messages(messages),
+            trigger,
+            ..unreachable(&[])
+        }
+    };
+    let busy = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact(&directory, request("busy", 4)).await }
+    });
+    assert_eq!(next_start(&mut started).await, "busy");
+    // A person's `/compact` waits; the automatic trigger's newer snapshot replaces it and runs
+    // as the person asked: not held back by the anti-thrash guard (which alone would skip it,
+    // as the test above shows).
+    let (manual, automatic, ()) = tokio::join!(
+        compact(team.directory(), after(CompactTrigger::Manual)),
+        compact(team.directory(), after(CompactTrigger::Automatic)),
+        async {
+            after_the_mailbox(&team).await;
+            gates["busy"].add_permits(1);
+        },
+    );
+    assert!(matches!(manual, Err(CompactionError::Superseded { .. })));
+    let automatic = automatic.unwrap();
+    assert!(!automatic.report.skipped, "{:?}", automatic.report);
+    assert!(busy.await.unwrap().is_ok());
+    team.shutdown().await;
+}
+
+/// A compression model that panics.
+struct PanickingModel;
+
+#[async_trait]
+impl ChatModel for PanickingModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: "panics".into(),
+            context_window: 32_000,
+            supports_tools: true,
+        }
+    }
+
+    async fn chat_stream(&self, _: ChatRequest) -> Result<ChatStream, ModelError> {
+        panic!("the compression model broke");
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_panics_frees_its_agent_and_its_worker() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(Arc::new(PanickingModel));
+    spawn_compression_agent(&team, config).await.unwrap();
+    // The asker is told no answer came, not left waiting; the one worker and the agent are
+    // free again, so the next job of the same agent is taken (and fails the same way).
+    for _ in 0..2 {
+        let answer = team
+            .directory()
+            .ask_job(
+                COMPRESSION_AGENT,
+                |reply| CompressorJob::Compact(request("coder", 5), reply),
+                TraceContext::new_root(),
+                PATIENCE,
+            )
+            .await;
+        let error = answer.unwrap_err().to_string();
+        assert!(error.contains("without answering"), "{error}");
+    }
+    team.shutdown().await;
+}
