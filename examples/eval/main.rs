@@ -46,9 +46,25 @@
 //! ```text
 //! cargo run --release --example eval -- --mode recall --model none --windows 32000,64000,128000
 //! ```
+//!
+//! `--mode stall` measures how long live agents' turns wait on compaction (issue #30): every
+//! transcript is lived twice by a real `LlmAgent` in a team with a compression agent — on the
+//! background road (the compression agent works ahead, the default) and on the blocking road
+//! (`WorkAhead::Off`) — with models that take realistic time (`stall.rs`: the agent's model
+//! replays the transcript's assistant messages, the summarizer answers a fixed summary; agent
+//! calls ~1 s, summarizer calls ~10 s, scaled by tokens, times `--time-scale`). The stall of a
+//! compaction is the `waited_ms` the agent reports with `CompactionApplied`; every compaction is
+//! validated from the agent's session log. `--json` prints one JSON line: all transcripts, and
+//! the dev and check splits (dev = pi-large-session, openhands-multi-swe-1, swe-marshmallow).
+//!
+//! ```text
+//! cargo run --release --example eval -- --mode stall --json
+//! cargo run --release --example eval -- --mode stall --stall-windows 8000,16000 --time-scale 0.05 --only swe-
+//! ```
 
 mod recall;
 mod replay;
+mod stall;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -58,7 +74,8 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use troupe::agents::model::LocalModel;
+use troupe::agents::WorkAhead;
+use troupe::agents::model::{LocalModel, OpenAiConfig, OpenAiModel};
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::runtime::ChatModel;
 use troupe_cli::transcript_file::TranscriptFile;
@@ -91,12 +108,99 @@ struct Args {
     #[arg(long)]
     local_max_tokens: Option<usize>,
     /// What to measure: `replay` (the automatic-compaction replay table), `recall` (artifact
-    /// recall after one manual compaction per window), or `both`.
+    /// recall after one manual compaction per window), `both`, or `stall` (how long live agents
+    /// wait on compaction, background vs blocking road).
     #[arg(long, default_value = "replay")]
     mode: String,
     /// With `--mode recall`/`both`: list the artifacts no longer named.
     #[arg(long)]
     recall_missing: bool,
+    /// With `--mode stall`: the context windows the agents get, comma-separated.
+    #[arg(long, default_value = "16000", value_delimiter = ',')]
+    stall_windows: Vec<usize>,
+    /// With `--mode stall`: every model call sleeps its realistic time times this.
+    #[arg(long, default_value_t = 0.02)]
+    time_scale: f64,
+    /// With `--mode stall`: time the models by a real OpenAI-compatible server at this base URL
+    /// (e.g. `http://127.0.0.1:8080/v1`, a llama.cpp `llama-server`) instead of the latency
+    /// formula: the agent's calls are sent there too, the summarizer is that model.
+    #[arg(long)]
+    server: Option<String>,
+    /// With `--server`: the model name sent to it.
+    #[arg(long, default_value = "smollm2-135m")]
+    server_model: String,
+    /// With `--mode stall`: print one JSON line (else a markdown table and the JSON line).
+    #[arg(long)]
+    json: bool,
+}
+
+/// The transcripts changes were developed on; the others are the check split.
+const DEV: [&str; 3] = [
+    "pi-large-session",
+    "openhands-multi-swe-1",
+    "swe-marshmallow",
+];
+
+/// `--mode stall`: both roads, every transcript, every window; one JSON line.
+async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow::Result<()> {
+    if !args.time_scale.is_finite() || args.time_scale <= 0.0 {
+        anyhow::bail!("--time-scale must be positive");
+    }
+    let clock = match &args.server {
+        None => stall::Clock::Formula(args.time_scale),
+        Some(url) => {
+            let config = OpenAiConfig::new(url.clone(), args.server_model.clone())
+                .with_request_timeout(std::time::Duration::from_secs(600));
+            stall::Clock::Server(Arc::new(OpenAiModel::new(config)?))
+        }
+    };
+    let dir = stall::log_dir();
+    std::fs::create_dir_all(&dir)?;
+    let mut rows = Vec::new();
+    for &window in &args.stall_windows {
+        for (name, input) in inputs {
+            let split = if DEV.contains(&name.as_str()) {
+                "dev"
+            } else {
+                "check"
+            };
+            eprintln!("{name} @ {window}: background road");
+            let background =
+                stall::run_road(input, window, WorkAhead::default(), &clock, &dir).await?;
+            eprintln!("{name} @ {window}: blocking road");
+            let blocking = stall::run_road(input, window, WorkAhead::Off, &clock, &dir).await?;
+            rows.push(stall::StallRow {
+                transcript: name.clone(),
+                split,
+                window,
+                background,
+                blocking,
+            });
+        }
+    }
+    // TROUPE_EVAL_KEEP_LOGS keeps the agents' session logs (the last replay of each road).
+    if std::env::var_os("TROUPE_EVAL_KEEP_LOGS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let all: Vec<&stall::StallRow> = rows.iter().collect();
+    let mut line = stall::summary(&all, args.time_scale);
+    for split in ["dev", "check"] {
+        let part: Vec<&stall::StallRow> = rows.iter().filter(|r| r.split == split).collect();
+        line[split] = stall::summary(&part, args.time_scale);
+    }
+    line["time_scale"] = serde_json::json!(args.time_scale);
+    line["model"] = match &args.server {
+        None => serde_json::json!(stall::latency_description()),
+        Some(url) => serde_json::json!(format!(
+            "server {url} (model {}): the agent's calls are sent there (flattened prompt, as many tokens as the transcript's answer) and answered from the transcript; the summarizer is the served model",
+            args.server_model
+        )),
+    };
+    if !args.json {
+        println!("{}", stall::stall_table(&rows));
+    }
+    println!("{}", serde_json::to_string(&line)?);
+    Ok(())
 }
 
 fn transcripts(corpus: &Path, only: Option<&str>) -> anyhow::Result<Vec<(String, TranscriptFile)>> {
@@ -127,6 +231,13 @@ fn transcripts(corpus: &Path, only: Option<&str>) -> anyhow::Result<Vec<(String,
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.mode == "stall" {
+        let inputs = transcripts(&args.corpus, args.only.as_deref())?;
+        if inputs.is_empty() {
+            anyhow::bail!("no transcripts in {}", args.corpus.display());
+        }
+        return stall_mode(&args, &inputs).await;
+    }
     let (none, local) = match args.model.as_str() {
         "none" => (true, false),
         "local" => (false, true),
@@ -137,7 +248,7 @@ async fn main() -> anyhow::Result<()> {
         "replay" => (true, false),
         "recall" => (false, true),
         "both" => (true, true),
-        other => anyhow::bail!("--mode must be replay, recall or both, not {other:?}"),
+        other => anyhow::bail!("--mode must be replay, recall, both or stall, not {other:?}"),
     };
     let inputs = transcripts(&args.corpus, args.only.as_deref())?;
     if inputs.is_empty() {
