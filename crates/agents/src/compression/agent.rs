@@ -93,6 +93,10 @@ impl AgentBehavior for CompressionAgent {
             CompressorJob::SummarizeScope(request, reply) => {
                 CompressorTask::scope(compressor, request, reply, trace)
             }
+            CompressorJob::Hurry(hurry, reply) => {
+                reply.send(self.workers.hurry(&hurry.agent, hurry.room));
+                return Ok(());
+            }
         };
         self.workers.submit(task);
         Ok(())

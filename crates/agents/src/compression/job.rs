@@ -26,6 +26,21 @@ pub enum CompressorJob {
         ScopeSummaryRequest,
         Reply<Result<String, ScopeSummaryError>>,
     ),
+    /// The agent now waits for its compaction that is still queued (it reached the trigger
+    /// while working ahead): rank that job by the room the agent has left now, not by the room
+    /// it had when the job was sent. `true` when a queued compaction was re-ranked; `false`
+    /// when the agent's compaction is already running, or none is queued.
+    Hurry(Hurry, Reply<bool>),
+}
+
+/// Which agent waits for its queued compaction, and with how much room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hurry {
+    /// Whose compaction it is.
+    pub agent: String,
+    /// Tokens left before the agent's hard limit now (its context window less its
+    /// conversation's tokens; negative when over it).
+    pub room: i64,
 }
 
 /// A request to compact one agent's conversation. Its serde form is what travels to a

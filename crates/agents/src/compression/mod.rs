@@ -21,7 +21,7 @@ pub use config::{
     CompressionConfig, CompressorModel, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_ITERATIONS,
 };
 pub use job::{
-    CompactionRequest, CompressorJob, InProcess, ScopeSummaryError, ScopeSummaryRequest,
+    CompactionRequest, CompressorJob, Hurry, InProcess, ScopeSummaryError, ScopeSummaryRequest,
 };
 pub use remote::RemoteCompaction;
 pub(crate) use remote::accept_remote_compactions;

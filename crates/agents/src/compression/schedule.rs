@@ -6,6 +6,8 @@
 //!   ties go in arrival order.
 //! - A newer compaction of an agent whose older one is still queued takes its place (the older
 //!   one is answered "superseded"); one that is running is never touched.
+//! - A queued compaction whose agent now waits for it is ranked by the room the agent has left
+//!   now (`hurry`), not by the room it had when it worked ahead.
 //! - Never two jobs of one agent at once: a job waits while its agent's job runs, and the next
 //!   job of another agent goes ahead of it.
 
@@ -41,6 +43,14 @@ impl Urgency {
             _ => Class::Compaction,
         };
         Urgency { class, room }
+    }
+
+    /// As urgent as this, or as a compaction with `room` left when that is less.
+    fn closer(self, room: i64) -> Self {
+        Urgency {
+            room: self.room.min(room),
+            ..self
+        }
     }
 
     /// A scope summary's urgency.
@@ -88,6 +98,20 @@ impl<J> Schedule<J> {
             .iter()
             .position(|q| q.replaceable && q.agent == agent)?;
         Some(self.queued.remove(index).job)
+    }
+
+    /// Rank `agent`'s queued replaceable job (its compaction) as one with `room` left, when
+    /// that is less than it had; `false` when none is queued.
+    pub(crate) fn hurry(&mut self, agent: &str, room: i64) -> bool {
+        let Some(queued) = self
+            .queued
+            .iter_mut()
+            .find(|q| q.replaceable && q.agent == agent)
+        else {
+            return false;
+        };
+        queued.urgency = queued.urgency.closer(room);
+        true
     }
 
     /// Queue `job` of `agent`.
@@ -176,6 +200,20 @@ mod tests {
         assert_eq!(schedule.running(), 2);
         schedule.finish("a");
         assert_eq!(schedule.start_next().unwrap().1, "a2");
+    }
+
+    #[test]
+    fn a_hurried_compaction_is_ranked_by_its_room_now() {
+        let mut schedule = Schedule::default();
+        schedule.push("ahead".into(), automatic(3_000), true, "ahead");
+        schedule.push("blocked".into(), automatic(800), true, "blocked");
+        // The agent that worked ahead now waits with less room than the other: it goes first.
+        assert!(schedule.hurry("ahead", 100));
+        // Never made less urgent.
+        assert!(schedule.hurry("ahead", 5_000));
+        assert!(!schedule.hurry("nobody", 0));
+        assert_eq!(schedule.start_next().unwrap().1, "ahead");
+        assert_eq!(schedule.start_next().unwrap().1, "blocked");
     }
 
     #[test]

@@ -72,6 +72,14 @@ impl<T: Task> Workers<T> {
     }
 }
 
+impl<T> Workers<T> {
+    /// Rank `agent`'s queued compaction by `room`, the room it has now (see
+    /// [`Schedule::hurry`]); `false` when none is queued (it runs already, or there is none).
+    pub(crate) fn hurry(&self, agent: &str, room: i64) -> bool {
+        lock(&self.shared.schedule).hurry(agent, room)
+    }
+}
+
 /// Start the most urgent runnable jobs while slots are free.
 fn start_ready<T: Task>(shared: &Arc<Shared<T>>) {
     // Outside a runtime (one shutting down dropped a task) nothing more can start; what is

@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, mpsc};
 use troupe_agents::compression::{
-    COMPRESSION_AGENT, CompactionRequest, CompressionConfig, CompressorJob, CompressorModel,
+    COMPRESSION_AGENT, CompactionRequest, CompressionConfig, CompressorJob, CompressorModel, Hurry,
     InProcess,
 };
 use troupe_agents::{shared_counter, spawn_compression_agent};
@@ -229,6 +229,45 @@ async fn queued_jobs_run_least_room_first_while_one_worker_is_busy() {
         priorities.iter().all(|p| *p == RequestPriority::Background),
         "{priorities:?}"
     );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_queued_compaction_its_agent_now_waits_for_goes_by_the_room_left_now() {
+    let (model, log, mut started, gates) = GateModel::new(&["busy"]);
+    let team = team(model, 1).await;
+    let busy = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact(&directory, request("busy", 4)).await }
+    });
+    assert_eq!(next_start(&mut started).await, "busy");
+    let hurry = |agent: &str, room| {
+        let hurry = Hurry {
+            agent: agent.into(),
+            room,
+        };
+        team.directory().ask_job(
+            COMPRESSION_AGENT,
+            |reply| CompressorJob::Hurry(hurry, reply),
+            TraceContext::new_root(),
+            PATIENCE,
+        )
+    };
+    // `ahead` worked ahead with plenty of room; it has since reached its limit and waits.
+    let (ahead, blocked, ()) = tokio::join!(
+        compact(team.directory(), request("ahead", 4)),
+        compact(team.directory(), request("blocked", 6)),
+        async {
+            after_the_mailbox(&team).await;
+            assert_eq!(hurry("ahead", -50).await, Ok(true));
+            assert_eq!(hurry("nobody", 0).await, Ok(false));
+            gates["busy"].add_permits(1);
+        },
+    );
+    assert!(ahead.is_ok() && blocked.is_ok() && busy.await.unwrap().is_ok());
+    assert_eq!(starts(&log), ["busy", "ahead", "blocked"]);
+    // Running or done: nothing queued to hurry.
+    assert_eq!(hurry("ahead", -50).await, Ok(false));
     team.shutdown().await;
 }
 
