@@ -60,6 +60,8 @@
 //! ```text
 //! cargo run --release --example eval -- --mode stall --json
 //! cargo run --release --example eval -- --mode stall --stall-windows 8000,16000 --time-scale 0.05 --only swe-
+//! cargo run --release --example eval -- --mode stall --work-ahead 0.6 --json    # work ahead from 60 %
+//! scripts/stall-llama-server.sh                                                 # against llama-server on 127.0.0.1
 //! ```
 
 mod recall;
@@ -126,6 +128,10 @@ struct Args {
     /// formula: the agent's calls are sent there too, the summarizer is that model.
     #[arg(long)]
     server: Option<String>,
+    /// With `--mode stall`: when the background road works ahead: `warning` (the default
+    /// threshold, 70 %) or a fraction of the window (`0.6`).
+    #[arg(long, default_value = "warning")]
+    work_ahead: String,
     /// With `--server`: the model name sent to it.
     #[arg(long, default_value = "smollm2-135m")]
     server_model: String,
@@ -154,6 +160,14 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
             stall::Clock::Server(Arc::new(OpenAiModel::new(config)?))
         }
     };
+    let work_ahead = match args.work_ahead.as_str() {
+        "warning" => WorkAhead::AtWarning,
+        fraction => WorkAhead::At(
+            fraction
+                .parse()
+                .context("--work-ahead takes `warning` or a fraction of the window")?,
+        ),
+    };
     let dir = stall::log_dir();
     std::fs::create_dir_all(&dir)?;
     let mut rows = Vec::new();
@@ -165,8 +179,7 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
                 "check"
             };
             eprintln!("{name} @ {window}: background road");
-            let background =
-                stall::run_road(input, window, WorkAhead::default(), &clock, &dir).await?;
+            let background = stall::run_road(input, window, work_ahead, &clock, &dir).await?;
             eprintln!("{name} @ {window}: blocking road");
             let blocking = stall::run_road(input, window, WorkAhead::Off, &clock, &dir).await?;
             rows.push(stall::StallRow {
@@ -189,6 +202,7 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
         line[split] = stall::summary(&part, args.time_scale);
     }
     line["time_scale"] = serde_json::json!(args.time_scale);
+    line["work_ahead"] = serde_json::json!(format!("{work_ahead:?}"));
     line["model"] = match &args.server {
         None => serde_json::json!(stall::latency_description()),
         Some(url) => serde_json::json!(format!(

@@ -406,6 +406,24 @@ pub(super) struct Applied {
     pub(super) mode: CompactionMode,
     pub(super) reason: Option<String>,
     pub(super) outcome: Outcome,
+    /// For a blocking compaction: what had been worked ahead since the last compaction.
+    pub(super) cause: Option<Ahead>,
+}
+
+/// What the background road had done when an agent compacted blocking after all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ahead {
+    /// No background job since the last compaction: the conversation passed from under the
+    /// work-ahead threshold to the trigger in one step (or work-ahead is off).
+    NoJob,
+    /// A background job was started and had not come back.
+    Pending,
+    /// The background job changed nothing (the anti-thrash guard held it back).
+    Unchanged,
+    /// The background job failed.
+    Failed,
+    /// The background job's answer was dropped.
+    Dropped,
 }
 
 /// One replay of one transcript on one road.
@@ -508,12 +526,28 @@ pub(super) async fn run_road(
         // The outcome of the compaction whose `CompactionApplied` comes next: an agent has at
         // most one compaction in flight, so its events come as started, finished, applied.
         let mut outcome = None;
+        // The background job since the last compaction that changed the conversation, and its
+        // outcome once known; what it was when a blocking compaction started.
+        let mut ahead: Option<Option<Outcome>> = None;
+        let mut cause = None;
         loop {
             match events.recv().await {
                 Ok(record) => match record.event {
                     Event::CompactionStarted { agent, mode, .. } if agent == AGENT => match mode {
-                        CompactionMode::Background => run.started_background += 1,
-                        CompactionMode::Blocking => run.started_blocking += 1,
+                        CompactionMode::Background => {
+                            run.started_background += 1;
+                            ahead = Some(None);
+                        }
+                        CompactionMode::Blocking => {
+                            run.started_blocking += 1;
+                            cause = Some(match ahead {
+                                None => Ahead::NoJob,
+                                Some(None) => Ahead::Pending,
+                                Some(Some(Outcome::Unchanged)) => Ahead::Unchanged,
+                                Some(Some(Outcome::Failed)) => Ahead::Failed,
+                                Some(Some(Outcome::Changed)) => Ahead::Dropped,
+                            });
+                        }
                     },
                     Event::CompactionFinished { agent, report } if agent == AGENT => {
                         let ns = summarizer_ns.swap(0, Ordering::Relaxed);
@@ -538,13 +572,29 @@ pub(super) async fn run_road(
                         applied,
                         reason,
                     } if agent == AGENT => match outcome.take() {
-                        Some(outcome) => run.applied.push(Applied {
-                            waited_ms,
-                            applied,
-                            mode,
-                            reason,
-                            outcome,
-                        }),
+                        Some(outcome) => {
+                            if mode == CompactionMode::Background
+                                && let Some(job) = ahead.as_mut()
+                            {
+                                *job = Some(outcome);
+                            }
+                            if outcome == Outcome::Changed && applied {
+                                ahead = None;
+                            }
+                            let cause = if mode == CompactionMode::Blocking {
+                                cause.take()
+                            } else {
+                                None
+                            };
+                            run.applied.push(Applied {
+                                waited_ms,
+                                applied,
+                                mode,
+                                reason,
+                                outcome,
+                                cause,
+                            });
+                        }
                         None => run.invalid.push(format!(
                             "CompactionApplied ({mode:?}, waited {waited_ms} ms) with no compaction finished before it"
                         )),
@@ -721,6 +771,14 @@ pub(super) fn summary(rows: &[&StallRow], scale: f64) -> Value {
             .collect();
         json!({"n": w.len(), "p50": ms(p(&w, 50.0)), "p99": ms(p(&w, 99.0))})
     };
+    let causes: HashMap<String, usize> = bg
+        .iter()
+        .flat_map(|r| r.applied.iter())
+        .filter(|a| a.outcome == Outcome::Changed && a.mode == CompactionMode::Blocking)
+        .fold(HashMap::new(), |mut m, a| {
+            *m.entry(format!("{:?}", a.cause)).or_default() += 1;
+            m
+        });
     json!({
         "transcripts": rows.iter().map(|r| format!("{}@{}k", r.transcript, r.window / 1000)).collect::<Vec<_>>(),
         "compactions": applied,
@@ -738,6 +796,7 @@ pub(super) fn summary(rows: &[&StallRow], scale: f64) -> Value {
         "background_road_by_mode": {
             "background": by_mode(CompactionMode::Background),
             "blocking": by_mode(CompactionMode::Blocking),
+            "blocking_because": causes,
         },
         "unchanged_triggers_background_road": unchanged.len(),
         "unchanged_triggers_ms_p99_background_road": ms(p(&unchanged, 99.0)),
