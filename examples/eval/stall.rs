@@ -441,6 +441,8 @@ pub(super) struct RoadRun {
     pub(super) wall_s: f64,
     /// Agent calls the server failed (their time still counts).
     pub(super) server_failures: u64,
+    /// Why compactions changed nothing (their reports' reasons, digits as `#`), counted.
+    pub(super) unchanged_reasons: HashMap<String, usize>,
 }
 
 /// Replay `input` at `window` on one road (`work_ahead`).
@@ -559,6 +561,13 @@ pub(super) async fn run_road(
                             outcome = Some(Outcome::Changed);
                         } else {
                             outcome = Some(Outcome::Unchanged);
+                            // Numbers vary; the words say why.
+                            let why: String = report
+                                .reason
+                                .chars()
+                                .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                                .collect();
+                            *run.unchanged_reasons.entry(why).or_default() += 1;
                         }
                     }
                     Event::CompactionFailed { agent, .. } if agent == AGENT => {
@@ -801,6 +810,12 @@ pub(super) fn summary(rows: &[&StallRow], scale: f64) -> Value {
         "unchanged_triggers_background_road": unchanged.len(),
         "unchanged_triggers_ms_p99_background_road": ms(p(&unchanged, 99.0)),
         "unchanged_triggers_blocking_road": unchanged_blocking.len(),
+        "unchanged_reasons_background_road": bg.iter().fold(HashMap::<String, usize>::new(), |mut m, r| {
+            for (k, v) in &r.unchanged_reasons {
+                *m.entry(k.clone()).or_default() += v;
+            }
+            m
+        }),
         "failed": failed,
         "stall_ms_p50": ms(p(&bg_waits, 50.0)),
         "stall_ms_p99": ms(p(&bg_waits, 99.0)),
