@@ -320,7 +320,9 @@ fn ctrl_c_during_the_compaction_that_ends_a_request_says_the_request_was_kept() 
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(
         &config,
-        text.replace("context_window = 8000", "context_window = 30000"),
+        // The blocking timeline: the compaction runs at the trigger, before the request ends.
+        text.replace("context_window = 8000", "context_window = 30000")
+            + "\n[compaction]\nwork_ahead = \"off\"\n",
     )
     .unwrap();
     let session = dir.path().join("s.jsonl");

@@ -372,7 +372,7 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
     use troupe::agents::compression::CompressorModel;
     use troupe::agents::model::{ScriptedModel, ScriptedReply};
     use troupe::agents::{
-        AgentSpec, CompactionSettings, context_stats, shared_counter, spawn_agent,
+        AgentSpec, CompactionSettings, WorkAhead, context_stats, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
@@ -410,6 +410,8 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
                         tool_output_limit_tokens: 100_000,
                         ..BudgetPolicy::for_window(4_000)
                     }),
+                    // The blocking road: the trigger compacts within the request, waiting.
+                    work_ahead: WorkAhead::Off,
                     ..CompactionSettings::default()
                 });
             spawn_agent(&team, spec).await.unwrap();
@@ -438,11 +440,90 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
         assert_eq!(compaction.attributes["troupe.trigger"], "automatic");
         assert!(compaction.attributes["troupe.compaction.tokens_before"].is_u64());
         assert!(compaction.attributes["troupe.compaction.tiers"].is_string());
+        // The agent waited for it: the whole compaction.
+        assert_eq!(compaction.attributes["troupe.compaction.mode"], "blocking");
+        assert!(compaction.attributes["troupe.compaction.waited_ms"].is_u64());
     }
     assert!(
         spans.iter().all(|s| s.name != "agent_job"),
         "jobs open no span of their own"
     );
+}
+
+/// A compaction in the background is still part of the request whose turn started it (its
+/// span beneath that request's `invoke_agent`, in its trace), says so, and records how long
+/// the agent waited for it.
+#[test]
+fn a_background_compaction_is_a_span_of_the_request_that_started_it() {
+    use std::sync::Arc;
+    use troupe::agents::compression::{CompressionConfig, CompressorModel};
+    use troupe::agents::model::ScriptedModel;
+    use troupe::agents::{
+        AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
+        spawn_compression_agent,
+    };
+    use troupe::compaction::BudgetPolicy;
+    use troupe::runtime::{CompactionMode, Event, Team, TeamConfig};
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    with_trace_file(&path, false, || {
+        block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let mut config = CompressionConfig::new(shared_counter());
+            config.model = CompressorModel::None;
+            spawn_compression_agent(&team, config).await.unwrap();
+            let model = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
+            let spec = AgentSpec::new("coder", model).compaction(CompactionSettings {
+                policy: Some(BudgetPolicy {
+                    tool_output_limit_tokens: 100_000,
+                    ..BudgetPolicy::for_window(8_000)
+                }),
+                work_ahead: WorkAhead::AtWarning,
+                ..CompactionSettings::default()
+            });
+            spawn_agent(&team, spec).await.unwrap();
+            let mut events = team.subscribe();
+            let part = "line: some text the agent was given to keep in mind\n".repeat(4);
+            let mut landed = false;
+            for i in 0..80 {
+                team.ask("coder", format!("part {i}:\n{part}"))
+                    .await
+                    .unwrap();
+                while let Ok(record) = events.try_recv() {
+                    landed |= matches!(
+                        record.event,
+                        Event::CompactionApplied {
+                            mode: CompactionMode::Background,
+                            applied: true,
+                            ..
+                        }
+                    );
+                }
+                if landed {
+                    break;
+                }
+            }
+            assert!(landed, "no background compaction landed");
+            team.shutdown().await;
+        })
+    });
+
+    let spans = spans(&path);
+    let by_id: HashMap<&str, &SpanLine> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let background: Vec<&SpanLine> = spans
+        .iter()
+        .filter(|s| {
+            s.name == "compaction" && s.attributes["troupe.compaction.mode"] == "background"
+        })
+        .collect();
+    assert!(!background.is_empty());
+    for compaction in background {
+        let parent = by_id[compaction.parent_span_id.as_deref().unwrap()];
+        assert_eq!(parent.name, "invoke_agent");
+        assert_eq!(parent.trace_id, compaction.trace_id);
+        assert!(compaction.attributes["troupe.compaction.waited_ms"].is_u64());
+    }
 }
 
 /// The agent's own `compact` tool runs like every tool: an `execute_tool` span (the compaction

@@ -31,8 +31,9 @@ pub struct CompactionSettings {
 /// When an agent starts a background compaction: a snapshot of its conversation, taken at a
 /// turn boundary, is compacted while the agent goes on, and the answer is spliced in at a later
 /// turn boundary. The agent only waits when its request reaches the trigger with that job still
-/// running.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// running. In a configuration file: `"off"`, `"at_warning"` or `{ at = 0.6 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum WorkAhead {
     /// Never: the agent compacts at the trigger and waits for it (the blocking road only).
     Off,

@@ -171,6 +171,13 @@ pub mod semconv {
     pub const COMPACTION_REASON: &str = "troupe.compaction.reason";
     /// `troupe.compaction.summarizer_calls`: how many summaries a model was asked for.
     pub const COMPACTION_SUMMARIZER_CALLS: &str = "troupe.compaction.summarizer_calls";
+    /// `troupe.compaction.mode`: `background` (the agent went on working while it ran) or
+    /// `blocking` (the agent waited for it).
+    pub const COMPACTION_MODE: &str = "troupe.compaction.mode";
+    /// `troupe.compaction.waited_ms`: how long the agent's request was held up by the
+    /// compaction — all of it when blocking; in the background, the wait at the trigger plus
+    /// the splice (0 when the answer landed on its own).
+    pub const COMPACTION_WAITED_MS: &str = "troupe.compaction.waited_ms";
     /// `troupe.input`: the transcript file a CLI operation read.
     pub const INPUT: &str = "troupe.input";
     /// `troupe.archive`: the archive file a CLI operation read.

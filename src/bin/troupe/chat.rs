@@ -249,6 +249,14 @@ impl Chat {
                     ),
                     None => println!("no compaction yet"),
                 }
+                if let Some(job) = &s.in_flight {
+                    println!(
+                        "compacting in the background: {} messages, {} tokens, for {:.1} s",
+                        job.messages,
+                        job.tokens,
+                        job.age_ms as f64 / 1000.0
+                    );
+                }
             }
             Err(e) => println!("cannot read the context: {}", safe(&e.to_string())),
         }

@@ -7,12 +7,19 @@
 //! `compaction` span around it and publishes `CompactionStarted` and then `CompactionFinished`
 //! or `CompactionFailed` on the asker's bus, once each on every route (`announce.rs`). An agent
 //! calls [`compact_and_apply`], which adds the tracker that lets `/compact` join a running
-//! compaction (`tracker.rs`) and applies the answer.
+//! compaction (`tracker.rs`) and applies the answer; an agent working ahead calls
+//! [`compact_detached`], the same road announced in mode background, whose answer it awaits on
+//! a task of its own and splices in later (`llm_agent/work_ahead.rs`). Either way the agent
+//! publishes `CompactionApplied` when it applied or dropped the answer
+//! ([`compaction_applied`]).
 
 mod announce;
 mod tracker;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
 
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
@@ -27,6 +34,7 @@ use crate::compression::job::{
     CompactionRequest, CompressorJob, ScopeSummaryError, ScopeSummaryRequest,
 };
 use announce::{Announcement, compaction_span};
+pub(crate) use announce::{Settled, applied as compaction_applied};
 pub(crate) use tracker::CompactionTracker;
 
 /// How long a compaction may take: the compression agent's model loop runs up to its iteration
@@ -145,15 +153,33 @@ pub(crate) fn can_compact(directory: &Directory) -> bool {
 const OWN_NODE: &str = "planner (this node)";
 
 /// An agent's compaction, start to end: refused when the team has nowhere to compact;
-/// registered so that a `/compact` meanwhile joins it; routed, traced and announced by
-/// [`compact`]; applied with `apply` (which returns what joiners and the caller get).
+/// registered so that a `/compact` meanwhile joins it; routed, traced and announced as
+/// [`compact`] does, in mode blocking; applied with `apply` (which returns what joiners and the
+/// caller get), and the wait — all of it — recorded on its span and published as
+/// `CompactionApplied`.
 pub(crate) async fn compact_and_apply(
     caller: &CompactionCaller<'_>,
     request: CompactionRequest,
     apply: impl FnOnce(Compaction) -> AppliedCompaction,
 ) -> Result<AppliedCompaction, CompactError> {
-    let running = CompactionTracker::of(caller.directory).begin(&request.agent);
-    let outcome = compact(caller, request).await.map(apply);
+    let agent = request.agent.clone();
+    let running = CompactionTracker::of(caller.directory).begin(&agent);
+    let asked = Instant::now();
+    let outcome = match Started::announce(caller, request, CompactionMode::Blocking) {
+        Err(e) => Err(e),
+        Ok(started) => {
+            let span = started.span.clone();
+            let outcome = started.run(caller).await.map(apply);
+            let settled = Settled {
+                agent: &agent,
+                mode: CompactionMode::Blocking,
+                waited: asked.elapsed(),
+                outcome: outcome.as_ref().map(|_| ()).map_err(ToString::to_string),
+            };
+            compaction_applied(caller.events, caller.trace.id(), &span, settled);
+            outcome
+        }
+    };
     running.settle(&outcome);
     outcome
 }
@@ -167,8 +193,8 @@ pub(crate) async fn join_running(
 }
 
 /// Compact `request` on the route its team has, inside a `compaction` span, announcing it on
-/// `caller`'s bus: one `CompactionStarted`, then one `CompactionFinished` or `CompactionFailed`
-/// (also when this future is dropped before the end).
+/// `caller`'s bus: one `CompactionStarted` (mode blocking), then one `CompactionFinished` or
+/// `CompactionFailed` (also when this future is dropped before the end).
 ///
 /// # Errors
 /// [`CompactError::NoCompressionAgent`] when the team has no compression agent and is in no
@@ -179,33 +205,123 @@ pub async fn compact(
     caller: &CompactionCaller<'_>,
     request: CompactionRequest,
 ) -> Result<Compaction, CompactError> {
-    let Some(route) = CompressorRoute::of(caller.directory) else {
-        return Err(CompactError::NoCompressionAgent);
-    };
-    let span = compaction_span(
-        &request.agent,
-        &route.compressor(),
-        request.trigger.as_str(),
-    );
-    let tokens = request
-        .in_process
-        .token_cache
-        .clone()
-        .unwrap_or_default()
-        .count_shared(caller.counter, request.conversation.messages())
-        .total;
-    let announcement = Announcement::start(
-        caller.events,
-        caller.trace.id(),
-        &request.agent,
-        tokens,
-        request.trigger,
-        CompactionMode::Blocking,
-        span.clone(),
-    );
-    let outcome = ask_route(caller, route, request).instrument(span).await;
-    announcement.end(outcome.as_ref().map(|c| &c.report));
-    outcome
+    Started::announce(caller, request, CompactionMode::Blocking)?
+        .run(caller)
+        .await
+}
+
+/// What a compaction that runs on a task of its own keeps of its asker (see
+/// [`compact_detached`]): [`CompactionCaller`], owned.
+#[derive(Clone)]
+pub(crate) struct OwnedCaller {
+    /// The asker's team.
+    pub(crate) directory: Directory,
+    /// The asker's bus.
+    pub(crate) events: EventBus,
+    /// The trace of the request whose turn started it.
+    pub(crate) trace: TraceContext,
+    /// Counts tokens for the announcement and for a compaction on this node.
+    pub(crate) counter: Arc<dyn TokenCounter>,
+}
+
+impl OwnedCaller {
+    fn borrowed(&self) -> CompactionCaller<'_> {
+        CompactionCaller {
+            directory: &self.directory,
+            events: &self.events,
+            trace: self.trace,
+            counter: self.counter.as_ref(),
+        }
+    }
+}
+
+/// A compaction under way while its asker works on: its `compaction` span, and the answer to
+/// await (on a task of its own; it owns everything it needs).
+pub(crate) struct Detached {
+    /// The compaction's span: the asker records on it how long it waited
+    /// ([`compaction_applied`]).
+    pub(crate) span: tracing::Span,
+    /// The compressor's answer.
+    pub(crate) answer: BoxFuture<'static, Result<Compaction, CompactError>>,
+}
+
+/// [`compact`] for an agent that works ahead: the same road — route, span, announcements — but
+/// announced in mode background, and with the span opened now, in the caller's context, so it
+/// is a child of the request whose turn started it wherever the answer is awaited. The asker
+/// applies the answer itself and publishes how it took it ([`compaction_applied`]).
+///
+/// # Errors
+/// [`CompactError::NoCompressionAgent`] when the team has nowhere to compact (nothing was
+/// announced).
+pub(crate) fn compact_detached(
+    caller: OwnedCaller,
+    request: CompactionRequest,
+) -> Result<Detached, CompactError> {
+    let started = Started::announce(&caller.borrowed(), request, CompactionMode::Background)?;
+    let span = started.span.clone();
+    let answer = Box::pin(async move { started.run(&caller.borrowed()).await });
+    Ok(Detached { span, answer })
+}
+
+/// A compaction announced (`CompactionStarted`) with its span open, not yet asked.
+struct Started {
+    route: CompressorRoute,
+    request: CompactionRequest,
+    span: tracing::Span,
+    announcement: Announcement,
+}
+
+impl Started {
+    /// Route `request`, open its span (a child of the current one) and announce it in `mode`.
+    fn announce(
+        caller: &CompactionCaller<'_>,
+        request: CompactionRequest,
+        mode: CompactionMode,
+    ) -> Result<Started, CompactError> {
+        let Some(route) = CompressorRoute::of(caller.directory) else {
+            return Err(CompactError::NoCompressionAgent);
+        };
+        let span = compaction_span(
+            &request.agent,
+            &route.compressor(),
+            request.trigger.as_str(),
+        );
+        let tokens = request
+            .in_process
+            .token_cache
+            .clone()
+            .unwrap_or_default()
+            .count_shared(caller.counter, request.conversation.messages())
+            .total;
+        let announcement = Announcement::start(
+            caller.events,
+            caller.trace.id(),
+            &request.agent,
+            tokens,
+            request.trigger,
+            mode,
+            span.clone(),
+        );
+        Ok(Started {
+            route,
+            request,
+            span,
+            announcement,
+        })
+    }
+
+    /// Ask the compressor inside the span, and announce how it ended.
+    async fn run(self, caller: &CompactionCaller<'_>) -> Result<Compaction, CompactError> {
+        let Started {
+            route,
+            request,
+            span,
+            announcement,
+        } = self;
+        let outcome = ask_route(caller, route, request).instrument(span).await;
+        announcement.end(outcome.as_ref().map(|c| &c.report));
+        outcome
+    }
 }
 
 /// Ask the compressor `route` names; a remote one that cannot be reached is replaced by the

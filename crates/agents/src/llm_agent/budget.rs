@@ -1,7 +1,7 @@
 //! The budget check after every model turn and tool batch (the one before every model call is
 //! `precall.rs`), and how this agent asks for a compaction and applies the answer: the road
 //! itself — routing, the span, the events, the tracker — is the compaction client's
-//! (`compression/client.rs`).
+//! (`compression/client.rs`); working ahead of the trigger is `work_ahead.rs`.
 
 use std::collections::HashSet;
 
@@ -12,24 +12,34 @@ use crate::compression::client::{AppliedCompaction, CompactError};
 use crate::compression::{CompactionCaller, CompactionRequest, InProcess, compact_and_apply};
 
 use super::LlmAgent;
+use super::work_ahead::has_open_tool_calls;
 use crate::CompactionSettings;
 
 impl LlmAgent {
-    /// After each model turn and tool batch: warn at the warning threshold, compact at the trigger.
+    /// After each model turn and tool batch: take a background compaction that landed, warn at
+    /// the warning threshold, work ahead past the work-ahead threshold (`work_ahead.rs`), and
+    /// at the trigger join the background compaction in flight or else compact, waiting.
     /// Like the check before every model call, the trigger measures a request with the room its
     /// answer needs (the output reserve), so both compact at the same point; the warning is
     /// about the context itself (the tokens it reports).
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: TraceId) {
+        // A snapshot is never taken, nor an answer spliced in, while a tool call is open.
+        let open = has_open_tool_calls(self.conversation.messages());
+        if !open {
+            self.land_background(ctx);
+        }
         // The request carries the tool definitions too: they count against the window.
         let tools = self.request_tool_tokens();
         let reserve = self.output_reserve();
         let warning = self.policy.warning_tokens();
         let trigger = self.policy.trigger_tokens();
-        // Far below both thresholds, bounds settle it: the turn's new messages are tokenized
+        let ahead = self.work_ahead_tokens().unwrap_or(usize::MAX);
+        // Far below every threshold, bounds settle it: the turn's new messages are tokenized
         // only once the conversation could be near one (and then once each, cached).
         let quiet_below = warning
             .saturating_sub(tools)
-            .min(trigger.saturating_sub(tools + reserve));
+            .min(trigger.saturating_sub(tools + reserve))
+            .min(ahead.saturating_sub(tools + reserve));
         if quiet_below > 0
             && self.token_cache.certainly_below(
                 self.counter.as_ref(),
@@ -40,13 +50,19 @@ impl LlmAgent {
             self.warned = false;
             return;
         }
-        let tokens = self.tokens() + tools;
+        let mut tokens = self.tokens() + tools;
         // Tool definitions and reserve alone past the trigger: no compaction can bring the
         // request under it (said once per set of tools before the model call), so none is run
         // after every turn, nor warned about again.
-        let due = tokens + reserve >= trigger && tools + reserve < trigger;
-        if !due && self.policy.state(tokens) == BudgetState::Ok {
+        let due = |tokens: usize| tokens + reserve >= trigger && tools + reserve < trigger;
+        if due(tokens) && self.join_background(ctx).await {
+            tokens = self.tokens() + tools;
+        }
+        if !due(tokens) && self.policy.state(tokens) == BudgetState::Ok {
             self.warned = false;
+            if !open {
+                self.work_ahead(ctx, tokens + reserve);
+            }
             return;
         }
         if !self.warned {
@@ -60,8 +76,11 @@ impl LlmAgent {
                 },
             );
         }
-        if due
-            && self.spec.compaction.auto
+        if !due(tokens) {
+            if !open {
+                self.work_ahead(ctx, tokens + reserve);
+            }
+        } else if self.spec.compaction.auto
             && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
         {
             tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
@@ -70,28 +89,15 @@ impl LlmAgent {
 
     /// Compact this conversation through the compaction client (`compression/client.rs`) —
     /// automatic, `/compact`, the `compact` tool and the emergency before a model call all come
-    /// here — and apply the answer.
+    /// here — waiting for it, and apply the answer. A background compaction in flight is stale
+    /// once this one changed the conversation.
     pub(super) async fn compact(
         &mut self,
         trigger: CompactTrigger,
         focus: Option<String>,
         ctx: &AgentContext,
     ) -> Result<AppliedCompaction, CompactError> {
-        let request = CompactionRequest {
-            focus,
-            in_process: InProcess {
-                agent_model: Some(self.spec.model.clone()),
-                token_cache: Some(self.token_cache.clone()),
-            },
-            ..CompactionRequest::new(
-                ctx.name.clone(),
-                self.conversation.clone(),
-                self.ledger.snapshot(),
-                // Every request keeps room for its answer: the compaction leaves it too.
-                CompactionSettings::reserving(&self.policy, self.output_reserve()),
-                trigger,
-            )
-        };
+        let request = self.compaction_request(trigger, focus, &ctx.name);
         let counter = self.counter.clone();
         let caller = CompactionCaller {
             directory: &ctx.directory,
@@ -99,7 +105,39 @@ impl LlmAgent {
             trace: self.trace,
             counter: counter.as_ref(),
         };
-        compact_and_apply(&caller, request, |compaction| self.apply(compaction)).await
+        compact_and_apply(&caller, request, |compaction| {
+            if compaction.changed() {
+                self.ahead.rewritten(&format!(
+                    "the conversation was compacted meanwhile ({trigger})"
+                ));
+            }
+            self.apply(compaction)
+        })
+        .await
+    }
+
+    /// The compaction of this conversation as it is now.
+    pub(super) fn compaction_request(
+        &self,
+        trigger: CompactTrigger,
+        focus: Option<String>,
+        agent: &str,
+    ) -> CompactionRequest {
+        CompactionRequest {
+            focus,
+            in_process: InProcess {
+                agent_model: Some(self.spec.model.clone()),
+                token_cache: Some(self.token_cache.clone()),
+            },
+            ..CompactionRequest::new(
+                agent.to_string(),
+                self.conversation.clone(),
+                self.ledger.snapshot(),
+                // Every request keeps room for its answer: the compaction leaves it too.
+                CompactionSettings::reserving(&self.policy, self.output_reserve()),
+                trigger,
+            )
+        }
     }
 
     /// Put a compaction's result in place of the conversation it was made from (nothing

@@ -23,6 +23,21 @@ pub struct ContextStats {
     pub by_role: Vec<ContextShare>,
     /// The last compaction's report, if any.
     pub last_compaction: Option<CompactionReport>,
+    /// The compaction running ahead of the trigger while the agent works on, if one is.
+    #[serde(default)]
+    pub in_flight: Option<InFlightCompaction>,
+}
+
+/// A compaction running in the background: a snapshot of the conversation that the compression
+/// agent compacts while the agent goes on; it is spliced in at a later turn boundary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightCompaction {
+    /// Messages in the snapshot.
+    pub messages: usize,
+    /// The snapshot's tokens.
+    pub tokens: usize,
+    /// Milliseconds since it started.
+    pub age_ms: u64,
 }
 
 /// One slice of a conversation: how many messages of a kind (or role) and their tokens.
@@ -77,6 +92,7 @@ impl LlmAgent {
             by_kind: shares(by_kind),
             by_role: shares(by_role),
             last_compaction: self.last_compaction.clone(),
+            in_flight: self.ahead.in_flight(),
         }
     }
 }

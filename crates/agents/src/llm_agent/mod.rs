@@ -6,8 +6,9 @@
 //! (`turn.rs`), the budget check before every model call and the output reserve (`precall.rs`,
 //! refusing with [`troupe_runtime::ContextOverflow`]), the budget check after each turn and how
 //! the agent asks for a compaction and applies it (`budget.rs`, through the compaction client
-//! in `compression/client.rs`), the agent-callable `compact` tool (`compact_tool.rs`), scoped
-//! compression (`scopes.rs`), context statistics (`context.rs`), the session log's operations —
+//! in `compression/client.rs`), the compaction it runs ahead of the trigger while it works on
+//! and splices in later (`work_ahead.rs`), the agent-callable `compact` tool
+//! (`compact_tool.rs`), scoped compression (`scopes.rs`), context statistics (`context.rs`), the session log's operations —
 //! `/clear`, `/resume`, a changed system prompt, the write at a commit point
 //! (`session_ops.rs`); this file holds the agent's state, its construction and the
 //! [`AgentBehavior`] that dispatches requests and jobs.
@@ -22,8 +23,9 @@ mod session_ops;
 mod tool_span;
 mod tool_tokens;
 mod turn;
+mod work_ahead;
 
-pub use context::{ContextShare, ContextStats};
+pub use context::{ContextShare, ContextStats, InFlightCompaction};
 pub use jobs::{
     ClearError, CloseScope, LlmAgentJob, ScopeError, SwitchError, clear_conversation, close_scope,
     compact_agent, compact_agent_cancellable, context_stats, open_scope, session_health,
@@ -83,6 +85,9 @@ pub struct LlmAgent {
     /// The conversation as the request found it, kept only once the request rewrites it (a
     /// compaction, the `compact` tool's answer): then rewinding to the mark is not enough.
     before_rewrite: Option<Conversation>,
+    /// The compaction running ahead of the trigger, and what makes its answer stale
+    /// (`work_ahead.rs`). It outlives requests: agent state, not a request's.
+    ahead: work_ahead::WorkAheadState,
 }
 
 /// What an [`LlmAgent`] keeps across restarts beyond its conversation: its checkpoint's
@@ -189,6 +194,7 @@ impl LlmAgent {
             ledger_epoch: fresh_ledger_epoch(),
             request_mark: None,
             before_rewrite: None,
+            ahead: work_ahead::WorkAheadState::default(),
         })
     }
 
@@ -306,6 +312,9 @@ impl AgentBehavior for LlmAgent {
         span.record(semconv::SESSION_ID, self.conversation_id.as_str());
         self.trace = request.trace;
         self.link.set(ctx.directory.clone(), request.trace);
+        // A compaction that landed between requests goes in before this one starts (not part
+        // of what a rollback of this request undoes).
+        self.land_background(ctx);
         // O(1): a rollback drops what the request pushed; a request that rewrites the
         // conversation keeps a copy first (`keep_for_rollback`).
         let mark = self.conversation.mark();

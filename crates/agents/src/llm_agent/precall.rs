@@ -35,30 +35,42 @@ impl LlmAgent {
             .output_reserve_for(self.spec.max_tokens, self.policy.context_window)
     }
 
-    /// Before a model call: compact when the request and its answer's room reach the trigger,
-    /// and refuse the call when they cannot fit the window (see the module's documentation).
+    /// Before a model call: take a background compaction that landed, work ahead past the
+    /// work-ahead threshold, at the trigger join the background compaction in flight or else
+    /// compact, and refuse the call when the request cannot fit the window (see the module's
+    /// documentation).
     pub(super) async fn prepare_call(&mut self, ctx: &AgentContext) -> Result<(), ContextOverflow> {
         let room = Room {
             tool_tokens: self.tool_tokens(),
             output_reserve: self.output_reserve(),
             window: self.policy.context_window,
         };
+        // Before a model call no tool call is open: a background compaction that landed goes
+        // in now.
+        self.land_background(ctx);
         let trigger = self.policy.trigger_tokens();
         let fixed = room.tool_tokens + room.output_reserve;
-        // Far below the trigger, bounds settle it without tokenizing the new messages.
-        if fixed < trigger
+        let quiet = trigger.min(self.work_ahead_tokens().unwrap_or(usize::MAX));
+        // Far below the trigger (and the work-ahead threshold), bounds settle it without
+        // tokenizing the new messages.
+        if fixed < quiet
             && self.token_cache.certainly_below(
                 self.counter.as_ref(),
                 self.conversation.messages(),
-                trigger - fixed,
+                quiet - fixed,
             )
         {
             return Ok(());
         }
         if self.tokens() + fixed < trigger {
+            self.work_ahead(ctx, self.tokens() + fixed);
             return Ok(());
         }
         self.refuse_protected_giant(room)?;
+        // At the trigger with a background compaction in flight: wait for that one.
+        if self.join_background(ctx).await && self.tokens() + fixed < trigger {
+            return Ok(());
+        }
         // Tool definitions and reserve alone past the trigger: no compaction brings the request
         // under it (the tools' own warning says so), so none runs before every call.
         if self.spec.compaction.auto

@@ -65,6 +65,7 @@ impl LlmAgent {
         self.archive.record_replacement(id, &entries);
         kept.push(Arc::new(marker));
         self.conversation.replace_shared(kept);
+        self.ahead.rewritten("a scope was closed");
         self.last_scope_model = Some(model);
         Ok(Some(summary))
     }

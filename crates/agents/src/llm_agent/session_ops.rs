@@ -25,6 +25,7 @@ impl LlmAgent {
         self.last_compaction = None;
         self.scopes.clear();
         self.warned = false;
+        self.ahead.rewritten("the conversation was cleared");
         Ok(())
     }
 
@@ -53,6 +54,8 @@ impl LlmAgent {
         self.token_cache = TokenCache::new();
         self.scopes.clear();
         self.warned = false;
+        self.ahead
+            .rewritten("the agent resumed another session log");
         Ok(count)
     }
 
@@ -78,6 +81,7 @@ impl LlmAgent {
         }
         messages.extend(rest);
         self.conversation.replace_shared(messages);
+        self.ahead.rewritten("the system prompt changed");
         self.persist();
         true
     }

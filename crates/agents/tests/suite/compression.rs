@@ -8,7 +8,7 @@ use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactError, CompactionSettings, ScopeError, close_scope, compact_agent,
+    AgentSpec, CompactError, CompactionSettings, ScopeError, WorkAhead, close_scope, compact_agent,
     open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::invariants::validate;
@@ -272,9 +272,14 @@ async fn the_automatic_trigger_warns_then_compacts() {
     let model = Arc::new(ScriptedModel::new("coder", script).with_fallback(SUMMARY));
     let team = team_with_compressor(None).await;
     let mut events = team.subscribe();
+    // The blocking timeline: no compaction runs ahead of the trigger.
+    let settings = CompactionSettings {
+        work_ahead: WorkAhead::Off,
+        ..small_window_settings()
+    };
     let spec = AgentSpec::new("coder", model)
         .tools(reader_tools())
-        .compaction(small_window_settings())
+        .compaction(settings)
         .max_turns(12);
     spawn_agent(&team, spec).await.unwrap();
     assert_eq!(team.ask("coder", "read everything").await.unwrap(), "done");

@@ -19,3 +19,4 @@ mod summary_trust;
 mod team_builder;
 mod thrash;
 mod tool_budget;
+mod work_ahead;

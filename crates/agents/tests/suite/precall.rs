@@ -9,7 +9,7 @@ use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::tokens::TokenCounter;
 use troupe_runtime::{
@@ -82,9 +82,16 @@ async fn a_big_user_message_is_compacted_before_the_first_model_call() {
             .with_fallback("Noted.")
             .with_context_window(WINDOW),
     );
+    // The blocking timeline: no compaction runs ahead of the trigger.
+    let settings = CompactionSettings {
+        work_ahead: WorkAhead::Off,
+        ..CompactionSettings::default()
+    };
     spawn_agent(
         &team,
-        AgentSpec::new("coder", model.clone()).instructions("You are a careful engineer."),
+        AgentSpec::new("coder", model.clone())
+            .instructions("You are a careful engineer.")
+            .compaction(settings),
     )
     .await
     .unwrap();

@@ -182,6 +182,10 @@ pub struct CompactionConfig {
     /// when its prompt plus this reaches the trigger. Default: the agent's `max_tokens`, else
     /// 4096; at most a quarter of the window whatever is set here.
     pub output_reserve: Option<usize>,
+    /// When an agent has its conversation compacted ahead of the trigger, in the background,
+    /// while it works on: `"at_warning"` (the default), `{ at = 0.6 }` (a fraction of the
+    /// window) or `"off"` (only at the trigger, waiting for it).
+    pub work_ahead: troupe_agents::WorkAhead,
 }
 
 impl Default for CompactionConfig {
@@ -195,6 +199,7 @@ impl Default for CompactionConfig {
             trigger: policy.trigger,
             target: policy.target,
             output_reserve: None,
+            work_ahead: troupe_agents::WorkAhead::default(),
         }
     }
 }
@@ -222,6 +227,7 @@ impl CompactionConfig {
             policy: Some(self.policy(context_window)),
             auto: self.auto,
             output_reserve: self.output_reserve,
+            work_ahead: self.work_ahead,
             ..troupe_agents::CompactionSettings::default()
         }
     }

@@ -1,7 +1,8 @@
 //! What a streamed request prints: the model's text as it is generated, tool calls and compactions
-//! as one-line notices — everything from the model or a tool through [`super::terminal`].
+//! as one-line notices (a background compaction quietly, once, when it lands) — everything from the model or a tool through [`super::terminal`].
 
 use troupe::Event;
+use troupe::runtime::CompactionMode;
 
 use super::terminal::{StreamedText, safe};
 
@@ -14,6 +15,10 @@ pub(super) struct Shown {
     streamed: StreamedText,
     /// Whether the cursor is mid-line.
     mid_line: bool,
+    /// A background compaction started in this request and has not finished.
+    background: bool,
+    /// Tokens before and after of a background compaction that finished and is not applied yet.
+    landed: Option<(usize, usize)>,
 }
 
 impl Shown {
@@ -34,8 +39,17 @@ impl Shown {
                 is_error: true,
                 ..
             } => self.notice(&format!("[tool {} reported an error]", safe(tool))),
+            // A compaction in the background holds nothing up: it is told once, when it lands.
+            Event::CompactionStarted {
+                mode: CompactionMode::Background,
+                ..
+            } => self.background = true,
             Event::CompactionStarted { tokens, .. } => {
                 self.notice(&format!("[compacting {tokens} tokens…]"));
+            }
+            Event::CompactionFinished { report, .. } if self.background => {
+                self.background = false;
+                self.landed = Some((report.tokens_before, report.tokens_after));
             }
             Event::CompactionFinished { report, .. } => self.notice(&format!(
                 "[compacted: {} → {} tokens ({})]",
@@ -43,6 +57,24 @@ impl Shown {
                 report.tokens_after,
                 safe(&report.reason)
             )),
+            Event::CompactionApplied {
+                mode: CompactionMode::Background,
+                applied,
+                reason,
+                ..
+            } => {
+                let line = match (applied, self.landed.take(), reason) {
+                    (true, Some((before, after)), _) => {
+                        format!("[compacted in the background: {before} → {after} tokens]")
+                    }
+                    (true, None, _) => "[compacted in the background]".to_string(),
+                    (false, _, reason) => format!(
+                        "[background compaction dropped: {}]",
+                        safe(reason.as_deref().unwrap_or("no answer"))
+                    ),
+                };
+                self.notice(&line);
+            }
             _ => {}
         }
     }

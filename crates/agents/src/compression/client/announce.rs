@@ -28,7 +28,54 @@ pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> t
         { semconv::COMPACTION_TIERS } = tracing::field::Empty,
         { semconv::COMPACTION_REASON } = tracing::field::Empty,
         { semconv::COMPACTION_SUMMARIZER_CALLS } = tracing::field::Empty,
+        { semconv::COMPACTION_MODE } = tracing::field::Empty,
+        { semconv::COMPACTION_WAITED_MS } = tracing::field::Empty,
     )
+}
+
+/// How the agent took a compaction's answer: [`applied`] publishes it.
+pub(crate) struct Settled<'a> {
+    /// The agent whose conversation it is.
+    pub(crate) agent: &'a str,
+    /// Background or blocking.
+    pub(crate) mode: CompactionMode,
+    /// How long the agent's request was held up by it.
+    pub(crate) waited: std::time::Duration,
+    /// `Err(why)` when the answer was dropped.
+    pub(crate) outcome: Result<(), String>,
+}
+
+/// The agent applied (or dropped) a compaction's answer: record the wait on its `compaction`
+/// span and publish `CompactionApplied` on the agent's bus, under the request it happened in.
+pub(crate) fn applied(
+    events: &EventBus,
+    trace: TraceId,
+    span: &tracing::Span,
+    settled: Settled<'_>,
+) {
+    let waited_ms = u64::try_from(settled.waited.as_millis()).unwrap_or(u64::MAX);
+    span.record(semconv::COMPACTION_WAITED_MS, waited_ms);
+    if let Err(reason) = &settled.outcome {
+        tracing::info!(parent: span, agent = %settled.agent, %reason, "compaction answer dropped");
+    }
+    events.publish(
+        Some(trace),
+        Event::CompactionApplied {
+            agent: settled.agent.to_string(),
+            mode: settled.mode,
+            waited_ms,
+            applied: settled.outcome.is_ok(),
+            reason: settled.outcome.err(),
+        },
+    );
+}
+
+/// The mode's name on the span, as `CompactionStarted` serializes it.
+fn mode_name(mode: CompactionMode) -> &'static str {
+    match mode {
+        CompactionMode::Background => "background",
+        CompactionMode::Blocking => "blocking",
+    }
 }
 
 /// Put what a compaction did on its `compaction` span.
@@ -89,6 +136,7 @@ impl Announcement {
         mode: CompactionMode,
         span: tracing::Span,
     ) -> Self {
+        span.record(semconv::COMPACTION_MODE, mode_name(mode));
         events.publish(
             Some(trace),
             Event::CompactionStarted {

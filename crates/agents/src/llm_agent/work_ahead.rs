@@ -1,0 +1,300 @@
+//! Work ahead: the agent has its conversation compacted before the trigger, while it goes on.
+//!
+//! At a turn boundary with no tool call open, a request (messages, tool definitions and the
+//! output reserve, measured as at the trigger) past the work-ahead threshold
+//! ([`WorkAhead`](crate::WorkAhead)) has a snapshot of the conversation compacted on a task of
+//! its own — the compaction client's one road, announced in mode background
+//! (`compression/client.rs`, `compact_detached`) — and the agent goes on. The answer is spliced
+//! in at a later turn boundary ([`Splice`]: the compacted prefix replaces the snapshot's
+//! messages, what was appended since stays as it is, the invariants are checked on the result),
+//! or dropped, with its reason, when it is stale: the conversation was cleared, resumed from
+//! another log, or rewritten by another compaction (`/compact`, the `compact` tool, an
+//! emergency) or a closed scope since — each bumps the epoch — or it was rewound (it no longer
+//! starts with the snapshot). The agent waits for it only when its request reaches the trigger
+//! with the job still running: it joins it (never a second job), then compacts blocking if the
+//! request is still over the trigger.
+//!
+//! A crash loses nothing: the job's answer is only ever applied by the agent that asked for it
+//! (the pending job dies with it, and its task is aborted); the restarted agent has its
+//! checkpoint's conversation and starts over.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tokio::sync::oneshot::error::TryRecvError;
+use tokio::task::AbortHandle;
+use troupe_compaction::{CompactTrigger, Compaction, Splice};
+use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, Role};
+
+use super::LlmAgent;
+use super::context::InFlightCompaction;
+use crate::compression::client::{
+    CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied,
+};
+use crate::{CompactionSettings, WorkAhead};
+
+/// A compaction running ahead of the trigger.
+pub(super) struct Pending {
+    /// The messages compacted: the conversation must still start with them to take the answer.
+    snapshot: Vec<Arc<ChatMessage>>,
+    /// The snapshot's tokens.
+    tokens: usize,
+    /// The epoch it was started in ([`WorkAheadState::epoch`]).
+    epoch: u64,
+    /// The compressor's answer, from the job's task.
+    answer: oneshot::Receiver<Result<Compaction, CompactError>>,
+    started: Instant,
+    /// The job's `compaction` span: the wait is recorded there when the answer is taken.
+    span: tracing::Span,
+    task: AbortHandle,
+}
+
+/// A pending job that is dropped unapplied (stale, or its agent crashed) has nobody to answer:
+/// its task stops (and announces that the compaction was cancelled).
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The agent's side of working ahead.
+#[derive(Default)]
+pub(super) struct WorkAheadState {
+    /// The job in flight, if any (one at a time).
+    pending: Option<Pending>,
+    /// Counts the rewrites of the conversation other than a splice: an answer started in an
+    /// older epoch is stale.
+    epoch: u64,
+    /// Why the epoch last changed (the reason a stale answer is dropped with).
+    why: String,
+    /// A job answered that there was nothing to do, or failed: no other one starts before a
+    /// compaction changes the conversation (else one would start after every turn).
+    idle: bool,
+}
+
+impl WorkAheadState {
+    /// The conversation was rewritten (`why`): a job in flight is stale, and a new one may run.
+    pub(super) fn rewritten(&mut self, why: &str) {
+        self.epoch += 1;
+        self.why = why.to_string();
+        self.idle = false;
+    }
+
+    /// A compaction changed the conversation: a new job may run once it grows again.
+    pub(super) fn compacted(&mut self) {
+        self.idle = false;
+    }
+
+    /// The job in flight, as `/context` shows it.
+    pub(super) fn in_flight(&self) -> Option<InFlightCompaction> {
+        self.pending.as_ref().map(|p| InFlightCompaction {
+            messages: p.snapshot.len(),
+            tokens: p.tokens,
+            age_ms: u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+
+    /// Whether a job is in flight.
+    pub(super) fn running(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Why `pending` is stale, if it is.
+    fn stale(&self, pending: &Pending) -> Option<String> {
+        (pending.epoch != self.epoch).then(|| format!("stale: {}", self.why))
+    }
+}
+
+/// How many ids a compaction of `messages` messages may hand out: every summary or stub
+/// replaces at least one message, and a message is replaced at most once per tier.
+fn id_loan(messages: usize) -> usize {
+    4 * messages + 64
+}
+
+/// Whether the last assistant message that called tools still waits for a result.
+pub(super) fn has_open_tool_calls(messages: &[Arc<ChatMessage>]) -> bool {
+    let Some(at) = messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && !m.calls().is_empty())
+    else {
+        return false;
+    };
+    let answered: Vec<&str> = messages[at + 1..]
+        .iter()
+        .filter_map(|m| m.tool_call_id.as_deref())
+        .collect();
+    messages[at]
+        .calls()
+        .iter()
+        .any(|call| !answered.contains(&call.id.as_str()))
+}
+
+impl LlmAgent {
+    /// The request size (messages, tools, output reserve) at which a job starts; `None` when
+    /// the agent does not work ahead (or would only reach it at the trigger).
+    pub(super) fn work_ahead_tokens(&self) -> Option<usize> {
+        if !self.spec.compaction.auto || self.ahead.idle || self.ahead.running() {
+            return None;
+        }
+        let at = match self.spec.compaction.work_ahead {
+            WorkAhead::Off => return None,
+            WorkAhead::AtWarning => self.policy.warning_tokens(),
+            WorkAhead::At(fraction) => {
+                (fraction.clamp(0.0, 1.0) * self.policy.context_window as f64) as usize
+            }
+        };
+        (at < self.policy.trigger_tokens()).then_some(at)
+    }
+
+    /// At a turn boundary below the trigger: when the request (`request_tokens`, output
+    /// reserve included) reached the work-ahead threshold and no tool call is open, start a
+    /// compaction of the conversation as it is and go on.
+    pub(super) fn work_ahead(&mut self, ctx: &AgentContext, request_tokens: usize) {
+        let Some(at) = self.work_ahead_tokens() else {
+            return;
+        };
+        if request_tokens < at
+            || self.conversation.len() < 2
+            || has_open_tool_calls(self.conversation.messages())
+            || !can_compact(&ctx.directory)
+        {
+            return;
+        }
+        let request = self.compaction_request(CompactTrigger::Automatic, None, &ctx.name);
+        let caller = OwnedCaller {
+            directory: ctx.directory.clone(),
+            events: ctx.events.clone(),
+            trace: self.trace,
+            counter: self.counter.clone(),
+        };
+        // Announced and its span opened here, under the request whose turn starts it.
+        let detached = match compact_detached(caller, request) {
+            Ok(detached) => detached,
+            Err(e) => {
+                tracing::warn!(agent = %ctx.name, error = %e, "background compaction did not start");
+                return;
+            }
+        };
+        let snapshot = self.conversation.messages().to_vec();
+        // The compaction names its summaries and stubs from the snapshot's next id on: the
+        // conversation skips past them, so what is appended meanwhile never shares an id.
+        for _ in 0..id_loan(snapshot.len()) {
+            self.conversation.allocate_id();
+        }
+        let (answer_tx, answer) = oneshot::channel();
+        let job = detached.answer;
+        let task = tokio::spawn(async move {
+            // Nobody to answer when the agent dropped the job: the answer goes nowhere.
+            let _ = answer_tx.send(job.await);
+        });
+        self.ahead.pending = Some(Pending {
+            tokens: self.tokens(),
+            snapshot,
+            epoch: self.ahead.epoch,
+            answer,
+            started: Instant::now(),
+            span: detached.span,
+            task: task.abort_handle(),
+        });
+    }
+
+    /// At a turn boundary: take the answer of the job in flight if it has come (never waiting)
+    /// and splice it in, or drop the job at once if it is stale.
+    pub(super) fn land_background(&mut self, ctx: &AgentContext) {
+        let epoch = self.ahead.epoch;
+        let Some(pending) = &mut self.ahead.pending else {
+            return;
+        };
+        let answer = match pending.answer.try_recv() {
+            Ok(answer) => Some(answer),
+            Err(TryRecvError::Closed) => None,
+            Err(TryRecvError::Empty) if pending.epoch != epoch => None,
+            Err(TryRecvError::Empty) => return,
+        };
+        if let Some(pending) = self.ahead.pending.take() {
+            self.settle_background(pending, answer, Duration::ZERO, ctx);
+        }
+    }
+
+    /// At the trigger with a job in flight: wait for it (joining it rather than starting a
+    /// second) and splice it in. Returns whether a job was in flight.
+    pub(super) async fn join_background(&mut self, ctx: &AgentContext) -> bool {
+        let Some(mut pending) = self.ahead.pending.take() else {
+            return false;
+        };
+        let waiting = Instant::now();
+        let answer = if self.ahead.stale(&pending).is_some() {
+            None
+        } else {
+            (&mut pending.answer).await.ok()
+        };
+        self.settle_background(pending, answer, waiting.elapsed(), ctx);
+        true
+    }
+
+    /// Splice `answer` in or drop it, and say which (`CompactionApplied`, and the wait on the
+    /// job's span: `waited` plus the splice).
+    fn settle_background(
+        &mut self,
+        pending: Pending,
+        answer: Option<Result<Compaction, CompactError>>,
+        waited: Duration,
+        ctx: &AgentContext,
+    ) {
+        let splicing = Instant::now();
+        let outcome = self.splice_in(&pending, answer);
+        let settled = Settled {
+            agent: &ctx.name,
+            mode: CompactionMode::Background,
+            waited: waited + splicing.elapsed(),
+            outcome,
+        };
+        compaction_applied(&ctx.events, self.trace.id(), &pending.span, settled);
+    }
+
+    /// The answer spliced into the conversation, or why it was dropped (the conversation is
+    /// then unchanged).
+    fn splice_in(
+        &mut self,
+        pending: &Pending,
+        answer: Option<Result<Compaction, CompactError>>,
+    ) -> Result<(), String> {
+        if let Some(stale) = self.ahead.stale(pending) {
+            return Err(stale);
+        }
+        let compaction = match answer {
+            Some(Ok(compaction)) => compaction,
+            Some(Err(e)) => {
+                self.ahead.idle = true;
+                return Err(e.to_string());
+            }
+            None => {
+                self.ahead.idle = true;
+                return Err("the background compaction ended without an answer".into());
+            }
+        };
+        if !compaction.changed() {
+            // Nothing to do (under target, or the anti-thrash guard said no): no new job
+            // before a compaction changes the conversation.
+            self.ahead.idle = true;
+            self.last_compaction = Some(compaction.report);
+            return Ok(());
+        }
+        let policy = CompactionSettings::reserving(&self.policy, self.output_reserve());
+        let spliced = Splice {
+            now: self.conversation.messages(),
+            snapshot: &pending.snapshot,
+            compaction: &compaction,
+        }
+        .apply(&policy, self.counter.as_ref(), &self.token_cache)
+        .map_err(|e| format!("stale: {e}"))?;
+        self.keep_for_rollback();
+        self.conversation.replace_shared(spliced);
+        self.archive.extend(&compaction.archive);
+        self.last_compaction = Some(compaction.report);
+        self.warned = false;
+        self.ahead.compacted();
+        Ok(())
+    }
+}

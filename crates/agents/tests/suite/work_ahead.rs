@@ -1,0 +1,497 @@
+//! Work ahead: past the work-ahead threshold the agent has a snapshot of its conversation
+//! compacted in the background and goes on; the answer is spliced in at a later turn boundary
+//! (the messages appended meanwhile kept as they are), dropped when stale, joined — never
+//! doubled — at the trigger, and lost with an agent that crashes, never half applied.
+//!
+//! The compression agent's model answers only once the test opens its gate, so the test
+//! decides when the background answer lands.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Semaphore, broadcast};
+use troupe_agents::compression::{CompressionConfig, CompressorModel};
+use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_agents::{
+    AgentSpec, CompactionSettings, LlmAgentState, WorkAhead, clear_conversation, compact_agent,
+    context_stats, shared_counter, spawn_agent, spawn_compression_agent,
+};
+use troupe_compaction::{BudgetPolicy, expand};
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, ChatStream, CompactionMode, Event, EventRecord,
+    MessageKind, ModelError, ModelInfo, Role, Team, TeamConfig,
+};
+
+/// A compression model that answers only once its gate is opened.
+struct GatedModel {
+    inner: ScriptedModel,
+    gate: Arc<Semaphore>,
+}
+
+#[async_trait]
+impl ChatModel for GatedModel {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let _open = self.gate.acquire().await;
+        self.inner.chat_stream(request).await
+    }
+}
+
+/// An agent model that panics when the conversation holds `boom` (its actor dies and the
+/// supervisor restarts it from its checkpoint), and otherwise answers "noted.".
+struct PanickyModel(ScriptedModel);
+
+#[async_trait]
+impl ChatModel for PanickyModel {
+    fn info(&self) -> ModelInfo {
+        self.0.info()
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        if request.messages.iter().any(|m| m.text() == "boom") {
+            panic!("the model blew up");
+        }
+        self.0.chat_stream(request).await
+    }
+}
+
+fn big(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i}: some text the agent was given to keep in mind\n"))
+        .collect()
+}
+
+/// An 8k window compacted far down (target 10 %): every compaction has work for the model.
+fn settings() -> CompactionSettings {
+    CompactionSettings {
+        policy: Some(BudgetPolicy {
+            target: 0.1,
+            tool_output_limit_tokens: 100_000,
+            ..BudgetPolicy::for_window(8_000)
+        }),
+        work_ahead: WorkAhead::AtWarning,
+        ..CompactionSettings::default()
+    }
+}
+
+/// A team whose compression agent's model waits at the returned gate.
+async fn gated_team() -> (Team, Arc<Semaphore>) {
+    let gate = Arc::new(Semaphore::new(0));
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(Arc::new(GatedModel {
+        inner: ScriptedModel::new("compressor-model", []).with_fallback("done."),
+        gate: gate.clone(),
+    }));
+    spawn_compression_agent(&team, config).await.unwrap();
+    (team, gate)
+}
+
+fn coder() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."))
+}
+
+/// Every event heard so far.
+fn drain(events: &mut broadcast::Receiver<EventRecord>) -> Vec<Event> {
+    let mut heard = Vec::new();
+    while let Ok(record) = events.try_recv() {
+        heard.push(record.event);
+    }
+    heard
+}
+
+fn background_started(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::CompactionStarted {
+            mode: CompactionMode::Background,
+            ..
+        }
+    )
+}
+
+/// Ask short parts until a background compaction starts; returns every event heard.
+async fn ask_until_background(
+    team: &Team,
+    events: &mut broadcast::Receiver<EventRecord>,
+) -> Vec<Event> {
+    let mut heard = Vec::new();
+    for i in 0..60 {
+        team.ask("coder", format!("part {i}:\n{}", big(4)))
+            .await
+            .unwrap();
+        heard.extend(drain(events));
+        if heard.iter().any(background_started) {
+            return heard;
+        }
+    }
+    panic!("no background compaction started: {heard:?}");
+}
+
+/// Wait until the compaction of `coder` ended (finished or failed).
+async fn until_compaction_ends(events: &mut broadcast::Receiver<EventRecord>) -> Vec<Event> {
+    let mut heard = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("the compaction ended")
+            .unwrap()
+            .event;
+        let ended = matches!(
+            event,
+            Event::CompactionFinished { .. } | Event::CompactionFailed { .. }
+        );
+        heard.push(event);
+        if ended {
+            return heard;
+        }
+    }
+}
+
+/// The `CompactionApplied`s among `events`: mode, applied, reason.
+fn applied(events: &[Event]) -> Vec<(CompactionMode, bool, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CompactionApplied {
+                mode,
+                applied,
+                reason,
+                ..
+            } => Some((*mode, *applied, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn messages_of(team: &Team) -> Vec<ChatMessage> {
+    team.checkpoint("coder").unwrap().conversation.to_messages()
+}
+
+fn archive_of(team: &Team) -> troupe_compaction::Archive {
+    team.checkpoint("coder")
+        .unwrap()
+        .state
+        .get::<LlmAgentState>()
+        .unwrap()
+        .archive
+        .clone()
+}
+
+/// No id twice, and expanding with the archive gives back every original.
+fn assert_sound(messages: &[ChatMessage], archive: &troupe_compaction::Archive) {
+    let mut ids: Vec<_> = messages.iter().map(|m| m.id).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), messages.len(), "an id appears twice");
+    expand(messages, archive).unwrap();
+}
+
+#[tokio::test]
+async fn the_splice_keeps_the_messages_appended_while_the_compaction_ran() {
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder()).compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    ask_until_background(&team, &mut events).await;
+    let in_flight = context_stats(&team, "coder")
+        .await
+        .unwrap()
+        .in_flight
+        .expect("/context shows the compaction in flight");
+    // Two exchanges while the compressor works: the agent does not wait.
+    for turn in ["meanwhile one", "meanwhile two"] {
+        assert_eq!(team.ask("coder", turn).await.unwrap(), "noted.");
+    }
+    let before = messages_of(&team);
+    let appended = before[in_flight.messages..].to_vec();
+    assert_eq!(appended.len(), 4, "{appended:?}");
+    assert!(applied(&drain(&mut events)).is_empty(), "applied too early");
+
+    gate.add_permits(1_000);
+    until_compaction_ends(&mut events).await;
+    team.ask("coder", "after").await.unwrap();
+    let heard = drain(&mut events);
+    assert_eq!(
+        applied(&heard),
+        [(CompactionMode::Background, true, None)],
+        "{heard:?}"
+    );
+
+    let after = messages_of(&team);
+    // The compacted prefix, then what was appended meanwhile — same ids, same text — then
+    // the last request.
+    let tail = &after[after.len() - appended.len() - 2..after.len() - 2];
+    assert_eq!(tail, &appended[..]);
+    assert_eq!(after[after.len() - 2].text(), "after");
+    assert!(
+        after.iter().any(|m| m.kind != MessageKind::Normal),
+        "the prefix was compacted"
+    );
+    assert!(after.len() < before.len() + 2);
+    // The archive gives back the conversation exactly.
+    let archive = archive_of(&team);
+    assert_sound(&after, &archive);
+    let restored = expand(&after[..after.len() - 2], &archive).unwrap();
+    assert_eq!(restored, before);
+    assert!(
+        context_stats(&team, "coder")
+            .await
+            .unwrap()
+            .in_flight
+            .is_none()
+    );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_is_never_taken_with_a_tool_call_open() {
+    let (team, _gate) = gated_team().await;
+    let mut tools = troupe_tools::ToolRegistry::new();
+    tools
+        .register_fn("note", "Note something.", |_: troupe_tools::NoArgs| async {
+            Ok::<_, troupe_tools::ToolError>("ok".to_string())
+        })
+        .unwrap();
+    // Each request: a call whose arguments are large (the request crosses the threshold as the
+    // call is made, while it is open), then the answer.
+    let args = serde_json::json!({ "text": big(6) }).to_string();
+    let script = (0..60).flat_map(|_| {
+        [
+            ScriptedReply::call("note", args.clone()),
+            ScriptedReply::text("noted."),
+        ]
+    });
+    let model = Arc::new(ScriptedModel::new("coder", script));
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", model)
+            .tools(tools)
+            .compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    ask_until_background(&team, &mut events).await;
+    let in_flight = context_stats(&team, "coder")
+        .await
+        .unwrap()
+        .in_flight
+        .unwrap();
+    let messages = messages_of(&team);
+    let snapshot = &messages[..in_flight.messages];
+    let last_call = snapshot
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && !m.calls().is_empty())
+        .unwrap();
+    for call in snapshot[last_call].calls() {
+        assert!(
+            snapshot[last_call + 1..]
+                .iter()
+                .any(|m| m.tool_call_id.as_deref() == Some(call.id.as_str())),
+            "the snapshot ends with call {} open",
+            call.id
+        );
+    }
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stale_answer_is_dropped_and_the_conversation_left_alone() {
+    // Cleared meanwhile.
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder()).compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    ask_until_background(&team, &mut events).await;
+    clear_conversation(&team, "coder").await.unwrap();
+    gate.add_permits(1_000);
+    until_compaction_ends(&mut events).await;
+    team.ask("coder", "fresh start").await.unwrap();
+    let heard = drain(&mut events);
+    let dropped = applied(&heard);
+    assert_eq!(dropped.len(), 1, "{heard:?}");
+    let (mode, done, reason) = &dropped[0];
+    assert_eq!((*mode, *done), (CompactionMode::Background, false));
+    assert!(reason.as_deref().unwrap().contains("cleared"), "{reason:?}");
+    let texts: Vec<String> = messages_of(&team).iter().map(|m| m.text()).collect();
+    assert_eq!(texts, ["fresh start", "noted."]);
+    team.shutdown().await;
+
+    // Compacted by `/compact` meanwhile.
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder()).compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    ask_until_background(&team, &mut events).await;
+    let open = async {
+        gate.add_permits(1_000);
+    };
+    let (manual, ()) = tokio::join!(compact_agent(&team, "coder", None), open);
+    manual.unwrap();
+    let compacted = messages_of(&team);
+    team.ask("coder", "go on").await.unwrap();
+    let heard = drain(&mut events);
+    let background: Vec<_> = applied(&heard)
+        .into_iter()
+        .filter(|(mode, ..)| *mode == CompactionMode::Background)
+        .collect();
+    assert_eq!(background.len(), 1, "{heard:?}");
+    assert!(!background[0].1, "{background:?}");
+    let after = messages_of(&team);
+    assert_eq!(&after[..compacted.len()], &compacted[..]);
+    assert_eq!(after.len(), compacted.len() + 2);
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn reaching_the_trigger_joins_the_job_in_flight() {
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder()).compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    let mut heard = ask_until_background(&team, &mut events).await;
+    // A message that takes the request past the trigger while the job still runs.
+    let open = async {
+        gate.add_permits(1_000);
+    };
+    let (answer, ()) = tokio::join!(team.ask("coder", format!("big:\n{}", big(80))), open);
+    assert_eq!(answer.unwrap(), "noted.");
+    heard.extend(drain(&mut events));
+    let started = heard.iter().position(background_started).unwrap();
+    let landed = heard
+        .iter()
+        .position(|e| {
+            matches!(
+                e,
+                Event::CompactionApplied {
+                    mode: CompactionMode::Background,
+                    ..
+                }
+            )
+        })
+        .expect("the background compaction was applied");
+    assert!(
+        !heard[started + 1..landed]
+            .iter()
+            .any(|e| matches!(e, Event::CompactionStarted { .. })),
+        "a second compaction started while one was in flight: {heard:?}"
+    );
+    assert!(
+        matches!(
+            heard[landed],
+            Event::CompactionApplied { applied: true, .. }
+        ),
+        "{heard:?}"
+    );
+    assert_eq!(heard.iter().filter(|e| background_started(e)).count(), 1);
+    assert_sound(&messages_of(&team), &archive_of(&team));
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_crash_while_a_job_is_in_flight_loses_nothing_and_applies_nothing() {
+    let (team, gate) = gated_team().await;
+    let model = Arc::new(PanickyModel(
+        ScriptedModel::new("coder", []).with_fallback("noted."),
+    ));
+    spawn_agent(&team, AgentSpec::new("coder", model).compaction(settings()))
+        .await
+        .unwrap();
+    let mut events = team.subscribe();
+    ask_until_background(&team, &mut events).await;
+    let committed = messages_of(&team);
+
+    let failed = team.ask("coder", "boom").await.unwrap_err().to_string();
+    assert!(failed.contains("restarted"), "{failed}");
+    gate.add_permits(1_000);
+    // The lost job ends (its task stopped with the agent that would have applied it).
+    until_compaction_ends(&mut events).await;
+    let heard = drain(&mut events);
+    assert!(
+        applied(&heard).iter().all(|(_, done, _)| !done),
+        "the lost job was applied: {heard:?}"
+    );
+    // The restarted agent has every committed message, and nothing half applied.
+    let restarted = messages_of(&team);
+    assert_eq!(restarted, committed);
+    assert_sound(&restarted, &archive_of(&team));
+    team.ask("coder", "after").await.unwrap();
+    let after = messages_of(&team);
+    let restored = expand(&after, &archive_of(&team)).unwrap();
+    assert_eq!(&restored[..committed.len()], &committed[..]);
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_spliced_compaction_is_logged_as_one_and_loads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder())
+            .compaction(settings())
+            .session(&log),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    ask_until_background(&team, &mut events).await;
+    team.ask("coder", "meanwhile").await.unwrap();
+    let compactions_before = logged_compactions(&log);
+    gate.add_permits(1_000);
+    until_compaction_ends(&mut events).await;
+    team.ask("coder", "after").await.unwrap();
+    let heard = drain(&mut events);
+    assert_eq!(
+        applied(&heard),
+        [(CompactionMode::Background, true, None)],
+        "{heard:?}"
+    );
+    assert_eq!(logged_compactions(&log), compactions_before + 1);
+    let live = team.checkpoint("coder").unwrap().conversation;
+    team.shutdown().await;
+
+    let (team, _gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder())
+            .compaction(settings())
+            .session(&log),
+    )
+    .await
+    .unwrap();
+    let loaded = team.checkpoint("coder").unwrap().conversation;
+    assert_eq!(loaded.to_messages(), live.to_messages());
+    team.shutdown().await;
+}
+
+/// How many compaction records the session log holds.
+fn logged_compactions(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains(r#""type":"compaction""#))
+        .count()
+}
