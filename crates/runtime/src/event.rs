@@ -134,7 +134,9 @@ pub enum Event {
     },
     /// An agent applied a compaction's answer to its conversation (`applied: true`), or dropped
     /// it (`applied: false`, `reason` says why: stale, superseded, failed). Published by the
-    /// agent, after the compaction's `CompactionFinished` or `CompactionFailed`.
+    /// agent, after the compaction's `CompactionFinished` or `CompactionFailed` — except for a
+    /// background compaction dropped as stale while it still ran, whose `CompactionFailed`
+    /// (cancelled) follows.
     CompactionApplied {
         /// The agent whose conversation was compacted.
         agent: String,

@@ -298,3 +298,32 @@ impl LlmAgent {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use troupe_runtime::ToolCall;
+
+    use super::*;
+
+    fn shared(messages: Vec<ChatMessage>) -> Vec<Arc<ChatMessage>> {
+        messages.into_iter().map(Arc::new).collect()
+    }
+
+    #[test]
+    fn a_call_is_open_until_every_result_is_in() {
+        let calls = vec![
+            ToolCall::new("a", "read", "{}"),
+            ToolCall::new("b", "read", "{}"),
+        ];
+        let asked = ChatMessage::assistant_tool_calls(None, calls);
+        let mut messages = vec![ChatMessage::user("go"), asked];
+        assert!(has_open_tool_calls(&shared(messages.clone())));
+        messages.push(ChatMessage::tool_result("a", "one"));
+        assert!(has_open_tool_calls(&shared(messages.clone())));
+        messages.push(ChatMessage::tool_result("b", "two"));
+        assert!(!has_open_tool_calls(&shared(messages.clone())));
+        messages.push(ChatMessage::assistant("done"));
+        assert!(!has_open_tool_calls(&shared(messages)));
+        assert!(!has_open_tool_calls(&[]));
+    }
+}

@@ -63,6 +63,7 @@ impl Shown {
                 reason,
                 ..
             } => {
+                self.background = false;
                 let line = match (applied, self.landed.take(), reason) {
                     (true, Some((before, after)), _) => {
                         format!("[compacted in the background: {before} → {after} tokens]")
