@@ -31,7 +31,7 @@ use troupe_runtime::{AskError, CompactionMode, Directory, EventBus, TraceContext
 
 use crate::compression::COMPRESSION_AGENT;
 use crate::compression::job::{
-    CompactionRequest, CompressorJob, ScopeSummaryError, ScopeSummaryRequest,
+    CompactionRequest, CompressorJob, Hurry, ScopeSummaryError, ScopeSummaryRequest,
 };
 use announce::{Announcement, compaction_span};
 pub(crate) use announce::{Settled, applied as compaction_applied};
@@ -405,6 +405,38 @@ async fn compact_here(
         .fallbacks
         .push(format!("compacted by the agent's own node: {why}"));
     Ok(compaction)
+}
+
+/// How long telling the compression agent to hurry may take: it answers from its queue, at once.
+const HURRY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Tell this team's compression agent that `agent` now waits for its queued compaction (it
+/// reached the trigger while working ahead), with `room` tokens left before its window is full:
+/// the job is ranked by that room from now on. Best effort: a compressor on another node, or
+/// one that cannot be asked, is not told (the job keeps its rank). `true` when a queued job was
+/// re-ranked.
+pub(crate) async fn hurry(
+    directory: &Directory,
+    trace: TraceContext,
+    agent: &str,
+    room: i64,
+) -> bool {
+    if !directory.is_live(COMPRESSION_AGENT) {
+        return false;
+    }
+    let hurry = Hurry {
+        agent: agent.to_string(),
+        room,
+    };
+    directory
+        .ask_job(
+            COMPRESSION_AGENT,
+            |reply| CompressorJob::Hurry(hurry, reply),
+            trace,
+            HURRY_TIMEOUT,
+        )
+        .await
+        .unwrap_or(false)
 }
 
 /// Have this team's compression agent summarize a closed scope, inside a `compaction` span

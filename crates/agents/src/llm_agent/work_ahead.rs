@@ -30,7 +30,7 @@ use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, Role};
 use super::LlmAgent;
 use super::context::InFlightCompaction;
 use crate::compression::client::{
-    CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied,
+    CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
 };
 use crate::{CompactionSettings, WorkAhead};
 
@@ -227,6 +227,9 @@ impl LlmAgent {
         let answer = if self.ahead.stale(&pending).is_some() {
             None
         } else {
+            // Still queued behind other agents' jobs, it is ranked by the room left now.
+            let room = self.policy.context_window as i64 - self.tokens() as i64;
+            hurry(&ctx.directory, self.trace.child(), &ctx.name, room).await;
             (&mut pending.answer).await.ok()
         };
         self.settle_background(pending, answer, waiting.elapsed(), ctx);
