@@ -39,8 +39,11 @@ cargo build -q --release --all-features --example eval
 
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 SLOTS="${LLAMA_SLOTS:-2}"
+# Per slot: an 8k window counted by troupe's o200k counter is more SmolLM2 tokens than that; the
+# model was trained on 8k, beyond it answers degrade, not the time they take.
+CTX="${LLAMA_CTX:-12288}"
 LOG="$(mktemp)"
-"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c $((8192 * SLOTS)) -np "$SLOTS" \
+"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -c $((CTX * SLOTS)) -np "$SLOTS" \
   -t "${LLAMA_THREADS:-$(nproc)}" --no-webui >"$LOG" 2>&1 &
 SERVER_PID=$!
 cleanup() {

@@ -196,12 +196,18 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
         let _ = std::fs::remove_dir_all(&dir);
     }
     let all: Vec<&stall::StallRow> = rows.iter().collect();
-    let mut line = stall::summary(&all, args.time_scale);
+    // Against a server nothing is scaled.
+    let scale = if args.server.is_some() {
+        1.0
+    } else {
+        args.time_scale
+    };
+    let mut line = stall::summary(&all, scale);
     for split in ["dev", "check"] {
         let part: Vec<&stall::StallRow> = rows.iter().filter(|r| r.split == split).collect();
-        line[split] = stall::summary(&part, args.time_scale);
+        line[split] = stall::summary(&part, scale);
     }
-    line["time_scale"] = serde_json::json!(args.time_scale);
+    line["time_scale"] = serde_json::json!(scale);
     line["work_ahead"] = serde_json::json!(format!("{work_ahead:?}"));
     line["model"] = match &args.server {
         None => serde_json::json!(stall::latency_description()),
