@@ -40,6 +40,8 @@ pub(super) struct Pending {
     snapshot: Vec<Arc<ChatMessage>>,
     /// The snapshot's tokens.
     tokens: usize,
+    /// The request's size when it started (messages, tools, output reserve).
+    request_tokens: usize,
     /// The epoch it was started in ([`WorkAheadState::epoch`]).
     epoch: u64,
     /// The compressor's answer, from the job's task.
@@ -68,9 +70,11 @@ pub(super) struct WorkAheadState {
     epoch: u64,
     /// Why the epoch last changed (the reason a stale answer is dropped with).
     why: String,
-    /// A job answered that there was nothing to do, or failed: no other one starts before a
-    /// compaction changes the conversation (else one would start after every turn).
-    idle: bool,
+    /// A job answered that there was nothing to do (the anti-thrash guard: too little new
+    /// material yet), or failed: the next one starts only once the request has grown to this
+    /// size (a step past the last one's), so a skipped job is retried before the trigger
+    /// instead of leaving the trigger to compact blocking, yet not after every turn.
+    retry_from: Option<usize>,
 }
 
 impl WorkAheadState {
@@ -78,12 +82,12 @@ impl WorkAheadState {
     pub(super) fn rewritten(&mut self, why: &str) {
         self.epoch += 1;
         self.why = why.to_string();
-        self.idle = false;
+        self.retry_from = None;
     }
 
     /// A compaction changed the conversation: a new job may run once it grows again.
     pub(super) fn compacted(&mut self) {
-        self.idle = false;
+        self.retry_from = None;
     }
 
     /// The job in flight, as `/context` shows it.
@@ -134,7 +138,7 @@ impl LlmAgent {
     /// The request size (messages, tools, output reserve) at which a job starts; `None` when
     /// the agent does not work ahead (or would only reach it at the trigger).
     pub(super) fn work_ahead_tokens(&self) -> Option<usize> {
-        if !self.spec.compaction.auto || self.ahead.idle || self.ahead.running() {
+        if !self.spec.compaction.auto || self.ahead.running() {
             return None;
         }
         let at = match self.spec.compaction.work_ahead {
@@ -144,7 +148,20 @@ impl LlmAgent {
                 (fraction.clamp(0.0, 1.0) * self.policy.context_window as f64) as usize
             }
         };
+        let at = at.max(self.ahead.retry_from.unwrap_or(0));
         (at < self.policy.trigger_tokens()).then_some(at)
+    }
+
+    /// The request size from which a job may start again after `pending` changed nothing or
+    /// failed: a quarter of the way from the warning to the trigger past where it started, so
+    /// about three more tries fit before the trigger.
+    fn retry_after(&self, pending: &Pending) -> usize {
+        let step = self
+            .policy
+            .trigger_tokens()
+            .saturating_sub(self.policy.warning_tokens())
+            / 4;
+        pending.request_tokens + step.max(1)
     }
 
     /// At a turn boundary below the trigger: when the request (`request_tokens`, output
@@ -190,6 +207,7 @@ impl LlmAgent {
         });
         self.ahead.pending = Some(Pending {
             tokens: self.tokens(),
+            request_tokens,
             snapshot,
             epoch: self.ahead.epoch,
             answer,
@@ -269,18 +287,18 @@ impl LlmAgent {
         let compaction = match answer {
             Some(Ok(compaction)) => compaction,
             Some(Err(e)) => {
-                self.ahead.idle = true;
+                self.ahead.retry_from = Some(self.retry_after(pending));
                 return Err(e.to_string());
             }
             None => {
-                self.ahead.idle = true;
+                self.ahead.retry_from = Some(self.retry_after(pending));
                 return Err("the background compaction ended without an answer".into());
             }
         };
         if !compaction.changed() {
-            // Nothing to do (under target, or the anti-thrash guard said no): no new job
-            // before a compaction changes the conversation.
-            self.ahead.idle = true;
+            // Nothing to do (under target, or the anti-thrash guard said no): the next job
+            // waits for the request to grow a step.
+            self.ahead.retry_from = Some(self.retry_after(pending));
             self.last_compaction = Some(compaction.report);
             return Ok(());
         }

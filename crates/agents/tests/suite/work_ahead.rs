@@ -495,3 +495,55 @@ fn logged_compactions(log: &std::path::Path) -> usize {
         .filter(|line| line.contains(r#""type":"compaction""#))
         .count()
 }
+
+/// The anti-thrash guard skips a work-ahead job that would free too little; the agent tries
+/// again a step later (not after every turn, not only at the trigger), so the compaction still
+/// runs in the background instead of blocking at the trigger.
+#[tokio::test]
+async fn a_job_the_guard_skipped_is_tried_again_before_the_trigger() {
+    let (team, gate) = gated_team().await;
+    gate.add_permits(1_000);
+    let mut settings = settings();
+    if let Some(policy) = settings.policy.as_mut() {
+        // At the warning about 2,900 tokens are freeable here: the first job is skipped.
+        policy.min_freeable_tokens = 3_400;
+    }
+    spawn_agent(&team, AgentSpec::new("coder", coder()).compaction(settings))
+        .await
+        .unwrap();
+    let mut events = team.subscribe();
+    let mut heard = Vec::new();
+    let compacted = |heard: &[Event]| {
+        heard.iter().any(|e| {
+            matches!(e, Event::CompactionFinished { report, .. } if !report.skipped
+                && !report.no_compaction_needed)
+        })
+    };
+    for i in 0..60 {
+        team.ask("coder", format!("part {i}:\n{}", big(12)))
+            .await
+            .unwrap();
+        heard.extend(drain(&mut events));
+        if compacted(&heard) {
+            break;
+        }
+    }
+    assert!(compacted(&heard), "nothing was compacted: {heard:?}");
+    let starts: Vec<CompactionMode> = heard
+        .iter()
+        .filter_map(|e| match e {
+            Event::CompactionStarted { mode, .. } => Some(*mode),
+            _ => None,
+        })
+        .collect();
+    let skipped = heard
+        .iter()
+        .filter(|e| matches!(e, Event::CompactionFinished { report, .. } if report.skipped))
+        .count();
+    assert!(skipped >= 1, "the guard skipped no job: {heard:?}");
+    assert!(
+        starts.iter().all(|m| *m == CompactionMode::Background) && starts.len() > skipped,
+        "tried again in the background, never blocking: {starts:?}"
+    );
+    team.shutdown().await;
+}
