@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use super::chat::{ChatServer, chat_command, gated_stream_server, spawn_chat, write_config};
+use super::chat::{chat_command, spawn_chat, write_config};
+use super::chat_server::{ChatServer, gated_stream_server};
 
 /// How long a test waits for what the chat should print.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -512,7 +513,8 @@ fn model_text_reaches_the_terminal_redacted_and_escaped() {
     );
 
     // Whole: a server that answers in one piece.
-    let answer: super::chat::Reply = Arc::new(move |_| format!("\x1b[31mred\x1b[0m and {key} end"));
+    let answer: super::chat_server::Reply =
+        Arc::new(move |_| format!("\x1b[31mred\x1b[0m and {key} end"));
     let server = ChatServer::start_with(answer);
     let config = write_config(dir.path(), &server.url);
     let mut live = Live::start(spawn_chat(&config, &dir.path().join("b.jsonl")));

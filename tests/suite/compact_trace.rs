@@ -10,7 +10,7 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::binary::s;
-use super::chat::read_request;
+use super::chat_server::read_request;
 
 const SUMMARY: &str = "## Goal\nShip the parser module.\n## Constraints & Preferences\n- keep the \
 public API\n## Progress\n### Done\n- wrote the parser for module m1\n### In Progress\n- module \

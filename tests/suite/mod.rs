@@ -1,5 +1,6 @@
 mod binary;
 mod chat;
+mod chat_server;
 mod chat_truth;
 mod cli;
 mod compact_safety;
@@ -21,6 +22,7 @@ mod session;
 mod support;
 mod surface;
 mod telemetry;
+mod telemetry_compaction;
 mod trace_tree;
 mod trace_tree_robust;
 mod transcript_unknowns;

@@ -11,7 +11,7 @@ use troupe::cluster::{ClusterNode, NodeConfig};
 use troupe::runtime::trace::{SpanLine, TraceLine};
 use troupe::{AgentRequest, Team, TeamConfig};
 
-use super::chat::ChatServer;
+use super::chat_server::ChatServer;
 use super::support::with_trace_file;
 
 /// A cookie as `openssl rand -hex 32` makes them (`troupe node` refuses a weak one).

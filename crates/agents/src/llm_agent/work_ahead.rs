@@ -21,9 +21,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
-use tokio::sync::oneshot::error::TryRecvError;
-use tokio::task::AbortHandle;
+use futures::FutureExt;
+use tokio::task::JoinHandle;
 use troupe_compaction::{CompactTrigger, Compaction, Splice};
 use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, Role};
 
@@ -44,19 +43,18 @@ pub(super) struct Pending {
     request_tokens: usize,
     /// The epoch it was started in ([`WorkAheadState::epoch`]).
     epoch: u64,
-    /// The compressor's answer, from the job's task.
-    answer: oneshot::Receiver<Result<Compaction, CompactError>>,
+    /// The job's task: its output is the compressor's answer.
+    answer: JoinHandle<Result<Compaction, CompactError>>,
     started: Instant,
     /// The job's `compaction` span: the wait is recorded there when the answer is taken.
     span: tracing::Span,
-    task: AbortHandle,
 }
 
 /// A pending job that is dropped unapplied (stale, or its agent crashed) has nobody to answer:
 /// its task stops (and announces that the compaction was cancelled).
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.task.abort();
+        self.answer.abort();
     }
 }
 
@@ -199,12 +197,7 @@ impl LlmAgent {
         for _ in 0..id_loan(snapshot.len()) {
             self.conversation.allocate_id();
         }
-        let (answer_tx, answer) = oneshot::channel();
-        let job = detached.answer;
-        let task = tokio::spawn(async move {
-            // Nobody to answer when the agent dropped the job: the answer goes nowhere.
-            let _ = answer_tx.send(job.await);
-        });
+        let answer = tokio::spawn(detached.answer);
         self.ahead.pending = Some(Pending {
             tokens: self.tokens(),
             request_tokens,
@@ -213,7 +206,6 @@ impl LlmAgent {
             answer,
             started: Instant::now(),
             span: detached.span,
-            task: task.abort_handle(),
         });
     }
 
@@ -224,11 +216,13 @@ impl LlmAgent {
         let Some(pending) = &mut self.ahead.pending else {
             return;
         };
-        let answer = match pending.answer.try_recv() {
-            Ok(answer) => Some(answer),
-            Err(TryRecvError::Closed) => None,
-            Err(TryRecvError::Empty) if pending.epoch != epoch => None,
-            Err(TryRecvError::Empty) => return,
+        let answer = if pending.answer.is_finished() {
+            // Finished: ready at once. A task that panicked or was aborted has no answer.
+            (&mut pending.answer).now_or_never().and_then(Result::ok)
+        } else if pending.epoch != epoch {
+            None
+        } else {
+            return;
         };
         if let Some(pending) = self.ahead.pending.take() {
             self.settle_background(pending, answer, Duration::ZERO, ctx);
