@@ -1,6 +1,6 @@
 //! One public path per item (#29): no crate root re-exports an item of one of its own public
 //! modules (it would have two paths, `crate::Name` and `crate::module::Name`), and
-//! troupe_compaction's root keeps at most 25 names (the rest lives in its topic modules).
+//! troupe_compaction's root keeps at most 26 names (the rest lives in its topic modules).
 //!
 //! A text check of the root files, not a compiler one (rustdoc's JSON is nightly-only): it reads
 //! `pub mod` and `pub use` lines, which is how every root in this workspace is written.
@@ -14,8 +14,9 @@ const ROOTS: [&str; 5] = [
     "crates/compaction/src/lib.rs",
 ];
 
-/// What a user of `compact` sees at troupe_compaction's root, at most.
-const COMPACTION_ROOT_NAMES: usize = 25;
+/// What a user of `compact` sees at troupe_compaction's root, at most (25 until #31 added the
+/// `economics` topic module).
+const COMPACTION_ROOT_NAMES: usize = 26;
 
 /// The file without `//` comments (doc comments name paths that are not re-exports).
 fn source(path: &str) -> String {
@@ -136,7 +137,7 @@ fn no_root_re_exports_an_item_of_its_own_public_module() {
 }
 
 #[test]
-fn troupe_compaction_root_keeps_at_most_25_names() {
+fn troupe_compaction_root_keeps_at_most_26_names() {
     let src = source("crates/compaction/src/lib.rs");
     let mut names = pub_mods(&src);
     names.extend(pub_uses(&src).iter().flat_map(|tree| leaf_names(tree)));

@@ -38,6 +38,9 @@
 //! - [`artifacts`]: the [`ArtifactLedger`](artifacts::ArtifactLedger) of files, commands and
 //!   test results a summary must not forget.
 //! - [`invariants`]: what every result is checked against ([`validate`](invariants::validate)).
+//! - [`economics`]: what a compaction costs against a provider's prompt cache: the emulated
+//!   [`PromptCache`](economics::PromptCache) and a compaction's
+//!   [`receipt`](economics::receipt).
 //! - [`transcript`]: read a saved session ([`parse_transcript`](transcript::parse_transcript),
 //!   [`ledger_from_transcript`](transcript::ledger_from_transcript)).
 //!
@@ -49,6 +52,7 @@ mod archive;
 pub mod artifacts;
 mod compact;
 mod counter;
+pub mod economics;
 mod error;
 mod guard;
 mod id_hash;

@@ -97,6 +97,34 @@ pub struct RaisedAim {
     pub aim_tokens: usize,
 }
 
+/// A compaction's price against the provider's prompt cache: what it keeps cached, what it
+/// makes the next call re-read and what it saves over the calls until the next compaction,
+/// in units of one uncached input token under the cost model it was computed for.
+///
+/// Computed by `troupe_compaction::economics::receipt` (which names it `Receipt`); it lives
+/// here, as plain data, so a [`CompactionReport`] can carry it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompactionReceipt {
+    /// Request tokens before the compaction.
+    pub tokens_before: usize,
+    /// Request tokens after.
+    pub tokens_after: usize,
+    /// Tokens of the longest prefix of messages the compaction left byte-identical: still a
+    /// cached prefix for the next call.
+    pub cached_prefix_kept: usize,
+    /// The tokens of the messages after that prefix (`tokens_after − cached_prefix_kept`
+    /// less the request's reply priming): what the next call reads fresh.
+    pub rebilled_tokens: usize,
+    /// What the compaction's summarizer calls cost.
+    pub summarizer_billed: f64,
+    /// The calls expected before the next compaction.
+    pub expected_turns: f64,
+    /// `(tokens_before − tokens_after) × cached rate × expected_turns − rebilled_tokens ×
+    /// (fresh rate − cached rate) − summarizer_billed`; negative when the compaction costs
+    /// more than it saves.
+    pub net_saving: f64,
+}
+
 /// The outcome of one compaction.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompactionReport {
@@ -139,6 +167,11 @@ pub struct CompactionReport {
     /// existed, and whenever the target was aimed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raised_aim: Option<RaisedAim>,
+    /// What the compaction cost and saves against the provider's prompt cache, when whoever
+    /// ran it priced it (the compression agent does for every compaction that changed the
+    /// conversation). Absent in reports written before receipts existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<CompactionReceipt>,
 }
 
 #[cfg(test)]
@@ -154,6 +187,7 @@ mod tests {
         };
         let json = serde_json::to_string(&old).unwrap();
         assert!(!json.contains("raised_aim"), "{json}");
+        assert!(!json.contains("receipt"), "{json}");
         let back: CompactionReport = serde_json::from_str(&json).unwrap();
         assert_eq!(back, old);
         let raised = CompactionReport {

@@ -7,6 +7,7 @@
 //! [`CompactionSession::finish`] validates the result before handing it out. Every operation
 //! either applies completely or refuses with a [`Refusal`] and changes nothing.
 
+mod inline;
 mod metadata;
 mod planner;
 mod segment;
@@ -411,6 +412,7 @@ impl<'a> CompactionSession<'a> {
             archived: self.archive.len(),
             freeable_tokens_after,
             raised_aim,
+            receipt: None,
         };
         Ok(Compaction {
             messages: self.messages,

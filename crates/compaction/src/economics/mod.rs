@@ -1,0 +1,31 @@
+//! What compaction costs against a provider's prompt cache, and what it saves.
+//!
+//! Providers cache prompt prefixes: a cached input token costs about a tenth of an uncached
+//! one, and a rewrite of any message makes everything after it uncached again. So a compaction
+//! is worth what it saves on the calls until the next one, less what it makes the provider
+//! re-read and what its summarizer costs. This module emulates the two caching schemes from
+//! their documentation and puts a price on both sides:
+//!
+//! - [`Prompt`]: one model call as blocks (one per message, keyed by [`block_key`]), with
+//!   troupe's Anthropic breakpoint placement ([`anthropic_breakpoints`]); [`prompt_of`] builds
+//!   it from messages.
+//! - [`PromptCache`]: the provider's cache under a [`CostModel`] (OpenAI's automatic prefix
+//!   caching or Anthropic's explicit breakpoints, at configurable [`Rates`]); each
+//!   [`PromptCache::send`] returns a [`CallBill`], a session sums them in a [`Bill`].
+//! - [`receipt`]: a compaction's [`Receipt`] — tokens before and after, the cached prefix it
+//!   kept, the tokens it re-bills and its net saving over the expected turns.
+//!
+//! Prices are in units of one uncached input token ("billed-equivalent input tokens").
+
+mod cache;
+mod model;
+mod prompt;
+mod receipt;
+
+pub use cache::{
+    ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_TTL_SECS, Bill, CallBill, MIN_CACHED_TOKENS,
+    OPENAI_CACHE_STEP, PromptCache,
+};
+pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
+pub use prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
+pub use receipt::{Receipt, expected_turns, receipt, summarizer_billed};
