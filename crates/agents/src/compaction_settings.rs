@@ -17,6 +17,11 @@ pub struct CompactionSettings {
     pub counter: Option<Arc<dyn TokenCounter>>,
     /// Whether the agent gets the `compact` tool.
     pub agent_tool: bool,
+    /// Whether the agent gets the `recall` tool (read back what compaction archived, by the id
+    /// a stub or summary names, or search it) once something is archived. On by default: it
+    /// is what makes a low compaction target lose nothing for good, and a fresh agent's tool
+    /// list is unchanged until its first compaction.
+    pub recall_tool: bool,
     /// Tokens kept free in the window for the model's answer: a request is compacted before it
     /// is sent when its prompt plus this reserve reaches the trigger, and refused when the two
     /// cannot fit the window. `None`: the agent's `max_tokens` when set, else
@@ -30,17 +35,19 @@ pub struct CompactionSettings {
 
 /// When an agent starts a background compaction: a snapshot of its conversation, taken at a
 /// turn boundary, is compacted while the agent goes on, and the answer is spliced in at a later
-/// turn boundary. The agent only waits when its request reaches the trigger with that job still
-/// running. In a configuration file: `"off"`, `"at_warning"` or `{ at = 0.6 }`.
+/// turn boundary. Past the trigger a job is started if none runs, and the agent still goes on:
+/// it waits only at the limit, when its next request would not fit the window (joining the job
+/// in flight, or compacting as on the blocking road when none runs). In a configuration file:
+/// `"off"`, `"at_warning"` or `{ at = 0.6 }`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkAhead {
-    /// Never: the agent compacts at the trigger and waits for it (the blocking road only).
+    /// Never: the agent compacts at the trigger and waits for it (the blocking road).
     Off,
     /// At the policy's warning threshold (70 % of the window by default).
     #[default]
     AtWarning,
-    /// At this fraction of the context window (clamped below the trigger).
+    /// At this fraction of the context window (the trigger at the latest).
     At(f64),
 }
 
@@ -51,6 +58,7 @@ impl Default for CompactionSettings {
             auto: true,
             counter: None,
             agent_tool: false,
+            recall_tool: true,
             output_reserve: None,
             work_ahead: WorkAhead::default(),
         }

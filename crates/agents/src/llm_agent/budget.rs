@@ -18,10 +18,11 @@ use crate::CompactionSettings;
 impl LlmAgent {
     /// After each model turn and tool batch: take a background compaction that landed, warn at
     /// the warning threshold, work ahead past the work-ahead threshold (`work_ahead.rs`), and
-    /// at the trigger join the background compaction in flight or else compact, waiting.
-    /// Like the check before every model call, the trigger measures a request with the room its
-    /// answer needs (the output reserve), so both compact at the same point; the warning is
-    /// about the context itself (the tokens it reports).
+    /// where the agent must compact ([`LlmAgent::must_compact`]: the trigger on the blocking
+    /// road, the limit when it works ahead) join the background compaction in flight or else
+    /// compact, waiting. Like the check before every model call, the trigger measures a request
+    /// with the room its answer needs (the output reserve), so both compact at the same point;
+    /// the warning is about the context itself (the tokens it reports).
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: TraceId) {
         // A snapshot is never taken, nor an answer spliced in, while a tool call is open.
         let open = has_open_tool_calls(self.conversation.messages());
@@ -31,6 +32,7 @@ impl LlmAgent {
         // The request carries the tool definitions too: they count against the window.
         let tools = self.request_tool_tokens();
         let reserve = self.output_reserve();
+        let fixed = tools + reserve;
         let warning = self.policy.warning_tokens();
         let trigger = self.policy.trigger_tokens();
         let ahead = self.work_ahead_tokens().unwrap_or(usize::MAX);
@@ -38,8 +40,8 @@ impl LlmAgent {
         // only once the conversation could be near one (and then once each, cached).
         let quiet_below = warning
             .saturating_sub(tools)
-            .min(trigger.saturating_sub(tools + reserve))
-            .min(ahead.saturating_sub(tools + reserve));
+            .min(trigger.saturating_sub(fixed))
+            .min(ahead.saturating_sub(fixed));
         if quiet_below > 0
             && self.token_cache.certainly_below(
                 self.counter.as_ref(),
@@ -54,11 +56,12 @@ impl LlmAgent {
         // Tool definitions and reserve alone past the trigger: no compaction can bring the
         // request under it (said once per set of tools before the model call), so none is run
         // after every turn, nor warned about again.
-        let due = |tokens: usize| tokens + reserve >= trigger && tools + reserve < trigger;
-        if due(tokens) && self.join_background(ctx).await {
+        if self.must_compact(tokens + reserve, fixed) && self.join_background(ctx).await {
             tokens = self.tokens() + tools;
         }
-        if !due(tokens) && self.policy.state(tokens) == BudgetState::Ok {
+        let must = self.must_compact(tokens + reserve, fixed);
+        let past_trigger = tokens + reserve >= trigger && fixed < trigger;
+        if !must && !past_trigger && self.policy.state(tokens) == BudgetState::Ok {
             self.warned = false;
             if !open {
                 self.work_ahead(ctx, tokens + reserve);
@@ -76,7 +79,7 @@ impl LlmAgent {
                 },
             );
         }
-        if !due(tokens) {
+        if !must {
             if !open {
                 self.work_ahead(ctx, tokens + reserve);
             }

@@ -3,7 +3,9 @@
 //!
 //! A request is its messages, its tool definitions and, beyond them, the room the answer needs
 //! (the output reserve, [`CompactionSettings::output_reserve_for`]). When the three reach the
-//! trigger the conversation is compacted before the call; when they would not fit the window
+//! trigger the conversation is compacted before the call — an agent that works ahead has it
+//! compacted in the background past the trigger and waits only at the limit, when the request
+//! would not fit the window (`work_ahead.rs`); when they would not fit the window
 //! even then, an emergency compaction runs (as after a provider's "context length exceeded",
 //! without the round trip); a request that still cannot fit is refused with a
 //! [`ContextOverflow`] that names what does not fit, and nothing is sent. A protected message
@@ -36,8 +38,9 @@ impl LlmAgent {
     }
 
     /// Before a model call: take a background compaction that landed, work ahead past the
-    /// work-ahead threshold, at the trigger join the background compaction in flight or else
-    /// compact, and refuse the call when the request cannot fit the window (see the module's
+    /// work-ahead threshold, where the agent must compact (the trigger on the blocking road,
+    /// the limit when it works ahead) join the background compaction in flight or else compact,
+    /// and refuse the call when the request cannot fit the window (see the module's
     /// documentation).
     pub(super) async fn prepare_call(&mut self, ctx: &AgentContext) -> Result<(), ContextOverflow> {
         let room = Room {
@@ -67,8 +70,19 @@ impl LlmAgent {
             return Ok(());
         }
         self.refuse_protected_giant(room)?;
-        // At the trigger with a background compaction in flight: wait for that one.
-        if self.join_background(ctx).await && self.tokens() + fixed < trigger {
+        // Where the agent must compact (the trigger on the blocking road, the limit when it
+        // works ahead), a background compaction in flight is waited for first.
+        if self.must_compact(self.tokens() + fixed, fixed) {
+            self.join_background(ctx).await;
+        }
+        let tokens = self.tokens() + fixed;
+        if tokens < trigger {
+            return Ok(());
+        }
+        if !self.must_compact(tokens, fixed) {
+            // Working ahead, past the trigger with room left: a compaction is under way, or
+            // starts now, and the call goes on.
+            self.work_ahead(ctx, tokens);
             return Ok(());
         }
         // Tool definitions and reserve alone past the trigger: no compaction brings the request

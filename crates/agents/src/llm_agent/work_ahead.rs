@@ -10,9 +10,15 @@
 //! or dropped, with its reason, when it is stale: the conversation was cleared, resumed from
 //! another log, or rewritten by another compaction (`/compact`, the `compact` tool, an
 //! emergency) or a closed scope since — each bumps the epoch — or it was rewound (it no longer
-//! starts with the snapshot). The agent waits for it only when its request reaches the trigger
-//! with the job still running: it joins it (never a second job), then compacts blocking if the
-//! request is still over the trigger.
+//! starts with the snapshot).
+//!
+//! The agent waits only at the limit: the trigger is where a job must be under way (one starts
+//! there if none runs, say when one step crossed the warning and the trigger together), and the
+//! limit is where the next request would not fit the window. There it joins the job in flight
+//! (never a second one), then compacts blocking if the request still does not fit; with no job
+//! in flight it compacts blocking, as the blocking road does at the trigger. Waiting at the
+//! trigger while a fifth of the window is free would be the stall working ahead exists to
+//! remove: the stall eval measured it as every wait of the background road.
 //!
 //! A crash loses nothing: the job's answer is only ever applied by the agent that asked for it
 //! (the pending job dies with it, and its task is aborted); the restarted agent has its
@@ -133,12 +139,32 @@ pub(super) fn has_open_tool_calls(messages: &[Arc<ChatMessage>]) -> bool {
 }
 
 impl LlmAgent {
-    /// The request size (messages, tools, output reserve) at which a job starts; `None` when
-    /// the agent does not work ahead (or would only reach it at the trigger).
+    /// Whether this agent compacts ahead of the trigger: then it waits only at the limit.
+    pub(super) fn works_ahead(&self) -> bool {
+        self.spec.compaction.auto && self.spec.compaction.work_ahead != WorkAhead::Off
+    }
+
+    /// Whether a request of `request_tokens` (messages, tools, output reserve) must have its
+    /// compaction before it goes on: at the trigger on the blocking road, at the limit (it
+    /// would not fit the window) when the agent works ahead. Never when the tool definitions
+    /// and the reserve (`fixed`) alone are past that point: no compaction can help then.
+    pub(super) fn must_compact(&self, request_tokens: usize, fixed: usize) -> bool {
+        if self.works_ahead() {
+            let window = self.policy.context_window;
+            request_tokens > window && fixed < window
+        } else {
+            let trigger = self.policy.trigger_tokens();
+            request_tokens >= trigger && fixed < trigger
+        }
+    }
+
+    /// The request size (messages, tools, output reserve) at which a job starts — the trigger
+    /// at the latest; `None` when the agent does not work ahead or a job is in flight.
     pub(super) fn work_ahead_tokens(&self) -> Option<usize> {
-        if !self.spec.compaction.auto || self.ahead.running() {
+        if !self.works_ahead() || self.ahead.running() {
             return None;
         }
+        let trigger = self.policy.trigger_tokens();
         let at = match self.spec.compaction.work_ahead {
             WorkAhead::Off => return None,
             WorkAhead::AtWarning => self.policy.warning_tokens(),
@@ -146,8 +172,7 @@ impl LlmAgent {
                 (fraction.clamp(0.0, 1.0) * self.policy.context_window as f64) as usize
             }
         };
-        let at = at.max(self.ahead.retry_from.unwrap_or(0));
-        (at < self.policy.trigger_tokens()).then_some(at)
+        Some(at.min(trigger).max(self.ahead.retry_from.unwrap_or(0)))
     }
 
     /// The request size from which a job may start again after `pending` changed nothing or
@@ -162,7 +187,7 @@ impl LlmAgent {
         pending.request_tokens + step.max(1)
     }
 
-    /// At a turn boundary below the trigger: when the request (`request_tokens`, output
+    /// At a turn boundary short of the limit: when the request (`request_tokens`, output
     /// reserve included) reached the work-ahead threshold and no tool call is open, start a
     /// compaction of the conversation as it is and go on.
     pub(super) fn work_ahead(&mut self, ctx: &AgentContext, request_tokens: usize) {
@@ -229,8 +254,9 @@ impl LlmAgent {
         }
     }
 
-    /// At the trigger with a job in flight: wait for it (joining it rather than starting a
-    /// second) and splice it in. Returns whether a job was in flight.
+    /// At the limit (the trigger, on the blocking road) with a job in flight: wait for it
+    /// (joining it rather than starting a second) and splice it in. Returns whether a job was
+    /// in flight.
     pub(super) async fn join_background(&mut self, ctx: &AgentContext) -> bool {
         let Some(mut pending) = self.ahead.pending.take() else {
             return false;

@@ -8,7 +8,7 @@ use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
 use troupe_compaction::tokens::TokenCounter;
@@ -28,9 +28,63 @@ fn huge_instructions(counter: &dyn TokenCounter, tokens: usize) -> String {
     text
 }
 
+const TURNS: usize = 20;
+
+/// What 20 turns over an unreachable target did: compactions skipped by the guard, run, the
+/// tokens the turns added, and the compressor model's calls.
+struct Spiral {
+    skipped: usize,
+    compactions: usize,
+    new_tokens: usize,
+    model_calls: usize,
+}
+
 #[tokio::test]
 async fn an_unreachable_target_compacts_at_most_once_per_min_freeable_tokens_over_20_turns() {
-    const TURNS: usize = 20;
+    // The blocking road: past the trigger after every turn, so the trigger fires every turn.
+    let spiral = spiral(WorkAhead::Off).await;
+    assert!(
+        spiral.skipped + spiral.compactions >= TURNS - 1,
+        "{} skipped, {} ran",
+        spiral.skipped,
+        spiral.compactions
+    );
+    assert_held_back(&spiral);
+}
+
+#[tokio::test]
+async fn working_ahead_over_an_unreachable_target_is_held_back_the_same() {
+    // The background road: past the trigger a job starts whenever none runs (and the request
+    // grew a step since the last one changed nothing); the guard holds it back the same.
+    let spiral = spiral(WorkAhead::AtWarning).await;
+    assert!(
+        spiral.skipped + spiral.compactions >= 1,
+        "no compaction tried"
+    );
+    assert_held_back(&spiral);
+}
+
+/// A compaction ran at most once per `min_freeable_tokens` of new material, and each cost at
+/// most its iteration budget.
+fn assert_held_back(spiral: &Spiral) {
+    let policy = BudgetPolicy::for_window(8_000);
+    let allowed = 1 + spiral.new_tokens / policy.min_freeable_tokens;
+    assert!(
+        spiral.compactions <= allowed,
+        "{} compactions in {TURNS} turns adding {} tokens (at most {allowed})",
+        spiral.compactions,
+        spiral.new_tokens
+    );
+    assert!(
+        spiral.model_calls
+            <= spiral.compactions * troupe_agents::compression::DEFAULT_MAX_ITERATIONS as usize,
+        "the compressor's model ran {} times for {} compactions",
+        spiral.model_calls,
+        spiral.compactions
+    );
+}
+
+async fn spiral(work_ahead: WorkAhead) -> Spiral {
     let counter = shared_counter();
     let policy = BudgetPolicy::for_window(8_000);
     assert_eq!(policy.min_freeable_tokens, 800);
@@ -53,6 +107,7 @@ async fn an_unreachable_target_compacts_at_most_once_per_min_freeable_tokens_ove
             // No room kept for answers: the 6.6k-token prompt and a reserve would not fit the
             // 8k window, and that refusal is `precall.rs`'s subject; this is the trigger's.
             output_reserve: Some(0),
+            work_ahead,
             ..CompactionSettings::default()
         });
     spawn_agent(&team, spec).await.unwrap();
@@ -77,21 +132,12 @@ async fn an_unreachable_target_compacts_at_most_once_per_min_freeable_tokens_ove
             }
         }
     }
-    // The trigger fired (the conversation is over it after every turn)…
-    assert!(
-        skipped + compactions >= TURNS - 1,
-        "{skipped} skipped, {compactions} ran"
-    );
-    // …but a compaction ran at most once per `min_freeable_tokens` of new material.
-    let allowed = 1 + new_tokens / policy.min_freeable_tokens;
-    assert!(
-        compactions <= allowed,
-        "{compactions} compactions in {TURNS} turns adding {new_tokens} tokens (at most {allowed})"
-    );
     let model_calls = compressor_model.requests().len();
-    assert!(
-        model_calls <= compactions * troupe_agents::compression::DEFAULT_MAX_ITERATIONS as usize,
-        "the compressor's model ran {model_calls} times for {compactions} compactions"
-    );
     team.shutdown().await;
+    Spiral {
+        skipped,
+        compactions,
+        new_tokens,
+        model_calls,
+    }
 }
