@@ -6,6 +6,7 @@ mod cli;
 mod compact_safety;
 mod compact_targets;
 mod compact_trace;
+mod compaction_receipt;
 mod config;
 mod credentials;
 mod mcp;

@@ -178,6 +178,24 @@ pub mod semconv {
     /// compaction — all of it when blocking; in the background, the wait at the trigger plus
     /// the splice (0 when the answer landed on its own).
     pub const COMPACTION_WAITED_MS: &str = "troupe.compaction.waited_ms";
+    /// `troupe.compaction.receipt.cached_prefix_kept`: tokens of the longest prefix of messages
+    /// a compaction left byte-identical (still cached for the next call).
+    pub const COMPACTION_RECEIPT_CACHED_PREFIX_KEPT: &str =
+        "troupe.compaction.receipt.cached_prefix_kept";
+    /// `troupe.compaction.receipt.tokens_rebilled`: the tokens after that prefix, which the next
+    /// call reads uncached.
+    pub const COMPACTION_RECEIPT_TOKENS_REBILLED: &str =
+        "troupe.compaction.receipt.tokens_rebilled";
+    /// `troupe.compaction.receipt.summarizer_billed`: what the compaction's summarizer calls
+    /// cost, in uncached-input-token units.
+    pub const COMPACTION_RECEIPT_SUMMARIZER_BILLED: &str =
+        "troupe.compaction.receipt.summarizer_billed";
+    /// `troupe.compaction.receipt.expected_turns`: the calls expected before the next
+    /// compaction.
+    pub const COMPACTION_RECEIPT_EXPECTED_TURNS: &str = "troupe.compaction.receipt.expected_turns";
+    /// `troupe.compaction.receipt.net_saving`: what the compaction saves over those calls, less
+    /// what it re-bills and its summarizer cost (uncached-input-token units; negative: a loss).
+    pub const COMPACTION_RECEIPT_NET_SAVING: &str = "troupe.compaction.receipt.net_saving";
     /// `troupe.input`: the transcript file a CLI operation read.
     pub const INPUT: &str = "troupe.input";
     /// `troupe.archive`: the archive file a CLI operation read.

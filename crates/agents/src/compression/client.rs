@@ -5,8 +5,9 @@
 //! [`compact`] routes the [`CompactionRequest`] (this team's compression agent, the one on
 //! another node, or — when that node cannot be reached — the planner on this node), opens the
 //! `compaction` span around it and publishes `CompactionStarted` and then `CompactionFinished`
-//! or `CompactionFailed` on the asker's bus, once each on every route (`announce.rs`). An agent
-//! calls [`compact_and_apply`], which adds the tracker that lets `/compact` join a running
+//! or `CompactionFailed` on the asker's bus, once each on every route (`announce.rs`), with
+//! a receipt in the report of every compaction that changed the conversation (`receipt.rs`).
+//! An agent calls [`compact_and_apply`], which adds the tracker that lets `/compact` join a running
 //! compaction (`tracker.rs`) and applies the answer; an agent working ahead calls
 //! [`compact_detached`], the same road announced in mode background, whose answer it awaits on
 //! a task of its own and splices in later (`llm_agent/work_ahead.rs`). Either way the agent
@@ -14,6 +15,7 @@
 //! ([`compaction_applied`]).
 
 mod announce;
+mod receipt;
 mod tracker;
 
 use std::sync::Arc;
@@ -318,7 +320,13 @@ impl Started {
             span,
             announcement,
         } = self;
-        let outcome = ask_route(caller, route, request).instrument(span).await;
+        // The conversation before, for the receipt (shared messages: a cheap copy).
+        let before = request.conversation.messages().to_vec();
+        let policy = request.policy.clone();
+        let mut outcome = ask_route(caller, route, request).instrument(span).await;
+        if let Ok(compaction) = &mut outcome {
+            receipt::attach_receipt(&before, &policy, caller.counter, compaction);
+        }
         announcement.end(outcome.as_ref().map(|c| &c.report));
         outcome
     }

@@ -16,6 +16,8 @@
 //! a new prefix costs ([`CostModel::fresh_prefix_rate`]: input for OpenAI, the write rate for
 //! Anthropic, whose last block troupe marks).
 
+use std::borrow::Borrow;
+
 use troupe_runtime::{ChatMessage, Role, SummarizerUsage};
 
 use super::model::CostModel;
@@ -30,25 +32,31 @@ pub use troupe_runtime::CompactionReceipt as Receipt;
 /// The receipt of a compaction from `before` to `after` under `model`: `summarizer_billed` is
 /// what its summarizer calls cost (see [`summarizer_billed`]), `expected_turns` how many calls
 /// the agent makes before the next compaction (see [`expected_turns`]).
-pub fn receipt(
-    before: &[ChatMessage],
-    after: &[ChatMessage],
+///
+/// The messages may be owned or shared (`&[ChatMessage]`, a conversation's
+/// `&[Arc<ChatMessage>]`); tokens are counted as [`TokenCounter::count_messages`] does.
+pub fn receipt<B: Borrow<ChatMessage>, A: Borrow<ChatMessage>>(
+    before: &[B],
+    after: &[A],
     counter: &dyn TokenCounter,
     model: &CostModel,
     summarizer_billed: f64,
     expected_turns: f64,
 ) -> Receipt {
-    let tokens_before = counter.count_messages(before);
-    let tokens_after = counter.count_messages(after);
-    let kept = before
-        .iter()
-        .zip(after)
+    let tokens = |messages: &mut dyn Iterator<Item = &ChatMessage>| -> usize {
+        messages.map(|m| counter.count_message(m)).sum()
+    };
+    let priming = counter.overhead().reply_priming;
+    let kept = each(before)
+        .zip(each(after))
         .take_while(|(b, a)| block_key(b) == block_key(a))
         .count();
-    let cached_prefix_kept: usize = after[..kept].iter().map(|m| counter.count_message(m)).sum();
+    let cached_prefix_kept = tokens(&mut each(&after[..kept]));
     // The messages past the kept prefix; the request's reply priming (a few tokens, paid by
     // every call alike) is left out, so an unchanged conversation re-bills nothing.
-    let rebilled_tokens: usize = after[kept..].iter().map(|m| counter.count_message(m)).sum();
+    let rebilled_tokens = tokens(&mut each(&after[kept..]));
+    let tokens_before = tokens(&mut each(before)) + priming;
+    let tokens_after = cached_prefix_kept + rebilled_tokens + priming;
     let rates = model.rates();
     let freed = tokens_before as f64 - tokens_after as f64;
     let net_saving = freed * rates.cached_read * expected_turns
@@ -65,6 +73,11 @@ pub fn receipt(
     }
 }
 
+/// The messages of a slice of owned or shared ones.
+fn each<M: Borrow<ChatMessage>>(messages: &[M]) -> impl Iterator<Item = &ChatMessage> {
+    messages.iter().map(|m| m.borrow())
+}
+
 /// What a compaction's summarizer calls cost when nothing says which of their tokens hit the
 /// cache: every input token at the uncached rate (an upper bound; a summarizer call that rides
 /// the agent's cached prefix costs less, and replay's emulation measures that).
@@ -77,18 +90,16 @@ pub fn summarizer_billed(usage: &SummarizerUsage, model: &CostModel) -> f64 {
 /// tokens_after`) over the mean tokens one turn added so far (the tokens after the system
 /// prompt over the assistant messages, each one model call). At least 1: the next call always
 /// comes.
-pub fn expected_turns(
-    conversation: &[ChatMessage],
+pub fn expected_turns<M: Borrow<ChatMessage>>(
+    conversation: &[M],
     counter: &dyn TokenCounter,
     trigger_tokens: usize,
     tokens_after: usize,
 ) -> f64 {
-    let turns = conversation
-        .iter()
+    let turns = each(conversation)
         .filter(|m| m.role == Role::Assistant)
         .count();
-    let grown: usize = conversation
-        .iter()
+    let grown: usize = each(conversation)
         .skip_while(|m| m.role.is_instructions())
         .map(|m| counter.count_message(m))
         .sum();

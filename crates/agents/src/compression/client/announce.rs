@@ -30,6 +30,11 @@ pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> t
         { semconv::COMPACTION_SUMMARIZER_CALLS } = tracing::field::Empty,
         { semconv::COMPACTION_MODE } = tracing::field::Empty,
         { semconv::COMPACTION_WAITED_MS } = tracing::field::Empty,
+        { semconv::COMPACTION_RECEIPT_CACHED_PREFIX_KEPT } = tracing::field::Empty,
+        { semconv::COMPACTION_RECEIPT_TOKENS_REBILLED } = tracing::field::Empty,
+        { semconv::COMPACTION_RECEIPT_SUMMARIZER_BILLED } = tracing::field::Empty,
+        { semconv::COMPACTION_RECEIPT_EXPECTED_TURNS } = tracing::field::Empty,
+        { semconv::COMPACTION_RECEIPT_NET_SAVING } = tracing::field::Empty,
     )
 }
 
@@ -91,6 +96,25 @@ fn record_report(span: &tracing::Span, report: &CompactionReport) {
         semconv::COMPACTION_SUMMARIZER_CALLS,
         report.summarizer.calls,
     );
+    if let Some(receipt) = &report.receipt {
+        span.record(
+            semconv::COMPACTION_RECEIPT_CACHED_PREFIX_KEPT,
+            receipt.cached_prefix_kept,
+        );
+        span.record(
+            semconv::COMPACTION_RECEIPT_TOKENS_REBILLED,
+            receipt.rebilled_tokens,
+        );
+        span.record(
+            semconv::COMPACTION_RECEIPT_SUMMARIZER_BILLED,
+            receipt.summarizer_billed,
+        );
+        span.record(
+            semconv::COMPACTION_RECEIPT_EXPECTED_TURNS,
+            receipt.expected_turns,
+        );
+        span.record(semconv::COMPACTION_RECEIPT_NET_SAVING, receipt.net_saving);
+    }
 }
 
 /// The tiers a compaction used, e.g. `truncate,mask,summarize`; `none` when nothing ran.

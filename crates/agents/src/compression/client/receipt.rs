@@ -1,0 +1,51 @@
+//! Every compaction that changed a conversation leaves with a receipt: what it kept cached,
+//! what it makes the next call re-read, and what it saves over the calls until the next one
+//! (`troupe_compaction::economics`). Priced here, on the asker's side, so every route — the
+//! team's compression agent, one on another node, the planner on this node — gets one.
+
+use std::sync::Arc;
+
+use troupe_compaction::economics::{self, CostModel};
+use troupe_compaction::tokens::TokenCounter;
+use troupe_compaction::{BudgetPolicy, Compaction};
+use troupe_runtime::ChatMessage;
+
+/// The cost model receipts are priced under: OpenAI's automatic prefix caching at its default
+/// rates (cached input at a tenth). A receipt is an estimate for the trace; `troupe replay
+/// --cost` prices a whole session under either model.
+pub(crate) fn receipt_cost_model() -> CostModel {
+    CostModel::openai()
+}
+
+/// Price `compaction` of the conversation `before` (compacted under `policy`) and put the
+/// receipt in its report — unless nothing changed, or a receipt is there already (the
+/// compressor priced it). `expected_turns` is [`economics::expected_turns`]: the room the
+/// compaction left under the trigger over the mean tokens a turn of this conversation added.
+pub(crate) fn attach_receipt(
+    before: &[Arc<ChatMessage>],
+    policy: &BudgetPolicy,
+    counter: &dyn TokenCounter,
+    compaction: &mut Compaction,
+) {
+    if !compaction.changed() || compaction.report.receipt.is_some() {
+        return;
+    }
+    let model = receipt_cost_model();
+    let report = &compaction.report;
+    let summarizer_billed = economics::summarizer_billed(&report.summarizer, &model);
+    let turns = economics::expected_turns(
+        before,
+        counter,
+        policy.trigger_tokens(),
+        report.tokens_after,
+    );
+    let receipt = economics::receipt(
+        before,
+        &compaction.messages,
+        counter,
+        &model,
+        summarizer_billed,
+        turns,
+    );
+    compaction.report.receipt = Some(receipt);
+}
