@@ -19,6 +19,7 @@ mod readme;
 mod recall;
 mod redaction;
 mod replay;
+mod replay_cost;
 mod session;
 mod support;
 mod surface;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use troupe::compaction::economics::{CostModel, Rates};
 
 /// troupe: an actor-based multi-agent runtime with a context-compression agent.
 #[derive(Debug, Parser)]
@@ -146,7 +147,9 @@ pub struct ExpandArgs {
 #[command(after_help = "\
 Examples:
   troupe replay session.json --window 16000 --model none
-  troupe replay session.json --window 32000 --json > replay.json")]
+  troupe replay session.json --window 32000 --json > replay.json
+  troupe replay session.json --window 32000 --cost anthropic
+  troupe replay session.json --window 32000 --cost openai --rates cached=0.5")]
 pub struct ReplayArgs {
     /// The transcript.
     pub input: PathBuf,
@@ -156,6 +159,16 @@ pub struct ReplayArgs {
     /// Which model summarizes.
     #[arg(long, value_enum, default_value_t = SummaryModel::None)]
     pub model: SummaryModel,
+    /// Bill the session's input tokens as a provider that caches prompt prefixes would:
+    /// `openai` (automatic prefix caching from 1024 tokens, 128-token steps) or `anthropic`
+    /// (explicit breakpoints, 5-minute TTL, writes 1.25x, reads 0.1x); calls are assumed 10 s
+    /// apart.
+    #[arg(long, value_parser = parse_cost_model)]
+    pub cost: Option<CostModel>,
+    /// Replace some of the cost model's rates, in units of an uncached input token, e.g.
+    /// `input=1,cached=0.1,write=1.25`.
+    #[arg(long, requires = "cost", value_parser = parse_rates)]
+    pub rates: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -244,4 +257,19 @@ pub struct NodeArgs {
     /// TLS: the name the other nodes' certificates are issued for.
     #[arg(long, requires = "tls_cert")]
     pub tls_name: Option<String>,
+}
+
+/// `--cost`: a cost model's name.
+fn parse_cost_model(name: &str) -> Result<CostModel, String> {
+    name.parse()
+        .map_err(|e: troupe::compaction::economics::UnknownCostModel| e.to_string())
+}
+
+/// `--rates`: checked here so a mistake is reported before the replay starts; applied to the
+/// chosen model's rates by the command.
+fn parse_rates(spec: &str) -> Result<String, String> {
+    Rates::OPENAI
+        .with_overrides(spec)
+        .map(|_| spec.to_string())
+        .map_err(|e| e.to_string())
 }

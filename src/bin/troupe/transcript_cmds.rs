@@ -11,8 +11,9 @@ use troupe::runtime::TierCounts;
 use troupe::runtime::trace::semconv;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
-    CompactGoal, Compressor, ReplayObserver, ReplayReport, RestoredMatch, check_window,
-    compact_transcript, ensure_distinct_files, expand_transcript_file, replay_transcript,
+    CompactGoal, Compressor, CostMeter, ReplayCost, ReplayObserver, ReplayReport, RestoredMatch,
+    check_window, compact_transcript, ensure_distinct_files, expand_transcript_file,
+    replay_transcript,
 };
 
 use crate::cli::{CompactArgs, ExpandArgs, ReplayArgs};
@@ -229,6 +230,57 @@ fn print_replay(r: &ReplayReport) {
     );
 }
 
+/// `--cost`: the session's bill and each compaction's receipt.
+fn print_cost(r: &ReplayReport, cost: &ReplayCost) {
+    println!(
+        "cost ({}: input {}, cached {}, write {}; calls {} s apart): {} agent call(s) + {} compaction call(s), {} input tokens",
+        cost.model,
+        cost.input_rate,
+        cost.cached_rate,
+        cost.write_rate,
+        cost.call_spacing_secs,
+        cost.agent_calls,
+        cost.compaction_calls,
+        cost.input_tokens
+    );
+    println!(
+        "billed {:.0} input-token equivalents of {:.0} uncached ({:.1} %); cache hit {:.1} %; compaction calls billed {:.0}",
+        cost.billed,
+        cost.uncached,
+        100.0 * cost.billed / cost.uncached.max(1.0),
+        100.0 * cost.cache_hit,
+        cost.compaction_billed
+    );
+    if r.compactions.is_empty() {
+        return;
+    }
+    println!(
+        "{:>4} {:>8} {:>8} {:>10} {:>10} {:>7} {:>11}",
+        "#", "before", "after", "kept", "re-billed", "turns", "net saving"
+    );
+    for (i, receipt) in r
+        .compactions
+        .iter()
+        .filter_map(|row| row.receipt)
+        .enumerate()
+    {
+        println!(
+            "{:>4} {:>8} {:>8} {:>10} {:>10} {:>7.1} {:>11.0}",
+            i + 1,
+            receipt.tokens_before,
+            receipt.tokens_after,
+            receipt.cached_prefix_kept,
+            receipt.rebilled_tokens,
+            receipt.expected_turns,
+            receipt.net_saving
+        );
+    }
+    println!(
+        "compactions re-billed {} tokens in all; net saving {:.0}",
+        cost.rebilled_tokens, cost.net_saving
+    );
+}
+
 /// Moves the progress bar as a replay feeds messages.
 struct ReplayProgress<'a>(&'a ProgressBar);
 
@@ -252,23 +304,41 @@ pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
         { semconv::INPUT } = %args.input.display(),
         { semconv::WINDOW } = args.window,
     );
-    let mut progress = ReplayProgress(&bar);
-    let report = replay_transcript(
-        &input,
-        &policy,
-        counter.as_ref(),
-        &compressor,
-        &mut progress,
-    )
-    .instrument(span)
-    .await;
+    let cost = match (args.cost, &args.rates) {
+        (Some(model), Some(spec)) => Some(model.with_rates(model.rates().with_overrides(spec)?)),
+        (model, _) => model,
+    };
+    // With `--cost`, a meter bills every model call as the replay goes (and moves the bar).
+    let (mut progress, mut metered_progress) = (ReplayProgress(&bar), ReplayProgress(&bar));
+    let mut meter = cost.map(|model| {
+        CostMeter::new(
+            &input.messages,
+            &policy,
+            counter.as_ref(),
+            model,
+            &mut metered_progress,
+        )
+    });
+    let observer: &mut dyn ReplayObserver = match meter.as_mut() {
+        Some(meter) => meter,
+        None => &mut progress,
+    };
+    let report = replay_transcript(&input, &policy, counter.as_ref(), &compressor, observer)
+        .instrument(span)
+        .await;
     bar.finish_and_clear();
     compressor.shutdown().await;
-    let report = report?;
+    let mut report = report?;
+    if let Some(meter) = meter {
+        meter.finish(&mut report);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_replay(&report);
+        if let Some(cost) = &report.cost {
+            print_cost(&report, cost);
+        }
     }
     if !report.invariants_ok {
         anyhow::bail!("an invariant was violated during the replay");

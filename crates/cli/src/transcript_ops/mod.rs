@@ -18,6 +18,7 @@ mod distinct_paths;
 mod expand;
 mod recall;
 mod replay;
+mod replay_cost;
 
 pub use archive_file::{ARCHIVE_VERSION, ArchiveHeader, read_archive_file, write_archive_file};
 pub use compact::{
@@ -36,6 +37,7 @@ pub use recall::{
 pub use replay::{
     ReplayObserver, ReplayReport, ReplayRow, ReplayedCompaction, SkippedTrigger, replay_transcript,
 };
+pub use replay_cost::{CALL_SPACING_SECS, CostMeter, ReplayCost};
 
 use std::path::PathBuf;
 

@@ -22,12 +22,13 @@ use troupe_compaction::invariants::validate;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionReport};
-use troupe_runtime::TierCounts;
+use troupe_runtime::{CompactionReceipt, TierCounts};
 use troupe_runtime::{Conversation, Role};
 
 use super::TranscriptOpError;
 use super::compact::TRANSCRIPT_AGENT;
 use super::compressor::Compressor;
+use super::replay_cost::ReplayCost;
 use crate::transcript_file::TranscriptFile;
 
 /// One automatic compaction during a replay.
@@ -55,6 +56,11 @@ pub struct ReplayRow {
     pub trigger: CompactTrigger,
     /// The report's reason.
     pub reason: String,
+    /// The compaction's receipt: under OpenAI's default rates as the compaction client priced
+    /// it, or under the cost model of `troupe replay --cost` (then its summarizer priced by
+    /// what the emulation billed). Absent in reports written before receipts existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<CompactionReceipt>,
 }
 
 /// The whole replay.
@@ -93,6 +99,10 @@ pub struct ReplayReport {
     pub ms: f64,
     /// Whether every compaction passed the invariant check.
     pub invariants_ok: bool,
+    /// What the session's input would have been billed by a provider that caches prompt
+    /// prefixes (`troupe replay --cost`, [`CostMeter`](super::CostMeter)); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<ReplayCost>,
 }
 
 /// A compaction that changed the live conversation, as [`ReplayObserver::on_compaction`] sees
@@ -170,10 +180,7 @@ pub async fn replay_transcript(
     // The compressor's cache: the compaction jobs then recount nothing the replay counted.
     let cache = compressor.token_cache();
     let mut conversation = Conversation::new();
-    // A transcript names no model: the reserve an agent without `max_tokens` keeps.
-    let reserve = CompactionSettings::default().output_reserve_for(None, policy.context_window);
-    // What the live agent's compactions work against: the trigger less the reserve.
-    let job_policy = CompactionSettings::reserving(policy, reserve);
+    let (job_policy, reserve) = job_policy(policy);
     let mut report = ReplayReport {
         window: policy.context_window,
         trigger_tokens: policy.trigger_tokens(),
@@ -226,6 +233,14 @@ pub async fn replay_transcript(
     report.raw_tokens = counter.count_messages(messages);
     observer.on_finish(&conversation);
     Ok(report)
+}
+
+/// The policy a replay's compactions work against, and the output reserve it keeps: a
+/// transcript names no model, so the reserve is the one an agent without `max_tokens` keeps,
+/// and the live agent's compactions work against the trigger less that reserve.
+pub(crate) fn job_policy(policy: &BudgetPolicy) -> (BudgetPolicy, usize) {
+    let reserve = CompactionSettings::default().output_reserve_for(None, policy.context_window);
+    (CompactionSettings::reserving(policy, reserve), reserve)
 }
 
 /// Where a replay compacts: after which message, and why.
@@ -293,6 +308,7 @@ async fn compact_at(
         reached: result.report.reached,
         reason: result.report.reason.clone(),
         trigger: at.trigger,
+        receipt: result.report.receipt,
     };
     observer.on_compaction(&ReplayedCompaction {
         row: &row,
