@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use troupe_compaction::tokens::TokenCache;
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply};
+use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply, ToolDefinition};
 use troupe_tools::FileLedger;
 
 /// The compression agent's jobs.
@@ -108,6 +108,10 @@ pub struct InProcess {
     /// The requesting agent's warm per-message token counts (shared, so only messages new
     /// since its last count are counted, and the stubs and summaries made here warm it back).
     pub token_cache: Option<TokenCache>,
+    /// The tool definitions the agent sends with every model call. A summary written by the
+    /// agent's own model continues the agent's conversation and sends them too: they come
+    /// ahead of the messages in the prompt a provider caches.
+    pub agent_tools: Vec<ToolDefinition>,
 }
 
 /// A request to write the summary of a closed scope (seed 000's scoped compression): the

@@ -12,10 +12,11 @@ use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::Summarizer;
 use troupe_runtime::trace::{self, semconv};
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, Event, EventBus, RequestPriority, Role, ToolCall,
-    ToolChoice, TraceId,
+    ChatMessage, ChatModel, ChatRequest, Event, EventBus, RequestPriority, ToolCall, ToolChoice,
+    TraceId,
 };
 
+use crate::compaction_settings::shared_counter;
 use crate::compression::tools;
 use crate::model::tool_span;
 
@@ -24,9 +25,13 @@ const SYSTEM_PROMPT: &str = include_str!("prompt.md");
 /// Output tokens the model may spend per iteration (tool calls are short).
 const MAX_TOKENS_PER_CALL: u32 = 256;
 
-/// The loop's own conversation keeps its opening and at most this many messages after it: the
-/// oldest exchange is dropped past that, so a long loop does not outgrow a small model.
-const KEPT_LOOP_MESSAGES: usize = 8;
+/// The loop's own conversation (with its tools and the next answer) may take at most this
+/// share of the model's window: past it the loop hands over to the planner, so a long loop does
+/// not outgrow a small model. It never drops its oldest exchange instead: every request is the
+/// one before plus what happened since, so a caching provider (or the local engine's kept
+/// prefix) reads the system prompt, tools, metadata and earlier steps from its cache, where a
+/// dropped exchange would make everything after it new again on every later call.
+const LOOP_WINDOW_SHARE: usize = 2;
 
 /// Steps in a row that free nothing before the loop hands over to the planner: a model that
 /// keeps asking for what is refused would otherwise spend every iteration (each a full prompt
@@ -65,7 +70,9 @@ impl ModelSteering {
     /// The loop opens with a `get_compression_metadata` call and its result, as if the model had
     /// asked, and after every step of the model it runs `verify_compression_target` itself: it
     /// ends as soon as verify says the target is met, when the model stops calling tools, when
-    /// two steps in a row free nothing, or at the iteration bound. Every tool call — the model's
+    /// two steps in a row free nothing, when its own conversation outgrows its share of the
+    /// window, or at the iteration bound. Each request appends to the one before (nothing earlier
+    /// is rewritten), so its prefix is cached across iterations. Every tool call — the model's
     /// and the loop's own — is an `execute_tool` span.
     async fn run(
         &self,
@@ -87,12 +94,15 @@ impl ModelSteering {
         .into_iter()
         .map(Arc::new)
         .collect();
-        let opening = messages.len();
+        // The same definitions in every request: they lead the prompt a provider caches.
+        let definitions = tools::definitions();
+        let tool_tokens =
+            shared_counter().count(&serde_json::to_string(&definitions).unwrap_or_default());
         let mut idle_steps = 0;
         for iteration in 1..=self.max_iterations {
             let request = ChatRequest {
                 messages: messages.clone(),
-                tools: tools::definitions(),
+                tools: definitions.clone(),
                 tool_choice: ToolChoice::Required,
                 temperature: Some(0.0),
                 max_tokens: Some(MAX_TOKENS_PER_CALL),
@@ -151,14 +161,15 @@ impl ModelSteering {
             if idle_steps >= MAX_IDLE_STEPS {
                 return;
             }
-            // Keep the loop's own conversation small: drop the oldest exchange (an assistant
-            // message and all its tool results together) once it grows.
-            if messages.len() > opening + KEPT_LOOP_MESSAGES {
-                let end = messages[opening + 1..]
+            let counter = shared_counter();
+            let used = tool_tokens
+                + messages
                     .iter()
-                    .position(|m| m.role == Role::Assistant)
-                    .map_or(messages.len(), |p| opening + 1 + p);
-                messages.drain(opening..end);
+                    .map(|m| counter.count_message(m))
+                    .sum::<usize>()
+                + MAX_TOKENS_PER_CALL as usize;
+            if used > model.info().context_window / LOOP_WINDOW_SHARE {
+                return;
             }
         }
     }

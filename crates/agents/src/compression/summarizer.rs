@@ -5,9 +5,11 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use troupe_compaction::summary::{
-    MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
+    InlineSummary, MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
 };
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, RequestPriority, ToolChoice, sync};
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, RequestPriority, ToolChoice, ToolDefinition, sync,
+};
 
 use crate::compaction_settings::shared_counter;
 
@@ -19,11 +21,20 @@ use crate::compaction_settings::shared_counter;
 /// messages with nothing, or with fiction. Then the [`MechanicalSummarizer`] answers the same
 /// prompt instead (user requests quoted, tools used, decisions, errors), a warning is logged, and
 /// [`ModelSummarizer::take_fallbacks`] says which check failed.
+///
+/// When the model is the asking agent's own ([`ModelSummarizer::with_agent_prompt`]), a
+/// segment is summarized by continuing the agent's conversation: the request is the agent's
+/// messages as it sent them, its tool definitions, and the instruction last, so a caching
+/// provider (or the local engine's kept prefix) reads all but the instruction from its cache.
+/// An unusable answer there is asked again with the separate prompt before the mechanical
+/// summary stands in.
 #[derive(Clone)]
 pub struct ModelSummarizer {
     model: Arc<dyn ChatModel>,
     /// Why the mechanical summary stood in, once per time it did (shared by clones).
     fallbacks: Arc<Mutex<Vec<String>>>,
+    /// The agent's tool definitions and their tokens, when the model is the agent's own.
+    agent_tools: Option<(Arc<[ToolDefinition]>, usize)>,
 }
 
 impl ModelSummarizer {
@@ -32,7 +43,22 @@ impl ModelSummarizer {
         ModelSummarizer {
             model,
             fallbacks: Arc::default(),
+            agent_tools: None,
         }
+    }
+
+    /// The model is the asking agent's own, which sends `tools` with every call: summaries
+    /// continue the agent's conversation, with these tools (they come ahead of the messages in
+    /// the prompt a provider caches) and `tool_choice: none`.
+    pub fn with_agent_prompt(mut self, tools: Vec<ToolDefinition>) -> Self {
+        // Counted as the agent counts them: as JSON, which is how providers receive them.
+        let tokens = if tools.is_empty() {
+            0
+        } else {
+            shared_counter().count(&serde_json::to_string(&tools).unwrap_or_default())
+        };
+        self.agent_tools = Some((tools.into(), tokens));
+        self
     }
 
     /// Why the mechanical summary was used instead of the model's, one entry per time, oldest
@@ -87,5 +113,47 @@ impl Summarizer for ModelSummarizer {
             "summarizer model `{model}` gave no usable summary ({why}); used the mechanical summary"
         ));
         MechanicalSummarizer::new().summarize(prompt).await
+    }
+
+    fn inline_overhead(&self) -> Option<usize> {
+        self.agent_tools.as_ref().map(|(_, tokens)| *tokens)
+    }
+
+    async fn summarize_inline(&self, request: InlineSummary) -> Result<String, SummarizerError> {
+        let Some((tools, _)) = &self.agent_tools else {
+            return self.summarize(request.prompt).await;
+        };
+        let chat = ChatRequest {
+            messages: request.messages.into_iter().map(Arc::new).collect(),
+            // The agent's tools stay in the request so its prefix is the agent's; the answer is
+            // text (a weak model asked with `auto` and a user message last calls a tool).
+            tools: tools.to_vec(),
+            tool_choice: ToolChoice::None,
+            temperature: Some(0.2),
+            max_tokens: u32::try_from(request.prompt.max_output_tokens).ok(),
+            priority: RequestPriority::Background,
+        };
+        let why = match self.model.chat(chat).await {
+            Ok(response) => {
+                let text = response.message.text();
+                // Vetted against the separate prompt: its material is the segment.
+                match vet_summary(&text, &request.prompt, shared_counter().as_ref()) {
+                    Ok(()) => return Ok(text),
+                    Err(rejection) => rejection.to_string(),
+                }
+            }
+            Err(e) => e.to_string(),
+        };
+        let model = self.model.info().name;
+        tracing::warn!(
+            model = %model,
+            reason = %why,
+            "the summary on the agent's own prompt was unusable; asking with a prompt of its own"
+        );
+        sync::lock(&self.fallbacks).push(format!(
+            "summarizer model `{model}` gave no usable summary on the agent's prompt ({why}); \
+             asked again with a prompt of its own"
+        ));
+        Err(SummarizerError::Failed(why))
     }
 }

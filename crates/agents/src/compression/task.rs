@@ -13,7 +13,7 @@ use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard
 use troupe_runtime::sync::lock;
 use troupe_runtime::{ChatModel, EventBus, Reply, TraceContext};
 
-use crate::compression::config::CompressionConfig;
+use crate::compression::config::{CompressionConfig, CompressorModel};
 use crate::compression::job::{CompactionRequest, ScopeSummaryError, ScopeSummaryRequest};
 use crate::compression::model_loop::ModelSteering;
 use crate::compression::schedule::Urgency;
@@ -190,11 +190,25 @@ async fn compact(
     trace: &TraceContext,
 ) -> Result<Compaction, CompactionError> {
     let config = &compressor.config;
+    let agent_model = request.in_process.agent_model.as_ref();
     let model: Option<Arc<dyn ChatModel>> = config
         .model
-        .pick(request.in_process.agent_model.as_ref())
+        .pick(agent_model)
         .map(|m| Arc::new(TracedModel::new(m, compressor.name.clone())) as Arc<dyn ChatModel>);
-    let model_summarizer = model.clone().map(ModelSummarizer::new);
+    // The agent's own model holds the agent's prompt in its cache: its summaries continue it.
+    let agents_own = agent_model.is_some()
+        && matches!(
+            config.model,
+            CompressorModel::AgentsOwn | CompressorModel::AgentsOwnOr(_)
+        );
+    let model_summarizer = model.clone().map(|m| {
+        let summarizer = ModelSummarizer::new(m);
+        if agents_own {
+            summarizer.with_agent_prompt(request.in_process.agent_tools.clone())
+        } else {
+            summarizer
+        }
+    });
     let mechanical = MechanicalSummarizer::new();
     let summarizer: &dyn Summarizer = match &model_summarizer {
         Some(s) => s,

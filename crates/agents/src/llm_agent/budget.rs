@@ -131,6 +131,7 @@ impl LlmAgent {
             in_process: InProcess {
                 agent_model: Some(self.spec.model.clone()),
                 token_cache: Some(self.token_cache.clone()),
+                agent_tools: self.tool_definitions(),
             },
             ..CompactionRequest::new(
                 agent.to_string(),

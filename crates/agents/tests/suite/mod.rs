@@ -15,6 +15,7 @@ mod precall;
 mod session;
 mod session_log;
 mod session_switch;
+mod summary_prefix;
 mod summary_trust;
 mod team_builder;
 mod thrash;

@@ -64,6 +64,7 @@ impl Compressor {
             in_process: InProcess {
                 agent_model: None,
                 token_cache: Some(self.token_cache.clone()),
+                agent_tools: Vec::new(),
             },
             ..request
         };

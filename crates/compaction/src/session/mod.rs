@@ -7,6 +7,7 @@
 //! [`CompactionSession::finish`] validates the result before handing it out. Every operation
 //! either applies completely or refuses with a [`Refusal`] and changes nothing.
 
+mod inline;
 mod metadata;
 mod planner;
 mod segment;

@@ -14,7 +14,7 @@ use crate::policy::ARTIFACT_SHARE_PERCENT;
 use crate::summary::fold::{FoldSpend, clip_to_tokens, fold_with_spend};
 use crate::summary::{
     FileLists, ParsedSummary, Summarizer, SummarizerError, fit_summary, parse_summary_message,
-    per_message_prompt, render_message, summary_message_text,
+    per_message_prompt, render_message, segment_prompt, summary_message_text,
 };
 
 /// The wrapping of one segment summary (see [`CompactionSession::segment_frame`]).
@@ -123,27 +123,42 @@ impl CompactionSession<'_> {
         let summary_message = |body: &str| frame.message(body);
         // Sized to the room left under the target, measured on the message's own wrapping.
         let budget = self.summary_budget(s..=e, &summary_message(""));
-        let mut spend = FoldSpend::default();
-        let folded = fold_with_spend(
-            &blocks,
-            previous.as_ref().map(|(_, p)| p.body.as_str()),
-            focus.as_deref(),
-            budget,
-            summarizer,
-            self.counter,
-            &mut spend,
-        )
-        .await;
-        self.usage.calls += spend.calls;
-        self.usage.input_tokens += spend.input_tokens;
-        self.usage.output_tokens += spend.output_tokens;
-        let folded = folded.map_err(|source| Refusal::Summarizer {
-            start,
-            end,
-            cause: source,
-        })?;
+        let previous_body = previous.as_ref().map(|(_, p)| p.body.as_str());
+        // The agent's own model first continues the agent's cached conversation; the separate
+        // prompt (folded over chunks when the segment is too large) is what every other
+        // summarizer gets, and what the agent's model gets when that answer was unusable.
+        let separate = segment_prompt(&blocks.join("\n"), previous_body, focus.as_deref(), budget);
+        let body = match self
+            .summarize_inline(s, e, &separate, focus.as_deref(), summarizer)
+            .await
+        {
+            Some(body) => body,
+            None => {
+                let mut spend = FoldSpend::default();
+                let folded = fold_with_spend(
+                    &blocks,
+                    previous_body,
+                    focus.as_deref(),
+                    budget,
+                    summarizer,
+                    self.counter,
+                    &mut spend,
+                )
+                .await;
+                self.usage.calls += spend.calls;
+                self.usage.input_tokens += spend.input_tokens;
+                self.usage.output_tokens += spend.output_tokens;
+                folded
+                    .map_err(|source| Refusal::Summarizer {
+                        start,
+                        end,
+                        cause: source,
+                    })?
+                    .summary
+            }
+        };
 
-        let mut summary = summary_message(&fit_summary(&folded.summary, budget, self.counter));
+        let mut summary = summary_message(&fit_summary(&body, budget, self.counter));
         summary.id = self.allocate_id();
         let new_tokens = self.count(&summary);
         let old_tokens: usize = self.tokens[s..=e].iter().sum();

@@ -5,9 +5,14 @@
 //! followed by `<read-files>` / `<modified-files>` lists computed from the file ledger. A
 //! previous summary inside the segment is merged by the update prompt ("anchored iterative"
 //! summarization), and its file lists are carried over as a union.
+//!
+//! A summarizer that is the agent's own model is asked by continuing the agent's conversation
+//! instead ([`inline_summary`]): the request is the agent's cached prompt plus an instruction at
+//! the end, so the provider reads it from its cache.
 
 pub(crate) mod fold;
 mod format;
+mod inline;
 mod mechanical;
 mod prompt;
 mod render;
@@ -20,6 +25,7 @@ pub use format::{
     FileLists, ParsedSummary, missing_sections, normalize_summary, parse_summary_message,
     summary_has_substance,
 };
+pub use inline::{InlineSegment, InlineSummary, inline_summary};
 pub use mechanical::MechanicalSummarizer;
 pub(crate) use mechanical::fit::fit_summary;
 pub(crate) use prompt::per_message_prompt;

@@ -7,7 +7,7 @@ use crate::counter::{TokenCounter, role_name};
 
 const SEGMENT_SYSTEM: &str = include_str!("../../prompts/segment_system.md");
 const UPDATE_SYSTEM: &str = include_str!("../../prompts/update_system.md");
-const SUMMARY_FORMAT: &str = include_str!("../../prompts/summary_format.md");
+pub(super) const SUMMARY_FORMAT: &str = include_str!("../../prompts/summary_format.md");
 const PER_MESSAGE_USER: &str = include_str!("../../prompts/per_message_user.md");
 const PER_MESSAGE_ASSISTANT: &str = include_str!("../../prompts/per_message_assistant.md");
 
@@ -108,7 +108,7 @@ pub fn segment_prompt(
 
 /// The sentence that gives a structured summary its budget: the room left under the target,
 /// so what to drop when it is tight is said too.
-fn budget_line(max_output_tokens: usize) -> String {
+pub(super) fn budget_line(max_output_tokens: usize) -> String {
     format!(
         "Write at most {max_output_tokens} tokens: that is the room left in the context. If the \
          note would be longer, drop the least important items first (Critical Context details, \

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use super::inline::InlineSummary;
 use super::prompt::SummaryPrompt;
 
 /// Writes the text of a summary for a prompt.
@@ -22,6 +23,21 @@ pub trait Summarizer: Send + Sync {
 
     /// The summary text for `prompt` (the structured body only; troupe adds the file lists).
     async fn summarize(&self, prompt: SummaryPrompt) -> Result<String, SummarizerError>;
+
+    /// `Some` when this summarizer is the agent's own model and can summarize by continuing
+    /// the agent's conversation ([`Summarizer::summarize_inline`]): the tokens each such
+    /// request carries besides its messages (the agent's tool definitions, sent again so the
+    /// request's prefix is the agent's). `None`, the default: every summary is asked with a
+    /// prompt of its own.
+    fn inline_overhead(&self) -> Option<usize> {
+        None
+    }
+
+    /// The summary text for a request that continues the agent's conversation (see
+    /// [`super::inline_summary`]). The default sends the separate prompt of the same segment.
+    async fn summarize_inline(&self, request: InlineSummary) -> Result<String, SummarizerError> {
+        self.summarize(request.prompt).await
+    }
 }
 
 /// Why no summary came back.
