@@ -24,9 +24,9 @@ pub use compaction_settings::{CompactionSettings, WorkAhead, shared_counter};
 pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
 pub use llm_agent::{
     COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, InFlightCompaction, LlmAgent,
-    LlmAgentJob, LlmAgentState, ScopeError, SwitchError, clear_conversation, close_scope,
-    compact_agent, compact_agent_cancellable, context_stats, open_scope, session_health,
-    switch_session,
+    LlmAgentJob, LlmAgentState, RECALL_TOOL, ScopeError, SwitchError, clear_conversation,
+    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope,
+    session_health, switch_session,
 };
 pub use session::health::SessionBehind;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};

@@ -37,7 +37,8 @@ fn compact_schema() -> &'static serde_json::Value {
 }
 
 impl LlmAgent {
-    /// The tools the model is offered: the registry's, plus `compact` when enabled.
+    /// The tools the model is offered: the registry's, plus `compact` when enabled and
+    /// `recall` once something is archived (`recall_tool.rs`).
     pub(super) fn tool_definitions(&self) -> Vec<ToolDefinition> {
         let mut definitions = self.tools.definitions();
         if self.spec.compaction.agent_tool {
@@ -49,6 +50,7 @@ impl LlmAgent {
                 parameters: compact_schema().clone(),
             });
         }
+        definitions.extend(self.recall_definition());
         definitions
     }
 

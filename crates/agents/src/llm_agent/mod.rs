@@ -8,7 +8,8 @@
 //! the agent asks for a compaction and applies it (`budget.rs`, through the compaction client
 //! in `compression/client.rs`), the compaction it runs ahead of the trigger while it works on
 //! and splices in later (`work_ahead.rs`), the agent-callable `compact` tool
-//! (`compact_tool.rs`), scoped compression (`scopes.rs`), context statistics (`context.rs`), the session log's operations —
+//! (`compact_tool.rs`), the agent-callable `recall` of archived originals (`recall_tool.rs`),
+//! scoped compression (`scopes.rs`), context statistics (`context.rs`), the session log's operations —
 //! `/clear`, `/resume`, a changed system prompt, the write at a commit point
 //! (`session_ops.rs`); this file holds the agent's state, its construction and the
 //! [`AgentBehavior`] that dispatches requests and jobs.
@@ -18,6 +19,7 @@ mod compact_tool;
 mod context;
 mod jobs;
 mod precall;
+mod recall_tool;
 mod scopes;
 mod session_ops;
 mod tool_span;
@@ -51,6 +53,7 @@ use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 
 pub use compact_tool::COMPACT_TOOL;
+pub use recall_tool::RECALL_TOOL;
 
 /// An agent whose answers come from a [`troupe_runtime::ChatModel`] and its tools.
 pub struct LlmAgent {

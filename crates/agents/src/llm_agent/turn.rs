@@ -16,6 +16,7 @@ use troupe_compaction::CompactTrigger;
 
 use super::LlmAgent;
 use super::compact_tool::COMPACT_TOOL;
+use super::recall_tool::RECALL_TOOL;
 use super::tool_span::in_tool_span;
 
 impl LlmAgent {
@@ -124,10 +125,16 @@ impl LlmAgent {
         trace_id: TraceId,
     ) -> Vec<ToolResult> {
         let base = self.tool_context(ctx, trace_id);
+        // `recall` reads the agent's own archive: served beside the registry's tools.
+        let recall = self.recall_registry(calls);
         let runs = calls.iter().map(|call| {
             let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
+            let registry = match &recall {
+                Some(recall) if call.function.name == RECALL_TOOL => recall,
+                _ => &self.tools,
+            };
             in_tool_span(call, &ctx.name, async move {
-                self.tools.dispatch(call, &tool_ctx).await
+                registry.dispatch(call, &tool_ctx).await
             })
         });
         join_all(runs).await

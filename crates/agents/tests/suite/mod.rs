@@ -12,6 +12,7 @@ mod model_openai;
 mod model_openai_stream;
 mod model_replay;
 mod precall;
+mod recall_tool;
 mod session;
 mod session_log;
 mod session_switch;

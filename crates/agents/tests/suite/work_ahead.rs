@@ -75,6 +75,9 @@ fn settings() -> CompactionSettings {
             ..BudgetPolicy::for_window(8_000)
         }),
         work_ahead: WorkAhead::AtWarning,
+        // The sizes here sit just around the thresholds: no `recall` definition joins the
+        // tool list (and the counted tokens) once the first compaction archived something.
+        recall_tool: false,
         ..CompactionSettings::default()
     }
 }

@@ -186,6 +186,9 @@ pub struct CompactionConfig {
     /// while it works on: `"at_warning"` (the default), `{ at = 0.6 }` (a fraction of the
     /// window) or `"off"` (only at the trigger, waiting for it).
     pub work_ahead: troupe_agents::WorkAhead,
+    /// Whether agents get the `recall` tool once compaction has archived something: it reads
+    /// an archived original back by the id a stub or summary names, or searches the archive.
+    pub recall_tool: bool,
 }
 
 impl Default for CompactionConfig {
@@ -200,6 +203,7 @@ impl Default for CompactionConfig {
             target: policy.target,
             output_reserve: None,
             work_ahead: troupe_agents::WorkAhead::default(),
+            recall_tool: true,
         }
     }
 }
@@ -228,6 +232,7 @@ impl CompactionConfig {
             auto: self.auto,
             output_reserve: self.output_reserve,
             work_ahead: self.work_ahead,
+            recall_tool: self.recall_tool,
             ..troupe_agents::CompactionSettings::default()
         }
     }
@@ -342,6 +347,14 @@ mod tests {
         assert_eq!(settings.output_reserve_for(None, 2_000), 500);
         let default = Config::parse("").unwrap().compaction.settings(128_000);
         assert_eq!(default.output_reserve_for(None, 128_000), 4_096);
+    }
+
+    #[test]
+    fn the_recall_tool_is_on_unless_the_config_turns_it_off() {
+        let default = Config::parse("").unwrap().compaction.settings(128_000);
+        assert!(default.recall_tool);
+        let off = Config::parse("[compaction]\nrecall_tool = false\n").unwrap();
+        assert!(!off.compaction.settings(128_000).recall_tool);
     }
 
     #[test]
