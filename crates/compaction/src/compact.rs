@@ -10,6 +10,7 @@ use troupe_tools::FileLedger;
 
 use crate::archive::Archive;
 use crate::counter::TokenCounter;
+use crate::economics::target::cost_aware_policy;
 use crate::error::CompactionError;
 use crate::guard::ThrashGuard;
 use crate::policy::BudgetPolicy;
@@ -160,6 +161,13 @@ pub async fn compact_with(
 ) -> Result<Compaction, CompactionError> {
     let trigger = options.trigger;
     let guard = options.guard;
+    // Automatic compactions shrink to the cost-aware target when the policy asks for it;
+    // a person's `/compact` and an emergency keep the configured one.
+    let chosen = trigger
+        .is_rate_limited()
+        .then(|| cost_aware_policy(policy, conversation.messages(), counter, summarizer))
+        .flatten();
+    let policy = chosen.as_ref().unwrap_or(policy);
     let mut session = CompactionSession::new(conversation, ledger, policy, counter, options)?;
     if session.verify_target().reached {
         return session.finish();

@@ -42,6 +42,11 @@ pub struct BudgetPolicy {
     pub per_message_user_tokens: usize,
     /// Per-message mode: the most tokens a summarized assistant message may take.
     pub per_message_assistant_tokens: usize,
+    /// Automatic compactions (and the agent's own `compact` tool) shrink to the cost-aware
+    /// target chosen from the conversation ([`crate::economics::cost_aware_target`]: the
+    /// billed input per turn, minimised between 20 % and 60 % of the window) instead of
+    /// `target`; manual and emergency compactions keep `target`.
+    pub cost_aware: bool,
 }
 
 impl Default for BudgetPolicy {
@@ -57,6 +62,7 @@ impl Default for BudgetPolicy {
             summary_max_tokens: 2_000,
             per_message_user_tokens: 50,
             per_message_assistant_tokens: 200,
+            cost_aware: false,
         }
     }
 }

@@ -15,12 +15,16 @@
 //! - [`receipt`]: a compaction's [`Receipt`] — tokens before and after, the cached prefix it
 //!   kept, the tokens it re-bills and its net saving over the expected turns.
 //!
+//! - [`cost_aware_target`]: how far an automatic compaction shrinks, chosen by minimising the
+//!   billed input per turn ([`billed_per_turn`]) rather than fixed at 40 %.
+//!
 //! Prices are in units of one uncached input token ("billed-equivalent input tokens").
 
 mod cache;
 mod model;
 mod prompt;
 mod receipt;
+pub(crate) mod target;
 
 pub use cache::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_TTL_SECS, Bill, CallBill, MIN_CACHED_TOKENS,
@@ -29,3 +33,6 @@ pub use cache::{
 pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
 pub use prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
 pub use receipt::{Receipt, expected_turns, receipt, summarizer_billed};
+pub use target::{
+    SummaryRoad, TargetInputs, TargetRule, billed_per_turn, cost_aware_target, target_inputs,
+};
