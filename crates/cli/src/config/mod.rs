@@ -178,6 +178,10 @@ pub struct CompactionConfig {
     pub trigger: f64,
     /// Compact down to this fraction.
     pub target: f64,
+    /// Automatic compactions compact down to the target the cost model chooses for the
+    /// conversation (between 20 % and 60 % of the window, never below what the protected
+    /// messages and a summary need) instead of `target`; `/compact` keeps `target`.
+    pub cost_aware_target: bool,
     /// Tokens every model request keeps free for the answer: it is compacted before the call
     /// when its prompt plus this reaches the trigger. Default: the agent's `max_tokens`, else
     /// 4096; at most a quarter of the window whatever is set here.
@@ -201,6 +205,7 @@ impl Default for CompactionConfig {
             warning: policy.warning,
             trigger: policy.trigger,
             target: policy.target,
+            cost_aware_target: policy.cost_aware,
             output_reserve: None,
             work_ahead: troupe_agents::WorkAhead::default(),
             recall_tool: true,
@@ -216,6 +221,7 @@ impl CompactionConfig {
             warning: self.warning,
             trigger: self.trigger,
             target: self.target,
+            cost_aware: self.cost_aware_target,
             protected_recent: self.protected_messages,
             // The window's own defaults: a fixed `min_freeable_tokens` of 10,000 would have the
             // anti-thrash guard skip every automatic compaction of a window under ~12k tokens.
