@@ -10,7 +10,9 @@ use troupe_tools::FileLedger;
 
 use crate::archive::Archive;
 use crate::counter::TokenCounter;
+use crate::economics::CostModel;
 use crate::economics::target::cost_aware_policy;
+use crate::economics::min_gain::PlannedGain;
 use crate::error::CompactionError;
 use crate::guard::ThrashGuard;
 use crate::policy::BudgetPolicy;
@@ -146,7 +148,10 @@ impl Steering for NoSteering {
 ///
 /// An automatic or agent-tool trigger is skipped (the report says why, nothing changes) unless
 /// `options.guard` allows it: after an attempt, the next one waits until
-/// [`BudgetPolicy::min_freeable_tokens`] more tokens are freeable.
+/// [`BudgetPolicy::min_freeable_tokens`] more tokens are freeable. It is also declined when its
+/// planned receipt nets a loss under OpenAI's default rates (it would re-bill more than it saves
+/// over the turns until the next one), unless the window needs it: see
+/// [`economics`](crate::economics).
 ///
 /// # Errors
 /// [`CompactionError`] for an invalid policy or input, or a result that broke an invariant.
@@ -175,6 +180,12 @@ pub async fn compact_with(
     if trigger.is_rate_limited() {
         let freeable = session.freeable_tokens();
         if let Err(why) = guard.unwrap_or_default().allows(freeable, policy) {
+            return session.finish_skipped(why);
+        }
+        // The minimum-gain rule: not when it re-bills more than it saves, unless the window
+        // needs it (economics/min_gain.rs).
+        let plan = PlannedGain::of(&session, counter, summarizer.is_some());
+        if let Some(why) = plan.declines(&CostModel::openai()) {
             return session.finish_skipped(why);
         }
     }

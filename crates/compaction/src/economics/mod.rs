@@ -15,12 +15,16 @@
 //! - [`receipt`]: a compaction's [`Receipt`] — tokens before and after, the cached prefix it
 //!   kept, the tokens it re-bills and its net saving over the expected turns.
 //!
+//! - The minimum-gain rule (`min_gain.rs`): an automatic compaction whose planned receipt
+//!   nets a loss is declined before it runs, unless the window needs it.
+//!
 //! - [`cost_aware_target`]: how far an automatic compaction shrinks, chosen by minimising the
 //!   billed input per turn ([`billed_per_turn`]) rather than fixed at 40 %.
 //!
 //! Prices are in units of one uncached input token ("billed-equivalent input tokens").
 
 mod cache;
+pub(crate) mod min_gain;
 mod model;
 mod prompt;
 mod receipt;

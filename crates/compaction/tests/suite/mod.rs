@@ -6,6 +6,7 @@ mod count_bounds;
 mod entry_point;
 mod folding;
 mod mechanical;
+mod min_gain;
 mod primitives;
 mod properties;
 mod summaries;

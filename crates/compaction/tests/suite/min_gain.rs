@@ -1,0 +1,105 @@
+//! The minimum-gain rule (#31): an automatic compaction that would re-bill more than it saves
+//! over the turns until the next one is declined before it runs — never a manual or emergency
+//! one, and never when the window needs it.
+
+use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
+use troupe_compaction::{BudgetPolicy, CompactOptions, CompactTrigger, Compaction, compact};
+use troupe_runtime::{ChatMessage, Conversation, ToolCall};
+use troupe_tools::FileLedger;
+
+use super::support::block_on;
+
+/// A 32k window whose trigger is lowered as an agent's is for its answer's room (60 %).
+fn policy() -> BudgetPolicy {
+    BudgetPolicy {
+        trigger: 0.6,
+        warning: 0.5,
+        ..BudgetPolicy::for_window(32_000)
+    }
+}
+
+/// A system prompt, a task, then reads of about 1,000 tokens each until `tokens` are reached.
+fn session(tokens: usize) -> Conversation {
+    let mut c = Conversation::new();
+    c.push(ChatMessage::system("You are a careful coding agent."));
+    c.push(ChatMessage::user("Fix the parser bug."));
+    for t in 0.. {
+        if CharEstimateCounter.count_messages(&c.to_messages()) >= tokens {
+            break;
+        }
+        let id = format!("r{t}");
+        c.push(ChatMessage::assistant_tool_calls(
+            None,
+            vec![ToolCall::new(
+                &id,
+                "read",
+                format!(r#"{{"path":"src/m{t}.rs"}}"#),
+            )],
+        ));
+        c.push(ChatMessage::tool_result(
+            &id,
+            format!("fn f{t}() {{}}\n").repeat(400),
+        ));
+    }
+    c
+}
+
+fn run(conversation: &Conversation, trigger: CompactTrigger) -> Compaction {
+    let options = CompactOptions {
+        trigger,
+        ..CompactOptions::default()
+    };
+    block_on(compact(
+        conversation,
+        &FileLedger::new(),
+        &policy(),
+        &CharEstimateCounter,
+        None,
+        options,
+    ))
+    .unwrap()
+}
+
+#[test]
+fn an_automatic_compaction_that_would_rebill_more_than_it_saves_is_declined() {
+    // ~20k tokens, ~1k a turn: it would keep ~12.8k, all re-billed, to save ~7k tokens read
+    // cached for ~6 turns. The window (less a quarter for the answer) still has room.
+    let conversation = session(20_000);
+    let declined = run(&conversation, CompactTrigger::Automatic);
+    assert!(declined.report.skipped && !declined.changed());
+    assert!(
+        declined
+            .report
+            .reason
+            .starts_with("compaction skipped: declined: would re-bill "),
+        "{}",
+        declined.report.reason
+    );
+    assert!(
+        declined.report.reason.contains("turns"),
+        "{}",
+        declined.report.reason
+    );
+    // The agent's own tool is rate-limited like the trigger: declined too.
+    assert!(run(&conversation, CompactTrigger::AgentTool).report.skipped);
+    // A person and an emergency are never declined.
+    for trigger in [CompactTrigger::Manual, CompactTrigger::Emergency] {
+        let compaction = run(&conversation, trigger);
+        assert!(
+            compaction.changed() && !compaction.report.skipped,
+            "{trigger}"
+        );
+    }
+}
+
+#[test]
+fn an_automatic_compaction_runs_when_the_window_needs_it() {
+    // ~23.5k tokens: one more ~1k turn passes 24k, the window less the largest answer room.
+    let conversation = session(23_500);
+    let compaction = run(&conversation, CompactTrigger::Automatic);
+    assert!(
+        compaction.changed() && !compaction.report.skipped,
+        "{}",
+        compaction.report.reason
+    );
+}
