@@ -76,6 +76,14 @@ pub struct SummarizerUsage {
     pub input_tokens: usize,
     /// Output tokens of all answers.
     pub output_tokens: usize,
+    /// Of `calls`, those that continued the agent's own conversation (the agent's model
+    /// summarizing inline): their prompt is the agent's last request plus an instruction, so
+    /// a provider reads it from its cache. Absent in reports written before they existed.
+    #[serde(default)]
+    pub inline_calls: usize,
+    /// Of `input_tokens`, those of the inline calls.
+    #[serde(default)]
+    pub inline_input_tokens: usize,
 }
 
 /// Why and how far a compaction aimed above its target: the messages it may not summarize

@@ -76,6 +76,17 @@ async fn the_summary_call_is_the_agents_last_request_plus_an_instruction() {
     let applied = compact_agent(&team, "coder", None).await.unwrap();
     assert!(applied.report.fallbacks.is_empty(), "{:?}", applied.report);
     assert!(applied.summary.is_some(), "{:?}", applied.report);
+    // The report counts the call as inline, and the receipt prices it at the cached rate (#31).
+    let usage = applied.report.summarizer;
+    assert_eq!(usage.inline_calls, 1, "{:?}", applied.report);
+    let receipt = applied
+        .report
+        .receipt
+        .expect("a changed conversation is priced");
+    assert!(
+        receipt.summarizer_billed < usage.input_tokens as f64 * 0.5,
+        "{receipt:?}"
+    );
 
     let summary_calls: Vec<ChatRequest> = model
         .requests()

@@ -6,8 +6,11 @@
 //! - **the agent's calls**: the live conversation before each assistant message (after any
 //!   compaction there), with troupe's Anthropic breakpoints;
 //! - **each compaction's summarizer calls** (as many as its report counts, each of the size the
-//!   report gives): a prompt of their own, the summarizer's instructions and then the rendered
-//!   segment, which shares no prefix with the agent's prompt.
+//!   report gives): an inline call (the agent's own model summarizing) is the agent's last
+//!   request plus an instruction at the end, so it rides the agent's cached prefix; any other
+//!   is a prompt of its own, the summarizer's instructions and then the rendered segment, which
+//!   shares no prefix with the agent's prompt. A mechanical summary (`--model none`) is billed
+//!   as if a model had written it: the replay measures the strategy, not the summarizer.
 //!
 //! Transcripts carry no timestamps, so calls are assumed [`CALL_SPACING_SECS`] apart (it
 //! matters only to Anthropic's 5-minute TTL). Every compaction also gets a receipt under the
@@ -146,15 +149,49 @@ impl<'a> CostMeter<'a> {
     /// The summarizer calls of a compaction: what the emulation billed them.
     fn bill_summarizer(&mut self, event: &ReplayedCompaction<'_>) -> f64 {
         let usage = event.compaction.report.summarizer;
+        let inline_calls = usage.inline_calls.min(usage.calls);
+        let inline_input = usage.inline_input_tokens.min(usage.input_tokens);
+        let output = usage.output_tokens / usage.calls.max(1);
         let mut billed = 0.0;
-        for call in 0..usage.calls {
-            // Each call gets its share of the reported tokens (the last one the remainder).
-            let share = usage.input_tokens / usage.calls
-                + if call + 1 == usage.calls {
-                    usage.input_tokens % usage.calls
-                } else {
-                    0
-                };
+        // Inline calls: the agent's last request (the live conversation as it stands before
+        // the compaction) plus the instruction at the end — its prefix is the agent's.
+        let prefix: usize = self.blocks.iter().map(|b| b.tokens).sum();
+        for call in 0..inline_calls {
+            let share = split(inline_input, inline_calls, call);
+            let mut blocks = self.blocks.clone();
+            blocks.push(Block {
+                key: block_key(&ChatMessage::user(format!(
+                    "inline summary instruction {}",
+                    self.receipts.len()
+                ))),
+                tokens: share.saturating_sub(prefix),
+            });
+            let last = blocks.len() - 1;
+            let mut breakpoints = anthropic_breakpoints(&self.live);
+            breakpoints.retain(|b| *b + 1 < blocks.len());
+            breakpoints.push(last);
+            breakpoints.sort_unstable();
+            breakpoints.dedup();
+            while breakpoints.len() > 4 {
+                breakpoints.remove(0);
+            }
+            let prompt = Prompt {
+                blocks,
+                breakpoints,
+                at_secs: self.clock,
+                kind: CallKind::Compaction,
+                output_tokens: output,
+            };
+            billed += self.send(&prompt);
+            self.compaction_calls += 1;
+        }
+        // Every other call: a prompt of its own.
+        let (calls, input) = (
+            usage.calls - inline_calls,
+            usage.input_tokens - inline_input,
+        );
+        for call in 0..calls {
+            let share = split(input, calls, call);
             let instruction = Block {
                 tokens: self.instruction.tokens.min(share),
                 ..self.instruction
@@ -172,7 +209,7 @@ impl<'a> CostMeter<'a> {
                 breakpoints: vec![0, 1],
                 at_secs: self.clock,
                 kind: CallKind::Compaction,
-                output_tokens: usage.output_tokens / usage.calls,
+                output_tokens: output,
             };
             billed += self.send(&prompt);
             self.compaction_calls += 1;
@@ -260,5 +297,103 @@ impl ReplayObserver for CostMeter<'_> {
 
     fn on_finish(&mut self, conversation: &Conversation) {
         self.inner.on_finish(conversation);
+    }
+}
+
+/// Call `call`'s share of `total` tokens over `calls` calls (the last one takes the remainder).
+fn split(total: usize, calls: usize, call: usize) -> usize {
+    total / calls + if call + 1 == calls { total % calls } else { 0 }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use troupe_compaction::tokens::CharEstimateCounter;
+    use troupe_compaction::{Archive, CompactTrigger, Compaction, CompactionReport};
+    use troupe_runtime::{SummarizerUsage, TierCounts};
+
+    use super::*;
+    use crate::transcript_ops::ReplayRow;
+
+    /// The bill of one compaction whose summarizer used `usage`, after two agent calls.
+    fn compaction_billed(usage: SummarizerUsage) -> f64 {
+        let input = vec![
+            ChatMessage::system("You are a careful coding agent. ".repeat(200)),
+            ChatMessage::user("Fix the parser bug."),
+            ChatMessage::assistant("Looking."),
+            ChatMessage::user("Go on."),
+            ChatMessage::assistant("Reading more."),
+            ChatMessage::user("And?"),
+            ChatMessage::assistant("Done."),
+        ];
+        let counter = CharEstimateCounter;
+        let policy = BudgetPolicy::for_window(32_000);
+        let mut inner = ();
+        let mut meter = CostMeter::new(&input, &policy, &counter, CostModel::openai(), &mut inner);
+        for fed in 1..=6 {
+            meter.on_message(fed);
+        }
+        let before = Conversation::from_messages(input[..6].iter().cloned());
+        let compaction = Compaction {
+            messages: input[..2].to_vec(),
+            archive: Archive::default(),
+            report: CompactionReport {
+                summarizer: usage,
+                ..CompactionReport::default()
+            },
+        };
+        let row = ReplayRow {
+            at_message: 6,
+            tokens_before: 0,
+            tokens_after: 0,
+            tiers: TierCounts::default(),
+            summarizer_calls: usage.calls,
+            ms: 0.0,
+            invariants_ok: true,
+            reached: true,
+            trigger: CompactTrigger::Automatic,
+            reason: String::new(),
+            receipt: None,
+        };
+        meter.on_compaction(&ReplayedCompaction {
+            row: &row,
+            before: &before,
+            compaction: &compaction,
+        });
+        let mut report = ReplayReport {
+            compactions: vec![row],
+            ..ReplayReport::default()
+        };
+        meter.finish(&mut report);
+        let cost = report.cost.unwrap();
+        assert_eq!(cost.agent_calls, 2);
+        assert_eq!(cost.compaction_calls, usage.calls);
+        let receipt = report.compactions[0].receipt.unwrap();
+        assert!((receipt.summarizer_billed - cost.compaction_billed).abs() < 1e-9);
+        cost.compaction_billed
+    }
+
+    #[test]
+    fn an_inline_summary_call_rides_the_agents_cached_prompt() {
+        let usage = SummarizerUsage {
+            calls: 1,
+            input_tokens: 1_700,
+            output_tokens: 200,
+            ..SummarizerUsage::default()
+        };
+        let separate = compaction_billed(usage);
+        assert!(
+            (separate - 1_700.0).abs() < 1e-9,
+            "a prompt of its own: {separate}"
+        );
+        let inline = compaction_billed(SummarizerUsage {
+            inline_calls: 1,
+            inline_input_tokens: 1_700,
+            ..usage
+        });
+        assert!(
+            inline < separate / 2.0,
+            "inline {inline} vs separate {separate}"
+        );
     }
 }

@@ -78,11 +78,14 @@ fn each<M: Borrow<ChatMessage>>(messages: &[M]) -> impl Iterator<Item = &ChatMes
     messages.iter().map(|m| m.borrow())
 }
 
-/// What a compaction's summarizer calls cost when nothing says which of their tokens hit the
-/// cache: every input token at the uncached rate (an upper bound; a summarizer call that rides
-/// the agent's cached prefix costs less, and replay's emulation measures that).
+/// What a compaction's summarizer calls cost: an inline call (the agent's own conversation
+/// plus an instruction, [`SummarizerUsage::inline_input_tokens`]) rides the agent's cached
+/// prompt and is priced at the cached rate; every other input token at the uncached rate (an
+/// upper bound: replay's emulation measures what a separate prompt shares with earlier ones).
 pub fn summarizer_billed(usage: &SummarizerUsage, model: &CostModel) -> f64 {
-    usage.input_tokens as f64 * model.rates().input
+    let rates = model.rates();
+    let inline = usage.inline_input_tokens.min(usage.input_tokens);
+    (usage.input_tokens - inline) as f64 * rates.input + inline as f64 * rates.cached_read
 }
 
 /// How many calls the agent makes before the next compaction, estimated from the
@@ -193,15 +196,26 @@ mod tests {
     }
 
     #[test]
-    fn summarizer_calls_are_billed_uncached() {
+    fn summarizer_calls_are_billed_uncached_unless_inline() {
         let usage = SummarizerUsage {
             calls: 2,
             input_tokens: 3000,
             output_tokens: 400,
+            ..SummarizerUsage::default()
         };
         assert!(close(
             summarizer_billed(&usage, &CostModel::anthropic()),
             3000.0
+        ));
+        // An inline call rides the agent's cached prompt.
+        let usage = SummarizerUsage {
+            inline_calls: 1,
+            inline_input_tokens: 2000,
+            ..usage
+        };
+        assert!(close(
+            summarizer_billed(&usage, &CostModel::openai()),
+            1000.0 + 200.0
         ));
     }
 }

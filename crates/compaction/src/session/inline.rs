@@ -42,6 +42,8 @@ impl CompactionSession<'_> {
         )?;
         self.usage.calls += 1;
         self.usage.input_tokens += request.input_tokens + overhead;
+        self.usage.inline_calls += 1;
+        self.usage.inline_input_tokens += request.input_tokens + overhead;
         let answer = summarizer.summarize_inline(request).await.ok()?;
         self.usage.output_tokens += self.counter.count(&answer);
         normalize_summary(&answer)
