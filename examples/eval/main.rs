@@ -63,7 +63,21 @@
 //! cargo run --release --example eval -- --mode stall --work-ahead 0.6 --json    # work ahead from 60 %
 //! scripts/stall-llama-server.sh                                                 # against llama-server on 127.0.0.1
 //! ```
+//!
+//! `--mode peers` puts troupe's compaction side by side with the field's (issue #31): every
+//! transcript lived by `troupe` (the replay above) and by `claude-code`, `codex`, `pi` and
+//! `openhands-masking` emulated from their documentation, all with the mechanical summarizer;
+//! every prompt billed through the OpenAI and Anthropic prompt-cache emulations; per row the
+//! billed input tokens, cache hit rate, compactions, strict artifact recall after each
+//! compaction, the largest prompt and whether tool pairs held (`peers/`). `--bar` exits
+//! non-zero when some peer is both cheaper than troupe and at least as good on recall.
+//!
+//! ```text
+//! cargo run --release --example eval -- --mode peers --json
+//! cargo run --release --example eval -- --mode peers --windows 32000 --only pi-large --bar
+//! ```
 
+mod peers;
 mod recall;
 mod replay;
 mod stall;
@@ -135,9 +149,14 @@ struct Args {
     /// With `--server`: the model name sent to it.
     #[arg(long, default_value = "smollm2-135m")]
     server_model: String,
-    /// With `--mode stall`: print one JSON line (else a markdown table and the JSON line).
+    /// With `--mode stall` or `peers`: print one JSON line (else a markdown table and the JSON
+    /// line).
     #[arg(long)]
     json: bool,
+    /// With `--mode peers`: exit non-zero when the bar fails (a peer both cheaper than troupe
+    /// and at least as good on artifact recall).
+    #[arg(long)]
+    bar: bool,
 }
 
 /// The transcripts changes were developed on; the others are the check split.
@@ -223,6 +242,29 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
     Ok(())
 }
 
+/// `--mode peers`: every strategy, transcript and window; one JSON line. Without a corpus there
+/// is nothing to compare: it says so and succeeds (tests run without one).
+async fn peers_mode(args: &Args) -> anyhow::Result<()> {
+    let inputs = if args.corpus.is_dir() {
+        transcripts(&args.corpus, args.only.as_deref())?
+    } else {
+        Vec::new()
+    };
+    if inputs.is_empty() {
+        eprintln!(
+            "no transcripts in {}: nothing to compare (the peers mode reads the corpus at run time; pass --corpus DIR)",
+            args.corpus.display()
+        );
+        return Ok(());
+    }
+    let ok = peers::run(&inputs, &args.windows, &DEV, args.json).await?;
+    if args.bar && !ok {
+        // The JSON line is out; the rows that beat troupe were listed on stderr.
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
 fn transcripts(corpus: &Path, only: Option<&str>) -> anyhow::Result<Vec<(String, TranscriptFile)>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(corpus)
         .with_context(|| format!("reading {}", corpus.display()))?
@@ -251,6 +293,9 @@ fn transcripts(corpus: &Path, only: Option<&str>) -> anyhow::Result<Vec<(String,
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.mode == "peers" {
+        return peers_mode(&args).await;
+    }
     if args.mode == "stall" {
         let inputs = transcripts(&args.corpus, args.only.as_deref())?;
         if inputs.is_empty() {
@@ -268,7 +313,9 @@ async fn main() -> anyhow::Result<()> {
         "replay" => (true, false),
         "recall" => (false, true),
         "both" => (true, true),
-        other => anyhow::bail!("--mode must be replay, recall, both or stall, not {other:?}"),
+        other => {
+            anyhow::bail!("--mode must be replay, recall, both, stall or peers, not {other:?}")
+        }
     };
     let inputs = transcripts(&args.corpus, args.only.as_deref())?;
     if inputs.is_empty() {
