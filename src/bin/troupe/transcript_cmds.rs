@@ -218,7 +218,7 @@ fn print_replay(r: &ReplayReport) {
         }
     }
     println!(
-        "totals: {} compaction(s), {} skipped by the thrash guard, {} summarizer call(s), {:.1} ms; peak {} tokens, largest model call {} tokens, final {} tokens; invariants {}",
+        "totals: {} compaction(s), {} skipped (thrash guard or minimum gain), {} summarizer call(s), {:.1} ms; peak {} tokens, largest model call {} tokens, final {} tokens; invariants {}",
         r.compactions.len(),
         r.skipped,
         r.summarizer_calls,

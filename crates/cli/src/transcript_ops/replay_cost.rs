@@ -239,7 +239,8 @@ impl<'a> CostMeter<'a> {
             cache_hit: self.bill.cache_hit(),
             compaction_billed: self.bill.compaction_billed,
             rebilled_tokens: self.receipts.iter().map(|r| r.rebilled_tokens).sum(),
-            net_saving: self.receipts.iter().map(|r| r.net_saving).sum(),
+            // A fold from +0: an empty f64 sum is -0, which JSON would show.
+            net_saving: self.receipts.iter().fold(0.0, |sum, r| sum + r.net_saving),
         });
     }
 }
