@@ -59,35 +59,39 @@ const TROUPE: &str = "troupe";
 
 /// Every strategy the mode runs, in the table's order. Troupe's own roads are named `troupe…`
 /// (the bar compares the peers against `troupe` alone); a variant is one line here.
-const STRATEGIES: [(&str, Strategy); 7] = [
+const STRATEGIES: [(&str, Strategy); 8] = [
+    // As it ships: the shipped policy for the window, the compressor summarizing with the
+    // agent's own model (the default), its call riding the agent's cache.
+    (TROUPE, troupe(None, None, SummaryCall::Inline)),
+    // A summarizer model of its own: billed exactly as `troupe replay --cost` bills it.
+    ("troupe-separate", troupe(None, None, SummaryCall::Separate)),
+    // The fixed 40 % target instead of the cost-aware one.
     (
-        TROUPE,
-        Strategy::Troupe(TroupeVariant {
-            target: None,
-            summary_call: SummaryCall::Separate,
-        }),
+        "troupe-fixed-target",
+        troupe(None, Some(false), SummaryCall::Inline),
     ),
-    // The compressor summarizing with the agent's own model, its call riding the agent's cache.
+    // A harder fixed target: fewer compactions, more re-read per compaction.
     (
-        "troupe-inline",
-        Strategy::Troupe(TroupeVariant {
-            target: None,
-            summary_call: SummaryCall::Inline,
-        }),
-    ),
-    // A harder target: fewer compactions, more re-read per compaction.
-    (
-        "troupe-inline-target-0.3",
-        Strategy::Troupe(TroupeVariant {
-            target: Some(0.3),
-            summary_call: SummaryCall::Inline,
-        }),
+        "troupe-target-0.3",
+        troupe(Some(0.3), Some(false), SummaryCall::Inline),
     ),
     ("claude-code", Strategy::ClaudeCode),
     ("codex", Strategy::Codex),
     ("pi", Strategy::Pi),
     ("openhands-masking", Strategy::OpenHandsMasking),
 ];
+
+const fn troupe(
+    target: Option<f64>,
+    cost_aware: Option<bool>,
+    summary_call: SummaryCall,
+) -> Strategy {
+    Strategy::Troupe(TroupeVariant {
+        target,
+        cost_aware,
+        summary_call,
+    })
+}
 
 /// Live one transcript at one window with one strategy.
 async fn outcome(

@@ -3,20 +3,10 @@
 //! each compaction, its largest prompt, and whether every prompt kept tool calls and results
 //! paired.
 
-use troupe::compaction::economics::{
-    Bill, Block, CallKind, CostModel, Prompt, PromptCache, prompt_of,
-};
+use troupe::compaction::economics::{Bill, CallKind, CostModel, Prompt, PromptCache, prompt_of};
 use troupe::compaction::tokens::TokenCounter;
 use troupe::runtime::{ChatMessage, Role};
-use troupe_cli::transcript_ops::strict_artifact_recall;
-
-/// Seconds one agent call takes on the emulated clock (the model's answer and the tool run
-/// after it). Transcripts carry no timestamps; a fixed step keeps the Anthropic TTL (300 s)
-/// deterministic: a prefix is still cached 30 agent calls later.
-const AGENT_CALL_SECS: f64 = 10.0;
-
-/// Seconds a summarizer call adds to the clock.
-const SUMMARIZER_CALL_SECS: f64 = 30.0;
+use troupe_cli::transcript_ops::{CALL_SPACING_SECS, strict_artifact_recall};
 
 /// The cost models every prompt is billed under, in the order of [`Outcome`]'s arrays.
 pub(super) const COST_MODELS: [&str; 2] = ["openai", "anthropic"];
@@ -73,8 +63,6 @@ pub(super) struct Tally<'a> {
     pairing_ok: bool,
     /// The last agent prompt and how many transcript messages had been fed before it.
     last: (usize, Vec<ChatMessage>),
-    /// Keys for summarizer prompts known only by their size: each is new to the cache.
-    fresh_keys: u64,
 }
 
 impl<'a> Tally<'a> {
@@ -93,7 +81,6 @@ impl<'a> Tally<'a> {
             max_prompt_tokens: 0,
             pairing_ok: true,
             last: (0, Vec::new()),
-            fresh_keys: 0,
         }
     }
 
@@ -109,7 +96,6 @@ impl<'a> Tally<'a> {
         }
         self.send(&prompt);
         self.agent_calls += 1;
-        self.clock += AGENT_CALL_SECS;
         self.last = (fed, sent);
     }
 
@@ -118,33 +104,16 @@ impl<'a> Tally<'a> {
         let mut prompt = prompt_of(messages, self.counter, CallKind::Compaction, self.clock);
         prompt.output_tokens = output_tokens;
         self.send(&prompt);
-        self.clock += SUMMARIZER_CALL_SECS;
     }
 
-    /// A summarizer call known only by its size (a prompt of its own, shared with nothing
-    /// before it): `input_tokens` in, `output_tokens` out.
-    pub(super) fn fresh_summarizer_call(&mut self, input_tokens: usize, output_tokens: usize) {
-        self.fresh_keys += 1;
-        let prompt = Prompt {
-            blocks: vec![Block {
-                // Far from any content hash in practice; distinct per call.
-                key: 0x5eed_0000_0000_0000 ^ self.fresh_keys,
-                tokens: input_tokens,
-            }],
-            breakpoints: vec![0],
-            at_secs: self.clock,
-            kind: CallKind::Compaction,
-            output_tokens,
-        };
-        self.send(&prompt);
-        self.clock += SUMMARIZER_CALL_SECS;
-    }
-
+    /// Every call, agent's or summarizer's, is `troupe replay --cost`'s spacing after the one
+    /// before (transcripts carry no timestamps; it matters only to Anthropic's 5-minute TTL).
     fn send(&mut self, prompt: &Prompt) {
         for (cache, bill) in &mut self.caches {
             let call = cache.send(prompt);
             bill.add(prompt.kind, &call);
         }
+        self.clock += CALL_SPACING_SECS;
     }
 
     /// A compaction left `context` as the next prompt, after `fed` transcript messages: count it

@@ -1,16 +1,25 @@
 //! `troupe` as it ships: the replay is `troupe_cli::transcript_ops::replay_transcript` itself
 //! (what `troupe replay` and the eval's replay mode run), with a compression agent of its own
 //! summarizing mechanically. The observer sees every message fed and every compaction, keeps the
-//! live conversation beside the replay's, and bills what the agent would send before each
-//! assistant message and what each compaction's summarizer calls cost.
+//! live conversation beside the replay's, and measures what the agent would send before each
+//! assistant message (recall, pairing, largest prompt).
+//!
+//! Billing: with a summarizer of its own ([`SummaryCall::Separate`]) the bill is exactly
+//! `troupe replay --cost`'s — two `troupe_cli::transcript_ops::CostMeter`s, one per cost model,
+//! watch the replay. As troupe ships (the compression agent summarizes with the agent's own
+//! model, `CompressorModel::AgentsOwn`, the default) the summary call is the agent's last
+//! request plus an instruction ([`SummaryCall::Inline`]); the replay has no agent request to
+//! extend, so that call is billed here, the same way `CostMeter` bills an inline call: the live
+//! conversation before the compaction, then troupe's summarizer instructions.
 
 use troupe::compaction::BudgetPolicy;
+use troupe::compaction::economics::CostModel;
 use troupe::compaction::summary::segment_prompt;
 use troupe::compaction::tokens::TokenCounter;
 use troupe::runtime::{ChatMessage, Conversation, Role};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
-    Compressor, ReplayObserver, ReplayedCompaction, replay_transcript,
+    Compressor, CostMeter, ReplayObserver, ReplayReport, ReplayedCompaction, replay_transcript,
 };
 
 use super::tally::{Outcome, Tally};
@@ -18,11 +27,11 @@ use super::tally::{Outcome, Tally};
 /// What troupe's summarizer call shares with the agent's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum SummaryCall {
-    /// A prompt of its own (the summarizer's instructions and the rendered segment), as the
-    /// compression agent sends it today: billed by the size the report gives.
+    /// A prompt of its own (the summarizer's instructions and the rendered segment), as a
+    /// dedicated summarizer model is sent it: billed by `troupe replay --cost`'s meter.
     Separate,
-    /// The agent's last prompt with the summarizer's instructions at the end (the compressor
-    /// summarizing with the agent's own model): it rides the cached prefix.
+    /// The agent's last request with the summarizer's instructions at the end (the compressor
+    /// summarizing with the agent's own model, the default): it rides the cached prefix.
     Inline,
 }
 
@@ -31,6 +40,8 @@ pub(super) enum SummaryCall {
 pub(super) struct TroupeVariant {
     /// The compaction target instead of the policy's (a fraction of the window).
     pub(super) target: Option<f64>,
+    /// Whether automatic compactions use the cost-aware target, instead of the policy's.
+    pub(super) cost_aware: Option<bool>,
     pub(super) summary_call: SummaryCall,
 }
 
@@ -62,21 +73,14 @@ impl ReplayObserver for Bills<'_> {
 
     fn on_compaction(&mut self, event: &ReplayedCompaction<'_>) {
         let usage = &event.compaction.report.summarizer;
-        match self.summary_call {
-            SummaryCall::Separate => {
-                for _ in 0..usage.calls {
-                    self.tally.fresh_summarizer_call(
-                        usage.input_tokens / usage.calls,
-                        usage.output_tokens / usage.calls,
-                    );
-                }
-            }
-            SummaryCall::Inline if usage.calls > 0 => {
+        // The separate shape is billed by the cost meters around this observer.
+        if self.summary_call == SummaryCall::Inline {
+            for _ in 0..usage.calls {
                 let mut messages = event.before.to_messages();
                 messages.push(ChatMessage::user(self.instruction.clone()));
-                self.tally.summarizer_call(&messages, usage.output_tokens);
+                self.tally
+                    .summarizer_call(&messages, usage.output_tokens / usage.calls);
             }
-            SummaryCall::Inline => {}
         }
         if !event.row.invariants_ok {
             self.tally.invariants_failed();
@@ -100,6 +104,9 @@ pub(super) async fn live_troupe(
     if let Some(target) = variant.target {
         policy.target = target;
     }
+    if let Some(cost_aware) = variant.cost_aware {
+        policy.cost_aware = cost_aware;
+    }
     policy.validate()?;
     let instruction = segment_prompt("", None, None, policy.summary_max_tokens).system;
     let mut bills = Bills {
@@ -112,10 +119,65 @@ pub(super) async fn live_troupe(
     };
     let shared = troupe::agents::shared_counter();
     let compressor = Compressor::start(None, shared.clone()).await?;
-    let report = replay_transcript(input, &policy, shared.as_ref(), &compressor, &mut bills).await;
+    let (report, costs) = match variant.summary_call {
+        SummaryCall::Inline => {
+            let report =
+                replay_transcript(input, &policy, shared.as_ref(), &compressor, &mut bills).await;
+            (report, None)
+        }
+        SummaryCall::Separate => {
+            let messages = &input.messages;
+            let mut anthropic = CostMeter::new(
+                messages,
+                &policy,
+                shared.as_ref(),
+                CostModel::anthropic(),
+                &mut bills,
+            );
+            let mut openai = CostMeter::new(
+                messages,
+                &policy,
+                shared.as_ref(),
+                CostModel::openai(),
+                &mut anthropic,
+            );
+            let report =
+                replay_transcript(input, &policy, shared.as_ref(), &compressor, &mut openai).await;
+            let mut costs = match &report {
+                Ok(report) => [report.clone(), report.clone()],
+                Err(_) => Default::default(),
+            };
+            openai.finish(&mut costs[0]);
+            anthropic.finish(&mut costs[1]);
+            (report, Some(costs))
+        }
+    };
     compressor.shutdown().await;
     let report = report?;
     let mut outcome = bills.tally.finish();
     outcome.invariants_ok &= report.invariants_ok;
+    if let Some(reports) = costs {
+        metered(&mut outcome, &reports);
+    }
     Ok(outcome)
+}
+
+/// The bill `troupe replay --cost` gives, in place of the observer's. The observer billed the
+/// agent's calls alone (the summarizer's are the meters'); under OpenAI (no TTL, so no clock
+/// in it) both must agree on those to the token, a check of the two billings against each other.
+fn metered(outcome: &mut Outcome, reports: &[ReplayReport; 2]) {
+    for (i, report) in reports.iter().enumerate() {
+        if let Some(cost) = &report.cost {
+            let agent = cost.billed - cost.compaction_billed;
+            if i == 0 && (agent - outcome.billed[0]).abs() > 1e-6 * agent.max(1.0) {
+                eprintln!(
+                    "  warning: the agent's calls billed {:.1} here but {agent:.1} by replay --cost",
+                    outcome.billed[0]
+                );
+            }
+            outcome.billed[i] = cost.billed;
+            outcome.compaction_billed[i] = cost.compaction_billed;
+            outcome.cache_hit[i] = cost.cache_hit;
+        }
+    }
 }
