@@ -79,10 +79,10 @@ pub struct SummarizerUsage {
     /// Of `calls`, those that continued the agent's own conversation (the agent's model
     /// summarizing inline): their prompt is the agent's last request plus an instruction, so
     /// a provider reads it from its cache. Absent in reports written before they existed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub inline_calls: usize,
     /// Of `input_tokens`, those of the inline calls.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub inline_input_tokens: usize,
 }
 
@@ -180,6 +180,12 @@ pub struct CompactionReport {
     /// conversation). Absent in reports written before receipts existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<CompactionReceipt>,
+}
+
+/// Fields that were added later are left out while zero, so a report of a run without them is
+/// written as before (session logs written back byte for byte).
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tokio::task::JoinHandle;
 use troupe_compaction::{CompactTrigger, Compaction, Splice};
-use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, Role};
+use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
 
 use super::LlmAgent;
 use super::context::InFlightCompaction;
@@ -54,6 +54,10 @@ pub(super) struct Pending {
     started: Instant,
     /// The job's `compaction` span: the wait is recorded there when the answer is taken.
     span: tracing::Span,
+    /// The conversation before and after the ids loaned to the compaction: an answer that is
+    /// not spliced in gives them back when nothing was added since, so a job that changed
+    /// nothing leaves no gap in the ids (a log loaded back counts on none).
+    loan: (ConversationMark, ConversationMark),
 }
 
 /// A pending job that is dropped unapplied (stale, or its agent crashed) has nobody to answer:
@@ -217,13 +221,16 @@ impl LlmAgent {
             }
         };
         let snapshot = self.conversation.messages().to_vec();
+        let before_loan = self.conversation.mark();
         // The compaction names its summaries and stubs from the snapshot's next id on: the
         // conversation skips past them, so what is appended meanwhile never shares an id.
         for _ in 0..id_loan(snapshot.len()) {
             self.conversation.allocate_id();
         }
+        let loan = (before_loan, self.conversation.mark());
         let answer = tokio::spawn(detached.answer);
         self.ahead.pending = Some(Pending {
+            loan,
             tokens: self.tokens(),
             request_tokens,
             snapshot,
@@ -285,6 +292,12 @@ impl LlmAgent {
     ) {
         let splicing = Instant::now();
         let outcome = self.splice_in(&pending, answer);
+        let spliced = matches!(outcome, Ok(true));
+        let outcome = outcome.map(|_| ());
+        if !spliced && self.conversation.mark() == pending.loan.1 {
+            // Nothing took an id since the loan: hand the compaction's ids back.
+            self.conversation.rewind(pending.loan.0);
+        }
         let settled = Settled {
             agent: &ctx.name,
             mode: CompactionMode::Background,
@@ -294,13 +307,13 @@ impl LlmAgent {
         compaction_applied(&ctx.events, self.trace.id(), &pending.span, settled);
     }
 
-    /// The answer spliced into the conversation, or why it was dropped (the conversation is
-    /// then unchanged).
+    /// Whether the answer was spliced into the conversation (`false`: it changed nothing), or
+    /// why it was dropped (the conversation is then unchanged).
     fn splice_in(
         &mut self,
         pending: &Pending,
         answer: Option<Result<Compaction, CompactError>>,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         if let Some(stale) = self.ahead.stale(pending) {
             return Err(stale);
         }
@@ -320,7 +333,7 @@ impl LlmAgent {
             // waits for the request to grow a step.
             self.ahead.retry_from = Some(self.retry_after(pending));
             self.last_compaction = Some(compaction.report);
-            return Ok(());
+            return Ok(false);
         }
         let policy = CompactionSettings::reserving(&self.policy, self.output_reserve());
         let spliced = Splice {
@@ -336,7 +349,7 @@ impl LlmAgent {
         self.last_compaction = Some(compaction.report);
         self.warned = false;
         self.ahead.compacted();
-        Ok(())
+        Ok(true)
     }
 }
 

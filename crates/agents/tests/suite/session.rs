@@ -9,7 +9,7 @@ use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, context_stats, shared_counter, spawn_agent,
+    AgentSpec, CompactionSettings, WorkAhead, context_stats, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};
@@ -124,6 +124,11 @@ async fn compactions_are_logged_and_survive_a_restart() {
             tool_output_limit_tokens: 100_000,
             ..BudgetPolicy::for_window(4_000)
         }),
+        // The blocking road: every compaction is done when the request ends, so the checkpoint
+        // and the log describe the same conversation, ids to hand out included (a job still in
+        // flight holds a loan of ids the log knows nothing of; the background road's log is
+        // `work_ahead.rs: a_spliced_compaction_is_logged_as_one_and_loads_back`).
+        work_ahead: WorkAhead::Off,
         ..CompactionSettings::default()
     };
     let team1 = team().await;

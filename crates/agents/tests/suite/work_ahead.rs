@@ -638,3 +638,46 @@ async fn a_job_the_guard_skipped_is_tried_again_before_the_trigger() {
     );
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_job_that_changed_nothing_gives_its_ids_back() {
+    let (team, gate) = gated_team().await;
+    gate.add_permits(1_000);
+    let mut settings = settings();
+    if let Some(policy) = settings.policy.as_mut() {
+        // Never enough to free: every job is skipped by the guard.
+        policy.min_freeable_tokens = 100_000;
+    }
+    spawn_agent(&team, AgentSpec::new("coder", coder()).compaction(settings))
+        .await
+        .unwrap();
+    let mut events = team.subscribe();
+    let mut heard = Vec::new();
+    let skipped = |heard: &[Event]| {
+        heard
+            .iter()
+            .any(|e| matches!(e, Event::CompactionFinished { report, .. } if report.skipped))
+    };
+    for i in 0..60 {
+        team.ask("coder", format!("part {i}:\n{}", big(4)))
+            .await
+            .unwrap();
+        heard.extend(drain(&mut events));
+        if skipped(&heard) {
+            break;
+        }
+    }
+    assert!(skipped(&heard), "no job was skipped: {heard:?}");
+    // Let the skipped job's task hand its answer over (it has nothing left to wait for).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    team.ask("coder", "one more").await.unwrap();
+    let messages = messages_of(&team);
+    let at = messages
+        .iter()
+        .rposition(|m| m.text() == "one more")
+        .unwrap();
+    // The request found the skipped answer first and gave the compaction's loan back: its
+    // message takes the id right after the last one, as if no job had run.
+    assert_eq!(messages[at].id.0, messages[at - 1].id.0 + 1, "{messages:?}");
+    team.shutdown().await;
+}
