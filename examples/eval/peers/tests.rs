@@ -3,6 +3,7 @@
 
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::runtime::{ChatMessage, MessageKind, Role, ToolCall};
+use troupe_cli::transcript_file::{Envelope, Layout, TranscriptFile};
 
 use super::bar;
 use super::claude_code::ClaudeCode;
@@ -12,6 +13,7 @@ use super::openhands::OpenHandsMasking;
 use super::pi::{Pi, cut_point};
 use super::report::PeerRow;
 use super::tally::{COST_MODELS, Outcome, RecallAt, paired};
+use super::troupe_road::{SummaryCall, TroupeVariant, live_troupe};
 
 /// `turns` steps of an agent: a read of `src/mod_N.py` and its result of `lines` lines, a user
 /// message every fifth step.
@@ -255,5 +257,46 @@ fn the_bar_names_each_peer_cheaper_than_troupe_and_as_good_per_cost_model() {
         bar::verdict(&rows[..1], "troupe")["ok"]
             .as_bool()
             .unwrap_or(false)
+    );
+}
+
+/// troupe's road: the replay compacts the same way whatever the summary call is billed as, and
+/// under OpenAI (no clock in it) the agent's calls cost the same in the observer's bill (the
+/// inline road) as in `troupe replay --cost`'s meters (the separate one).
+#[tokio::test]
+async fn troupe_road_compacts_alike_under_both_billings_and_the_bills_agree() {
+    let counter = TiktokenCounter::default();
+    let input = TranscriptFile {
+        envelope: Envelope::default(),
+        messages: session(80, 30),
+        layout: Layout::default(),
+    };
+    let road = |summary_call| TroupeVariant {
+        target: None,
+        cost_aware: None,
+        summary_call,
+    };
+    let inline = live_troupe(&input, 8_000, road(SummaryCall::Inline), &counter)
+        .await
+        .expect("inline road");
+    let separate = live_troupe(&input, 8_000, road(SummaryCall::Separate), &counter)
+        .await
+        .expect("separate road");
+    assert!(inline.compactions > 0);
+    assert!(inline.invariants_ok && separate.invariants_ok);
+    assert!(
+        inline.max_prompt_tokens <= 8_000,
+        "{}",
+        inline.max_prompt_tokens
+    );
+    assert_eq!(inline.compactions, separate.compactions);
+    assert_eq!(inline.max_prompt_tokens, separate.max_prompt_tokens);
+    assert_eq!(inline.artifact_recall, separate.artifact_recall);
+    let agent = |o: &Outcome| o.billed[0] - o.compaction_billed[0];
+    assert!(
+        (agent(&inline) - agent(&separate)).abs() < 1e-6,
+        "{} vs {}",
+        agent(&inline),
+        agent(&separate)
     );
 }
