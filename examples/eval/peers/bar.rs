@@ -21,6 +21,7 @@ impl Beat<'_> {
     pub(super) fn to_json(&self) -> Value {
         json!({
             "transcript": self.row.transcript,
+            "split": self.row.split,
             "window": self.row.window,
             "cost_model": COST_MODELS[self.model],
             "strategy": self.row.strategy,
