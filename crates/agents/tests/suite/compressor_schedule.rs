@@ -357,6 +357,8 @@ fn unreachable(extra: &[ChatMessage]) -> CompactionRequest {
         conversation: Conversation::from_messages(messages),
         policy: BudgetPolicy {
             tool_output_limit_tokens: 100_000,
+            // The fixed target, out of reach (the cost-aware one would choose a reachable one).
+            cost_aware: false,
             ..BudgetPolicy::for_window(5_000)
         },
         trigger: CompactTrigger::Automatic,

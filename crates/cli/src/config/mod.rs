@@ -180,7 +180,8 @@ pub struct CompactionConfig {
     pub target: f64,
     /// Automatic compactions compact down to the target the cost model chooses for the
     /// conversation (between 20 % and 60 % of the window, never below what the protected
-    /// messages and a summary need) instead of `target`; `/compact` keeps `target`.
+    /// messages and a summary need) instead of `target`; `/compact` keeps `target`. On by
+    /// default.
     pub cost_aware_target: bool,
     /// Tokens every model request keeps free for the answer: it is compacted before the call
     /// when its prompt plus this reaches the trigger. Default: the agent's `max_tokens`, else

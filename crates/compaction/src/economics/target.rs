@@ -110,7 +110,7 @@ pub struct TargetInputs {
 
 /// [`TargetInputs`] measured on `messages` under `policy`: growth per turn and the mean tool
 /// result over the conversation so far (the system prompt left out), the floor from the
-/// protected messages plus the summary's room.
+/// protected messages plus a summary at its full size (`summary_max_tokens`).
 pub fn target_inputs<M: Borrow<ChatMessage>>(
     messages: &[M],
     counter: &dyn TokenCounter,
@@ -154,6 +154,7 @@ pub fn target_inputs<M: Borrow<ChatMessage>>(
         window: policy.context_window,
         trigger_tokens: policy.trigger_tokens(),
         head_tokens,
+        // What no tier takes out, and room for a summary at its full size.
         floor_tokens: protected_tokens.max(head_tokens) + policy.summary_max_tokens,
         growth_per_turn,
         refetch_tokens,

@@ -135,9 +135,11 @@ fn automatic_trigger_waits_for_enough_freeable_tokens() {
     );
     assert_eq!(skipped.messages, conversation.to_messages());
 
-    // After an unreachable attempt the guard holds off until new material accumulates.
+    // After an unreachable attempt the guard holds off until new material accumulates (a
+    // fixed target: the cost-aware one would choose a reachable one here).
     let policy = BudgetPolicy {
         min_freeable_tokens: 100,
+        cost_aware: false,
         ..BudgetPolicy::for_window(2_500)
     };
     let manual = block_on(compact(
