@@ -59,7 +59,7 @@ const TROUPE: &str = "troupe";
 
 /// Every strategy the mode runs, in the table's order. Troupe's own roads are named `troupe…`
 /// (the bar compares the peers against `troupe` alone); a variant is one line here.
-const STRATEGIES: [(&str, Strategy); 8] = [
+const STRATEGIES: [(&str, Strategy); 9] = [
     // As it ships: the shipped policy for the window, the compressor summarizing with the
     // agent's own model (the default), its call riding the agent's cache.
     (TROUPE, troupe(None, None, SummaryCall::Inline)),
@@ -75,6 +75,16 @@ const STRATEGIES: [(&str, Strategy); 8] = [
         "troupe-target-0.3",
         troupe(Some(0.3), Some(false), SummaryCall::Inline),
     ),
+    // A later trigger (the shipped one is 80 %, less the answer's room).
+    (
+        "troupe-trigger-0.85",
+        Strategy::Troupe(TroupeVariant {
+            target: None,
+            trigger: Some(0.85),
+            cost_aware: None,
+            summary_call: SummaryCall::Inline,
+        }),
+    ),
     ("claude-code", Strategy::ClaudeCode),
     ("codex", Strategy::Codex),
     ("pi", Strategy::Pi),
@@ -88,6 +98,7 @@ const fn troupe(
 ) -> Strategy {
     Strategy::Troupe(TroupeVariant {
         target,
+        trigger: None,
         cost_aware,
         summary_call,
     })

@@ -273,6 +273,7 @@ async fn troupe_road_compacts_alike_under_both_billings_and_the_bills_agree() {
     };
     let road = |summary_call| TroupeVariant {
         target: None,
+        trigger: None,
         cost_aware: None,
         summary_call,
     };

@@ -40,6 +40,9 @@ pub(super) enum SummaryCall {
 pub(super) struct TroupeVariant {
     /// The compaction target instead of the policy's (a fraction of the window).
     pub(super) target: Option<f64>,
+    /// The automatic trigger instead of the policy's (a fraction of the window; the warning
+    /// follows it down).
+    pub(super) trigger: Option<f64>,
     /// Whether automatic compactions use the cost-aware target, instead of the policy's.
     pub(super) cost_aware: Option<bool>,
     pub(super) summary_call: SummaryCall,
@@ -103,6 +106,10 @@ pub(super) async fn live_troupe(
     let mut policy = BudgetPolicy::for_window(window);
     if let Some(target) = variant.target {
         policy.target = target;
+    }
+    if let Some(trigger) = variant.trigger {
+        policy.trigger = trigger;
+        policy.warning = policy.warning.min(trigger);
     }
     if let Some(cost_aware) = variant.cost_aware {
         policy.cost_aware = cost_aware;
