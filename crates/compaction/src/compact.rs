@@ -185,7 +185,13 @@ pub async fn compact_with(
         // The minimum-gain rule: not when it re-bills more than it saves, unless the window
         // needs it (economics/min_gain.rs).
         let plan = PlannedGain::of(&session, counter, summarizer.is_some());
-        if let Some(why) = plan.declines(&CostModel::openai()) {
+        // Priced under both providers' caching: the compaction library does not know which
+        // one the agent talks to, and a compaction that loses under either is declined
+        // (Anthropic's 1.25× cache write makes a rewrite dearer than OpenAI's).
+        if let Some(why) = plan
+            .declines(&CostModel::openai())
+            .or_else(|| plan.declines(&CostModel::anthropic()))
+        {
             return session.finish_skipped(why);
         }
     }
