@@ -71,6 +71,20 @@ impl ModelSummarizer {
     pub fn model_name(&self) -> String {
         self.model.info().name
     }
+
+    /// The model's answer to `request` if [`vet_summary`] trusts it as a summary for `prompt`;
+    /// else why not (the call failed, or the check that rejected it).
+    async fn ask_vetted(
+        &self,
+        request: ChatRequest,
+        prompt: &SummaryPrompt,
+    ) -> Result<String, String> {
+        let response = self.model.chat(request).await.map_err(|e| e.to_string())?;
+        let text = response.message.text();
+        vet_summary(&text, prompt, shared_counter().as_ref())
+            .map_err(|rejection| rejection.to_string())?;
+        Ok(text)
+    }
 }
 
 #[async_trait]
@@ -93,15 +107,9 @@ impl Summarizer for ModelSummarizer {
             priority: RequestPriority::Background,
             ..ChatRequest::default()
         };
-        let why = match self.model.chat(request).await {
-            Ok(response) => {
-                let text = response.message.text();
-                match vet_summary(&text, &prompt, shared_counter().as_ref()) {
-                    Ok(()) => return Ok(text),
-                    Err(rejection) => rejection.to_string(),
-                }
-            }
-            Err(e) => e.to_string(),
+        let why = match self.ask_vetted(request, &prompt).await {
+            Ok(text) => return Ok(text),
+            Err(why) => why,
         };
         let model = self.model.info().name;
         tracing::warn!(
@@ -133,16 +141,10 @@ impl Summarizer for ModelSummarizer {
             max_tokens: u32::try_from(request.prompt.max_output_tokens).ok(),
             priority: RequestPriority::Background,
         };
-        let why = match self.model.chat(chat).await {
-            Ok(response) => {
-                let text = response.message.text();
-                // Vetted against the separate prompt: its material is the segment.
-                match vet_summary(&text, &request.prompt, shared_counter().as_ref()) {
-                    Ok(()) => return Ok(text),
-                    Err(rejection) => rejection.to_string(),
-                }
-            }
-            Err(e) => e.to_string(),
+        // Vetted against the separate prompt: its material is the segment.
+        let why = match self.ask_vetted(chat, &request.prompt).await {
+            Ok(text) => return Ok(text),
+            Err(why) => why,
         };
         let model = self.model.info().name;
         tracing::warn!(
