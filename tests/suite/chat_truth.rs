@@ -4,113 +4,15 @@
 //! configuration's instructions and is refused to another agent, and what a model says reaches
 //! the terminal redacted and escaped.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use super::chat::{chat_command, spawn_chat, write_config};
+use super::chat_live::{DEADLINE, Live};
 use super::chat_server::{ChatServer, gated_stream_server};
-
-/// How long a test waits for what the chat should print.
-const DEADLINE: Duration = Duration::from_secs(60);
-
-/// A running chat, its output read as it comes.
-struct Live {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    output: Receiver<String>,
-    seen: String,
-}
-
-impl Live {
-    fn start(mut child: Child) -> Live {
-        let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take().unwrap();
-        let (printed, output) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut buffer = [0u8; 65536];
-            while let Ok(n) = stdout.read(&mut buffer) {
-                if n == 0
-                    || printed
-                        .send(String::from_utf8_lossy(&buffer[..n]).into_owned())
-                        .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        Live {
-            child,
-            stdin,
-            output,
-            seen: String::new(),
-        }
-    }
-
-    fn send(&mut self, line: &[u8]) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    /// Everything printed until `what` first shows (after what was waited for before).
-    fn wait_for(&mut self, what: &str) -> String {
-        let started = Instant::now();
-        loop {
-            if let Some(at) = self.seen.find(what) {
-                let upto = at + what.len();
-                let printed = self.seen[..upto].to_string();
-                self.seen.drain(..upto);
-                return printed;
-            }
-            let left = DEADLINE.saturating_sub(started.elapsed());
-            match self.output.recv_timeout(left) {
-                Ok(text) => self.seen.push_str(&text),
-                Err(RecvTimeoutError::Timeout) => panic!("no {what:?} in {:?}", self.seen),
-                Err(RecvTimeoutError::Disconnected) => {
-                    panic!("the chat ended without {what:?}: {:?}", self.seen)
-                }
-            }
-        }
-    }
-
-    /// Take what was printed so far without waiting.
-    fn pull(&mut self) -> &str {
-        while let Ok(text) = self.output.try_recv() {
-            self.seen.push_str(&text);
-        }
-        &self.seen
-    }
-
-    fn interrupt(&self) {
-        let status = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// Close the input; the rest of the output, stderr and the exit status.
-    fn finish(mut self) -> (String, String, ExitStatus) {
-        drop(self.stdin.take());
-        while let Ok(text) = self.output.recv_timeout(DEADLINE) {
-            self.seen.push_str(&text);
-        }
-        let mut stderr = String::new();
-        self.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut stderr)
-            .unwrap();
-        let status = self.child.wait().unwrap();
-        (self.seen, stderr, status)
-    }
-}
 
 /// The texts of the conversation a session log holds.
 fn logged_texts(session: &Path) -> Vec<String> {
@@ -525,72 +427,4 @@ fn model_text_reaches_the_terminal_redacted_and_escaped() {
     assert!(!printed.contains("Abcdefghij"), "{printed:?}");
     live.send(b"/exit");
     assert!(live.finish().2.success());
-}
-
-/// Working ahead (the default), the chat never waits for the compaction: `/context` shows it
-/// in flight while the compressor's model holds its answer, and a quiet notice says when it
-/// landed.
-#[test]
-fn a_background_compaction_shows_in_context_and_is_told_once_it_lands() {
-    let filler = "the quick brown fox jumps over the lazy dog ".repeat(100);
-    // The compressor's tool loop is the only caller that offers its four tools: its first
-    // call is held, so the job stays in flight.
-    let server = ChatServer::start_holding(
-        Arc::new(move |n| format!("reply {n}: {filler}")),
-        "get_compression_metadata",
-        Duration::from_secs(6),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &server.url);
-    let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(
-        &config,
-        text.replace("context_window = 8000", "context_window = 30000"),
-    )
-    .unwrap();
-    let session = dir.path().join("s.jsonl");
-    let mut live = Live::start(spawn_chat(&config, &session));
-    live.wait_for("> ");
-    let mut turn = 0;
-    while !server.seen("get_compression_metadata") {
-        turn += 1;
-        assert!(turn <= 40, "no background compaction: {}", live.pull());
-        live.send(format!("turn {turn}").as_bytes());
-        let printed = live.wait_for("> ");
-        assert!(printed.contains(&format!("reply {turn}:")), "{printed}");
-        assert!(
-            !printed.contains("[compacting"),
-            "the chat waited: {printed}"
-        );
-        // The job starts after the turn: give its first model call a moment to arrive.
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    live.send(b"/context");
-    let printed = live.wait_for("> ");
-    assert!(
-        printed.contains("compacting in the background:"),
-        "{printed}"
-    );
-    // Once the held call is answered the job finishes; the next turn boundary takes it in.
-    std::thread::sleep(Duration::from_secs(7));
-    let mut told = String::new();
-    for extra in 1..=3 {
-        live.send(format!("after {extra}").as_bytes());
-        told = live.wait_for("> ");
-        if told.contains("[compacted in the background") {
-            break;
-        }
-    }
-    assert!(told.contains("[compacted in the background"), "{told}");
-    assert!(!told.contains("[compacting"), "{told}");
-    live.send(b"/context");
-    let printed = live.wait_for("> ");
-    assert!(printed.contains("last compaction:"), "{printed}");
-    assert!(
-        !printed.contains("compacting in the background:"),
-        "{printed}"
-    );
-    live.send(b"/exit");
-    let (_, stderr, status) = live.finish();
-    assert!(status.success(), "{stderr}");
 }

@@ -1,5 +1,7 @@
 mod binary;
 mod chat;
+mod chat_background;
+mod chat_live;
 mod chat_server;
 mod chat_truth;
 mod cli;

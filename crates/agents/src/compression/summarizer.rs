@@ -72,6 +72,16 @@ impl ModelSummarizer {
         self.model.info().name
     }
 
+    /// Say that the model's answer (`on` which prompt) was not used, `why`, and what `then`
+    /// stood in: a warning, and a line of [`ModelSummarizer::take_fallbacks`].
+    fn fell_back(&self, on: &str, why: &str, then: &str) {
+        let model = self.model.info().name;
+        tracing::warn!(model = %model, reason = %why, "the summarizer model gave no usable summary{on}; {then}");
+        sync::lock(&self.fallbacks).push(format!(
+            "summarizer model `{model}` gave no usable summary{on} ({why}); {then}"
+        ));
+    }
+
     /// The model's answer to `request` if [`vet_summary`] trusts it as a summary for `prompt`;
     /// else why not (the call failed, or the check that rejected it).
     async fn ask_vetted(
@@ -111,15 +121,7 @@ impl Summarizer for ModelSummarizer {
             Ok(text) => return Ok(text),
             Err(why) => why,
         };
-        let model = self.model.info().name;
-        tracing::warn!(
-            model = %model,
-            reason = %why,
-            "the summarizer model gave no usable summary; using the mechanical summary"
-        );
-        sync::lock(&self.fallbacks).push(format!(
-            "summarizer model `{model}` gave no usable summary ({why}); used the mechanical summary"
-        ));
+        self.fell_back("", &why, "used the mechanical summary");
         MechanicalSummarizer::new().summarize(prompt).await
     }
 
@@ -146,16 +148,11 @@ impl Summarizer for ModelSummarizer {
             Ok(text) => return Ok(text),
             Err(why) => why,
         };
-        let model = self.model.info().name;
-        tracing::warn!(
-            model = %model,
-            reason = %why,
-            "the summary on the agent's own prompt was unusable; asking with a prompt of its own"
+        self.fell_back(
+            " on the agent's prompt",
+            &why,
+            "asked again with a prompt of its own",
         );
-        sync::lock(&self.fallbacks).push(format!(
-            "summarizer model `{model}` gave no usable summary on the agent's prompt ({why}); \
-             asked again with a prompt of its own"
-        ));
         Err(SummarizerError::Failed(why))
     }
 }

@@ -123,17 +123,34 @@ async fn ask_until_background(
     team: &Team,
     events: &mut broadcast::Receiver<EventRecord>,
 ) -> Vec<Event> {
+    let started = |heard: &[Event]| heard.iter().any(background_started);
+    let heard = ask_parts_until(team, events, 4, started).await;
+    assert!(
+        started(&heard),
+        "no background compaction started: {heard:?}"
+    );
+    heard
+}
+
+/// Ask parts of `lines` lines each (at most 60) until what was heard satisfies `done`; returns
+/// every event heard.
+async fn ask_parts_until(
+    team: &Team,
+    events: &mut broadcast::Receiver<EventRecord>,
+    lines: usize,
+    done: impl Fn(&[Event]) -> bool,
+) -> Vec<Event> {
     let mut heard = Vec::new();
     for i in 0..60 {
-        team.ask("coder", format!("part {i}:\n{}", big(4)))
+        team.ask("coder", format!("part {i}:\n{}", big(lines)))
             .await
             .unwrap();
         heard.extend(drain(events));
-        if heard.iter().any(background_started) {
-            return heard;
+        if done(&heard) {
+            break;
         }
     }
-    panic!("no background compaction started: {heard:?}");
+    heard
 }
 
 /// Wait until the compaction of `coder` ended (finished or failed).
@@ -603,22 +620,13 @@ async fn a_job_the_guard_skipped_is_tried_again_before_the_trigger() {
         .await
         .unwrap();
     let mut events = team.subscribe();
-    let mut heard = Vec::new();
     let compacted = |heard: &[Event]| {
         heard.iter().any(|e| {
             matches!(e, Event::CompactionFinished { report, .. } if !report.skipped
                 && !report.no_compaction_needed)
         })
     };
-    for i in 0..60 {
-        team.ask("coder", format!("part {i}:\n{}", big(12)))
-            .await
-            .unwrap();
-        heard.extend(drain(&mut events));
-        if compacted(&heard) {
-            break;
-        }
-    }
+    let heard = ask_parts_until(&team, &mut events, 12, compacted).await;
     assert!(compacted(&heard), "nothing was compacted: {heard:?}");
     let starts: Vec<CompactionMode> = heard
         .iter()
@@ -652,21 +660,12 @@ async fn a_job_that_changed_nothing_gives_its_ids_back() {
         .await
         .unwrap();
     let mut events = team.subscribe();
-    let mut heard = Vec::new();
     let skipped = |heard: &[Event]| {
         heard
             .iter()
             .any(|e| matches!(e, Event::CompactionFinished { report, .. } if report.skipped))
     };
-    for i in 0..60 {
-        team.ask("coder", format!("part {i}:\n{}", big(4)))
-            .await
-            .unwrap();
-        heard.extend(drain(&mut events));
-        if skipped(&heard) {
-            break;
-        }
-    }
+    let heard = ask_parts_until(&team, &mut events, 4, skipped).await;
     assert!(skipped(&heard), "no job was skipped: {heard:?}");
     // Let the skipped job's task hand its answer over (it has nothing left to wait for).
     tokio::time::sleep(Duration::from_millis(200)).await;
