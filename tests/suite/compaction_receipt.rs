@@ -7,6 +7,7 @@ use troupe::agents::compression::{
     CompactionCaller, CompactionRequest, CompressionConfig, CompressorModel, compact,
 };
 use troupe::agents::spawn_compression_agent;
+use troupe::compaction::economics::CostModel;
 use troupe::compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe::compaction::{BudgetPolicy, CompactTrigger};
 use troupe::runtime::{ChatMessage, Conversation, Role, Team, TeamConfig, ToolCall, TraceContext};
@@ -44,11 +45,25 @@ fn long_conversation() -> Conversation {
 
 #[test]
 fn a_compactions_report_and_span_carry_its_receipt() {
+    // No pricing named: OpenAI's default rates, cached at 0.1, a fresh prefix at 1.0.
+    carries_its_receipt(None, 0.9, "openai");
+}
+
+#[test]
+fn a_receipt_is_priced_under_the_pricing_the_policy_names() {
+    // Anthropic's: a fresh prefix is written at 1.25, read back at 0.1.
+    carries_its_receipt(Some(CostModel::anthropic()), 1.15, "anthropic");
+}
+
+/// Compacts through the client under a policy with `pricing`, and checks the receipt by hand:
+/// a re-billed token costs `rebill_rate` over a cached one, and the receipt says `name`.
+fn carries_its_receipt(pricing: Option<CostModel>, rebill_rate: f64, name: &str) {
     let counter: Arc<dyn TokenCounter> = Arc::new(CharEstimateCounter);
     let conversation = long_conversation();
     let before = conversation.to_messages();
     let policy = BudgetPolicy {
         tool_output_limit_tokens: 100_000,
+        pricing,
         ..BudgetPolicy::for_window(5_000)
     };
     assert!(counter.count_messages(&before) > policy.trigger_tokens());
@@ -113,10 +128,10 @@ fn a_compactions_report_and_span_carry_its_receipt() {
     let room = (policy.trigger_tokens() - compaction.report.tokens_after) as f64;
     let expected_turns = (room / (grown / turns)).max(1.0);
     assert!((receipt.expected_turns - expected_turns).abs() < 1e-9);
-    // OpenAI's default rates: cached at 0.1, a fresh prefix at 1.0.
     let net = (tokens_before - tokens_after) as f64 * 0.1 * expected_turns
-        - receipt.rebilled_tokens as f64 * 0.9
+        - receipt.rebilled_tokens as f64 * rebill_rate
         - receipt.summarizer_billed;
+    assert_eq!(receipt.pricing, name);
     assert!(
         (receipt.net_saving - net).abs() < 1e-6,
         "{} vs {net}",
@@ -135,4 +150,5 @@ fn a_compactions_report_and_span_carry_its_receipt() {
     assert!((attr("net_saving").as_f64().unwrap() - receipt.net_saving).abs() < 1e-6);
     assert!((attr("expected_turns").as_f64().unwrap() - receipt.expected_turns).abs() < 1e-9);
     assert!(attr("summarizer_billed").is_number());
+    assert_eq!(attr("pricing"), name);
 }

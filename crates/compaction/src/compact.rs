@@ -11,6 +11,7 @@ use troupe_tools::FileLedger;
 use crate::archive::Archive;
 use crate::counter::TokenCounter;
 use crate::economics::CostModel;
+use crate::economics::Lead;
 use crate::economics::min_gain::PlannedGain;
 use crate::economics::target::cost_aware_policy;
 use crate::error::CompactionError;
@@ -42,6 +43,9 @@ pub struct CompactOptions {
     pub trigger: CompactTrigger,
     /// The anti-thrash memory for automatic triggers (`None`: only the minimum applies).
     pub guard: Option<ThrashGuard>,
+    /// When the answer is applied: the minimum-gain rule asks whether the window needs it
+    /// then (a compaction worked ahead lands turns later).
+    pub lead: Lead,
 }
 
 impl Default for CompactOptions {
@@ -53,6 +57,7 @@ impl Default for CompactOptions {
             token_cache: None,
             trigger: CompactTrigger::Manual,
             guard: None,
+            lead: Lead::NextTurn,
         }
     }
 }
@@ -166,6 +171,7 @@ pub async fn compact_with(
 ) -> Result<Compaction, CompactionError> {
     let trigger = options.trigger;
     let guard = options.guard;
+    let lead = options.lead;
     // Automatic compactions shrink to the cost-aware target when the policy asks for it;
     // a person's `/compact` and an emergency keep the configured one.
     let chosen = trigger
@@ -184,14 +190,17 @@ pub async fn compact_with(
         }
         // The minimum-gain rule: not when it re-bills more than it saves, unless the window
         // needs it (economics/min_gain.rs).
-        let plan = PlannedGain::of(&session, counter, summarizer.is_some());
-        // Priced under both providers' caching: the compaction library does not know which
-        // one the agent talks to, and a compaction that loses under either is declined
-        // (Anthropic's 1.25× cache write makes a rewrite dearer than OpenAI's).
-        if let Some(why) = plan
-            .declines(&CostModel::openai())
-            .or_else(|| plan.declines(&CostModel::anthropic()))
-        {
+        let plan = PlannedGain::of(&session, counter, summarizer.is_some(), lead);
+        // Priced under the agent's provider's caching when the policy names it; otherwise
+        // under both, and a compaction that loses under either is declined (Anthropic's 1.25×
+        // cache write makes a rewrite dearer than OpenAI's).
+        let declined = match &policy.pricing {
+            Some(pricing) => plan.declines(pricing),
+            None => plan
+                .declines(&CostModel::openai())
+                .or_else(|| plan.declines(&CostModel::anthropic())),
+        };
+        if let Some(why) = declined {
             return session.finish_skipped(why);
         }
     }

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::economics::{CostModel, Rates};
+
 use crate::session::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
 
 /// The most of the target the artifact blocks of one summary may take, in percent.
@@ -51,6 +53,10 @@ pub struct BudgetPolicy {
     /// dev transcripts it billed 13–21 % less than the fixed 40 % and no peer strategy was both
     /// cheaper and as good on recall (BENCHMARKS.md, "Compaction economics").
     pub cost_aware: bool,
+    /// The prompt cache the agent's provider bills under, when known: receipts are priced
+    /// under it (OpenAI's default rates when not known), and the minimum-gain rule declines a
+    /// compaction that loses under it (under either provider's caching when not known).
+    pub pricing: Option<CostModel>,
 }
 
 impl Default for BudgetPolicy {
@@ -67,6 +73,7 @@ impl Default for BudgetPolicy {
             per_message_user_tokens: 50,
             per_message_assistant_tokens: 200,
             cost_aware: true,
+            pricing: None,
         }
     }
 }
@@ -89,6 +96,9 @@ pub enum PolicyError {
     /// The window is zero.
     #[error("context_window must be above 0")]
     EmptyWindow,
+    /// A rate of `pricing` is negative or not a number.
+    #[error("pricing rates must be non-negative numbers: {0:?}")]
+    Unpriced(Rates),
     /// A fraction is not strictly between 0 and 1.
     #[error("{field} ({value}) must be a fraction strictly between 0 and 1")]
     NotAFraction {
@@ -161,6 +171,11 @@ impl BudgetPolicy {
                 other: "trigger",
                 other_value: self.trigger,
             });
+        }
+        if let Some(pricing) = self.pricing
+            && !pricing.is_priced()
+        {
+            return Err(PolicyError::Unpriced(pricing.rates()));
         }
         if self.warning > self.trigger {
             return Err(PolicyError::Misordered {
@@ -332,6 +347,27 @@ mod tests {
             ..BudgetPolicy::default()
         };
         assert_eq!(bad.validate().unwrap_err(), PolicyError::EmptyWindow);
+        let bad = BudgetPolicy {
+            pricing: Some(CostModel::anthropic().with_rates(Rates {
+                cached_read: -0.1,
+                ..Rates::ANTHROPIC
+            })),
+            ..BudgetPolicy::default()
+        };
+        assert!(matches!(bad.validate(), Err(PolicyError::Unpriced(_))));
+        let bad = BudgetPolicy {
+            pricing: Some(CostModel::openai().with_rates(Rates {
+                input: f64::NAN,
+                ..Rates::OPENAI
+            })),
+            ..BudgetPolicy::default()
+        };
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .starts_with("pricing rates must be non-negative numbers")
+        );
         let bad = BudgetPolicy {
             tool_output_limit_tokens: 3,
             ..BudgetPolicy::default()

@@ -111,7 +111,7 @@ pub struct RaisedAim {
 ///
 /// Computed by `troupe_compaction::economics::receipt` (which names it `Receipt`); it lives
 /// here, as plain data, so a [`CompactionReport`] can carry it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompactionReceipt {
     /// Request tokens before the compaction.
     pub tokens_before: usize,
@@ -131,6 +131,10 @@ pub struct CompactionReceipt {
     /// (fresh rate − cached rate) − summarizer_billed`; negative when the compaction costs
     /// more than it saves.
     pub net_saving: f64,
+    /// The cost model it was priced under (`openai` or `anthropic`: the agent's provider's
+    /// caching when its policy names it, else `openai`).
+    #[serde(default)]
+    pub pricing: String,
 }
 
 /// The outcome of one compaction.

@@ -196,6 +196,9 @@ pub mod semconv {
     /// `troupe.compaction.receipt.net_saving`: what the compaction saves over those calls, less
     /// what it re-bills and its summarizer cost (uncached-input-token units; negative: a loss).
     pub const COMPACTION_RECEIPT_NET_SAVING: &str = "troupe.compaction.receipt.net_saving";
+    /// `troupe.compaction.receipt.pricing`: the cost model the receipt was priced under
+    /// (`openai` or `anthropic`).
+    pub const COMPACTION_RECEIPT_PRICING: &str = "troupe.compaction.receipt.pricing";
     /// `troupe.input`: the transcript file a CLI operation read.
     pub const INPUT: &str = "troupe.input";
     /// `troupe.archive`: the archive file a CLI operation read.

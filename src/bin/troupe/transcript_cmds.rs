@@ -261,7 +261,7 @@ fn print_cost(r: &ReplayReport, cost: &ReplayCost) {
     for (i, receipt) in r
         .compactions
         .iter()
-        .filter_map(|row| row.receipt)
+        .filter_map(|row| row.receipt.as_ref())
         .enumerate()
     {
         println!(

@@ -345,7 +345,7 @@ async fn ask_route(
             .directory
             .ask_job(
                 COMPRESSION_AGENT,
-                |reply| CompressorJob::Compact(request, reply),
+                |reply| CompressorJob::Compact(Box::new(request), reply),
                 trace,
                 COMPACTION_TIMEOUT,
             )
@@ -395,6 +395,7 @@ async fn compact_here(
         focus: request.focus.clone(),
         trigger: request.trigger,
         token_cache: request.in_process.token_cache.clone(),
+        lead: request.lead,
         ..CompactOptions::default()
     };
     let mechanical = MechanicalSummarizer::new();

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use troupe_compaction::economics::Lead;
 use troupe_compaction::tokens::TokenCache;
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
 use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply, ToolDefinition};
@@ -18,7 +19,7 @@ pub enum CompressorJob {
     /// Compact one agent's conversation: the validated compaction (possibly "no compaction
     /// needed", or an automatic trigger the anti-thrash guard skipped; the report says which).
     Compact(
-        CompactionRequest,
+        Box<CompactionRequest>,
         Reply<Result<Compaction, CompactionError>>,
     ),
     /// Write the summary of a closed scope: the summary text, trimmed and never empty.
@@ -62,6 +63,10 @@ pub struct CompactionRequest {
     /// What the summaries should keep in view (`/compact the parser bug`); not the agent's
     /// instructions (its system prompt).
     pub focus: Option<String>,
+    /// When the answer is applied (a compaction worked ahead lands turns later): the
+    /// minimum-gain rule weighs it there. Absent from an older peer's request: the next turn.
+    #[serde(default)]
+    pub lead: Lead,
     /// What only an asker in this process can give.
     #[serde(skip)]
     pub in_process: InProcess,
@@ -83,6 +88,7 @@ impl CompactionRequest {
             policy,
             trigger,
             focus: None,
+            lead: Lead::NextTurn,
             in_process: InProcess::default(),
         }
     }

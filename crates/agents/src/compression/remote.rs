@@ -61,7 +61,7 @@ impl WireJob for CompactionRequest {
                 .map(RemoteCompaction::from)
                 .map_err(|e| e.to_string())
         });
-        CompressorJob::Compact(self, reply)
+        CompressorJob::Compact(Box::new(self), reply)
     }
 }
 

@@ -44,7 +44,8 @@ pub(crate) struct CompressorTask {
 
 enum Work {
     Compact {
-        request: CompactionRequest,
+        /// Boxed: a request is many times the size of a scope's.
+        request: Box<CompactionRequest>,
         reply: Reply<Result<Compaction, CompactionError>>,
         /// Tokens left to the hard limit when it was asked.
         room: i64,
@@ -60,7 +61,7 @@ impl CompressorTask {
     /// one): its room is the context window less the conversation's tokens.
     pub(crate) fn compact(
         compressor: Arc<Compressor>,
-        request: CompactionRequest,
+        request: Box<CompactionRequest>,
         reply: Reply<Result<Compaction, CompactionError>>,
         trace: TraceContext,
     ) -> Self {
@@ -169,7 +170,7 @@ impl Task for CompressorTask {
         async move {
             match work {
                 Work::Compact { request, reply, .. } => {
-                    reply.send(compact(&compressor, request, &trace).await);
+                    reply.send(compact(&compressor, *request, &trace).await);
                 }
                 Work::Scope(request, reply) => {
                     reply.send(summarize_scope(&request, &compressor.name).await);
@@ -219,6 +220,7 @@ async fn compact(
         trigger: request.trigger,
         guard: lock(&compressor.guards).get(&request.agent).copied(),
         token_cache: request.in_process.token_cache.clone(),
+        lead: request.lead,
         ..CompactOptions::default()
     };
     let steering = ModelSteering {

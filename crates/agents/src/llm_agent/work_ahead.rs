@@ -29,11 +29,13 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use tokio::task::JoinHandle;
+use troupe_compaction::economics::Lead;
 use troupe_compaction::{CompactTrigger, Compaction, Splice};
 use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
 
 use super::LlmAgent;
 use super::context::InFlightCompaction;
+use crate::compression::CompactionRequest;
 use crate::compression::client::{
     CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
 };
@@ -83,6 +85,10 @@ pub(super) struct WorkAheadState {
     /// size (a step past the last one's), so a skipped job is retried before the trigger
     /// instead of leaving the trigger to compact blocking, yet not after every turn.
     retry_from: Option<usize>,
+    /// How many turns the last job that ran took to land (`None`: none has yet): the next job
+    /// tells the minimum-gain rule, which judges whether the window needs it where its answer
+    /// will land rather than where it starts ([`Lead`]).
+    lead: Option<u32>,
 }
 
 impl WorkAheadState {
@@ -123,6 +129,35 @@ impl WorkAheadState {
 fn id_loan(messages: usize) -> usize {
     4 * messages + 64
 }
+
+/// The turns `pending` took to land: the model turns taken since its snapshot, plus the one
+/// its answer goes in before. When the agent had to wait for it (`waited`), the turns it would
+/// have needed are scaled up by the share of the job's time spent waiting; `None` when it was
+/// waited for before any turn went by (nothing says how long a turn takes).
+fn lead_turns(pending: &Pending, now: &[Arc<ChatMessage>], waited: Duration) -> Option<u32> {
+    let taken = now
+        .get(pending.snapshot.len()..)
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .count();
+    let turns = taken as f64 + 1.0;
+    let total = pending.started.elapsed().as_secs_f64();
+    let going_on = total - waited.as_secs_f64();
+    let needed = if waited.is_zero() {
+        turns
+    } else if taken == 0 || going_on <= 0.0 {
+        return None;
+    } else {
+        (turns * total / going_on).ceil()
+    };
+    // A bound far beyond any window's turns: one slow job does not make every later one
+    // unweighable for good.
+    Some(needed.min(f64::from(MAX_LEAD_TURNS)) as u32)
+}
+
+/// The largest lead a job is measured to have.
+const MAX_LEAD_TURNS: u32 = 256;
 
 /// Whether the last assistant message that called tools still waits for a result.
 pub(super) fn has_open_tool_calls(messages: &[Arc<ChatMessage>]) -> bool {
@@ -205,7 +240,10 @@ impl LlmAgent {
         {
             return;
         }
-        let request = self.compaction_request(CompactTrigger::Automatic, None, &ctx.name);
+        let request = CompactionRequest {
+            lead: self.ahead.lead.map_or(Lead::Unknown, Lead::Turns),
+            ..self.compaction_request(CompactTrigger::Automatic, None, &ctx.name)
+        };
         let caller = OwnedCaller {
             directory: ctx.directory.clone(),
             events: ctx.events.clone(),
@@ -291,8 +329,15 @@ impl LlmAgent {
         ctx: &AgentContext,
     ) {
         let splicing = Instant::now();
+        // Measured before the splice replaces the snapshot's messages.
+        let lead = lead_turns(&pending, self.conversation.messages(), waited);
         let outcome = self.splice_in(&pending, answer);
         let spliced = matches!(outcome, Ok(true));
+        if spliced && lead.is_some() {
+            // Only a job that ran says how long one takes: a declined or skipped one answers
+            // at once.
+            self.ahead.lead = lead;
+        }
         let outcome = outcome.map(|_| ());
         if !spliced && self.conversation.mark() == pending.loan.1 {
             // Nothing took an id since the loan: hand the compaction's ids back.
@@ -354,8 +399,9 @@ impl LlmAgent {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
-    use troupe_runtime::ToolCall;
+    use troupe_runtime::{Conversation, ToolCall};
 
     use super::*;
 
@@ -379,5 +425,40 @@ mod tests {
         messages.push(ChatMessage::assistant("done"));
         assert!(!has_open_tool_calls(&shared(messages)));
         assert!(!has_open_tool_calls(&[]));
+    }
+
+    #[tokio::test]
+    async fn a_job_measures_the_turns_it_took_to_land() {
+        let snapshot = shared(vec![ChatMessage::user("go"), ChatMessage::assistant("ok")]);
+        let mark = Conversation::new().mark();
+        let pending = Pending {
+            snapshot: snapshot.clone(),
+            tokens: 0,
+            request_tokens: 0,
+            epoch: 0,
+            answer: tokio::spawn(std::future::pending()),
+            started: Instant::now().checked_sub(Duration::from_secs(10)).unwrap(),
+            span: tracing::Span::none(),
+            loan: (mark, mark),
+        };
+        let call = vec![ToolCall::new("a", "read", "{}")];
+        let mut now = snapshot.clone();
+        now.extend(shared(vec![
+            ChatMessage::user("more"),
+            ChatMessage::assistant_tool_calls(None, call),
+            ChatMessage::tool_result("a", "text"),
+            ChatMessage::assistant("read it"),
+        ]));
+        // Two model turns went by, and the answer goes in before the third.
+        assert_eq!(lead_turns(&pending, &now, Duration::ZERO), Some(3));
+        // Waited for half of its ten seconds: it needed twice the turns it had.
+        assert_eq!(lead_turns(&pending, &now, Duration::from_secs(5)), Some(6));
+        // Waited for before any turn went by: nothing says how long a turn takes.
+        assert_eq!(
+            lead_turns(&pending, &snapshot, Duration::from_secs(5)),
+            None
+        );
+        // Landed before the next turn.
+        assert_eq!(lead_turns(&pending, &snapshot, Duration::ZERO), Some(1));
     }
 }

@@ -67,7 +67,7 @@ async fn run_job(team: &Team, request: CompactionRequest) -> Result<Compaction, 
     team.directory()
         .ask_job(
             COMPRESSION_AGENT,
-            |reply| CompressorJob::Compact(request, reply),
+            |reply| CompressorJob::Compact(Box::new(request), reply),
             TraceContext::new_root(),
             Duration::from_secs(60),
         )
@@ -83,6 +83,7 @@ fn job(conversation: Conversation) -> CompactionRequest {
         policy: policy(),
         trigger: CompactTrigger::Manual,
         focus: None,
+        lead: Default::default(),
         in_process: InProcess::default(),
     }
 }

@@ -45,13 +45,14 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
         policy: policy.clone(),
         trigger: CompactTrigger::Manual,
         focus: None,
+        lead: Default::default(),
         in_process: InProcess::default(),
     };
     let compaction: Result<Compaction, CompactionError> = team
         .directory()
         .ask_job(
             COMPRESSION_AGENT,
-            |reply| CompressorJob::Compact(job, reply),
+            |reply| CompressorJob::Compact(Box::new(job), reply),
             TraceContext::new_root(),
             Duration::from_secs(600),
         )

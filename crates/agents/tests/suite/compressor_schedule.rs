@@ -145,6 +145,7 @@ fn request(agent: &str, files: usize) -> CompactionRequest {
         policy,
         trigger: CompactTrigger::Manual,
         focus: None,
+        lead: Default::default(),
         in_process: InProcess::default(),
     }
 }
@@ -165,7 +166,7 @@ async fn compact(
     directory
         .ask_job(
             COMPRESSION_AGENT,
-            |reply| CompressorJob::Compact(request, reply),
+            |reply| CompressorJob::Compact(Box::new(request), reply),
             TraceContext::new_root(),
             PATIENCE,
         )
@@ -477,7 +478,7 @@ async fn a_job_that_panics_frees_its_agent_and_its_worker() {
             .directory()
             .ask_job(
                 COMPRESSION_AGENT,
-                |reply| CompressorJob::Compact(request("coder", 5), reply),
+                |reply| CompressorJob::Compact(Box::new(request("coder", 5)), reply),
                 TraceContext::new_root(),
                 PATIENCE,
             )

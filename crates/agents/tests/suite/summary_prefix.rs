@@ -159,13 +159,14 @@ async fn each_request_of_the_four_tool_loop_extends_the_one_before() {
         },
         trigger: CompactTrigger::Manual,
         focus: None,
+        lead: Default::default(),
         in_process: InProcess::default(),
     };
     let compaction = team
         .directory()
         .ask_job(
             COMPRESSION_AGENT,
-            |reply| CompressorJob::Compact(request, reply),
+            |reply| CompressorJob::Compact(Box::new(request), reply),
             TraceContext::new_root(),
             Duration::from_secs(60),
         )

@@ -178,13 +178,14 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
         },
         trigger: CompactTrigger::Manual,
         focus: None,
+        lead: Default::default(),
         in_process: InProcess::default(),
     };
     let compaction = team
         .directory()
         .ask_job(
             COMPRESSION_AGENT,
-            |reply| CompressorJob::Compact(job, reply),
+            |reply| CompressorJob::Compact(Box::new(job), reply),
             TraceContext::new_root(),
             Duration::from_secs(60),
         )

@@ -308,7 +308,7 @@ async fn compact_at(
         reached: result.report.reached,
         reason: result.report.reason.clone(),
         trigger: at.trigger,
-        receipt: result.report.receipt,
+        receipt: result.report.receipt.clone(),
     };
     observer.on_compaction(&ReplayedCompaction {
         row: &row,

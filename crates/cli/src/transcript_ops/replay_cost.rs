@@ -221,7 +221,7 @@ impl<'a> CostMeter<'a> {
     pub fn finish(self, report: &mut ReplayReport) {
         let rates = self.model.rates();
         for (row, receipt) in report.compactions.iter_mut().zip(&self.receipts) {
-            row.receipt = Some(*receipt);
+            row.receipt = Some(receipt.clone());
         }
         report.cost = Some(ReplayCost {
             model: self.model.name().to_string(),
@@ -369,7 +369,7 @@ mod tests {
         let cost = report.cost.unwrap();
         assert_eq!(cost.agent_calls, 2);
         assert_eq!(cost.compaction_calls, usage.calls);
-        let receipt = report.compactions[0].receipt.unwrap();
+        let receipt = report.compactions[0].receipt.clone().unwrap();
         assert!((receipt.summarizer_billed - cost.compaction_billed).abs() < 1e-9);
         cost.compaction_billed
     }

@@ -14,13 +14,16 @@
 //!
 //! Conversations under 8,192 tokens are not weighed (see [`MIN_WEIGHED_TOKENS`]).
 //!
-//! **The window needs it** when the conversation, grown by one mean turn, plus the largest
-//! room troupe keeps for an answer (a quarter of the window: the output reserve's cap), would
-//! not fit the window: then the compaction runs whatever it costs. Manual and emergency
+//! **The window needs it** when the conversation, grown by the mean turns it grows before the
+//! answer lands (one for a blocking compaction, more for one worked ahead: [`Lead`]), plus the
+//! largest room troupe keeps for an answer (a quarter of the window: the output reserve's cap),
+//! would not fit the window: then the compaction runs whatever it costs. A lead not known yet
+//! always needs it. Manual and emergency
 //! compactions are never declined (the caller applies the rule to rate-limited triggers only).
 
 use troupe_runtime::{MessageKind, Role};
 
+use super::Lead;
 use super::model::CostModel;
 use crate::session::{CompactionSession, is_masked};
 use crate::tokens::TokenCounter;
@@ -46,15 +49,18 @@ pub(crate) struct PlannedGain {
     pub(crate) per_turn: f64,
     pub(crate) expected_turns: f64,
     pub(crate) context_window: usize,
+    /// The turns until the answer is applied.
+    pub(crate) lead: Lead,
 }
 
 impl PlannedGain {
     /// The plan of `session`, whose next turns are counted to `trigger_tokens`; `summarizes`
-    /// says whether a summarizer is at hand.
+    /// says whether a summarizer is at hand, `lead` when its answer is applied.
     pub(crate) fn of(
         session: &CompactionSession<'_>,
         counter: &dyn TokenCounter,
         summarizes: bool,
+        lead: Lead,
     ) -> PlannedGain {
         let status = session.verify_target();
         let messages = session.messages();
@@ -111,14 +117,18 @@ impl PlannedGain {
             per_turn,
             expected_turns,
             context_window: policy.context_window,
+            lead,
         }
     }
 
-    /// Whether the request, one mean turn from now and with the largest answer room, would
-    /// not fit the window.
+    /// Whether the request, grown by the mean turns until the answer lands and with the
+    /// largest answer room, would not fit the window (always, when the lead is unknown).
     pub(crate) fn window_needs_it(&self) -> bool {
+        let Some(turns) = self.lead.turns() else {
+            return true;
+        };
         let window = self.context_window as f64;
-        self.tokens_before as f64 + self.per_turn > window * (1.0 - LARGEST_RESERVE_SHARE)
+        self.tokens_before as f64 + self.per_turn * turns > window * (1.0 - LARGEST_RESERVE_SHARE)
     }
 
     /// What the compaction saves over the expected turns, what it re-bills, and the net, under
@@ -167,6 +177,7 @@ mod tests {
             per_turn,
             expected_turns: turns,
             context_window: 32_000,
+            lead: Lead::NextTurn,
         }
     }
 
@@ -205,5 +216,26 @@ mod tests {
         let p = plan(22_000, 12_000, 100, 2_000.0, 1.0);
         assert!(!p.window_needs_it());
         assert!(p.declines(&CostModel::openai()).is_some());
+    }
+
+    #[test]
+    fn a_compaction_worked_ahead_is_judged_where_it_lands() {
+        // 18_000 + 2_000 < 24_000: one turn ahead the window has room, so it is declined…
+        let next = plan(18_000, 12_000, 100, 2_000.0, 1.0);
+        assert!(next.declines(&CostModel::openai()).is_some());
+        // …but an answer that lands four turns later must start now (18_000 + 8_000 > 24_000),
+        // and one whose lead is not known yet is never declined.
+        for lead in [Lead::Turns(4), Lead::Unknown] {
+            let ahead = PlannedGain { lead, ..next };
+            assert!(ahead.window_needs_it(), "{lead:?}");
+            assert_eq!(ahead.declines(&CostModel::openai()), None, "{lead:?}");
+        }
+        // Three turns still leave room (18_000 + 6_000 is not over 24_000): the rule weighs it
+        // as any other.
+        let ahead = PlannedGain {
+            lead: Lead::Turns(3),
+            ..next
+        };
+        assert!(ahead.declines(&CostModel::openai()).is_some());
     }
 }

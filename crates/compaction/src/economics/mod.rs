@@ -16,7 +16,8 @@
 //!   kept, the tokens it re-bills and its net saving over the expected turns.
 //!
 //! - The minimum-gain rule (`min_gain.rs`): an automatic compaction whose planned receipt
-//!   nets a loss is declined before it runs, unless the window needs it.
+//!   nets a loss is declined before it runs, unless the window needs it by the time its answer
+//!   lands ([`Lead`]).
 //!
 //! - [`cost_aware_target`]: how far an automatic compaction shrinks, chosen by minimising the
 //!   billed input per turn ([`billed_per_turn`]) rather than fixed at 40 %.
@@ -24,6 +25,7 @@
 //! Prices are in units of one uncached input token ("billed-equivalent input tokens").
 
 mod cache;
+mod lead;
 pub(crate) mod min_gain;
 mod model;
 mod prompt;
@@ -34,6 +36,7 @@ pub use cache::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_TTL_SECS, Bill, CallBill, MIN_CACHED_TOKENS,
     OPENAI_CACHE_STEP, PromptCache,
 };
+pub use lead::Lead;
 pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
 pub use prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
 pub use receipt::{Receipt, expected_turns, receipt, summarizer_billed};

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 /// Prices per input token, in units of one uncached input token (so a bill reads as
 /// "billed-equivalent input tokens" whatever the currency).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Rates {
     /// An input token read without the cache.
     pub input: f64,
@@ -71,10 +71,12 @@ pub enum RatesError {
 }
 
 /// A provider's prompt cache and its rates: which emulation [`super::PromptCache`] runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CostModel {
     /// Automatic prefix caching: any prefix of an earlier prompt from 1024 tokens on, in
     /// 128-token steps.
+    #[serde(rename = "openai")]
     OpenAi(Rates),
     /// Explicit breakpoints (at most 4), entries living 5 minutes from their last use.
     Anthropic(Rates),
@@ -104,6 +106,15 @@ impl CostModel {
             CostModel::OpenAi(_) => CostModel::OpenAi(rates),
             CostModel::Anthropic(_) => CostModel::Anthropic(rates),
         }
+    }
+
+    /// Whether its rates are prices (finite, not negative): a policy from another node or a
+    /// file is checked with it.
+    pub fn is_priced(&self) -> bool {
+        let r = self.rates();
+        [r.input, r.cached_read, r.cache_write]
+            .iter()
+            .all(|v| v.is_finite() && *v >= 0.0)
     }
 
     /// `openai` or `anthropic`.

@@ -70,6 +70,7 @@ pub fn receipt<B: Borrow<ChatMessage>, A: Borrow<ChatMessage>>(
         summarizer_billed,
         expected_turns,
         net_saving,
+        pricing: model.name().to_string(),
     }
 }
 

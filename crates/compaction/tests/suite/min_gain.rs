@@ -2,6 +2,7 @@
 //! over the turns until the next one is declined before it runs — never a manual or emergency
 //! one, and never when the window needs it.
 
+use troupe_compaction::economics::CostModel;
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::{BudgetPolicy, CompactOptions, CompactTrigger, Compaction, compact};
 use troupe_runtime::{ChatMessage, Conversation, ToolCall};
@@ -47,6 +48,14 @@ fn session(tokens: usize) -> Conversation {
 }
 
 fn run(conversation: &Conversation, trigger: CompactTrigger) -> Compaction {
+    run_priced(conversation, trigger, None)
+}
+
+fn run_priced(
+    conversation: &Conversation,
+    trigger: CompactTrigger,
+    pricing: Option<CostModel>,
+) -> Compaction {
     let options = CompactOptions {
         trigger,
         ..CompactOptions::default()
@@ -54,7 +63,10 @@ fn run(conversation: &Conversation, trigger: CompactTrigger) -> Compaction {
     block_on(compact(
         conversation,
         &FileLedger::new(),
-        &policy(),
+        &BudgetPolicy {
+            pricing,
+            ..policy()
+        },
         &CharEstimateCounter,
         None,
         options,
@@ -108,4 +120,40 @@ fn an_automatic_compaction_runs_when_the_window_needs_it() {
         "{}",
         compaction.report.reason
     );
+}
+
+#[test]
+fn a_policy_that_names_its_pricing_is_weighed_under_it_alone() {
+    // Unnamed, a compaction is declined when it loses under either provider's caching; named,
+    // only under that one. The system prompt is the prefix a compaction keeps cached: as it
+    // grows, less is re-billed, and somewhere the two providers disagree (Anthropic's cache
+    // write makes a rewrite dearer).
+    let mut disagree = 0;
+    for system_tokens in (6_000..=12_000).step_by(250) {
+        let mut conversation = Conversation::new();
+        conversation.push(ChatMessage::system(
+            "Keep to the rules. ".repeat(system_tokens / 5),
+        ));
+        for m in session(20_000 - system_tokens)
+            .to_messages()
+            .into_iter()
+            .skip(1)
+        {
+            conversation.push(m);
+        }
+        let declined = |pricing| {
+            run_priced(&conversation, CompactTrigger::Automatic, pricing)
+                .report
+                .skipped
+        };
+        let either = declined(None);
+        let openai = declined(Some(CostModel::openai()));
+        let anthropic = declined(Some(CostModel::anthropic()));
+        assert_eq!(either, openai || anthropic, "{system_tokens} system tokens");
+        if openai != anthropic {
+            assert!(anthropic && !openai, "{system_tokens} system tokens");
+            disagree += 1;
+        }
+    }
+    assert!(disagree > 0, "the two providers never disagreed");
 }

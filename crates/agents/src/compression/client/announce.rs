@@ -35,6 +35,7 @@ pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> t
         { semconv::COMPACTION_RECEIPT_SUMMARIZER_BILLED } = tracing::field::Empty,
         { semconv::COMPACTION_RECEIPT_EXPECTED_TURNS } = tracing::field::Empty,
         { semconv::COMPACTION_RECEIPT_NET_SAVING } = tracing::field::Empty,
+        { semconv::COMPACTION_RECEIPT_PRICING } = tracing::field::Empty,
     )
 }
 
@@ -114,6 +115,10 @@ fn record_report(span: &tracing::Span, report: &CompactionReport) {
             receipt.expected_turns,
         );
         span.record(semconv::COMPACTION_RECEIPT_NET_SAVING, receipt.net_saving);
+        span.record(
+            semconv::COMPACTION_RECEIPT_PRICING,
+            receipt.pricing.as_str(),
+        );
     }
 }
 
@@ -209,6 +214,8 @@ impl Announcement {
 impl Drop for Announcement {
     fn drop(&mut self) {
         if !self.ended {
+            // The span says so too: a trace shows how a cancelled compaction ended.
+            self.span.record(semconv::COMPACTION_REASON, "cancelled");
             let event = self.failed(&CompactError::Cancelled);
             self.events.publish(Some(self.trace), event);
         }

@@ -10,11 +10,12 @@ use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::{BudgetPolicy, Compaction};
 use troupe_runtime::ChatMessage;
 
-/// The cost model receipts are priced under: OpenAI's automatic prefix caching at its default
-/// rates (cached input at a tenth). A receipt is an estimate for the trace; `troupe replay
-/// --cost` prices a whole session under either model.
-pub(crate) fn receipt_cost_model() -> CostModel {
-    CostModel::openai()
+/// The cost model receipts are priced under: the policy's pricing (the agent's provider's
+/// cache), else OpenAI's automatic prefix caching at its default rates (cached input at a
+/// tenth). A receipt is an estimate for the trace; `troupe replay --cost` prices a whole
+/// session under either model.
+pub(crate) fn receipt_cost_model(policy: &BudgetPolicy) -> CostModel {
+    policy.pricing.unwrap_or_else(CostModel::openai)
 }
 
 /// Price `compaction` of the conversation `before` (compacted under `policy`) and put the
@@ -30,7 +31,7 @@ pub(crate) fn attach_receipt(
     if !compaction.changed() || compaction.report.receipt.is_some() {
         return;
     }
-    let model = receipt_cost_model();
+    let model = receipt_cost_model(policy);
     let report = &compaction.report;
     let summarizer_billed = economics::summarizer_billed(&report.summarizer, &model);
     let turns = economics::expected_turns(
