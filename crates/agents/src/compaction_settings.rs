@@ -6,6 +6,8 @@ use std::sync::{Arc, OnceLock};
 use troupe_compaction::BudgetPolicy;
 use troupe_compaction::tokens::{TiktokenCounter, TokenCounter};
 
+use crate::compression::hooks::CompactionHooks;
+
 /// An agent's compaction settings (the `[compaction]` section of the config).
 #[derive(Clone)]
 pub struct CompactionSettings {
@@ -31,6 +33,9 @@ pub struct CompactionSettings {
     /// When the agent asks for a compaction ahead of the trigger and goes on working while it
     /// runs (see [`WorkAhead`]).
     pub work_ahead: WorkAhead,
+    /// Closures that see every compaction before and after it runs (see
+    /// [`CompactionHooks`]); none by default.
+    pub hooks: CompactionHooks,
 }
 
 /// When an agent starts a background compaction: a snapshot of its conversation, taken at a
@@ -61,6 +66,7 @@ impl Default for CompactionSettings {
             recall_tool: true,
             output_reserve: None,
             work_ahead: WorkAhead::default(),
+            hooks: CompactionHooks::default(),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use troupe_runtime::ChatModel;
+use troupe_runtime::{ChatMessage, ChatModel};
 
 use crate::compaction_settings::CompactionSettings;
 use troupe_tools::{RegistryError, Tool, ToolRegistry};
@@ -46,6 +46,9 @@ pub struct AgentSpec {
     pub compaction: CompactionSettings,
     /// The session log the agent keeps its conversation in (see [`AgentSpec::session`]).
     pub session: Option<PathBuf>,
+    /// Messages every conversation of the agent starts with, after the system prompt, pinned:
+    /// compaction never touches them (see [`AgentSpec::pin`]).
+    pub pinned: Vec<ChatMessage>,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -75,6 +78,7 @@ impl AgentSpec {
             team_messaging: false,
             compaction: CompactionSettings::default(),
             session: None,
+            pinned: Vec::new(),
         }
     }
 
@@ -137,6 +141,28 @@ impl AgentSpec {
     /// compaction from the log. One log belongs to one agent at a time.
     pub fn session(mut self, path: impl Into<PathBuf>) -> Self {
         self.session = Some(path.into());
+        self
+    }
+
+    /// With one more pinned message (a project's rules file as a system or user message):
+    /// every conversation the agent starts holds it after the system prompt, and compaction
+    /// keeps it byte-identical, as it keeps the protected messages — a target it puts out of
+    /// reach is reported as the pins'. A conversation resumed from a session log keeps the
+    /// pins it was written with.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use troupe_agents::AgentSpec;
+    /// use troupe_agents::model::{ScriptedModel, ScriptedReply};
+    /// use troupe_runtime::ChatMessage;
+    ///
+    /// let model = Arc::new(ScriptedModel::new("demo", [ScriptedReply::text("ok")]));
+    /// let spec = AgentSpec::new("coder", model)
+    ///     .pin(ChatMessage::user("Project rules: never force-push."));
+    /// assert_eq!(spec.pinned.len(), 1);
+    /// ```
+    pub fn pin(mut self, message: ChatMessage) -> Self {
+        self.pinned.push(message);
         self
     }
 

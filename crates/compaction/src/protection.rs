@@ -3,11 +3,17 @@
 //! The system prompt frames everything, the first user message is the task, and the last few
 //! user/assistant messages are what the agent is working on right now. Tool results between
 //! those recent messages are *not* protected: they are usually the bulk of the tokens.
+//!
+//! Pinned messages ([`ChatMessage::pinned`]: a project's rules, a message a compaction hook
+//! pinned) are protected the same way, so every check that keeps protected messages
+//! byte-identical keeps them too. A pinned tool result pins the assistant message that called
+//! it: a summary must keep a call with its results.
 
 use serde::{Deserialize, Serialize};
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
 use crate::id_hash::IdMap;
+use crate::pairing::owners;
 
 /// Why a message is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +25,8 @@ pub enum ProtectionReason {
     FirstUserMessage,
     /// One of the last N user/assistant messages.
     Recent,
+    /// Pinned by the agent's spec or a compaction hook (or the call of a pinned tool result).
+    Pinned,
 }
 
 impl std::fmt::Display for ProtectionReason {
@@ -27,6 +35,7 @@ impl std::fmt::Display for ProtectionReason {
             ProtectionReason::SystemPrompt => "the system prompt",
             ProtectionReason::FirstUserMessage => "the first user message",
             ProtectionReason::Recent => "one of the most recent user/assistant messages",
+            ProtectionReason::Pinned => "a pinned message",
         })
     }
 }
@@ -48,8 +57,9 @@ pub struct IdRange {
 
 impl ProtectedSet {
     /// The protected messages of `messages`: the leading system (or developer) message, the
-    /// first user message and the last `recent` user/assistant messages (display-only messages
-    /// never count).
+    /// first user message that is not pinned (the task; a pinned rules message injected ahead
+    /// of it is not the task), the last `recent` user/assistant messages (display-only messages
+    /// never count), and the pinned messages with the calls of pinned tool results.
     pub fn compute(messages: &[ChatMessage], recent: usize) -> Self {
         let mut reasons = IdMap::default();
         let mut remaining = recent;
@@ -66,6 +76,7 @@ impl ProtectedSet {
         }
         let first_user = messages.iter().find(|m| {
             m.role == Role::User
+                && !m.pinned
                 && !matches!(m.kind, MessageKind::DisplayOnly | MessageKind::Summary)
         });
         if let Some(first_user) = first_user {
@@ -74,7 +85,28 @@ impl ProtectedSet {
         if let Some(system) = messages.first().filter(|m| m.role.is_instructions()) {
             reasons.insert(system.id, ProtectionReason::SystemPrompt);
         }
+        if messages.iter().any(|m| m.pinned) {
+            let owners = owners(messages);
+            for (i, message) in messages.iter().enumerate().filter(|(_, m)| m.pinned) {
+                reasons.insert(message.id, ProtectionReason::Pinned);
+                if let Some(call) = owners[i] {
+                    reasons
+                        .entry(messages[call].id)
+                        .or_insert(ProtectionReason::Pinned);
+                }
+            }
+        }
         ProtectedSet { reasons }
+    }
+
+    /// The pinned messages of `messages` and their tokens (as `tokens` counts them), for the
+    /// report's word on a target the pins put out of reach.
+    pub(crate) fn pinned_tokens(messages: &[ChatMessage], tokens: &[usize]) -> (usize, usize) {
+        messages
+            .iter()
+            .zip(tokens)
+            .filter(|(m, _)| m.pinned)
+            .fold((0, 0), |(n, sum), (_, t)| (n + 1, sum + t))
     }
 
     /// Whether `id` is protected.

@@ -53,13 +53,13 @@ pub enum InvariantViolation {
         /// Results after.
         kept: usize,
     },
-    /// A protected message is gone.
+    /// A protected message is gone (pinned messages are protected).
     #[error("protected message {id} is missing from the result")]
     ProtectedMissing {
         /// The protected message's id.
         id: MessageId,
     },
-    /// A protected message changed.
+    /// A protected message changed (a pinned one's pin is part of what must not change).
     #[error("protected message {id} was changed")]
     ProtectedChanged {
         /// The protected message's id.

@@ -184,6 +184,63 @@ pub struct CompactionReport {
     /// conversation). Absent in reports written before receipts existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<CompactionReceipt>,
+    /// What the agent's compaction hooks asked for and how it went: a veto honoured or
+    /// ignored, a pin of an unknown message, a preserve hint missing from the result. Absent
+    /// when no hook said anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hook_notes: Vec<HookNote>,
+}
+
+/// What became of one request of an agent's before-compaction hook (see
+/// `troupe_agents::compression::hooks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "note", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum HookNote {
+    /// The hook vetoed the compaction and it was not run (the report is `skipped`).
+    Vetoed {
+        /// The hook's reason.
+        reason: String,
+    },
+    /// The hook vetoed a compaction that must run — an emergency (the provider refused the
+    /// request as too long) or a person's `/compact` — so the veto was ignored.
+    VetoIgnored {
+        /// What asked for the compaction.
+        trigger: CompactTrigger,
+        /// The hook's reason.
+        reason: String,
+    },
+    /// The hook pinned a message the conversation does not hold; nothing was pinned for it.
+    UnknownPin {
+        /// The id the hook named.
+        id: crate::MessageId,
+    },
+    /// A preserve hint the compacted conversation does not contain.
+    HintMissing {
+        /// The hint's text.
+        hint: String,
+    },
+}
+
+impl fmt::Display for HookNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HookNote::Vetoed { reason } => {
+                write!(f, "vetoed by the before-compaction hook: {reason}")
+            }
+            HookNote::VetoIgnored { trigger, reason } => write!(
+                f,
+                "the before-compaction hook's veto ({reason}) was ignored: a {trigger} compaction always runs"
+            ),
+            HookNote::UnknownPin { id } => write!(
+                f,
+                "the before-compaction hook pinned {id}, which the conversation does not hold"
+            ),
+            HookNote::HintMissing { hint } => {
+                write!(f, "the preserve hint {hint:?} is missing from the result")
+            }
+        }
+    }
 }
 
 /// Fields that were added later are left out while zero, so a report of a run without them is

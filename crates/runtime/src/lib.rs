@@ -35,7 +35,8 @@ mod trace_id;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
 pub use compaction_report::{
-    CompactTrigger, CompactionReceipt, CompactionReport, RaisedAim, SummarizerUsage, TierCounts,
+    CompactTrigger, CompactionReceipt, CompactionReport, HookNote, RaisedAim, SummarizerUsage,
+    TierCounts,
 };
 pub use conversation::{Conversation, ConversationMark};
 pub use event::{CompactionMode, Event, EventBus, EventRecord};

@@ -231,6 +231,10 @@ pub struct ChatMessage {
     /// What this message is to troupe (never on the wire).
     #[serde(skip)]
     pub kind: MessageKind,
+    /// Pinned: compaction never touches it, like the protected messages (a project's rules
+    /// injected by the agent's spec, or a message a compaction hook pinned). Never on the wire.
+    #[serde(skip)]
+    pub pinned: bool,
 }
 
 /// The `content` field as it appeared on the wire: absent, `null`, or a value.
@@ -315,7 +319,14 @@ impl ChatMessage {
             extra: WireFields::new(),
             id: MessageId::UNASSIGNED,
             kind: MessageKind::Normal,
+            pinned: false,
         }
+    }
+
+    /// This message, pinned: compaction keeps it byte-identical, like the protected messages.
+    pub fn pinned(mut self) -> Self {
+        self.pinned = true;
+        self
     }
 
     /// A system message.
@@ -387,8 +398,16 @@ pub struct StoredMessage {
     /// stub, or display-only.
     #[serde(default)]
     pub kind: MessageKind,
+    /// Whether compaction must keep it byte-identical; written only when set, so logs of
+    /// unpinned messages keep their bytes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pinned: bool,
     /// The message in the OpenAI shape.
     pub message: ChatMessage,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl From<&ChatMessage> for StoredMessage {
@@ -398,9 +417,11 @@ impl From<&ChatMessage> for StoredMessage {
         let mut message = m.clone();
         message.id = MessageId::UNASSIGNED;
         message.kind = MessageKind::Normal;
+        message.pinned = false;
         StoredMessage {
             id: m.id,
             kind: m.kind,
+            pinned: m.pinned,
             message,
         }
     }
@@ -411,6 +432,7 @@ impl From<StoredMessage> for ChatMessage {
         let mut m = s.message;
         m.id = s.id;
         m.kind = s.kind;
+        m.pinned = s.pinned;
         m
     }
 }
@@ -514,5 +536,22 @@ mod tests {
         let err = "x1".parse::<MessageId>().unwrap_err();
         assert!(err.to_string().contains("x1"));
         assert!("m0".parse::<MessageId>().is_err());
+    }
+
+    #[test]
+    fn a_pin_survives_the_stored_form_and_never_reaches_the_wire() {
+        let mut m = ChatMessage::user("rules").pinned();
+        m.id = MessageId(3);
+        let stored = serde_json::to_string(&StoredMessage::from(&m)).unwrap();
+        assert_eq!(
+            stored,
+            r#"{"id":"m3","kind":"normal","pinned":true,"message":{"role":"user","content":"rules"}}"#
+        );
+        let back: StoredMessage = serde_json::from_str(&stored).unwrap();
+        assert_eq!(ChatMessage::from(back), m);
+        // An unpinned message is stored as before pins existed.
+        m.pinned = false;
+        let plain = serde_json::to_string(&StoredMessage::from(&m)).unwrap();
+        assert!(!plain.contains("pinned"), "{plain}");
     }
 }

@@ -32,6 +32,7 @@ use troupe_runtime::trace::semconv;
 use troupe_runtime::{AskError, CompactionMode, Directory, EventBus, TraceContext};
 
 use crate::compression::COMPRESSION_AGENT;
+use crate::compression::hooks;
 use crate::compression::job::{
     CompactionRequest, CompressorJob, Hurry, ScopeSummaryError, ScopeSummaryRequest,
 };
@@ -312,18 +313,36 @@ impl Started {
         })
     }
 
-    /// Ask the compressor inside the span, and announce how it ended.
+    /// Ask the compressor inside the span — the agent's before hook first, which may pin,
+    /// add preserve hints or veto (`hooks.rs`) — announce how it ended, and show the agent's
+    /// after hook.
     async fn run(self, caller: &CompactionCaller<'_>) -> Result<Compaction, CompactError> {
         let Started {
             route,
-            request,
+            mut request,
             span,
             announcement,
         } = self;
-        // The conversation before, for the receipt (shared messages: a cheap copy).
+        // The conversation before, for the receipt (shared messages: a cheap copy), taken
+        // before the before hook pins anything.
         let before = request.conversation.messages().to_vec();
         let policy = request.policy.clone();
-        let mut outcome = ask_route(caller, route, request).instrument(span).await;
+        let hooks = request.in_process.hooks.clone();
+        let (agent, trigger) = (request.agent.clone(), request.trigger);
+        let asked = async {
+            match hooks::before(&hooks, &mut request, caller.counter).await? {
+                hooks::Before::Vetoed(compaction) => Ok((*compaction, None)),
+                hooks::Before::Proceed(asked) => ask_route(caller, route, request)
+                    .await
+                    .map(|compaction| (compaction, Some(asked))),
+            }
+        };
+        let mut outcome = asked.instrument(span).await.map(|(mut compaction, asked)| {
+            if let Some(asked) = asked {
+                asked.settle(&mut compaction);
+            }
+            compaction
+        });
         if let Ok(compaction) = &mut outcome {
             receipt::attach_receipt(&before, &policy, caller.counter, compaction);
         }
@@ -333,6 +352,9 @@ impl Started {
 }
 
 /// Ask the compressor `route` names; a remote one that cannot be reached is replaced by the
+        if let Ok(compaction) = &outcome {
+            hooks::after(&hooks, &agent, trigger, &before, compaction).await;
+        }
 /// planner on this node.
 async fn ask_route(
     caller: &CompactionCaller<'_>,

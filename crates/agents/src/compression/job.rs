@@ -12,6 +12,8 @@ use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionErro
 use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply, ToolDefinition};
 use troupe_tools::FileLedger;
 
+use super::hooks::CompactionHooks;
+
 /// The compression agent's jobs.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -124,6 +126,8 @@ pub struct InProcess {
 /// messages of one finished part of an agent's work become one short summary.
 #[derive(Clone)]
 pub struct ScopeSummaryRequest {
+    /// The agent's compaction hooks: run on this side of the road, whoever compresses.
+    pub hooks: CompactionHooks,
     /// Whose scope it is.
     pub agent: String,
     /// The scope's label.

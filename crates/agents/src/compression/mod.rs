@@ -4,6 +4,7 @@
 mod agent;
 pub(crate) mod client;
 mod config;
+pub mod hooks;
 mod job;
 mod model_loop;
 mod remote;

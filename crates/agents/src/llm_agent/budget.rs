@@ -132,6 +132,7 @@ impl LlmAgent {
                 agent_model: Some(self.spec.model.clone()),
                 token_cache: Some(self.token_cache.clone()),
                 agent_tools: self.tool_definitions(),
+                hooks: self.spec.compaction.hooks.clone(),
             },
             ..CompactionRequest::new(
                 agent.to_string(),

@@ -21,9 +21,16 @@ use super::tool_span::in_tool_span;
 
 impl LlmAgent {
     pub(super) fn start_request(&mut self, request: &AgentRequest) {
-        if self.conversation.is_empty() && !self.spec.instructions.is_empty() {
-            self.conversation
-                .push(ChatMessage::system(self.spec.instructions.clone()));
+        if self.conversation.is_empty() {
+            if !self.spec.instructions.is_empty() {
+                self.conversation
+                    .push(ChatMessage::system(self.spec.instructions.clone()));
+            }
+            // The spec's pins open every conversation, after the system prompt and before the
+            // task; a resumed one already holds them (the session log keeps the pin).
+            for message in &self.spec.pinned {
+                self.conversation.push(message.clone().pinned());
+            }
         }
         let text = match &request.from {
             Some(from) => format!("[message from agent `{from}`]\n{}", request.text),

@@ -1,5 +1,6 @@
 mod ask_stream;
 mod compaction_road;
+mod compaction_hooks;
 mod compression;
 #[cfg(feature = "local")]
 mod compression_local;
@@ -14,6 +15,7 @@ mod model_replay;
 mod precall;
 mod recall_tool;
 mod session;
+mod pins;
 mod session_log;
 mod session_switch;
 mod summary_prefix;

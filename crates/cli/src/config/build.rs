@@ -1,6 +1,7 @@
 //! Turning configuration into running parts: models, tool registries, agent specs.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use troupe_tools::builtin::{
     shell_tool,
 };
 
+use super::pinned::pinned_message;
 use super::{AgentConfig, Config, ModelConfig, Provider};
 
 /// Why a configured part could not be built.
@@ -45,6 +47,16 @@ pub enum BuildError {
         what: &'static str,
         /// The name asked for.
         name: String,
+    },
+    /// A `pinned` file could not be read.
+    #[error("agent `{agent}`: pinned file {path}: {reason}")]
+    PinnedFile {
+        /// The `[agents]` key.
+        agent: String,
+        /// The file, as resolved.
+        path: PathBuf,
+        /// The reading error, as text.
+        reason: String,
     },
     /// A tool could not be registered.
     #[error("agent `{agent}`: tool `{tool}`: {reason}")]
@@ -243,6 +255,10 @@ impl Config {
             spec = spec.workspace_root(root.clone());
         }
         Ok(spec)
+        for pin in &agent.pinned {
+            let message = pinned_message(name, pin, &spec.workspace_root)?;
+            spec = spec.pin(message);
+        }
     }
 }
 

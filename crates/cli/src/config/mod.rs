@@ -18,6 +18,7 @@
 //! model = "gpt"
 //! instructions = "You are a careful coding assistant."
 //! tools = ["read_file", "grep"]
+//! pinned = [{ file = "RULES.md" }]   # never compacted; also { text = "…", role = "system" }
 //!
 //! [tools]
 //! workspace = "."
@@ -42,6 +43,7 @@
 mod build;
 mod compression;
 mod mcp;
+mod pinned;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -51,6 +53,7 @@ use serde::{Deserialize, Serialize};
 
 pub use build::{BuildError, build_model};
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
+pub use pinned::{PinnedConfig, PinnedRole};
 
 /// A whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -126,6 +129,10 @@ pub struct AgentConfig {
     /// Whether it may ask other agents (the `ask_agent` tool).
     #[serde(default)]
     pub team_messaging: bool,
+    /// Messages every conversation starts with after the system prompt, pinned: compaction
+    /// never touches them (`pinned = [{ file = "RULES.md" }, { text = "…", role = "system" }]`).
+    #[serde(default)]
+    pub pinned: Vec<PinnedConfig>,
 }
 
 /// Tools an agent can name in `tools`.

@@ -158,6 +158,14 @@ impl Config {
                     ));
                 }
             }
+            for (i, pin) in agent.pinned.iter().enumerate() {
+                if pin.file.is_some() == pin.text.is_some() {
+                    return Err(problem(
+                        format!("agents.{name}.pinned[{i}]"),
+                        "needs exactly one of `file` and `text`",
+                    ));
+                }
+            }
             if agent.max_turns == Some(0) {
                 return Err(problem(key("max_turns"), "must be at least 1"));
             }

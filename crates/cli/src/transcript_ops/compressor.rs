@@ -65,6 +65,7 @@ impl Compressor {
                 agent_model: None,
                 token_cache: Some(self.token_cache.clone()),
                 agent_tools: Vec::new(),
+                ..InProcess::default()
             },
             ..request
         };

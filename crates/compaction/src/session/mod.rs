@@ -10,6 +10,7 @@
 mod inline;
 mod metadata;
 mod planner;
+mod preview;
 mod segment;
 mod tool_results;
 
@@ -26,6 +27,7 @@ use troupe_tools::FileLedger;
 
 pub use metadata::{CompressionMetadata, LedgerSummary, MessageMetadata};
 pub use planner::{PlannedStep, PlannerOutcome};
+pub use preview::{CompactionPreview, MessageFate, PlannedMessage, preview};
 // Its operations refuse with this; defined beside `CompactionError` (both are the crate's errors).
 pub use crate::error::Refusal;
 pub(crate) use planner::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
@@ -368,8 +370,10 @@ impl<'a> CompactionSession<'a> {
         self.finish_with_reason(reason)
     }
 
-    /// Finish without compacting because the anti-thrash guard said no.
-    pub(crate) fn finish_skipped(mut self, why: String) -> Result<Compaction, CompactionError> {
+    /// Finish without compacting, because something said no (the anti-thrash guard, the
+    /// minimum-gain rule, an agent's before-compaction hook): the conversation is returned
+    /// unchanged, the report `skipped`, its reason `compaction skipped: {why}`.
+    pub fn finish_skipped(mut self, why: String) -> Result<Compaction, CompactionError> {
         self.messages = self.before.clone();
         let mut compaction = self.finish_with_reason(format!("compaction skipped: {why}"))?;
         compaction.report.skipped = true;
@@ -413,6 +417,7 @@ impl<'a> CompactionSession<'a> {
             freeable_tokens_after,
             raised_aim,
             receipt: None,
+            hook_notes: Vec::new(),
         };
         Ok(Compaction {
             messages: self.messages,
@@ -439,7 +444,8 @@ impl<'a> CompactionSession<'a> {
         let protected_tokens = self.protected_tokens();
         if protected_tokens >= target {
             return format!(
-                "target unreachable: the protected messages alone take {protected_tokens} tokens, above the target of {target}; best effort {before} → {after} tokens"
+                "target unreachable: the protected messages alone take {protected_tokens} tokens{}, above the target of {target}; best effort {before} → {after} tokens",
+                self.pinned_note()
             );
         }
         if let Some(fallback) = self.fallbacks.last() {
@@ -450,6 +456,16 @@ impl<'a> CompactionSession<'a> {
         format!(
             "target unreachable: nothing left that can be compressed further; best effort {before} → {after} tokens (target {target})"
         )
+    }
+
+    /// ` (N pinned messages take P of them)` when pins are part of what blocks the target:
+    /// the words that tell a user to unpin something, not to lower the target.
+    fn pinned_note(&self) -> String {
+        match ProtectedSet::pinned_tokens(&self.messages, &self.tokens) {
+            (0, _) => String::new(),
+            (1, tokens) => format!(" (1 pinned message takes {tokens} of them)"),
+            (n, tokens) => format!(" ({n} pinned messages take {tokens} of them)"),
+        }
     }
 
     fn protected_tokens(&self) -> usize {
@@ -467,13 +483,14 @@ impl<'a> CompactionSession<'a> {
         let target = self.policy.target_tokens();
         let (before, after) = (self.tokens_before, self.total);
         let fixed = raised.fixed_tokens;
+        let pinned = self.pinned_note();
         let why = if fixed >= target {
             format!(
-                "the protected messages alone take {fixed} tokens, above the target of {target}"
+                "the protected messages alone take {fixed} tokens{pinned}, above the target of {target}"
             )
         } else {
             format!(
-                "the protected messages take {fixed} tokens, leaving less than the {} tokens a summary needs under the target of {target}",
+                "the protected messages take {fixed} tokens{pinned}, leaving less than the {} tokens a summary needs under the target of {target}",
                 self.policy.min_summary_room_tokens()
             )
         };

@@ -106,7 +106,8 @@ impl CompactionSession<'_> {
                 }
                 continue;
             }
-            if m.role != Role::Tool {
+            // A pinned tool result is protected: no tier touches it.
+            if m.role != Role::Tool || self.protected.contains(m.id) {
                 continue;
             }
             if tokens > limit

@@ -7,6 +7,7 @@ mod entry_point;
 mod folding;
 mod mechanical;
 mod min_gain;
+mod pins;
 mod primitives;
 mod properties;
 mod summaries;

@@ -75,6 +75,7 @@ impl<'de> Visitor<'de> for ChatMessageVisitor {
             extra,
             id: MessageId::UNASSIGNED,
             kind: MessageKind::Normal,
+            pinned: false,
         })
     }
 }
