@@ -79,6 +79,10 @@ pub struct ChatRequest {
     /// Who waits for the answer; only a model with one queue (the local model) uses it, and
     /// it never reaches a provider's wire.
     pub priority: RequestPriority,
+    /// The name of the agent that asks (the compression agent's own for its calls): a model
+    /// that keeps state per agent (the local model's KV sequences) keeps each agent's apart;
+    /// `traced_chat_stream` fills it in. It never reaches a provider's wire.
+    pub agent: Option<String>,
 }
 
 impl ChatRequest {

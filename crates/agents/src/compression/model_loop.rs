@@ -108,6 +108,7 @@ impl ModelSteering {
                 max_tokens: Some(MAX_TOKENS_PER_CALL),
                 // A model with one queue serves the agents' own calls first.
                 priority: RequestPriority::Background,
+                agent: None,
             };
             // The model is already traced (a `TracedModel`): its calls are `chat` spans.
             let reply = match model.chat(request).await {

@@ -142,6 +142,8 @@ impl Summarizer for ModelSummarizer {
             temperature: Some(0.2),
             max_tokens: u32::try_from(request.prompt.max_output_tokens).ok(),
             priority: RequestPriority::Background,
+            // Filled in by the traced model (the compression agent's name).
+            agent: None,
         };
         // Vetted against the separate prompt: its material is the segment.
         let why = match self.ask_vetted(chat, &request.prompt).await {

@@ -41,9 +41,12 @@ pub async fn traced_chat(
 /// later are the stream's items, recorded the same way.
 pub async fn traced_chat_stream(
     model: &dyn ChatModel,
-    request: ChatRequest,
+    mut request: ChatRequest,
     agent: &str,
 ) -> Result<ChatStream, ModelError> {
+    // Every agent's call passes here: this is where a request learns who asks (a request that
+    // already names its agent keeps it).
+    request.agent.get_or_insert_with(|| agent.to_string());
     let info = model.info();
     let span = tracing::info_span!(
         "chat",

@@ -9,6 +9,8 @@ mod llm_agent;
 mod model_fault_server;
 #[cfg(feature = "local")]
 mod model_local;
+#[cfg(feature = "local")]
+mod model_local_team;
 mod model_openai;
 mod model_openai_stream;
 mod model_replay;

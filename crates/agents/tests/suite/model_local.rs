@@ -25,7 +25,26 @@ async fn model() -> &'static LocalModel {
         .await
 }
 
-const LIGHTHOUSE: &str = "For thirty-one years, Elias Marr kept the lighthouse on Gull Rock, a \
+/// The same weights on an engine that serves one request at a time (`parallel: 1`): a greedy
+/// answer there does not depend on what other tests ask at once, and a job holds the engine
+/// until it stops.
+async fn serial() -> &'static LocalModel {
+    static MODEL: OnceCell<LocalModel> = OnceCell::const_new();
+    let path = model().await.path().to_path_buf();
+    MODEL
+        .get_or_init(|| async {
+            let config = LocalModelConfig {
+                parallel: 1,
+                ..LocalModelConfig::default().with_model_path(path)
+            };
+            LocalModel::load(config)
+                .await
+                .expect("load the local model")
+        })
+        .await
+}
+
+pub(super) const LIGHTHOUSE: &str = "For thirty-one years, Elias Marr kept the lighthouse on Gull Rock, a \
 granite island four miles off the northern coast. Every evening at dusk he climbed the one \
 hundred and twelve iron steps of the tower, trimmed the wick, polished the great glass lens, and \
 lit the lamp that warned ships away from the reef. In winter the storms came without warning: \
@@ -318,7 +337,7 @@ async fn stream_deltas(model: &LocalModel, request: ChatRequest) -> Vec<ModelDel
 
 #[tokio::test]
 async fn model_local_streams_text_in_several_deltas_that_collect_to_the_whole_answer() {
-    let model = model().await;
+    let model = serial().await;
     let request = ChatRequest {
         messages: vec![ChatMessage::user("Name three colours of the rainbow.").into()],
         max_tokens: Some(24),
@@ -376,7 +395,7 @@ async fn model_local_tool_call_streams_as_one_start_and_its_arguments() {
 
 #[tokio::test]
 async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next() {
-    let model = model().await;
+    let model = serial().await;
     let long = ChatRequest {
         messages: vec![ChatMessage::user("Write a very long story about a dragon.").into()],
         max_tokens: Some(6000),
@@ -460,12 +479,13 @@ async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
     }
 }
 
-/// The engine has one worker: an agent's call queued behind a compressor's background call
-/// goes first (the running job is not preempted). Deterministic: whatever the worker runs when
-/// these are queued, the interactive lane is served before the background one.
+/// When more calls wait than the engine runs at once (here one), an agent's call queued behind
+/// a compressor's background call goes first (the running job is not preempted).
+/// Deterministic: whatever the worker runs when these are queued, the interactive lane is
+/// served before the background one.
 #[tokio::test]
 async fn model_local_serves_a_later_interactive_call_before_a_queued_background_one() {
-    let model = model().await;
+    let model = serial().await;
     let ask = |text: &str, priority| ChatRequest {
         messages: vec![ChatMessage::user(text).into()],
         tool_choice: ToolChoice::None,

@@ -109,6 +109,11 @@ pub struct LocalModelConfig {
     /// spin at barriers: on a machine busy with other work, fewer threads than cores can be
     /// several times faster — measured 10x on a loaded 2-core machine with 1 thread vs 2.)
     pub threads: usize,
+    /// Requests decoded together at most (llama.cpp's `--parallel`); more wait in the queue,
+    /// interactive first. 1 serves them one at a time, as before batching: a greedy answer is
+    /// then the same whatever else is asked at once (in a batch with others, its sums run in
+    /// another order and a near-tie can tip another way, as in llama.cpp's server).
+    pub parallel: usize,
     /// When `tool_choice: auto` produces a tool call.
     pub auto_tool_calls: AutoToolCalls,
     /// Output cap when a request sets no `max_tokens`.
@@ -125,6 +130,7 @@ impl Default for LocalModelConfig {
             model_path: None,
             max_context: 8192,
             threads: default_threads(),
+            parallel: 4,
             auto_tool_calls: AutoToolCalls::default(),
             default_max_tokens: 512,
             default_temperature: 0.0,
@@ -183,6 +189,7 @@ impl LocalModel {
         let options = EngineOptions {
             max_context: config.max_context,
             threads: config.threads,
+            parallel: config.parallel,
         };
         let load_path = path.clone();
         let engine = tokio::task::spawn_blocking(move || engine::engine(&load_path, options))
@@ -228,6 +235,14 @@ impl LocalModel {
     /// The configuration.
     pub fn config(&self) -> &LocalModelConfig {
         &self.config
+    }
+
+    /// Prompt tokens the engine has decoded since it was loaded, those reused from the KV cache
+    /// not counted (shared by every `LocalModel` over the same engine): what the `local_team`
+    /// bench divides by the tokens new to each conversation. Not part of the supported API.
+    #[doc(hidden)]
+    pub fn prompt_tokens_decoded(&self) -> u64 {
+        self.engine.prompt_tokens_decoded()
     }
 
     fn prompt(&self, messages: &[(String, String)]) -> String {
@@ -308,6 +323,7 @@ impl LocalModel {
                 cancel: Arc::new(AtomicBool::new(false)),
                 pieces: None,
                 priority: request.priority,
+                agent: request.agent.clone(),
             };
             generation = self.run(retry).await?;
             usage.input_tokens += generation.prompt_tokens as u64;
@@ -394,6 +410,7 @@ impl ChatModel for LocalModel {
             cancel: Arc::new(AtomicBool::new(false)),
             pieces: None,
             priority: request.priority,
+            agent: request.agent.clone(),
         };
         match &output {
             Output::Text => self.stream_text(job).await,

@@ -1,5 +1,6 @@
 //! llama-cpp-2 called directly, with nothing of troupe around it: the yardstick the
-//! `local_model` bench compares the provider against. Not part of the supported API.
+//! `local_model` and `local_team` benches compare the provider against. Not part of the
+//! supported API.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -140,6 +141,94 @@ impl Baseline {
         Ok(BaselineRun {
             prompt_tokens: tokens.len(),
             output_tokens: n,
+            prompt_time,
+            generation_time: generation_started.elapsed(),
+        })
+    }
+
+    /// KV cache bytes one cell (one token of one sequence) takes: K and V in f16 for every
+    /// layer's key-value heads.
+    pub fn kv_bytes_per_cell(&self) -> usize {
+        let head_dim =
+            (self.model.n_embd().max(0) as usize) / (self.model.n_head().max(1) as usize);
+        self.model.n_layer() as usize * self.model.n_head_kv() as usize * head_dim * 2 * 2
+    }
+
+    /// Decode `prompts` into sequences `0..` of an empty cache, then generate `outputs[i]`
+    /// tokens for sequence `i` greedily (with the provider's repetition penalty), ignoring the
+    /// end of turn, one token of every unfinished sequence per batch: llama.cpp's own batched
+    /// decoding, the yardstick of the engine's. `generation_time` is the batched part.
+    ///
+    /// # Errors
+    /// When `prompts` and `outputs` differ in length, a prompt is empty, or llama.cpp fails.
+    pub fn run_batched(
+        &mut self,
+        prompts: &[String],
+        outputs: &[usize],
+    ) -> Result<BaselineRun, LocalModelError> {
+        if prompts.len() != outputs.len() || prompts.is_empty() {
+            return Err(fail("prompts", "one output count per prompt, at least one"));
+        }
+        let vocab = self.model.vocab();
+        self.ctx.clear_kv_cache();
+        let started = Instant::now();
+        let mut positions = Vec::new();
+        let mut samplers = Vec::new();
+        let mut next = Vec::new();
+        let mut batch = LlamaBatch::new(BATCH as usize, 1);
+        for (seq, prompt) in prompts.iter().enumerate() {
+            let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+            if tokens.is_empty() {
+                return Err(fail("prompt", "empty"));
+            }
+            let last = tokens.len() - 1;
+            for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
+                batch.clear();
+                for (i, t) in chunk.iter().enumerate() {
+                    let pos = c * BATCH as usize + i;
+                    batch
+                        .add(*t, pos as i32, &[seq as i32], pos == last)
+                        .map_err(|e| fail("batch", e))?;
+                }
+                self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+            }
+            let mut sampler = LlamaSampler::chain_simple([
+                LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0),
+                LlamaSampler::greedy(),
+            ]);
+            next.push(sampler.sample(&self.ctx, batch.n_tokens() - 1));
+            samplers.push(sampler);
+            positions.push(tokens.len());
+        }
+        let prompt_tokens = positions.iter().sum();
+        let prompt_time = started.elapsed();
+        let generation_started = Instant::now();
+        let mut produced = vec![1usize; prompts.len()];
+        loop {
+            batch.clear();
+            let mut at = Vec::new();
+            for seq in 0..prompts.len() {
+                if produced[seq] >= outputs[seq] {
+                    continue;
+                }
+                batch
+                    .add(next[seq], positions[seq] as i32, &[seq as i32], true)
+                    .map_err(|e| fail("batch", e))?;
+                positions[seq] += 1;
+                at.push((seq, batch.n_tokens() - 1));
+            }
+            if at.is_empty() {
+                break;
+            }
+            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+            for (seq, index) in at {
+                next[seq] = samplers[seq].sample(&self.ctx, index);
+                produced[seq] += 1;
+            }
+        }
+        Ok(BaselineRun {
+            prompt_tokens,
+            output_tokens: outputs.iter().sum(),
             prompt_time,
             generation_time: generation_started.elapsed(),
         })

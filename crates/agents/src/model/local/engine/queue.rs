@@ -1,7 +1,8 @@
 //! The worker's job queue, in two lanes: a queued interactive call (an agent's turn waits on
 //! it) is served before any queued background call (the compression agent working ahead), each
-//! lane in arrival order. A running job is never preempted: a background prefill that has
-//! started finishes first, so an agent waits at most for the one job in progress.
+//! lane in arrival order. The worker takes jobs between batches while it runs fewer than its
+//! limit, so the lanes decide who starts when more wait than may run; a running job is never
+//! preempted (it shares each batch with the others).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
@@ -72,6 +73,15 @@ impl<T> JobQueue<T> {
         }
     }
 
+    /// The next job, interactive first, if one is queued (the worker asks between batches).
+    pub(crate) fn try_pop(&self) -> Option<T> {
+        let mut lanes = lock(&self.lanes);
+        lanes
+            .interactive
+            .pop_front()
+            .or_else(|| lanes.background.pop_front())
+    }
+
     /// Take no more jobs; the worker drains what is queued and ends.
     pub(crate) fn close(&self) {
         lock(&self.lanes).closed = true;
@@ -98,10 +108,11 @@ mod tests {
             .push(RequestPriority::Interactive, "other agent")
             .unwrap();
         assert_eq!(queue.pop(), Some("agent turn"));
-        assert_eq!(queue.pop(), Some("other agent"));
+        assert_eq!(queue.try_pop(), Some("other agent"));
         // Each lane keeps its arrival order.
         assert_eq!(queue.pop(), Some("summary"));
         assert_eq!(queue.pop(), Some("loop step"));
+        assert_eq!(queue.try_pop(), None);
     }
 
     #[test]

@@ -1,0 +1,633 @@
+//! The inference thread: one llama.cpp context, its sequences (`sequences.rs`), and every
+//! running job decoded together (continuous batching).
+//!
+//! Each pass builds one batch: the token each generating job sampled last (one per sequence),
+//! then chunks of the prompts still being decoded, interactive jobs' first, up to `BATCH` tokens;
+//! then it samples the next token of every job whose logits the batch produced. A job queued
+//! meanwhile joins between passes while fewer than `parallel` run; when more wait, the queue
+//! hands out interactive ones first. A job whose reader is slow keeps its text in an outbox and
+//! sits out the passes until the reader takes it: only its own sequence pauses.
+//!
+//! When the cells run out, the least recently used idle sequence is emptied; when none is idle,
+//! the job that joined last steps back (it waits for the others to finish and starts again) or,
+//! when it has already streamed text, fails. A cancelled or failed job's sequence is emptied: what
+//! it decoded is not trusted by the next job.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use llama_cpp_2::DecodeError;
+use llama_cpp_2::context::LlamaContext;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::LlamaModel;
+use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use troupe_runtime::RequestPriority;
+use troupe_runtime::sync::lock;
+
+use super::pieces::Utf8Pieces;
+use super::queue::JobQueue;
+use super::sequences::{KvCells, Sequences};
+use super::{
+    BATCH, CONTEXT_CREATION, EngineStats, Generation, Job, Reply, SEQUENCES, Stop, backend,
+    context_params,
+};
+use crate::model::local::LocalModelError;
+
+/// Prompt tokens a background job adds to one batch while an interactive job is generating: a
+/// compressor's long prefill must not make each token of an agent's answer wait for a full
+/// batch of prompt.
+const BACKGROUND_PREFILL_BESIDE_INTERACTIVE: usize = 64;
+
+/// How long the thread sleeps when every running job waits for its reader.
+const READERS_BUSY: Duration = Duration::from_millis(1);
+
+/// One job being served.
+struct Running {
+    job: Job,
+    reply: Reply,
+    seq: usize,
+    prompt: Vec<LlamaToken>,
+    /// Leading prompt tokens the sequence already held.
+    reused: usize,
+    /// The next prompt token to decode.
+    next: usize,
+    sampler: LlamaSampler,
+    budget: usize,
+    produced: usize,
+    /// The token sampled last, not yet decoded.
+    pending: Option<LlamaToken>,
+    /// Where its logits are in the batch just decoded.
+    logits: Option<i32>,
+    text: String,
+    pieces: Utf8Pieces,
+    /// Text the reader has not taken yet (its channel was full).
+    outbox: VecDeque<String>,
+    /// Set once generation has ended; the job finishes when its outbox is empty.
+    stop: Option<Stop>,
+    started: Instant,
+    prompt_time: Duration,
+    generation_started: Option<Instant>,
+    /// Join order: the job that joined last steps back when the cells run out.
+    joined: u64,
+}
+
+impl Running {
+    fn prefilling(&self) -> bool {
+        self.stop.is_none() && self.next < self.prompt.len()
+    }
+
+    fn interactive(&self) -> bool {
+        self.job.priority == RequestPriority::Interactive
+    }
+}
+
+/// What one running job adds to a batch.
+enum Part {
+    /// Its last sampled token.
+    Token(LlamaToken),
+    /// Prompt tokens `from..to`.
+    Prompt(usize, usize),
+}
+
+/// The KV cache of one context, as the sequence bookkeeping sees it.
+struct Cells<'a>(&'a mut LlamaContext<'static>);
+
+impl KvCells for Cells<'_> {
+    fn truncate(&mut self, seq: usize, from: usize) -> bool {
+        let seq = u32::try_from(seq).ok();
+        let from = u32::try_from(from).ok().filter(|&f| f > 0);
+        matches!(self.0.clear_kv_cache_seq(seq, from, None), Ok(true))
+    }
+
+    fn share_prefix(&mut self, src: usize, dst: usize, len: usize) {
+        let (Ok(src), Ok(dst), Ok(len)) =
+            (i32::try_from(src), i32::try_from(dst), u32::try_from(len))
+        else {
+            return;
+        };
+        // Positions below `i32::MAX` always convert.
+        let _ = self.0.copy_kv_cache_seq(src, dst, None, Some(len));
+    }
+}
+
+/// What the thread is started with.
+pub(super) struct Setup {
+    pub model: &'static LlamaModel,
+    /// Context window to allocate.
+    pub n_ctx: u32,
+    pub threads: i32,
+    /// Jobs decoded together at most.
+    pub parallel: usize,
+}
+
+/// Everything the thread owns.
+struct Worker {
+    model: &'static LlamaModel,
+    n_ctx: u32,
+    threads: i32,
+    parallel: usize,
+    context: Option<LlamaContext<'static>>,
+    sequences: Sequences,
+    running: Vec<Running>,
+    /// Jobs that stepped back when the cells ran out: they start again once nothing runs.
+    parked: VecDeque<(Job, Reply)>,
+    joined: u64,
+    stats: Arc<EngineStats>,
+}
+
+/// The thread's body: serves jobs until the queue is closed and drained.
+pub(super) fn run(
+    setup: Setup,
+    queue: Arc<JobQueue<(Job, Reply)>>,
+    ready: mpsc::SyncSender<Result<usize, LocalModelError>>,
+    stats: Arc<EngineStats>,
+) {
+    let mut worker = Worker {
+        model: setup.model,
+        n_ctx: setup.n_ctx,
+        threads: setup.threads,
+        parallel: setup.parallel,
+        context: None,
+        sequences: Sequences::new(SEQUENCES as usize),
+        running: Vec::new(),
+        parked: VecDeque::new(),
+        joined: 0,
+        stats,
+    };
+    match worker.new_context() {
+        Ok(c) => {
+            let _ = ready.send(Ok(c.n_ctx() as usize));
+            worker.context = Some(c);
+        }
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    }
+    let mut batch = LlamaBatch::new(BATCH as usize, 1);
+    loop {
+        if worker.running.is_empty() {
+            // Nothing runs: a job that stepped back goes first, else wait for the queue.
+            let next = worker.parked.pop_front().or_else(|| queue.pop());
+            match next {
+                Some((job, reply)) => worker.join(job, reply),
+                None => return,
+            }
+        }
+        while worker.running.len() < worker.parallel && worker.parked.is_empty() {
+            match queue.try_pop() {
+                Some((job, reply)) => worker.join(job, reply),
+                None => break,
+            }
+        }
+        worker.settle();
+        if worker.running.is_empty() {
+            continue;
+        }
+        // A panic inside llama-cpp-2 must not take the thread (and every later request) down:
+        // the context it left behind is dropped and rebuilt for the next job.
+        let pass =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.pass(&mut batch)));
+        match pass {
+            Ok(true) => {}
+            Ok(false) => std::thread::sleep(READERS_BUSY),
+            Err(_) => worker.lose_context(),
+        }
+        worker.settle();
+    }
+}
+
+impl Worker {
+    fn new_context(&self) -> Result<LlamaContext<'static>, LocalModelError> {
+        // llama.cpp's context constructor mutates the model; never run two at once.
+        let _creating = lock(&CONTEXT_CREATION);
+        self.model
+            .new_context(backend()?, context_params(self.n_ctx, self.threads))
+            .map_err(|e| LocalModelError::Load(format!("cannot create a llama.cpp context: {e}")))
+    }
+
+    /// Start `job`: tokenize it, claim its sequence (cut to the prefix it reuses), build its
+    /// sampler. A job that cannot start is answered at once.
+    fn join(&mut self, job: Job, reply: Reply) {
+        if job.cancel.load(Ordering::Relaxed) || reply.is_closed() {
+            return;
+        }
+        let started = Instant::now();
+        let ctx = match self.context.take().map_or_else(|| self.new_context(), Ok) {
+            Ok(c) => self.context.insert(c),
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let model = self.model;
+        let joined = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            prepare(model, ctx, &mut self.sequences, &job)
+        }));
+        let (claim, prompt, sampler, budget) = match joined {
+            Ok(Ok(Some(prepared))) => prepared,
+            // Every sequence busy: cannot happen below `parallel`; wait like a stepped-back job.
+            Ok(Ok(None)) => {
+                self.parked.push_back((job, reply));
+                return;
+            }
+            Ok(Err(e)) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+            Err(_) => {
+                let _ = reply.send(Err(panicked()));
+                self.lose_context();
+                return;
+            }
+        };
+        self.joined += 1;
+        self.running.push(Running {
+            job,
+            reply,
+            seq: claim.seq,
+            reused: claim.reused,
+            next: claim.reused,
+            prompt,
+            sampler,
+            budget,
+            produced: 0,
+            pending: None,
+            logits: None,
+            text: String::new(),
+            pieces: Utf8Pieces::default(),
+            outbox: VecDeque::new(),
+            stop: None,
+            started,
+            prompt_time: Duration::ZERO,
+            generation_started: None,
+            joined: self.joined,
+        });
+    }
+
+    /// Hand out waiting text; answer and remove the jobs that are done, cancelled or whose
+    /// reader went away.
+    fn settle(&mut self) {
+        let mut i = 0;
+        while i < self.running.len() {
+            let r = &mut self.running[i];
+            let gone = r.job.cancel.load(Ordering::Relaxed) || r.reply.is_closed();
+            let outcome = if gone || deliver(r).is_err() {
+                Some(Err(LocalModelError::Cancelled))
+            } else {
+                match r.stop {
+                    Some(stop) if r.outbox.is_empty() => Some(Ok(stop)),
+                    _ => None,
+                }
+            };
+            match outcome {
+                Some(outcome) => {
+                    let r = self.running.swap_remove(i);
+                    self.finish(r, outcome);
+                }
+                None => i += 1,
+            }
+        }
+    }
+
+    /// Answer `r`: its sequence keeps what it decoded when it ended well, and is emptied when
+    /// it failed.
+    fn finish(&mut self, r: Running, outcome: Result<Stop, LocalModelError>) {
+        let result = match outcome {
+            Ok(stop) => {
+                self.sequences.release(r.seq);
+                Ok(Generation {
+                    text: r.text,
+                    prompt_tokens: r.prompt.len(),
+                    output_tokens: r.produced,
+                    stop,
+                    prompt_time: r.prompt_time,
+                    generation_time: r.generation_started.map_or(Duration::ZERO, |s| s.elapsed()),
+                    reused_tokens: r.reused,
+                })
+            }
+            Err(e) => {
+                match self.context.as_mut() {
+                    Some(ctx) => self.sequences.discard(r.seq, &mut Cells(ctx)),
+                    None => self.sequences.release(r.seq),
+                }
+                Err(e)
+            }
+        };
+        let _ = r.reply.send(result);
+    }
+
+    /// The context panicked: every running job fails, nothing is cached any more.
+    fn lose_context(&mut self) {
+        self.context = None;
+        self.sequences.forget_all();
+        for r in std::mem::take(&mut self.running) {
+            let _ = r.reply.send(Err(panicked()));
+        }
+    }
+
+    /// One batch: build, decode, sample. `false` when no job could add anything (every one
+    /// waits for its reader).
+    fn pass(&mut self, batch: &mut LlamaBatch<'static>) -> bool {
+        let Some(ctx) = self.context.as_mut() else {
+            self.lose_context();
+            return true;
+        };
+        let plan = match build(batch, &self.running, &self.sequences) {
+            Ok(plan) => plan,
+            Err(e) => {
+                self.fail_all(&e);
+                return true;
+            }
+        };
+        if plan.is_empty() {
+            return false;
+        }
+        match ctx.decode(batch) {
+            Ok(()) => {}
+            Err(DecodeError::NoKvCacheSlot) => {
+                self.make_room(&plan);
+                return true;
+            }
+            Err(e) => {
+                let e = LocalModelError::Inference(format!("decode: {e}"));
+                let failed: Vec<usize> = plan.iter().map(|(i, ..)| *i).collect();
+                self.fail(&failed, &e);
+                return true;
+            }
+        }
+        for (i, part, logits) in plan {
+            let r = &mut self.running[i];
+            match part {
+                Part::Token(token) => {
+                    self.sequences.extend(r.seq, &[token]);
+                    r.pending = None;
+                }
+                Part::Prompt(from, to) => {
+                    self.sequences.extend(r.seq, &r.prompt[from..to]);
+                    self.stats
+                        .prompt_tokens_decoded
+                        .fetch_add((to - from) as u64, Ordering::Relaxed);
+                    r.next = to;
+                    if to == r.prompt.len() {
+                        r.prompt_time = r.started.elapsed();
+                    }
+                }
+            }
+            r.logits = logits;
+        }
+        let vocab = self.model.vocab();
+        let mut bytes = Vec::new();
+        for r in &mut self.running {
+            let Some(at) = r.logits.take() else {
+                continue;
+            };
+            if r.produced >= r.budget {
+                r.stop = Some(Stop::Length);
+            } else {
+                r.generation_started.get_or_insert_with(Instant::now);
+                let token = r.sampler.sample(ctx, at);
+                // Control tokens (`<|im_start|>` …) also end the turn: a model that opens a new
+                // turn has finished this one.
+                if vocab.is_eog(token) || vocab.is_control(token) {
+                    r.stop = Some(Stop::EndOfTurn);
+                } else {
+                    bytes.clear();
+                    vocab.token_to_piece_into(token, &mut bytes, false, None);
+                    if let Some(piece) = r.pieces.push(&bytes) {
+                        post(r, piece);
+                    }
+                    r.produced += 1;
+                    if r.produced >= r.budget {
+                        r.stop = Some(Stop::Length);
+                    } else {
+                        r.pending = Some(token);
+                    }
+                }
+            }
+            if r.stop.is_some()
+                && let Some(piece) = r.pieces.finish()
+            {
+                post(r, piece);
+            }
+        }
+        true
+    }
+
+    /// The cells ran out for `plan`: empty the least recently used idle sequence, else the job
+    /// that joined last steps back (or fails, when it has already streamed text, or runs alone).
+    fn make_room(&mut self, plan: &[(usize, Part, Option<i32>)]) {
+        if let Some(ctx) = self.context.as_mut()
+            && self.sequences.evict_idle(&mut Cells(ctx))
+        {
+            return;
+        }
+        let Some(last) = plan
+            .iter()
+            .map(|(i, ..)| *i)
+            .max_by_key(|&i| self.running[i].joined)
+        else {
+            return;
+        };
+        let r = &self.running[last];
+        if r.produced == 0 && self.running.len() > 1 {
+            let r = self.running.swap_remove(last);
+            if let Some(ctx) = self.context.as_mut() {
+                self.sequences.discard(r.seq, &mut Cells(ctx));
+            }
+            self.parked.push_back((r.job, r.reply));
+        } else {
+            let e = LocalModelError::Inference(format!(
+                "the KV cache is full: {} requests at once need more than its {} cells",
+                self.running.len(),
+                self.n_ctx
+            ));
+            self.fail(&[last], &e);
+        }
+    }
+
+    /// Fail the running jobs at `indices` with `e`.
+    fn fail(&mut self, indices: &[usize], e: &LocalModelError) {
+        let mut indices = indices.to_vec();
+        // Highest first: `swap_remove` moves only jobs past the one removed.
+        indices.sort_unstable_by(|a, b| b.cmp(a));
+        indices.dedup();
+        for i in indices {
+            let r = self.running.swap_remove(i);
+            self.finish(r, Err(copy_error(e)));
+        }
+    }
+
+    fn fail_all(&mut self, e: &LocalModelError) {
+        let all: Vec<usize> = (0..self.running.len()).collect();
+        self.fail(&all, e);
+    }
+}
+
+/// Tokenize `job`, check it fits, claim its sequence and build its sampler; `None` when every
+/// sequence is busy.
+#[allow(clippy::type_complexity)]
+fn prepare(
+    model: &'static LlamaModel,
+    ctx: &mut LlamaContext<'static>,
+    sequences: &mut Sequences,
+    job: &Job,
+) -> Result<
+    Option<(
+        super::sequences::Claim,
+        Vec<LlamaToken>,
+        LlamaSampler,
+        usize,
+    )>,
+    LocalModelError,
+> {
+    let vocab = model.vocab();
+    // Templates that spell out the BOS token would get it twice if llama.cpp added it again.
+    let bos = String::from_utf8_lossy(&vocab.token_to_piece(vocab.bos(), true, None)).into_owned();
+    let add_bos = bos.is_empty() || !job.prompt.starts_with(&bos);
+    let tokens = vocab.tokenize(job.prompt.as_bytes(), add_bos, true);
+    let n_ctx = ctx.n_ctx() as usize;
+    if tokens.is_empty() {
+        return Err(LocalModelError::Inference("the prompt is empty".into()));
+    }
+    if tokens.len() >= n_ctx {
+        return Err(LocalModelError::ContextLength {
+            prompt: tokens.len(),
+            window: n_ctx,
+        });
+    }
+    let sampler = sampler(model, job)?;
+    let key = (job.agent.clone(), job.priority);
+    let Some(claim) = sequences.claim(&key, &tokens, &mut Cells(ctx)) else {
+        return Ok(None);
+    };
+    let budget = (job.max_tokens as usize).min(n_ctx - tokens.len());
+    Ok(Some((claim, tokens, sampler, budget)))
+}
+
+/// Fill `batch` from the running jobs: each generating job's last token, then prompt chunks
+/// (interactive first, in join order). Returns what each job added and where its logits are.
+fn build(
+    batch: &mut LlamaBatch<'static>,
+    running: &[Running],
+    sequences: &Sequences,
+) -> Result<Vec<(usize, Part, Option<i32>)>, LocalModelError> {
+    let add_failed = |e: &dyn std::fmt::Display| LocalModelError::Inference(format!("batch: {e}"));
+    batch.clear();
+    let mut plan = Vec::new();
+    let waits = |r: &Running| r.stop.is_some() || !r.outbox.is_empty();
+    for (i, r) in running.iter().enumerate() {
+        if let Some(token) = r.pending.filter(|_| !waits(r)) {
+            let pos = to_pos(sequences.len(r.seq));
+            batch
+                .add(token, pos, &[to_pos(r.seq)], true)
+                .map_err(|e| add_failed(&e))?;
+            plan.push((i, Part::Token(token), Some(batch.n_tokens() - 1)));
+        }
+    }
+    let interactive_generating = running
+        .iter()
+        .any(|r| r.interactive() && r.pending.is_some() && !waits(r));
+    let mut prefilling: Vec<usize> = (0..running.len())
+        .filter(|&i| running[i].prefilling())
+        .collect();
+    prefilling.sort_by_key(|&i| (!running[i].interactive(), running[i].joined));
+    for i in prefilling {
+        let r = &running[i];
+        let room = (BATCH as usize).saturating_sub(batch.n_tokens() as usize);
+        let room = if !r.interactive() && interactive_generating {
+            room.min(BACKGROUND_PREFILL_BESIDE_INTERACTIVE)
+        } else {
+            room
+        };
+        if room == 0 {
+            continue;
+        }
+        let (from, to) = (r.next, (r.next + room).min(r.prompt.len()));
+        let last = r.prompt.len() - 1;
+        for (pos, token) in r.prompt.iter().enumerate().take(to).skip(from) {
+            batch
+                .add(*token, to_pos(pos), &[to_pos(r.seq)], pos == last)
+                .map_err(|e| add_failed(&e))?;
+        }
+        let logits = (to == r.prompt.len()).then(|| batch.n_tokens() - 1);
+        plan.push((i, Part::Prompt(from, to), logits));
+    }
+    Ok(plan)
+}
+
+/// Queue `piece` for the job's reader, if it has one.
+fn post(r: &mut Running, piece: String) {
+    if r.job.pieces.is_some() {
+        r.outbox.push_back(piece.clone());
+    }
+    r.text.push_str(&piece);
+}
+
+/// Hand the job's waiting text to its reader as far as the channel has room; `Err` when the
+/// reader is gone.
+fn deliver(r: &mut Running) -> Result<(), ()> {
+    let Some(listener) = &r.job.pieces else {
+        r.outbox.clear();
+        return Ok(());
+    };
+    while let Some(piece) = r.outbox.pop_front() {
+        match listener.try_send(piece) {
+            Ok(()) => {}
+            Err(tokio::sync::mpsc::error::TrySendError::Full(piece)) => {
+                r.outbox.push_front(piece);
+                break;
+            }
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => return Err(()),
+        }
+    }
+    Ok(())
+}
+
+/// A position or sequence id as llama.cpp takes it (both stay far below `i32::MAX`: positions
+/// are bounded by the context, ids by `SEQUENCES`).
+fn to_pos(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+fn panicked() -> LocalModelError {
+    LocalModelError::Inference("llama.cpp panicked during generation".into())
+}
+
+/// The same error again, for each job a shared failure ends.
+fn copy_error(e: &LocalModelError) -> LocalModelError {
+    match e {
+        LocalModelError::Cancelled => LocalModelError::Cancelled,
+        other => LocalModelError::Inference(other.to_string()),
+    }
+}
+
+/// The sampler chain: grammar (if any) first, so everything after it only sees allowed tokens.
+/// Free text gets a mild repetition penalty (tiny models loop without one); grammar-constrained
+/// JSON does not, because penalising repeated `"` and `,` would fight the grammar. Each job has
+/// its own chain: a grammar's state is one sequence's.
+fn sampler(model: &LlamaModel, job: &Job) -> Result<LlamaSampler, LocalModelError> {
+    let mut chain = Vec::new();
+    match &job.grammar {
+        Some(grammar) => chain.push(
+            LlamaSampler::grammar(model, grammar, "root")
+                .map_err(|e| LocalModelError::Inference(format!("grammar: {e}")))?,
+        ),
+        None => chain.push(LlamaSampler::penalties(model.n_vocab(), 64, 1.1, 0.0, 0.0)),
+    }
+    if job.temperature <= 0.0 {
+        chain.push(LlamaSampler::greedy());
+    } else {
+        chain.extend([
+            LlamaSampler::top_k(40),
+            LlamaSampler::top_p(0.95, 1),
+            LlamaSampler::min_p(0.05, 1),
+            LlamaSampler::temp(job.temperature),
+            LlamaSampler::dist(job.seed),
+        ]);
+    }
+    Ok(LlamaSampler::chain_simple(chain))
+}
