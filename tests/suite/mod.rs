@@ -1,5 +1,6 @@
 mod binary;
 mod chat;
+mod chat_approval;
 mod chat_background;
 mod chat_live;
 mod chat_server;

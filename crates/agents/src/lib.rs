@@ -11,6 +11,7 @@
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
+pub mod approval;
 mod compaction_settings;
 pub mod compression;
 mod llm_agent;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use troupe_runtime::{ChatMessage, ChatModel};
 
+use crate::approval::ApprovalPolicy;
 use crate::compaction_settings::CompactionSettings;
 use troupe_tools::{RegistryError, Tool, ToolRegistry};
 
@@ -46,6 +47,9 @@ pub struct AgentSpec {
     pub compaction: CompactionSettings,
     /// The session log the agent keeps its conversation in (see [`AgentSpec::session`]).
     pub session: Option<PathBuf>,
+    /// Which tool calls run on their own, wait for a person, or never run (default: all run;
+    /// see [`AgentSpec::approval`]).
+    pub approval: ApprovalPolicy,
     /// Messages every conversation of the agent starts with, after the system prompt, pinned:
     /// compaction never touches them (see [`AgentSpec::pin`]).
     pub pinned: Vec<ChatMessage>,
@@ -78,6 +82,7 @@ impl AgentSpec {
             team_messaging: false,
             compaction: CompactionSettings::default(),
             session: None,
+            approval: ApprovalPolicy::default(),
             pinned: Vec::new(),
         }
     }
@@ -163,6 +168,15 @@ impl AgentSpec {
     /// ```
     pub fn pin(mut self, message: ChatMessage) -> Self {
         self.pinned.push(message);
+        self
+    }
+
+    /// With this tool approval policy: a call it says to ask about pauses the turn, publishes
+    /// [`Event::ApprovalRequested`](troupe_runtime::Event::ApprovalRequested) and waits for
+    /// [`Team::approve`](troupe_runtime::Team::approve) or [`Team::deny`](troupe_runtime::Team::deny)
+    /// (or the policy's timeout, a denial); with a session log the pause survives a restart.
+    pub fn approval(mut self, policy: ApprovalPolicy) -> Self {
+        self.approval = policy;
         self
     }
 

@@ -151,6 +151,20 @@ pub enum Event {
         /// Why the answer was dropped, when it was.
         reason: Option<String>,
     },
+    /// A tool call waits for a person's answer (its agent's approval policy says "ask"):
+    /// answer with [`Team::approve`](crate::Team::approve),
+    /// [`Team::approve_with`](crate::Team::approve_with) or [`Team::deny`](crate::Team::deny).
+    /// Published again for the same call when a restarted agent resumes the paused turn.
+    ApprovalRequested {
+        /// Names the call in the answer.
+        id: crate::approval::ApprovalId,
+        /// The agent whose model asked for the call.
+        agent: String,
+        /// The tool's name.
+        tool: String,
+        /// The call's arguments as the model wrote them (JSON).
+        arguments: String,
+    },
     /// The supervisor restarted a failed agent.
     AgentRestarted {
         /// The name of the agent it happened in.
@@ -186,6 +200,7 @@ impl Event {
             | Event::CompactionFinished { agent, .. }
             | Event::CompactionFailed { agent, .. }
             | Event::CompactionApplied { agent, .. }
+            | Event::ApprovalRequested { agent, .. }
             | Event::AgentRestarted { agent, .. }
             | Event::AgentStopped { agent, .. } => agent,
         }

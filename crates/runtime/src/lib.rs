@@ -9,7 +9,8 @@
 //! - [`EventBus`] and [`Event`]: everything observable, in causal order.
 //! - [`TraceContext`]: the trace that travels inside actor messages.
 //! - [`sync`]: the one way troupe takes a `std::sync` lock, recovering from poisoning.
-//! - Topic modules, whose items have no other path: [`trace`] (span attribute names, content
+//! - Topic modules, whose items have no other path: [`approval`] (tool calls waiting for a
+//!   person's answer), [`trace`] (span attribute names, content
 //!   recording, the trace file's lines), [`credentials`], [`redact`], [`sync`], [`tls`] (aws-lc-rs,
 //!   the one crypto provider HTTPS clients use); everything else is at the root, once.
 
@@ -17,6 +18,7 @@
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
+pub mod approval;
 mod ask_stream;
 mod compaction_report;
 mod conversation;

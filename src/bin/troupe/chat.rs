@@ -16,6 +16,7 @@
 //! Everything from a model or a tool is redacted and escaped before it reaches the terminal
 //! ([`terminal`]), and a line of input that is not UTF-8 is skipped with a warning.
 
+mod approval_prompt;
 mod input;
 mod interrupts;
 mod resume;
@@ -37,7 +38,7 @@ use troupe::agents::{
     context_stats, session_health, spawn_agent, spawn_compression_agent, switch_session,
 };
 use troupe::runtime::{AskItem, MessageId, Role};
-use troupe::{ChatModel, LlmAgent, Team, TeamConfig};
+use troupe::{ChatModel, Event, LlmAgent, Team, TeamConfig};
 use troupe_cli::config::{Config, build_model};
 
 use crate::cli::ChatArgs;
@@ -176,6 +177,18 @@ impl Chat {
         if restored > 0 {
             println!("resumed {} ({restored} messages)", path.display());
         }
+        let paused = team
+            .with_agent::<LlmAgent, _, _>(&blueprint.spec.name, |a| a.paused_calls().len())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        if paused > 0 {
+            println!(
+                "the last turn paused for approval ({paused} tool call(s)); your next message \
+                 asks again before it goes on"
+            );
+        }
         let mut chat = Chat {
             blueprint,
             team,
@@ -308,7 +321,12 @@ impl Chat {
     /// calls and compactions as one-line notices. Ctrl-C drops the stream, which cancels the
     /// request: the agent rolls its conversation back and its log never sees it — unless the
     /// request was committed before the agent heard of it, which the chat then says.
-    async fn request(&mut self, text: String, interrupts: &mut Interrupts) {
+    async fn request(
+        &mut self,
+        text: String,
+        interrupts: &mut Interrupts,
+        lines: &mut Lines<tokio::io::Stdin>,
+    ) {
         let name = self.name();
         self.requests += 1;
         let what = format!(
@@ -332,6 +350,24 @@ impl Chat {
             };
             match item {
                 None => break false,
+                Some(Ok(AskItem::Event(Event::ApprovalRequested {
+                    id,
+                    agent,
+                    tool,
+                    arguments,
+                }))) if agent == name => {
+                    shown.flush_text();
+                    shown.end_line();
+                    let question = approval_prompt::Question {
+                        id: &id,
+                        tool: &tool,
+                        arguments: &arguments,
+                    };
+                    match approval_prompt::ask(&self.team, &question, lines, interrupts).await {
+                        approval_prompt::Asked::Answered => {}
+                        approval_prompt::Asked::Interrupted => break true,
+                    }
+                }
                 Some(Ok(AskItem::Event(event))) if event.agent() == name => shown.event(&event),
                 Some(Ok(AskItem::Event(_))) => {}
                 Some(Ok(AskItem::Answer(answer))) => {
@@ -506,7 +542,10 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
             "/clear" => chat.clear().await,
             "/resume" => chat.resume(rest).await,
             other if other.starts_with('/') => println!("unknown command {}", safe(other)),
-            _ => chat.request(line.to_string(), &mut interrupts).await,
+            _ => {
+                chat.request(line.to_string(), &mut interrupts, &mut lines)
+                    .await;
+            }
         }
     }
     chat.team.shutdown().await;

@@ -14,6 +14,7 @@
 //! (`session_ops.rs`); this file holds the agent's state, its construction and the
 //! [`AgentBehavior`] that dispatches requests and jobs.
 
+mod approval;
 mod budget;
 mod compact_tool;
 mod context;
@@ -91,6 +92,9 @@ pub struct LlmAgent {
     /// The compaction running ahead of the trigger, and what makes its answer stale
     /// (`work_ahead.rs`). It outlives requests: agent state, not a request's.
     ahead: work_ahead::WorkAheadState,
+    /// The open calls of a turn the session log shows paused for approval (`approval.rs`):
+    /// answered before the next request.
+    paused: Vec<crate::session::PausedCall>,
 }
 
 /// What an [`LlmAgent`] keeps across restarts beyond its conversation: its checkpoint's
@@ -135,6 +139,7 @@ impl LlmAgent {
         }
         let mut session = None;
         let mut restored = None;
+        let mut paused = Vec::new();
         // After a `/resume`, the claim holds the log the agent switched to: a rebuild keeps it.
         let path = claim
             .and_then(SessionClaim::held_path)
@@ -145,8 +150,12 @@ impl LlmAgent {
             for warning in &logged.warnings {
                 tracing::warn!(agent = %spec.name, "{warning}");
             }
-            if checkpoint.is_none() {
-                restored = Some(restore(&logged));
+            // A turn paused for approval was written to the log mid-request, after the last
+            // checkpoint: the log is newer then, and the agent resumes from it.
+            if checkpoint.is_none() || !logged.paused.is_empty() {
+                let r = restore(&logged);
+                paused.clone_from(&r.paused);
+                restored = Some(r);
             }
             // Written only once the log has restored: a log refused above stays as it was (apart
             // from a torn last line, which opening cuts off).
@@ -155,11 +164,11 @@ impl LlmAgent {
             session = Some(sync);
         }
         let (conversation, state) = match (checkpoint, restored) {
-            (Some(c), _) => {
+            (Some(c), None) => {
                 let state = c.state.get::<LlmAgentState>().cloned().unwrap_or_default();
                 (c.conversation, state)
             }
-            (None, Some(r)) => (
+            (_, Some(r)) => (
                 r.conversation,
                 LlmAgentState {
                     ledger: r.ledger,
@@ -198,6 +207,7 @@ impl LlmAgent {
             request_mark: None,
             before_rewrite: None,
             ahead: work_ahead::WorkAheadState::default(),
+            paused,
         })
     }
 
@@ -214,6 +224,12 @@ impl LlmAgent {
     /// The conversation so far.
     pub fn conversation(&self) -> &Conversation {
         &self.conversation
+    }
+
+    /// The open calls of a turn the session log showed paused for approval: the next request
+    /// answers them first (asking again where the policy asks).
+    pub fn paused_calls(&self) -> &[crate::session::PausedCall] {
+        &self.paused
     }
 
     /// The file ledger of this agent's tool calls.
@@ -318,6 +334,9 @@ impl AgentBehavior for LlmAgent {
         // A compaction that landed between requests goes in before this one starts (not part
         // of what a rollback of this request undoes).
         self.land_background(ctx);
+        // A turn paused before a restart is finished first, outside what a rollback of this
+        // request undoes: its calls may have run.
+        self.finish_paused(ctx, trace_id).await?;
         // O(1): a rollback drops what the request pushed; a request that rewrites the
         // conversation keeps a copy first (`keep_for_rollback`).
         let mark = self.conversation.mark();

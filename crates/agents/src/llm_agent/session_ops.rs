@@ -91,14 +91,20 @@ impl LlmAgent {
     /// caller's way to tell its user at once) and retried at the next boundary (the difference
     /// is recomputed then), so the answer is not lost to a full disk that frees up.
     pub(super) fn persist(&mut self) {
+        self.persist_with(Vec::new());
+    }
+
+    /// [`LlmAgent::persist`] with `extra` records in the same commit (a paused turn's).
+    pub(super) fn persist_with(&mut self, extra: Vec<crate::session::SessionRecord>) {
         let Some(sync) = &mut self.session else {
             return;
         };
-        if let Err(e) = sync.persist(
+        if let Err(e) = sync.persist_with(
             &self.conversation,
             &self.archive,
             &self.ledger.snapshot(),
             self.last_compaction.as_ref(),
+            extra,
         ) {
             tracing::error!(
                 agent = %self.spec.name,

@@ -125,7 +125,7 @@ impl LlmAgent {
     }
 
     /// Run one assistant message's tool calls concurrently; results come back in call order.
-    async fn run_tools(
+    pub(super) async fn run_tools(
         &self,
         calls: &[ToolCall],
         ctx: &AgentContext,
@@ -213,13 +213,11 @@ impl LlmAgent {
                 .cloned()
                 .partition(|c| compact_call && c.function.name == COMPACT_TOOL);
             // Abandoning drops the calls; the registry then cancels each call's
-            // `ToolContext::cancel`, so work a tool moved off this task stops too.
-            let ran = until_abandoned(
-                watch,
-                async { Ok(self.run_tools(&tool_calls, ctx, trace_id).await) },
-                AgentError::Cancelled,
-            )
-            .await?;
+            // `ToolContext::cancel`, so work a tool moved off this task stops too. The approval
+            // policy may pause the turn here (`approval.rs`).
+            let ran = self
+                .run_approved(&tool_calls, &calls, ctx, trace_id, watch)
+                .await?;
             let mut results: std::collections::HashMap<String, ToolResult> =
                 calls_results(&tool_calls, ran);
             let mut fatal = None;
@@ -259,7 +257,7 @@ impl LlmAgent {
 
 /// Run `work` to its end, or until the caller watching the request stops listening (then
 /// `cancelled`). Unwatched requests just run `work`.
-async fn until_abandoned<T, E>(
+pub(super) async fn until_abandoned<T, E>(
     watch: Option<&RequestWatch>,
     work: impl Future<Output = Result<T, E>>,
     cancelled: E,

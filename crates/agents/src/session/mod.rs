@@ -59,6 +59,6 @@ pub(crate) use claim::SessionClaim;
 pub use error::SessionError;
 pub use lock::{SessionLock, lock_path};
 pub use log::SessionLog;
-pub use records::{CompactionRecord, SESSION_FORMAT_VERSION, Session, SessionRecord};
+pub use records::{CompactionRecord, PausedCall, SESSION_FORMAT_VERSION, Session, SessionRecord};
 pub use scan::load;
 pub(crate) use sync::{SessionSync, restore};

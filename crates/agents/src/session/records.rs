@@ -43,6 +43,19 @@ pub enum SessionRecord {
     },
     /// The conversation was cleared (`/clear`); ids stay unique afterwards.
     Clear,
+    /// The turn paused for approval with these calls of the last assistant message still
+    /// unanswered: a commit may end with them open. On resume the agent asks again for those
+    /// that need asking and runs the rest — except those in [`SessionRecord::CallsStarted`].
+    Paused {
+        /// The open calls, in call order.
+        calls: Vec<PausedCall>,
+    },
+    /// These paused calls began to run: if the log ends before their results, they are answered
+    /// as interrupted on resume, never run a second time.
+    CallsStarted {
+        /// Their tool call ids.
+        call_ids: Vec<String>,
+    },
     /// The records since the previous commit form a complete turn.
     Commit,
 }
@@ -57,6 +70,8 @@ impl SessionRecord {
             SessionRecord::ModelChange { .. } => "model_change",
             SessionRecord::Ledger { .. } => "ledger",
             SessionRecord::Clear => "clear",
+            SessionRecord::Paused { .. } => "paused",
+            SessionRecord::CallsStarted { .. } => "calls_started",
             SessionRecord::Commit => "commit",
         }
     }
@@ -103,6 +118,23 @@ pub struct CompactionRecord {
     pub report: Option<CompactionReport>,
 }
 
+/// A tool call left open when a turn paused for approval ([`SessionRecord::Paused`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedCall {
+    /// The tool call's id.
+    pub call_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments the model wrote (JSON).
+    pub arguments: String,
+    /// Whether it waits for a person's answer (otherwise it was allowed and waits only for
+    /// the asked calls of its message).
+    pub ask: bool,
+    /// Whether it began to run ([`SessionRecord::CallsStarted`]); set on replay, not written.
+    #[serde(default, skip_serializing)]
+    pub started: bool,
+}
+
 /// A conversation restored from its log.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Session {
@@ -126,6 +158,9 @@ pub struct Session {
     pub archive_entries: Vec<ArchiveEntry>,
     /// The report of the latest compaction.
     pub last_report: Option<CompactionReport>,
+    /// The calls of a turn that paused for approval and never finished, in call order (empty
+    /// when the last turn finished).
+    pub paused: Vec<PausedCall>,
     /// Compactions applied.
     pub compactions: usize,
     /// Committed records applied.

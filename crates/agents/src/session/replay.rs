@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, Role, StoredMessage};
 
-use super::records::{Session, SessionRecord};
+use super::records::{PausedCall, Session, SessionRecord};
 
 /// Adds `items` not yet in `into`, keeping order.
 fn union_into(into: &mut Vec<String>, items: &[String]) {
@@ -38,7 +38,14 @@ struct Pairing {
 
 impl Pairing {
     fn unanswered(&self) -> Option<Invalid> {
-        self.open.first().map(|call| {
+        self.unanswered_except(&[])
+    }
+
+    /// The first open call that is not one of `paused` (a turn paused for approval may commit
+    /// with those open).
+    fn unanswered_except(&self, paused: &[PausedCall]) -> Option<Invalid> {
+        let is_paused = |call: &String| paused.iter().any(|p| &p.call_id == call);
+        self.open.iter().find(|c| !is_paused(c)).map(|call| {
             (
                 self.assistant_line,
                 format!("tool call `{call}` of this assistant message never gets a result"),
@@ -99,6 +106,8 @@ pub(super) struct Replayer {
     seen: HashMap<u64, usize>,
     /// The highest id ever seen, so ids stay unique after a clear or compaction.
     max_id: u64,
+    /// The open calls of a turn paused for approval, answered ones removed.
+    paused: Vec<PausedCall>,
 }
 
 impl Replayer {
@@ -119,6 +128,9 @@ impl Replayer {
                     ));
                 }
                 self.pairing.push(&message, line)?;
+                if let Some(call) = message.tool_call_id.as_deref() {
+                    self.paused.retain(|p| p.call_id != call);
+                }
                 self.seen.insert(message.id.0, line);
                 self.max_id = self.max_id.max(message.id.0);
                 self.messages.push(message);
@@ -147,6 +159,7 @@ impl Replayer {
                     self.max_id = self.max_id.max(id);
                 }
                 self.messages = messages;
+                self.paused.retain(|p| pairing.open.contains(&p.call_id));
                 self.pairing = pairing;
                 if c.summary.is_some() {
                     self.session.previous_summary = c.summary;
@@ -169,11 +182,33 @@ impl Replayer {
                 // A fresh start: the old summary and files no longer describe the context.
                 self.messages.clear();
                 self.pairing = Pairing::default();
+                self.paused.clear();
                 self.session.previous_summary = None;
                 self.session.read_files.clear();
                 self.session.modified_files.clear();
                 self.session.ledger = None;
                 self.session.last_report = None;
+            }
+            SessionRecord::Paused { calls } => {
+                if let Some(stray) = calls.iter().find(|c| !self.pairing.open.contains(&c.call_id))
+                {
+                    return Err((
+                        line,
+                        format!(
+                            "paused call `{}` is not an open call of the last assistant message",
+                            stray.call_id
+                        ),
+                    ));
+                }
+                self.paused = calls;
+            }
+            SessionRecord::CallsStarted { call_ids } => {
+                for id in call_ids {
+                    let Some(call) = self.paused.iter_mut().find(|p| p.call_id == id) else {
+                        return Err((line, format!("started call `{id}` is not a paused call")));
+                    };
+                    call.started = true;
+                }
             }
             SessionRecord::Commit => {}
         }
@@ -182,7 +217,7 @@ impl Replayer {
 
     /// At a commit line: a commit ends with every tool call answered.
     pub(super) fn check_turn_complete(&self) -> Result<(), Invalid> {
-        match self.pairing.unanswered() {
+        match self.pairing.unanswered_except(&self.paused) {
             Some(unanswered) => Err(unanswered),
             None => Ok(()),
         }
@@ -191,6 +226,7 @@ impl Replayer {
     pub(super) fn finish(mut self) -> Session {
         let stored: Vec<StoredMessage> = self.messages.iter().map(StoredMessage::from).collect();
         let next_id = self.max_id + 1;
+        self.session.paused = std::mem::take(&mut self.paused);
         // Conversation's serde form is the one way to restore an id counter past cleared ids.
         let restored =
             serde_json::from_value(serde_json::json!({ "next_id": next_id, "messages": stored }));

@@ -30,7 +30,7 @@ use super::claim::SessionClaim;
 use super::error::SessionError;
 use super::health::SessionBehind;
 use super::log::SessionLog;
-use super::records::{CompactionRecord, Session, SessionRecord};
+use super::records::{CompactionRecord, PausedCall, Session, SessionRecord};
 
 /// What an agent resumes with.
 pub(crate) struct Restored {
@@ -38,6 +38,8 @@ pub(crate) struct Restored {
     pub(crate) ledger: FileLedger,
     pub(crate) archive: Archive,
     pub(crate) last_compaction: Option<CompactionReport>,
+    /// The calls of a turn paused for approval that never finished.
+    pub(crate) paused: Vec<PausedCall>,
 }
 
 /// The agent state a session describes.
@@ -47,6 +49,7 @@ pub(crate) fn restore(session: &Session) -> Restored {
         ledger: session.ledger.clone().unwrap_or_default(),
         archive: Archive::from(session.archive_entries.clone()),
         last_compaction: session.last_report.clone(),
+        paused: session.paused.clone(),
     }
 }
 
@@ -189,18 +192,19 @@ impl SessionSync {
         });
     }
 
-    /// Write what changed since the last commit point as one commit (nothing when nothing
-    /// changed).
+    /// Write what changed since the last commit point, then `extra` records (a paused turn's),
+    /// as one commit (nothing when nothing changed and `extra` is empty).
     ///
     /// # Errors
     /// [`SessionError`] when writing fails; nothing counts as persisted then, so the next call
     /// writes the whole difference again.
-    pub(crate) fn persist(
+    pub(crate) fn persist_with(
         &mut self,
         conversation: &Conversation,
         archive: &Archive,
         ledger: &FileLedger,
         report: Option<&CompactionReport>,
+        extra: Vec<SessionRecord>,
     ) -> Result<(), SessionError> {
         let now = conversation.messages();
         // Pointers first: a message persisted before is, unless rewritten, the same allocation.
@@ -243,6 +247,9 @@ impl SessionSync {
             && let Some(l) = &ledger_now
         {
             self.log.append(SessionRecord::Ledger { ledger: l.clone() });
+        }
+        for record in extra {
+            self.log.append(record);
         }
         if let Err(e) = self.log.flush() {
             self.log.discard_pending();

@@ -1,3 +1,4 @@
+mod approval;
 mod ask_stream;
 mod compaction_road;
 mod compaction_hooks;

@@ -241,7 +241,8 @@ impl Config {
         let mut spec = AgentSpec::new(name, model)
             .instructions(agent.instructions.clone())
             .tools(self.tool_registry(name, agent)?)
-            .team_messaging(agent.team_messaging);
+            .team_messaging(agent.team_messaging)
+            .approval(super::approve::policy(agent));
         if let Some(n) = agent.max_turns {
             spec = spec.max_turns(n);
         }
@@ -254,11 +255,11 @@ impl Config {
         if let Some(root) = &self.tools.workspace {
             spec = spec.workspace_root(root.clone());
         }
-        Ok(spec)
         for pin in &agent.pinned {
             let message = pinned_message(name, pin, &spec.workspace_root)?;
             spec = spec.pin(message);
         }
+        Ok(spec)
     }
 }
 

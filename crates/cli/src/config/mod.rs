@@ -40,6 +40,7 @@
 //!
 //! Unknown keys and bad values are errors that name the key (`agents.assistant.tools[1]`).
 
+mod approve;
 mod build;
 mod compression;
 mod mcp;
@@ -51,6 +52,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use approve::ApproveRuleConfig;
 pub use build::{BuildError, build_model};
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 pub use pinned::{PinnedConfig, PinnedRole};
@@ -133,6 +135,13 @@ pub struct AgentConfig {
     /// never touches them (`pinned = [{ file = "RULES.md" }, { text = "…", role = "system" }]`).
     #[serde(default)]
     pub pinned: Vec<PinnedConfig>,
+    /// Which tool calls run on their own, wait for a person, or never run (`approve = [{ tool =
+    /// "shell", argument = "command", prefix = "rm ", policy = "ask" }]`); first match decides,
+    /// no match runs.
+    #[serde(default)]
+    pub approve: Vec<ApproveRuleConfig>,
+    /// How long an asked call waits for an answer before it counts as denied (default 600).
+    pub approve_timeout_secs: Option<u64>,
 }
 
 /// Tools an agent can name in `tools`.

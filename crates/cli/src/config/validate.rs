@@ -169,6 +169,7 @@ impl Config {
             if agent.max_turns == Some(0) {
                 return Err(problem(key("max_turns"), "must be at least 1"));
             }
+            super::approve::check(name, agent)?;
             if agent.max_tokens == Some(0) {
                 return Err(problem(key("max_tokens"), "must be at least 1"));
             }

@@ -135,6 +135,8 @@ pub struct AgentContext {
 
 /// The logic of one agent. Handles one request at a time.
 ///
+    /// The team's open tool-approval requests.
+    pub approvals: crate::approval::Approvals,
 /// `Any` is a supertrait so that [`Team::with_agent`](crate::Team::with_agent) can reach the
 /// behaviour typed (`&mut dyn AgentBehavior` upcasts to `&mut dyn Any`) without every
 /// behaviour writing the downcast itself.

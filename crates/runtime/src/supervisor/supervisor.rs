@@ -92,6 +92,7 @@ pub(crate) struct SupervisorArgs {
     pub(crate) events: EventBus,
     pub(crate) checkpoints: CheckpointStore,
     pub(crate) policy: RestartPolicy,
+    pub(crate) approvals: crate::approval::Approvals,
     pub(crate) shutdown_grace: Duration,
 }
 
@@ -125,6 +126,7 @@ impl Supervisor {
             behavior,
             checkpoints: state.args.checkpoints.clone(),
             responding: state.args.directory.responding_flag(name),
+                approvals: state.args.approvals.clone(),
         };
         let (actor, _join) = Actor::spawn_linked(None, AgentActor, args, myself.get_cell())
             .await

@@ -8,6 +8,7 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
+use crate::approval::{ApprovalDecision, ApprovalError, ApprovalId, Approvals};
 use crate::event::{EventBus, EventRecord};
 use crate::supervisor::actor::{AgentMsg, CheckpointStore};
 use crate::supervisor::behavior::{AgentBehavior, AgentRequest, BehaviorFactory, Checkpoint};
@@ -69,6 +70,7 @@ pub struct Team {
     supervisor_task: JoinHandle<()>,
     directory: Directory,
     events: EventBus,
+    approvals: Approvals,
     checkpoints: CheckpointStore,
     config: TeamConfig,
 }
@@ -91,9 +93,11 @@ impl Team {
     pub async fn start_with_bus(config: TeamConfig, events: EventBus) -> Result<Team, TeamError> {
         let directory = Directory::default();
         let checkpoints = CheckpointStore::default();
+        let approvals = Approvals::default();
         let args = SupervisorArgs {
             directory: directory.clone(),
             events: events.clone(),
+            approvals: approvals.clone(),
             checkpoints: checkpoints.clone(),
             policy: config.restart,
             shutdown_grace: config.shutdown_grace,
@@ -106,6 +110,7 @@ impl Team {
             supervisor_task,
             directory,
             events,
+            approvals,
             checkpoints,
             config,
         })
@@ -271,6 +276,45 @@ impl Team {
     /// The team's directory (give it to code that must reach agents by name).
     pub fn directory(&self) -> &Directory {
         &self.directory
+    }
+
+    /// The team's open tool-approval requests (see [`Event::ApprovalRequested`](crate::Event)).
+    pub fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
+    /// Run the tool call waiting under `id` as the model wrote it.
+    ///
+    /// # Errors
+    /// [`ApprovalError::Unknown`] when nothing waits under `id`.
+    pub fn approve(&self, id: &ApprovalId) -> Result<(), ApprovalError> {
+        self.approvals
+            .decide(id, ApprovalDecision::Approve { arguments: None })
+    }
+
+    /// Run the tool call waiting under `id` with these arguments (a JSON object) instead.
+    ///
+    /// # Errors
+    /// [`ApprovalError::Unknown`] when nothing waits under `id`,
+    /// [`ApprovalError::InvalidArguments`] when `arguments` is not a JSON object (the call
+    /// still waits).
+    pub fn approve_with(
+        &self,
+        id: &ApprovalId,
+        arguments: impl Into<String>,
+    ) -> Result<(), ApprovalError> {
+        let arguments = Some(arguments.into());
+        self.approvals
+            .decide(id, ApprovalDecision::Approve { arguments })
+    }
+
+    /// Do not run the tool call waiting under `id`; the model sees `reason` as its result.
+    ///
+    /// # Errors
+    /// [`ApprovalError::Unknown`] when nothing waits under `id`.
+    pub fn deny(&self, id: &ApprovalId, reason: impl Into<String>) -> Result<(), ApprovalError> {
+        let reason = reason.into();
+        self.approvals.decide(id, ApprovalDecision::Deny { reason })
     }
 
     /// Stop every agent (each finishes its current request, within the grace period), then the

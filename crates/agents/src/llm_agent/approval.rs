@@ -1,0 +1,262 @@
+//! Tool approval in the turn: the spec's [`ApprovalPolicy`](crate::approval::ApprovalPolicy)
+//! decides per call; a call that must be asked about pauses the turn.
+//!
+//! A pause is a commit point: the assistant message and a `paused` record go to the session log
+//! first, so a process killed while a person thinks resumes the turn (the agent asks again at
+//! its next request, `finish_paused`). Before an answered batch runs, a `calls_started` record
+//! goes in: a call the log shows started but not answered is answered as interrupted on resume,
+//! never run twice. The answer itself arrives on the team's
+//! [`Approvals`](troupe_runtime::approval::Approvals) desk, not in the agent's mailbox, which
+//! the request being paused occupies.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use troupe_runtime::approval::{ApprovalDecision, ApprovalId};
+use troupe_runtime::{
+    AgentContext, AgentError, ChatMessage, Event, RequestWatch, ToolCall, TraceId,
+};
+use troupe_tools::{ToolFailure, ToolResult};
+
+use super::LlmAgent;
+use super::compact_tool::COMPACT_TOOL;
+use super::turn::until_abandoned;
+use crate::approval::Permission;
+use crate::session::{PausedCall, SessionRecord};
+
+/// How a call that was asked about came out.
+enum Answer {
+    Run(Option<String>),
+    Denied(String),
+    TimedOut(Duration),
+}
+
+impl LlmAgent {
+    /// Run one assistant message's tool calls as the approval policy says: allowed ones run,
+    /// denied ones are answered without running, and when any must be asked about the turn
+    /// pauses until every such call is answered. Results in call order. `open` is every call
+    /// of the message still unanswered (the `compact` tool's included), for the log's pause.
+    pub(super) async fn run_approved(
+        &mut self,
+        calls: &[ToolCall],
+        open: &[ToolCall],
+        ctx: &AgentContext,
+        trace_id: TraceId,
+        watch: Option<&RequestWatch>,
+    ) -> Result<Vec<ToolResult>, AgentError> {
+        let permissions: Vec<Permission> = calls
+            .iter()
+            .map(|c| {
+                self.spec
+                    .approval
+                    .permission(&c.function.name, &c.function.arguments)
+            })
+            .collect();
+        let paused = permissions.contains(&Permission::Ask);
+        if paused {
+            let record = open
+                .iter()
+                .map(|c| PausedCall {
+                    call_id: c.id.clone(),
+                    tool: c.function.name.clone(),
+                    arguments: c.function.arguments.clone(),
+                    ask: calls
+                        .iter()
+                        .zip(&permissions)
+                        .any(|(k, p)| k.id == c.id && *p == Permission::Ask),
+                    started: false,
+                })
+                .collect();
+            self.persist_with(vec![SessionRecord::Paused { calls: record }]);
+        }
+        let work: Vec<(ToolCall, Permission)> = calls.iter().cloned().zip(permissions).collect();
+        self.settle(work, paused, ctx, trace_id, watch).await
+    }
+
+    /// A turn the log shows paused (the process or the agent stopped while it waited): answer
+    /// its open calls — ask again about those that need it, run the allowed ones, answer those
+    /// that had started as interrupted — and commit the results, before the next request.
+    pub(super) async fn finish_paused(
+        &mut self,
+        ctx: &AgentContext,
+        trace_id: TraceId,
+    ) -> Result<(), AgentError> {
+        if self.paused.is_empty() {
+            return Ok(());
+        }
+        let watch = ctx.events.watch_of(trace_id);
+        let paused = self.paused.clone();
+        let mut interrupted = Vec::new();
+        let mut work = Vec::new();
+        for p in &paused {
+            let compact = self.spec.compaction.agent_tool && p.tool == COMPACT_TOOL;
+            if p.started || compact {
+                interrupted.push(p.call_id.clone());
+                continue;
+            }
+            // Asked before stays asked; a rule that denies it now still denies it.
+            let permission = match self.spec.approval.permission(&p.tool, &p.arguments) {
+                Permission::Deny => Permission::Deny,
+                _ if p.ask => Permission::Ask,
+                now => now,
+            };
+            let call = self
+                .logged_call(&p.call_id)
+                .unwrap_or_else(|| ToolCall::new(&p.call_id, &p.tool, &p.arguments));
+            work.push((call, permission));
+        }
+        let ids: Vec<String> = work.iter().map(|(c, _)| c.id.clone()).collect();
+        let results = self
+            .settle(work, true, ctx, trace_id, watch.as_ref())
+            .await?;
+        let mut by_id: std::collections::HashMap<String, String> = ids
+            .into_iter()
+            .zip(results.into_iter().map(|r| r.content))
+            .collect();
+        for id in &interrupted {
+            by_id.insert(
+                id.clone(),
+                "the process stopped while this call ran; its outcome is unknown and it was \
+                 not run again"
+                    .to_string(),
+            );
+        }
+        for p in &paused {
+            let content = by_id.remove(&p.call_id).unwrap_or_default();
+            self.conversation
+                .push(ChatMessage::tool_result(p.call_id.clone(), content));
+        }
+        self.paused.clear();
+        self.persist();
+        Ok(())
+    }
+
+    /// The call `id` of the conversation's last assistant message.
+    fn logged_call(&self, id: &str) -> Option<ToolCall> {
+        self.conversation
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| !m.calls().is_empty())
+            .and_then(|m| m.calls().iter().find(|c| c.id == id).cloned())
+    }
+
+    /// Ask about the calls that need it (all at once), then run what may run and answer the
+    /// rest. `logged`: whether a pause is in the session log (then the calls about to run are
+    /// recorded as started first).
+    async fn settle(
+        &mut self,
+        work: Vec<(ToolCall, Permission)>,
+        logged: bool,
+        ctx: &AgentContext,
+        trace_id: TraceId,
+        watch: Option<&RequestWatch>,
+    ) -> Result<Vec<ToolResult>, AgentError> {
+        let asked = work
+            .iter()
+            .filter(|(_, p)| *p == Permission::Ask)
+            .map(|(call, _)| self.ask(call, ctx, trace_id));
+        let answers = until_abandoned(
+            watch,
+            async { Ok(join_all(asked).await) },
+            AgentError::Cancelled,
+        )
+        .await?;
+        let mut answers = answers.into_iter();
+        let mut to_run = Vec::new();
+        let mut outcome: Vec<Result<(usize, Option<String>), ToolResult>> =
+            Vec::with_capacity(work.len());
+        for (call, permission) in work {
+            let answer = match permission {
+                Permission::Allow => Answer::Run(None),
+                Permission::Deny => {
+                    outcome.push(Err(refused(format!(
+                        "the approval policy denies `{}` with these arguments; the call was not \
+                         run",
+                        call.function.name
+                    ))));
+                    continue;
+                }
+                Permission::Ask => answers
+                    .next()
+                    .unwrap_or(Answer::Denied("no answer".to_string())),
+            };
+            match answer {
+                Answer::Run(edited) => {
+                    let mut call = call;
+                    if let Some(arguments) = &edited {
+                        call.function.arguments.clone_from(arguments);
+                    }
+                    outcome.push(Ok((to_run.len(), edited)));
+                    to_run.push(call);
+                }
+                Answer::Denied(reason) => outcome.push(Err(refused(format!(
+                    "the person approving tool calls denied this call: {reason}; it was not run"
+                )))),
+                Answer::TimedOut(after) => outcome.push(Err(refused(format!(
+                    "no approval came within {} s; the call was not run",
+                    after.as_secs()
+                )))),
+            }
+        }
+        if logged && !to_run.is_empty() {
+            let call_ids = to_run.iter().map(|c| c.id.clone()).collect();
+            self.persist_with(vec![SessionRecord::CallsStarted { call_ids }]);
+        }
+        let ran = until_abandoned(
+            watch,
+            async { Ok(self.run_tools(&to_run, ctx, trace_id).await) },
+            AgentError::Cancelled,
+        )
+        .await?;
+        let mut ran: Vec<Option<ToolResult>> = ran.into_iter().map(Some).collect();
+        Ok(outcome
+            .into_iter()
+            .map(|o| match o {
+                Ok((i, edited)) => {
+                    let mut result = ran
+                        .get_mut(i)
+                        .and_then(Option::take)
+                        .unwrap_or_else(|| refused("the call produced no result".to_string()));
+                    // The assistant message keeps the model's arguments: say what really ran.
+                    if let Some(arguments) = edited {
+                        result.content = format!(
+                            "(run with arguments edited by the person approving: {arguments})\n{}",
+                            result.content
+                        );
+                    }
+                    result
+                }
+                Err(result) => result,
+            })
+            .collect())
+    }
+
+    /// Ask the team about `call` and wait for the answer or the policy's timeout.
+    async fn ask(&self, call: &ToolCall, ctx: &AgentContext, trace_id: TraceId) -> Answer {
+        let id = ApprovalId::of_call(&ctx.name, &call.id);
+        // Opened before the event goes out: an answer can never come before its question.
+        let pending = ctx.approvals.open(id.clone());
+        ctx.events.publish(
+            Some(trace_id),
+            Event::ApprovalRequested {
+                id,
+                agent: ctx.name.clone(),
+                tool: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+            },
+        );
+        let timeout = self.spec.approval.timeout;
+        match tokio::time::timeout(timeout, pending.answer()).await {
+            Ok(Some(ApprovalDecision::Approve { arguments })) => Answer::Run(arguments),
+            Ok(Some(ApprovalDecision::Deny { reason })) => Answer::Denied(reason),
+            Ok(Some(_)) => Answer::Denied("an answer this agent does not know".to_string()),
+            Ok(None) => Answer::Denied("the request was replaced by a newer one".to_string()),
+            Err(_) => Answer::TimedOut(timeout),
+        }
+    }
+}
+
+fn refused(content: String) -> ToolResult {
+    ToolResult::error(ToolFailure::Refused, content)
+}

@@ -1,0 +1,376 @@
+//! Tool approval (#33): a call the policy asks about pauses the turn until the team approves
+//! (possibly with edited arguments) or denies it; a denial, a timeout and a policy's deny are
+//! the tool results the model sees; a paused turn survives the process (the session log) and
+//! is asked again, and a call that started is never run twice.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_agents::session::load;
+use troupe_agents::{AgentSpec, spawn_agent};
+use troupe_runtime::approval::{ApprovalError, ApprovalId};
+use troupe_runtime::{ChatRequest, Event, EventRecord, Role, Team, TeamConfig};
+use troupe_tools::ToolRegistry;
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct RunArgs {
+    command: String,
+}
+
+/// What the `run` tool saw: one entry per call that ran.
+type Runs = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A `run` tool that records each command it runs; `hold` makes it wait forever (a call in
+/// flight when the process stops).
+fn tools(runs: &Runs, hold: bool) -> ToolRegistry {
+    let runs = runs.clone();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register_fn("run", "Run a command.", move |args: RunArgs| {
+            let runs = runs.clone();
+            async move {
+                runs.lock().unwrap().push(args.command.clone());
+                if hold {
+                    std::future::pending::<()>().await;
+                }
+                Ok(format!("ran {}", args.command))
+            }
+        })
+        .unwrap();
+    tools
+}
+
+fn ask_rm() -> ApprovalPolicy {
+    ApprovalPolicy::new([
+        ApprovalRule::argument_prefix("run", "command", "rm ", Permission::Ask),
+        ApprovalRule::argument_prefix("run", "command", "sudo ", Permission::Deny),
+    ])
+}
+
+fn spec(model: Arc<ScriptedModel>, runs: &Runs, policy: ApprovalPolicy) -> AgentSpec {
+    AgentSpec::new("coder", model)
+        .tools(tools(runs, false))
+        .approval(policy)
+}
+
+async fn team() -> Team {
+    let config = TeamConfig {
+        shutdown_grace: Duration::from_millis(200),
+        ..TeamConfig::default()
+    };
+    Team::start(config).await.unwrap()
+}
+
+/// The next approval request on the bus.
+async fn requested(
+    events: &mut tokio::sync::broadcast::Receiver<EventRecord>,
+) -> (ApprovalId, String) {
+    loop {
+        let record = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("an approval request within 30 s")
+            .unwrap();
+        if let Event::ApprovalRequested { id, arguments, .. } = record.event {
+            return (id, arguments);
+        }
+    }
+}
+
+/// The tool message the model was sent in `request`.
+fn tool_result(request: &ChatRequest) -> String {
+    request
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .expect("a tool result")
+}
+
+fn script(command: &str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("run", format!(r#"{{"command": "{command}"}}"#)),
+            ScriptedReply::text("done"),
+        ],
+    ))
+}
+
+#[tokio::test]
+async fn a_denial_is_the_tool_result_the_model_sees() {
+    let runs = Runs::default();
+    let model = script("rm -rf build");
+    let team = team().await;
+    spawn_agent(&team, spec(model.clone(), &runs, ask_rm()))
+        .await
+        .unwrap();
+    let mut events = team.subscribe();
+    let asking = tokio::spawn({
+        let team_ask = team.directory().clone();
+        async move {
+            team_ask
+                .ask(
+                    "coder",
+                    troupe_runtime::AgentRequest::from_user("clean up"),
+                    Duration::from_secs(60),
+                )
+                .await
+        }
+    });
+    let (id, arguments) = requested(&mut events).await;
+    assert_eq!(id, ApprovalId::of_call("coder", "call_1"));
+    assert!(arguments.contains("rm -rf build"), "{arguments}");
+    assert_eq!(team.approvals().waiting(), vec![id.clone()]);
+    team.deny(&id, "not the build dir").unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), "done");
+    assert!(runs.lock().unwrap().is_empty(), "a denied call never runs");
+    let seen = tool_result(&model.requests()[1]);
+    assert!(
+        seen.contains("denied") && seen.contains("not the build dir"),
+        "{seen}"
+    );
+    // Answered once: the id is gone.
+    assert_eq!(team.approve(&id), Err(ApprovalError::Unknown(id.clone())));
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_approval_with_edited_arguments_runs_those() {
+    let runs = Runs::default();
+    let model = script("rm -rf /");
+    let team = team().await;
+    spawn_agent(&team, spec(model.clone(), &runs, ask_rm()))
+        .await
+        .unwrap();
+    let mut events = team.subscribe();
+    let directory = team.directory().clone();
+    let asking = tokio::spawn(async move {
+        let request = troupe_runtime::AgentRequest::from_user("clean up");
+        directory
+            .ask("coder", request, Duration::from_secs(60))
+            .await
+    });
+    let (id, _) = requested(&mut events).await;
+    // Not an object: refused, and the call still waits.
+    assert!(matches!(
+        team.approve_with(&id, "rm -rf build"),
+        Err(ApprovalError::InvalidArguments { .. })
+    ));
+    team.approve_with(&id, r#"{"command": "rm -rf build"}"#)
+        .unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), "done");
+    assert_eq!(*runs.lock().unwrap(), vec!["rm -rf build".to_string()]);
+    let seen = tool_result(&model.requests()[1]);
+    assert!(
+        seen.contains("edited") && seen.contains("ran rm -rf build"),
+        "{seen}"
+    );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn no_answer_within_the_timeout_is_a_denial() {
+    let runs = Runs::default();
+    let model = script("rm x");
+    let team = team().await;
+    let policy = ask_rm().timeout(Duration::from_millis(50));
+    spawn_agent(&team, spec(model.clone(), &runs, policy))
+        .await
+        .unwrap();
+    assert_eq!(team.ask("coder", "remove x").await.unwrap(), "done");
+    assert!(runs.lock().unwrap().is_empty());
+    let seen = tool_result(&model.requests()[1]);
+    assert!(seen.contains("no approval came within"), "{seen}");
+    assert!(
+        team.approvals().waiting().is_empty(),
+        "the request is withdrawn"
+    );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn allowed_calls_run_and_denied_ones_do_not_without_asking() {
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("run", r#"{"command": "ls"}"#),
+            ScriptedReply::call("run", r#"{"command": "sudo reboot"}"#),
+            ScriptedReply::text("done"),
+        ],
+    ));
+    let team = team().await;
+    spawn_agent(&team, spec(model.clone(), &runs, ask_rm()))
+        .await
+        .unwrap();
+    assert_eq!(team.ask("coder", "go").await.unwrap(), "done");
+    assert_eq!(*runs.lock().unwrap(), vec!["ls".to_string()]);
+    assert!(tool_result(&model.requests()[1]).contains("ran ls"));
+    let seen = tool_result(&model.requests()[2]);
+    assert!(seen.contains("approval policy denies"), "{seen}");
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_approval_id_is_a_typed_error() {
+    let team = team().await;
+    let id = ApprovalId("coder:call_9".to_string());
+    assert_eq!(team.approve(&id), Err(ApprovalError::Unknown(id.clone())));
+    assert_eq!(
+        team.deny(&id, "no"),
+        Err(ApprovalError::Unknown(id.clone()))
+    );
+    assert_eq!(
+        team.approve_with(&id, "{}"),
+        Err(ApprovalError::Unknown(id))
+    );
+    team.shutdown().await;
+}
+
+/// Start a team with the agent on `log`, ask it `text` in the background.
+async fn start_on_log(
+    log: &Path,
+    model: Arc<ScriptedModel>,
+    tools: ToolRegistry,
+    text: &str,
+) -> (
+    Team,
+    tokio::task::JoinHandle<Result<String, troupe_runtime::AskError>>,
+) {
+    let team = team().await;
+    let spec = AgentSpec::new("coder", model)
+        .tools(tools)
+        .approval(ask_rm())
+        .session(log);
+    spawn_agent(&team, spec).await.unwrap();
+    let directory = team.directory().clone();
+    let request = troupe_runtime::AgentRequest::from_user(text);
+    let asking = tokio::spawn(async move {
+        directory
+            .ask("coder", request, Duration::from_secs(60))
+            .await
+    });
+    (team, asking)
+}
+
+#[tokio::test]
+async fn a_paused_turn_survives_the_process_and_is_asked_again_then_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+
+    // The first process pauses on the call and stops without an answer.
+    let (team1, asking) =
+        start_on_log(&log, script("rm old.txt"), tools(&runs, false), "tidy").await;
+    let mut events = team1.subscribe();
+    let (first_id, _) = requested(&mut events).await;
+    let logged = load(&log).unwrap();
+    assert_eq!(logged.paused.len(), 1, "the pause is committed to the log");
+    asking.abort();
+    team1.shutdown().await;
+    assert!(runs.lock().unwrap().is_empty());
+
+    // The next process: the turn is still paused; its next request asks again first.
+    let second = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("tidied")]));
+    let (team2, asking) = start_on_log(&log, second.clone(), tools(&runs, false), "go on").await;
+    let mut events = team2.subscribe();
+    let (again, arguments) = requested(&mut events).await;
+    assert_eq!(again, first_id, "the same call, under the same id");
+    assert!(arguments.contains("rm old.txt"));
+    team2.approve(&again).unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), "tidied");
+    assert_eq!(*runs.lock().unwrap(), vec!["rm old.txt".to_string()]);
+    // The model sees the result, then the new request.
+    let sent = &second.requests()[0].messages;
+    let n = sent.len();
+    assert_eq!(sent[n - 2].role, Role::Tool);
+    assert!(sent[n - 2].text().contains("ran rm old.txt"));
+    assert_eq!(sent[n - 1].text(), "go on");
+    team2.shutdown().await;
+
+    // A third start finds nothing paused and runs nothing.
+    let logged = load(&log).unwrap();
+    assert!(logged.paused.is_empty());
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    let third = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("ok")]));
+    let (team3, asking) = start_on_log(&log, third, tools(&runs, false), "anything else?").await;
+    assert_eq!(asking.await.unwrap().unwrap(), "ok");
+    assert_eq!(
+        runs.lock().unwrap().len(),
+        1,
+        "the approved call ran exactly once"
+    );
+    team3.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_that_started_before_the_stop_is_not_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    // The approved call never finishes: the process stops while it runs.
+    let (team1, asking) = start_on_log(&log, script("rm big"), tools(&runs, true), "tidy").await;
+    let mut events = team1.subscribe();
+    let (id, _) = requested(&mut events).await;
+    team1.approve(&id).unwrap();
+    let started = async {
+        while runs.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), started)
+        .await
+        .unwrap();
+    let records = std::fs::read_to_string(&log).unwrap();
+    assert!(records.contains("calls_started"), "{records}");
+    asking.abort();
+    team1.shutdown().await;
+    let logged = load(&log).unwrap();
+    assert!(logged.paused[0].started);
+
+    let second = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("noted")]));
+    let (team2, asking) = start_on_log(&log, second.clone(), tools(&runs, false), "status?").await;
+    assert_eq!(asking.await.unwrap().unwrap(), "noted");
+    assert_eq!(runs.lock().unwrap().len(), 1, "never run a second time");
+    let seen = tool_result(&second.requests()[0]);
+    assert!(seen.contains("not run again"), "{seen}");
+    team2.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_log_whose_pause_names_no_open_call_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let (team, asking) = start_on_log(&log, script("rm a"), tools(&runs, false), "tidy").await;
+    let mut events = team.subscribe();
+    requested(&mut events).await;
+    asking.abort();
+    team.shutdown().await;
+    let good = std::fs::read_to_string(&log).unwrap();
+    let lines = good.lines().count();
+    for (bad, why) in [
+        (
+            r#"{"type":"paused","calls":[{"call_id":"nope","tool":"run","arguments":"{}","ask":true}]}"#,
+            "paused call `nope`",
+        ),
+        (
+            r#"{"type":"calls_started","call_ids":["nope"]}"#,
+            "started call `nope`",
+        ),
+    ] {
+        std::fs::write(&log, format!("{good}{bad}\n{{\"type\":\"commit\"}}\n")).unwrap();
+        match load(&log) {
+            Err(troupe_agents::session::SessionError::Invalid { line, reason, .. }) => {
+                assert_eq!(line, lines + 1);
+                assert!(reason.contains(why), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Tool approval: a tool call whose policy says "ask" waits here for a person's answer.
+//!
+//! The agent that wants an answer opens a [`PendingApproval`] on its team's [`Approvals`] (before
+//! it publishes [`Event::ApprovalRequested`](crate::Event::ApprovalRequested), so an answer can
+//! never arrive before there is something to answer) and awaits it; [`Team::approve`],
+//! [`Team::approve_with`] and [`Team::deny`](crate::Team::deny) answer through the desk.
+//!
+//! Why a desk and not a job in the agent's mailbox: the agent is inside its request while it
+//! waits, and an actor takes its next message only after the current one — a job would wait
+//! behind the very request it should unblock. The answer still travels as a message: a oneshot
+//! channel to the waiting turn.
+//!
+//! [`Team::approve`]: crate::Team::approve
+//! [`Team::approve_with`]: crate::Team::approve_with
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::sync::lock;
+
+/// Names one tool call waiting for approval: `AGENT:CALL_ID`. The same call gets the same id
+/// after a restart, so an answer given for it then still names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ApprovalId(pub String);
+
+impl ApprovalId {
+    /// The id of `agent`'s tool call `call_id`.
+    pub fn of_call(agent: &str, call_id: &str) -> Self {
+        ApprovalId(format!("{agent}:{call_id}"))
+    }
+}
+
+impl std::fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A person's answer to an approval request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ApprovalDecision {
+    /// Run the call; with `arguments`, run it with these (a JSON object) instead of the model's.
+    Approve {
+        /// Edited arguments, when the person changed them.
+        arguments: Option<String>,
+    },
+    /// Do not run the call; the model sees `reason` as the call's result.
+    Deny {
+        /// Why, in the person's words.
+        reason: String,
+    },
+}
+
+/// Why an answer was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    /// No tool call waits under this id (never asked, answered already, or timed out).
+    #[error("no tool call waits for approval under `{0}`")]
+    Unknown(ApprovalId),
+    /// Edited arguments that are not a JSON object; the call still waits.
+    #[error("the edited arguments for `{id}` are not a JSON object: {reason}")]
+    InvalidArguments {
+        /// The call they were meant for.
+        id: ApprovalId,
+        /// What is wrong with them.
+        reason: String,
+    },
+}
+
+/// The team's open approval requests (cloning shares them).
+#[derive(Debug, Clone, Default)]
+pub struct Approvals {
+    waiting: Arc<Mutex<HashMap<ApprovalId, Waiter>>>,
+    /// Numbers each opened request, so a withdrawn one removes only itself.
+    opened: Arc<AtomicU64>,
+}
+
+/// The open end of one request: its number and the channel to its waiter.
+#[derive(Debug)]
+struct Waiter {
+    number: u64,
+    answer: oneshot::Sender<ApprovalDecision>,
+}
+
+impl Approvals {
+    /// Open a request under `id` (a request already open under it is replaced: its waiter sees
+    /// the desk closed). Dropping the returned [`PendingApproval`] withdraws it.
+    pub fn open(&self, id: ApprovalId) -> PendingApproval {
+        let (tx, rx) = oneshot::channel();
+        let number = self.opened.fetch_add(1, Ordering::Relaxed);
+        lock(&self.waiting).insert(id.clone(), Waiter { number, answer: tx });
+        PendingApproval {
+            id,
+            number,
+            answer: rx,
+            desk: self.clone(),
+        }
+    }
+
+    /// Answer the request `id`.
+    ///
+    /// # Errors
+    /// [`ApprovalError::Unknown`] when nothing waits under `id`;
+    /// [`ApprovalError::InvalidArguments`] when edited arguments are not a JSON object (the
+    /// request then still waits).
+    pub fn decide(&self, id: &ApprovalId, decision: ApprovalDecision) -> Result<(), ApprovalError> {
+        if let ApprovalDecision::Approve {
+            arguments: Some(arguments),
+        } = &decision
+        {
+            check_arguments(id, arguments)?;
+        }
+        let waiter = lock(&self.waiting)
+            .remove(id)
+            .ok_or_else(|| ApprovalError::Unknown(id.clone()))?;
+        // The waiter gone between the lookup and the send (its turn was abandoned) is the same
+        // as it having been withdrawn a moment earlier.
+        waiter
+            .answer
+            .send(decision)
+            .map_err(|_| ApprovalError::Unknown(id.clone()))
+    }
+
+    /// The ids waiting now, sorted.
+    pub fn waiting(&self) -> Vec<ApprovalId> {
+        let mut ids: Vec<ApprovalId> = lock(&self.waiting).keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+}
+
+fn check_arguments(id: &ApprovalId, arguments: &str) -> Result<(), ApprovalError> {
+    let invalid = |reason: String| ApprovalError::InvalidArguments {
+        id: id.clone(),
+        reason,
+    };
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(_) => Err(invalid("not an object".to_string())),
+        Err(e) => Err(invalid(e.to_string())),
+    }
+}
+
+/// One open approval request; await [`PendingApproval::answer`].
+#[derive(Debug)]
+pub struct PendingApproval {
+    id: ApprovalId,
+    number: u64,
+    answer: oneshot::Receiver<ApprovalDecision>,
+    desk: Approvals,
+}
+
+impl PendingApproval {
+    /// The request's id.
+    pub fn id(&self) -> &ApprovalId {
+        &self.id
+    }
+
+    /// The answer, or `None` when the request was replaced by another under the same id.
+    pub async fn answer(mut self) -> Option<ApprovalDecision> {
+        (&mut self.answer).await.ok()
+    }
+}
+
+impl Drop for PendingApproval {
+    fn drop(&mut self) {
+        let mut waiting = lock(&self.desk.waiting);
+        // Only our own entry: a newer request under the same id stays.
+        if waiting
+            .get(&self.id)
+            .is_some_and(|w| w.number == self.number)
+        {
+            waiting.remove(&self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id() -> ApprovalId {
+        ApprovalId::of_call("coder", "call_1")
+    }
+
+    #[tokio::test]
+    async fn an_answer_reaches_the_waiter_once() {
+        let desk = Approvals::default();
+        let pending = desk.open(id());
+        assert_eq!(desk.waiting(), vec![id()]);
+        let deny = ApprovalDecision::Deny {
+            reason: "no".into(),
+        };
+        desk.decide(&id(), deny.clone()).unwrap();
+        assert_eq!(
+            desk.decide(&id(), deny.clone()),
+            Err(ApprovalError::Unknown(id()))
+        );
+        assert_eq!(pending.answer().await, Some(deny));
+        assert!(desk.waiting().is_empty());
+    }
+
+    #[test]
+    fn an_unknown_id_is_a_typed_error() {
+        let desk = Approvals::default();
+        let approve = ApprovalDecision::Approve { arguments: None };
+        assert_eq!(
+            desk.decide(&id(), approve),
+            Err(ApprovalError::Unknown(id()))
+        );
+    }
+
+    #[test]
+    fn edited_arguments_must_be_an_object_and_the_request_keeps_waiting() {
+        let desk = Approvals::default();
+        let _pending = desk.open(id());
+        for bad in ["[1]", "{not json"] {
+            let edit = ApprovalDecision::Approve {
+                arguments: Some(bad.to_string()),
+            };
+            assert!(matches!(
+                desk.decide(&id(), edit),
+                Err(ApprovalError::InvalidArguments { .. })
+            ));
+        }
+        assert_eq!(desk.waiting(), vec![id()]);
+    }
+
+    #[test]
+    fn a_dropped_request_is_withdrawn() {
+        let desk = Approvals::default();
+        drop(desk.open(id()));
+        assert!(desk.waiting().is_empty());
+    }
+}
