@@ -347,14 +347,14 @@ impl Started {
             receipt::attach_receipt(&before, &policy, caller.counter, compaction);
         }
         announcement.end(outcome.as_ref().map(|c| &c.report));
+        if let Ok(compaction) = &outcome {
+            hooks::after(&hooks, &agent, trigger, &before, compaction).await;
+        }
         outcome
     }
 }
 
 /// Ask the compressor `route` names; a remote one that cannot be reached is replaced by the
-        if let Ok(compaction) = &outcome {
-            hooks::after(&hooks, &agent, trigger, &before, compaction).await;
-        }
 /// planner on this node.
 async fn ask_route(
     caller: &CompactionCaller<'_>,

@@ -120,14 +120,14 @@ pub struct InProcess {
     /// agent's own model continues the agent's conversation and sends them too: they come
     /// ahead of the messages in the prompt a provider caches.
     pub agent_tools: Vec<ToolDefinition>,
+    /// The agent's compaction hooks: run on this side of the road, whoever compresses.
+    pub hooks: CompactionHooks,
 }
 
 /// A request to write the summary of a closed scope (seed 000's scoped compression): the
 /// messages of one finished part of an agent's work become one short summary.
 #[derive(Clone)]
 pub struct ScopeSummaryRequest {
-    /// The agent's compaction hooks: run on this side of the road, whoever compresses.
-    pub hooks: CompactionHooks,
     /// Whose scope it is.
     pub agent: String,
     /// The scope's label.

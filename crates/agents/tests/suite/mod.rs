@@ -1,7 +1,7 @@
 mod approval;
 mod ask_stream;
-mod compaction_road;
 mod compaction_hooks;
+mod compaction_road;
 mod compression;
 #[cfg(feature = "local")]
 mod compression_local;
@@ -15,10 +15,10 @@ mod model_local_team;
 mod model_openai;
 mod model_openai_stream;
 mod model_replay;
+mod pins;
 mod precall;
 mod recall_tool;
 mod session;
-mod pins;
 mod session_log;
 mod session_switch;
 mod summary_prefix;
