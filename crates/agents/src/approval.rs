@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// How long a call waits for a person's answer by default before it counts as denied.
-pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a call waits for a person's answer by default before it counts as denied: under
+/// the team's default ask timeout (300 s), so the model hears "not approved" before the caller
+/// of the paused request gives up on it.
+pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// What happens to a tool call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

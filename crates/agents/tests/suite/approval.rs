@@ -374,3 +374,47 @@ async fn a_log_whose_pause_names_no_open_call_is_refused_at_its_line() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_log_cut_anywhere_around_a_pause_loads_with_the_pause_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let (team, asking) = start_on_log(&log, script("rm a"), tools(&runs, false), "tidy").await;
+    let mut events = team.subscribe();
+    let (id, _) = requested(&mut events).await;
+    team.approve(&id).unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), "done");
+    team.shutdown().await;
+    let whole = std::fs::read(&log).unwrap();
+    let cut_log = dir.path().join("cut.jsonl");
+    let (mut paused_seen, mut started_seen) = (false, false);
+    // A kill can stop the process at any byte of a write: every prefix must load, and what it
+    // shows of the pause is a whole commit's.
+    for cut in 0..=whole.len() {
+        std::fs::write(&cut_log, &whole[..cut]).unwrap();
+        let Ok(session) = load(&cut_log) else {
+            // Only a prefix too short to hold the header may fail.
+            assert!(!whole[..cut].contains(&b'\n'), "cut at {cut} did not load");
+            continue;
+        };
+        match session.paused.as_slice() {
+            [] => {}
+            [call] => {
+                assert_eq!(call.call_id, "call_1");
+                assert!(call.ask);
+                paused_seen = true;
+                started_seen |= call.started;
+            }
+            more => panic!("cut at {cut}: {more:?}"),
+        }
+    }
+    assert!(
+        paused_seen && started_seen,
+        "the cuts saw the pause and the start"
+    );
+    assert!(
+        load(&log).unwrap().paused.is_empty(),
+        "the whole log finished the turn"
+    );
+}

@@ -140,7 +140,8 @@ pub struct AgentConfig {
     /// no match runs.
     #[serde(default)]
     pub approve: Vec<ApproveRuleConfig>,
-    /// How long an asked call waits for an answer before it counts as denied (default 600).
+    /// How long an asked call waits for an answer before it counts as denied (default 240;
+    /// keep it under the team's ask timeout, 300).
     pub approve_timeout_secs: Option<u64>,
 }
 
