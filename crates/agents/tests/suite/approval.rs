@@ -418,3 +418,78 @@ async fn a_log_cut_anywhere_around_a_pause_loads_with_the_pause_whole_or_not_at_
         "the whole log finished the turn"
     );
 }
+
+/// A scripted model whose `panic_at`-th call (from 1) panics: the agent's actor fails and its
+/// supervisor restarts it from its checkpoint.
+struct PanicsOnce {
+    inner: ScriptedModel,
+    calls: std::sync::atomic::AtomicUsize,
+    panic_at: usize,
+}
+
+#[async_trait::async_trait]
+impl troupe_runtime::ChatModel for PanicsOnce {
+    fn info(&self) -> troupe_runtime::ModelInfo {
+        self.inner.info()
+    }
+
+    async fn chat_stream(
+        &self,
+        request: ChatRequest,
+    ) -> Result<troupe_runtime::ChatStream, troupe_runtime::ModelError> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        assert_ne!(n, self.panic_at, "the model broke");
+        self.inner.chat_stream(request).await
+    }
+}
+
+#[tokio::test]
+async fn an_agent_restarted_after_its_approved_call_started_does_not_run_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(PanicsOnce {
+        inner: ScriptedModel::new(
+            "m",
+            [
+                ScriptedReply::call("run", r#"{"command": "rm a"}"#),
+                ScriptedReply::text("after the restart"),
+            ],
+        ),
+        calls: Default::default(),
+        panic_at: 2,
+    });
+    let team = team().await;
+    let spec = AgentSpec::new("coder", model)
+        .tools(tools(&runs, false))
+        .approval(ask_rm())
+        .session(&log);
+    spawn_agent(&team, spec).await.unwrap();
+    let mut events = team.subscribe();
+    let directory = team.directory().clone();
+    let asking = tokio::spawn(async move {
+        let request = troupe_runtime::AgentRequest::from_user("tidy");
+        directory
+            .ask("coder", request, Duration::from_secs(60))
+            .await
+    });
+    let (id, _) = requested(&mut events).await;
+    team.approve(&id).unwrap();
+    // The call runs, then the next model call panics: the request fails, the agent restarts.
+    assert!(asking.await.unwrap().is_err());
+    assert_eq!(runs.lock().unwrap().len(), 1);
+    // The rebuilt agent took the paused turn from the log, which is newer than its checkpoint.
+    let paused = team
+        .with_agent::<troupe_agents::LlmAgent, _, _>("coder", |a| a.paused_calls().to_vec())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(paused.len(), 1);
+    assert!(paused[0].started);
+    assert_eq!(
+        team.ask("coder", "status?").await.unwrap(),
+        "after the restart"
+    );
+    assert_eq!(runs.lock().unwrap().len(), 1, "never run a second time");
+    team.shutdown().await;
+}
