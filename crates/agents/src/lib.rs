@@ -18,6 +18,7 @@ mod llm_agent;
 pub mod model;
 pub mod session;
 mod spec;
+pub mod spend;
 mod team_builder;
 mod team_tools;
 

@@ -7,6 +7,7 @@ use troupe_runtime::{ChatMessage, ChatModel};
 
 use crate::approval::ApprovalPolicy;
 use crate::compaction_settings::CompactionSettings;
+use crate::spend::AgentBudget;
 use troupe_tools::{RegistryError, Tool, ToolRegistry};
 
 /// The default bound on model calls per request.
@@ -53,6 +54,8 @@ pub struct AgentSpec {
     /// Messages every conversation of the agent starts with, after the system prompt, pinned:
     /// compaction never touches them (see [`AgentSpec::pin`]).
     pub pinned: Vec<ChatMessage>,
+    /// What a request, the agent and its team may spend (see [`AgentSpec::budget`]).
+    pub budget: AgentBudget,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -84,6 +87,7 @@ impl AgentSpec {
             session: None,
             approval: ApprovalPolicy::default(),
             pinned: Vec::new(),
+            budget: AgentBudget::default(),
         }
     }
 
@@ -177,6 +181,15 @@ impl AgentSpec {
     /// (or the policy's timeout, a denial); with a session log the pause survives a restart.
     pub fn approval(mut self, policy: ApprovalPolicy) -> Self {
         self.approval = policy;
+        self
+    }
+
+    /// With these budgets: before every model call the agent checks what the request, the
+    /// agent and its team spent (compaction calls included); once one has reached its limit the
+    /// request ends with [`AgentError::BudgetExceeded`](troupe_runtime::AgentError::BudgetExceeded),
+    /// keeping what it added so far.
+    pub fn budget(mut self, budget: AgentBudget) -> Self {
+        self.budget = budget;
         self
     }
 

@@ -20,6 +20,7 @@
 
 pub mod approval;
 mod ask_stream;
+pub mod budget;
 mod compaction_report;
 mod conversation;
 pub mod credentials;

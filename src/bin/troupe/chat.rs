@@ -270,6 +270,11 @@ impl Chat {
                         job.age_ms as f64 / 1000.0
                     );
                 }
+                let spend = &s.spend;
+                println!("spent: request {}; agent {}", spend.request, spend.agent);
+                if let Some(team) = &spend.team {
+                    println!("  team {team}");
+                }
             }
             Err(e) => println!("cannot read the context: {}", safe(&e.to_string())),
         }

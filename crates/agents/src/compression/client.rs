@@ -328,6 +328,7 @@ impl Started {
         let before = request.conversation.messages().to_vec();
         let policy = request.policy.clone();
         let hooks = request.in_process.hooks.clone();
+        let spend = request.in_process.spend.clone();
         let (agent, trigger) = (request.agent.clone(), request.trigger);
         let asked = async {
             match hooks::before(&hooks, &mut request, caller.counter).await? {
@@ -343,6 +344,14 @@ impl Started {
             }
             compaction
         });
+        if let (Ok(compaction), Some(spend)) = (&outcome, &spend) {
+            // The summarizer's calls are spend like the agent's own (its budgets count them).
+            let used = &compaction.report.summarizer;
+            spend.record(troupe_runtime::Usage {
+                input_tokens: used.input_tokens as u64,
+                output_tokens: used.output_tokens as u64,
+            });
+        }
         if let Ok(compaction) = &mut outcome {
             receipt::attach_receipt(&before, &policy, caller.counter, compaction);
         }

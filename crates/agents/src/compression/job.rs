@@ -13,6 +13,7 @@ use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply, ToolDefinition
 use troupe_tools::FileLedger;
 
 use super::hooks::CompactionHooks;
+use crate::spend::SpendMeter;
 
 /// The compression agent's jobs.
 #[derive(Debug)]
@@ -122,6 +123,8 @@ pub struct InProcess {
     pub agent_tools: Vec<ToolDefinition>,
     /// The agent's compaction hooks: run on this side of the road, whoever compresses.
     pub hooks: CompactionHooks,
+    /// The asking agent's spend meter: the summarizer calls count against its budgets.
+    pub spend: Option<SpendMeter>,
 }
 
 /// A request to write the summary of a closed scope (seed 000's scoped compression): the

@@ -133,6 +133,7 @@ impl LlmAgent {
                 token_cache: Some(self.token_cache.clone()),
                 agent_tools: self.tool_definitions(),
                 hooks: self.spec.compaction.hooks.clone(),
+                spend: Some(self.spend.clone()),
             },
             ..CompactionRequest::new(
                 agent.to_string(),

@@ -26,6 +26,9 @@ pub struct ContextStats {
     /// The compaction running ahead of the trigger while the agent works on, if one is.
     #[serde(default)]
     pub in_flight: Option<InFlightCompaction>,
+    /// What the agent spent: the current (or last) request, the agent, its team.
+    #[serde(default)]
+    pub spend: crate::spend::SpendReport,
 }
 
 /// A compaction running in the background: a snapshot of the conversation that the compression
@@ -93,6 +96,7 @@ impl LlmAgent {
             by_role: shares(by_role),
             last_compaction: self.last_compaction.clone(),
             in_flight: self.ahead.in_flight(),
+            spend: self.spend.report(),
         }
     }
 }

@@ -95,6 +95,8 @@ pub struct LlmAgent {
     /// The open calls of a turn the session log shows paused for approval (`approval.rs`):
     /// answered before the next request.
     paused: Vec<crate::session::PausedCall>,
+    /// What the agent spent against its budgets (`spend.rs`); shared with its compactions.
+    spend: crate::spend::SpendMeter,
 }
 
 /// What an [`LlmAgent`] keeps across restarts beyond its conversation: its checkpoint's
@@ -185,6 +187,7 @@ impl LlmAgent {
             .validate()
             .map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;
         let counter = spec.compaction.counter();
+        let spend = crate::spend::SpendMeter::new(spec.budget.clone());
         Ok(LlmAgent {
             spec,
             tools,
@@ -208,6 +211,7 @@ impl LlmAgent {
             before_rewrite: None,
             ahead: work_ahead::WorkAheadState::default(),
             paused,
+            spend,
         })
     }
 

@@ -21,6 +21,7 @@ use super::tool_span::in_tool_span;
 
 impl LlmAgent {
     pub(super) fn start_request(&mut self, request: &AgentRequest) {
+        self.spend.start_request();
         if self.conversation.is_empty() {
             if !self.spec.instructions.is_empty() {
                 self.conversation
@@ -94,6 +95,7 @@ impl LlmAgent {
         let ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(response) => {
+                self.spend.record(response.usage);
                 ctx.events.publish(
                     Some(trace_id),
                     Event::ModelCallFinished {
@@ -170,11 +172,15 @@ impl LlmAgent {
             if watch.is_some_and(RequestWatch::is_abandoned) {
                 return Err(AgentError::Cancelled);
             }
+            // No call starts once a budget is spent; what the request added stays.
+            self.spend.check().map_err(AgentError::BudgetExceeded)?;
             // Measured before every call, the first included: what the request added (a large
             // message, a relayed answer) has not been checked yet.
             self.prepare_call(ctx)
                 .await
                 .map_err(AgentError::ContextOverflow)?;
+            // A compaction on the way may have spent the rest.
+            self.spend.check().map_err(AgentError::BudgetExceeded)?;
             let reply = match self.call_model(ctx, trace_id, watch).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {

@@ -1,5 +1,6 @@
 mod approval;
 mod ask_stream;
+mod budgets;
 mod compaction_hooks;
 mod compaction_road;
 mod compression;

@@ -255,6 +255,11 @@ impl Config {
         if let Some(root) = &self.tools.workspace {
             spec = spec.workspace_root(root.clone());
         }
+        let price = self
+            .agent_model_name(agent)
+            .and_then(|m| self.models.get(&m))
+            .and_then(|m| m.price);
+        spec = spec.budget(super::budget::agent_budget(agent.budget, price));
         for pin in &agent.pinned {
             let message = pinned_message(name, pin, &spec.workspace_root)?;
             spec = spec.pin(message);
@@ -276,6 +281,7 @@ mod tests {
             path: None,
             context_window: None,
             cost_rank: None,
+            price: None,
         }
     }
 

@@ -13,12 +13,14 @@
 //! context_window = 128000
 //! cost_rank = 2                      # cheaper ranks lower; without [compaction] model,
 //!                                    # compaction uses the lowest-ranked model
+//! price = { input = 0.15, output = 0.60 }  # per million tokens, for cost budgets
 //!
 //! [agents.assistant]
 //! model = "gpt"
 //! instructions = "You are a careful coding assistant."
 //! tools = ["read_file", "grep"]
 //! pinned = [{ file = "RULES.md" }]   # never compacted; also { text = "…", role = "system" }
+//! budget = { request = { input_tokens = 200000 }, agent = { cost = 5.0 } }
 //!
 //! [tools]
 //! workspace = "."
@@ -41,6 +43,7 @@
 //! Unknown keys and bad values are errors that name the key (`agents.assistant.tools[1]`).
 
 mod approve;
+mod budget;
 mod build;
 mod compression;
 mod mcp;
@@ -53,6 +56,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use approve::ApproveRuleConfig;
+pub use budget::{BudgetConfig, LimitConfig, PriceConfig};
 pub use build::{BuildError, build_model};
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 pub use pinned::{PinnedConfig, PinnedRole};
@@ -107,6 +111,9 @@ pub struct ModelConfig {
     pub context_window: Option<usize>,
     /// Relative cost: compaction uses the lowest-ranked model unless `[compaction] model` names one.
     pub cost_rank: Option<u32>,
+    /// What a million tokens cost (`price = { input = 0.15, output = 0.60 }`): agents on this
+    /// model count cost against their budgets.
+    pub price: Option<PriceConfig>,
 }
 
 /// `[agents.NAME]`.
@@ -135,6 +142,9 @@ pub struct AgentConfig {
     /// never touches them (`pinned = [{ file = "RULES.md" }, { text = "…", role = "system" }]`).
     #[serde(default)]
     pub pinned: Vec<PinnedConfig>,
+    /// What a request and the agent may spend (`budget = { request = { input_tokens = …,
+    /// output_tokens = …, cost = … }, agent = { … } }`); compaction calls count.
+    pub budget: Option<BudgetConfig>,
     /// Which tool calls run on their own, wait for a person, or never run (`approve = [{ tool =
     /// "shell", argument = "command", prefix = "rm ", policy = "ask" }]`); first match decides,
     /// no match runs.

@@ -5,7 +5,7 @@ use troupe_tools::builtin::AllowedHost;
 use super::{BUILTIN_TOOLS, Config, MCP_TOOL_PREFIX, ModelConfig, Provider, ToolsConfig};
 
 /// `(key, message)` of the first problem found.
-type Problem = (String, String);
+pub(super) type Problem = (String, String);
 
 fn problem(key: impl Into<String>, message: impl Into<String>) -> Problem {
     (key.into(), message.into())
@@ -27,6 +27,7 @@ fn check_name(table: &str, name: &str) -> Result<(), Problem> {
 }
 
 fn check_model(name: &str, m: &ModelConfig) -> Result<(), Problem> {
+    super::budget::check_price(name, m.price.as_ref())?;
     let key = |field: &str| format!("models.{name}.{field}");
     if m.context_window == Some(0) {
         return Err(problem(
@@ -158,6 +159,11 @@ impl Config {
                     ));
                 }
             }
+            let price = self
+                .agent_model_name(agent)
+                .and_then(|m| self.models.get(&m))
+                .and_then(|m| m.price.as_ref());
+            super::budget::check(name, agent.budget.as_ref(), price)?;
             for (i, pin) in agent.pinned.iter().enumerate() {
                 if pin.file.is_some() == pin.text.is_some() {
                     return Err(problem(

@@ -67,6 +67,10 @@ pub enum AgentError {
     /// A failure that leaves the agent unusable: the supervisor restarts it from its checkpoint.
     #[error("fatal: {0}")]
     Fatal(String),
+    /// A budget was spent: the request ended before its next model call. What it added so far
+    /// (answers, tool results) stays in the conversation.
+    #[error("{0}")]
+    BudgetExceeded(crate::budget::BudgetExceeded),
 }
 
 impl AgentError {

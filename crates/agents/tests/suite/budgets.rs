@@ -1,0 +1,163 @@
+//! Budgets (#33): a request that spends its budget mid-turn ends typed before the next model
+//! call, keeping what it added; a team budget stops every agent that shares it; compaction
+//! calls count; `/context` shows the spend.
+
+use std::sync::Arc;
+
+use troupe_agents::compression::{CompressionConfig, CompressorModel};
+use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_agents::session::load;
+use troupe_agents::spend::AgentBudget;
+use troupe_agents::{
+    AgentSpec, CompactionSettings, compact_agent, context_stats, shared_counter, spawn_agent,
+    spawn_compression_agent,
+};
+use troupe_compaction::BudgetPolicy;
+use troupe_runtime::budget::{BudgetScope, ModelPrice, SpendLimit, TeamSpend};
+use troupe_runtime::{AgentError, AskError, Role, Team, TeamConfig};
+use troupe_tools::ToolRegistry;
+
+use super::session::team;
+
+fn limit_input(n: u64) -> SpendLimit {
+    SpendLimit {
+        input_tokens: Some(n),
+        ..SpendLimit::default()
+    }
+}
+
+fn exceeded(outcome: Result<String, AskError>) -> troupe_runtime::budget::BudgetExceeded {
+    match outcome {
+        Err(AskError::Agent {
+            error: AgentError::BudgetExceeded(hit),
+            ..
+        }) => hit,
+        other => panic!("expected a budget exceeded, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_budget_spent_mid_turn_ends_the_request_typed_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("read_file", r#"{"path": "a.txt"}"#),
+            ScriptedReply::text("it says alpha"),
+        ],
+    ));
+    let price = ModelPrice {
+        input_per_million: 3.0,
+        output_per_million: 15.0,
+    };
+    let spec = AgentSpec::new("coder", model.clone())
+        .tools(ToolRegistry::with_file_tools())
+        .workspace_root(dir.path())
+        .session(&log)
+        // One call's prompt spends it.
+        .budget(AgentBudget {
+            request: limit_input(1),
+            price: Some(price),
+            ..AgentBudget::default()
+        });
+    let team = team().await;
+    spawn_agent(&team, spec).await.unwrap();
+
+    let hit = exceeded(team.ask("coder", "what does a.txt say?").await);
+    assert_eq!(hit.scope, BudgetScope::Request);
+    assert_eq!(hit.limit, limit_input(1));
+    assert!(hit.spent.input_tokens >= 1);
+    assert!(hit.spent.cost_micros > 0);
+    // One model call, then the tool ran; the second call never started.
+    assert_eq!(model.requests().len(), 1);
+    // Nothing lost: the request, the call and its result are in the log.
+    let roles: Vec<Role> = load(&log)
+        .unwrap()
+        .conversation
+        .to_messages()
+        .iter()
+        .map(|m| m.role)
+        .collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    let stats = context_stats(&team, "coder").await.unwrap();
+    assert_eq!(stats.spend.request, hit.spent);
+    assert_eq!(stats.spend.agent, hit.spent);
+
+    // The next request has a budget of its own: the model answers the tool result.
+    assert_eq!(team.ask("coder", "go on").await.unwrap(), "it says alpha");
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_team_budget_stops_every_agent_that_shares_it() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let shared = TeamSpend::new(SpendLimit {
+        output_tokens: Some(1),
+        ..SpendLimit::default()
+    });
+    let budget = AgentBudget {
+        team: Some(shared.clone()),
+        ..AgentBudget::default()
+    };
+    let first = Arc::new(ScriptedModel::new("m", []).with_fallback("done"));
+    let second = Arc::new(ScriptedModel::new("m", []).with_fallback("done"));
+    spawn_agent(&team, AgentSpec::new("a", first).budget(budget.clone()))
+        .await
+        .unwrap();
+    spawn_agent(&team, AgentSpec::new("b", second.clone()).budget(budget))
+        .await
+        .unwrap();
+    assert_eq!(team.ask("a", "hi").await.unwrap(), "done");
+    let hit = exceeded(team.ask("b", "hi").await);
+    assert_eq!(hit.scope, BudgetScope::Team);
+    assert_eq!(hit.spent, shared.spent());
+    assert!(second.requests().is_empty());
+    let stats = context_stats(&team, "b").await.unwrap();
+    assert_eq!(stats.spend.team, Some(shared.spent()));
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn compaction_calls_count_against_the_agents_budget() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let summarizer = Arc::new(ScriptedModel::new("s", []).with_fallback(
+        "## Goal\n- Read the parts\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n### Done\n- [x] Read them\n### In Progress\n- (none)\n### Blocked\n- (none)\n\n## Key Decisions\n- (none)\n\n## Next Steps\n1. Go on\n\n## Critical Context\n- (none)",
+    ));
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(summarizer.clone());
+    spawn_compression_agent(&team, config).await.unwrap();
+    let model = Arc::new(ScriptedModel::new("m", []).with_fallback("noted."));
+    let spec = AgentSpec::new("coder", model)
+        .compaction(CompactionSettings {
+            policy: Some(BudgetPolicy {
+                protected_recent: 2,
+                ..BudgetPolicy::for_window(5_000)
+            }),
+            auto: false,
+            ..CompactionSettings::default()
+        })
+        .budget(AgentBudget::default());
+    spawn_agent(&team, spec).await.unwrap();
+    for i in 0..6 {
+        let text: String = (0..30)
+            .map(|n| format!("part {i} line {n}: text the agent was given\n"))
+            .collect();
+        team.ask("coder", text).await.unwrap();
+    }
+    let before = context_stats(&team, "coder").await.unwrap().spend.agent;
+    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    let used = applied.report.summarizer;
+    assert!(used.calls > 0, "{}", applied.report.reason);
+    let after = context_stats(&team, "coder").await.unwrap().spend.agent;
+    assert_eq!(
+        after.input_tokens - before.input_tokens,
+        used.input_tokens as u64
+    );
+    assert_eq!(
+        after.output_tokens - before.output_tokens,
+        used.output_tokens as u64
+    );
+    team.shutdown().await;
+}
