@@ -105,7 +105,7 @@ async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, Compresso
 }
 
 /// Print the compaction events received so far; returns how many compactions finished.
-fn print_compactions(events: &mut broadcast::Receiver<EventRecord>, running: &mut usize) -> usize {
+fn print_compactions(events: &mut broadcast::Receiver<EventRecord>) -> usize {
     let mut finished = 0;
     loop {
         match events.try_recv() {
@@ -116,11 +116,9 @@ fn print_compactions(events: &mut broadcast::Receiver<EventRecord>, running: &mu
                 Event::CompactionStarted {
                     tokens, trigger, ..
                 } => {
-                    *running += 1;
                     println!("  compaction started ({trigger}) at {tokens} tokens");
                 }
                 Event::CompactionFinished { report, .. } => {
-                    *running = running.saturating_sub(1);
                     finished += 1;
                     println!(
                         "  compaction finished: {} -> {} tokens (target {}): {}",
@@ -131,7 +129,6 @@ fn print_compactions(events: &mut broadcast::Receiver<EventRecord>, running: &mu
                     );
                 }
                 Event::CompactionFailed { reason, .. } => {
-                    *running = running.saturating_sub(1);
                     println!("  compaction failed: {reason}");
                 }
                 _ => {}
@@ -186,8 +183,6 @@ async fn main() -> anyhow::Result<()> {
     let mut events = team.subscribe();
 
     let mut compactions = 0;
-    // Compactions started and not yet finished: one working ahead may outlive the last read.
-    let mut running = 0;
     for file in FILES {
         let answer = team
             .ask(
@@ -212,14 +207,7 @@ async fn main() -> anyhow::Result<()> {
                 stats.percent
             ),
         }
-        compactions += print_compactions(&mut events, &mut running);
-    }
-    // The agent compacts ahead of the trigger, in the background: let a compaction still under
-    // way finish, so the figures below (and the run's trace) include it.
-    let deadline = std::time::Instant::now() + Duration::from_secs(300);
-    while running > 0 && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        compactions += print_compactions(&mut events, &mut running);
+        compactions += print_compactions(&mut events);
     }
 
     let stats = context_stats(&team, AGENT).await?;
@@ -247,7 +235,10 @@ async fn main() -> anyhow::Result<()> {
         Some(text) => println!("\nlatest summary:\n{text}"),
         None => println!("\n(no summary message: compaction freed enough without one)"),
     }
+    // A compaction still working ahead ends here: shutdown cancels it (its answer would have
+    // no later turn to land at) and returns once it has ended, so the run's trace holds it.
     team.shutdown().await;
+    print_compactions(&mut events);
     Ok(())
 }
 

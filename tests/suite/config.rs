@@ -139,6 +139,21 @@ fn bad_values_name_the_key() {
         "no model `nope`",
     );
     assert_names(
+        "[compaction]\nmax_concurrent = 0\n",
+        "compaction.max_concurrent",
+        "must be from 1 to 64",
+    );
+    assert_names(
+        "[compaction]\nmax_concurrent = 100000\n",
+        "compaction.max_concurrent",
+        "got 100000",
+    );
+    assert_names(
+        "[compaction]\nmax_concurrent = -1\n",
+        "compaction.max_concurrent",
+        "invalid value",
+    );
+    assert_names(
         "[models.a]\nprovider = \"openai\"\nbase_url = \"localhost:8080\"\n",
         "models.a.base_url",
         "http://",

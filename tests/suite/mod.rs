@@ -24,6 +24,7 @@ mod redaction;
 mod replay;
 mod replay_cost;
 mod session;
+mod shutdown_trace;
 mod support;
 mod surface;
 mod telemetry;

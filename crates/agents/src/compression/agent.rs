@@ -102,6 +102,11 @@ impl AgentBehavior for CompressionAgent {
         Ok(())
     }
 
+    /// The jobs it took end with it: queued ones are dropped, running ones cancelled.
+    async fn stop(&mut self, _ctx: &AgentContext) {
+        self.workers.stop().await;
+    }
+
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
     }

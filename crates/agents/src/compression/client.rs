@@ -296,6 +296,11 @@ impl Started {
             .unwrap_or_default()
             .count_shared(caller.counter, request.conversation.messages())
             .total;
+        // Counted once: the compression agent ranks the job by this count too.
+        let request = CompactionRequest {
+            tokens: Some(tokens),
+            ..request
+        };
         let announcement = Announcement::start(
             caller.events,
             caller.trace.id(),

@@ -70,6 +70,11 @@ pub struct CompactionRequest {
     /// minimum-gain rule weighs it there. Absent from an older peer's request: the next turn.
     #[serde(default)]
     pub lead: Lead,
+    /// The conversation's tokens as the asker counted them (for `CompactionStarted`): the
+    /// compression agent ranks the job by them instead of counting again. `None` — a request
+    /// from an older peer, or one nobody counted — has the compression agent count.
+    #[serde(default)]
+    pub tokens: Option<usize>,
     /// What only an asker in this process can give.
     #[serde(skip)]
     pub in_process: InProcess,
@@ -92,6 +97,7 @@ impl CompactionRequest {
             trigger,
             focus: None,
             lead: Lead::NextTurn,
+            tokens: None,
             in_process: InProcess::default(),
         }
     }

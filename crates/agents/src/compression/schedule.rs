@@ -150,6 +150,11 @@ impl<J> Schedule<J> {
     pub(crate) fn running(&self) -> usize {
         self.running.len()
     }
+
+    /// Take out every queued job (the compression agent stops).
+    pub(crate) fn drain(&mut self) -> Vec<J> {
+        self.queued.drain(..).map(|q| q.job).collect()
+    }
 }
 
 #[cfg(test)]

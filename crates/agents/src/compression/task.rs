@@ -57,24 +57,27 @@ enum Work {
 }
 
 impl CompressorTask {
-    /// A compaction, its urgency counted now (with the asker's warm token cache when it sent
-    /// one): its room is the context window less the conversation's tokens.
+    /// A compaction, its urgency from the asker's count of the conversation's tokens, else
+    /// counted now (with the asker's warm token cache when it sent one): its room is the
+    /// context window less those tokens.
     pub(crate) fn compact(
         compressor: Arc<Compressor>,
         request: Box<CompactionRequest>,
         reply: Reply<Result<Compaction, CompactionError>>,
         trace: TraceContext,
     ) -> Self {
-        let tokens = request
-            .in_process
-            .token_cache
-            .clone()
-            .unwrap_or_default()
-            .count_shared(
-                compressor.config.counter.as_ref(),
-                request.conversation.messages(),
-            )
-            .total;
+        let tokens = request.tokens.unwrap_or_else(|| {
+            request
+                .in_process
+                .token_cache
+                .clone()
+                .unwrap_or_default()
+                .count_shared(
+                    compressor.config.counter.as_ref(),
+                    request.conversation.messages(),
+                )
+                .total
+        });
         let room = signed(request.policy.context_window) - signed(tokens);
         CompressorTask {
             work: Work::Compact {

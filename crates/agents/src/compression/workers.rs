@@ -1,11 +1,13 @@
 //! The compression agent's workers: its mailbox only queues jobs (a job is answered later,
 //! through its port), and up to `max_concurrent` of them run at once, each as a task of its
 //! own, taken from the [`Schedule`] most urgent first. A job that ends — answered, failed or
-//! panicked — frees its agent and its slot, and the next job starts.
+//! panicked — frees its agent and its slot, and the next job starts. When the compression
+//! agent stops, its running jobs end before it does ([`Workers::stop`]).
 
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use tokio::task::JoinSet;
 use troupe_runtime::sync::lock;
 
 use crate::compression::schedule::{Schedule, Urgency};
@@ -34,6 +36,15 @@ pub(crate) struct Workers<T> {
 struct Shared<T> {
     schedule: Mutex<Schedule<T>>,
     max_concurrent: usize,
+    /// The running jobs' tasks (locked after `schedule` when both are).
+    tasks: Mutex<Tasks>,
+}
+
+/// The running jobs' tasks, and whether the pool has stopped (then nothing more starts).
+#[derive(Default)]
+struct Tasks {
+    set: JoinSet<()>,
+    stopped: bool,
 }
 
 impl<T: Task> Workers<T> {
@@ -43,6 +54,7 @@ impl<T: Task> Workers<T> {
             shared: Arc::new(Shared {
                 schedule: Mutex::new(Schedule::default()),
                 max_concurrent: max_concurrent.max(1),
+                tasks: Mutex::default(),
             }),
         }
     }
@@ -78,6 +90,21 @@ impl<T> Workers<T> {
     pub(crate) fn hurry(&self, agent: &str, room: i64) -> bool {
         lock(&self.shared.schedule).hurry(agent, room)
     }
+
+    /// Stop: nothing more starts, the queued jobs are dropped (their askers are told no
+    /// answer comes) and the running ones are cancelled; returns once every task has ended, so
+    /// no job outlives its compression agent — a job runs inside its asker's `compaction`
+    /// span, which would otherwise stay open past shutdown.
+    pub(crate) async fn stop(&self) {
+        let (queued, mut running) = {
+            let mut schedule = lock(&self.shared.schedule);
+            let mut tasks = lock(&self.shared.tasks);
+            tasks.stopped = true;
+            (schedule.drain(), std::mem::take(&mut tasks.set))
+        };
+        drop(queued);
+        running.shutdown().await;
+    }
 }
 
 /// Start the most urgent runnable jobs while slots are free.
@@ -88,6 +115,12 @@ fn start_ready<T: Task>(shared: &Arc<Shared<T>>) {
         return;
     };
     let mut schedule = lock(&shared.schedule);
+    let mut tasks = lock(&shared.tasks);
+    if tasks.stopped {
+        return;
+    }
+    // Reap the ended tasks (their output is nothing), so the set holds only running ones.
+    while tasks.set.try_join_next().is_some() {}
     while schedule.running() < shared.max_concurrent {
         let Some((agent, task)) = schedule.start_next() else {
             break;
@@ -96,11 +129,13 @@ fn start_ready<T: Task>(shared: &Arc<Shared<T>>) {
             shared: Arc::clone(shared),
             agent,
         };
-        runtime.spawn(async move {
-            // Dropped when the task ends, also by a panic: the agent and the slot are freed.
+        let job = async move {
+            // Dropped when the task ends, also by a panic or a cancellation: the agent and the
+            // slot are freed.
             let _slot = slot;
             task.run().await;
-        });
+        };
+        tasks.set.spawn_on(job, &runtime);
     }
 }
 

@@ -411,6 +411,13 @@ impl AgentBehavior for LlmAgent {
         Ok(())
     }
 
+    /// A compaction working ahead is landed or cancelled (`work_ahead.rs`), and the session
+    /// log keeps what landed.
+    async fn stop(&mut self, ctx: &AgentContext) {
+        self.stop_background(ctx).await;
+        self.persist();
+    }
+
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             conversation: self.conversation.clone(),

@@ -319,6 +319,26 @@ impl LlmAgent {
         true
     }
 
+    /// The agent stops (team shutdown), between requests: an answer that has come is spliced
+    /// in as at a turn boundary, and a job still running is cancelled — its answer would have
+    /// no turn boundary left to land at, and waiting for it (minutes on a local model) would
+    /// outlast the shutdown grace. Its task has ended before this returns, so its
+    /// `compaction` span ends and its `CompactionFailed` (cancelled) is published, not left
+    /// open past the trace's flush; the conversation is as the last request left it.
+    pub(super) async fn stop_background(&mut self, ctx: &AgentContext) {
+        self.land_background(ctx);
+        let Some(mut pending) = self.ahead.pending.take() else {
+            return;
+        };
+        pending.answer.abort();
+        // Ended, not only told to end: the join returns once the task dropped the
+        // compaction's future; one that finished just before the abort gives its answer.
+        let answer = (&mut pending.answer)
+            .await
+            .unwrap_or(Err(CompactError::Cancelled));
+        self.settle_background(pending, Some(answer), Duration::ZERO, ctx);
+    }
+
     /// Splice `answer` in or drop it, and say which (`CompactionApplied`, and the wait on the
     /// job's span: `waited` plus the splice).
     fn settle_background(

@@ -84,6 +84,7 @@ fn job(conversation: Conversation) -> CompactionRequest {
         trigger: CompactTrigger::Manual,
         focus: None,
         lead: Default::default(),
+        tokens: None,
         in_process: InProcess::default(),
     }
 }

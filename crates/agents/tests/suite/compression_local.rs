@@ -46,6 +46,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
         trigger: CompactTrigger::Manual,
         focus: None,
         lead: Default::default(),
+        tokens: None,
         in_process: InProcess::default(),
     };
     let compaction: Result<Compaction, CompactionError> = team

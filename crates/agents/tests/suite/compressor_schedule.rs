@@ -146,6 +146,7 @@ fn request(agent: &str, files: usize) -> CompactionRequest {
         trigger: CompactTrigger::Manual,
         focus: None,
         lead: Default::default(),
+        tokens: None,
         in_process: InProcess::default(),
     }
 }
@@ -487,4 +488,89 @@ async fn a_job_that_panics_frees_its_agent_and_its_worker() {
         assert!(error.contains("without answering"), "{error}");
     }
     team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_job_is_ranked_by_the_askers_count_not_counted_again() {
+    let (model, log, mut started, gates) = GateModel::new(&["busy"]);
+    let team = team(model, 1).await;
+    let busy = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact(&directory, request("busy", 4)).await }
+    });
+    assert_eq!(next_start(&mut started).await, "busy");
+    // `counted` holds less than `long`, yet its asker counted it 10 tokens short of the
+    // window: ranked by that count, it has the least room and goes first.
+    let counted = CompactionRequest {
+        tokens: Some(3_990),
+        ..request("counted", 4)
+    };
+    let (counted, long, ()) = tokio::join!(
+        compact(team.directory(), counted),
+        compact(team.directory(), request("long", 6)),
+        async {
+            after_the_mailbox(&team).await;
+            gates["busy"].add_permits(1);
+        },
+    );
+    assert!(counted.is_ok() && long.is_ok());
+    assert!(busy.await.unwrap().is_ok());
+    assert_eq!(starts(&log), ["busy", "counted", "long"]);
+    team.shutdown().await;
+}
+
+#[test]
+fn a_request_without_the_askers_count_still_decodes() {
+    let mut wire = serde_json::to_value(request("coder", 1)).unwrap();
+    // What an older peer sends: no `tokens`.
+    assert!(wire.as_object_mut().unwrap().remove("tokens").is_some());
+    let decoded: CompactionRequest = serde_json::from_value(wire).unwrap();
+    assert_eq!(decoded.tokens, None);
+    assert_eq!(decoded.conversation, request("coder", 1).conversation);
+    let counted = CompactionRequest {
+        tokens: Some(1_234),
+        ..request("coder", 1)
+    };
+    let round_trip: CompactionRequest =
+        serde_json::from_str(&serde_json::to_string(&counted).unwrap()).unwrap();
+    assert_eq!(round_trip.tokens, Some(1_234));
+}
+
+#[tokio::test]
+async fn stopping_ends_the_running_and_the_queued_jobs() {
+    let (model, _log, mut started, _gates) = GateModel::new(&["running"]);
+    let team = team(model, 1).await;
+    let running = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact_or_error(&directory, request("running", 4)).await }
+    });
+    assert_eq!(next_start(&mut started).await, "running");
+    let queued = tokio::spawn({
+        let directory = team.directory().clone();
+        async move { compact_or_error(&directory, request("queued", 4)).await }
+    });
+    after_the_mailbox(&team).await;
+    // The gate stays shut: only the stop can end the running job.
+    team.shutdown().await;
+    for (name, asker) in [("running", running), ("queued", queued)] {
+        let error = asker.await.unwrap().unwrap_err();
+        assert!(error.contains("without answering"), "{name}: {error}");
+    }
+}
+
+/// A compaction's outcome, with an asker's error (no answer came) as text.
+async fn compact_or_error(
+    directory: &Directory,
+    request: CompactionRequest,
+) -> Result<Compaction, String> {
+    directory
+        .ask_job(
+            COMPRESSION_AGENT,
+            |reply| CompressorJob::Compact(Box::new(request), reply),
+            TraceContext::new_root(),
+            PATIENCE,
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())
 }

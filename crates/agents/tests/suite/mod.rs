@@ -22,6 +22,7 @@ mod recall_tool;
 mod session;
 mod session_log;
 mod session_switch;
+mod shutdown_compaction;
 mod summary_prefix;
 mod summary_trust;
 mod team_builder;

@@ -160,6 +160,7 @@ async fn each_request_of_the_four_tool_loop_extends_the_one_before() {
         trigger: CompactTrigger::Manual,
         focus: None,
         lead: Default::default(),
+        tokens: None,
         in_process: InProcess::default(),
     };
     let compaction = team

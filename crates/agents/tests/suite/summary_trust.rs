@@ -179,6 +179,7 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
         trigger: CompactTrigger::Manual,
         focus: None,
         lead: Default::default(),
+        tokens: None,
         in_process: InProcess::default(),
     };
     let compaction = team

@@ -55,6 +55,7 @@ impl Config {
         };
         Ok(CompressionConfig {
             model,
+            max_concurrent: self.compaction.max_concurrent,
             ..CompressionConfig::default()
         })
     }
@@ -139,6 +140,23 @@ provider = "local"
         assert_eq!(
             fixed_name(&compression).as_deref(),
             Some("own, else default")
+        );
+    }
+
+    #[test]
+    fn max_concurrent_reaches_the_compression_agent() {
+        let models = built(&[]);
+        let default = Config::default().compression_config(&models, None).unwrap();
+        assert_eq!(
+            default.max_concurrent,
+            troupe_agents::compression::DEFAULT_MAX_CONCURRENT
+        );
+        let four = Config::parse("[compaction]\nmax_concurrent = 4\n").unwrap();
+        assert_eq!(
+            four.compression_config(&models, None)
+                .unwrap()
+                .max_concurrent,
+            4
         );
     }
 

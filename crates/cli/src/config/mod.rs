@@ -221,7 +221,15 @@ pub struct CompactionConfig {
     /// Whether agents get the `recall` tool once compaction has archived something: it reads
     /// an archived original back by the id a stub or summary names, or searches the archive.
     pub recall_tool: bool,
+    /// How many compactions of different agents the compression agent runs at once (one
+    /// agent's never overlap): 1 by default, as a local model runs one call at a time; more
+    /// for a remote model that serves calls in parallel. From 1 to 64.
+    pub max_concurrent: usize,
 }
+
+/// The most compactions `[compaction] max_concurrent` may run at once: each holds a copy of
+/// its conversation and a model call, and more than this is a typo, not a provider's limit.
+pub(crate) const MAX_CONCURRENT_COMPACTIONS: usize = 64;
 
 impl Default for CompactionConfig {
     fn default() -> Self {
@@ -237,6 +245,7 @@ impl Default for CompactionConfig {
             output_reserve: None,
             work_ahead: troupe_agents::WorkAhead::default(),
             recall_tool: true,
+            max_concurrent: troupe_agents::compression::DEFAULT_MAX_CONCURRENT,
         }
     }
 }

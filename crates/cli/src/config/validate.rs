@@ -2,7 +2,10 @@
 
 use troupe_tools::builtin::AllowedHost;
 
-use super::{BUILTIN_TOOLS, Config, MCP_TOOL_PREFIX, ModelConfig, Provider, ToolsConfig};
+use super::{
+    BUILTIN_TOOLS, Config, MAX_CONCURRENT_COMPACTIONS, MCP_TOOL_PREFIX, ModelConfig, Provider,
+    ToolsConfig,
+};
 
 /// `(key, message)` of the first problem found.
 pub(super) type Problem = (String, String);
@@ -172,10 +175,10 @@ impl Config {
                     ));
                 }
             }
+            super::approve::check(name, agent)?;
             if agent.max_turns == Some(0) {
                 return Err(problem(key("max_turns"), "must be at least 1"));
             }
-            super::approve::check(name, agent)?;
             if agent.max_tokens == Some(0) {
                 return Err(problem(key("max_tokens"), "must be at least 1"));
             }
@@ -223,6 +226,15 @@ impl Config {
                 format!(
                     "must be at most compaction.trigger ({}), got {}",
                     c.trigger, c.warning
+                ),
+            ));
+        }
+        if !(1..=MAX_CONCURRENT_COMPACTIONS).contains(&c.max_concurrent) {
+            return Err(problem(
+                "compaction.max_concurrent",
+                format!(
+                    "must be from 1 to {MAX_CONCURRENT_COMPACTIONS} (compactions run at once), got {}",
+                    c.max_concurrent
                 ),
             ));
         }

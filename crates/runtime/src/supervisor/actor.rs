@@ -190,6 +190,18 @@ impl Actor for AgentActor {
         })
     }
 
+    /// A graceful stop (team shutdown): the behaviour ends what it runs outside its requests,
+    /// and the checkpoint keeps what that changed.
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.behavior.stop(&state.ctx).await;
+        state.update_checkpoint();
+        Ok(())
+    }
+
     async fn handle(
         &self,
         _myself: ActorRef<Self::Msg>,

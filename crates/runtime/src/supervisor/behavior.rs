@@ -135,12 +135,12 @@ pub struct AgentContext {
     pub directory: Directory,
     /// The team's event bus.
     pub events: EventBus,
+    /// The team's open tool-approval requests.
+    pub approvals: crate::approval::Approvals,
 }
 
 /// The logic of one agent. Handles one request at a time.
 ///
-    /// The team's open tool-approval requests.
-    pub approvals: crate::approval::Approvals,
 /// `Any` is a supertrait so that [`Team::with_agent`](crate::Team::with_agent) can reach the
 /// behaviour typed (`&mut dyn AgentBehavior` upcasts to `&mut dyn Any`) without every
 /// behaviour writing the downcast itself.
@@ -161,6 +161,17 @@ pub trait AgentBehavior: Any + Send {
     /// refuses every job: most agents only take text.
     async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
         Err(job.refuse(&ctx.name))
+    }
+
+    /// The agent is stopping ([`Team::shutdown`](crate::Team::shutdown)), between requests:
+    /// end the work this behaviour runs outside its requests (tasks of its own) before this
+    /// returns, so that nothing it started outlives the team — a span still open past shutdown
+    /// keeps its request's spans out of the exported trace. Bounded by
+    /// [`TeamConfig::shutdown_grace`](crate::TeamConfig::shutdown_grace): an agent whose stop
+    /// takes longer is killed. Not called when the agent fails (the supervisor restarts it from
+    /// its checkpoint) or is killed. The default has nothing to end.
+    async fn stop(&mut self, ctx: &AgentContext) {
+        let _ = ctx;
     }
 
     /// The state to restore after a restart, whole: what the agent's first checkpoint is.

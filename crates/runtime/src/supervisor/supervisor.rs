@@ -85,14 +85,16 @@ struct Child {
     factory: BehaviorFactory,
     actor: ActorRef<crate::supervisor::actor::AgentMsg>,
     failures: VecDeque<Instant>,
+    /// When it was spawned, counted in spawns (a restart keeps it): shutdown goes in reverse.
+    spawned: u64,
 }
 
 pub(crate) struct SupervisorArgs {
     pub(crate) directory: Directory,
     pub(crate) events: EventBus,
+    pub(crate) approvals: crate::approval::Approvals,
     pub(crate) checkpoints: CheckpointStore,
     pub(crate) policy: RestartPolicy,
-    pub(crate) approvals: crate::approval::Approvals,
     pub(crate) shutdown_grace: Duration,
 }
 
@@ -101,6 +103,8 @@ pub(crate) struct SupervisorState {
     children: HashMap<String, Child>,
     by_id: HashMap<ActorId, String>,
     stopping: bool,
+    /// Agents spawned so far (each child's `spawned`).
+    spawns: u64,
 }
 
 pub(crate) struct Supervisor;
@@ -122,11 +126,11 @@ impl Supervisor {
                 name: name.to_string(),
                 directory: state.args.directory.clone(),
                 events: state.args.events.clone(),
+                approvals: state.args.approvals.clone(),
             },
             behavior,
             checkpoints: state.args.checkpoints.clone(),
             responding: state.args.directory.responding_flag(name),
-                approvals: state.args.approvals.clone(),
         };
         let (actor, _join) = Actor::spawn_linked(None, AgentActor, args, myself.get_cell())
             .await
@@ -153,12 +157,14 @@ impl Supervisor {
         let actor = Self::start_child(myself, state, &name, &factory, None).await?;
         state.by_id.insert(actor.get_id(), name.clone());
         state.args.directory.set_live(&name, actor.clone());
+        state.spawns += 1;
         state.children.insert(
             name,
             Child {
                 factory,
                 actor,
                 failures: VecDeque::new(),
+                spawned: state.spawns,
             },
         );
         Ok(())
@@ -267,6 +273,7 @@ impl Actor for Supervisor {
             children: HashMap::new(),
             by_id: HashMap::new(),
             stopping: false,
+            spawns: 0,
         })
     }
 
@@ -287,8 +294,14 @@ impl Actor for Supervisor {
             SupervisorMsg::StopAll(reply) => {
                 state.stopping = true;
                 state.args.directory.mark_shut_down();
-                for child in state.children.values() {
-                    // Each agent finishes the request it is handling, then stops; one that does
+                // Last spawned, first stopped: an agent finishing its last request may still
+                // ask one spawned before it (the compression agent, which a team builder
+                // spawns first), and that one ends the work it took from it when it stops.
+                let mut children: Vec<&Child> = state.children.values().collect();
+                children.sort_by_key(|child| std::cmp::Reverse(child.spawned));
+                for child in children {
+                    // Each agent finishes the request it is handling and ends the work it runs
+                    // outside its requests (`AgentBehavior::stop`), then stops; one that does
                     // not within the grace period is killed.
                     let stopped = child
                         .actor

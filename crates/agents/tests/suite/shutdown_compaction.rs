@@ -1,0 +1,204 @@
+//! Shutdown with a compaction working ahead: `Team::shutdown` returns only once the job has
+//! ended. A job still running is cancelled (its `CompactionFailed` and `CompactionApplied`
+//! say so, and the session log holds the conversation as the last request left it, nothing
+//! half applied); an answer that came but had no turn boundary yet is spliced in and written.
+//!
+//! The compression agent's model answers only once the test opens its gate.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{Semaphore, broadcast};
+use troupe_agents::compression::{CompressionConfig, CompressorModel};
+use troupe_agents::model::ScriptedModel;
+use troupe_agents::session::load;
+use troupe_agents::{
+    AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
+};
+use troupe_compaction::BudgetPolicy;
+use troupe_runtime::{
+    ChatMessage, ChatModel, ChatRequest, ChatStream, CompactionMode, Event, EventRecord,
+    MessageKind, ModelError, ModelInfo, Team, TeamConfig,
+};
+
+/// A compression model that answers only once its gate is opened.
+struct GatedModel {
+    inner: ScriptedModel,
+    gate: Arc<Semaphore>,
+}
+
+#[async_trait]
+impl ChatModel for GatedModel {
+    fn info(&self) -> ModelInfo {
+        self.inner.info()
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let _open = self.gate.acquire().await;
+        self.inner.chat_stream(request).await
+    }
+}
+
+/// A gated team with `coder`, working ahead at the warning of an 8k window, its session in
+/// `log`.
+async fn gated_team(log: &Path) -> (Team, Arc<Semaphore>) {
+    let gate = Arc::new(Semaphore::new(0));
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(Arc::new(GatedModel {
+        inner: ScriptedModel::new("compressor-model", []).with_fallback("done."),
+        gate: gate.clone(),
+    }));
+    spawn_compression_agent(&team, config).await.unwrap();
+    let coder = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
+    let spec = AgentSpec::new("coder", coder)
+        .session(log)
+        .compaction(CompactionSettings {
+            policy: Some(BudgetPolicy {
+                target: 0.1,
+                tool_output_limit_tokens: 100_000,
+                ..BudgetPolicy::for_window(8_000)
+            }),
+            work_ahead: WorkAhead::AtWarning,
+            recall_tool: false,
+            ..CompactionSettings::default()
+        });
+    spawn_agent(&team, spec).await.unwrap();
+    (team, gate)
+}
+
+fn drain(events: &mut broadcast::Receiver<EventRecord>) -> Vec<Event> {
+    let mut heard = Vec::new();
+    while let Ok(record) = events.try_recv() {
+        heard.push(record.event);
+    }
+    heard
+}
+
+/// Ask short parts until a background compaction starts.
+async fn until_background(team: &Team, events: &mut broadcast::Receiver<EventRecord>) {
+    let part: String = (0..4)
+        .map(|i| format!("line {i}: some text the agent was given to keep in mind\n"))
+        .collect();
+    for i in 0..60 {
+        team.ask("coder", format!("part {i}:\n{part}"))
+            .await
+            .unwrap();
+        let started = drain(events).iter().any(|e| {
+            matches!(
+                e,
+                Event::CompactionStarted {
+                    mode: CompactionMode::Background,
+                    ..
+                }
+            )
+        });
+        if started {
+            return;
+        }
+    }
+    panic!("no background compaction started");
+}
+
+/// The `CompactionApplied`s among `events`: mode, applied, reason.
+fn applied(events: &[Event]) -> Vec<(CompactionMode, bool, Option<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CompactionApplied {
+                mode,
+                applied,
+                reason,
+                ..
+            } => Some((*mode, *applied, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn shutdown_cancels_a_compaction_still_running_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let (team, _gate) = gated_team(&log).await;
+    let mut events = team.subscribe();
+    until_background(&team, &mut events).await;
+    let before: Vec<ChatMessage> = team.checkpoint("coder").unwrap().conversation.to_messages();
+
+    // The gate stays shut: the job can only end by being cancelled.
+    team.shutdown().await;
+    let heard = drain(&mut events);
+    let failed: Vec<&String> = heard
+        .iter()
+        .filter_map(|e| match e {
+            Event::CompactionFailed { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{heard:?}");
+    assert!(failed[0].contains("cancelled"), "{failed:?}");
+    let applied = applied(&heard);
+    assert_eq!(applied.len(), 1, "{heard:?}");
+    let (mode, was_applied, reason) = &applied[0];
+    assert_eq!(*mode, CompactionMode::Background);
+    assert!(!was_applied);
+    assert!(
+        reason.as_deref().unwrap().contains("cancelled"),
+        "{reason:?}"
+    );
+    assert!(
+        !heard
+            .iter()
+            .any(|e| matches!(e, Event::CompactionFinished { .. })),
+        "{heard:?}"
+    );
+
+    // The session log holds the conversation as the last request left it.
+    let written = load(&log).unwrap().conversation.to_messages();
+    assert_eq!(written, before);
+}
+
+#[tokio::test]
+async fn an_answer_that_came_before_shutdown_is_spliced_in_and_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let (team, gate) = gated_team(&log).await;
+    let mut events = team.subscribe();
+    until_background(&team, &mut events).await;
+    let before = team.checkpoint("coder").unwrap().conversation.len();
+
+    gate.add_permits(1_000);
+    // The answer comes; no request follows to land it at its turn boundary.
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .expect("the compaction ended")
+            .unwrap()
+            .event;
+        match event {
+            Event::CompactionFinished { .. } => break,
+            Event::CompactionFailed { reason, .. } => panic!("failed: {reason}"),
+            _ => {}
+        }
+    }
+    team.shutdown().await;
+    let heard = drain(&mut events);
+    let applied = applied(&heard);
+    assert_eq!(
+        applied,
+        [(CompactionMode::Background, true, None)],
+        "{heard:?}"
+    );
+
+    let written = load(&log).unwrap().conversation;
+    assert!(written.len() < before, "{} of {before}", written.len());
+    assert!(
+        written
+            .messages()
+            .iter()
+            .any(|m| m.kind == MessageKind::Summary),
+        "the compacted conversation was written"
+    );
+}
