@@ -234,6 +234,92 @@ mod tests {
         assert_eq!(desk.waiting(), vec![id()]);
     }
 
+    /// Every sequence of up to five opens, answers and withdrawals over two ids: an answer is
+    /// taken exactly when its request is open, `waiting` lists exactly the open ones, and each
+    /// waiter gets the answer given to it — or none, when a newer request replaced it.
+    #[tokio::test]
+    async fn the_desk_matches_its_model_for_every_short_sequence() {
+        #[derive(Clone, Copy, Debug)]
+        enum Op {
+            Open(usize),
+            Decide(usize),
+            Withdraw(usize),
+        }
+        let ops = [0, 1]
+            .into_iter()
+            .flat_map(|i| [Op::Open(i), Op::Decide(i), Op::Withdraw(i)]);
+        let ops: Vec<Op> = ops.collect();
+        let mut sequences: Vec<Vec<Op>> = vec![Vec::new()];
+        for _ in 0..5 {
+            let longer: Vec<Vec<Op>> = sequences
+                .iter()
+                .filter(|s| s.len() == sequences.last().map_or(0, Vec::len))
+                .flat_map(|s| ops.iter().map(move |op| [s.clone(), vec![*op]].concat()))
+                .collect();
+            sequences.extend(longer);
+        }
+        let ids = [ApprovalId::of_call("a", "1"), ApprovalId::of_call("a", "2")];
+        for sequence in &sequences {
+            let desk = Approvals::default();
+            // Per id: the waiters opened so far (None once withdrawn), which one the desk
+            // holds, and what each should get.
+            let mut waiters: Vec<Vec<Option<PendingApproval>>> = vec![Vec::new(), Vec::new()];
+            let mut current: [Option<usize>; 2] = [None, None];
+            let mut expected: Vec<Vec<Option<ApprovalDecision>>> = vec![Vec::new(), Vec::new()];
+            for (step, op) in sequence.iter().enumerate() {
+                match *op {
+                    Op::Open(i) => {
+                        waiters[i].push(Some(desk.open(ids[i].clone())));
+                        expected[i].push(None);
+                        current[i] = Some(waiters[i].len() - 1);
+                    }
+                    Op::Decide(i) => {
+                        let decision = ApprovalDecision::Deny {
+                            reason: format!("step {step}"),
+                        };
+                        let taken = desk.decide(&ids[i], decision.clone());
+                        match current[i].take() {
+                            Some(w) => {
+                                assert_eq!(taken, Ok(()), "{sequence:?}");
+                                expected[i][w] = Some(decision);
+                            }
+                            None => assert_eq!(
+                                taken,
+                                Err(ApprovalError::Unknown(ids[i].clone())),
+                                "{sequence:?}"
+                            ),
+                        }
+                    }
+                    Op::Withdraw(i) => {
+                        // The oldest waiter still held goes away (a replaced one, when there is
+                        // one: its going must not withdraw the newer request).
+                        if let Some(w) = waiters[i].iter().position(Option::is_some) {
+                            waiters[i][w] = None;
+                            if current[i] == Some(w) {
+                                current[i] = None;
+                            }
+                        }
+                    }
+                }
+                let open: Vec<ApprovalId> = (0..2)
+                    .filter(|i| current[*i].is_some())
+                    .map(|i| ids[i].clone())
+                    .collect();
+                assert_eq!(desk.waiting(), open, "{sequence:?} at step {step}");
+            }
+            for i in 0..2 {
+                for (w, waiter) in waiters[i].drain(..).enumerate() {
+                    // One still waiting would wait forever: the desk lists it instead (above).
+                    if let Some(waiter) = waiter
+                        && current[i] != Some(w)
+                    {
+                        assert_eq!(waiter.answer().await, expected[i][w], "{sequence:?}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_dropped_request_is_withdrawn() {
         let desk = Approvals::default();
