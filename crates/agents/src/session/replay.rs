@@ -190,7 +190,9 @@ impl Replayer {
                 self.session.last_report = None;
             }
             SessionRecord::Paused { calls } => {
-                if let Some(stray) = calls.iter().find(|c| !self.pairing.open.contains(&c.call_id))
+                if let Some(stray) = calls
+                    .iter()
+                    .find(|c| !self.pairing.open.contains(&c.call_id))
                 {
                     return Err((
                         line,
