@@ -544,3 +544,46 @@ warning = 0.4
         "only the six requests reach the agent's model"
     );
 }
+
+/// An agent waiting for a compaction it sent another node's compression agent tells it so: the
+/// hurry travels as the compaction does, and that node takes it (nothing is queued there, so
+/// nothing was re-ranked) rather than refusing a kind it does not know.
+#[test]
+fn a_hurry_reaches_the_compression_agent_of_another_node() {
+    let _one = one_node_at_a_time();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            use troupe::agents::compression::{COMPRESSION_AGENT, Hurry};
+            use troupe::runtime::TraceContext;
+
+            let dir = tempfile::tempdir().unwrap();
+            let server = ChatServer::start();
+            let config = write_config(dir.path(), &server.url);
+            let (_child, addr) = start_node(&config, &dir.path().join("node.jsonl"));
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let node = ClusterNode::start(&team, NodeConfig::new("local", COOKIE))
+                .await
+                .unwrap();
+            node.connect(addr).await.unwrap();
+            let hurry = Hurry {
+                agent: "writer".into(),
+                room: 100,
+            };
+            let rehurried = team
+                .directory()
+                .ask_wire_job(
+                    COMPRESSION_AGENT,
+                    hurry,
+                    TraceContext::new_root(),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap();
+            assert!(!rehurried, "nothing was queued over there");
+            node.shutdown().await;
+            team.shutdown().await;
+        });
+}

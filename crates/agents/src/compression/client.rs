@@ -455,31 +455,29 @@ async fn compact_here(
 /// How long telling the compression agent to hurry may take: it answers from its queue, at once.
 const HURRY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Tell this team's compression agent that `agent` now waits for its queued compaction (it
-/// reached the trigger while working ahead), with `room` tokens left before its window is full:
-/// the job is ranked by that room from now on. Best effort: a compressor on another node, or
-/// one that cannot be asked, is not told (the job keeps its rank). `true` when a queued job was
-/// re-ranked.
+/// Tell the compression agent that `agent` now waits for its queued compaction (it reached the
+/// trigger while working ahead), with `room` tokens left before its window is full: the job is
+/// ranked by that room from now on. The team's own compression agent, or the one on another
+/// node its compactions go to (the [`Hurry`] travels as they do). Best effort: one that cannot
+/// be asked, or an older node that takes no hurry, is not told (the job keeps its rank).
+/// `true` when a queued job was re-ranked.
 pub(crate) async fn hurry(
     directory: &Directory,
     trace: TraceContext,
     agent: &str,
     room: i64,
 ) -> bool {
-    if !directory.is_live(COMPRESSION_AGENT) {
-        return false;
+    match CompressorRoute::of(directory) {
+        Some(CompressorRoute::Local | CompressorRoute::Remote(_)) => {}
+        // Compacted on this node, or nowhere: no queue to rank it in.
+        Some(CompressorRoute::Unreachable) | None => return false,
     }
     let hurry = Hurry {
         agent: agent.to_string(),
         room,
     };
     directory
-        .ask_job(
-            COMPRESSION_AGENT,
-            |reply| CompressorJob::Hurry(hurry, reply),
-            trace,
-            HURRY_TIMEOUT,
-        )
+        .ask_wire_job(COMPRESSION_AGENT, hurry, trace, HURRY_TIMEOUT)
         .await
         .unwrap_or(false)
 }

@@ -37,8 +37,9 @@ pub enum CompressorJob {
     Hurry(Hurry, Reply<bool>),
 }
 
-/// Which agent waits for its queued compaction, and with how much room.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which agent waits for its queued compaction, and with how much room. Its serde form is
+/// what travels to a compression agent on another node (`remote.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hurry {
     /// Whose compaction it is.
     pub agent: String,

@@ -4,13 +4,14 @@
 //! the kind `troupe.compaction/1`; the receiving node hands it to its compression agent as the
 //! same [`CompressorJob::Compact`] a local asker sends, and the answer comes back as a
 //! [`RemoteCompaction`] or the error's text. When that node cannot be reached the asker compacts
-//! on its own node (`client.rs`).
+//! on its own node (`client.rs`). A [`Hurry`] for a job queued there travels the same way, under
+//! `troupe.compaction.hurry/1`.
 
 use serde::{Deserialize, Serialize};
 use troupe_compaction::{Archive, Compaction, CompactionError, CompactionReport};
 use troupe_runtime::{ChatMessage, Reply, StoredMessage, Team, WireJob};
 
-use crate::compression::job::{CompactionRequest, CompressorJob};
+use crate::compression::job::{CompactionRequest, CompressorJob, Hurry};
 
 /// A [`Compaction`] as it travels back: its messages in their stored form, so their ids and
 /// kinds (summaries, stubs) arrive with them — a [`ChatMessage`]'s own serde form is the OpenAI
@@ -65,8 +66,20 @@ impl WireJob for CompactionRequest {
     }
 }
 
-/// Let agents on other nodes of a cluster send this team's compression agent their compactions
-/// (called wherever a team gets its compression agent).
+impl WireJob for Hurry {
+    const KIND: &'static str = "troupe.compaction.hurry/1";
+    /// Whether a queued compaction was re-ranked.
+    type Reply = bool;
+    type Job = CompressorJob;
+
+    fn into_job(self, reply: Reply<bool>) -> CompressorJob {
+        CompressorJob::Hurry(self, reply)
+    }
+}
+
+/// Let agents on other nodes of a cluster send this team's compression agent their compactions,
+/// and hurry the ones they now wait for (called wherever a team gets its compression agent).
 pub(crate) fn accept_remote_compactions(team: &Team) {
     team.directory().accept_wire_job::<CompactionRequest>();
+    team.directory().accept_wire_job::<Hurry>();
 }
