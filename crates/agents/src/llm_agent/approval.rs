@@ -200,7 +200,15 @@ impl LlmAgent {
             }
         }
         if logged && !to_run.is_empty() {
-            let call_ids = to_run.iter().map(|c| c.id.clone()).collect();
+            let call_ids: Vec<String> = to_run.iter().map(|c| c.id.clone()).collect();
+            // A resumed turn abandoned while these run is not asked about again either.
+            for p in self
+                .paused
+                .iter_mut()
+                .filter(|p| call_ids.contains(&p.call_id))
+            {
+                p.started = true;
+            }
             self.persist_with(vec![SessionRecord::CallsStarted { call_ids }]);
         }
         let ran = until_abandoned(

@@ -493,3 +493,50 @@ async fn an_agent_restarted_after_its_approved_call_started_does_not_run_it_agai
     assert_eq!(runs.lock().unwrap().len(), 1, "never run a second time");
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_resumed_turn_abandoned_while_its_call_runs_does_not_run_it_again() {
+    use futures::StreamExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let (team1, asking) = start_on_log(&log, script("rm a"), tools(&runs, false), "tidy").await;
+    let mut events = team1.subscribe();
+    requested(&mut events).await;
+    asking.abort();
+    team1.shutdown().await;
+
+    // The next process asks again; the approved call hangs and its caller goes away.
+    let second = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("fine")]));
+    let team2 = team().await;
+    let spec = AgentSpec::new("coder", second.clone())
+        .tools(tools(&runs, true))
+        .approval(ask_rm())
+        .session(&log);
+    spawn_agent(&team2, spec).await.unwrap();
+    let mut stream = team2.ask_stream("coder", "go on");
+    let id = loop {
+        match stream.next().await {
+            Some(Ok(troupe_runtime::AskItem::Event(Event::ApprovalRequested { id, .. }))) => {
+                break id;
+            }
+            Some(_) => {}
+            None => panic!("the stream ended before the approval request"),
+        }
+    };
+    team2.approve(&id).unwrap();
+    let started = async {
+        while runs.lock().unwrap().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), started)
+        .await
+        .unwrap();
+    drop(stream);
+    assert_eq!(team2.ask("coder", "again").await.unwrap(), "fine");
+    assert_eq!(runs.lock().unwrap().len(), 1, "never run a second time");
+    let seen = tool_result(&second.requests()[0]);
+    assert!(seen.contains("not run again"), "{seen}");
+    team2.shutdown().await;
+}
