@@ -26,8 +26,8 @@ pub use compaction_settings::{CompactionSettings, WorkAhead, shared_counter};
 pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
 pub use llm_agent::{
     COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, InFlightCompaction, LlmAgent,
-    LlmAgentJob, LlmAgentState, RECALL_TOOL, ScopeError, SwitchError, clear_conversation,
-    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope,
+    LlmAgentJob, LlmAgentState, PinError, RECALL_TOOL, ScopeError, SwitchError, clear_conversation,
+    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
     session_health, switch_session,
 };
 pub use session::health::SessionBehind;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{AskError, ChatModel, Reply, Team, TraceContext};
+use troupe_runtime::{AskError, ChatModel, MessageId, Reply, Team, TraceContext};
 
 use crate::compression::ScopeSummaryError;
 use crate::compression::client::{
@@ -72,6 +72,10 @@ pub enum LlmAgentJob {
     /// Whether the session log is behind the conversation ([`session_health`]): `None` when it
     /// is in step (or the agent keeps no log).
     SessionHealth(Reply<Option<SessionBehind>>),
+    /// Pin (`true`) or unpin a message of the conversation ([`pin_message`]): compaction keeps
+    /// a pinned message byte-identical. Written to the session log at once; a compaction
+    /// working ahead on a copy from before is dropped when it lands.
+    Pin(MessageId, bool, Reply<Result<(), PinError>>),
 }
 
 /// What [`LlmAgentJob::CloseScope`] asks for.
@@ -113,6 +117,18 @@ pub enum ScopeError {
     /// The agent or its compression agent could not be reached.
     #[error(transparent)]
     Ask(#[from] AskError),
+}
+
+/// Why a pin did not change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PinError {
+    /// The agent could not be reached.
+    #[error(transparent)]
+    Ask(#[from] AskError),
+    /// The conversation holds no such message (compacted away, or never there).
+    #[error("the conversation holds no message {0}")]
+    UnknownMessage(MessageId),
 }
 
 /// Why `/clear` did not happen.
@@ -232,6 +248,22 @@ pub async fn switch_session(
 ) -> Result<usize, SwitchError> {
     let path = path.into();
     let job = |reply| LlmAgentJob::SwitchSession(path, reply);
+    ask(team, agent, job, SESSION_TIMEOUT).await?
+}
+
+/// Pin (`pinned: true`) or unpin message `id` of `agent`'s conversation: see
+/// [`LlmAgentJob::Pin`].
+///
+/// # Errors
+/// [`PinError::UnknownMessage`] when the conversation does not hold `id`; [`PinError::Ask`]
+/// when the agent cannot be reached.
+pub async fn pin_message(
+    team: &Team,
+    agent: &str,
+    id: MessageId,
+    pinned: bool,
+) -> Result<(), PinError> {
+    let job = |reply| LlmAgentJob::Pin(id, pinned, reply);
     ask(team, agent, job, SESSION_TIMEOUT).await?
 }
 

@@ -19,6 +19,7 @@ mod budget;
 mod compact_tool;
 mod context;
 mod jobs;
+mod pins;
 mod precall;
 mod recall_tool;
 mod scopes;
@@ -30,9 +31,9 @@ mod work_ahead;
 
 pub use context::{ContextShare, ContextStats, InFlightCompaction};
 pub use jobs::{
-    ClearError, CloseScope, LlmAgentJob, ScopeError, SwitchError, clear_conversation, close_scope,
-    compact_agent, compact_agent_cancellable, context_stats, open_scope, session_health,
-    switch_session,
+    ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError, clear_conversation,
+    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
+    session_health, switch_session,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -404,6 +405,7 @@ impl AgentBehavior for LlmAgent {
             LlmAgentJob::Clear(reply) => reply.send(self.clear()),
             LlmAgentJob::SwitchSession(path, reply) => reply.send(self.switch_session(&path)),
             LlmAgentJob::ContextStats(reply) => reply.send(self.context_stats()),
+            LlmAgentJob::Pin(id, pinned, reply) => reply.send(self.set_pinned(id, pinned)),
             LlmAgentJob::SessionHealth(reply) => {
                 reply.send(self.session.as_ref().and_then(SessionSync::behind));
             }

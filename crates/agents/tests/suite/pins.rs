@@ -1,14 +1,16 @@
-//! An agent's pinned messages (#33): injected after the system prompt, never compacted, and
-//! still pinned after a session-log resume (not injected twice).
+//! An agent's pinned messages (#33): injected after the system prompt or pinned at run time,
+//! never compacted, and still pinned after a session-log resume (not injected twice).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::session::load;
-use troupe_agents::{AgentSpec, CompactionSettings, compact_agent, spawn_agent};
+use troupe_agents::{
+    AgentSpec, CompactionSettings, PinError, compact_agent, pin_message, spawn_agent,
+};
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::{ChatMessage, MessageKind, Role};
+use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::session::team;
 
@@ -71,4 +73,38 @@ async fn pinned_rules_survive_a_compaction_and_a_resume() {
     assert_eq!(rules.len(), 1);
     assert!(rules[0].pinned);
     assert_eq!(rules[0].id, messages[1].id);
+}
+
+#[tokio::test]
+async fn a_message_pinned_at_run_time_survives_compaction_and_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let team = team().await;
+    spawn_agent(&team, coder(&log)).await.unwrap();
+    for i in 0..5 {
+        team.ask("coder", big(i)).await.unwrap();
+    }
+    // An old answer, which a compaction would otherwise fold into its summary.
+    let before = load(&log).unwrap().conversation.to_messages();
+    let old = before
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap()
+        .clone();
+    pin_message(&team, "coder", old.id, true).await.unwrap();
+    assert_eq!(
+        pin_message(&team, "coder", MessageId(9_999), true).await,
+        Err(PinError::UnknownMessage(MessageId(9_999)))
+    );
+    // Written at once: the log holds the pin before any compaction.
+    let logged = load(&log).unwrap().conversation;
+    assert!(logged.get(old.id).unwrap().pinned);
+
+    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    assert!(applied.report.archived > 0, "{}", applied.report.reason);
+    team.shutdown().await;
+    let after = load(&log).unwrap().conversation;
+    let kept = after.get(old.id).unwrap();
+    assert!(kept.pinned);
+    assert_eq!(kept.text(), old.text());
 }
