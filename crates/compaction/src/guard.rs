@@ -5,6 +5,12 @@
 //! #40213: 48 attempts in 76 minutes). The guard remembers how much was still freeable after
 //! the last attempt and allows the next automatic one only once at least
 //! [`BudgetPolicy::min_freeable_tokens`] more have accumulated.
+//!
+//! An attempt that reached its target leaves nothing to thrash on: the conversation is below
+//! the trigger (the target always is) and triggers again only once it has grown back. What it
+//! left freeable is no baseline then — it is material the target did not need — and counting
+//! it would hold the next compaction back until the conversation is at the window, which is
+//! where an agent working ahead would have to wait for it.
 
 use serde::{Deserialize, Serialize};
 
@@ -44,11 +50,12 @@ impl ThrashGuard {
         }
     }
 
-    /// Remember an attempt's outcome. A trigger the guard skipped, or one that found nothing
-    /// to do, is not an attempt and changes nothing.
+    /// Remember an attempt's outcome: what it left freeable when it fell short of its target,
+    /// nothing when it reached it. A trigger the guard skipped, or one that found nothing to
+    /// do, is not an attempt and changes nothing.
     pub fn record(&mut self, report: &CompactionReport) {
         if !report.no_compaction_needed && !report.skipped {
-            self.freeable_after_last = Some(report.freeable_tokens_after);
+            self.freeable_after_last = (!report.reached).then_some(report.freeable_tokens_after);
         }
     }
 }
@@ -71,5 +78,24 @@ mod tests {
         let refusal = guard.allows(12_000, &policy).unwrap_err();
         assert!(refusal.contains("4000"), "{refusal}");
         assert!(guard.allows(14_000, &policy).is_ok());
+    }
+
+    #[test]
+    fn an_attempt_that_reached_its_target_leaves_no_baseline() {
+        let policy = BudgetPolicy::default();
+        let mut guard = ThrashGuard::new();
+        guard.record(&CompactionReport {
+            freeable_tokens_after: 4_000,
+            ..Default::default()
+        });
+        guard.record(&CompactionReport {
+            reached: true,
+            freeable_tokens_after: 6_000,
+            ..Default::default()
+        });
+        // Only the minimum applies again: what the target did not need is no baseline.
+        assert_eq!(guard.freeable_after_last, None);
+        assert!(guard.allows(10_000, &policy).is_ok());
+        assert!(guard.allows(9_999, &policy).is_err());
     }
 }
