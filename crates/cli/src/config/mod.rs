@@ -225,6 +225,31 @@ pub struct CompactionConfig {
     /// agent's never overlap): 1 by default, as a local model runs one call at a time; more
     /// for a remote model that serves calls in parallel. From 1 to 64.
     pub max_concurrent: usize,
+    /// The prompt cache the agents' provider bills under: `"openai"` (automatic prefix
+    /// caching) or `"anthropic"` (explicit breakpoints, 1.25× writes). Receipts are priced
+    /// under it and the minimum-gain rule weighs it alone; unset, receipts use OpenAI's rates
+    /// and the rule declines what loses under either.
+    pub pricing: Option<String>,
+    /// Rates for `pricing` other than its provider's defaults, in uncached-input-token units:
+    /// e.g. `"input=1,cached=0.1,write=1.25"` (any of the three).
+    pub rates: Option<String>,
+}
+
+impl CompactionConfig {
+    /// The cost model `pricing` and `rates` name (`None`: unset). Checked by
+    /// [`Config::validate`]; an unreadable one here is `None`.
+    pub fn pricing(&self) -> Option<troupe_compaction::economics::CostModel> {
+        let model: troupe_compaction::economics::CostModel =
+            self.pricing.as_deref()?.parse().ok()?;
+        match &self.rates {
+            Some(spec) => model
+                .rates()
+                .with_overrides(spec)
+                .ok()
+                .map(|rates| model.with_rates(rates)),
+            None => Some(model),
+        }
+    }
 }
 
 /// The most compactions `[compaction] max_concurrent` may run at once: each holds a copy of
@@ -246,6 +271,8 @@ impl Default for CompactionConfig {
             work_ahead: troupe_agents::WorkAhead::default(),
             recall_tool: true,
             max_concurrent: troupe_agents::compression::DEFAULT_MAX_CONCURRENT,
+            pricing: None,
+            rates: None,
         }
     }
 }
@@ -259,6 +286,7 @@ impl CompactionConfig {
             trigger: self.trigger,
             target: self.target,
             cost_aware: self.cost_aware_target,
+            pricing: self.pricing(),
             protected_recent: self.protected_messages,
             // The window's own defaults: a fixed `min_freeable_tokens` of 10,000 would have the
             // anti-thrash guard skip every automatic compaction of a window under ~12k tokens.
@@ -390,6 +418,52 @@ mod tests {
         assert_eq!(settings.output_reserve_for(None, 2_000), 500);
         let default = Config::parse("").unwrap().compaction.settings(128_000);
         assert_eq!(default.output_reserve_for(None, 128_000), 4_096);
+    }
+
+    #[test]
+    fn pricing_names_the_providers_cache_for_receipts_and_the_minimum_gain_rule() {
+        use troupe_compaction::economics::{CostModel, Rates};
+        assert_eq!(
+            Config::parse("").unwrap().compaction.policy(32_000).pricing,
+            None
+        );
+        let priced =
+            Config::parse("[compaction]\npricing = \"anthropic\"\nrates = \"cached=0.05\"\n")
+                .unwrap();
+        assert_eq!(
+            priced.compaction.policy(32_000).pricing,
+            Some(CostModel::anthropic().with_rates(Rates {
+                cached_read: 0.05,
+                ..Rates::ANTHROPIC
+            }))
+        );
+        for (toml, key, says) in [
+            (
+                "pricing = \"gemini\"",
+                "compaction.pricing",
+                "unknown cost model `gemini`",
+            ),
+            (
+                "pricing = \"openai\"\nrates = \"cached=-1\"",
+                "compaction.rates",
+                "non-negative",
+            ),
+            (
+                "pricing = \"openai\"\nrates = \"speed=2\"",
+                "compaction.rates",
+                "unknown rate `speed`",
+            ),
+            (
+                "rates = \"cached=0.1\"",
+                "compaction.rates",
+                "needs compaction.pricing",
+            ),
+        ] {
+            let e = Config::parse(&format!("[compaction]\n{toml}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key) && e.contains(says), "{toml}: {e}");
+        }
     }
 
     #[test]

@@ -229,6 +229,24 @@ impl Config {
                 ),
             ));
         }
+        if let Some(name) = &c.pricing {
+            let model: troupe_compaction::economics::CostModel =
+                name.parse()
+                    .map_err(|e: troupe_compaction::economics::UnknownCostModel| {
+                        problem("compaction.pricing", e.to_string())
+                    })?;
+            if let Some(spec) = &c.rates {
+                model
+                    .rates()
+                    .with_overrides(spec)
+                    .map_err(|e| problem("compaction.rates", e.to_string()))?;
+            }
+        } else if c.rates.is_some() {
+            return Err(problem(
+                "compaction.rates",
+                "needs compaction.pricing (\"openai\" or \"anthropic\"): rates price one provider's cache",
+            ));
+        }
         if !(1..=MAX_CONCURRENT_COMPACTIONS).contains(&c.max_concurrent) {
             return Err(problem(
                 "compaction.max_concurrent",
