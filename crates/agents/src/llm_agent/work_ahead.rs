@@ -20,6 +20,13 @@
 //! trigger while a fifth of the window is free would be the stall working ahead exists to
 //! remove: the stall eval measured it as every wait of the background road.
 //!
+//! A job takes turns to land, and the minimum-gain rule is told how many ([`Lead`]: as many as
+//! the last job that ran took, unknown before the first), so it weighs whether the window needs
+//! the compaction where the answer lands: a job it declined would otherwise start again only one
+//! turn from the limit, and be waited for there.
+//!
+//! At shutdown the job is landed if its answer came, else cancelled (`stop_background`).
+//!
 //! A crash loses nothing: the job's answer is only ever applied by the agent that asked for it
 //! (the pending job dies with it, and its task is aborted); the restarted agent has its
 //! checkpoint's conversation and starts over.
