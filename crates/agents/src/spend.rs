@@ -147,6 +147,7 @@ mod tests {
         Usage {
             input_tokens,
             output_tokens,
+            ..Default::default()
         }
     }
 

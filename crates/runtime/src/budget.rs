@@ -202,6 +202,7 @@ mod tests {
             Usage {
                 input_tokens: 500_000,
                 output_tokens: 100_000,
+                ..Default::default()
             },
             Some(price),
         );

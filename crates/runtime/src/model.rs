@@ -98,10 +98,20 @@ impl ChatRequest {
 /// Token usage of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
-    /// Prompt tokens.
+    /// Prompt tokens: all of them, those read from or written to a provider's prompt cache
+    /// included (OpenAI's `prompt_tokens`; Anthropic's three input counts added up), so budgets
+    /// and compaction see the whole prompt whichever provider answered.
     pub input_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,
+    /// Of [`Usage::input_tokens`], those read from the provider's prompt cache (Anthropic's
+    /// `cache_read_input_tokens`, OpenAI's `prompt_tokens_details.cached_tokens`).
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// Of [`Usage::input_tokens`], those written to the provider's prompt cache by this call
+    /// (Anthropic's `cache_creation_input_tokens`; OpenAI caches without saying so).
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
 }
 
 /// Why the model stopped.

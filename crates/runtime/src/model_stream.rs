@@ -336,6 +336,7 @@ mod tests {
         let usage = Usage {
             input_tokens: 3,
             output_tokens: 4,
+            ..Default::default()
         };
         let response = assemble(&[
             ModelDelta::Text("Os".into()),
@@ -415,6 +416,7 @@ mod tests {
             usage: Usage {
                 input_tokens: 1,
                 output_tokens: 2,
+                ..Default::default()
             },
             finish_reason: FinishReason::Length,
         };

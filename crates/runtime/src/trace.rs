@@ -83,6 +83,12 @@ pub mod semconv {
     pub const USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
     /// `gen_ai.usage.output_tokens`.
     pub const USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+    /// `gen_ai.usage.cache_read.input_tokens`: of the input tokens, those read from the
+    /// provider's prompt cache.
+    pub const USAGE_CACHE_READ_INPUT_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+    /// `gen_ai.usage.cache_creation.input_tokens`: of the input tokens, those written to the
+    /// provider's prompt cache.
+    pub const USAGE_CACHE_CREATION_INPUT_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
     /// `gen_ai.tool.name`.
     pub const TOOL_NAME: &str = "gen_ai.tool.name";
     /// `gen_ai.tool.call.id`.

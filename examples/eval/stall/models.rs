@@ -225,6 +225,7 @@ impl ChatModel for TranscriptModel {
                 usage: Usage {
                     input_tokens: 0,
                     output_tokens,
+                    ..Default::default()
                 },
                 finish_reason,
             },

@@ -355,6 +355,7 @@ impl Started {
             spend.record(troupe_runtime::Usage {
                 input_tokens: used.input_tokens as u64,
                 output_tokens: used.output_tokens as u64,
+                ..Default::default()
             });
         }
         if let Ok(compaction) = &mut outcome {

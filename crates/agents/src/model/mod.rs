@@ -2,6 +2,8 @@
 //!
 //! - [`OpenAiModel`]: any OpenAI-compatible HTTP server (`openai/`, the only module that knows
 //!   `async-openai`);
+//! - [`AnthropicModel`]: Claude through the Anthropic Messages API, with prompt caching placed
+//!   by troupe (`anthropic/`, the only module that knows the Messages wire types);
 //! - [`LocalModel`] (feature `local`, on by default): llama.cpp in process, the offline default;
 //!   [`fetch`] finds or downloads its GGUF;
 //! - [`RecordingModel`] and [`ReplayModel`]: record any provider's calls to JSONL and serve them
@@ -11,6 +13,8 @@
 //!
 //! Every item has one path, `troupe_agents::model::Name`: the provider modules are private.
 
+mod anthropic;
+mod attempt;
 #[cfg(feature = "local")]
 mod local;
 mod observed_stream;
@@ -19,6 +23,8 @@ mod replay;
 mod retry;
 mod scripted;
 mod select;
+mod sse;
+mod sse_answer;
 mod traced;
 
 #[cfg(feature = "local")]
@@ -27,6 +33,7 @@ pub use local::{AutoToolCalls, LocalModel, LocalModelConfig, LocalModelError, fe
 #[cfg(feature = "local")]
 #[doc(hidden)]
 pub use local::baseline;
+pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig, AnthropicModel};
 pub use openai::{
     AuthStyle, DEFAULT_OPENAI_MODEL, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig, OpenAiModel,
     known_context_window,

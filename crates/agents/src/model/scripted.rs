@@ -148,6 +148,7 @@ impl ScriptedModel {
                 usage: Usage {
                     input_tokens,
                     output_tokens: estimate_tokens(&text),
+                    ..Default::default()
                 },
                 message: ChatMessage::assistant(text),
                 finish_reason: FinishReason::Stop,
@@ -171,6 +172,7 @@ impl ScriptedModel {
                     usage: Usage {
                         input_tokens,
                         output_tokens,
+                        ..Default::default()
                     },
                     finish_reason: FinishReason::ToolCalls,
                 })

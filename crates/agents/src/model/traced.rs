@@ -57,6 +57,8 @@ pub async fn traced_chat_stream(
         { semconv::RESPONSE_TIME_TO_FIRST_CHUNK } = tracing::field::Empty,
         { semconv::USAGE_INPUT_TOKENS } = tracing::field::Empty,
         { semconv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
+        { semconv::USAGE_CACHE_READ_INPUT_TOKENS } = tracing::field::Empty,
+        { semconv::USAGE_CACHE_CREATION_INPUT_TOKENS } = tracing::field::Empty,
         { semconv::ERROR_TYPE } = tracing::field::Empty,
         { semconv::SYSTEM_INSTRUCTIONS } = tracing::field::Empty,
         { semconv::INPUT_MESSAGES } = tracing::field::Empty,
@@ -114,6 +116,21 @@ impl StreamObserver for ChatSpan {
                 let span = &self.span;
                 span.record(semconv::USAGE_INPUT_TOKENS, response.usage.input_tokens);
                 span.record(semconv::USAGE_OUTPUT_TOKENS, response.usage.output_tokens);
+                // Only what the provider reported: a provider without a prompt cache (or one
+                // that says nothing about it) leaves the attributes out rather than claiming 0.
+                let usage = &response.usage;
+                if usage.cache_read_input_tokens > 0 {
+                    span.record(
+                        semconv::USAGE_CACHE_READ_INPUT_TOKENS,
+                        usage.cache_read_input_tokens,
+                    );
+                }
+                if usage.cache_creation_input_tokens > 0 {
+                    span.record(
+                        semconv::USAGE_CACHE_CREATION_INPUT_TOKENS,
+                        usage.cache_creation_input_tokens,
+                    );
+                }
                 if self.record_content {
                     let output =
                         content::output_messages(&response.message, &response.finish_reason);

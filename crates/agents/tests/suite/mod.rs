@@ -1,3 +1,4 @@
+mod anthropic_server;
 mod approval;
 mod ask_stream;
 mod budgets;
@@ -8,6 +9,7 @@ mod compression;
 mod compression_local;
 mod compressor_schedule;
 mod llm_agent;
+mod model_anthropic;
 mod model_fault_server;
 #[cfg(feature = "local")]
 mod model_local;

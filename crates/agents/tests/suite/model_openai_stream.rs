@@ -80,7 +80,8 @@ async fn model_openai_stream_text_split_inside_a_character_arrives_whole_with_us
             ModelDelta::Finished(FinishReason::Stop),
             ModelDelta::Usage(Usage {
                 input_tokens: 42,
-                output_tokens: 7
+                output_tokens: 7,
+                ..Default::default()
             }),
         ]
     );
@@ -234,7 +235,8 @@ async fn model_openai_stream_a_whole_json_answer_is_accepted_as_deltas() {
             ModelDelta::Text("Oslo.".into()),
             ModelDelta::Usage(Usage {
                 input_tokens: 42,
-                output_tokens: 7
+                output_tokens: 7,
+                ..Default::default()
             }),
             ModelDelta::Finished(FinishReason::Stop),
         ]
@@ -353,4 +355,28 @@ async fn model_openai_stream_timeout_is_per_gap_not_for_the_whole_answer() {
     assert_eq!(texts(&deltas), ["Os"]);
     assert!(matches!(error, Some(ModelError::Timeout(_))), "{error:?}");
     assert_eq!(server.attempts(), 1);
+}
+
+#[tokio::test]
+async fn model_openai_stream_cached_prompt_tokens_are_the_cache_read() {
+    let mut usage = chunk_usage(1200, 7);
+    usage["usage"]["prompt_tokens_details"] = serde_json::json!({"cached_tokens": 1024});
+    let body = sse_body(&[
+        chunk_role(),
+        chunk_text("Oslo."),
+        chunk_finish("stop"),
+        usage,
+    ]);
+    let server = FaultServer::start([Fault::Stream(vec![body])]).await;
+    let (deltas, error) = stream(&server).await;
+    assert_eq!(error, None);
+    assert_eq!(
+        deltas.last(),
+        Some(&ModelDelta::Usage(Usage {
+            input_tokens: 1200,
+            output_tokens: 7,
+            cache_read_input_tokens: 1024,
+            cache_creation_input_tokens: 0,
+        }))
+    );
 }

@@ -140,27 +140,28 @@ pub fn prompt_of(
 /// system prompt (the leading instruction messages; tools ride in front of it), after the newest
 /// compaction summary, at the end of the previous turn (the block before the newest user
 /// message), and on the last block. Ascending, deduplicated, at most 4 (Anthropic's limit).
-pub fn anthropic_breakpoints(messages: &[ChatMessage]) -> Vec<usize> {
+/// The Anthropic provider marks its requests by this same rule (messages owned or shared).
+pub fn anthropic_breakpoints<M: std::borrow::Borrow<ChatMessage>>(messages: &[M]) -> Vec<usize> {
     let Some(last) = messages.len().checked_sub(1) else {
         return Vec::new();
     };
     let mut marks = Vec::with_capacity(4);
     let system = messages
         .iter()
-        .take_while(|m| m.role.is_instructions())
+        .take_while(|m| m.borrow().role.is_instructions())
         .count();
     if let Some(end) = system.checked_sub(1) {
         marks.push(end);
     }
     if let Some(summary) = messages
         .iter()
-        .rposition(|m| m.kind == MessageKind::Summary)
+        .rposition(|m| m.borrow().kind == MessageKind::Summary)
     {
         marks.push(summary);
     }
     if let Some(before_user) = messages
         .iter()
-        .rposition(|m| m.role == Role::User)
+        .rposition(|m| m.borrow().role == Role::User)
         .and_then(|user| user.checked_sub(1))
     {
         marks.push(before_user);
@@ -212,7 +213,7 @@ mod tests {
         // Coinciding marks are one mark.
         let short = vec![ChatMessage::system("s"), ChatMessage::user("u")];
         assert_eq!(anthropic_breakpoints(&short), vec![0, 1]);
-        assert!(anthropic_breakpoints(&[]).is_empty());
+        assert!(anthropic_breakpoints::<ChatMessage>(&[]).is_empty());
     }
 
     #[test]

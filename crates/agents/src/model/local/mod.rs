@@ -303,6 +303,7 @@ impl LocalModel {
         let mut usage = Usage {
             input_tokens: generation.prompt_tokens as u64,
             output_tokens: generation.output_tokens as u64,
+            ..Default::default()
         };
         // A tool call cut off at the limit (a small model can keep writing one argument) gets
         // one more, sampled, attempt: greedy decoding would only repeat the same run. Prompt

@@ -72,6 +72,7 @@ impl TextAnswer {
             self.tail.push_back(ModelDelta::Usage(Usage {
                 input_tokens: generation.prompt_tokens as u64,
                 output_tokens: generation.output_tokens as u64,
+                ..Default::default()
             }));
             self.tail
                 .push_back(ModelDelta::Finished(match generation.stop {

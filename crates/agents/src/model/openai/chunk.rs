@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 
 use async_openai::types::chat::CreateChatCompletionStreamResponse;
 use serde_json::Value;
-use troupe_runtime::{ModelDelta, ModelError, Usage};
+use troupe_runtime::{ModelDelta, ModelError};
 
 use super::super::shorten;
-use super::wire::{fill_envelope, finish_reason, take_finish_reasons};
+use super::super::sse_answer::EventDecoder;
+use super::wire::{fill_envelope, finish_reason, take_finish_reasons, usage_of};
 
 /// A tool call of the answer, as far as its fragments have come.
 #[derive(Debug, Default)]
@@ -152,12 +153,19 @@ impl ChunkDecoder {
             }
         }
         if let Some(usage) = chunk.usage {
-            deltas.push(ModelDelta::Usage(Usage {
-                input_tokens: u64::from(usage.prompt_tokens),
-                output_tokens: u64::from(usage.completion_tokens),
-            }));
+            deltas.push(ModelDelta::Usage(usage_of(&usage)));
         }
         Ok(deltas)
+    }
+}
+
+impl EventDecoder for ChunkDecoder {
+    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, ModelError> {
+        ChunkDecoder::decode(self, data)
+    }
+
+    fn finished(&self) -> bool {
+        ChunkDecoder::finished(self)
     }
 }
 

@@ -6,65 +6,9 @@ use std::time::Duration;
 
 use async_openai::error::{ApiError, WrappedError};
 use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, RETRY_AFTER};
 use troupe_runtime::ModelError;
 
-use super::super::retry::{parse_retry_after, parse_retry_after_ms};
-
-/// One failed attempt: the error to report if it is the last, and whether to try again.
-#[derive(Debug)]
-pub(super) struct AttemptError {
-    pub(super) error: ModelError,
-    pub(super) retryable: bool,
-    pub(super) retry_after: Option<Duration>,
-}
-
-impl AttemptError {
-    pub(super) fn fatal(error: ModelError) -> Self {
-        AttemptError {
-            error,
-            retryable: false,
-            retry_after: None,
-        }
-    }
-
-    pub(super) fn timeout(limit: Duration) -> Self {
-        AttemptError {
-            error: ModelError::Timeout(limit.as_secs().max(1)),
-            retryable: true,
-            retry_after: None,
-        }
-    }
-
-    pub(super) fn transport(e: reqwest::Error) -> Self {
-        // Connection failures and dropped connections are retried: the request never produced
-        // an answer. A body-decode failure is not a transport problem and never lands here.
-        let retryable = e.is_connect() || e.is_request() || e.is_body() || e.is_timeout();
-        AttemptError {
-            error: ModelError::Transport(e.to_string()),
-            retryable,
-            retry_after: None,
-        }
-    }
-
-    /// A streamed answer that broke before its first delta (cut, stalled, malformed or an
-    /// error event): nothing was passed on, so another attempt cannot duplicate anything.
-    pub(super) fn before_first_delta(error: ModelError) -> Self {
-        AttemptError {
-            error,
-            retryable: true,
-            retry_after: None,
-        }
-    }
-}
-
-/// `retry-after-ms` (OpenAI's precise form) or `Retry-After` in seconds.
-pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
-    header("retry-after-ms")
-        .and_then(parse_retry_after_ms)
-        .or_else(|| header(RETRY_AFTER.as_str()).and_then(parse_retry_after))
-}
+use super::super::attempt::AttemptError;
 
 /// Turn a non-2xx answer into a typed error, deciding whether it is worth another attempt.
 pub(super) fn classify_status(

@@ -34,15 +34,13 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use reqwest::header::CONTENT_TYPE;
 use tokio::time::Instant;
 use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, stream_response};
 
 mod chunk;
 mod config;
 mod errors;
-mod sse;
-mod stream;
 mod wire;
 
 pub use config::{
@@ -50,9 +48,11 @@ pub use config::{
     known_context_window,
 };
 
+use super::attempt::{AttemptError, is_event_stream, retry_after, whole_body, with_retries};
+use super::sse_answer::SseAnswer;
+use chunk::ChunkDecoder;
 use config::chat_completions_url;
-use errors::{AttemptError, classify_status, retry_after};
-use stream::SseAnswer;
+use errors::classify_status;
 use wire::{build_request, parse_response};
 
 /// A chat model behind an OpenAI-compatible HTTP API.
@@ -131,7 +131,7 @@ impl OpenAiModel {
             let whole = parse_response(&bytes).map_err(AttemptError::fatal)?;
             return Ok(stream_response(whole, usize::MAX));
         }
-        let mut answer = SseAnswer::new(response, limit);
+        let mut answer = SseAnswer::new(response, limit, ChunkDecoder::default());
         match answer.next().await {
             Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
             Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
@@ -171,28 +171,6 @@ impl OpenAiModel {
     }
 }
 
-/// Whether the server answered with server-sent events.
-fn is_event_stream(headers: &HeaderMap) -> bool {
-    headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
-}
-
-/// A whole (error or non-streamed) body, by the attempt's deadline: a server that sends
-/// headers and then stalls times out too.
-async fn whole_body(
-    response: reqwest::Response,
-    deadline: Instant,
-    limit: Duration,
-) -> Result<Vec<u8>, AttemptError> {
-    match tokio::time::timeout_at(deadline, response.bytes()).await {
-        Err(_) => Err(AttemptError::timeout(limit)),
-        Ok(Err(e)) => Err(AttemptError::transport(e)),
-        Ok(Ok(bytes)) => Ok(bytes.to_vec()),
-    }
-}
-
 #[async_trait]
 impl ChatModel for OpenAiModel {
     fn info(&self) -> ModelInfo {
@@ -207,27 +185,6 @@ impl ChatModel for OpenAiModel {
         let body = build_request(&self.config, &request)?;
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
-        let mut retry = 0;
-        loop {
-            let failure = match self.attempt(&body).await {
-                Ok(stream) => return Ok(stream),
-                Err(failure) => failure,
-            };
-            if !failure.retryable || retry >= self.config.retry.max_retries {
-                return Err(failure.error);
-            }
-            let Some(wait) = self.config.retry.delay(retry, failure.retry_after) else {
-                return Err(failure.error);
-            };
-            tracing::warn!(
-                model = %self.config.model,
-                attempt = retry + 1,
-                wait_ms = wait.as_millis() as u64,
-                error = %failure.error,
-                "model call failed; retrying"
-            );
-            tokio::time::sleep(wait).await;
-            retry += 1;
-        }
+        with_retries(&self.config.retry, &self.config.model, || self.attempt(&body)).await
     }
 }

@@ -4,8 +4,8 @@
 use async_openai::types::chat::{
     ChatCompletionMessageToolCalls, ChatCompletionNamedToolChoice, ChatCompletionRequestMessage,
     ChatCompletionStreamOptions, ChatCompletionTool, ChatCompletionToolChoiceOption,
-    ChatCompletionTools, CreateChatCompletionRequest, CreateChatCompletionResponse, FunctionName,
-    FunctionObject, ToolChoiceOptions,
+    ChatCompletionTools, CompletionUsage, CreateChatCompletionRequest,
+    CreateChatCompletionResponse, FunctionName, FunctionObject, ToolChoiceOptions,
 };
 use serde_json::Value;
 use troupe_runtime::{
@@ -135,15 +135,29 @@ pub(super) fn parse_response(bytes: &[u8]) -> Result<ChatResponse, ModelError> {
             .insert("refusal".to_string(), Value::String(refusal));
     }
     let finish_reason = finish_reason(raw_finish.as_deref(), message.has_tool_calls());
-    let usage = wire.usage.map_or_else(Usage::default, |u| Usage {
-        input_tokens: u64::from(u.prompt_tokens),
-        output_tokens: u64::from(u.completion_tokens),
-    });
+    let usage = wire.usage.as_ref().map_or_else(Usage::default, usage_of);
     Ok(ChatResponse {
         message,
         usage,
         finish_reason,
     })
+}
+
+/// The wire usage → troupe's: `prompt_tokens_details.cached_tokens` (what OpenAI, vLLM and
+/// llama.cpp's server read from their prompt cache) is the cache read; OpenAI never reports a
+/// cache write.
+pub(super) fn usage_of(usage: &CompletionUsage) -> Usage {
+    let cached = usage
+        .prompt_tokens_details
+        .as_ref()
+        .and_then(|d| d.cached_tokens)
+        .unwrap_or(0);
+    Usage {
+        input_tokens: u64::from(usage.prompt_tokens),
+        output_tokens: u64::from(usage.completion_tokens),
+        cache_read_input_tokens: u64::from(cached),
+        cache_creation_input_tokens: 0,
+    }
 }
 
 /// Fill in the envelope fields compatible servers leave out (`id`, `model`, `created`,

@@ -1,6 +1,7 @@
-//! Server-sent events, as OpenAI-compatible servers send a streamed answer: `data: {...}`
-//! lines, each event ended by a blank line, `data: [DONE]` at the end, `:` comments
-//! (keep-alives) in between, lines ended by LF or CRLF.
+//! Server-sent events, as HTTP providers send a streamed answer: `data: {...}` lines, each
+//! event ended by a blank line, `:` comments (keep-alives) in between, lines ended by LF or
+//! CRLF; OpenAI-compatible servers end with `data: [DONE]`, Anthropic names each event in an
+//! `event:` line that repeats the `type` its data carries.
 //!
 //! Bytes are buffered and only complete lines are decoded, so an event — or a UTF-8
 //! character — split across network chunks is put back together before anything reads it.
@@ -10,7 +11,8 @@ use troupe_runtime::ModelError;
 /// One event of the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum SseEvent {
-    /// An event's data: one `chat.completion.chunk` JSON object (or an error object).
+    /// An event's data: one JSON object (an OpenAI `chat.completion.chunk`, an Anthropic
+    /// event, or an error object).
     Data(String),
     /// `data: [DONE]`: the answer is complete.
     Done,
@@ -85,7 +87,8 @@ impl SseDecoder {
                 None => self.data = Some(value.to_string()),
             }
         }
-        // `event:`, `id:`, `retry:`: OpenAI-compatible servers put nothing troupe needs there.
+        // `event:`, `id:`, `retry:`: nothing troupe needs (Anthropic's `event:` names the type
+        // its data carries again).
         None
     }
 

@@ -1,7 +1,8 @@
-//! A streamed answer's HTTP body → troupe's deltas, with the per-chunk timeout.
+//! A streamed answer's HTTP body → troupe's deltas, with the per-chunk timeout: the one reader
+//! of every HTTP provider's server-sent events.
 //!
-//! The body is read a network chunk at a time ([`SseDecoder`] puts events back together,
-//! [`ChunkDecoder`] turns them into deltas). Every wait for the next network chunk is limited
+//! The body is read a network chunk at a time ([`SseDecoder`] puts events back together, the
+//! provider's [`EventDecoder`] turns each event's data into deltas). Every wait for the next network chunk is limited
 //! by the request timeout: a server that goes quiet mid-answer is a
 //! [`ModelError::Timeout`], however long the answer has been streaming. Dropping the stream
 //! drops the response, which closes the connection: the server stops generating.
@@ -11,16 +12,29 @@ use std::time::Duration;
 
 use troupe_runtime::{ModelDelta, ModelError};
 
-use super::chunk::ChunkDecoder;
 use super::sse::{SseDecoder, SseEvent};
 
+/// What a provider knows of its streamed events: the deltas in one event's data, and whether
+/// the answer said it was complete.
+pub(super) trait EventDecoder: Send + 'static {
+    /// The deltas in one event's data.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidResponse`] when the data is not an event of the provider's (or is
+    /// an error it sent instead), or another error the event stands for.
+    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, ModelError>;
+
+    /// Whether an event said the answer is complete (a finish reason, a stop event).
+    fn finished(&self) -> bool;
+}
+
 /// A streamed answer being read.
-pub(super) struct SseAnswer {
+pub(super) struct SseAnswer<D> {
     response: reqwest::Response,
     /// The longest wait for the next network chunk.
     gap: Duration,
     events: SseDecoder,
-    chunks: ChunkDecoder,
+    chunks: D,
     /// Deltas decoded and not yet handed out.
     ready: VecDeque<ModelDelta>,
     /// The error that ended the answer, handed out after the deltas before it.
@@ -29,14 +43,14 @@ pub(super) struct SseAnswer {
     ended: bool,
 }
 
-impl SseAnswer {
-    /// Read `response`'s body as a streamed answer.
-    pub(super) fn new(response: reqwest::Response, gap: Duration) -> Self {
+impl<D: EventDecoder> SseAnswer<D> {
+    /// Read `response`'s body as a streamed answer, its events decoded by `chunks`.
+    pub(super) fn new(response: reqwest::Response, gap: Duration, chunks: D) -> Self {
         SseAnswer {
             response,
             gap,
             events: SseDecoder::default(),
-            chunks: ChunkDecoder::default(),
+            chunks,
             ready: VecDeque::new(),
             failed: None,
             ended: false,
@@ -77,14 +91,14 @@ impl SseAnswer {
                 self.ended = true;
                 let last = self.events.finish()?;
                 self.handle(last.into_iter().collect())?;
-                // A server that closes the stream after the finish without `[DONE]` has said
-                // everything that matters; one that closes before it has not.
+                // A server that closes the stream after the finish without `[DONE]` (or
+                // Anthropic's `message_stop`) has said everything that matters; one that closes
+                // before it has not.
                 if self.chunks.finished() {
                     Ok(())
                 } else {
                     Err(ModelError::InvalidResponse(
-                        "the stream ended before the answer was complete (no finish reason, \
-                         no [DONE])"
+                        "the stream ended before the answer was complete (no finish reason)"
                             .to_string(),
                     ))
                 }
@@ -116,7 +130,7 @@ impl SseAnswer {
     }
 }
 
-impl crate::model::DeltaReader for SseAnswer {
+impl<D: EventDecoder> crate::model::DeltaReader for SseAnswer<D> {
     fn next_delta(
         &mut self,
     ) -> impl std::future::Future<Output = Option<Result<ModelDelta, ModelError>>> + Send {

@@ -1,0 +1,313 @@
+//! One streamed Messages event → troupe's [`ModelDelta`]s.
+//!
+//! The stream is `message_start` (the input usage), then per content block
+//! `content_block_start` / `content_block_delta`* / `content_block_stop` (`text_delta` for
+//! text, `input_json_delta` for a tool call's arguments), then `message_delta` (the
+//! `stop_reason` and the output usage) and `message_stop`; `ping`s anywhere, and an `error`
+//! event instead of the rest when the server fails mid-answer. Event types troupe does not know
+//! are skipped (Anthropic may add some); so are blocks other than text and tool use (thinking).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+use troupe_runtime::{ModelDelta, ModelError};
+
+use super::super::shorten;
+use super::super::sse_answer::EventDecoder;
+use super::errors::{ApiError, error_of};
+use super::wire::{WireUsage, finish_reason};
+
+/// The events troupe reads; any other `type` is [`Event::Other`].
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Event {
+    MessageStart {
+        message: StartedMessage,
+    },
+    ContentBlockStart {
+        index: usize,
+        content_block: Value,
+    },
+    ContentBlockDelta {
+        index: usize,
+        delta: BlockDelta,
+    },
+    ContentBlockStop {
+        index: usize,
+    },
+    MessageDelta {
+        delta: MessageDeltaBody,
+        #[serde(default)]
+        usage: Option<WireUsage>,
+    },
+    MessageStop,
+    Ping,
+    Error {
+        error: ApiError,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct StartedMessage {
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum BlockDelta {
+    TextDelta {
+        text: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Deserialize)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+/// A `tool_use` block being streamed.
+#[derive(Debug)]
+struct ToolBlock {
+    /// Its position among the answer's calls (troupe's call index).
+    call: usize,
+    /// The `input` its start carried, sent when no `input_json_delta` follows.
+    initial_input: String,
+    /// Whether an argument fragment went out.
+    got_arguments: bool,
+}
+
+/// Decodes the events of one answer, in order.
+#[derive(Debug)]
+pub(super) struct EventsDecoder {
+    model: String,
+    /// Tool-use blocks by content-block index.
+    tools: BTreeMap<usize, ToolBlock>,
+    usage: WireUsage,
+    finished: bool,
+}
+
+impl EventsDecoder {
+    pub(super) fn new(model: &str) -> Self {
+        EventsDecoder {
+            model: model.to_string(),
+            tools: BTreeMap::new(),
+            usage: WireUsage::default(),
+            finished: false,
+        }
+    }
+
+    fn block_start(&mut self, index: usize, block: &Value) -> Result<Vec<ModelDelta>, ModelError> {
+        match block.get("type").and_then(Value::as_str) {
+            Some("text") => Ok(block
+                .get("text")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(|t| ModelDelta::Text(t.to_string()))
+                .into_iter()
+                .collect()),
+            Some("tool_use") => {
+                let field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
+                let (id, name) = (field("id"), field("name"));
+                if name.is_empty() {
+                    return Err(ModelError::InvalidResponse(format!(
+                        "a tool_use block without a name: {}",
+                        shorten(&block.to_string(), 200)
+                    )));
+                }
+                let call = self.tools.len();
+                let initial_input = match block.get("input") {
+                    Some(Value::Object(o)) if !o.is_empty() => Value::Object(o.clone()).to_string(),
+                    _ => "{}".to_string(),
+                };
+                self.tools.insert(
+                    index,
+                    ToolBlock {
+                        call,
+                        initial_input,
+                        got_arguments: false,
+                    },
+                );
+                let id = if id.is_empty() {
+                    format!("call_{call}")
+                } else {
+                    id.to_string()
+                };
+                Ok(vec![ModelDelta::ToolCallStarted {
+                    index: call,
+                    id,
+                    name: name.to_string(),
+                }])
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+impl EventDecoder for EventsDecoder {
+    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, ModelError> {
+        let event: Event = serde_json::from_str(data).map_err(|e| {
+            ModelError::InvalidResponse(format!(
+                "a streamed event is not a Messages event ({e}): {}",
+                shorten(data, 200)
+            ))
+        })?;
+        match event {
+            Event::MessageStart { message } => {
+                if let Some(usage) = message.usage {
+                    self.usage = self.usage.updated(usage);
+                }
+                Ok(Vec::new())
+            }
+            Event::ContentBlockStart {
+                index,
+                content_block,
+            } => self.block_start(index, &content_block),
+            Event::ContentBlockDelta { index, delta } => Ok(match delta {
+                BlockDelta::TextDelta { text } if !text.is_empty() => vec![ModelDelta::Text(text)],
+                BlockDelta::InputJsonDelta { partial_json } if !partial_json.is_empty() => {
+                    let Some(tool) = self.tools.get_mut(&index) else {
+                        return Err(ModelError::InvalidResponse(format!(
+                            "input_json_delta for block {index}, which is not a tool_use block"
+                        )));
+                    };
+                    tool.got_arguments = true;
+                    vec![ModelDelta::ToolCallArguments {
+                        index: tool.call,
+                        fragment: partial_json,
+                    }]
+                }
+                _ => Vec::new(),
+            }),
+            Event::ContentBlockStop { index } => Ok(match self.tools.get_mut(&index) {
+                // A call without arguments streams none: its arguments are the start's input.
+                Some(tool) if !tool.got_arguments => {
+                    tool.got_arguments = true;
+                    vec![ModelDelta::ToolCallArguments {
+                        index: tool.call,
+                        fragment: tool.initial_input.clone(),
+                    }]
+                }
+                _ => Vec::new(),
+            }),
+            Event::MessageDelta { delta, usage } => {
+                if let Some(usage) = usage {
+                    self.usage = self.usage.updated(usage);
+                }
+                let Some(reason) = delta.stop_reason else {
+                    return Ok(Vec::new());
+                };
+                if self.finished {
+                    return Ok(Vec::new());
+                }
+                self.finished = true;
+                Ok(vec![
+                    ModelDelta::Finished(finish_reason(&reason, !self.tools.is_empty())),
+                    ModelDelta::Usage(self.usage.to_usage()),
+                ])
+            }
+            Event::MessageStop => {
+                if self.finished {
+                    return Ok(Vec::new());
+                }
+                Err(ModelError::InvalidResponse(
+                    "message_stop came before a stop_reason".to_string(),
+                ))
+            }
+            Event::Ping | Event::Other => Ok(Vec::new()),
+            Event::Error { error } => Err(error_of(None, &error.kind, error.message, &self.model)),
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.finished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use troupe_runtime::{FinishReason, Usage};
+
+    use super::*;
+
+    fn decode_all(events: &[Value]) -> Result<Vec<ModelDelta>, ModelError> {
+        let mut decoder = EventsDecoder::new("m");
+        let mut deltas = Vec::new();
+        for event in events {
+            deltas.extend(decoder.decode(&event.to_string())?);
+        }
+        Ok(deltas)
+    }
+
+    #[test]
+    fn text_and_a_tool_call_without_arguments_decode() {
+        let deltas = decode_all(&[
+            json!({"type": "message_start", "message": {"id": "m1", "usage": {"input_tokens": 3, "cache_read_input_tokens": 50, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "ping"}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "now", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 7}}),
+            json!({"type": "message_stop"}),
+        ])
+        .unwrap_or_default();
+        assert_eq!(
+            deltas,
+            vec![
+                ModelDelta::Text("Hi".into()),
+                ModelDelta::ToolCallStarted {
+                    index: 0,
+                    id: "t1".into(),
+                    name: "now".into()
+                },
+                ModelDelta::ToolCallArguments {
+                    index: 0,
+                    fragment: "{}".into()
+                },
+                ModelDelta::Finished(FinishReason::ToolCalls),
+                ModelDelta::Usage(Usage {
+                    input_tokens: 53,
+                    output_tokens: 7,
+                    cache_read_input_tokens: 50,
+                    cache_creation_input_tokens: 0,
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_events_and_error_events_are_typed_errors() {
+        let not_json = EventsDecoder::new("m")
+            .decode("{\"type\": \"content_block_delta\"")
+            .err();
+        assert!(
+            matches!(&not_json, Some(ModelError::InvalidResponse(m)) if m.contains("not a Messages event")),
+            "{not_json:?}"
+        );
+        let overloaded = decode_all(&[
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ])
+        .err();
+        assert!(
+            matches!(overloaded, Some(ModelError::Server { status: 529, .. })),
+            "{overloaded:?}"
+        );
+        let early_stop = decode_all(&[json!({"type": "message_stop"})]).err();
+        assert!(matches!(early_stop, Some(ModelError::InvalidResponse(_))));
+        let unknown = decode_all(&[json!({"type": "brand_new_event", "x": 1})]);
+        assert_eq!(unknown, Ok(vec![]));
+    }
+}

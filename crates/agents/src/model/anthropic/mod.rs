@@ -1,0 +1,157 @@
+//! The native Anthropic provider: Claude through the Messages API (`POST {base}/v1/messages`),
+//! with prompt caching placed by troupe. The only module that knows the Messages wire types.
+//!
+//! | what | how |
+//! |---|---|
+//! | key | `x-api-key` from `ANTHROPIC_API_KEY` (never logged: [`AnthropicConfig`]'s `Debug` redacts it) |
+//! | server | `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com` (a proxy such as LiteLLM's works too) |
+//! | version | `anthropic-version: 2023-06-01` |
+//! | answers | streamed server-sent events (`events`), read by the same reader as OpenAI's |
+//! | cache | `cache_control` marks where `anthropic_breakpoints` says (`wire`) |
+//! | usage | `cache_read_input_tokens` / `cache_creation_input_tokens` in [`Usage`](troupe_runtime::Usage) |
+//!
+//! Failures before the answer starts are classified (`errors`: 429 and 529 "overloaded" and
+//! other 5xx retried after `Retry-After`, "prompt is too long" is
+//! [`ModelError::ContextLengthExceeded`] so emergency compaction runs, 401/403 are
+//! [`ModelError::Auth`]) and retried by the same loop as the OpenAI-compatible provider's; a
+//! stream that breaks before its first delta is retried too, one that breaks after it is a
+//! typed error.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqwest::header::CONTENT_TYPE;
+use tokio::time::Instant;
+use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
+
+mod config;
+mod errors;
+mod events;
+mod wire;
+
+pub use config::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig};
+
+use super::attempt::{AttemptError, is_event_stream, retry_after, whole_body, with_retries};
+use super::sse_answer::SseAnswer;
+use config::messages_url;
+use errors::classify_status;
+use events::EventsDecoder;
+use wire::build_request;
+
+/// A Claude model behind the Anthropic Messages API.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), troupe_runtime::ModelError> {
+/// use troupe_agents::model::{AnthropicConfig, AnthropicModel};
+/// use troupe_runtime::{ChatMessage, ChatModel, ChatRequest};
+/// let model = AnthropicModel::new(AnthropicConfig::from_env("claude-sonnet-4-5"))?;
+/// let answer = model.chat(ChatRequest::new(vec![ChatMessage::user("hi")])).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AnthropicModel {
+    config: AnthropicConfig,
+    http: reqwest::Client,
+    endpoint: String,
+}
+
+impl AnthropicModel {
+    /// A provider with this configuration.
+    ///
+    /// # Errors
+    /// [`ModelError::Transport`] when the HTTP client cannot be built (TLS setup).
+    pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
+        troupe_runtime::tls::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| ModelError::Transport(format!("cannot build the HTTP client: {e}")))?;
+        let endpoint = messages_url(&config.base_url);
+        Ok(AnthropicModel {
+            config,
+            http,
+            endpoint,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AnthropicConfig {
+        &self.config
+    }
+
+    /// One request: its answer as a stream once the first delta is in, or why not.
+    async fn attempt(&self, body: &[u8]) -> Result<ChatStream, AttemptError> {
+        let limit = self.config.request_timeout;
+        let deadline = Instant::now() + limit;
+        let response = match tokio::time::timeout_at(deadline, self.request(body).send()).await {
+            Err(_) => return Err(AttemptError::timeout(limit)),
+            Ok(Err(e)) => return Err(AttemptError::transport(e)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after(response.headers());
+            let bytes = whole_body(response, deadline, limit).await?;
+            return Err(classify_status(
+                status,
+                retry_after,
+                &bytes,
+                &self.config.model,
+            ));
+        }
+        if !is_event_stream(response.headers()) {
+            // Every request asks for a stream; a server that answers otherwise is not one troupe
+            // can read.
+            let bytes = whole_body(response, deadline, limit).await?;
+            return Err(AttemptError::fatal(ModelError::InvalidResponse(format!(
+                "expected a streamed answer (text/event-stream), got: {}",
+                super::shorten(&String::from_utf8_lossy(&bytes), 200)
+            ))));
+        }
+        let decoder = EventsDecoder::new(&self.config.model);
+        let mut answer = SseAnswer::new(response, limit, decoder);
+        match answer.next().await {
+            Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
+            Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
+            None => Err(AttemptError::before_first_delta(
+                ModelError::InvalidResponse("the stream ended without an answer".to_string()),
+            )),
+        }
+    }
+
+    /// The POST of `body` with the key and version headers.
+    fn request(&self, body: &[u8]) -> reqwest::RequestBuilder {
+        let mut builder = self
+            .http
+            .post(&self.endpoint)
+            .header(CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .header("anthropic-version", ANTHROPIC_VERSION)
+            .body(body.to_vec());
+        if let Some(key) = &self.config.api_key {
+            builder = builder.header("x-api-key", key);
+        }
+        builder
+    }
+}
+
+#[async_trait]
+impl ChatModel for AnthropicModel {
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            name: self.config.model.clone(),
+            context_window: self.config.context_window,
+            supports_tools: true,
+        }
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        let body = build_request(&self.config, &request);
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
+        with_retries(&self.config.retry, &self.config.model, || {
+            self.attempt(&body)
+        })
+        .await
+    }
+}

@@ -1,0 +1,126 @@
+//! One HTTP provider call as attempts: what a failed attempt is (the error, whether another
+//! is worth it, the server's `Retry-After`), the retry loop around attempts under a
+//! [`RetryPolicy`], and the small HTTP helpers every attempt needs. Shared by the
+//! OpenAI-compatible and the Anthropic providers, so both retry the same way; each provider
+//! only says how its statuses and bodies classify.
+
+use std::future::Future;
+use std::time::Duration;
+
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use tokio::time::Instant;
+use troupe_runtime::ModelError;
+
+use super::retry::{RetryPolicy, parse_retry_after, parse_retry_after_ms};
+
+/// One failed attempt: the error to report if it is the last, and whether to try again.
+#[derive(Debug)]
+pub(super) struct AttemptError {
+    pub(super) error: ModelError,
+    pub(super) retryable: bool,
+    pub(super) retry_after: Option<Duration>,
+}
+
+impl AttemptError {
+    pub(super) fn fatal(error: ModelError) -> Self {
+        AttemptError {
+            error,
+            retryable: false,
+            retry_after: None,
+        }
+    }
+
+    pub(super) fn timeout(limit: Duration) -> Self {
+        AttemptError {
+            error: ModelError::Timeout(limit.as_secs().max(1)),
+            retryable: true,
+            retry_after: None,
+        }
+    }
+
+    pub(super) fn transport(e: reqwest::Error) -> Self {
+        // Connection failures and dropped connections are retried: the request never produced
+        // an answer. A body-decode failure is not a transport problem and never lands here.
+        let retryable = e.is_connect() || e.is_request() || e.is_body() || e.is_timeout();
+        AttemptError {
+            error: ModelError::Transport(e.to_string()),
+            retryable,
+            retry_after: None,
+        }
+    }
+
+    /// A streamed answer that broke before its first delta (cut, stalled, malformed or an
+    /// error event): nothing was passed on, so another attempt cannot duplicate anything.
+    pub(super) fn before_first_delta(error: ModelError) -> Self {
+        AttemptError {
+            error,
+            retryable: true,
+            retry_after: None,
+        }
+    }
+}
+
+/// Run `attempt` until it succeeds, fails for good, or `policy` says stop; the last failure's
+/// error is the call's.
+pub(super) async fn with_retries<T, F, Fut>(
+    policy: &RetryPolicy,
+    model: &str,
+    mut attempt: F,
+) -> Result<T, ModelError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, AttemptError>>,
+{
+    let mut retry = 0;
+    loop {
+        let failure = match attempt().await {
+            Ok(done) => return Ok(done),
+            Err(failure) => failure,
+        };
+        if !failure.retryable || retry >= policy.max_retries {
+            return Err(failure.error);
+        }
+        let Some(wait) = policy.delay(retry, failure.retry_after) else {
+            return Err(failure.error);
+        };
+        tracing::warn!(
+            model = %model,
+            attempt = retry + 1,
+            wait_ms = wait.as_millis() as u64,
+            error = %failure.error,
+            "model call failed; retrying"
+        );
+        tokio::time::sleep(wait).await;
+        retry += 1;
+    }
+}
+
+/// `retry-after-ms` (OpenAI's precise form) or `Retry-After` in seconds.
+pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    header("retry-after-ms")
+        .and_then(parse_retry_after_ms)
+        .or_else(|| header(RETRY_AFTER.as_str()).and_then(parse_retry_after))
+}
+
+/// Whether the server answered with server-sent events.
+pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// A whole (error or non-streamed) body, by the attempt's deadline: a server that sends
+/// headers and then stalls times out too.
+pub(super) async fn whole_body(
+    response: reqwest::Response,
+    deadline: Instant,
+    limit: Duration,
+) -> Result<Vec<u8>, AttemptError> {
+    match tokio::time::timeout_at(deadline, response.bytes()).await {
+        Err(_) => Err(AttemptError::timeout(limit)),
+        Ok(Err(e)) => Err(AttemptError::transport(e)),
+        Ok(Ok(bytes)) => Ok(bytes.to_vec()),
+    }
+}
