@@ -13,10 +13,10 @@
 //!   turns: 1 or a little under when each agent's conversation stays cached (its own answer was
 //!   decoded as it was generated), its whole prompt ÷ new when agents evict each other.
 //! - Together: each round the four agents are asked at once for a long answer (up to 64
-//!   tokens), streamed; `team_tokens_per_s` = tokens after each first one ÷ the time from the
-//!   first first-token to the last end (the four prompts' new tokens decode in one batch, so
-//!   their first tokens come together). `single_tokens_per_s`: one agent asked alone, the same
-//!   way.
+//!   tokens), streamed; `team_tokens_per_s` = text deltas (tokens) ÷ the time all four were
+//!   generating, from the last first delta to the first end (a request queued while a pass runs
+//!   joins the next one, so the four first tokens need not come together).
+//!   `single_tokens_per_s`: one agent asked alone, the same way.
 //! - llama.cpp: `Baseline::run_batched` decodes the four agents' conversations into four
 //!   sequences and generates, one token per sequence per batch, as many tokens as each agent
 //!   did: `llama_batched_tokens_per_s` = tokens after each first one ÷ the batched time.
@@ -81,23 +81,29 @@ fn request(agent: &str, messages: &[ChatMessage], max_tokens: u32) -> ChatReques
     }
 }
 
-/// One streamed answer: its text, output tokens, and when its first and last delta came.
+/// One streamed answer: its text, output tokens, when each text delta came and when it ended.
 struct Streamed {
     text: String,
     output_tokens: usize,
-    first: Instant,
+    deltas: Vec<Instant>,
     end: Instant,
 }
 
+impl Streamed {
+    fn first(&self) -> Instant {
+        self.deltas.first().copied().unwrap_or(self.end)
+    }
+}
+
 async fn stream(model: &LocalModel, request: ChatRequest) -> Result<Streamed, Box<dyn Error>> {
-    let mut deltas = model.chat_stream(request).await?;
-    let mut first = None;
+    let mut stream = model.chat_stream(request).await?;
+    let mut deltas = Vec::new();
     let mut text = String::new();
     let mut output_tokens = 0;
-    while let Some(delta) = deltas.next().await {
+    while let Some(delta) = stream.next().await {
         match delta? {
             ModelDelta::Text(t) => {
-                first.get_or_insert_with(Instant::now);
+                deltas.push(Instant::now());
                 text.push_str(&t);
             }
             ModelDelta::Usage(usage) => output_tokens = usage.output_tokens as usize,
@@ -108,23 +114,27 @@ async fn stream(model: &LocalModel, request: ChatRequest) -> Result<Streamed, Bo
     Ok(Streamed {
         text,
         output_tokens,
-        first: first.unwrap_or(end),
+        deltas,
         end,
     })
 }
 
-/// Tokens after each answer's first over the time from the first first-token to the last end.
+/// Text deltas (a token each, but for whitespace held back until text follows it) over the
+/// time every answer was generating: from the last first delta to the first end. The prompts'
+/// new tokens may decode in different batches (a job queued while a pass runs joins the next);
+/// this counts only the stretch where all answers are generated together.
 fn generation_rate(answers: &[Streamed]) -> f64 {
-    let tokens: usize = answers
-        .iter()
-        .map(|a| a.output_tokens.saturating_sub(1))
-        .sum();
     let (Some(start), Some(end)) = (
-        answers.iter().map(|a| a.first).min(),
-        answers.iter().map(|a| a.end).max(),
+        answers.iter().map(Streamed::first).max(),
+        answers.iter().map(|a| a.end).min(),
     ) else {
         return f64::NAN;
     };
+    let tokens = answers
+        .iter()
+        .flat_map(|a| &a.deltas)
+        .filter(|&&t| t > start && t <= end)
+        .count();
     tokens as f64 / end.duration_since(start).as_secs_f64().max(1e-9)
 }
 
