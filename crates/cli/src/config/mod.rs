@@ -15,6 +15,11 @@
 //!                                    # compaction uses the lowest-ranked model
 //! price = { input = 0.15, output = 0.60 }  # per million tokens, for cost budgets
 //!
+//! [models.claude]
+//! provider = "anthropic"             # the Anthropic Messages API, with prompt caching
+//! model = "claude-sonnet-4-5"        # required
+//! api_key_env = "ANTHROPIC_API_KEY"  # default; base_url default https://api.anthropic.com
+//!
 //! [agents.assistant]
 //! model = "gpt"
 //! instructions = "You are a careful coding assistant."
@@ -90,20 +95,25 @@ pub enum Provider {
     Local,
     /// An OpenAI-compatible HTTP server (OpenAI, Azure, Ollama, vLLM, llama.cpp server, …).
     Openai,
+    /// The Anthropic Messages API (Claude), with prompt caching placed by troupe.
+    Anthropic,
 }
 
 /// `[models.NAME]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// `local` or `openai`.
+    /// `local`, `openai` or `anthropic`.
     pub provider: Provider,
-    /// The server's base URL (`openai` only); default `https://api.openai.com/v1`.
+    /// The server's base URL (`openai`, `anthropic`); default `https://api.openai.com/v1`,
+    /// `https://api.anthropic.com`.
     pub base_url: Option<String>,
-    /// The environment variable holding the API key (`openai` only); default `OPENAI_API_KEY`.
-    /// A variable named here must be set: building the model fails otherwise.
+    /// The environment variable holding the API key (`openai`, `anthropic`); default
+    /// `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`. A variable named here must be set: building the
+    /// model fails otherwise.
     pub api_key_env: Option<String>,
-    /// The model's name on the server (`openai`), or a label (`local`).
+    /// The model's name on the server (`openai`; required for `anthropic`), or a label
+    /// (`local`).
     pub model: Option<String>,
     /// A GGUF file (`local` only); default: the cached SmolLM2-135M.
     pub path: Option<PathBuf>,

@@ -45,11 +45,22 @@ fn check_model(name: &str, m: &ModelConfig) -> Result<(), Problem> {
                 ("api_key_env", m.api_key_env.is_some()),
             ] {
                 if set {
-                    return Err(problem(key(field), "only for provider = \"openai\""));
+                    return Err(problem(
+                        key(field),
+                        "only for provider = \"openai\" or \"anthropic\"",
+                    ));
                 }
             }
         }
-        Provider::Openai => {
+        Provider::Openai | Provider::Anthropic => {
+            if m.provider == Provider::Anthropic && m.model.is_none() {
+                // Anthropic has no default model worth guessing: a retired name would fail
+                // every call, a current one would silently change the bill.
+                return Err(problem(
+                    key("model"),
+                    "provider = \"anthropic\" needs model = \"…\" (e.g. \"claude-sonnet-4-5\")",
+                ));
+            }
             if m.path.is_some() {
                 return Err(problem(key("path"), "only for provider = \"local\""));
             }
