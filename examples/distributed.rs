@@ -47,6 +47,7 @@ impl AgentBehavior for Coordinator {
                 from: Some(ctx.name.clone()),
                 text: text.into(),
                 trace: request.trace.child(),
+                response_format: None,
             };
             ctx.directory.ask(to, hop, Duration::from_secs(300))
         };

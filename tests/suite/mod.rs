@@ -32,3 +32,4 @@ mod telemetry_compaction;
 mod trace_tree;
 mod trace_tree_robust;
 mod transcript_unknowns;
+mod typed_answer;

@@ -74,6 +74,8 @@ impl Tool for AskAgentTool {
             from: Some(ctx.agent.clone()),
             text: args.message,
             trace: trace.child(),
+            // Another agent asks in words; a typed ask is the program's (Team::ask_typed).
+            response_format: None,
         };
         directory
             .ask(&args.agent, request, ASK_AGENT_TIMEOUT)

@@ -146,6 +146,8 @@ async fn handle_delivery(
         from: delivery.from,
         text: delivery.text,
         trace,
+        // A typed ask's schema does not cross nodes: the asker's side checks the answer.
+        response_format: None,
     };
     let timeout = Duration::from_millis(delivery.timeout_ms);
     async {

@@ -157,6 +157,7 @@ impl RemoteAgents for ClusterRoute {
             from: None,
             text: payload,
             trace,
+            response_format: None,
         };
         self.ask_spanned(name, request, timeout, Some(kind)).await
     }

@@ -12,7 +12,8 @@
 //! - Topic modules, whose items have no other path: [`approval`] (tool calls waiting for a
 //!   person's answer), [`trace`] (span attribute names, content
 //!   recording, the trace file's lines), [`credentials`], [`redact`], [`sync`], [`tls`] (aws-lc-rs,
-//!   the one crypto provider HTTPS clients use); everything else is at the root, once.
+//!   the one crypto provider HTTPS clients use), [`typed`] (answers asked for as a Rust type);
+//!   everything else is at the root, once.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
@@ -35,6 +36,7 @@ pub mod tls;
 pub mod trace;
 mod trace_context;
 mod trace_id;
+pub mod typed;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
 pub use compaction_report::{

@@ -83,6 +83,11 @@ pub struct ChatRequest {
     /// that keeps state per agent (the local model's KV sequences) keeps each agent's apart;
     /// `traced_chat_stream` fills it in. It never reaches a provider's wire.
     pub agent: Option<String>,
+    /// The JSON Schema a text answer must match (a typed ask, [`crate::typed`]): each provider
+    /// constrains its answer its own way — OpenAI-compatible `response_format`, the embedded
+    /// model's grammar; one that cannot ignores it (the answer is checked either way). Tool
+    /// calls are not constrained by it.
+    pub response_format: Option<crate::typed::ResponseFormat>,
 }
 
 impl ChatRequest {

@@ -109,6 +109,7 @@ impl ModelSteering {
                 // A model with one queue serves the agents' own calls first.
                 priority: RequestPriority::Background,
                 agent: None,
+                response_format: None,
             };
             // The model is already traced (a `TracedModel`): its calls are `chat` spans.
             let reply = match model.chat(request).await {

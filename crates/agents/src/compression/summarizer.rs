@@ -144,6 +144,8 @@ impl Summarizer for ModelSummarizer {
             priority: RequestPriority::Background,
             // Filled in by the traced model (the compression agent's name).
             agent: None,
+            // A summary is prose, whatever format the agent's own request asked for.
+            response_format: None,
         };
         // Vetted against the separate prompt: its material is the segment.
         let why = match self.ask_vetted(chat, &request.prompt).await {

@@ -351,7 +351,8 @@ impl AgentBehavior for LlmAgent {
         let archive_before = self.archive.clone();
         let report_before = self.last_compaction.clone();
         self.start_request(&request);
-        let outcome = self.run_turns(ctx, trace_id).await;
+        let format = request.response_format.as_ref();
+        let outcome = self.run_turns(ctx, trace_id, format).await;
         if let Err(
             AgentError::Model(_)
             | AgentError::Cancelled

@@ -5,6 +5,7 @@ use std::time::Instant;
 use futures::future::join_all;
 
 use futures::StreamExt;
+use troupe_runtime::typed::ResponseFormat;
 use troupe_runtime::{
     AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, ChatResponse, Event,
     MessageId, ModelDelta, ModelError, RequestWatch, ResponseAssembler, ToolCall, TraceId,
@@ -71,6 +72,7 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace_id: TraceId,
         watch: Option<&RequestWatch>,
+        format: Option<&ResponseFormat>,
     ) -> Result<ChatMessage, ModelError> {
         let info = self.spec.model.info();
         let tools = self.tool_definitions();
@@ -80,6 +82,7 @@ impl LlmAgent {
             tools,
             temperature: self.spec.temperature,
             max_tokens: self.spec.max_tokens,
+            response_format: format.cloned(),
             ..ChatRequest::default()
         };
         ctx.events.publish(
@@ -160,10 +163,13 @@ impl LlmAgent {
         .with_trace_id(Some(trace_id))
     }
 
+    /// The request's model calls until a final answer; `format` (a typed ask's schema) goes
+    /// with every call of this request and no other.
     pub(super) async fn run_turns(
         &mut self,
         ctx: &AgentContext,
         trace_id: TraceId,
+        format: Option<&ResponseFormat>,
     ) -> Result<String, AgentError> {
         // Kept for the whole request: the caller may drop its stream at any point.
         let watch = ctx.events.watch_of(trace_id);
@@ -181,7 +187,7 @@ impl LlmAgent {
                 .map_err(AgentError::ContextOverflow)?;
             // A compaction on the way may have spent the rest.
             self.spend.check().map_err(AgentError::BudgetExceeded)?;
-            let reply = match self.call_model(ctx, trace_id, watch).await {
+            let reply = match self.call_model(ctx, trace_id, watch, format).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {
                     return Err(AgentError::Cancelled);
@@ -199,7 +205,7 @@ impl LlmAgent {
                     self.prepare_call(ctx)
                         .await
                         .map_err(AgentError::ContextOverflow)?;
-                    self.call_model(ctx, trace_id, watch)
+                    self.call_model(ctx, trace_id, watch, format)
                         .await
                         .map_err(AgentError::Model)?
                 }

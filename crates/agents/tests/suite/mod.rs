@@ -15,6 +15,8 @@ mod model_fault_server;
 mod model_local;
 #[cfg(feature = "local")]
 mod model_local_team;
+#[cfg(feature = "local")]
+mod model_local_typed;
 mod model_openai;
 mod model_openai_stream;
 mod model_replay;

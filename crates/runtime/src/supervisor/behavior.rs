@@ -25,6 +25,10 @@ pub struct AgentRequest {
     pub text: String,
     /// The trace of the request that caused this message.
     pub trace: TraceContext,
+    /// The JSON Schema the answer must match, for a typed ask
+    /// ([`Team::ask_typed`](crate::Team::ask_typed)); every model call of this request carries
+    /// it. `None`: free text.
+    pub response_format: Option<crate::typed::ResponseFormat>,
 }
 
 impl AgentRequest {
@@ -34,6 +38,7 @@ impl AgentRequest {
             from: None,
             text: text.into(),
             trace: TraceContext::new_root(),
+            response_format: None,
         }
     }
 }

@@ -16,6 +16,10 @@ use crate::supervisor::directory::{AskError, Directory};
 use crate::supervisor::supervisor::{
     RestartPolicy, SpawnError, Supervisor, SupervisorArgs, SupervisorMsg,
 };
+use crate::typed::{self, ResponseFormat, TypedAnswerError};
+
+/// Answers a typed ask takes at most: the first, and one after the model saw its error.
+const TYPED_ATTEMPTS: u32 = 2;
 
 /// How a team is run.
 #[derive(Debug, Clone)]
@@ -185,6 +189,54 @@ impl Team {
         self.directory
             .ask(name, AgentRequest::from_user(text), self.config.ask_timeout)
             .await
+    }
+
+    /// Ask an agent for a value of type `T` instead of text: the request carries `T`'s JSON
+    /// Schema ([`ResponseFormat::of`](crate::typed::ResponseFormat::of)) to every model call it
+    /// makes, and the answer is parsed into `T`. An answer that does not parse is answered once
+    /// with the error, in the same conversation, and the agent asked again.
+    ///
+    /// # Errors
+    /// [`TypedAnswerError::Ask`] when an ask fails, [`TypedAnswerError::Mismatch`] naming the
+    /// field when the second answer is not a `T` either.
+    pub async fn ask_typed<T>(
+        &self,
+        name: &str,
+        text: impl Into<String>,
+    ) -> Result<T, TypedAnswerError>
+    where
+        T: serde::de::DeserializeOwned + schemars::JsonSchema,
+    {
+        let format = ResponseFormat::of::<T>();
+        let mut request = AgentRequest {
+            response_format: Some(format.clone()),
+            ..AgentRequest::from_user(text)
+        };
+        let mut attempts_left = TYPED_ATTEMPTS;
+        loop {
+            let trace = request.trace;
+            let answer = self
+                .ask_with(name, request, self.config.ask_timeout)
+                .await?;
+            let error = match typed::parse_answer::<T>(&answer, &format) {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            attempts_left -= 1;
+            let TypedAnswerError::Mismatch { field, message, .. } = &error else {
+                return Err(error);
+            };
+            if attempts_left == 0 {
+                return Err(error);
+            }
+            // The correction continues the same trace: one typed ask is one request to watch.
+            request = AgentRequest {
+                from: None,
+                text: format.correction(field, message),
+                trace: trace.child(),
+                response_format: Some(format.clone()),
+            };
+        }
     }
 
     /// Ask with an explicit request (sender, trace) and timeout.

@@ -72,6 +72,7 @@ impl AgentBehavior for Echo {
                 from: Some(ctx.name.clone()),
                 text: what.to_string(),
                 trace: request.trace.child(),
+                response_format: None,
             };
             let answer = ctx
                 .directory

@@ -260,6 +260,20 @@ impl LocalModel {
         })
     }
 
+    /// Build the grammar of a typed answer from its response format. A schema beyond
+    /// llama.cpp's converter is refused: unlike a tool call's arguments, there is no looser
+    /// grammar whose output would still be a value of the asked type.
+    fn answer_grammar(
+        format: &troupe_runtime::typed::ResponseFormat,
+    ) -> Result<String, ModelError> {
+        engine::schema_to_grammar(&format.schema).map_err(|e| {
+            ModelError::InvalidRequest(format!(
+                "the response format `{}` cannot be expressed as a grammar for the local model: {e}",
+                format.name
+            ))
+        })
+    }
+
     async fn run(&self, job: Job) -> Result<Generation, ModelError> {
         // Dropping this future (the caller gave up) sets the flag: the worker skips the job if it
         // has not started, or stops at the next token.
@@ -391,6 +405,7 @@ impl ChatModel for LocalModel {
         let prompt = self.prompt(&prompt::render(&request, &output));
         let grammar = match &output {
             Output::Text => None,
+            Output::Json(format) => Some(Self::answer_grammar(format)?),
             Output::ToolCall(tools) => Some(Self::tool_grammar(tools)?),
         };
         let max_tokens = request.max_tokens.unwrap_or(self.config.default_max_tokens);
@@ -414,7 +429,8 @@ impl ChatModel for LocalModel {
             agent: request.agent.clone(),
         };
         match &output {
-            Output::Text => self.stream_text(job).await,
+            // A typed answer streams like text: the grammar only narrows what is sampled.
+            Output::Text | Output::Json(_) => self.stream_text(job).await,
             Output::ToolCall(tools) => {
                 let call = self.tool_call(&request, &output, tools, job).await?;
                 Ok(stream_response(call, usize::MAX))
@@ -463,5 +479,39 @@ mod tests {
             "{grammar}"
         );
         assert!(grammar.contains("root"), "{grammar}");
+    }
+
+    #[test]
+    fn typed_answers_get_their_schemas_grammar_and_an_inexpressible_schema_is_refused() {
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        enum Size {
+            Small,
+            Large,
+        }
+        #[derive(schemars::JsonSchema)]
+        #[allow(dead_code)]
+        struct Answer {
+            name: String,
+            count: u32,
+            size: Size,
+            note: Option<String>,
+            tags: Vec<String>,
+        }
+        let format = troupe_runtime::typed::ResponseFormat::of::<Answer>();
+        let grammar = LocalModel::answer_grammar(&format).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            grammar.contains("Small") && grammar.contains("root"),
+            "{grammar}"
+        );
+        let dangling = troupe_runtime::typed::ResponseFormat {
+            name: "Dangling".into(),
+            schema: json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}),
+            strict: false,
+        };
+        match LocalModel::answer_grammar(&dangling) {
+            Err(ModelError::InvalidRequest(why)) => assert!(why.contains("Dangling"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
+use troupe_runtime::typed::ResponseFormat;
 use troupe_runtime::{ChatMessage, ChatRequest, Role, ToolChoice, ToolDefinition};
 
 /// When a request with tools and `tool_choice: auto` gets a tool call from the local model.
@@ -31,11 +32,14 @@ pub enum AutoToolCalls {
 pub(crate) enum Output<'a> {
     /// Free text.
     Text,
+    /// A JSON value matching the request's response format (a typed ask's answer).
+    Json(&'a ResponseFormat),
     /// Exactly one call of one of these tools.
     ToolCall(Vec<&'a ToolDefinition>),
 }
 
-/// Decide between text and a tool call.
+/// Decide between an answer (text, or JSON when the request has a response format) and a
+/// tool call.
 ///
 /// # Errors
 /// A message when `tool_choice` names a tool the request does not offer.
@@ -43,12 +47,16 @@ pub(crate) fn output_for<'a>(
     request: &'a ChatRequest,
     policy: AutoToolCalls,
 ) -> Result<Output<'a>, String> {
+    let answer = match &request.response_format {
+        Some(format) => Output::Json(format),
+        None => Output::Text,
+    };
     if request.tools.is_empty() {
-        return Ok(Output::Text);
+        return Ok(answer);
     }
     let all = || request.tools.iter().collect::<Vec<_>>();
     match &request.tool_choice {
-        ToolChoice::None => Ok(Output::Text),
+        ToolChoice::None => Ok(answer),
         ToolChoice::Required => Ok(Output::ToolCall(all())),
         ToolChoice::Named(name) => request
             .tools
@@ -70,7 +78,7 @@ pub(crate) fn output_for<'a>(
             Ok(if call {
                 Output::ToolCall(all())
             } else {
-                Output::Text
+                answer
             })
         }
     }
@@ -124,7 +132,10 @@ pub(crate) fn render(request: &ChatRequest, output: &Output<'_>) -> Vec<(String,
                 let name = names.get(id).copied().unwrap_or("the tool");
                 let mut text = format!("Result of {name}:\n{}", message.text());
                 if !calling && last_result == Some(index) {
-                    text.push_str("\n\nNow answer the request using this result, in plain words.");
+                    text.push_str(match output {
+                        Output::Json(_) => "\n\nNow answer the request using this result, as JSON.",
+                        _ => "\n\nNow answer the request using this result, in plain words.",
+                    });
                 }
                 text
             }
@@ -137,8 +148,12 @@ pub(crate) fn render(request: &ChatRequest, output: &Output<'_>) -> Vec<(String,
         };
         rendered.push((role.to_string(), content));
     }
-    if let Output::ToolCall(tools) = output {
-        let instructions = tool_instructions(tools, &request.tool_choice);
+    let instructions = match output {
+        Output::ToolCall(tools) => Some(tool_instructions(tools, &request.tool_choice)),
+        Output::Json(format) => Some(json_instructions(format)),
+        Output::Text => None,
+    };
+    if let Some(instructions) = instructions {
         match rendered.first_mut() {
             Some((role, content)) if role == "system" => {
                 content.push_str("\n\n");
@@ -148,6 +163,15 @@ pub(crate) fn render(request: &ChatRequest, output: &Output<'_>) -> Vec<(String,
         }
     }
     rendered
+}
+
+/// What a small model needs to fill a typed answer sensibly: the schema (the grammar keeps
+/// the output valid, the schema's names and descriptions tell the model what goes where).
+fn json_instructions(format: &ResponseFormat) -> String {
+    format!(
+        "Reply only with one JSON value that matches this JSON schema:\n{}",
+        format.schema
+    )
 }
 
 fn tool_instructions(tools: &[&ToolDefinition], choice: &ToolChoice) -> String {
@@ -331,6 +355,35 @@ mod tests {
         assert_eq!(output_for(&request, policy), Ok(Output::Text));
         request.tool_choice = ToolChoice::Named("nope".into());
         assert!(output_for(&request, policy).is_err());
+    }
+
+    #[test]
+    fn a_response_format_makes_the_answer_json_and_tool_calls_stay_calls() {
+        let format = ResponseFormat {
+            name: "Pet".into(),
+            schema: json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+            strict: false,
+        };
+        let mut request = ChatRequest::new(vec![ChatMessage::user("describe")]);
+        request.response_format = Some(format.clone());
+        assert_eq!(
+            output_for(&request, AutoToolCalls::AfterUserMessage),
+            Ok(Output::Json(&format))
+        );
+        let rendered = render(&request, &Output::Json(&format));
+        assert_eq!(rendered[0].0, "system");
+        assert!(rendered[0].1.contains(r#""name""#), "{}", rendered[0].1);
+        // A tool call the policy wants is still a call; the answer after it is the JSON.
+        request.tools = vec![tool("lookup", json!({"type": "object"}))];
+        assert!(matches!(
+            output_for(&request, AutoToolCalls::AfterUserMessage),
+            Ok(Output::ToolCall(_))
+        ));
+        request.tool_choice = ToolChoice::None;
+        assert_eq!(
+            output_for(&request, AutoToolCalls::AfterUserMessage),
+            Ok(Output::Json(&format))
+        );
     }
 
     #[test]

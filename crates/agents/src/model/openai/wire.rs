@@ -5,7 +5,8 @@ use async_openai::types::chat::{
     ChatCompletionMessageToolCalls, ChatCompletionNamedToolChoice, ChatCompletionRequestMessage,
     ChatCompletionStreamOptions, ChatCompletionTool, ChatCompletionToolChoiceOption,
     ChatCompletionTools, CompletionUsage, CreateChatCompletionRequest,
-    CreateChatCompletionResponse, FunctionName, FunctionObject, ToolChoiceOptions,
+    CreateChatCompletionResponse, FunctionName, FunctionObject, ResponseFormat,
+    ResponseFormatJsonSchema, ToolChoiceOptions,
 };
 use serde_json::Value;
 use troupe_runtime::{
@@ -64,6 +65,7 @@ pub(super) fn build_request(
         messages,
         tools: (!tools.is_empty()).then_some(tools),
         tool_choice,
+        response_format: request.response_format.as_ref().map(response_format),
         temperature: request.temperature,
         stream: Some(true),
         stream_options: Some(ChatCompletionStreamOptions {
@@ -78,6 +80,19 @@ pub(super) fn build_request(
         MaxTokensField::MaxTokens => wire.max_tokens = request.max_tokens,
     }
     Ok(wire)
+}
+
+/// A typed ask's schema as OpenAI's structured output: `{type: "json_schema", json_schema:
+/// {name, schema, strict}}`.
+fn response_format(format: &troupe_runtime::typed::ResponseFormat) -> ResponseFormat {
+    ResponseFormat::JsonSchema {
+        json_schema: ResponseFormatJsonSchema {
+            description: None,
+            name: format.name.clone(),
+            schema: format.schema.clone(),
+            strict: Some(format.strict),
+        },
+    }
 }
 
 /// The wire response → troupe's response.
@@ -246,6 +261,28 @@ mod tests {
         assert_eq!(
             wire["stream_options"],
             serde_json::json!({"include_usage": true})
+        );
+    }
+
+    #[test]
+    fn a_typed_ask_carries_its_schema_as_response_format() {
+        let config = OpenAiConfig::new("http://x/v1", "m");
+        let format = troupe_runtime::typed::ResponseFormat {
+            name: "City".into(),
+            schema: serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+            strict: false,
+        };
+        let mut request = ChatRequest::new(vec![ChatMessage::user("u")]);
+        let wire = |request: &ChatRequest| {
+            let wire = build_request(&config, request).map(|w| serde_json::to_value(w).ok());
+            wire.ok().flatten().unwrap_or_default()
+        };
+        assert!(wire(&request).get("response_format").is_none());
+        request.response_format = Some(format.clone());
+        assert_eq!(
+            wire(&request)["response_format"],
+            serde_json::json!({"type": "json_schema", "json_schema": {
+                "name": "City", "schema": format.schema, "strict": false}})
         );
     }
 }

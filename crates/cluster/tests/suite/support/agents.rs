@@ -44,6 +44,7 @@ impl AgentBehavior for TestAgent {
                 from: Some(ctx.name.clone()),
                 text: question.to_string(),
                 trace: request.trace.child(),
+                response_format: None,
             };
             return ctx
                 .directory

@@ -1,0 +1,208 @@
+//! Typed answers: an agent asked for a value of a Rust type instead of text
+//! ([`Team::ask_typed`](crate::Team::ask_typed)).
+//!
+//! The type's JSON Schema travels with the request as a [`ResponseFormat`] (on
+//! [`AgentRequest`](crate::AgentRequest), then on every [`ChatRequest`](crate::ChatRequest) the
+//! agent makes for it); each provider constrains its answer its own way (OpenAI-compatible
+//! `response_format`, the embedded model's grammar). Whatever the provider did, the answer is
+//! checked here by deserializing it into the type — the schema was derived from that type, so
+//! the type is the schema's truth — and a mismatch names the field ([`TypedAnswerError`]).
+
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::supervisor::directory::AskError;
+
+/// The JSON Schema an answer must match, as a request carries it to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseFormat {
+    /// The schema's name, as OpenAI's `json_schema.name` wants it: letters, digits, `_` and
+    /// `-`, at most 64 characters.
+    pub name: String,
+    /// The JSON Schema (draft 2020-12, as schemars writes it) of the answer.
+    pub schema: Value,
+    /// Whether a provider that has a strict mode should use it (OpenAI's `strict`). Off for
+    /// schemas derived from types: strict mode refuses schemas with optional properties, which
+    /// every `Option` field makes; the answer is checked here either way.
+    pub strict: bool,
+}
+
+impl ResponseFormat {
+    /// The format of `T`'s JSON form, its schema derived by schemars.
+    pub fn of<T: JsonSchema>() -> Self {
+        let mut schema = schemars::schema_for!(T).to_value();
+        // The meta-schema URL tells no model anything, and some servers refuse unknown keys.
+        if let Some(object) = schema.as_object_mut() {
+            object.remove("$schema");
+        }
+        ResponseFormat {
+            name: wire_name(&T::schema_name()),
+            schema,
+            strict: false,
+        }
+    }
+
+    /// The instruction that asks for an answer in this format once more: where the last one
+    /// went wrong, and that only the JSON value is wanted.
+    pub(crate) fn correction(&self, field: &str, message: &str) -> String {
+        format!(
+            "Your answer does not match the required JSON schema `{}`: at `{field}`: {message}. \
+             Reply again with only the corrected JSON value, nothing else.",
+            self.name
+        )
+    }
+}
+
+/// A schema name as OpenAI accepts it (`^[a-zA-Z0-9_-]{1,64}$`): schemars names generic types
+/// `Array_of_Point` but may use other characters for others.
+fn wire_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() {
+        "answer".to_string()
+    } else {
+        cleaned
+    }
+}
+
+/// Why a typed ask got no value of the asked type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TypedAnswerError {
+    /// The ask itself failed (no such agent, a model error, a timeout…).
+    #[error(transparent)]
+    Ask(#[from] AskError),
+    /// The agent answered, but its answer is not a value of the type — after it was asked
+    /// once more with the error.
+    #[error("the answer does not match `{schema}` at `{field}`: {message}")]
+    Mismatch {
+        /// The schema's name ([`ResponseFormat::name`]).
+        schema: String,
+        /// Where in the answer: a path like `.`, `kind` or `items[2].name` (a missing field is
+        /// named by its own path).
+        field: String,
+        /// What is wrong there, as serde says it.
+        message: String,
+        /// The last answer, verbatim.
+        answer: String,
+    },
+}
+
+/// The answer as a `T`, or where and why it is not one.
+///
+/// A single JSON value is expected; a Markdown code fence around it (which models write even
+/// when told not to) is taken off first.
+pub(crate) fn parse_answer<T: DeserializeOwned>(
+    answer: &str,
+    format: &ResponseFormat,
+) -> Result<T, TypedAnswerError> {
+    let text = unfenced(answer);
+    let mut json = serde_json::Deserializer::from_str(text);
+    let parsed = serde_path_to_error::deserialize::<_, T>(&mut json)
+        .map_err(|e| (e.path().to_string(), e.into_inner().to_string()))
+        // Trailing characters after the value: an error at the root.
+        .and_then(|value| {
+            json.end()
+                .map(|()| value)
+                .map_err(|e| (".".to_string(), e.to_string()))
+        });
+    parsed.map_err(|(path, message)| TypedAnswerError::Mismatch {
+        schema: format.name.clone(),
+        field: missing_field_path(&path, &message),
+        message,
+        answer: answer.to_string(),
+    })
+}
+
+/// serde reports a missing field at its parent's path; the field itself is what to name.
+fn missing_field_path(path: &str, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    match missing {
+        Some(name) if path == "." => name.to_string(),
+        Some(name) => format!("{path}.{name}"),
+        None => path.to_string(),
+    }
+}
+
+/// The text inside a single ```-fence, or the trimmed text.
+fn unfenced(answer: &str) -> &str {
+    let text = answer.trim();
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return text;
+    };
+    // The fence's info string (`json`) runs to the end of its line.
+    body.split_once('\n')
+        .map_or(body, |(_, inner)| inner)
+        .trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Deserialize, JsonSchema)]
+    struct Point {
+        x: i32,
+        label: Option<String>,
+    }
+
+    fn format() -> ResponseFormat {
+        ResponseFormat::of::<Point>()
+    }
+
+    #[test]
+    fn schema_is_the_types_without_the_meta_schema() {
+        let format = format();
+        assert_eq!(format.name, "Point");
+        assert_eq!(format.schema["properties"]["x"]["type"], "integer");
+        assert!(format.schema.get("$schema").is_none());
+        assert_eq!(
+            ResponseFormat::of::<Vec<Point>>().name,
+            "Array_of_Point",
+            "generic names stay wire names"
+        );
+        assert_eq!(wire_name("a<b>::c"), "a_b___c");
+    }
+
+    #[test]
+    fn answers_parse_with_or_without_a_fence() {
+        let point = Point { x: 3, label: None };
+        let parsed = parse_answer::<Point>(r#" {"x": 3} "#, &format());
+        assert_eq!(parsed, Ok(Point { x: 3, label: None }));
+        let fenced = parse_answer::<Point>("```json\n{\"x\": 3}\n```", &format());
+        assert_eq!(fenced, Ok(point));
+    }
+
+    #[test]
+    fn mismatches_name_the_field() {
+        let field = |answer: &str| match parse_answer::<Point>(answer, &format()) {
+            Err(TypedAnswerError::Mismatch {
+                field, answer: a, ..
+            }) => {
+                assert_eq!(a, answer);
+                field
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field(r#"{"x": "three"}"#), "x");
+        assert_eq!(field(r#"{"label": "a"}"#), "x");
+        assert_eq!(field(r#"{"x": 1, "label": 7}"#), "label");
+        assert_eq!(field("not json"), ".");
+        assert_eq!(field(r#"{"x": 1} and more"#), ".");
+    }
+}
