@@ -48,24 +48,27 @@ enum Size {
     Metropolis,
 }
 
+/// The scripted model's answers: first the population in words (not a `u32`, so the typed ask
+/// answers with the error and asks again), then a `City`.
+fn script() -> [ScriptedReply; 2] {
+    [
+        ScriptedReply::text(
+            r#"{"name": "Paris", "country": "France", "population": "about two million", "size": "metropolis"}"#,
+        ),
+        ScriptedReply::text(
+            r#"{"name": "Paris", "country": "France", "population": 2100000, "size": "metropolis"}"#,
+        ),
+    ]
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let model: Arc<dyn ChatModel> = if std::env::args().any(|a| a == "--scripted") {
-        Arc::new(ScriptedModel::new(
-            "scripted",
-            [
-                // The population in words: not a `u32`, so the typed ask answers with the
-                // error and asks again.
-                ScriptedReply::text(
-                    r#"{"name": "Paris", "country": "France", "population": "about two million", "size": "metropolis"}"#,
-                ),
-                ScriptedReply::text(
-                    r#"{"name": "Paris", "country": "France", "population": 2100000, "size": "metropolis"}"#,
-                ),
-            ],
-        ))
-    } else {
-        default_model().await?
+    let scripted = std::env::args()
+        .any(|a| a == "--scripted")
+        .then(|| Arc::new(ScriptedModel::new("scripted", script())));
+    let model: Arc<dyn ChatModel> = match &scripted {
+        Some(scripted) => scripted.clone(),
+        None => default_model().await?,
     };
     println!("model: {}", model.info().name);
 
@@ -90,6 +93,14 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     println!("model calls: {calls}");
+    // The retry, as the model saw it: the error after its wrong answer.
+    if let Some(retry) = scripted
+        .as_ref()
+        .and_then(|m| m.requests().into_iter().nth(1))
+    {
+        let correction = retry.messages.last().map(|m| m.text()).unwrap_or_default();
+        println!("asked again with: {correction}");
+    }
     match city {
         Ok(city) => println!(
             "answer: {} ({}): about {} people, size {:?}",
