@@ -12,6 +12,7 @@ mod compact_trace;
 mod compaction_receipt;
 mod config;
 mod credentials;
+mod example_controls;
 mod mcp;
 mod mcp_client_exit;
 mod mcp_serve;
