@@ -1,6 +1,6 @@
-//! Spend in the configuration: `[models.NAME] price` (per million tokens) and
-//! `[agents.NAME] budget` (per request and for the agent as a whole; see
-//! [`troupe_runtime::budget`]).
+//! Spend in the configuration: `[models.NAME] price` (per million tokens),
+//! `[agents.NAME] budget` (per request and for the agent as a whole) and `[team] budget` (what
+//! every agent built from one configuration spends together; see [`troupe_runtime::budget`]).
 //!
 //! ```toml
 //! [models.gpt]
@@ -8,11 +8,16 @@
 //!
 //! [agents.coder]
 //! budget = { request = { input_tokens = 200000 }, agent = { cost = 5.0 } }
+//!
+//! [team]
+//! budget = { output_tokens = 1000000, cost = 20.0 }
 //! ```
+
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use troupe_agents::spend::AgentBudget;
-use troupe_runtime::budget::{ModelPrice, SpendLimit};
+use troupe_runtime::budget::{ModelPrice, SpendLimit, TeamSpend};
 
 use super::validate::Problem;
 
@@ -60,16 +65,51 @@ impl LimitConfig {
     }
 }
 
-/// The budget of an agent configured with `budget`, whose model has `price`.
+/// `[team]`: what the agents built from one configuration share. (Not `TeamConfig`: that is
+/// the runtime's supervisor settings.)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeamSection {
+    /// What they may spend together (`budget = { input_tokens = …, output_tokens = …, cost =
+    /// … }`); compaction calls count. A cost limit needs a price on every agent's model.
+    pub budget: Option<LimitConfig>,
+    /// The one meter they share.
+    #[serde(skip)]
+    spend: SharedTeamSpend,
+}
+
+impl TeamSection {
+    /// The team's meter when it has a budget: made on the first call, the same one after (and
+    /// in every clone of the configuration), so every agent built from it spends from it.
+    pub(super) fn spend(&self) -> Option<TeamSpend> {
+        let limit = self.budget?.limit();
+        Some(self.spend.0.get_or_init(|| TeamSpend::new(limit)).clone())
+    }
+}
+
+/// A [`TeamSpend`] made once and shared by the configuration's clones. It is not part of what
+/// the file says, so two configurations compare equal whatever their meters spent.
+#[derive(Debug, Clone, Default)]
+struct SharedTeamSpend(Arc<OnceLock<TeamSpend>>);
+
+impl PartialEq for SharedTeamSpend {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// The budget of an agent configured with `budget`, whose model has `price`, in a team that
+/// spends from `team`.
 pub(super) fn agent_budget(
     budget: Option<BudgetConfig>,
     price: Option<PriceConfig>,
+    team: Option<TeamSpend>,
 ) -> AgentBudget {
     let budget = budget.unwrap_or_default();
     AgentBudget {
         request: budget.request.limit(),
         agent: budget.agent.limit(),
-        team: None,
+        team,
         price: price.map(|p| ModelPrice {
             input_per_million: p.input,
             output_per_million: p.output,
@@ -111,6 +151,30 @@ pub(super) fn check(
     Ok(())
 }
 
+/// The team's limits: a cost is a number of at least 0 and needs a price on every agent's
+/// model (`prices` lists each agent's, by name) — an agent without one would spend from the
+/// team's tokens but never from its cost.
+pub(super) fn check_team(
+    team: &TeamSection,
+    prices: &[(&str, Option<&PriceConfig>)],
+) -> Result<(), Problem> {
+    let Some(cost) = team.budget.and_then(|b| b.cost) else {
+        return Ok(());
+    };
+    let key = "team.budget.cost".to_string();
+    check_amount(key.clone(), cost)?;
+    if let Some((agent, _)) = prices.iter().find(|(_, price)| price.is_none()) {
+        return Err((
+            key,
+            format!(
+                "needs a price on every agent's model; agents.{agent}'s model has none \
+                 ([models.NAME] price = {{ input = …, output = … }})"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A model's price: numbers of at least 0.
 pub(super) fn check_price(model: &str, price: Option<&PriceConfig>) -> Result<(), Problem> {
     if let Some(price) = price {
@@ -128,6 +192,7 @@ mod tests {
 
     use troupe_agents::model::ScriptedModel;
     use troupe_runtime::ChatModel;
+    use troupe_runtime::budget::{Spend, SpendLimit};
 
     use super::super::Config;
 
@@ -146,6 +211,73 @@ mod tests {
         let price = spec.budget.price.unwrap();
         assert_eq!(price.input_per_million, 3.0);
         assert_eq!(price.output_per_million, 15.0);
+    }
+
+    #[test]
+    fn every_agent_built_from_one_config_spends_from_one_team_budget() {
+        let config = Config::parse(
+            "[models.m]\nprovider = \"openai\"\nprice = { input = 3.0, output = 15.0 }\n\
+             [agents.a]\n[agents.b]\n[team]\nbudget = { output_tokens = 100, cost = 2.0 }\n",
+        )
+        .unwrap();
+        let model: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("m", []));
+        let models = BTreeMap::from([("m".to_string(), model)]);
+        let a = config.agent_spec("a", &models, None).unwrap().budget.team;
+        let b = config.agent_spec("b", &models, None).unwrap().budget.team;
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_eq!(
+            a.limit(),
+            SpendLimit {
+                output_tokens: Some(100),
+                cost_micros: Some(2_000_000),
+                ..SpendLimit::default()
+            }
+        );
+        // One meter: what one agent spends, the other sees.
+        a.record(Spend {
+            output_tokens: 40,
+            ..Spend::default()
+        });
+        assert_eq!(b.spent().output_tokens, 40);
+        // So does an agent built from a clone of the configuration.
+        let c = config.clone().agent_spec("a", &models, None).unwrap();
+        assert_eq!(c.budget.team.unwrap().spent().output_tokens, 40);
+        // Without [team] budget no agent has a team budget.
+        let none = Config::parse("[models.m]\nprovider = \"openai\"\n[agents.a]\n").unwrap();
+        assert!(
+            none.agent_spec("a", &models, None)
+                .unwrap()
+                .budget
+                .team
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_bad_team_budget_is_refused_by_key() {
+        let err = Config::parse("[team]\nbudget = { tokens = 5 }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("team.budget"), "{err}");
+        let err = Config::parse("[team]\nbudgets = { input_tokens = 5 }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("team"), "{err}");
+        // A cost limit with an agent whose model has no price, and a negative cost.
+        let err = Config::parse(
+            "[models.m]\nprovider = \"openai\"\nprice = { input = 1.0, output = 1.0 }\n\
+             [models.n]\nprovider = \"openai\"\n\
+             [agents.a]\nmodel = \"m\"\n[agents.b]\nmodel = \"n\"\n\
+             [team]\nbudget = { cost = 1.0 }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("team.budget.cost"), "{err}");
+        assert!(err.contains("agents.b's model has none"), "{err}");
+        let err = Config::parse("[team]\nbudget = { cost = -1.0 }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("team.budget.cost"), "{err}");
     }
 
     #[test]

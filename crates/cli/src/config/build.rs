@@ -286,7 +286,11 @@ impl Config {
             .agent_model_name(agent)
             .and_then(|m| self.models.get(&m))
             .and_then(|m| m.price);
-        spec = spec.budget(super::budget::agent_budget(agent.budget, price));
+        spec = spec.budget(super::budget::agent_budget(
+            agent.budget,
+            price,
+            self.team.spend(),
+        ));
         for pin in &agent.pinned {
             let message = pinned_message(name, pin, &spec.workspace_root)?;
             spec = spec.pin(message);

@@ -27,6 +27,10 @@
 //! pinned = [{ file = "RULES.md" }]   # never compacted; also { text = "…", role = "system" }
 //! budget = { request = { input_tokens = 200000 }, agent = { cost = 5.0 } }
 //!
+//! [team]
+//! budget = { cost = 20.0 }           # every agent together, compaction calls included; also
+//!                                    # input_tokens, output_tokens (cost needs prices)
+//!
 //! [tools]
 //! workspace = "."
 //!
@@ -61,7 +65,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use approve::ApproveRuleConfig;
-pub use budget::{BudgetConfig, LimitConfig, PriceConfig};
+pub use budget::{BudgetConfig, LimitConfig, PriceConfig, TeamSection};
 pub use build::{BuildError, build_model};
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 pub use pinned::{PinnedConfig, PinnedRole};
@@ -85,6 +89,9 @@ pub struct Config {
     /// MCP servers whose tools agents name as `mcp:NAME` (see [`McpConfig`]).
     #[serde(default)]
     pub mcp: McpConfig,
+    /// What the agents built from this configuration share (`[team] budget = { … }`).
+    #[serde(default)]
+    pub team: TeamSection,
 }
 
 /// Which kind of model server.

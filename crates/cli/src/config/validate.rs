@@ -202,6 +202,16 @@ impl Config {
                 ));
             }
         }
+        let prices: Vec<(&str, Option<&super::PriceConfig>)> = self
+            .agents
+            .iter()
+            .map(|(name, agent)| {
+                let model = self.agent_model_name(agent);
+                let price = model.and_then(|m| self.models.get(&m)?.price.as_ref());
+                (name.as_str(), price)
+            })
+            .collect();
+        super::budget::check_team(&self.team, &prices)?;
         if self.tools.timeout_secs == Some(0) {
             return Err(problem("tools.timeout_secs", "must be at least 1"));
         }
