@@ -11,6 +11,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use tokio::time::Instant;
 use troupe_runtime::ModelError;
 
+use super::rate_limit;
 use super::retry::{RetryPolicy, parse_retry_after, parse_retry_after_ms};
 
 /// One failed attempt: the error to report if it is the last, and whether to try again.
@@ -77,6 +78,12 @@ where
             Ok(done) => return Ok(done),
             Err(failure) => failure,
         };
+        // A server's Retry-After is about the endpoint, not this caller: under a shared rate
+        // limit everyone calling it waits (a wait longer than the policy takes is refused
+        // below, and speaks for nobody else either).
+        if let Some(after) = failure.retry_after.filter(|a| *a <= policy.max_retry_after) {
+            rate_limit::hold_endpoint(after);
+        }
         if !failure.retryable || retry >= policy.max_retries {
             return Err(failure.error);
         }
@@ -90,7 +97,7 @@ where
             error = %failure.error,
             "model call failed; retrying"
         );
-        tokio::time::sleep(wait).await;
+        rate_limit::before_retry(wait).await;
         retry += 1;
     }
 }

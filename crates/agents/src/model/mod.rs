@@ -9,6 +9,7 @@
 //! - [`RecordingModel`] and [`ReplayModel`]: record any provider's calls to JSONL and serve them
 //!   back in tests;
 //! - [`ScriptedModel`]: a fixed script, for tests and demos;
+//! - [`RateLimitedModel`]: any model under a [`RateLimit`] shared by all its callers;
 //! - [`compaction_model`]: which model compaction uses, and [`default_model`].
 //!
 //! Every item has one path, `troupe_agents::model::Name`: the provider modules are private.
@@ -19,6 +20,7 @@ mod attempt;
 mod local;
 mod observed_stream;
 mod openai;
+mod rate_limit;
 mod replay;
 mod retry;
 mod scripted;
@@ -38,6 +40,7 @@ pub use openai::{
     AuthStyle, DEFAULT_OPENAI_MODEL, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig, OpenAiModel,
     known_context_window,
 };
+pub use rate_limit::{RateLimit, RateLimitError, RateLimitStats, RateLimitedModel};
 pub use replay::{REPLAY_CHUNK_CHARS, RecordingModel, ReplayError, ReplayModel};
 pub use retry::RetryPolicy;
 pub use scripted::{SCRIPTED_CHUNK_CHARS, ScriptedModel, ScriptedReply};

@@ -22,6 +22,8 @@ mod model_openai_stream;
 mod model_replay;
 mod pins;
 mod precall;
+mod rate_limit;
+mod rate_limit_server;
 mod recall_tool;
 mod session;
 mod session_log;

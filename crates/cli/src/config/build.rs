@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::AgentSpec;
-use troupe_agents::model::{AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel};
+use troupe_agents::model::{
+    AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel, RateLimitedModel,
+};
 use troupe_runtime::ChatModel;
 use troupe_tools::ToolRegistry;
 use troupe_tools::builtin::{
@@ -70,12 +72,36 @@ pub enum BuildError {
     },
 }
 
-/// Build (load or connect) the model `[models.NAME]` describes.
+/// Build (load or connect) the model `[models.NAME]` describes, under its `rate_limit` if it
+/// has one: build each model once and share it, so that one limit covers every agent and the
+/// compression agent calling it.
 ///
 /// # Errors
 /// [`BuildError::Model`] when the local weights cannot be loaded or the client cannot be built;
 /// [`BuildError::MissingKey`] when `api_key_env` names a variable that is not set.
 pub async fn build_model(
+    name: &str,
+    config: &ModelConfig,
+) -> Result<Arc<dyn ChatModel>, BuildError> {
+    let model = build_provider(name, config).await?;
+    // Validation refused a limit that does not convert; a config built in code with one gets
+    // the same refusal here rather than no limit.
+    match config.rate_limit {
+        None => Ok(model),
+        Some(rate_limit) => match rate_limit.limit() {
+            Some(limit) => Ok(Arc::new(RateLimitedModel::new(model, limit))),
+            None => Err(BuildError::Model {
+                name: name.to_string(),
+                reason: format!(
+                    "rate_limit {rate_limit:?} is not a limit (each must be at least 1)"
+                ),
+            }),
+        },
+    }
+}
+
+/// The provider's model, unlimited.
+async fn build_provider(
     name: &str,
     config: &ModelConfig,
 ) -> Result<Arc<dyn ChatModel>, BuildError> {
@@ -313,6 +339,7 @@ mod tests {
             context_window: None,
             cost_rank: None,
             price: None,
+            rate_limit: None,
         }
     }
 

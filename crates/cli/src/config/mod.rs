@@ -14,6 +14,8 @@
 //! cost_rank = 2                      # cheaper ranks lower; without [compaction] model,
 //!                                    # compaction uses the lowest-ranked model
 //! price = { input = 0.15, output = 0.60 }  # per million tokens, for cost budgets
+//! rate_limit = { requests_per_minute = 60, tokens_per_minute = 100000 }  # shared by every
+//!                                    # agent and compaction on this model; either optional
 //!
 //! [models.claude]
 //! provider = "anthropic"             # the Anthropic Messages API, with prompt caching
@@ -57,6 +59,7 @@ mod build;
 mod compression;
 mod mcp;
 mod pinned;
+mod rate_limit;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -69,6 +72,7 @@ pub use budget::{BudgetConfig, LimitConfig, PriceConfig, TeamSection};
 pub use build::{BuildError, build_model};
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 pub use pinned::{PinnedConfig, PinnedRole};
+pub use rate_limit::RateLimitConfig;
 
 /// A whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -131,6 +135,11 @@ pub struct ModelConfig {
     /// What a million tokens cost (`price = { input = 0.15, output = 0.60 }`): agents on this
     /// model count cost against their budgets.
     pub price: Option<PriceConfig>,
+    /// Requests and tokens per minute for every agent and the compression agent calling this
+    /// model together (`rate_limit = { requests_per_minute = 60, tokens_per_minute = 100000 }`,
+    /// either optional); a server's `Retry-After` holds them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimitConfig>,
 }
 
 /// `[agents.NAME]`.

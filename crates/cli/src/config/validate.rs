@@ -31,6 +31,7 @@ fn check_name(table: &str, name: &str) -> Result<(), Problem> {
 
 fn check_model(name: &str, m: &ModelConfig) -> Result<(), Problem> {
     super::budget::check_price(name, m.price.as_ref())?;
+    super::rate_limit::check(name, m.rate_limit.as_ref())?;
     let key = |field: &str| format!("models.{name}.{field}");
     if m.context_window == Some(0) {
         return Err(problem(
