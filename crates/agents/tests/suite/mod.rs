@@ -10,6 +10,7 @@ mod compression_local;
 mod compressor_schedule;
 mod llm_agent;
 mod model_anthropic;
+mod model_anthropic_live;
 mod model_fault_server;
 #[cfg(feature = "local")]
 mod model_local;
