@@ -1,6 +1,7 @@
-//! The controls a team with a `shell` tool needs, one after another: tool approval, a token
-//! budget, a pinned rules message and compaction hooks. Each step prints lines that name it
-//! (`approval: …`, `budget: …`, `pin: …`, `hook: …`).
+//! The controls a team with a `shell` tool and one API key needs, one after another: tool
+//! approval, a token budget, a pinned rules message, compaction hooks and a shared rate limit.
+//! Each step prints lines that name it (`approval: …`, `budget: …`, `hook: …`, `pin: …`,
+//! `rate limit: …`).
 //!
 //! Run it:
 //!
@@ -12,7 +13,7 @@
 //! `rm` the policy asks about, a second call the budget stops), and the 135M local model picks
 //! its commands at random. The agents' models are scripted ([`ScriptedModel`]); everything else
 //! is real — the `shell` tool runs `rm` in a temporary directory, the approval desk, the budget
-//! meter, the compression agent (mechanical summaries) and the hooks. `tests/suite/
+//! meter, the compression agent (mechanical summaries), the hooks and the rate limiter. `tests/suite/
 //! example_controls.rs` runs this file's [`run`] and checks every step's line.
 //!
 //! 1. **approval**: `ops` may run `shell` freely except `rm …`, which waits for a person. The
@@ -27,7 +28,11 @@
 //!    and asks a person's `/compact` to preserve a ticket number; the after hook records the
 //!    report and receipt. The rules come out of the compaction byte-identical.
 //!
-//! (Shared rate limits, the fifth control of issue #33, are not shown here yet.)
+//! 4. **rate limit**: the three agents call one endpoint (one scripted model) through one
+//!    [`RateLimitedModel`], built once and handed to each, so one limit counts all their calls.
+//!    The limit leaves room for every call here: a wait for room lasts up to a minute, so the
+//!    waits, a `Retry-After` holding every agent and a 429 storm are shown by
+//!    `crates/agents/tests/suite/rate_limit.rs` (on paused time), not by this example.
 
 use std::io::Write;
 use std::path::Path;
@@ -41,7 +46,7 @@ use troupe::agents::compression::hooks::{
     AfterCompaction, BeforeCompaction, CompactionHooks, HookVerdict,
 };
 use troupe::agents::compression::{CompressionConfig, CompressorModel};
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::agents::model::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
 use troupe::agents::session::load;
 use troupe::agents::spend::AgentBudget;
 use troupe::agents::{CompactionSettings, WorkAhead, compact_agent, context_stats};
@@ -60,6 +65,10 @@ const CODER: &str = "coder";
 /// The rules `coder` keeps pinned through every compaction.
 const RULES: &str = "Project rules: never force-push; every change gets a test; ask before \
                      deleting anything outside build/.";
+
+/// The endpoint's limit: room for every call here, so nothing waits (a wait for room lasts up
+/// to a minute: too slow for an example).
+const REQUESTS_PER_MINUTE: u32 = 100;
 
 /// A ticket number `coder`'s before hook asks a compaction to keep.
 const TICKET: &str = "ticket #4411";
@@ -86,41 +95,43 @@ pub(crate) async fn run(out: &mut dyn Write) -> anyhow::Result<()> {
     let log = workspace.path().join("coder.jsonl");
     let hooks_saw = HooksSaw::default();
 
-    let ops = Arc::new(ScriptedModel::new(
-        "scripted-ops",
-        [
-            ScriptedReply::call("shell", r#"{"command": "rm build.log"}"#),
-            ScriptedReply::text("Removed build.log."),
-            ScriptedReply::call("shell", r#"{"command": "rm -r src"}"#),
-            ScriptedReply::text("I left src alone."),
-        ],
-    ));
-    let auditor = Arc::new(ScriptedModel::new(
-        "scripted-auditor",
-        [
-            ScriptedReply::call("shell", r#"{"command": "ls"}"#),
-            ScriptedReply::text("Two entries."),
-        ],
-    ));
-    let coder = Arc::new(
-        ScriptedModel::new("scripted-coder", [])
-            .with_fallback("Noted; next I look at `parse_config` in src/config.rs."),
+    // One endpoint for the three agents, as one API key is: the script is what `ops` and then
+    // `auditor` ask (the steps run one after another); `coder` gets the fallback.
+    let endpoint = Arc::new(
+        ScriptedModel::new(
+            "scripted-endpoint",
+            [
+                ScriptedReply::call("shell", r#"{"command": "rm build.log"}"#),
+                ScriptedReply::text("Removed build.log."),
+                ScriptedReply::call("shell", r#"{"command": "rm -r src"}"#),
+                ScriptedReply::text("I left src alone."),
+                ScriptedReply::call("shell", r#"{"command": "ls"}"#),
+            ],
+        )
+        .with_fallback("Noted; next I look at `parse_config` in src/config.rs."),
     );
+    // Built once and handed to every agent, so one limit counts all their calls.
+    let limited = RateLimitedModel::new(
+        endpoint.clone(),
+        RateLimit::per_minute(Some(REQUESTS_PER_MINUTE), None)?,
+    );
+    let shared: Arc<dyn ChatModel> = Arc::new(limited.clone());
 
     let team = Team::builder()
         .compression(CompressionConfig {
             model: CompressorModel::None,
             ..CompressionConfig::default()
         })
-        .agent(ops_spec(ops.clone(), workspace.path()))
-        .agent(auditor_spec(auditor.clone(), workspace.path()))
-        .agent(coder_spec(coder, &log, &hooks_saw))
+        .agent(ops_spec(shared.clone(), workspace.path()))
+        .agent(auditor_spec(shared.clone(), workspace.path()))
+        .agent(coder_spec(shared, &log, &hooks_saw))
         .start()
         .await?;
     let outcome = async {
-        approval(out, &team, &ops, workspace.path()).await?;
-        budget(out, &team, &auditor).await?;
-        pin_and_hooks(out, &team, &log, &hooks_saw).await
+        approval(out, &team, &endpoint, workspace.path()).await?;
+        budget(out, &team, &endpoint).await?;
+        pin_and_hooks(out, &team, &log, &hooks_saw).await?;
+        rate_limit(out, &limited)
     }
     .await;
     team.shutdown().await;
@@ -128,7 +139,7 @@ pub(crate) async fn run(out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// `ops`: `shell`, where `rm …` waits for a person and everything else runs.
-fn ops_spec(model: Arc<ScriptedModel>, workspace: &Path) -> AgentSpec {
+fn ops_spec(model: Arc<dyn ChatModel>, workspace: &Path) -> AgentSpec {
     AgentSpec::new(OPS, model)
         .instructions("You keep the workspace tidy with the shell tool.")
         .tools(shell_tools())
@@ -140,7 +151,7 @@ fn ops_spec(model: Arc<ScriptedModel>, workspace: &Path) -> AgentSpec {
 }
 
 /// `auditor`: `shell`, and a per-request budget of 20 input tokens.
-fn auditor_spec(model: Arc<ScriptedModel>, workspace: &Path) -> AgentSpec {
+fn auditor_spec(model: Arc<dyn ChatModel>, workspace: &Path) -> AgentSpec {
     AgentSpec::new(AUDITOR, model)
         .instructions(
             "You audit the workspace: list what is there with the shell tool and report what \
@@ -159,7 +170,7 @@ fn auditor_spec(model: Arc<ScriptedModel>, workspace: &Path) -> AgentSpec {
 
 /// `coder`: the rules pinned, a small window (compaction comes early), automatic compaction
 /// at the trigger (no work ahead, so each one is a single, visible event) and the hooks.
-fn coder_spec(model: Arc<ScriptedModel>, log: &Path, saw: &HooksSaw) -> AgentSpec {
+fn coder_spec(model: Arc<dyn ChatModel>, log: &Path, saw: &HooksSaw) -> AgentSpec {
     AgentSpec::new(CODER, model)
         .instructions("You are a coding agent.")
         .pin(ChatMessage::user(RULES))
@@ -187,7 +198,7 @@ fn shell_tools() -> ToolRegistry {
 async fn approval(
     out: &mut dyn Write,
     team: &Team,
-    ops: &ScriptedModel,
+    endpoint: &ScriptedModel,
     workspace: &Path,
 ) -> anyhow::Result<()> {
     let mut events = team.subscribe();
@@ -217,7 +228,7 @@ async fn approval(
         out,
         "approval: {OPS} asks to run {tool} {arguments} ({id}): denied with team.deny"
     )?;
-    let seen = ops
+    let seen = endpoint
         .requests()
         .last()
         .and_then(|r| r.messages.iter().rev().find(|m| m.role == Role::Tool))
@@ -261,7 +272,8 @@ async fn answer_next(
 }
 
 /// Step 2: a request that runs out of its token budget mid-turn.
-async fn budget(out: &mut dyn Write, team: &Team, auditor: &ScriptedModel) -> anyhow::Result<()> {
+async fn budget(out: &mut dyn Write, team: &Team, endpoint: &ScriptedModel) -> anyhow::Result<()> {
+    let calls_before = endpoint.requests().len();
     let hit = match team.ask(AUDITOR, "What is in the workspace?").await {
         Err(AskError::Agent {
             error: AgentError::BudgetExceeded(hit),
@@ -280,7 +292,7 @@ async fn budget(out: &mut dyn Write, team: &Team, auditor: &ScriptedModel) -> an
         out,
         "budget: model calls made: {} (the one after the tool result never started); \
          messages kept: {kept}; /context says this request spent {}",
-        auditor.requests().len(),
+        endpoint.requests().len() - calls_before,
         stats.spend.request
     )?;
     Ok(())
@@ -399,6 +411,21 @@ async fn pin_and_hooks(
             "CHANGED"
         },
         kept.text().len()
+    )?;
+    Ok(())
+}
+
+/// Step 4: what the one limit over the three agents' calls did.
+fn rate_limit(out: &mut dyn Write, limited: &RateLimitedModel) -> anyhow::Result<()> {
+    let stats = limited.stats();
+    writeln!(
+        out,
+        "rate limit: {OPS}, {AUDITOR} and {CODER} called one endpoint under one limit \
+         ({REQUESTS_PER_MINUTE} requests a minute): {} requests counted together, the longest \
+         wait for room {} ms, {} Retry-After holds",
+        stats.requests,
+        stats.longest_wait.as_millis(),
+        stats.holds
     )?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `examples/controls.rs` (#33) runs and prints every control's step in lines that name it:
 //! an approved and a denied `rm`, a request stopped by its token budget, an automatic
-//! compaction vetoed by the before hook, a `/compact` seen by both hooks, and the pinned rules
-//! byte-identical after it.
+//! compaction vetoed by the before hook, a `/compact` seen by both hooks, the pinned rules
+//! byte-identical after it, and one rate limit counting every agent's calls.
 
 #[path = "../../examples/controls.rs"]
 mod controls;
@@ -59,4 +59,15 @@ async fn the_controls_example_prints_every_step() {
     assert!(pin.contains("as protected (a pinned message)"), "{pin}");
     assert!(pin.contains(": pinned and byte-identical ("), "{pin}");
     assert!(!pin.contains("archived 0 messages"), "{pin}");
+
+    // ops asked 4 times and auditor once, coder at least once: one count for all.
+    let rate_limit = step("rate limit: ");
+    let counted: u64 = rate_limit
+        .split("): ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no request count in {rate_limit}"));
+    assert!(counted >= 6, "{rate_limit}");
+    assert!(rate_limit.contains("0 Retry-After holds"), "{rate_limit}");
 }
