@@ -2,7 +2,8 @@
 //! `scripts/anthropic-check.sh` starts LiteLLM's proxy serving `/v1/messages` in front of a
 //! local llama.cpp server and runs these with `TROUPE_ANTHROPIC_CHECK_URL` (the proxy) and
 //! `TROUPE_ANTHROPIC_CHECK_MODEL` (the model name the proxy routes). Without them they skip
-//! (and fail under `CI=true`, where the script must have set them).
+//! with a note, under `CI=true` too: the workspace suite runs without the proxy, and the script
+//! (which fails when it cannot start either server) is what proves the provider against it.
 
 use futures::StreamExt;
 use serde_json::json;
@@ -17,10 +18,6 @@ fn live_model() -> Option<AnthropicModel> {
     let url = std::env::var("TROUPE_ANTHROPIC_CHECK_URL").ok();
     let model = std::env::var("TROUPE_ANTHROPIC_CHECK_MODEL").ok();
     let (Some(url), Some(model)) = (url, model) else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true but TROUPE_ANTHROPIC_CHECK_URL/_MODEL are not set: run scripts/anthropic-check.sh"
-        );
         eprintln!(
             "skipped: set TROUPE_ANTHROPIC_CHECK_URL and _MODEL (scripts/anthropic-check.sh)"
         );
