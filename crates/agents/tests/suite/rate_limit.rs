@@ -112,7 +112,7 @@ async fn eight_agents_sharing_a_limit_get_no_429_after_the_first() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn waiting_is_first_come_first_served() {
+async fn requests_per_minute_pace_the_agents_in_the_order_they_asked() {
     let server = LimitServer::start(2).await;
     let model = limited(&server, RateLimit::per_minute(Some(2), None).unwrap());
     let team = agents(&model).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use troupe_agents::AgentSpec;
 use troupe_agents::model::{
-    AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel, RateLimitedModel,
+    AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel,
 };
 use troupe_runtime::ChatModel;
 use troupe_tools::ToolRegistry;
@@ -73,8 +73,9 @@ pub enum BuildError {
 }
 
 /// Build (load or connect) the model `[models.NAME]` describes, under its `rate_limit` if it
-/// has one: build each model once and share it, so that one limit covers every agent and the
-/// compression agent calling it.
+/// has one. A server's model is limited even without one: a `Retry-After` it answers one
+/// caller with then holds every caller. Build each model once and share it, so that one limit
+/// covers every agent and the compression agent calling it.
 ///
 /// # Errors
 /// [`BuildError::Model`] when the local weights cannot be loaded or the client cannot be built;
@@ -84,20 +85,17 @@ pub async fn build_model(
     config: &ModelConfig,
 ) -> Result<Arc<dyn ChatModel>, BuildError> {
     let model = build_provider(name, config).await?;
-    // Validation refused a limit that does not convert; a config built in code with one gets
-    // the same refusal here rather than no limit.
-    match config.rate_limit {
-        None => Ok(model),
-        Some(rate_limit) => match rate_limit.limit() {
-            Some(limit) => Ok(Arc::new(RateLimitedModel::new(model, limit))),
-            None => Err(BuildError::Model {
-                name: name.to_string(),
-                reason: format!(
-                    "rate_limit {rate_limit:?} is not a limit (each must be at least 1)"
-                ),
-            }),
-        },
-    }
+    let limit = match config.rate_limit {
+        None if config.provider == Provider::Local => return Ok(model),
+        None => RateLimit::default(),
+        // Validation refused a limit that does not convert; a config built in code with one
+        // gets the same refusal here rather than no limit.
+        Some(rate_limit) => rate_limit.limit().ok_or_else(|| BuildError::Model {
+            name: name.to_string(),
+            reason: format!("rate_limit {rate_limit:?} is not a limit (each must be at least 1)"),
+        })?,
+    };
+    Ok(Arc::new(RateLimitedModel::new(model, limit)))
 }
 
 /// The provider's model, unlimited.

@@ -85,6 +85,11 @@ impl Limiter {
         let mut stats = self.stats_mut();
         stats.requests += 1;
         if !waited.is_zero() {
+            // Inside the call's `chat` span: a slow call says why it was slow.
+            tracing::info!(
+                waited_ms = waited.as_millis() as u64,
+                "waited for the shared rate limit"
+            );
             stats.waited += 1;
             stats.longest_wait = stats.longest_wait.max(waited);
         }
