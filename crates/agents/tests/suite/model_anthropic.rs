@@ -376,3 +376,42 @@ async fn model_anthropic_a_stream_cut_before_its_stop_is_an_error() {
         "{result:?}"
     );
 }
+
+#[derive(Debug, PartialEq, serde::Deserialize, schemars::JsonSchema)]
+struct City {
+    name: String,
+    population: u32,
+}
+
+#[tokio::test]
+async fn model_anthropic_typed_ask_answers_through_a_forced_tool() {
+    let server = AnthropicServer::start([Reply::call(
+        "toolu_answer",
+        "City",
+        r#"{"name": "Oslo", "population": 709000}"#,
+    )])
+    .await;
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    spawn_agent(&team, AgentSpec::new("claude", Arc::new(model(&server))))
+        .await
+        .unwrap();
+    let city: City = team
+        .ask_typed("claude", "The capital of Norway?")
+        .await
+        .unwrap();
+    assert_eq!(
+        city,
+        City {
+            name: "Oslo".into(),
+            population: 709_000
+        }
+    );
+    let body = &server.received()[0].body;
+    assert_eq!(body["tools"][0]["name"], "City");
+    assert_eq!(
+        body["tools"][0]["input_schema"]["properties"]["population"]["type"],
+        "integer"
+    );
+    assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "City"}));
+    team.shutdown().await;
+}

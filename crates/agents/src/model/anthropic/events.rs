@@ -6,6 +6,10 @@
 //! `stop_reason` and the output usage) and `message_stop`; `ping`s anywhere, and an `error`
 //! event instead of the rest when the server fails mid-answer. Event types troupe does not know
 //! are skipped (Anthropic may add some); so are blocks other than text and tool use (thinking).
+//!
+//! A typed ask's answer arrives as the input of its answer tool (see `wire::AnswerTool`): that
+//! block is collected and handed on as the answer's text when it ends (unwrapped from `value`
+//! when the schema was wrapped), and is not a tool call.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +20,7 @@ use troupe_runtime::{ModelDelta, ModelError};
 use super::super::shorten;
 use super::super::sse_answer::EventDecoder;
 use super::errors::{ApiError, error_of};
-use super::wire::{WireUsage, finish_reason};
+use super::wire::{AnswerTool, WRAPPED_KEY, WireUsage, finish_reason};
 
 /// The events troupe reads; any other `type` is [`Event::Other`].
 #[derive(Debug, Deserialize)]
@@ -92,18 +96,48 @@ pub(super) struct EventsDecoder {
     model: String,
     /// Tool-use blocks by content-block index.
     tools: BTreeMap<usize, ToolBlock>,
+    /// A typed ask's answer tool, and its block's index and input so far once it started.
+    answer_tool: Option<AnswerTool>,
+    answer: Option<(usize, String)>,
     usage: WireUsage,
     finished: bool,
 }
 
 impl EventsDecoder {
-    pub(super) fn new(model: &str) -> Self {
+    pub(super) fn new(model: &str, answer_tool: Option<AnswerTool>) -> Self {
         EventsDecoder {
             model: model.to_string(),
             tools: BTreeMap::new(),
+            answer_tool,
+            answer: None,
             usage: WireUsage::default(),
             finished: false,
         }
+    }
+
+    /// The answer tool's collected input as the answer's text.
+    fn answer_text(&self, input: String) -> Result<Vec<ModelDelta>, ModelError> {
+        let wrapped = self.answer_tool.as_ref().is_some_and(|a| a.wrapped);
+        let text = if wrapped {
+            let value: Value = serde_json::from_str(&input).map_err(|e| {
+                ModelError::InvalidResponse(format!(
+                    "the answer tool's input is not JSON ({e}): {}",
+                    shorten(&input, 200)
+                ))
+            })?;
+            value
+                .get(WRAPPED_KEY)
+                .map(Value::to_string)
+                .ok_or_else(|| {
+                    ModelError::InvalidResponse(format!(
+                        "the answer tool's input has no `{WRAPPED_KEY}`: {}",
+                        shorten(&input, 200)
+                    ))
+                })?
+        } else {
+            input
+        };
+        Ok(vec![ModelDelta::Text(text)])
     }
 
     fn block_start(&mut self, index: usize, block: &Value) -> Result<Vec<ModelDelta>, ModelError> {
@@ -118,6 +152,16 @@ impl EventsDecoder {
             Some("tool_use") => {
                 let field = |key: &str| block.get(key).and_then(Value::as_str).unwrap_or("");
                 let (id, name) = (field("id"), field("name"));
+                if self.answer_tool.as_ref().is_some_and(|a| a.name == name) {
+                    let input = match block.get("input") {
+                        Some(Value::Object(o)) if !o.is_empty() => {
+                            Value::Object(o.clone()).to_string()
+                        }
+                        _ => String::new(),
+                    };
+                    self.answer = Some((index, input));
+                    return Ok(Vec::new());
+                }
                 if name.is_empty() {
                     return Err(ModelError::InvalidResponse(format!(
                         "a tool_use block without a name: {}",
@@ -174,6 +218,14 @@ impl EventDecoder for EventsDecoder {
             } => self.block_start(index, &content_block),
             Event::ContentBlockDelta { index, delta } => Ok(match delta {
                 BlockDelta::TextDelta { text } if !text.is_empty() => vec![ModelDelta::Text(text)],
+                BlockDelta::InputJsonDelta { partial_json }
+                    if self.answer.as_ref().is_some_and(|(i, _)| *i == index) =>
+                {
+                    if let Some((_, input)) = self.answer.as_mut() {
+                        input.push_str(&partial_json);
+                    }
+                    Vec::new()
+                }
                 BlockDelta::InputJsonDelta { partial_json } if !partial_json.is_empty() => {
                     let Some(tool) = self.tools.get_mut(&index) else {
                         return Err(ModelError::InvalidResponse(format!(
@@ -188,6 +240,21 @@ impl EventDecoder for EventsDecoder {
                 }
                 _ => Vec::new(),
             }),
+            Event::ContentBlockStop { index }
+                if self.answer.as_ref().is_some_and(|(i, _)| *i == index) =>
+            {
+                let input = self
+                    .answer
+                    .take()
+                    .map(|(_, input)| input)
+                    .unwrap_or_default();
+                let input = if input.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    input
+                };
+                self.answer_text(input)
+            }
             Event::ContentBlockStop { index } => Ok(match self.tools.get_mut(&index) {
                 // A call without arguments streams none: its arguments are the start's input.
                 Some(tool) if !tool.got_arguments => {
@@ -210,6 +277,12 @@ impl EventDecoder for EventsDecoder {
                     return Ok(Vec::new());
                 }
                 self.finished = true;
+                // An answer through the answer tool alone is an answer, not a tool call.
+                let reason = if reason == "tool_use" && self.tools.is_empty() {
+                    "end_turn".to_string()
+                } else {
+                    reason
+                };
                 Ok(vec![
                     ModelDelta::Finished(finish_reason(&reason, !self.tools.is_empty())),
                     ModelDelta::Usage(self.usage.to_usage()),
@@ -241,7 +314,7 @@ mod tests {
     use super::*;
 
     fn decode_all(events: &[Value]) -> Result<Vec<ModelDelta>, ModelError> {
-        let mut decoder = EventsDecoder::new("m");
+        let mut decoder = EventsDecoder::new("m", None);
         let mut deltas = Vec::new();
         for event in events {
             deltas.extend(decoder.decode(&event.to_string())?);
@@ -290,7 +363,7 @@ mod tests {
 
     #[test]
     fn malformed_events_and_error_events_are_typed_errors() {
-        let not_json = EventsDecoder::new("m")
+        let not_json = EventsDecoder::new("m", None)
             .decode("{\"type\": \"content_block_delta\"")
             .err();
         assert!(
@@ -309,5 +382,52 @@ mod tests {
         assert!(matches!(early_stop, Some(ModelError::InvalidResponse(_))));
         let unknown = decode_all(&[json!({"type": "brand_new_event", "x": 1})]);
         assert_eq!(unknown, Ok(vec![]));
+    }
+
+    #[test]
+    fn the_answer_tools_input_is_the_answers_text_unwrapped_when_wrapped() {
+        let events = |name: &str, pieces: [&str; 2]| {
+            vec![
+                json!({"type": "message_start", "message": {"usage": {"input_tokens": 3}}}),
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": name, "input": {}}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": pieces[0]}}),
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": pieces[1]}}),
+                json!({"type": "content_block_stop", "index": 0}),
+                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 4}}),
+            ]
+        };
+        let decode = |answer_tool: AnswerTool, events: Vec<Value>| {
+            let mut decoder = EventsDecoder::new("m", Some(answer_tool));
+            let mut deltas = Vec::new();
+            for event in events {
+                deltas.extend(decoder.decode(&event.to_string())?);
+            }
+            Ok::<_, ModelError>(deltas)
+        };
+        let plain = AnswerTool {
+            name: "City".into(),
+            wrapped: false,
+        };
+        let deltas = decode(plain.clone(), events("City", ["{\"name\": ", "\"Oslo\"}"]));
+        let deltas = deltas.unwrap_or_default();
+        assert_eq!(deltas[0], ModelDelta::Text("{\"name\": \"Oslo\"}".into()));
+        assert_eq!(deltas[1], ModelDelta::Finished(FinishReason::Stop));
+        let wrapped = AnswerTool {
+            name: "Size".into(),
+            wrapped: true,
+        };
+        let deltas = decode(wrapped.clone(), events("Size", ["{\"value\"", ": \"L\"}"]));
+        assert_eq!(
+            deltas.unwrap_or_default()[0],
+            ModelDelta::Text("\"L\"".into())
+        );
+        let missing = decode(wrapped, events("Size", ["{\"other\"", ": 1}"])).err();
+        assert!(
+            matches!(&missing, Some(ModelError::InvalidResponse(m)) if m.contains("no `value`")),
+            "{missing:?}"
+        );
+        // Another tool is still a call.
+        let deltas = decode(plain, events("read", ["{}", ""])).unwrap_or_default();
+        assert!(matches!(deltas[0], ModelDelta::ToolCallStarted { .. }));
     }
 }

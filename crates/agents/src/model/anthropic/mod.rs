@@ -9,6 +9,7 @@
 //! | answers | streamed server-sent events (`events`), read by the same reader as OpenAI's |
 //! | cache | `cache_control` marks where `anthropic_breakpoints` says (`wire`) |
 //! | usage | `cache_read_input_tokens` / `cache_creation_input_tokens` in [`Usage`](troupe_runtime::Usage) |
+//! | typed asks | the `response_format`'s schema as a forced answer tool, its input read back as the answer's text |
 //!
 //! Failures before the answer starts are classified (`errors`: 429 and 529 "overloaded" and
 //! other 5xx retried after `Retry-After`, "prompt is too long" is
@@ -36,7 +37,7 @@ use super::sse_answer::SseAnswer;
 use config::messages_url;
 use errors::classify_status;
 use events::EventsDecoder;
-use wire::build_request;
+use wire::{AnswerTool, build_request};
 
 /// A Claude model behind the Anthropic Messages API.
 ///
@@ -80,7 +81,11 @@ impl AnthropicModel {
     }
 
     /// One request: its answer as a stream once the first delta is in, or why not.
-    async fn attempt(&self, body: &[u8]) -> Result<ChatStream, AttemptError> {
+    async fn attempt(
+        &self,
+        body: &[u8],
+        answer_tool: &Option<AnswerTool>,
+    ) -> Result<ChatStream, AttemptError> {
         let limit = self.config.request_timeout;
         let deadline = Instant::now() + limit;
         let response = match tokio::time::timeout_at(deadline, self.request(body).send()).await {
@@ -108,7 +113,7 @@ impl AnthropicModel {
                 super::shorten(&String::from_utf8_lossy(&bytes), 200)
             ))));
         }
-        let decoder = EventsDecoder::new(&self.config.model);
+        let decoder = EventsDecoder::new(&self.config.model, answer_tool.clone());
         let mut answer = SseAnswer::new(response, limit, decoder);
         match answer.next().await {
             Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
@@ -146,11 +151,11 @@ impl ChatModel for AnthropicModel {
     }
 
     async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        let body = build_request(&self.config, &request);
+        let (body, answer_tool) = build_request(&self.config, &request);
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
         with_retries(&self.config.retry, &self.config.model, || {
-            self.attempt(&body)
+            self.attempt(&body, &answer_tool)
         })
         .await
     }

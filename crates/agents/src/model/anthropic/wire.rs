@@ -30,8 +30,27 @@ enum Place {
     Message(usize, usize),
 }
 
-/// troupe's request → the Messages request body, streamed, with cache marks.
-pub(super) fn build_request(config: &AnthropicConfig, request: &ChatRequest) -> Value {
+/// The tool a typed ask's answer comes through: the Messages API has no `response_format`,
+/// so the answer is asked for as the input of a tool named after the format, whose
+/// `input_schema` is the format's schema, and read back as the answer's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct AnswerTool {
+    /// The tool's name: the format's.
+    pub(super) name: String,
+    /// Whether the schema is not an object schema and was wrapped as the `value` property of
+    /// one (a tool's input must be an object).
+    pub(super) wrapped: bool,
+}
+
+/// The key a wrapped answer sits under.
+pub(super) const WRAPPED_KEY: &str = "value";
+
+/// troupe's request → the Messages request body, streamed, with cache marks; and the answer
+/// tool, for a typed ask.
+pub(super) fn build_request(
+    config: &AnthropicConfig,
+    request: &ChatRequest,
+) -> (Value, Option<AnswerTool>) {
     let mut system: Vec<Value> = Vec::new();
     let mut messages: Vec<(&'static str, Vec<Value>)> = Vec::new();
     // For each troupe message, where its last block went (`None`: no block on the wire).
@@ -94,33 +113,70 @@ pub(super) fn build_request(config: &AnthropicConfig, request: &ChatRequest) -> 
                 .collect(),
         ),
     );
-    if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|t| {
-                let mut tool = json!({"name": t.name, "input_schema": t.parameters});
-                if !t.description.is_empty() {
-                    tool["description"] = json!(t.description);
-                }
-                tool
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.name, "input_schema": t.parameters});
+            if !t.description.is_empty() {
+                tool["description"] = json!(t.description);
+            }
+            tool
+        })
+        .collect();
+    let answer = request.response_format.as_ref().map(|format| {
+        let (schema, wrapped) = input_schema(&format.schema);
+        tools.push(json!({
+            "name": format.name,
+            "description": "Give your final answer as this tool's input.",
+            "input_schema": schema,
+        }));
+        AnswerTool {
+            name: format.name.clone(),
+            wrapped,
+        }
+    });
+    if !tools.is_empty() {
         // tool_choice is only meaningful with tools; the API rejects it otherwise.
-        let choice = match &request.tool_choice {
-            ToolChoice::Auto => json!({"type": "auto"}),
-            ToolChoice::None => json!({"type": "none"}),
-            ToolChoice::Required => json!({"type": "any"}),
-            ToolChoice::Named(name) => json!({"type": "tool", "name": name}),
+        let choice = match (&request.tool_choice, &answer) {
+            (ToolChoice::Named(name), _) => json!({"type": "tool", "name": name}),
+            // A typed ask: the answer tool when no other tool may be called, else some tool —
+            // a real one, or the answer.
+            (ToolChoice::None, Some(answer)) => json!({"type": "tool", "name": answer.name}),
+            (_, Some(answer)) if request.tools.is_empty() => {
+                json!({"type": "tool", "name": answer.name})
+            }
+            (_, Some(_)) | (ToolChoice::Required, None) => json!({"type": "any"}),
+            (ToolChoice::Auto, None) => json!({"type": "auto"}),
+            (ToolChoice::None, None) => json!({"type": "none"}),
         };
+        body.insert("tools".into(), Value::Array(tools));
         body.insert("tool_choice".into(), choice);
     }
     if let Some(t) = request.temperature {
         body.insert("temperature".into(), json!(t));
     }
     body.insert("stream".into(), json!(true));
-    Value::Object(body)
+    (Value::Object(body), answer)
+}
+
+/// A format's schema as a tool's `input_schema`, which must be an object schema: one that is
+/// not becomes the `value` property of one, its `$defs` moved up so its `$ref`s still resolve.
+fn input_schema(schema: &Value) -> (Value, bool) {
+    if schema.get("type").and_then(Value::as_str) == Some("object") {
+        return (schema.clone(), false);
+    }
+    let mut inner = schema.clone();
+    let defs = inner.as_object_mut().and_then(|o| o.remove("$defs"));
+    let mut wrapper = json!({
+        "type": "object",
+        "properties": {WRAPPED_KEY: inner},
+        "required": [WRAPPED_KEY],
+    });
+    if let Some(defs) = defs {
+        wrapper["$defs"] = defs;
+    }
+    (wrapper, true)
 }
 
 /// One troupe message as a wire role and its content blocks (none for an empty message: the
@@ -295,7 +351,7 @@ mod tests {
             max_tokens: None,
             ..ChatRequest::default()
         };
-        let body = build_request(&AnthropicConfig::new("http://x", "claude"), &request);
+        let (body, _) = build_request(&AnthropicConfig::new("http://x", "claude"), &request);
         assert_eq!(body["max_tokens"], 4096);
         assert_eq!(body["tool_choice"], json!({"type": "any"}));
         assert_eq!(body["tools"][0]["input_schema"], json!({"type": "object"}));
@@ -325,7 +381,7 @@ mod tests {
             ChatMessage::assistant(""),
             ChatMessage::user("again"),
         ]);
-        let body = build_request(&AnthropicConfig::new("http://x", "claude"), &request);
+        let (body, _) = build_request(&AnthropicConfig::new("http://x", "claude"), &request);
         assert!(body.get("system").is_none());
         assert_eq!(body["messages"].as_array().map(Vec::len), Some(1));
         assert!(marked(&body["messages"][0]["content"][0]));
@@ -351,5 +407,47 @@ mod tests {
                 cache_creation_input_tokens: 10,
             }
         );
+    }
+
+    #[test]
+    fn a_typed_ask_is_a_forced_answer_tool_and_a_non_object_schema_is_wrapped() {
+        let format = |schema: Value| troupe_runtime::typed::ResponseFormat {
+            name: "City".into(),
+            schema,
+            strict: false,
+        };
+        let mut request = ChatRequest::new(vec![ChatMessage::user("u")]);
+        request.response_format = Some(format(json!({"type": "object", "properties": {}})));
+        let config = AnthropicConfig::new("http://x", "claude");
+        let (body, answer) = build_request(&config, &request);
+        assert_eq!(
+            answer,
+            Some(AnswerTool {
+                name: "City".into(),
+                wrapped: false
+            })
+        );
+        assert_eq!(body["tools"][0]["name"], "City");
+        assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "City"}));
+        // With tools of its own the model must call one of them or answer.
+        request.tools = vec![ToolDefinition {
+            name: "read".into(),
+            description: String::new(),
+            parameters: json!({"type": "object"}),
+        }];
+        let (body, _) = build_request(&config, &request);
+        assert_eq!(body["tools"][1]["name"], "City");
+        assert_eq!(body["tool_choice"], json!({"type": "any"}));
+        request.tools.clear();
+        request.response_format = Some(format(json!({
+            "$ref": "#/$defs/Size",
+            "$defs": {"Size": {"enum": ["S", "L"]}}
+        })));
+        let (body, answer) = build_request(&config, &request);
+        assert!(answer.is_some_and(|a| a.wrapped));
+        let schema = &body["tools"][0]["input_schema"];
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["properties"]["value"]["$ref"], "#/$defs/Size");
+        assert_eq!(schema["$defs"]["Size"]["enum"], json!(["S", "L"]));
     }
 }
