@@ -1,13 +1,21 @@
 //! Shared rate limits (#33): eight agents calling one endpoint through one
-//! [`RateLimitedModel`] against a server that enforces its limit. On tokio's paused time, so
+//! [`RateLimitedModel`] against a server that enforces its limit, and a compression agent
+//! waiting in the same line as the agent it compacts. On tokio's paused time, so
 //! minutes of waiting take none and every instant below is the virtual clock's.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_agents::model::{OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel, RetryPolicy};
-use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_runtime::{ChatModel, Team};
+use troupe_agents::compression::{CompressionConfig, CompressorModel};
+use troupe_agents::model::{
+    OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel, RetryPolicy, ScriptedModel,
+};
+use troupe_agents::{
+    AgentSpec, CompactionSettings, compact_agent, shared_counter, spawn_agent,
+    spawn_compression_agent,
+};
+use troupe_compaction::BudgetPolicy;
+use troupe_runtime::{ChatModel, Team, TeamConfig};
 
 use super::rate_limit_server::LimitServer;
 use super::session::team;
@@ -216,4 +224,57 @@ async fn a_429_storm_slows_everyone_then_recovers() {
     assert_eq!(arrivals.iter().filter(|a| !a.refused).count(), AGENTS);
     assert_eq!(model.stats().holds, 3);
     stop(team).await;
+}
+
+/// A summary in the shape compaction checks for.
+const SUMMARY: &str = "## Goal\n- Read the parts\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n### Done\n- [x] Read them\n### In Progress\n- (none)\n### Blocked\n- (none)\n\n## Key Decisions\n- (none)\n\n## Next Steps\n1. Go on\n\n## Critical Context\n- (none)";
+
+#[tokio::test(start_paused = true)]
+async fn the_compression_agents_calls_wait_in_the_same_line() {
+    let scripted = Arc::new(ScriptedModel::new("m", []).with_fallback(SUMMARY));
+    let limited = RateLimitedModel::new(
+        scripted.clone(),
+        RateLimit::per_minute(Some(6), None).unwrap(),
+    );
+    let shared: Arc<dyn ChatModel> = Arc::new(limited.clone());
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let mut config = CompressionConfig::new(shared_counter());
+    config.model = CompressorModel::Fixed(shared.clone());
+    spawn_compression_agent(&team, config).await.unwrap();
+    let spec = AgentSpec::new("coder", shared).compaction(CompactionSettings {
+        policy: Some(BudgetPolicy {
+            protected_recent: 2,
+            ..BudgetPolicy::for_window(5_000)
+        }),
+        auto: false,
+        ..CompactionSettings::default()
+    });
+    spawn_agent(&team, spec).await.unwrap();
+    // The agent's six calls use the minute up.
+    for i in 0..6 {
+        let text: String = (0..30)
+            .map(|n| format!("part {i} line {n}: text the agent was given\n"))
+            .collect();
+        team.ask("coder", text).await.unwrap();
+    }
+    assert_eq!(limited.stats().waited, 0);
+
+    let started = tokio::time::Instant::now();
+    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    let calls = applied.report.summarizer.calls as u64;
+    assert!(calls > 0, "{}", applied.report.reason);
+    let stats = limited.stats();
+    // Every call the model got, the agent's and the compression agent's, went through the one
+    // limit.
+    let sent = scripted.requests();
+    assert_eq!(stats.requests, sent.len() as u64);
+    let compressor = sent
+        .iter()
+        .filter(|r| r.agent.as_deref() != Some("coder"))
+        .count();
+    assert!(compressor as u64 >= calls, "{stats:?}");
+    // Its calls waited for the agent's minute to pass.
+    assert!(stats.waited >= 1, "{stats:?}");
+    assert!(started.elapsed() >= Duration::from_secs(60), "{stats:?}");
+    team.shutdown().await;
 }
