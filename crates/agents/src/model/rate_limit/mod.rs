@@ -165,3 +165,38 @@ impl StreamObserver for Settle {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use troupe_runtime::ChatMessage;
+
+    use super::*;
+
+    #[test]
+    fn a_limit_of_zero_is_refused_naming_which() {
+        assert_eq!(
+            RateLimit::per_minute(Some(0), Some(10)),
+            Err(RateLimitError::Zero {
+                what: "requests_per_minute"
+            })
+        );
+        let err = RateLimit::per_minute(None, Some(0)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "tokens_per_minute must be at least 1 (leave it out for no limit)"
+        );
+        assert_eq!(RateLimit::per_minute(None, None), Ok(RateLimit::default()));
+    }
+
+    #[test]
+    fn a_request_reserves_its_prompt_and_its_output_cap() {
+        let text = "x".repeat(400);
+        let mut request = ChatRequest::new([ChatMessage::user(text)]);
+        let prompt = estimated_tokens(&request) - DEFAULT_OUTPUT_RESERVE;
+        // 400 bytes at four a token, and the message's framing.
+        assert!((100..120).contains(&prompt), "{prompt}");
+        request.max_tokens = Some(50);
+        assert_eq!(estimated_tokens(&request), prompt + 50);
+    }
+}
