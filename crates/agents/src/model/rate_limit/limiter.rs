@@ -57,7 +57,12 @@ impl Limiter {
     /// request then counts as sent. Dropping the future leaves the line, counting nothing.
     pub(super) async fn admit(&self, tokens: u64) -> Ticket {
         let queued = Instant::now();
-        let _turn = self.line.lock().await;
+        // Whether it waited at all, for the line or for room: the time a free lock takes is
+        // not a wait worth reporting.
+        let (_turn, mut waited) = match self.line.try_lock() {
+            Ok(turn) => (turn, false),
+            Err(_) => (self.line.lock().await, true),
+        };
         loop {
             let now = Instant::now();
             let (ready_at, freed) = {
@@ -66,13 +71,14 @@ impl Limiter {
                     None => {
                         let ticket = window.admit(now, tokens);
                         drop(window);
-                        self.count_admission(now - queued);
+                        self.count_admission(waited.then(|| now - queued));
                         return ticket;
                     }
                     // Made while the window is locked: a settlement after this wakes it.
                     Some(at) => (at, self.freed.notified()),
                 }
             };
+            waited = true;
             // A hold that grew meanwhile is found on the next look.
             tokio::select! {
                 () = tokio::time::sleep_until(ready_at) => {}
@@ -81,10 +87,10 @@ impl Limiter {
         }
     }
 
-    fn count_admission(&self, waited: Duration) {
+    fn count_admission(&self, waited: Option<Duration>) {
         let mut stats = self.stats_mut();
         stats.requests += 1;
-        if !waited.is_zero() {
+        if let Some(waited) = waited {
             // Inside the call's `chat` span: a slow call says why it was slow.
             tracing::info!(
                 waited_ms = waited.as_millis() as u64,

@@ -189,6 +189,21 @@ mod tests {
         assert_eq!(RateLimit::per_minute(None, None), Ok(RateLimit::default()));
     }
 
+    /// On the real clock: the time a free line takes to enter is not reported as a wait.
+    #[tokio::test]
+    async fn calls_with_room_to_spare_never_count_as_waiting() {
+        let inner = Arc::new(crate::model::ScriptedModel::new("m", []).with_fallback("ok"));
+        let model = RateLimitedModel::new(inner, RateLimit::per_minute(Some(100), None).unwrap());
+        for _ in 0..3 {
+            let answer = model
+                .chat(ChatRequest::new([ChatMessage::user("hi")]))
+                .await;
+            assert_eq!(answer.unwrap().message.text(), "ok");
+        }
+        let stats = model.stats();
+        assert_eq!((stats.requests, stats.waited), (3, 0), "{stats:?}");
+    }
+
     #[test]
     fn a_request_reserves_its_prompt_and_its_output_cap() {
         let text = "x".repeat(400);
