@@ -32,10 +32,10 @@ mod traced;
 #[cfg(feature = "local")]
 pub use local::{AutoToolCalls, LocalModel, LocalModelConfig, LocalModelError, fetch};
 // The benches' raw llama.cpp baseline: public for them, not part of the documented surface.
+pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig, AnthropicModel};
 #[cfg(feature = "local")]
 #[doc(hidden)]
 pub use local::baseline;
-pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig, AnthropicModel};
 pub use openai::{
     AuthStyle, DEFAULT_OPENAI_MODEL, MaxTokensField, OPENAI_BASE_URL, OpenAiConfig, OpenAiModel,
     known_context_window,

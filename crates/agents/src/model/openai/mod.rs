@@ -185,6 +185,9 @@ impl ChatModel for OpenAiModel {
         let body = build_request(&self.config, &request)?;
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
-        with_retries(&self.config.retry, &self.config.model, || self.attempt(&body)).await
+        with_retries(&self.config.retry, &self.config.model, || {
+            self.attempt(&body)
+        })
+        .await
     }
 }
