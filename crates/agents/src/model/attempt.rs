@@ -131,3 +131,44 @@ pub(super) async fn whole_body(
         Ok(Ok(bytes)) => Ok(bytes.to_vec()),
     }
 }
+
+/// How a provider reads a failure status and its body (with the server's `Retry-After`).
+pub(super) type ClassifyStatus<'a> =
+    &'a (dyn Fn(reqwest::StatusCode, Option<Duration>, &[u8]) -> AttemptError + Sync);
+
+/// Sends `request` and waits, up to `limit`, for a success status: a failure status is read
+/// whole (by the same deadline) and classified by the provider. Returns the response and the
+/// deadline its body is read by.
+pub(super) async fn send(
+    request: reqwest::RequestBuilder,
+    limit: Duration,
+    classify: ClassifyStatus<'_>,
+) -> Result<(reqwest::Response, Instant), AttemptError> {
+    let deadline = Instant::now() + limit;
+    let response = match tokio::time::timeout_at(deadline, request.send()).await {
+        Err(_) => return Err(AttemptError::timeout(limit)),
+        Ok(Err(e)) => return Err(AttemptError::transport(e)),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    if status.is_success() {
+        return Ok((response, deadline));
+    }
+    let retry_after = retry_after(response.headers());
+    let bytes = whole_body(response, deadline, limit).await?;
+    Err(classify(status, retry_after, &bytes))
+}
+
+/// The answer as a stream once its first delta is in — before it, a failure is another
+/// attempt's business; after it, the stream reports its own errors.
+pub(super) async fn first_delta<D: super::sse_answer::EventDecoder>(
+    mut answer: super::sse_answer::SseAnswer<D>,
+) -> Result<troupe_runtime::ChatStream, AttemptError> {
+    match answer.next().await {
+        Some(Ok(first)) => Ok(super::DeltaReader::into_stream(answer, first)),
+        Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
+        None => Err(AttemptError::before_first_delta(
+            ModelError::InvalidResponse("the stream ended without an answer".to_string()),
+        )),
+    }
+}

@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
-use tokio::time::Instant;
 use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
 
 mod config;
@@ -32,7 +31,7 @@ mod wire;
 
 pub use config::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig};
 
-use super::attempt::{AttemptError, is_event_stream, retry_after, whole_body, with_retries};
+use super::attempt::{AttemptError, first_delta, is_event_stream, send, whole_body, with_retries};
 use super::sse_answer::SseAnswer;
 use config::messages_url;
 use errors::classify_status;
@@ -87,23 +86,10 @@ impl AnthropicModel {
         answer_tool: &Option<AnswerTool>,
     ) -> Result<ChatStream, AttemptError> {
         let limit = self.config.request_timeout;
-        let deadline = Instant::now() + limit;
-        let response = match tokio::time::timeout_at(deadline, self.request(body).send()).await {
-            Err(_) => return Err(AttemptError::timeout(limit)),
-            Ok(Err(e)) => return Err(AttemptError::transport(e)),
-            Ok(Ok(response)) => response,
+        let classify = |status, retry_after, bytes: &[u8]| {
+            classify_status(status, retry_after, bytes, &self.config.model)
         };
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers());
-            let bytes = whole_body(response, deadline, limit).await?;
-            return Err(classify_status(
-                status,
-                retry_after,
-                &bytes,
-                &self.config.model,
-            ));
-        }
+        let (response, deadline) = send(self.request(body), limit, &classify).await?;
         if !is_event_stream(response.headers()) {
             // Every request asks for a stream; a server that answers otherwise is not one troupe
             // can read.
@@ -114,14 +100,7 @@ impl AnthropicModel {
             ))));
         }
         let decoder = EventsDecoder::new(&self.config.model, answer_tool.clone());
-        let mut answer = SseAnswer::new(response, limit, decoder);
-        match answer.next().await {
-            Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
-            Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
-            None => Err(AttemptError::before_first_delta(
-                ModelError::InvalidResponse("the stream ended without an answer".to_string()),
-            )),
-        }
+        first_delta(SseAnswer::new(response, limit, decoder)).await
     }
 
     /// The POST of `body` with the key and version headers.

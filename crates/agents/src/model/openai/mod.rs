@@ -35,7 +35,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
-use tokio::time::Instant;
 use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, stream_response};
 
 mod chunk;
@@ -48,7 +47,7 @@ pub use config::{
     known_context_window,
 };
 
-use super::attempt::{AttemptError, is_event_stream, retry_after, whole_body, with_retries};
+use super::attempt::{AttemptError, first_delta, is_event_stream, send, whole_body, with_retries};
 use super::sse_answer::SseAnswer;
 use chunk::ChunkDecoder;
 use config::chat_completions_url;
@@ -107,23 +106,10 @@ impl OpenAiModel {
     /// One request: its answer as a stream once the first delta is in, or why not.
     async fn attempt(&self, body: &[u8]) -> Result<ChatStream, AttemptError> {
         let limit = self.config.request_timeout;
-        let deadline = Instant::now() + limit;
-        let response = match tokio::time::timeout_at(deadline, self.request(body).send()).await {
-            Err(_) => return Err(AttemptError::timeout(limit)),
-            Ok(Err(e)) => return Err(AttemptError::transport(e)),
-            Ok(Ok(response)) => response,
+        let classify = |status, retry_after, bytes: &[u8]| {
+            classify_status(status, retry_after, bytes, &self.config.model)
         };
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after = retry_after(response.headers());
-            let bytes = whole_body(response, deadline, limit).await?;
-            return Err(classify_status(
-                status,
-                retry_after,
-                &bytes,
-                &self.config.model,
-            ));
-        }
+        let (response, deadline) = send(self.request(body), limit, &classify).await?;
         if !is_event_stream(response.headers()) {
             // A server that ignores `stream: true` answers with the whole completion (older
             // compatible servers do): one text delta, then the calls, usage and finish.
@@ -131,14 +117,7 @@ impl OpenAiModel {
             let whole = parse_response(&bytes).map_err(AttemptError::fatal)?;
             return Ok(stream_response(whole, usize::MAX));
         }
-        let mut answer = SseAnswer::new(response, limit, ChunkDecoder::default());
-        match answer.next().await {
-            Some(Ok(first)) => Ok(crate::model::DeltaReader::into_stream(answer, first)),
-            Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
-            None => Err(AttemptError::before_first_delta(
-                ModelError::InvalidResponse("the stream ended without an answer".to_string()),
-            )),
-        }
+        first_delta(SseAnswer::new(response, limit, ChunkDecoder::default())).await
     }
 
     /// The POST of `body` with the configured auth, headers and query.
