@@ -18,7 +18,6 @@
 //! stream that breaks before its first delta is retried too, one that breaks after it is a
 //! typed error.
 
-use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
@@ -31,7 +30,9 @@ mod wire;
 
 pub use config::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig};
 
-use super::attempt::{AttemptError, first_delta, is_event_stream, send, whole_body, with_retries};
+use super::attempt::{
+    AttemptError, first_delta, http_client, is_event_stream, send, whole_body, with_retries,
+};
 use super::sse_answer::SseAnswer;
 use config::messages_url;
 use errors::classify_status;
@@ -61,11 +62,7 @@ impl AnthropicModel {
     /// # Errors
     /// [`ModelError::Transport`] when the HTTP client cannot be built (TLS setup).
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        troupe_runtime::tls::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
-            .build()
-            .map_err(|e| ModelError::Transport(format!("cannot build the HTTP client: {e}")))?;
+        let http = http_client(config.request_timeout)?;
         let endpoint = messages_url(&config.base_url);
         Ok(AnthropicModel {
             config,

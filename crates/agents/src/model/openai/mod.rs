@@ -31,7 +31,6 @@
 //! backoff" nor "count attempts" can be done correctly on top of it. Owning the loop (a few dozen
 //! lines) gets all three right and keeps one retry layer, not two stacked ones.
 
-use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
@@ -47,7 +46,9 @@ pub use config::{
     known_context_window,
 };
 
-use super::attempt::{AttemptError, first_delta, is_event_stream, send, whole_body, with_retries};
+use super::attempt::{
+    AttemptError, first_delta, http_client, is_event_stream, send, whole_body, with_retries,
+};
 use super::sse_answer::SseAnswer;
 use chunk::ChunkDecoder;
 use config::chat_completions_url;
@@ -77,11 +78,7 @@ impl OpenAiModel {
     /// # Errors
     /// [`ModelError::Transport`] when the HTTP client cannot be built (TLS setup).
     pub fn new(config: OpenAiConfig) -> Result<Self, ModelError> {
-        troupe_runtime::tls::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.request_timeout.min(Duration::from_secs(30)))
-            .build()
-            .map_err(|e| ModelError::Transport(format!("cannot build the HTTP client: {e}")))?;
+        let http = http_client(config.request_timeout)?;
         let endpoint = chat_completions_url(&config.base_url);
         Ok(OpenAiModel {
             config,
