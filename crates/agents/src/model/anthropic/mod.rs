@@ -18,7 +18,6 @@
 //! stream that breaks before its first delta is retried too, one that breaks after it is a
 //! typed error.
 
-
 use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
 use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};

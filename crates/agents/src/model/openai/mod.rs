@@ -31,7 +31,6 @@
 //! backoff" nor "count attempts" can be done correctly on top of it. Owning the loop (a few dozen
 //! lines) gets all three right and keeps one retry layer, not two stacked ones.
 
-
 use async_trait::async_trait;
 use reqwest::header::CONTENT_TYPE;
 use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, stream_response};
