@@ -25,14 +25,12 @@ pub struct Spend {
 }
 
 impl Spend {
-    /// What one call of `usage` costs at `price` (no price: tokens only).
+    /// What one call of `usage` costs at `price` (no price: tokens only). The prompt tokens
+    /// read from or written to the provider's cache are priced at the cache prices, the rest
+    /// of the prompt at the input price: [`Usage::input_tokens`] counts all of them, whichever
+    /// provider answered, so none is priced twice.
     pub fn of(usage: Usage, price: Option<ModelPrice>) -> Spend {
-        // A price per million tokens is the price of one token in millionths.
-        let cost_micros = price.map_or(0, |p| {
-            (usage.input_tokens as f64 * p.input_per_million
-                + usage.output_tokens as f64 * p.output_per_million)
-                .round() as u64
-        });
+        let cost_micros = price.map_or(0, |p| p.cost_micros(usage));
         Spend {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
@@ -63,10 +61,56 @@ impl std::fmt::Display for Spend {
 /// A model's prices per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ModelPrice {
-    /// Per million prompt tokens.
+    /// Per million prompt tokens (those neither read from nor written to a prompt cache).
     pub input_per_million: f64,
     /// Per million generated tokens.
     pub output_per_million: f64,
+    /// Per million prompt tokens read from the provider's prompt cache
+    /// ([`Usage::cache_read_input_tokens`]; Anthropic bills 0.1× input, OpenAI 0.1–0.5×).
+    /// `None`: priced as input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_million: Option<f64>,
+    /// Per million prompt tokens written to the provider's prompt cache
+    /// ([`Usage::cache_creation_input_tokens`]; Anthropic bills 1.25× input for its 5-minute
+    /// cache). `None`: priced as input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_million: Option<f64>,
+}
+
+impl ModelPrice {
+    /// Prices for input and output tokens; cached prompt tokens priced as input.
+    pub fn new(input_per_million: f64, output_per_million: f64) -> Self {
+        ModelPrice {
+            input_per_million,
+            output_per_million,
+            cache_read_per_million: None,
+            cache_write_per_million: None,
+        }
+    }
+
+    /// What `usage` costs, in millionths: a price per million tokens is the price of one
+    /// token in millionths.
+    fn cost_micros(&self, usage: Usage) -> u64 {
+        let read = usage.cache_read_input_tokens;
+        let written = usage.cache_creation_input_tokens;
+        // Saturating: a provider reporting more cached tokens than prompt tokens must not
+        // wrap into an enormous plain-input count.
+        let plain = usage
+            .input_tokens
+            .saturating_sub(read)
+            .saturating_sub(written);
+        let read_price = self
+            .cache_read_per_million
+            .unwrap_or(self.input_per_million);
+        let write_price = self
+            .cache_write_per_million
+            .unwrap_or(self.input_per_million);
+        (plain as f64 * self.input_per_million
+            + read as f64 * read_price
+            + written as f64 * write_price
+            + usage.output_tokens as f64 * self.output_per_million)
+            .round() as u64
+    }
 }
 
 /// The most a scope may spend; `None` is no limit.
@@ -152,11 +196,12 @@ pub struct BudgetExceeded {
 }
 
 /// What a team spends, shared by the agents given the same one (clones share it), with the
-/// team's limit.
+/// team's limit (shared too: [`TeamSpend::set_limit`] changes it for every clone).
 #[derive(Debug, Clone, Default)]
 pub struct TeamSpend {
     spent: Arc<Mutex<Spend>>,
-    limit: SpendLimit,
+    /// A watch, not a plain lock: an agent paused on the team's budget waits for a change.
+    limit: tokio::sync::watch::Sender<SpendLimit>,
 }
 
 impl TeamSpend {
@@ -164,13 +209,24 @@ impl TeamSpend {
     pub fn new(limit: SpendLimit) -> Self {
         TeamSpend {
             spent: Arc::default(),
-            limit,
+            limit: tokio::sync::watch::Sender::new(limit),
         }
     }
 
     /// The team's limit.
     pub fn limit(&self) -> SpendLimit {
-        self.limit
+        *self.limit.borrow()
+    }
+
+    /// Change the team's limit (raise it, say, to let agents paused on it go on): every agent
+    /// sharing this budget checks against the new one from its next model call.
+    pub fn set_limit(&self, limit: SpendLimit) {
+        self.limit.send_replace(limit);
+    }
+
+    /// Follows the team's limit: `changed()` resolves after the next [`TeamSpend::set_limit`].
+    pub fn watch_limit(&self) -> tokio::sync::watch::Receiver<SpendLimit> {
+        self.limit.subscribe()
     }
 
     /// What the team has spent.
@@ -194,10 +250,7 @@ mod tests {
 
     #[test]
     fn a_limit_is_reached_at_equality_and_priced_per_million() {
-        let price = ModelPrice {
-            input_per_million: 2.0,
-            output_per_million: 8.0,
-        };
+        let price = ModelPrice::new(2.0, 8.0);
         let spend = Spend::of(
             Usage {
                 input_tokens: 500_000,
@@ -217,5 +270,36 @@ mod tests {
         let clone = team.clone();
         clone.record(spend);
         assert_eq!(team.spent(), spend);
+    }
+
+    #[test]
+    fn cached_prompt_tokens_are_priced_at_the_cache_prices_and_never_twice() {
+        // 1000 prompt tokens, of them 600 read from the cache and 300 written to it.
+        let usage = Usage {
+            input_tokens: 1000,
+            output_tokens: 10,
+            cache_read_input_tokens: 600,
+            cache_creation_input_tokens: 300,
+        };
+        let plain = ModelPrice::new(3.0, 15.0);
+        let cached = ModelPrice {
+            cache_read_per_million: Some(0.3),
+            cache_write_per_million: Some(3.75),
+            ..plain
+        };
+        // 100 × 3 + 600 × 0.3 + 300 × 3.75 + 10 × 15 = 300 + 180 + 1125 + 150.
+        assert_eq!(Spend::of(usage, Some(cached)).cost_micros, 1755);
+        // Without cache prices the cached tokens cost what input costs: 1000 × 3 + 10 × 15.
+        assert_eq!(Spend::of(usage, Some(plain)).cost_micros, 3150);
+        // Tokens stay the prompt's tokens, whatever they cost.
+        assert_eq!(Spend::of(usage, Some(cached)).input_tokens, 1000);
+        // A provider claiming more cached tokens than prompt tokens leaves no plain input (no
+        // wrap-around): only the 200 cache reads are priced.
+        let odd = Usage {
+            input_tokens: 100,
+            cache_read_input_tokens: 200,
+            ..Usage::default()
+        };
+        assert_eq!(Spend::of(odd, Some(cached)).cost_micros, 60);
     }
 }

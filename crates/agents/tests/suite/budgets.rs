@@ -48,10 +48,7 @@ async fn a_budget_spent_mid_turn_ends_the_request_typed_and_loses_nothing() {
             ScriptedReply::text("it says alpha"),
         ],
     ));
-    let price = ModelPrice {
-        input_per_million: 3.0,
-        output_per_million: 15.0,
-    };
+    let price = ModelPrice::new(3.0, 15.0);
     let spec = AgentSpec::new("coder", model.clone())
         .tools(ToolRegistry::with_file_tools())
         .workspace_root(dir.path())

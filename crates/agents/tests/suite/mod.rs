@@ -2,6 +2,7 @@ mod anthropic_server;
 mod approval;
 mod ask_stream;
 mod budgets;
+mod cache_pricing;
 mod compaction_hooks;
 mod compaction_road;
 mod compression;

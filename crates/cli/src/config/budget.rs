@@ -6,17 +6,24 @@
 //! [models.gpt]
 //! price = { input = 0.15, output = 0.60 }     # per million tokens
 //!
+//! [models.claude]                              # cached prompt tokens have their own prices
+//! price = { input = 3.0, output = 15.0, cache_read = 0.30, cache_write = 3.75 }
+//!
 //! [agents.coder]
 //! budget = { request = { input_tokens = 200000 }, agent = { cost = 5.0 } }
+//!
+//! [agents.reviewer]                             # once spent, wait (up to 600 s) for a raise
+//! budget = { agent = { output_tokens = 50000 }, on_exceeded = "pause", pause_timeout_secs = 600 }
 //!
 //! [team]
 //! budget = { output_tokens = 1000000, cost = 20.0 }
 //! ```
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use troupe_agents::spend::AgentBudget;
+use troupe_agents::spend::{AgentBudget, DEFAULT_PAUSE_TIMEOUT, OnExceeded, RaisedLimits};
 use troupe_runtime::budget::{ModelPrice, SpendLimit, TeamSpend};
 
 use super::validate::Problem;
@@ -29,6 +36,12 @@ pub struct PriceConfig {
     pub input: f64,
     /// Per million generated tokens.
     pub output: f64,
+    /// Per million prompt tokens read from the provider's prompt cache; left out: `input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<f64>,
+    /// Per million prompt tokens written to the provider's prompt cache; left out: `input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
 }
 
 /// `[agents.NAME] budget`.
@@ -41,6 +54,37 @@ pub struct BudgetConfig {
     /// What the agent may spend since it started.
     #[serde(default)]
     pub agent: LimitConfig,
+    /// What a request does once a budget (its own, the agent's or the team's) is spent: `end`
+    /// (the default) or `pause` until a limit is raised.
+    #[serde(default)]
+    pub on_exceeded: OnExceededConfig,
+    /// How long a paused request waits for a raise before it ends (default 240, under the
+    /// team's ask timeout); only with `on_exceeded = "pause"`.
+    pub pause_timeout_secs: Option<u64>,
+}
+
+/// `on_exceeded`: what a request does once a budget is spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnExceededConfig {
+    /// End with "budget exceeded", keeping what the request added.
+    #[default]
+    End,
+    /// Wait, before the next model call, until a limit is raised.
+    Pause,
+}
+
+impl BudgetConfig {
+    fn on_exceeded(&self) -> OnExceeded {
+        match self.on_exceeded {
+            OnExceededConfig::End => OnExceeded::End,
+            OnExceededConfig::Pause => OnExceeded::Pause {
+                timeout: self
+                    .pause_timeout_secs
+                    .map_or(DEFAULT_PAUSE_TIMEOUT, Duration::from_secs),
+            },
+        }
+    }
 }
 
 /// One scope's limits; a limit left out is no limit.
@@ -107,12 +151,16 @@ pub(super) fn agent_budget(
 ) -> AgentBudget {
     let budget = budget.unwrap_or_default();
     AgentBudget {
+        on_exceeded: budget.on_exceeded(),
+        raised: RaisedLimits::default(),
         request: budget.request.limit(),
         agent: budget.agent.limit(),
         team,
         price: price.map(|p| ModelPrice {
             input_per_million: p.input,
             output_per_million: p.output,
+            cache_read_per_million: p.cache_read,
+            cache_write_per_million: p.cache_write,
         }),
     }
 }
@@ -135,6 +183,12 @@ pub(super) fn check(
     let Some(budget) = budget else {
         return Ok(());
     };
+    if budget.pause_timeout_secs.is_some() && budget.on_exceeded != OnExceededConfig::Pause {
+        return Err((
+            format!("agents.{agent}.budget.pause_timeout_secs"),
+            "only a paused request waits: set on_exceeded = \"pause\" too".to_string(),
+        ));
+    }
     for (scope, limit) in [("request", budget.request), ("agent", budget.agent)] {
         if let Some(cost) = limit.cost {
             let key = format!("agents.{agent}.budget.{scope}.cost");
@@ -180,6 +234,14 @@ pub(super) fn check_price(model: &str, price: Option<&PriceConfig>) -> Result<()
     if let Some(price) = price {
         check_amount(format!("models.{model}.price.input"), price.input)?;
         check_amount(format!("models.{model}.price.output"), price.output)?;
+        for (key, value) in [
+            ("cache_read", price.cache_read),
+            ("cache_write", price.cache_write),
+        ] {
+            if let Some(value) = value {
+                check_amount(format!("models.{model}.price.{key}"), value)?;
+            }
+        }
     }
     Ok(())
 }
@@ -211,6 +273,41 @@ mod tests {
         let price = spec.budget.price.unwrap();
         assert_eq!(price.input_per_million, 3.0);
         assert_eq!(price.output_per_million, 15.0);
+        // No cache prices: cached prompt tokens are priced as input.
+        assert_eq!(price.cache_read_per_million, None);
+        assert_eq!(price.cache_write_per_million, None);
+    }
+
+    #[test]
+    fn cache_prices_reach_the_agents_spec_and_a_negative_one_is_refused_by_key() {
+        let config = Config::parse(
+            "[models.m]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\n\
+             price = { input = 3.0, output = 15.0, cache_read = 0.3, cache_write = 3.75 }\n\
+             [agents.coder]\n",
+        )
+        .unwrap();
+        let model: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("m", []));
+        let models = BTreeMap::from([("m".to_string(), model)]);
+        let price = config
+            .agent_spec("coder", &models, None)
+            .unwrap()
+            .budget
+            .price
+            .unwrap();
+        assert_eq!(price.cache_read_per_million, Some(0.3));
+        assert_eq!(price.cache_write_per_million, Some(3.75));
+        let err = Config::parse(
+            "[models.m]\nprovider = \"openai\"\nprice = { input = 1.0, output = 1.0, cache_read = -0.5 }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("models.m.price.cache_read"), "{err}");
+        let err = Config::parse(
+            "[models.m]\nprovider = \"openai\"\nprice = { input = 1.0, output = 1.0, cache_reads = 0.5 }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("cache_reads"), "{err}");
     }
 
     #[test]
