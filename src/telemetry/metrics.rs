@@ -7,6 +7,7 @@
 //! | span | metric |
 //! | --- | --- |
 //! | `chat` | `gen_ai.client.token.usage` (histogram, per `gen_ai.token.type` input/output) and `gen_ai.client.operation.duration` (histogram, seconds), by agent and model |
+//! | `chat` | `gen_ai.client.inference.usage.cache_read.input_tokens` and `gen_ai.client.inference.usage.cache_write.input_tokens` (counters): of the input tokens, those read from and written to the provider's prompt cache, by agent and model |
 //! | `execute_tool` | `gen_ai.client.operation.duration`, by agent and tool |
 //! | `compaction` | `troupe.compactions` and `troupe.compaction.tokens_freed` (counters), by agent and trigger |
 //! | `restart` | `troupe.agent.restarts` (counter), by agent, when the agent runs again |
@@ -40,6 +41,8 @@ const KEPT_FIELDS: &[&str] = &[
     semconv::TRIGGER,
     semconv::USAGE_INPUT_TOKENS,
     semconv::USAGE_OUTPUT_TOKENS,
+    semconv::USAGE_CACHE_READ_INPUT_TOKENS,
+    semconv::USAGE_CACHE_CREATION_INPUT_TOKENS,
     semconv::COMPACTION_TOKENS_BEFORE,
     semconv::COMPACTION_TOKENS_AFTER,
     semconv::RESTARTED,
@@ -56,6 +59,8 @@ pub fn is_measured(metadata: &tracing::Metadata<'_>) -> bool {
 #[derive(Debug, Clone)]
 struct Instruments {
     token_usage: Histogram<u64>,
+    cache_read_tokens: Counter<u64>,
+    cache_write_tokens: Counter<u64>,
     operation_duration: Histogram<f64>,
     compactions: Counter<u64>,
     tokens_freed: Counter<u64>,
@@ -69,6 +74,16 @@ impl Instruments {
                 .u64_histogram(semconv::METRIC_TOKEN_USAGE)
                 .with_unit("{token}")
                 .with_description("Tokens used per model call")
+                .build(),
+            cache_read_tokens: meter
+                .u64_counter(semconv::METRIC_USAGE_CACHE_READ_INPUT_TOKENS)
+                .with_unit("{token}")
+                .with_description("Input tokens read from the provider's prompt cache")
+                .build(),
+            cache_write_tokens: meter
+                .u64_counter(semconv::METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS)
+                .with_unit("{token}")
+                .with_description("Input tokens written to the provider's prompt cache")
                 .build(),
             operation_duration: meter
                 .f64_histogram(semconv::METRIC_OPERATION_DURATION)
@@ -220,6 +235,19 @@ impl MetricsLayer {
                         attributes.push(KeyValue::new(semconv::TOKEN_TYPE, token_type));
                         i.token_usage.record(tokens, &attributes);
                         attributes.pop();
+                    }
+                }
+                // Counters beside the histogram, not more `gen_ai.token.type`s: cached tokens
+                // are input tokens already, and a sum over the types would count them twice.
+                for (field, counter) in [
+                    (semconv::USAGE_CACHE_READ_INPUT_TOKENS, &i.cache_read_tokens),
+                    (
+                        semconv::USAGE_CACHE_CREATION_INPUT_TOKENS,
+                        &i.cache_write_tokens,
+                    ),
+                ] {
+                    if let Some(tokens) = span.number(field) {
+                        counter.add(tokens, &attributes);
                     }
                 }
                 attributes.extend(span.attributes(&[semconv::ERROR_TYPE]));

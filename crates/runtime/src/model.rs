@@ -104,8 +104,10 @@ impl ChatRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
     /// Prompt tokens: all of them, those read from or written to a provider's prompt cache
-    /// included (OpenAI's `prompt_tokens`; Anthropic's three input counts added up), so budgets
-    /// and compaction see the whole prompt whichever provider answered.
+    /// included (OpenAI's `prompt_tokens`; Anthropic's three input counts added up, its own
+    /// `input_tokens` being only those after the last cache mark), so budgets and compaction see
+    /// the whole prompt whichever provider answered. The uncached part is this less the two
+    /// cache counts below; [`Spend::of`](crate::budget::Spend::of) prices each part once.
     pub input_tokens: u64,
     /// Generated tokens.
     pub output_tokens: u64,

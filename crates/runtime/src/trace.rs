@@ -222,6 +222,16 @@ pub mod semconv {
     /// Metric `gen_ai.client.token.usage` (histogram, `{token}`): tokens per model call, by
     /// agent, model and [`TOKEN_TYPE`].
     pub const METRIC_TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+    /// Metric `gen_ai.client.inference.usage.cache_read.input_tokens` (counter, `{token}`):
+    /// of the input tokens, those read from the provider's prompt cache, by agent and model
+    /// (the GenAI conventions' usage counter; `gen_ai.token.type` has only `input` and `output`,
+    /// and cached tokens are input tokens, so a third type would count them twice).
+    pub const METRIC_USAGE_CACHE_READ_INPUT_TOKENS: &str =
+        "gen_ai.client.inference.usage.cache_read.input_tokens";
+    /// Metric `gen_ai.client.inference.usage.cache_write.input_tokens` (counter, `{token}`): of
+    /// the input tokens, those written to the provider's prompt cache, by agent and model.
+    pub const METRIC_USAGE_CACHE_WRITE_INPUT_TOKENS: &str =
+        "gen_ai.client.inference.usage.cache_write.input_tokens";
     /// Metric `gen_ai.client.operation.duration` (histogram, `s`): how long a model call
     /// (`gen_ai.operation.name` = `chat`) or a tool call (`execute_tool`) took.
     pub const METRIC_OPERATION_DURATION: &str = "gen_ai.client.operation.duration";

@@ -5,6 +5,7 @@
 //! This module holds the collector and what both suites share; `spans.rs` checks the spans,
 //! `metrics.rs` the metrics.
 
+mod cache_metrics;
 mod metrics;
 mod spans;
 
