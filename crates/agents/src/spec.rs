@@ -187,7 +187,8 @@ impl AgentSpec {
     /// With these budgets: before every model call the agent checks what the request, the
     /// agent and its team spent (compaction calls included); once one has reached its limit the
     /// request ends with [`AgentError::BudgetExceeded`](troupe_runtime::AgentError::BudgetExceeded),
-    /// keeping what it added so far.
+    /// keeping what it added so far — or, with [`OnExceeded::Pause`](crate::spend::OnExceeded),
+    /// waits until a limit is raised ([`AgentBudget::raise`]).
     pub fn budget(mut self, budget: AgentBudget) -> Self {
         self.budget = budget;
         self

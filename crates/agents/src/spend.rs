@@ -4,14 +4,60 @@
 //! the budgets before the next one, and the compaction client, which records what a
 //! compaction's summarizer spent (the one road every compaction takes, whoever compresses):
 //! compaction calls count against the request, the agent and the team like any other call.
+//!
+//! What happens once a budget is spent is the budget's [`OnExceeded`]: the request ends, or it
+//! pauses until a limit is raised ([`AgentBudget::raise`], [`TeamSpend::set_limit`]).
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 use troupe_runtime::Usage;
 use troupe_runtime::budget::{
     BudgetExceeded, BudgetScope, ModelPrice, Spend, SpendLimit, TeamSpend,
 };
+
+/// How long a paused request waits for a raised limit by default before it ends: under the
+/// team's default ask timeout (300 s), like an approval's, so the caller hears
+/// [`BudgetExceeded`] before it gives up on the request.
+pub const DEFAULT_PAUSE_TIMEOUT: Duration = Duration::from_secs(240);
+
+/// What a request does once one of its budgets is spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnExceeded {
+    /// End with [`BudgetExceeded`], keeping what the request added.
+    #[default]
+    End,
+    /// Before the next model call, publish
+    /// [`Event::BudgetPaused`](troupe_runtime::Event::BudgetPaused) and wait until the limit is
+    /// raised, then go on; after `timeout` (or once the caller stops listening) end as with
+    /// [`OnExceeded::End`].
+    Pause {
+        /// How long to wait for a raised limit.
+        timeout: Duration,
+    },
+}
+
+impl OnExceeded {
+    /// Pause, with the default timeout ([`DEFAULT_PAUSE_TIMEOUT`]).
+    pub fn pause() -> Self {
+        OnExceeded::Pause {
+            timeout: DEFAULT_PAUSE_TIMEOUT,
+        }
+    }
+}
+
+/// The request and agent limits as raised while the agent runs (`None`: the budget's own);
+/// clones share them.
+#[derive(Debug, Clone, Default)]
+pub struct RaisedLimits(watch::Sender<Raised>);
+
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Raised {
+    request: Option<SpendLimit>,
+    agent: Option<SpendLimit>,
+}
 
 /// An agent's budgets: per request, for the agent as a whole (since it started), and the
 /// team's (shared by every agent given a clone of the same [`TeamSpend`]); with the prices of
@@ -39,6 +85,34 @@ pub struct AgentBudget {
     pub team: Option<TeamSpend>,
     /// The model's prices (no prices: cost stays 0 and cost limits are never reached).
     pub price: Option<ModelPrice>,
+    /// What a request does once a budget is spent: end (the default) or pause.
+    pub on_exceeded: OnExceeded,
+    /// Limits raised since the agent started ([`AgentBudget::raise`]); shared by this budget's
+    /// clones, so the one the agent was given and the one its builder kept are the same.
+    pub raised: RaisedLimits,
+}
+
+/// There is no team budget to raise.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the agent has no team budget to raise")]
+pub struct NoTeamBudget;
+
+impl AgentBudget {
+    /// Replace the limit of `scope` from now on (raise it, say, to let a paused request go on):
+    /// the request limit holds for this and every later request, the team's for every agent
+    /// sharing it ([`TeamSpend::set_limit`]). Agents given a clone of this budget see it at
+    /// their next check.
+    ///
+    /// # Errors
+    /// [`NoTeamBudget`] for [`BudgetScope::Team`] without a team budget.
+    pub fn raise(&self, scope: BudgetScope, limit: SpendLimit) -> Result<(), NoTeamBudget> {
+        match scope {
+            BudgetScope::Request => self.raised.0.send_modify(|r| r.request = Some(limit)),
+            BudgetScope::Agent => self.raised.0.send_modify(|r| r.agent = Some(limit)),
+            BudgetScope::Team => self.team.as_ref().ok_or(NoTeamBudget)?.set_limit(limit),
+        }
+        Ok(())
+    }
 }
 
 /// What an agent has spent, for `/context`.
@@ -108,9 +182,18 @@ impl SpendMeter {
             (spent.request, spent.agent)
         };
         let team = self.budget.team.as_ref().map(|t| (t.spent(), t.limit()));
+        let raised = *self.budget.raised.0.borrow();
         let scopes = [
-            Some((BudgetScope::Request, request, self.budget.request)),
-            Some((BudgetScope::Agent, agent, self.budget.agent)),
+            Some((
+                BudgetScope::Request,
+                request,
+                raised.request.unwrap_or(self.budget.request),
+            )),
+            Some((
+                BudgetScope::Agent,
+                agent,
+                raised.agent.unwrap_or(self.budget.agent),
+            )),
             team.map(|(spent, limit)| (BudgetScope::Team, spent, limit)),
         ];
         match scopes
@@ -124,6 +207,42 @@ impl SpendMeter {
                 scope,
             }),
             None => Ok(()),
+        }
+    }
+
+    /// What the budget says to do once one is spent.
+    pub fn on_exceeded(&self) -> OnExceeded {
+        self.budget.on_exceeded
+    }
+
+    /// Wait until no budget is spent any more — a limit was raised (or changed) so the next
+    /// call may start — checking again after every change; `Err` with the budget still spent
+    /// after `timeout`. Cancel-safe: dropping it waits no more and changes nothing.
+    ///
+    /// # Errors
+    /// [`BudgetExceeded`], as [`SpendMeter::check`] says it at the end.
+    pub async fn wait_for_raise(&self, timeout: Duration) -> Result<(), BudgetExceeded> {
+        // Subscribed before each check: a raise between the check and the wait is not missed.
+        let mut own = self.budget.raised.0.subscribe();
+        let mut team = self.budget.team.as_ref().map(TeamSpend::watch_limit);
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let hit = match self.check() {
+                Ok(()) => return Ok(()),
+                Err(hit) => hit,
+            };
+            let team_changed = async {
+                match team.as_mut() {
+                    // A dropped sender cannot be: this meter's budget holds a clone of it.
+                    Some(team) => team.changed().await.unwrap_or(()),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = own.changed() => {}
+                () = team_changed => {}
+                () = tokio::time::sleep_until(deadline) => return Err(hit),
+            }
         }
     }
 

@@ -165,6 +165,20 @@ pub enum Event {
         /// The call's arguments as the model wrote them (JSON).
         arguments: String,
     },
+    /// An agent's budget is spent and its policy says pause (`troupe_agents`'
+    /// `OnExceeded::Pause`): before its next model call the agent waits until the limit is
+    /// raised ([`TeamSpend::set_limit`] for the team's, the agent's `AgentBudget::raise` for its
+    /// own), then goes on; when the pause times out or the caller stops listening, the request
+    /// ends with the same [`BudgetExceeded`] and keeps what it added.
+    ///
+    /// [`TeamSpend::set_limit`]: crate::budget::TeamSpend::set_limit
+    /// [`BudgetExceeded`]: crate::budget::BudgetExceeded
+    BudgetPaused {
+        /// The agent that waits.
+        agent: String,
+        /// Which budget is spent, its spend and its limit.
+        exceeded: crate::budget::BudgetExceeded,
+    },
     /// The supervisor restarted a failed agent.
     AgentRestarted {
         /// The name of the agent it happened in.
@@ -201,6 +215,7 @@ impl Event {
             | Event::CompactionFailed { agent, .. }
             | Event::CompactionApplied { agent, .. }
             | Event::ApprovalRequested { agent, .. }
+            | Event::BudgetPaused { agent, .. }
             | Event::AgentRestarted { agent, .. }
             | Event::AgentStopped { agent, .. } => agent,
         }

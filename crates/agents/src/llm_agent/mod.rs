@@ -24,6 +24,7 @@ mod precall;
 mod recall_tool;
 mod scopes;
 mod session_ops;
+mod spend_pause;
 mod tool_span;
 mod tool_tokens;
 mod turn;

@@ -178,15 +178,16 @@ impl LlmAgent {
             if watch.is_some_and(RequestWatch::is_abandoned) {
                 return Err(AgentError::Cancelled);
             }
-            // No call starts once a budget is spent; what the request added stays.
-            self.spend.check().map_err(AgentError::BudgetExceeded)?;
+            // No call starts once a budget is spent (or, paused, until it is raised); what the
+            // request added stays.
+            self.within_budget(ctx, trace_id, watch).await?;
             // Measured before every call, the first included: what the request added (a large
             // message, a relayed answer) has not been checked yet.
             self.prepare_call(ctx)
                 .await
                 .map_err(AgentError::ContextOverflow)?;
             // A compaction on the way may have spent the rest.
-            self.spend.check().map_err(AgentError::BudgetExceeded)?;
+            self.within_budget(ctx, trace_id, watch).await?;
             let reply = match self.call_model(ctx, trace_id, watch, format).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {

@@ -1,6 +1,7 @@
 mod anthropic_server;
 mod approval;
 mod ask_stream;
+mod budget_pause;
 mod budgets;
 mod cache_pricing;
 mod compaction_hooks;

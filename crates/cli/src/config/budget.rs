@@ -311,6 +311,55 @@ mod tests {
     }
 
     #[test]
+    fn on_exceeded_reaches_the_agents_spec_and_a_bad_value_is_refused_by_key() {
+        use std::time::Duration;
+        use troupe_agents::spend::{DEFAULT_PAUSE_TIMEOUT, OnExceeded};
+
+        let model: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("m", []));
+        let models = BTreeMap::from([("m".to_string(), model)]);
+        let on_exceeded = |toml: &str| {
+            let config = Config::parse(&format!(
+                "[models.m]\nprovider = \"openai\"\n[agents.coder]\n{toml}"
+            ))
+            .unwrap();
+            config
+                .agent_spec("coder", &models, None)
+                .unwrap()
+                .budget
+                .on_exceeded
+        };
+        assert_eq!(on_exceeded(""), OnExceeded::End);
+        assert_eq!(
+            on_exceeded("budget = { on_exceeded = \"end\" }"),
+            OnExceeded::End
+        );
+        assert_eq!(
+            on_exceeded("budget = { on_exceeded = \"pause\" }"),
+            OnExceeded::Pause {
+                timeout: DEFAULT_PAUSE_TIMEOUT
+            }
+        );
+        assert_eq!(
+            on_exceeded("budget = { on_exceeded = \"pause\", pause_timeout_secs = 30 }"),
+            OnExceeded::Pause {
+                timeout: Duration::from_secs(30)
+            }
+        );
+        let err = Config::parse("[agents.coder]\nbudget = { on_exceeded = \"wait\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("budget.on_exceeded"), "{err}");
+        assert!(err.contains("`end`") && err.contains("`pause`"), "{err}");
+        let err = Config::parse("[agents.coder]\nbudget = { pause_timeout_secs = 30 }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("agents.coder.budget.pause_timeout_secs"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn every_agent_built_from_one_config_spends_from_one_team_budget() {
         let config = Config::parse(
             "[models.m]\nprovider = \"openai\"\nprice = { input = 3.0, output = 15.0 }\n\

@@ -28,6 +28,7 @@
 //! tools = ["read_file", "grep"]
 //! pinned = [{ file = "RULES.md" }]   # never compacted; also { text = "…", role = "system" }
 //! budget = { request = { input_tokens = 200000 }, agent = { cost = 5.0 } }
+//!                                    # on_exceeded = "pause": wait for a raised limit instead
 //!
 //! [team]
 //! budget = { cost = 20.0 }           # every agent together, compaction calls included; also
@@ -68,7 +69,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use approve::ApproveRuleConfig;
-pub use budget::{BudgetConfig, LimitConfig, PriceConfig, TeamSection};
+pub use budget::{BudgetConfig, LimitConfig, OnExceededConfig, PriceConfig, TeamSection};
 pub use build::{BuildError, build_model};
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 pub use pinned::{PinnedConfig, PinnedRole};

@@ -1,0 +1,51 @@
+//! The spend check before every model call: a request whose budget is spent ends, or — the
+//! budget's [`OnExceeded::Pause`] — waits there for a raised limit (`spend.rs`).
+//!
+//! The pause sits at a turn boundary, before a call: every assistant message has its tool
+//! results, so a pause that ends without a raise ends the request exactly as
+//! [`OnExceeded::End`] would have, keeping everything. The raise itself does not travel
+//! through the agent's mailbox, which the paused request occupies: it is a shared limit the
+//! meter watches ([`AgentBudget::raise`](crate::spend::AgentBudget::raise),
+//! [`TeamSpend::set_limit`](troupe_runtime::budget::TeamSpend::set_limit)).
+
+use troupe_runtime::{AgentContext, AgentError, Event, RequestWatch, TraceId};
+
+use super::LlmAgent;
+use crate::spend::OnExceeded;
+
+impl LlmAgent {
+    /// `Ok` when the next model call may start; else, by the budget's policy, end with
+    /// [`AgentError::BudgetExceeded`] or pause until a limit is raised (ending the same way
+    /// when the pause times out or the caller stops listening).
+    pub(super) async fn within_budget(
+        &self,
+        ctx: &AgentContext,
+        trace_id: TraceId,
+        watch: Option<&RequestWatch>,
+    ) -> Result<(), AgentError> {
+        let Err(exceeded) = self.spend.check() else {
+            return Ok(());
+        };
+        let OnExceeded::Pause { timeout } = self.spend.on_exceeded() else {
+            return Err(AgentError::BudgetExceeded(exceeded));
+        };
+        tracing::info!(agent = %ctx.name, %exceeded, "budget spent; paused until a limit is raised");
+        ctx.events.publish(
+            Some(trace_id),
+            Event::BudgetPaused {
+                agent: ctx.name.clone(),
+                exceeded: exceeded.clone(),
+            },
+        );
+        // An abandoned request ends as a timed-out pause does: typed, nothing rolled back.
+        let waited = self.spend.wait_for_raise(timeout);
+        let result = match watch {
+            None => waited.await,
+            Some(watch) => tokio::select! {
+                waited = waited => waited,
+                () = watch.abandoned() => self.spend.check(),
+            },
+        };
+        result.map_err(AgentError::BudgetExceeded)
+    }
+}
