@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_client_exit;
 mod mcp_serve;
 mod node;
+mod node_typed;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod readme;

@@ -15,19 +15,19 @@ use super::chat_server::ChatServer;
 use super::support::with_trace_file;
 
 /// A cookie as `openssl rand -hex 32` makes them (`troupe node` refuses a weak one).
-const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";
+pub(super) const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";
 
 /// A process holds one cluster node at a time: ractor's process groups are process-wide, so two
 /// tests' nodes in this test binary would see each other's agents (both nodes here are named
 /// `remote` and host `helper`) and a request could be answered by the other test's node.
-fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(super) fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static NODES: std::sync::Mutex<()> = std::sync::Mutex::new(());
     NODES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
+pub(super) fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
     let config = dir.join("troupe.toml");
     std::fs::write(
         &config,
@@ -51,7 +51,7 @@ instructions = "Be brief."
 }
 
 /// A `troupe node` process, killed if a failing test leaves it running.
-struct NodeProcess(Child);
+pub(super) struct NodeProcess(Child);
 
 impl Drop for NodeProcess {
     fn drop(&mut self) {
@@ -74,7 +74,7 @@ impl std::ops::DerefMut for NodeProcess {
 }
 
 /// `troupe node` on `config`; returns the process and the address from its `READY` line.
-fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAddr) {
+pub(super) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args([
             "node",

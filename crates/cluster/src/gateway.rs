@@ -6,6 +6,10 @@
 //! handled again, and its answer stays here until it is collected (or crowded out by
 //! [`ANSWERS_KEPT`] newer ones), so an asker that reconnects and awaits again gets the same
 //! answer rather than a second run.
+//!
+//! A delivery's typed-answer format reaches the agent's model only once checked
+//! ([`WireResponseFormat::checked`](crate::wire::WireResponseFormat::checked)): one a peer sends
+//! that no answer type would make is refused at acknowledgement, before anything runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -14,6 +18,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::watch;
 use tracing::Instrument;
 use troupe_runtime::trace::semconv;
+use troupe_runtime::typed::ResponseFormat;
 use troupe_runtime::{AgentRequest, AskError, Directory, TraceContext};
 
 use crate::wire::{self, Delivery, GatewayMsg, WireReply, WireRequest};
@@ -72,9 +77,19 @@ impl Actor for Gateway {
                     node: state.node.clone(),
                 },
             ),
-            Ok(WireRequest::Deliver(delivery)) => {
-                state.deliver(delivery);
-                answer(reply, &WireReply::Accepted);
+            Ok(WireRequest::Deliver(mut delivery)) => {
+                match delivery
+                    .response_format
+                    .take()
+                    .map(|f| f.checked())
+                    .transpose()
+                {
+                    Err(reason) => answer(reply, &WireReply::Refused(reason)),
+                    Ok(format) => {
+                        state.deliver(*delivery, format);
+                        answer(reply, &WireReply::Accepted);
+                    }
+                }
             }
             Ok(WireRequest::Await {
                 request_id,
@@ -92,8 +107,9 @@ impl Actor for Gateway {
 }
 
 impl GatewayState {
-    /// Start handling `delivery` unless it was delivered before.
-    fn deliver(&mut self, delivery: Delivery) {
+    /// Start handling `delivery` (its answer in `format`, checked) unless it was delivered
+    /// before.
+    fn deliver(&mut self, delivery: Delivery, format: Option<ResponseFormat>) {
         if self.answers.contains_key(&delivery.request_id) {
             tracing::debug!(request_id = %delivery.request_id, "duplicate delivery acknowledged, not handled again");
             return;
@@ -109,7 +125,7 @@ impl GatewayState {
         let directory = self.directory.clone();
         let node = self.node.clone();
         tokio::spawn(async move {
-            let result = handle_delivery(&directory, &node, delivery).await;
+            let result = handle_delivery(&directory, &node, delivery, format).await;
             let _ = tx.send(Some(result));
         });
     }
@@ -120,6 +136,7 @@ async fn handle_delivery(
     directory: &Directory,
     node: &str,
     delivery: Delivery,
+    response_format: Option<ResponseFormat>,
 ) -> Result<String, AskError> {
     let sender = TraceContext::from_traceparent(&delivery.traceparent);
     let trace = sender.map_or_else(TraceContext::new_root, |t| t.child());
@@ -146,8 +163,7 @@ async fn handle_delivery(
         from: delivery.from,
         text: delivery.text,
         trace,
-        // A typed ask's schema does not cross nodes: the asker's side checks the answer.
-        response_format: None,
+        response_format,
     };
     let timeout = Duration::from_millis(delivery.timeout_ms);
     async {
@@ -254,6 +270,7 @@ mod tests {
             from_node: "elsewhere".into(),
             timeout_ms: 10_000,
             wants_answer: true,
+            response_format: None,
         }
     }
 
@@ -279,7 +296,7 @@ mod tests {
         .await
         .unwrap();
 
-        let deliver = WireRequest::Deliver(delivery("r-1"));
+        let deliver = WireRequest::Deliver(Box::new(delivery("r-1")));
         assert_eq!(call(&gateway, &deliver).await, WireReply::Accepted);
         // A reconnecting asker delivers again: acknowledged, not run again.
         assert_eq!(call(&gateway, &deliver).await, WireReply::Accepted);
@@ -319,4 +336,89 @@ mod tests {
     }
 
     const WIRE_PROTOCOL_NEXT: u32 = crate::wire::WIRE_PROTOCOL + 1;
+
+    /// Answers the name of the response format its request carries (`none` without one).
+    struct FormatEcho;
+
+    #[async_trait]
+    impl AgentBehavior for FormatEcho {
+        async fn handle(
+            &mut self,
+            request: AgentRequest,
+            _ctx: &AgentContext,
+        ) -> Result<String, AgentError> {
+            Ok(request
+                .response_format
+                .map_or_else(|| "none".to_string(), |f| f.name))
+        }
+        fn checkpoint(&self) -> Checkpoint {
+            Checkpoint::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_checked_response_format_reaches_the_agent_and_a_hostile_one_is_refused_unrun() {
+        let team = Team::start(TeamConfig::default()).await.unwrap();
+        team.spawn(
+            "counter",
+            Arc::new(|_| Ok(Box::new(FormatEcho) as Box<dyn AgentBehavior>)),
+        )
+        .await
+        .unwrap();
+        let (gateway, _task) = Actor::spawn(
+            None,
+            Gateway,
+            GatewayArgs {
+                node: "here".into(),
+                directory: team.directory().clone(),
+            },
+        )
+        .await
+        .unwrap();
+        let typed = |id: &str, schema: serde_json::Value| {
+            WireRequest::Deliver(Box::new(Delivery {
+                response_format: Some(crate::wire::WireResponseFormat {
+                    name: "City".into(),
+                    schema,
+                    strict: false,
+                }),
+                ..delivery(id)
+            }))
+        };
+        let wait = |id: &str| WireRequest::Await {
+            request_id: id.into(),
+            timeout_ms: 10_000,
+        };
+
+        let schema = serde_json::json!({"type": "object"});
+        assert_eq!(
+            call(&gateway, &typed("t-1", schema)).await,
+            WireReply::Accepted
+        );
+        assert_eq!(
+            call(&gateway, &wait("t-1")).await,
+            WireReply::Answer(Ok("City".into()))
+        );
+        // A schema no answer type makes is refused before anything runs: nothing to await.
+        let huge = serde_json::json!({"description": "x".repeat(crate::wire::MAX_SCHEMA_BYTES)});
+        match call(&gateway, &typed("t-2", huge)).await {
+            WireReply::Refused(reason) => assert!(reason.contains("schema"), "{reason}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(
+            call(&gateway, &wait("t-2")).await,
+            WireReply::UnknownRequest
+        );
+        // An untyped delivery runs untyped.
+        assert_eq!(
+            call(&gateway, &WireRequest::Deliver(Box::new(delivery("t-3")))).await,
+            WireReply::Accepted
+        );
+        assert_eq!(
+            call(&gateway, &wait("t-3")).await,
+            WireReply::Answer(Ok("none".into()))
+        );
+        gateway.stop(None);
+        team.shutdown().await;
+    }
 }

@@ -35,6 +35,11 @@
 //! - **Typed jobs** cross nodes only as [`WireJob`](troupe_runtime::WireJob)s, to a team that
 //!   accepts their kind: an agent with no compression agent on its own node compacts through the
 //!   one on another node, and on its own node (the planner) when that one cannot be reached.
+//! - **Typed asks stay typed**: an ask's response format (`Team::ask_typed`'s schema) travels
+//!   with it and constrains the agent's model on the other node as it would locally. A peer's
+//!   format is checked first (a schema name OpenAI accepts, a JSON object of at most
+//!   [`MAX_SCHEMA_BYTES`]); another is refused at acknowledgement. A node without the field
+//!   ignores it: its model answers unconstrained, and the asker checks the answer either way.
 
 mod cookie;
 mod door;
@@ -53,4 +58,4 @@ pub use error::ClusterError;
 pub use heartbeat::{HEARTBEAT_DEADLINE, HEARTBEAT_INTERVAL};
 pub use node::{ClusterNode, NodeConfig};
 pub use tls::TlsConfig;
-pub use wire::{FrameError, WIRE_PROTOCOL};
+pub use wire::{FrameError, MAX_SCHEMA_BYTES, WIRE_PROTOCOL};

@@ -13,7 +13,7 @@ use troupe_runtime::trace::semconv;
 use troupe_runtime::{AgentRequest, AskError, RemoteAgents, TraceContext};
 
 use crate::peers::Peers;
-use crate::wire::{self, Delivery, GatewayMsg, WireReply, WireRequest};
+use crate::wire::{self, Delivery, GatewayMsg, WireReply, WireRequest, WireResponseFormat};
 
 /// The process-group scope troupe's agent names live in.
 pub(crate) const SCOPE: &str = "troupe";
@@ -93,6 +93,8 @@ impl ClusterRoute {
             from_node: self.node.clone(),
             timeout_ms: millis(timeout),
             wants_answer,
+            // A typed ask's schema goes with it, so the agent's model there is constrained too.
+            response_format: request.response_format.map(WireResponseFormat::from),
         };
         Ok((delivery, gateway, node))
     }
@@ -165,7 +167,12 @@ impl RemoteAgents for ClusterRoute {
     async fn send(&self, name: &str, request: AgentRequest) -> Result<(), AskError> {
         let (delivery, gateway, node) =
             self.delivery(name, request, Duration::from_secs(300), false, None)?;
-        let ack = call(&gateway, &WireRequest::Deliver(delivery), ACK_TIMEOUT).await;
+        let ack = call(
+            &gateway,
+            &WireRequest::Deliver(Box::new(delivery)),
+            ACK_TIMEOUT,
+        )
+        .await;
         acknowledged(ack, &node)
     }
 }
@@ -222,7 +229,7 @@ impl ClusterRoute {
             request_id: delivery.request_id.clone(),
             timeout_ms: millis(timeout),
         };
-        let deliver = WireRequest::Deliver(delivery);
+        let deliver = WireRequest::Deliver(Box::new(delivery));
         // A failed acknowledgement ends the ask at once (dropping the pending await).
         let ((), mut answer) = tokio::try_join!(
             async { acknowledged(call(&gateway, &deliver, ACK_TIMEOUT).await, &node) },

@@ -11,11 +11,19 @@ use ractor::{Message, RpcReplyPort};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use troupe_runtime::AskError;
+use troupe_runtime::typed::ResponseFormat;
 
 /// The troupe wire protocol this build speaks. Bump it with any change to [`WireRequest`] or
 /// [`WireReply`] that an older node would misread. 2: an agent's model error travels as the
 /// typed `ModelError` (`AgentError::Model`), and a compaction request names its focus `focus`.
+/// (A delivery's `response_format` is not a new version: a node without it ignores the field
+/// and runs the ask unconstrained, and the asker checks the answer either way.)
 pub const WIRE_PROTOCOL: u32 = 2;
+
+/// The largest JSON Schema a delivery may carry, serialized: schemas derived from answer types
+/// are a few KiB, and a peer's schema reaches the model's request (and a local model's grammar
+/// compiler), so one no real type needs is refused at the door.
+pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
 /// The variant name ractor carries with a serialized call (it must match on both ends).
 const CALL_VARIANT: &str = "troupe.call";
@@ -60,8 +68,9 @@ impl Message for GatewayMsg {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) enum WireRequest {
     /// Hand a request to a local agent; answered at once with [`WireReply::Accepted`] (the
-    /// acknowledgement), the work goes on after.
-    Deliver(Delivery),
+    /// acknowledgement), the work goes on after. Boxed: it is most of what the enum holds, and
+    /// serde writes a box as its content, so the frame is the same.
+    Deliver(Box<Delivery>),
     /// Wait for the answer to a delivered request, at most `timeout_ms`.
     Await { request_id: String, timeout_ms: u64 },
     /// Which protocol and name the node has (sent when nodes connect).
@@ -90,6 +99,63 @@ pub(crate) struct Delivery {
     pub(crate) timeout_ms: u64,
     /// `false` for a `send`: nobody will await the answer, so none is kept.
     pub(crate) wants_answer: bool,
+    /// A typed ask's answer format, for every model call the agent makes for it. Absent from
+    /// older nodes' deliveries (and left out when `None`, so untyped frames are unchanged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) response_format: Option<WireResponseFormat>,
+}
+
+/// A [`ResponseFormat`] as it travels; [`WireResponseFormat::checked`] turns a peer's back into
+/// one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WireResponseFormat {
+    pub(crate) name: String,
+    pub(crate) schema: serde_json::Value,
+    #[serde(default)]
+    pub(crate) strict: bool,
+}
+
+impl From<ResponseFormat> for WireResponseFormat {
+    fn from(format: ResponseFormat) -> Self {
+        WireResponseFormat {
+            name: format.name,
+            schema: format.schema,
+            strict: format.strict,
+        }
+    }
+}
+
+impl WireResponseFormat {
+    /// The format, if it is one this node's models can be given: a name as
+    /// [`ResponseFormat::of`] makes them (1 to 64 of `[A-Za-z0-9_-]`, what OpenAI accepts), a
+    /// schema that is a JSON object of at most [`MAX_SCHEMA_BYTES`]. Otherwise why not.
+    pub(crate) fn checked(self) -> Result<ResponseFormat, String> {
+        let name_ok = (1..=64).contains(&self.name.len())
+            && self
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !name_ok {
+            return Err(format!(
+                "response format name {:?} is not 1 to 64 of [A-Za-z0-9_-]",
+                self.name.chars().take(80).collect::<String>()
+            ));
+        }
+        if !self.schema.is_object() {
+            return Err("response format schema is not a JSON object".to_string());
+        }
+        let size = serde_json::to_vec(&self.schema).map_or(usize::MAX, |bytes| bytes.len());
+        if size > MAX_SCHEMA_BYTES {
+            return Err(format!(
+                "response format schema is {size} bytes, more than {MAX_SCHEMA_BYTES}"
+            ));
+        }
+        Ok(ResponseFormat {
+            name: self.name,
+            schema: self.schema,
+            strict: self.strict,
+        })
+    }
 }
 
 /// A gateway's answer.
@@ -171,13 +237,32 @@ mod tests {
             from_node: "a".into(),
             timeout_ms: 1000,
             wants_answer: true,
+            response_format: None,
+        }
+    }
+
+    /// A typed ask's format, as `ResponseFormat::of` makes one.
+    fn format() -> WireResponseFormat {
+        WireResponseFormat {
+            name: "City".into(),
+            schema: serde_json::json!({
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"]
+            }),
+            strict: false,
         }
     }
 
     #[test]
     fn a_frame_round_trips() {
-        let request = WireRequest::Deliver(delivery());
+        let request = WireRequest::Deliver(Box::new(delivery()));
         assert_eq!(decode::<WireRequest>(&encode(&request)), Ok(request));
+        let typed = WireRequest::Deliver(Box::new(Delivery {
+            response_format: Some(format()),
+            ..delivery()
+        }));
+        assert_eq!(decode::<WireRequest>(&encode(&typed)), Ok(typed));
         let reply = WireReply::Answer(Err(AskError::NodeDown { node: "b".into() }));
         assert_eq!(decode::<WireReply>(&encode(&reply)), Ok(reply));
     }
@@ -194,6 +279,45 @@ mod tests {
         );
         let theirs = format!("protocol {}", WIRE_PROTOCOL + 1);
         assert!(error.to_string().contains(&theirs), "{error}");
+    }
+
+    #[test]
+    fn a_delivery_from_a_node_without_response_formats_still_decodes() {
+        // What a node of this protocol without typed asks sends: no `response_format` key.
+        let mut body = serde_json::to_value(WireRequest::Deliver(Box::new(delivery()))).unwrap();
+        let fields = body["Deliver"].as_object_mut().unwrap();
+        assert!(
+            !fields.contains_key("response_format"),
+            "untyped frames unchanged"
+        );
+        let decoded = decode::<WireRequest>(&encode(&body)).unwrap();
+        assert_eq!(decoded, WireRequest::Deliver(Box::new(delivery())));
+    }
+
+    #[test]
+    fn a_peers_response_format_is_checked_before_it_reaches_a_model() {
+        let checked = format().checked().unwrap();
+        assert_eq!(checked.name, "City");
+        assert_eq!(checked.schema, format().schema);
+        let refused = |format: WireResponseFormat| format.checked().unwrap_err();
+        for name in ["", "a b", "x\u{202e}", &"n".repeat(65)] {
+            let reason = refused(WireResponseFormat {
+                name: name.to_string(),
+                ..format()
+            });
+            assert!(reason.contains("name"), "{reason}");
+        }
+        let reason = refused(WireResponseFormat {
+            schema: serde_json::json!("anything"),
+            ..format()
+        });
+        assert!(reason.contains("not a JSON object"), "{reason}");
+        let huge = serde_json::json!({"description": "x".repeat(MAX_SCHEMA_BYTES)});
+        let reason = refused(WireResponseFormat {
+            schema: huge,
+            ..format()
+        });
+        assert!(reason.contains("more than 65536"), "{reason}");
     }
 
     #[test]

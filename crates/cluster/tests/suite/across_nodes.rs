@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use troupe_runtime::AskError;
+use troupe_runtime::typed::ResponseFormat;
 
 use super::support::child::{ChildNode, ChildSpec};
 use super::support::plain_node;
@@ -38,6 +39,36 @@ async fn an_agent_on_another_process_is_asked_by_name_and_can_ask_back() {
     }
     assert_eq!(stream_trace.as_deref(), Some(sent.as_str()));
 
+    node.shutdown().await;
+    team.shutdown().await;
+    assert!(child.stop().success());
+}
+
+#[tokio::test]
+async fn a_typed_asks_response_format_reaches_the_agent_on_another_process() {
+    let child = ChildNode::start(&ChildSpec::new("b19", &["worker19"]));
+    let (team, node) = plain_node("a19", &[]).await;
+    node.connect(child.addr).await.unwrap();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"]
+    });
+    let request = troupe_runtime::AgentRequest {
+        response_format: Some(ResponseFormat {
+            name: "City".into(),
+            schema: schema.clone(),
+            strict: false,
+        }),
+        ..troupe_runtime::AgentRequest::from_user("format")
+    };
+    let answer = team
+        .ask_with("worker19", request, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(answer, format!("City {schema}"));
+    // An untyped ask stays untyped there.
+    assert_eq!(team.ask("worker19", "format").await.unwrap(), "none");
     node.shutdown().await;
     team.shutdown().await;
     assert!(child.stop().success());

@@ -13,7 +13,8 @@ use troupe_runtime::{
 pub(crate) static COUNTED: AtomicUsize = AtomicUsize::new(0);
 
 /// Answers `TEXT@NODE`; `panic` panics, `sleep MS` sleeps first, `count` counts, `trace` answers
-/// the request's trace id, `ask NAME TEXT` asks another agent (maybe on another node).
+/// the request's trace id, `format` the response format it was given (`name schema`, or `none`),
+/// `ask NAME TEXT` asks another agent (maybe on another node).
 struct TestAgent {
     node: String,
 }
@@ -34,6 +35,12 @@ impl AgentBehavior for TestAgent {
         }
         if text == "trace" {
             return Ok(request.trace.id().to_string());
+        }
+        if text == "format" {
+            return Ok(request.response_format.map_or_else(
+                || "none".to_string(),
+                |f| format!("{} {}", f.name, f.schema),
+            ));
         }
         if let Some(ms) = text.strip_prefix("sleep ") {
             tokio::time::sleep(Duration::from_millis(ms.parse().unwrap_or(0))).await;
