@@ -8,6 +8,8 @@
 //! | --- | --- |
 //! | `chat` | `gen_ai.client.token.usage` (histogram, per `gen_ai.token.type` input/output) and `gen_ai.client.operation.duration` (histogram, seconds), by agent and model |
 //! | `chat` | `gen_ai.client.inference.usage.cache_read.input_tokens` and `gen_ai.client.inference.usage.cache_write.input_tokens` (counters): of the input tokens, those read from and written to the provider's prompt cache, by agent and model |
+//! | `chat` | `troupe.spend.cost` (counter, millionths of the prices' currency): what the call cost, as the agent's budget counted it, by agent and model, when the model has a price |
+//! | `chat` | `troupe.rate_limit.wait` (histogram, seconds): how long a call under a shared rate limit waited for it; `troupe.rate_limit.holds` (counter): the `Retry-After` answers that held the limit's every caller; by model |
 //! | `execute_tool` | `gen_ai.client.operation.duration`, by agent and tool |
 //! | `compaction` | `troupe.compactions` and `troupe.compaction.tokens_freed` (counters), by agent and trigger |
 //! | `restart` | `troupe.agent.restarts` (counter), by agent, when the agent runs again |
@@ -43,6 +45,9 @@ const KEPT_FIELDS: &[&str] = &[
     semconv::USAGE_OUTPUT_TOKENS,
     semconv::USAGE_CACHE_READ_INPUT_TOKENS,
     semconv::USAGE_CACHE_CREATION_INPUT_TOKENS,
+    semconv::SPEND_COST_MICROS,
+    semconv::RATE_LIMIT_WAITED_MS,
+    semconv::RATE_LIMIT_HOLDS,
     semconv::COMPACTION_TOKENS_BEFORE,
     semconv::COMPACTION_TOKENS_AFTER,
     semconv::RESTARTED,
@@ -65,6 +70,9 @@ struct Instruments {
     compactions: Counter<u64>,
     tokens_freed: Counter<u64>,
     restarts: Counter<u64>,
+    spend_cost: Counter<u64>,
+    rate_limit_wait: Histogram<f64>,
+    rate_limit_holds: Counter<u64>,
 }
 
 impl Instruments {
@@ -102,6 +110,20 @@ impl Instruments {
             restarts: meter
                 .u64_counter(semconv::METRIC_AGENT_RESTARTS)
                 .with_description("Agents restarted by their supervisor")
+                .build(),
+            spend_cost: meter
+                .u64_counter(semconv::METRIC_SPEND_COST)
+                .with_unit("{microcurrency}")
+                .with_description("Cost of model calls, in millionths of the prices' currency")
+                .build(),
+            rate_limit_wait: meter
+                .f64_histogram(semconv::METRIC_RATE_LIMIT_WAIT)
+                .with_unit("s")
+                .with_description("Time model calls waited for a shared rate limit")
+                .build(),
+            rate_limit_holds: meter
+                .u64_counter(semconv::METRIC_RATE_LIMIT_HOLDS)
+                .with_description("Retry-After answers that held every caller of a rate limit")
                 .build(),
         }
     }
@@ -218,6 +240,21 @@ where
 }
 
 impl MetricsLayer {
+    /// A `chat` span's shared rate limit, by model: the limit is the endpoint's, whichever
+    /// agent called (a call under none records no wait).
+    fn record_rate_limit(&self, span: &Measured) {
+        let Some(waited_ms) = span.number(semconv::RATE_LIMIT_WAITED_MS) else {
+            return;
+        };
+        let attributes = span.attributes(&[semconv::REQUEST_MODEL]);
+        let i = &self.instruments;
+        i.rate_limit_wait
+            .record(waited_ms as f64 / 1000.0, &attributes);
+        if let Some(holds) = span.number(semconv::RATE_LIMIT_HOLDS) {
+            i.rate_limit_holds.add(holds, &attributes);
+        }
+    }
+
     fn record(&self, span_name: &str, span: &Measured) {
         let i = &self.instruments;
         match span_name {
@@ -250,6 +287,10 @@ impl MetricsLayer {
                         counter.add(tokens, &attributes);
                     }
                 }
+                if let Some(cost) = span.number(semconv::SPEND_COST_MICROS) {
+                    i.spend_cost.add(cost, &attributes);
+                }
+                self.record_rate_limit(span);
                 attributes.extend(span.attributes(&[semconv::ERROR_TYPE]));
                 i.operation_duration
                     .record(span.opened.elapsed().as_secs_f64(), &attributes);

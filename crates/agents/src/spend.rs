@@ -158,8 +158,13 @@ impl SpendMeter {
         self.spent().request = Spend::default();
     }
 
-    /// One model call (or a compaction's summarizer calls) spent `usage`.
-    pub fn record(&self, usage: Usage) {
+    /// Whether the model has a price (without one every cost is 0).
+    pub fn is_priced(&self) -> bool {
+        self.budget.price.is_some()
+    }
+
+    /// One model call (or a compaction's summarizer calls) spent `usage`: what that is, priced.
+    pub fn record(&self, usage: Usage) -> Spend {
         let spend = Spend::of(usage, self.budget.price);
         {
             let mut spent = self.spent();
@@ -169,6 +174,7 @@ impl SpendMeter {
         if let Some(team) = &self.budget.team {
             team.record(spend);
         }
+        spend
     }
 
     /// Whether another model call may start: the first budget (request, agent, team) whose

@@ -89,6 +89,15 @@ pub mod semconv {
     /// `gen_ai.usage.cache_creation.input_tokens`: of the input tokens, those written to the
     /// provider's prompt cache.
     pub const USAGE_CACHE_CREATION_INPUT_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
+    /// `troupe.spend.cost_micros`: on a `chat` span of an agent whose model has a price, what
+    /// the call cost in millionths of the price's currency — the number its budget recorded.
+    pub const SPEND_COST_MICROS: &str = "troupe.spend.cost_micros";
+    /// `troupe.rate_limit.waited_ms`: on a `chat` span of a call under a shared rate limit, how
+    /// long it (its retries included) waited for the limiter, in milliseconds (0: not at all).
+    pub const RATE_LIMIT_WAITED_MS: &str = "troupe.rate_limit.waited_ms";
+    /// `troupe.rate_limit.holds`: on a `chat` span of a call under a shared rate limit, how many
+    /// `Retry-After` answers it heard, each holding every caller of the endpoint.
+    pub const RATE_LIMIT_HOLDS: &str = "troupe.rate_limit.holds";
     /// `gen_ai.tool.name`.
     pub const TOOL_NAME: &str = "gen_ai.tool.name";
     /// `gen_ai.tool.call.id`.
@@ -242,4 +251,13 @@ pub mod semconv {
     pub const METRIC_COMPACTION_TOKENS_FREED: &str = "troupe.compaction.tokens_freed";
     /// Metric `troupe.agent.restarts` (counter): agents restarted by their supervisor, by agent.
     pub const METRIC_AGENT_RESTARTS: &str = "troupe.agent.restarts";
+    /// Metric `troupe.spend.cost` (counter, millionths of the prices' currency): what model
+    /// calls cost, by agent and model, for models with a price ([`SPEND_COST_MICROS`]).
+    pub const METRIC_SPEND_COST: &str = "troupe.spend.cost";
+    /// Metric `troupe.rate_limit.wait` (histogram, `s`): how long each model call under a
+    /// shared rate limit waited for it, by model ([`RATE_LIMIT_WAITED_MS`]).
+    pub const METRIC_RATE_LIMIT_WAIT: &str = "troupe.rate_limit.wait";
+    /// Metric `troupe.rate_limit.holds` (counter): `Retry-After` answers that held a shared
+    /// rate limit's every caller, by model ([`RATE_LIMIT_HOLDS`]).
+    pub const METRIC_RATE_LIMIT_HOLDS: &str = "troupe.rate_limit.holds";
 }

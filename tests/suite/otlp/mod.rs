@@ -8,6 +8,7 @@
 mod cache_metrics;
 mod metrics;
 mod spans;
+mod spend_rate_metrics;
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};

@@ -12,7 +12,7 @@ use troupe_runtime::{
 };
 use troupe_tools::{ToolContext, ToolResult};
 
-use crate::model::traced_chat_stream;
+use crate::model::metered_chat_stream;
 use troupe_compaction::CompactTrigger;
 
 use super::LlmAgent;
@@ -52,8 +52,10 @@ impl LlmAgent {
         watch: Option<&RequestWatch>,
     ) -> Result<ChatResponse, ModelError> {
         let collect = async {
+            // The stream records the call's usage into the budget meter as it ends.
             let mut stream =
-                traced_chat_stream(self.spec.model.as_ref(), request, &ctx.name).await?;
+                metered_chat_stream(self.spec.model.as_ref(), request, &ctx.name, &self.spend)
+                    .await?;
             let mut answer = ResponseAssembler::new();
             while let Some(delta) = stream.next().await {
                 let delta = delta?;
@@ -98,7 +100,6 @@ impl LlmAgent {
         let ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(response) => {
-                self.spend.record(response.usage);
                 ctx.events.publish(
                     Some(trace_id),
                     Event::ModelCallFinished {

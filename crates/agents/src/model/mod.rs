@@ -48,6 +48,7 @@ pub use select::{
     CompactionModelSource, UnknownCompactionModel, compaction_model, default_model,
     openai_configured,
 };
+pub(crate) use traced::metered_chat_stream;
 pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 
 /// An answer a provider reads delta by delta, after its first delta was read (so that errors

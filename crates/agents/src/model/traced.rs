@@ -15,6 +15,7 @@ use troupe_runtime::{
 };
 
 use super::observed_stream::{StreamObserver, observe};
+use crate::spend::SpendMeter;
 
 /// Call `model` with `request` inside a `chat` span attributed to `agent`: the collected form
 /// of [`traced_chat_stream`].
@@ -41,8 +42,30 @@ pub async fn traced_chat(
 /// later are the stream's items, recorded the same way.
 pub async fn traced_chat_stream(
     model: &dyn ChatModel,
+    request: ChatRequest,
+    agent: &str,
+) -> Result<ChatStream, ModelError> {
+    open_chat(model, request, agent, None).await
+}
+
+/// [`traced_chat_stream`] for an agent with a budget: the answer's usage goes into `meter` as
+/// the stream ends — the one place an agent's own model calls are metered — and, when its
+/// model has a price, what the call cost goes on the span as `troupe.spend.cost_micros`: the
+/// metrics read the very number the budget counted.
+pub(crate) async fn metered_chat_stream(
+    model: &dyn ChatModel,
+    request: ChatRequest,
+    agent: &str,
+    meter: &SpendMeter,
+) -> Result<ChatStream, ModelError> {
+    open_chat(model, request, agent, Some(meter.clone())).await
+}
+
+async fn open_chat(
+    model: &dyn ChatModel,
     mut request: ChatRequest,
     agent: &str,
+    meter: Option<SpendMeter>,
 ) -> Result<ChatStream, ModelError> {
     // Every agent's call passes here: this is where a request learns who asks (a request that
     // already names its agent keeps it).
@@ -59,6 +82,10 @@ pub async fn traced_chat_stream(
         { semconv::USAGE_OUTPUT_TOKENS } = tracing::field::Empty,
         { semconv::USAGE_CACHE_READ_INPUT_TOKENS } = tracing::field::Empty,
         { semconv::USAGE_CACHE_CREATION_INPUT_TOKENS } = tracing::field::Empty,
+        { semconv::SPEND_COST_MICROS } = tracing::field::Empty,
+        // Recorded by a shared rate limit the model is under (`rate_limit/`), inside this span.
+        { semconv::RATE_LIMIT_WAITED_MS } = tracing::field::Empty,
+        { semconv::RATE_LIMIT_HOLDS } = tracing::field::Empty,
         { semconv::ERROR_TYPE } = tracing::field::Empty,
         { semconv::SYSTEM_INSTRUCTIONS } = tracing::field::Empty,
         { semconv::INPUT_MESSAGES } = tracing::field::Empty,
@@ -80,6 +107,7 @@ pub async fn traced_chat_stream(
                 span: span.clone(),
                 started,
                 record_content,
+                meter,
             };
             Ok(observe(stream, Box::new(observer), span))
         }
@@ -101,6 +129,8 @@ struct ChatSpan {
     span: tracing::Span,
     started: Instant,
     record_content: bool,
+    /// The budget meter of the agent whose call it is, when it has one.
+    meter: Option<SpendMeter>,
 }
 
 impl StreamObserver for ChatSpan {
@@ -116,6 +146,13 @@ impl StreamObserver for ChatSpan {
                 let span = &self.span;
                 span.record(semconv::USAGE_INPUT_TOKENS, response.usage.input_tokens);
                 span.record(semconv::USAGE_OUTPUT_TOKENS, response.usage.output_tokens);
+                if let Some(meter) = &self.meter {
+                    let spent = meter.record(response.usage);
+                    // Without a price the cost is 0 by default, not by measure: left out.
+                    if meter.is_priced() {
+                        span.record(semconv::SPEND_COST_MICROS, spent.cost_micros);
+                    }
+                }
                 // Only what the provider reported: a provider without a prompt cache (or one
                 // that says nothing about it) leaves the attributes out rather than claiming 0.
                 let usage = &response.usage;

@@ -1,20 +1,50 @@
 //! The line callers of one endpoint wait in: first come, first served, each let through when
 //! the endpoint's [`Window`] has room; and the way a provider's retry loop reaches it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use troupe_runtime::trace::semconv;
 
 use super::RateLimitStats;
 use super::window::{Ticket, Window};
 
 tokio::task_local! {
-    /// The limiter of the call in progress, for the provider's retry loop beneath it
+    /// The call in progress, for the limiter's line and the provider's retry loop beneath it
     /// ([`hold_endpoint`], [`before_retry`]): the retry loop is inside the provider, which
     /// knows nothing of who shares its endpoint.
-    static CALL_LIMITER: Arc<Limiter>;
+    static CALL: Call;
+}
+
+/// One call (its retries included) under a limiter.
+struct Call {
+    limiter: Arc<Limiter>,
+    met: Arc<CallMet>,
+}
+
+/// What one call met at its limiter, for its `chat` span (and so the metrics).
+#[derive(Debug, Default)]
+pub(super) struct CallMet {
+    waited_ms: AtomicU64,
+    holds: AtomicU64,
+}
+
+impl CallMet {
+    /// Put what the call met on `span` (its `chat` span; a span without the fields ignores
+    /// them): the wait always, 0 included, so the metrics see every limited call.
+    pub(super) fn record_on(&self, span: &tracing::Span) {
+        span.record(
+            semconv::RATE_LIMIT_WAITED_MS,
+            self.waited_ms.load(Ordering::Relaxed),
+        );
+        let holds = self.holds.load(Ordering::Relaxed);
+        if holds > 0 {
+            span.record(semconv::RATE_LIMIT_HOLDS, holds);
+        }
+    }
 }
 
 /// One endpoint's shared limit: every model call through it takes a turn here.
@@ -91,6 +121,12 @@ impl Limiter {
         let mut stats = self.stats_mut();
         stats.requests += 1;
         if let Some(waited) = waited {
+            // The call's own total, its retries' turns included.
+            let _ = CALL.try_with(|call| {
+                call.met
+                    .waited_ms
+                    .fetch_add(waited.as_millis() as u64, Ordering::Relaxed)
+            });
             // Inside the call's `chat` span: a slow call says why it was slow.
             tracing::info!(
                 waited_ms = waited.as_millis() as u64,
@@ -113,10 +149,18 @@ impl Limiter {
         self.stats_mut().holds += 1;
     }
 
-    /// Run `call` (a provider's call, retries and all) with this limiter reachable from the
-    /// retry loop inside it.
-    pub(super) async fn scope<F: Future>(self: &Arc<Self>, call: F) -> F::Output {
-        CALL_LIMITER.scope(Arc::clone(self), call).await
+    /// Run `call` (its turn in line, then a provider's call, retries and all) with this
+    /// limiter reachable from the retry loop inside it; what it met is counted into `met`.
+    pub(super) async fn scope<F: Future>(
+        self: &Arc<Self>,
+        met: &Arc<CallMet>,
+        call: F,
+    ) -> F::Output {
+        let call_state = Call {
+            limiter: Arc::clone(self),
+            met: Arc::clone(met),
+        };
+        CALL.scope(call_state, call).await
     }
 }
 
@@ -124,14 +168,17 @@ impl Limiter {
 /// just the caller that heard it (everyone else would only hear the same answer). A call
 /// without a limit has nobody to tell.
 pub(in crate::model) fn hold_endpoint(after: Duration) {
-    let _ = CALL_LIMITER.try_with(|limiter| limiter.hold(Instant::now() + after));
+    let _ = CALL.try_with(|call| {
+        call.limiter.hold(Instant::now() + after);
+        call.met.holds.fetch_add(1, Ordering::Relaxed);
+    });
 }
 
 /// The wait before a retry: the retry loop's own `wait`, then — under a shared limit — a turn
 /// in line like any other request (a retry is one more request for the server to count).
 pub(in crate::model) async fn before_retry(wait: Duration) {
     tokio::time::sleep(wait).await;
-    if let Ok(limiter) = CALL_LIMITER.try_with(Arc::clone) {
+    if let Ok(limiter) = CALL.try_with(|call| Arc::clone(&call.limiter)) {
         // Its tokens were reserved by the first attempt.
         limiter.admit(0).await;
     }

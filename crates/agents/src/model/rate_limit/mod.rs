@@ -24,7 +24,7 @@ use troupe_runtime::{ChatModel, ChatRequest, ChatResponse, ChatStream, ModelErro
 pub(in crate::model) use limiter::{before_retry, hold_endpoint};
 
 use super::observed_stream::{StreamObserver, observe};
-use limiter::Limiter;
+use limiter::{CallMet, Limiter};
 use window::{Ticket, Window};
 
 /// The output a request without `max_tokens` is reserved for: what compaction keeps free for an
@@ -119,9 +119,19 @@ impl ChatModel for RateLimitedModel {
     }
 
     async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        let ticket = self.limiter.admit(estimated_tokens(&request)).await;
+        let met = Arc::new(CallMet::default());
+        let tokens = estimated_tokens(&request);
+        let (ticket, stream) = self
+            .limiter
+            .scope(&met, async {
+                let ticket = self.limiter.admit(tokens).await;
+                (ticket, self.inner.chat_stream(request).await)
+            })
+            .await;
+        // Inside the call's `chat` span: the waits and holds of this call, failed or not.
+        met.record_on(&tracing::Span::current());
         // An error keeps the reservation: the server may have counted what it refused.
-        let stream = self.limiter.scope(self.inner.chat_stream(request)).await?;
+        let stream = stream?;
         let settle = Settle {
             limiter: Arc::clone(&self.limiter),
             ticket,

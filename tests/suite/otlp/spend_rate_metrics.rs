@@ -1,0 +1,198 @@
+//! Spend and shared rate limits at the collector: what a priced agent's calls cost (the number
+//! its budget counted, from the `chat` spans), and how long calls waited for the rate limit
+//! their endpoint shares.
+
+use super::*;
+use troupe::AgentSpec;
+use troupe::agents::context_stats;
+use troupe::agents::model::{RateLimit, RateLimitedModel, ScriptedModel};
+use troupe::agents::spend::AgentBudget;
+use troupe::prelude::TeamBuilderExt;
+use troupe::runtime::budget::ModelPrice;
+
+/// Two agents share one endpoint limited to a request a minute: the second call waits out the
+/// minute (paused time), and the wait histogram has both calls, by model. Only the agent whose
+/// model has a price has a cost, and it is what its budget meter recorded.
+#[test]
+fn spend_and_rate_limit_waits_are_exported_per_agent_and_model() {
+    let collector = start_collector();
+    let (layer, export) = otlp_layer::<Registry>(&collector.config_with_metrics())
+        .unwrap()
+        .unwrap();
+    let spent =
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .start_paused(true)
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let inner = Arc::new(ScriptedModel::new("limited", []).with_fallback("Oslo."));
+                    let model = Arc::new(RateLimitedModel::new(
+                        inner,
+                        RateLimit::per_minute(Some(1), None).unwrap(),
+                    ));
+                    let budget = AgentBudget {
+                        price: Some(ModelPrice::new(2.0, 10.0)),
+                        ..AgentBudget::default()
+                    };
+                    let team = Team::builder()
+                        .agent(AgentSpec::new("priced", model.clone()).budget(budget))
+                        .agent(AgentSpec::new("plain", model.clone()))
+                        .start()
+                        .await
+                        .unwrap();
+                    team.ask("priced", "Capital of Norway?").await.unwrap();
+                    let started = tokio::time::Instant::now();
+                    team.ask("plain", "And of Sweden?").await.unwrap();
+                    assert!(started.elapsed() >= std::time::Duration::from_secs(59));
+                    assert_eq!(model.stats().waited, 1);
+                    let spent = context_stats(&team, "priced").await.unwrap().spend.agent;
+                    team.shutdown().await;
+                    spent
+                })
+        });
+    export.shutdown().unwrap();
+
+    let metrics = collector.metrics();
+    assert!(spent.cost_micros > 0, "{spent:?}");
+    let by = [
+        ("gen_ai.operation.name", "chat"),
+        ("gen_ai.agent.name", "priced"),
+        ("gen_ai.request.model", "limited"),
+    ];
+    assert_eq!(
+        metrics.get(&("troupe.spend.cost".to_string(), pairs(&by))),
+        Some(&Point::Sum(spent.cost_micros as i64)),
+        "{metrics:#?}"
+    );
+    // No price, no cost: not a cost of 0.
+    assert_eq!(
+        metrics
+            .keys()
+            .filter(|(name, _)| name == "troupe.spend.cost")
+            .count(),
+        1,
+        "{metrics:#?}"
+    );
+    let wait = metrics.get(&(
+        "troupe.rate_limit.wait".to_string(),
+        pairs(&[("gen_ai.request.model", "limited")]),
+    ));
+    let Some(&Point::Histogram { count, sum }) = wait else {
+        panic!("no wait histogram in {metrics:#?}");
+    };
+    // Both calls, the first without waiting, the second a minute (less the time the first
+    // took, which paused time makes none).
+    assert_eq!(count, 2);
+    assert!((59.0..=60.5).contains(&sum), "{sum}");
+    // No `Retry-After` was heard: no holds.
+    assert!(
+        !metrics
+            .keys()
+            .any(|(name, _)| name == "troupe.rate_limit.holds"),
+        "{metrics:#?}"
+    );
+}
+
+/// An OpenAI-compatible `/v1/chat/completions` that answers its first request `429` with
+/// `Retry-After: 5` and every later one with a completion.
+async fn refusing_once() -> String {
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/v1", listener.local_addr().unwrap());
+    let served = Arc::new(Mutex::new(0usize));
+    let app = Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(|State(served): State<Arc<Mutex<usize>>>| async move {
+                let mut served = served.lock().unwrap();
+                *served += 1;
+                if *served == 1 {
+                    let body = serde_json::json!({"error": {
+                        "message": "Rate limit reached for requests",
+                        "type": "requests",
+                        "code": "rate_limit_exceeded"
+                    }});
+                    let mut response =
+                        (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+                    response
+                        .headers_mut()
+                        .insert("retry-after", "5".parse().unwrap());
+                    return response;
+                }
+                axum::Json(serde_json::json!({
+                    "id": "chatcmpl-test",
+                    "object": "chat.completion",
+                    "created": 1_700_000_000,
+                    "model": "gpt-test",
+                    "choices": [{
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "Oslo."},
+                        "finish_reason": "stop"
+                    }],
+                    "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
+                }))
+                .into_response()
+            }),
+        )
+        .with_state(served);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    base
+}
+
+/// A `429` with `Retry-After` heard under a shared limit holds the endpoint: one hold, by
+/// model, on the call's `chat` span and so in the counter.
+#[test]
+fn a_retry_after_hold_is_counted_by_model() {
+    use troupe::agents::model::{OpenAiConfig, OpenAiModel, RetryPolicy};
+
+    let collector = start_collector();
+    let (layer, export) = otlp_layer::<Registry>(&collector.config_with_metrics())
+        .unwrap()
+        .unwrap();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+            .block_on(async {
+                let base = refusing_once().await;
+                let config = OpenAiConfig::new(&base, "gpt-test")
+                    .with_api_key("sk-test")
+                    .with_retry(RetryPolicy {
+                        max_retries: 2,
+                        initial_backoff: std::time::Duration::from_millis(100),
+                        max_backoff: std::time::Duration::from_secs(1),
+                        max_retry_after: std::time::Duration::from_secs(60),
+                    });
+                let model = Arc::new(RateLimitedModel::new(
+                    Arc::new(OpenAiModel::new(config).unwrap()),
+                    RateLimit::default(),
+                ));
+                let team = Team::builder()
+                    .agent(AgentSpec::new("geo", model.clone()))
+                    .start()
+                    .await
+                    .unwrap();
+                assert_eq!(
+                    team.ask("geo", "Capital of Norway?").await.unwrap(),
+                    "Oslo."
+                );
+                assert_eq!(model.stats().holds, 1);
+                team.shutdown().await;
+            })
+    });
+    export.shutdown().unwrap();
+
+    let metrics = collector.metrics();
+    assert_eq!(
+        metrics.get(&(
+            "troupe.rate_limit.holds".to_string(),
+            pairs(&[("gen_ai.request.model", "gpt-test")]),
+        )),
+        Some(&Point::Sum(1)),
+        "{metrics:#?}"
+    );
+}
