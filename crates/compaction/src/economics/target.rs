@@ -193,6 +193,18 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
     let target = cost_aware_target(&inputs, &CostModel::openai(), &TargetRule::default());
     // Never at or above the trigger, whatever the floor says (the policy must stay valid).
     let target = target.min(policy.trigger - 0.01);
+    // Never at or above the conversation itself: a compaction worked ahead starts below the
+    // trigger, and an aim above where it stands would have it change nothing — the agent then
+    // meets the limit with nothing worked ahead. It aims a margin below (never below the
+    // configured target).
+    let window = policy.context_window.max(1) as f64;
+    let current: usize = messages
+        .iter()
+        .map(|m| counter.count_message(m.borrow()))
+        .sum();
+    let below_current =
+        (current as f64 / window - crate::policy::UNREACHABLE_TARGET_MARGIN).max(policy.target);
+    let target = target.min(below_current);
     (target > 0.0).then(|| BudgetPolicy {
         target,
         ..policy.clone()
@@ -397,6 +409,53 @@ mod tests {
         }
         messages.push(ChatMessage::user("and now?"));
         troupe_runtime::Conversation::from_messages(messages)
+    }
+
+    #[tokio::test]
+    async fn an_automatic_compaction_never_aims_above_the_conversation() {
+        use crate::summary::MechanicalSummarizer;
+        use crate::tokens::TiktokenCounter;
+        use crate::{CompactOptions, CompactTrigger, compact};
+        let counter = TiktokenCounter::default();
+        let conversation = session();
+        let current: usize = conversation
+            .messages()
+            .iter()
+            .map(|m| counter.count_message(m))
+            .sum();
+        // 15 % of the window, as a job worked ahead may find it: the rule's lowest aim (20 %)
+        // is above the conversation, and would leave it as it is.
+        let policy = BudgetPolicy {
+            cost_aware: true,
+            min_freeable_tokens: 0,
+            target: 0.05,
+            ..BudgetPolicy::for_window(current * 100 / 15)
+        };
+        let summarizer = MechanicalSummarizer::new();
+        let chosen = cost_aware_policy(
+            &policy,
+            conversation.messages(),
+            &counter,
+            Some(&summarizer),
+        )
+        .unwrap();
+        assert!(chosen.target_tokens() < current, "{}", chosen.target);
+        let ledger = troupe_tools::FileLedger::new();
+        let options = CompactOptions {
+            trigger: CompactTrigger::Automatic,
+            ..CompactOptions::default()
+        };
+        let run = compact(
+            &conversation,
+            &ledger,
+            &policy,
+            &counter,
+            Some(&summarizer),
+            options,
+        );
+        let compaction = run.await.unwrap();
+        assert!(compaction.changed(), "{:?}", compaction.report);
+        assert!(compaction.report.tokens_after < current);
     }
 
     #[tokio::test]
