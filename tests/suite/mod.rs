@@ -2,6 +2,7 @@ mod binary;
 mod chat;
 mod chat_approval;
 mod chat_background;
+mod chat_budget;
 mod chat_live;
 mod chat_server;
 mod chat_truth;

@@ -17,6 +17,7 @@
 //! ([`terminal`]), and a line of input that is not UTF-8 is skipped with a warning.
 
 mod approval_prompt;
+mod budget_prompt;
 mod input;
 mod interrupts;
 mod resume;
@@ -344,6 +345,8 @@ impl Chat {
         let mut stream = self.team.ask_stream(&name, text);
         let mut shown = Shown::default();
         let mut answered = false;
+        // Ended at the user's word while its budget paused it: nothing to roll back or report.
+        let mut ended = false;
         let interrupted = loop {
             // What the stream already holds comes first: an answer that arrived wins over a
             // Ctrl-C that came at the same time. (Not a guarantee — the runtime may make a
@@ -373,6 +376,24 @@ impl Chat {
                         approval_prompt::Asked::Interrupted => break true,
                     }
                 }
+                Some(Ok(AskItem::Event(event @ Event::BudgetPaused { .. })))
+                    if event.agent() == name =>
+                {
+                    shown.event(&event);
+                    let Event::BudgetPaused { exceeded, .. } = &event else {
+                        continue;
+                    };
+                    let budget = &self.blueprint.spec.budget;
+                    match budget_prompt::ask(budget, exceeded, lines, interrupts).await {
+                        budget_prompt::Asked::Raised => {}
+                        // Dropping the stream ends the paused request typed, keeping it all.
+                        budget_prompt::Asked::End => {
+                            ended = true;
+                            break true;
+                        }
+                        budget_prompt::Asked::Interrupted => break true,
+                    }
+                }
                 Some(Ok(AskItem::Event(event))) if event.agent() == name => shown.event(&event),
                 Some(Ok(AskItem::Event(_))) => {}
                 Some(Ok(AskItem::Answer(answer))) => {
@@ -388,7 +409,10 @@ impl Chat {
                 }
             }
         };
-        if interrupted {
+        if ended {
+            drop(stream);
+            println!("(request ended: its budget is spent; what it did is kept)");
+        } else if interrupted {
             drop(stream);
             shown.flush_text();
             shown.end_line();

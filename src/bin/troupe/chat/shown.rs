@@ -44,10 +44,10 @@ impl Shown {
                 mode: CompactionMode::Background,
                 ..
             } => self.background = true,
-            // The pause is the budget's policy; the exceeded budget's words are ours (numbers).
-            Event::BudgetPaused { exceeded, .. } => self.notice(&format!(
-                "[paused: {exceeded}; waiting for the limit to be raised (Ctrl-C ends the request, keeping it)]"
-            )),
+            // The budget's words are ours (numbers); the chat asks for a raise after it.
+            Event::BudgetPaused { exceeded, .. } => {
+                self.notice(&format!("[paused: {exceeded}]"));
+            }
             Event::CompactionStarted { tokens, .. } => {
                 self.notice(&format!("[compacting {tokens} tokens…]"));
             }
