@@ -54,8 +54,9 @@
 //! replays the transcript's assistant messages, the summarizer answers a fixed summary; agent
 //! calls ~1 s, summarizer calls ~10 s, scaled by tokens, times `--time-scale`). The stall of a
 //! compaction is the `waited_ms` the agent reports with `CompactionApplied`; every compaction is
-//! validated from the agent's session log. `--json` prints one JSON line: all transcripts, and
-//! the dev and check splits (dev = pi-large-session, openhands-multi-swe-1, swe-marshmallow).
+//! validated from the agent's session log. `--json` prints one JSON line: all transcripts, the
+//! dev and check splits (dev = pi-large-session, openhands-multi-swe-1, swe-marshmallow), and
+//! `by_window` (each window's splits apart). The windows default to 16k and 32k.
 //!
 //! ```text
 //! cargo run --release --example eval -- --mode stall --json
@@ -132,7 +133,7 @@ struct Args {
     #[arg(long)]
     recall_missing: bool,
     /// With `--mode stall`: the context windows the agents get, comma-separated.
-    #[arg(long, default_value = "16000", value_delimiter = ',')]
+    #[arg(long, default_value = "16000,32000", value_delimiter = ',')]
     stall_windows: Vec<usize>,
     /// With `--mode stall`: every model call sleeps its realistic time times this.
     #[arg(long, default_value_t = 0.02)]
@@ -226,6 +227,32 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
         let part: Vec<&stall::StallRow> = rows.iter().filter(|r| r.split == split).collect();
         line[split] = stall::summary(&part, scale);
     }
+    // Each window apart too: how much a window leaves between the work-ahead threshold and the
+    // limit, against the largest single steps of a transcript, decides whether a job can land
+    // before the limit (a 16k window's band is 4.8k tokens; one tool result can be 10k).
+    let mut by_window = serde_json::Map::new();
+    for &window in &args.stall_windows {
+        let mut at = serde_json::Map::new();
+        for split in ["dev", "check"] {
+            let part: Vec<&stall::StallRow> = rows
+                .iter()
+                .filter(|r| r.split == split && r.window == window)
+                .collect();
+            let s = stall::summary(&part, scale);
+            at.insert(
+                split.into(),
+                serde_json::json!({
+                    "stall_ms_p50": s["stall_ms_p50"],
+                    "stall_ms_p99": s["stall_ms_p99"],
+                    "blocking_stall_ms_p50": s["blocking_stall_ms_p50"],
+                    "compactions": s["compactions"],
+                    "invariants_ok": s["invariants_ok"],
+                }),
+            );
+        }
+        by_window.insert(window.to_string(), serde_json::Value::Object(at));
+    }
+    line["by_window"] = serde_json::Value::Object(by_window);
     line["time_scale"] = serde_json::json!(scale);
     line["work_ahead"] = serde_json::json!(format!("{work_ahead:?}"));
     line["model"] = match &args.server {
