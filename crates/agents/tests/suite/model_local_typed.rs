@@ -60,7 +60,10 @@ async fn model_local_typed_answer_parses_into_the_type() {
     assert!(pet.name.chars().count() <= 20, "{pet:?}");
     assert!(pet.age <= 30, "{pet:?}");
     assert!(matches!(pet.kind, Kind::Cat | Kind::Dog | Kind::Fish));
-    assert!(pet.nickname.is_none_or(|n| n.chars().count() <= 20 && !n.contains('"')));
+    assert!(
+        pet.nickname
+            .is_none_or(|n| n.chars().count() <= 20 && !n.contains('"'))
+    );
 }
 
 #[tokio::test]
