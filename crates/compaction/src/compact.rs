@@ -176,7 +176,15 @@ pub async fn compact_with(
     // a person's `/compact` and an emergency keep the configured one.
     let chosen = trigger
         .is_rate_limited()
-        .then(|| cost_aware_policy(policy, conversation.messages(), counter, summarizer))
+        .then(|| {
+            cost_aware_policy(
+                policy,
+                conversation.messages(),
+                counter,
+                summarizer,
+                trigger,
+            )
+        })
         .flatten();
     let policy = chosen.as_ref().unwrap_or(policy);
     let mut session = CompactionSession::new(conversation, ledger, policy, counter, options)?;

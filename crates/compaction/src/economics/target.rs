@@ -33,6 +33,7 @@ use std::borrow::Borrow;
 use troupe_runtime::{ChatMessage, Role};
 
 use super::model::CostModel;
+use crate::CompactTrigger;
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
 use crate::summary::Summarizer;
@@ -176,6 +177,7 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
     messages: &[M],
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
+    trigger: CompactTrigger,
 ) -> Option<BudgetPolicy> {
     if !policy.cost_aware {
         return None;
@@ -193,18 +195,22 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
     let target = cost_aware_target(&inputs, &CostModel::openai(), &TargetRule::default());
     // Never at or above the trigger, whatever the floor says (the policy must stay valid).
     let target = target.min(policy.trigger - 0.01);
-    // Never at or above the conversation itself: a compaction worked ahead starts below the
-    // trigger, and an aim above where it stands would have it change nothing — the agent then
-    // meets the limit with nothing worked ahead. It aims a margin below (never below the
-    // configured target).
-    let window = policy.context_window.max(1) as f64;
-    let current: usize = messages
-        .iter()
-        .map(|m| counter.count_message(m.borrow()))
-        .sum();
-    let below_current =
-        (current as f64 / window - crate::policy::UNREACHABLE_TARGET_MARGIN).max(policy.target);
-    let target = target.min(below_current);
+    // An automatic compaction never aims at or above the conversation itself: one worked ahead
+    // starts below the trigger, and an aim above where it stands would have it change nothing
+    // — the agent then meets the limit with nothing worked ahead. It aims a margin below (never
+    // below the configured target). The agent's own `compact` tool is asked, not due: under
+    // the chosen target it answers that nothing is needed.
+    let target = if trigger == CompactTrigger::Automatic {
+        let window = policy.context_window.max(1) as f64;
+        let current: usize = messages
+            .iter()
+            .map(|m| counter.count_message(m.borrow()))
+            .sum();
+        let margin = crate::policy::UNREACHABLE_TARGET_MARGIN;
+        target.min((current as f64 / window - margin).max(policy.target))
+    } else {
+        target
+    };
     (target > 0.0).then(|| BudgetPolicy {
         target,
         ..policy.clone()
@@ -415,7 +421,7 @@ mod tests {
     async fn an_automatic_compaction_never_aims_above_the_conversation() {
         use crate::summary::MechanicalSummarizer;
         use crate::tokens::TiktokenCounter;
-        use crate::{CompactOptions, CompactTrigger, compact};
+        use crate::{CompactOptions, compact};
         let counter = TiktokenCounter::default();
         let conversation = session();
         let current: usize = conversation
@@ -437,6 +443,7 @@ mod tests {
             conversation.messages(),
             &counter,
             Some(&summarizer),
+            CompactTrigger::Automatic,
         )
         .unwrap();
         assert!(chosen.target_tokens() < current, "{}", chosen.target);
@@ -462,7 +469,7 @@ mod tests {
     async fn automatic_compactions_take_the_chosen_target_and_manual_ones_the_configured() {
         use crate::summary::MechanicalSummarizer;
         use crate::tokens::TiktokenCounter;
-        use crate::{CompactOptions, CompactTrigger, compact};
+        use crate::{CompactOptions, compact};
         let counter = TiktokenCounter::default();
         let conversation = session();
         let policy = BudgetPolicy {
@@ -476,6 +483,7 @@ mod tests {
             conversation.messages(),
             &counter,
             Some(&summarizer),
+            CompactTrigger::Automatic,
         )
         .unwrap();
         // Growth ~700 tokens a turn, re-fetches ~600: cost says compact as hard as allowed.
@@ -485,7 +493,13 @@ mod tests {
             ..policy.clone()
         };
         assert_eq!(
-            cost_aware_policy(&off, conversation.messages(), &counter, None),
+            cost_aware_policy(
+                &off,
+                conversation.messages(),
+                &counter,
+                None,
+                CompactTrigger::Automatic
+            ),
             None
         );
         let ledger = troupe_tools::FileLedger::new();
