@@ -28,8 +28,8 @@ use limiter::{CallMet, Limiter};
 use window::{Ticket, Window};
 
 /// The output a request without `max_tokens` is reserved for: what compaction keeps free for an
-/// answer by default, too.
-const DEFAULT_OUTPUT_RESERVE: u64 = 4096;
+/// answer by default (one number for both).
+const DEFAULT_OUTPUT_RESERVE: u64 = crate::CompactionSettings::DEFAULT_OUTPUT_RESERVE as u64;
 
 /// Requests and tokens per minute one endpoint allows; a limit left out is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
