@@ -23,6 +23,7 @@
 //! stops reading (drops the receiver) ends the job.
 
 pub mod baseline;
+mod job_setup;
 mod pieces;
 mod queue;
 mod sequences;
