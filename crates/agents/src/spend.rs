@@ -1,8 +1,9 @@
 //! An agent's budgets and the meter that enforces them (see [`troupe_runtime::budget`]).
 //!
 //! The meter is shared between the agent, which records every model call it makes and checks
-//! the budgets before the next one, and the compaction client, which records what a
-//! compaction's summarizer spent (the one road every compaction takes, whoever compresses):
+//! the budgets before the next one, and the compression agent, whose summarizer model records
+//! each call it makes for the agent the same way (`model/traced.rs`; a compressor on another
+//! node is out of reach, so the compaction client records its report's counts instead):
 //! compaction calls count against the request, the agent and the team like any other call.
 //!
 //! What happens once a budget is spent is the budget's [`OnExceeded`]: the request ends, or it

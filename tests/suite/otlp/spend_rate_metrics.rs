@@ -196,3 +196,96 @@ fn a_retry_after_hold_is_counted_by_model() {
         "{metrics:#?}"
     );
 }
+
+/// A priced agent's `/compact`: the summarizer's calls are metered like the agent's own, so
+/// their cost is in `troupe.spend.cost` (as the compression agent's, by the summarizer model)
+/// and the counter's total is exactly what the agent's budget spent — counted once.
+#[test]
+fn a_compactions_summarizer_cost_is_in_the_spend_metric_and_the_budget_once() {
+    use troupe::agents::compression::{CompressionConfig, CompressorModel};
+    use troupe::agents::{
+        CompactionSettings, compact_agent, shared_counter, spawn_agent, spawn_compression_agent,
+    };
+    use troupe::compaction::BudgetPolicy;
+
+    let collector = start_collector();
+    let (layer, export) = otlp_layer::<Registry>(&collector.config_with_metrics())
+        .unwrap()
+        .unwrap();
+    let (spent, summarized) =
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let team = Team::start(TeamConfig::default()).await.unwrap();
+                    let summarizer = Arc::new(ScriptedModel::new("summarizer", []).with_fallback(
+                        "## Goal\n- Read the parts\n\n## Constraints & Preferences\n- (none)\n\n\
+                         ## Progress\n### Done\n- [x] Read them\n### In Progress\n- (none)\n\
+                         ### Blocked\n- (none)\n\n## Key Decisions\n- (none)\n\n\
+                         ## Next Steps\n1. Go on\n\n## Critical Context\n- (none)",
+                    ));
+                    let mut config = CompressionConfig::new(shared_counter());
+                    config.model = CompressorModel::Fixed(summarizer.clone());
+                    spawn_compression_agent(&team, config).await.unwrap();
+                    let model = Arc::new(ScriptedModel::new("m", []).with_fallback("noted."));
+                    let spec = AgentSpec::new("coder", model)
+                        .compaction(CompactionSettings {
+                            policy: Some(BudgetPolicy {
+                                protected_recent: 2,
+                                ..BudgetPolicy::for_window(5_000)
+                            }),
+                            auto: false,
+                            ..CompactionSettings::default()
+                        })
+                        .budget(AgentBudget {
+                            price: Some(ModelPrice::new(2.0, 10.0)),
+                            ..AgentBudget::default()
+                        });
+                    spawn_agent(&team, spec).await.unwrap();
+                    for i in 0..6 {
+                        let text: String = (0..30)
+                            .map(|n| format!("part {i} line {n}: text the agent was given\n"))
+                            .collect();
+                        team.ask("coder", text).await.unwrap();
+                    }
+                    let applied = compact_agent(&team, "coder", None).await.unwrap();
+                    assert!(
+                        applied.report.summarizer.calls > 0,
+                        "{}",
+                        applied.report.reason
+                    );
+                    let spent = context_stats(&team, "coder").await.unwrap().spend.agent;
+                    team.shutdown().await;
+                    (spent, summarizer.requests().len())
+                })
+        });
+    export.shutdown().unwrap();
+
+    let metrics = collector.metrics();
+    assert!(summarized > 0);
+    let compaction = metrics.get(&(
+        "troupe.spend.cost".to_string(),
+        pairs(&[
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.agent.name", "compressor"),
+            ("gen_ai.request.model", "summarizer"),
+        ]),
+    ));
+    let Some(&Point::Sum(compaction)) = compaction else {
+        panic!("no summarizer cost in {metrics:#?}");
+    };
+    assert!(compaction > 0);
+    let total: i64 = metrics
+        .iter()
+        .filter(|((name, _), _)| name == "troupe.spend.cost")
+        .map(|(_, point)| match point {
+            Point::Sum(n) => *n,
+            Point::Histogram { .. } => panic!("troupe.spend.cost is a counter"),
+        })
+        .sum();
+    // The agent's own calls and the summarizer's, and nothing counted twice.
+    assert_eq!(total, spent.cost_micros as i64, "{metrics:#?}");
+    assert!(total > compaction, "{metrics:#?}");
+}

@@ -333,7 +333,6 @@ impl Started {
         let before = request.conversation.messages().to_vec();
         let policy = request.policy.clone();
         let hooks = request.in_process.hooks.clone();
-        let spend = request.in_process.spend.clone();
         let (agent, trigger) = (request.agent.clone(), request.trigger);
         let asked = async {
             match hooks::before(&hooks, &mut request, caller.counter).await? {
@@ -349,15 +348,6 @@ impl Started {
             }
             compaction
         });
-        if let (Ok(compaction), Some(spend)) = (&outcome, &spend) {
-            // The summarizer's calls are spend like the agent's own (its budgets count them).
-            let used = &compaction.report.summarizer;
-            spend.record(troupe_runtime::Usage {
-                input_tokens: used.input_tokens as u64,
-                output_tokens: used.output_tokens as u64,
-                ..Default::default()
-            });
-        }
         if let Ok(compaction) = &mut outcome {
             receipt::attach_receipt(&before, &policy, caller.counter, compaction);
         }
@@ -399,7 +389,11 @@ async fn ask_route(
                 )
                 .await;
             match answer {
-                Ok(Ok(compaction)) => Ok(Compaction::from(compaction)),
+                Ok(Ok(compaction)) => {
+                    let compaction = Compaction::from(compaction);
+                    record_remote_summarizer(&request, &compaction.report);
+                    Ok(compaction)
+                }
                 Ok(Err(reason)) => Err(CompactError::Ask(AskError::Remote {
                     node,
                     reason: format!("its compression agent failed: {reason}"),
@@ -415,6 +409,20 @@ async fn ask_route(
             let why = "no node of the cluster has a compression agent";
             compact_here(&request, caller.counter, why).await
         }
+    }
+}
+
+/// What another node's summarizer spent for `request`'s agent counts against its budgets. Its
+/// calls were made (and traced) there, out of reach of this agent's meter, so the report's
+/// counts stand in for them; on this node the summarizer's calls are metered one by one where
+/// their `chat` spans end (`compression/task.rs`), and nothing is counted here.
+fn record_remote_summarizer(request: &CompactionRequest, report: &CompactionReport) {
+    if let Some(spend) = &request.in_process.spend {
+        spend.record(troupe_runtime::Usage {
+            input_tokens: report.summarizer.input_tokens as u64,
+            output_tokens: report.summarizer.output_tokens as u64,
+            ..Default::default()
+        });
     }
 }
 

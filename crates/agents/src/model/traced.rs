@@ -214,6 +214,8 @@ pub fn tool_span(call: &ToolCall, agent: &str) -> tracing::Span {
 pub struct TracedModel {
     inner: Arc<dyn ChatModel>,
     agent: String,
+    /// The meter the calls count against, when they are spent for an agent with a budget.
+    meter: Option<SpendMeter>,
 }
 
 impl TracedModel {
@@ -222,7 +224,16 @@ impl TracedModel {
         TracedModel {
             inner,
             agent: agent.into(),
+            meter: None,
         }
+    }
+
+    /// Meter every call into `meter` as [`metered_chat_stream`] does: what a compaction's
+    /// summarizer spends for an agent counts against that agent's budgets, and its cost is on
+    /// the call's span like the agent's own calls'.
+    pub(crate) fn metered(mut self, meter: SpendMeter) -> Self {
+        self.meter = Some(meter);
+        self
     }
 }
 
@@ -233,6 +244,12 @@ impl ChatModel for TracedModel {
     }
 
     async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        traced_chat_stream(self.inner.as_ref(), request, &self.agent).await
+        open_chat(
+            self.inner.as_ref(),
+            request,
+            &self.agent,
+            self.meter.clone(),
+        )
+        .await
     }
 }

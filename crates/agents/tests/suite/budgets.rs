@@ -116,12 +116,13 @@ async fn a_team_budget_stops_every_agent_that_shares_it() {
     team.shutdown().await;
 }
 
+/// What the compression model answers every call with.
+const SUMMARY: &str = "## Goal\n- Read the parts\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n### Done\n- [x] Read them\n### In Progress\n- (none)\n### Blocked\n- (none)\n\n## Key Decisions\n- (none)\n\n## Next Steps\n1. Go on\n\n## Critical Context\n- (none)";
+
 #[tokio::test]
 async fn compaction_calls_count_against_the_agents_budget() {
     let team = Team::start(TeamConfig::default()).await.unwrap();
-    let summarizer = Arc::new(ScriptedModel::new("s", []).with_fallback(
-        "## Goal\n- Read the parts\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n### Done\n- [x] Read them\n### In Progress\n- (none)\n### Blocked\n- (none)\n\n## Key Decisions\n- (none)\n\n## Next Steps\n1. Go on\n\n## Critical Context\n- (none)",
-    ));
+    let summarizer = Arc::new(ScriptedModel::new("s", []).with_fallback(SUMMARY));
     let mut config = CompressionConfig::new(shared_counter());
     config.model = CompressorModel::Fixed(summarizer.clone());
     spawn_compression_agent(&team, config).await.unwrap();
@@ -145,16 +146,25 @@ async fn compaction_calls_count_against_the_agents_budget() {
     }
     let before = context_stats(&team, "coder").await.unwrap().spend.agent;
     let applied = compact_agent(&team, "coder", None).await.unwrap();
-    let used = applied.report.summarizer;
-    assert!(used.calls > 0, "{}", applied.report.reason);
-    let after = context_stats(&team, "coder").await.unwrap().spend.agent;
-    assert_eq!(
-        after.input_tokens - before.input_tokens,
-        used.input_tokens as u64
+    assert!(
+        applied.report.summarizer.calls > 0,
+        "{}",
+        applied.report.reason
     );
+    let after = context_stats(&team, "coder").await.unwrap().spend.agent;
+    // Each of the compression model's calls counts once, with the usage the model reported
+    // (the scripted model's: 4 characters a token), steering calls included.
+    let tokens = |text: &str| text.len().div_ceil(4) as u64;
+    let calls = summarizer.requests();
+    let input: u64 = calls
+        .iter()
+        .map(|r| r.messages.iter().map(|m| tokens(&m.text())).sum::<u64>())
+        .sum();
+    assert!(!calls.is_empty());
+    assert_eq!(after.input_tokens - before.input_tokens, input);
     assert_eq!(
         after.output_tokens - before.output_tokens,
-        used.output_tokens as u64
+        calls.len() as u64 * tokens(SUMMARY)
     );
     team.shutdown().await;
 }
