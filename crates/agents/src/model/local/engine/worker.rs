@@ -27,6 +27,7 @@ use llama_cpp_2::token::LlamaToken;
 use troupe_runtime::RequestPriority;
 use troupe_runtime::sync::lock;
 
+use super::batch::{Part, build};
 use super::job_setup::prepare;
 use super::pieces::Utf8Pieces;
 use super::queue::JobQueue;
@@ -37,60 +38,47 @@ use super::{
 };
 use crate::model::local::LocalModelError;
 
-/// Prompt tokens a background job adds to one batch while an interactive job is generating: a
-/// compressor's long prefill must not make each token of an agent's answer wait for a full
-/// batch of prompt.
-const BACKGROUND_PREFILL_BESIDE_INTERACTIVE: usize = 64;
-
 /// How long the thread sleeps when every running job waits for its reader.
 const READERS_BUSY: Duration = Duration::from_millis(1);
 
 /// One job being served.
-struct Running {
-    job: Job,
+pub(super) struct Running {
+    pub(super) job: Job,
     reply: Reply,
-    seq: usize,
-    prompt: Vec<LlamaToken>,
+    pub(super) seq: usize,
+    pub(super) prompt: Vec<LlamaToken>,
     /// Leading prompt tokens the sequence already held.
     reused: usize,
     /// The next prompt token to decode.
-    next: usize,
+    pub(super) next: usize,
     sampler: LlamaSampler,
     budget: usize,
     produced: usize,
     /// The token sampled last, not yet decoded.
-    pending: Option<LlamaToken>,
+    pub(super) pending: Option<LlamaToken>,
     /// Where its logits are in the batch just decoded.
     logits: Option<i32>,
     text: String,
     pieces: Utf8Pieces,
     /// Text the reader has not taken yet (its channel was full).
-    outbox: VecDeque<String>,
+    pub(super) outbox: VecDeque<String>,
     /// Set once generation has ended; the job finishes when its outbox is empty.
-    stop: Option<Stop>,
+    pub(super) stop: Option<Stop>,
     started: Instant,
     prompt_time: Duration,
     generation_started: Option<Instant>,
     /// Join order: the job that joined last steps back when the cells run out.
-    joined: u64,
+    pub(super) joined: u64,
 }
 
 impl Running {
-    fn prefilling(&self) -> bool {
+    pub(super) fn prefilling(&self) -> bool {
         self.stop.is_none() && self.next < self.prompt.len()
     }
 
-    fn interactive(&self) -> bool {
+    pub(super) fn interactive(&self) -> bool {
         self.job.priority == RequestPriority::Interactive
     }
-}
-
-/// What one running job adds to a batch.
-enum Part {
-    /// Its last sampled token.
-    Token(LlamaToken),
-    /// Prompt tokens `from..to`.
-    Prompt(usize, usize),
 }
 
 /// The KV cache of one context, as the sequence bookkeeping sees it.
@@ -468,57 +456,6 @@ impl Worker {
     }
 }
 
-/// Fill `batch` from the running jobs: each generating job's last token, then prompt chunks
-/// (interactive first, in join order). Returns what each job added and where its logits are.
-fn build(
-    batch: &mut LlamaBatch<'static>,
-    running: &[Running],
-    sequences: &Sequences,
-) -> Result<Vec<(usize, Part, Option<i32>)>, LocalModelError> {
-    let add_failed = |e: &dyn std::fmt::Display| LocalModelError::Inference(format!("batch: {e}"));
-    batch.clear();
-    let mut plan = Vec::new();
-    let waits = |r: &Running| r.stop.is_some() || !r.outbox.is_empty();
-    for (i, r) in running.iter().enumerate() {
-        if let Some(token) = r.pending.filter(|_| !waits(r)) {
-            let pos = to_pos(sequences.len(r.seq));
-            batch
-                .add(token, pos, &[to_pos(r.seq)], true)
-                .map_err(|e| add_failed(&e))?;
-            plan.push((i, Part::Token(token), Some(batch.n_tokens() - 1)));
-        }
-    }
-    let interactive_generating = running
-        .iter()
-        .any(|r| r.interactive() && r.pending.is_some() && !waits(r));
-    let mut prefilling: Vec<usize> = (0..running.len())
-        .filter(|&i| running[i].prefilling())
-        .collect();
-    prefilling.sort_by_key(|&i| (!running[i].interactive(), running[i].joined));
-    for i in prefilling {
-        let r = &running[i];
-        let room = (BATCH as usize).saturating_sub(batch.n_tokens() as usize);
-        let room = if !r.interactive() && interactive_generating {
-            room.min(BACKGROUND_PREFILL_BESIDE_INTERACTIVE)
-        } else {
-            room
-        };
-        if room == 0 {
-            continue;
-        }
-        let (from, to) = (r.next, (r.next + room).min(r.prompt.len()));
-        let last = r.prompt.len() - 1;
-        for (pos, token) in r.prompt.iter().enumerate().take(to).skip(from) {
-            batch
-                .add(*token, to_pos(pos), &[to_pos(r.seq)], pos == last)
-                .map_err(|e| add_failed(&e))?;
-        }
-        let logits = (to == r.prompt.len()).then(|| batch.n_tokens() - 1);
-        plan.push((i, Part::Prompt(from, to), logits));
-    }
-    Ok(plan)
-}
-
 /// Queue `piece` for the job's reader, if it has one.
 fn post(r: &mut Running, piece: String) {
     if r.job.pieces.is_some() {
@@ -545,12 +482,6 @@ fn deliver(r: &mut Running) -> Result<(), ()> {
         }
     }
     Ok(())
-}
-
-/// A position or sequence id as llama.cpp takes it (both stay far below `i32::MAX`: positions
-/// are bounded by the context, ids by `SEQUENCES`).
-fn to_pos(n: usize) -> i32 {
-    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 fn panicked() -> LocalModelError {
