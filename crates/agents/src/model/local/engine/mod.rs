@@ -22,8 +22,8 @@
 //! channel; a reader that is slow pauses its own sequence (the others go on), and one that
 //! stops reading (drops the receiver) ends the job.
 
-mod batch;
 pub mod baseline;
+mod batch;
 mod job_setup;
 mod pieces;
 mod queue;
