@@ -18,6 +18,8 @@ mod mcp;
 mod mcp_client_exit;
 mod mcp_serve;
 mod node;
+mod node_process;
+mod node_startup;
 mod node_typed;
 #[cfg(feature = "otlp")]
 mod otlp;

@@ -1,121 +1,16 @@
 //! `troupe node` as a second process: a config's agent asked by name from this process's node,
-//! one trace across both processes' trace files, and clear errors for what a node cannot run.
+//! one trace across both processes' trace files, and compactions through another node's
+//! compression agent.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use troupe::cluster::{ClusterNode, NodeConfig};
-use troupe::runtime::trace::{SpanLine, TraceLine};
 use troupe::{AgentRequest, Team, TeamConfig};
 
 use super::chat_server::ChatServer;
+use super::node_process::{COOKIE, attr, one_node_at_a_time, spans, start_node, write_config};
 use super::support::with_trace_file;
-
-/// A cookie as `openssl rand -hex 32` makes them (`troupe node` refuses a weak one).
-pub(super) const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";
-
-/// A process holds one cluster node at a time: ractor's process groups are process-wide, so two
-/// tests' nodes in this test binary would see each other's agents (both nodes here are named
-/// `remote` and host `helper`) and a request could be answered by the other test's node.
-pub(super) fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static NODES: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    NODES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-pub(super) fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
-    let config = dir.join("troupe.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[models.remote]
-provider = "openai"
-base_url = "{url}"
-api_key_env = "TEST_NODE_KEY"
-model = "test-model"
-context_window = 8000
-
-[agents.helper]
-model = "remote"
-instructions = "Be brief."
-"#
-        ),
-    )
-    .unwrap();
-    config
-}
-
-/// A `troupe node` process, killed if a failing test leaves it running.
-pub(super) struct NodeProcess(Child);
-
-impl Drop for NodeProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl std::ops::Deref for NodeProcess {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for NodeProcess {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-/// `troupe node` on `config`; returns the process and the address from its `READY` line.
-pub(super) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args([
-            "node",
-            "--name",
-            "remote",
-            "--listen",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(config)
-        .env("TROUPE_COOKIE", COOKIE)
-        .env("TEST_NODE_KEY", "sk-test")
-        .env("TROUPE_TRACE", trace)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("troupe node exited early").unwrap();
-        if let Some(addr) = line.strip_prefix("READY ") {
-            break addr.trim().parse().unwrap();
-        }
-    };
-    (NodeProcess(child), addr)
-}
-
-fn spans(path: &Path) -> Vec<SpanLine> {
-    let text = std::fs::read_to_string(path).unwrap();
-    text.lines()
-        .filter_map(|l| match serde_json::from_str::<TraceLine>(l) {
-            Ok(TraceLine::Span(span)) => Some(span),
-            _ => None,
-        })
-        .collect()
-}
-
-fn attr<'a>(span: &'a SpanLine, key: &str) -> Option<&'a str> {
-    span.attributes.get(key).and_then(|v| v.as_str())
-}
 
 #[test]
 fn a_config_agent_on_troupe_node_is_asked_by_name_in_one_trace_across_processes() {
@@ -217,33 +112,6 @@ fn a_config_agent_on_troupe_node_is_asked_by_name_in_one_trace_across_processes(
         .unwrap();
     assert!(!follow_two.status.success());
     assert!(String::from_utf8_lossy(&follow_two.stderr).contains("one file"));
-}
-
-#[test]
-fn troupe_node_without_a_cookie_or_agents_says_what_is_missing() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
-    let no_cookie = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["node", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .env_remove("TROUPE_COOKIE")
-        .output()
-        .unwrap();
-    assert!(!no_cookie.status.success());
-    let stderr = String::from_utf8_lossy(&no_cookie.stderr);
-    assert!(stderr.contains("$TROUPE_COOKIE"), "{stderr}");
-
-    let empty = dir.path().join("empty.toml");
-    std::fs::write(&empty, "").unwrap();
-    let no_agents = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["node", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&empty)
-        .env("TROUPE_COOKIE", COOKIE)
-        .output()
-        .unwrap();
-    assert!(!no_agents.status.success());
-    let stderr = String::from_utf8_lossy(&no_agents.stderr);
-    assert!(stderr.contains("no agent"), "{stderr}");
 }
 
 /// A long, plain answer: a few of them put a 4 000-token window over its compaction target.
@@ -352,103 +220,6 @@ async fn compacts_through_another_node_then_alone() {
     );
     node.shutdown().await;
     team.shutdown().await;
-}
-
-/// `troupe node` with `config`, listening on `listen`, with `cookie`: its output once it exits
-/// (it must, within 30 s: these settings are refused at start).
-fn node_output(config: &Path, listen: &str, cookie: &str) -> std::process::Output {
-    let mut child = NodeProcess(
-        Command::new(env!("CARGO_BIN_EXE_troupe"))
-            .args(["node", "--name", "remote", "--listen", listen, "--config"])
-            .arg(config)
-            .env("TROUPE_COOKIE", cookie)
-            .env("TEST_NODE_KEY", "sk-test")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "troupe node started although it should have refused"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = Vec::new();
-    std::io::Read::read_to_end(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    std::process::Output {
-        status,
-        stdout: Vec::new(),
-        stderr,
-    }
-}
-
-#[test]
-fn troupe_node_names_a_busy_port_once_and_refuses_a_weak_cookie_saying_how_to_make_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = taken.local_addr().unwrap();
-    let busy = node_output(&config, &addr.to_string(), COOKIE);
-    assert!(!busy.status.success());
-    let stderr = String::from_utf8_lossy(&busy.stderr);
-    assert_eq!(
-        stderr
-            .matches(&format!("address {addr} is already in use"))
-            .count(),
-        1,
-        "{stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "{stderr}");
-
-    let weak = node_output(&config, "127.0.0.1:0", "node-test-cookie");
-    assert!(!weak.status.success());
-    let stderr = String::from_utf8_lossy(&weak.stderr);
-    assert!(stderr.contains("openssl rand -hex 32"), "{stderr}");
-}
-
-#[test]
-fn troupe_node_warns_when_it_listens_beyond_loopback_without_tls() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), "http://127.0.0.1:9/v1");
-    let mut child = NodeProcess(
-        Command::new(env!("CARGO_BIN_EXE_troupe"))
-            .args([
-                "node",
-                "--name",
-                "remote",
-                "--listen",
-                "0.0.0.0:0",
-                "--config",
-            ])
-            .arg(&config)
-            .env("TROUPE_COOKIE", COOKIE)
-            .env("TEST_NODE_KEY", "sk-test")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let stdout = child.stdout.take().unwrap();
-    let ready = BufReader::new(stdout)
-        .lines()
-        .map_while(Result::ok)
-        .any(|line| line.starts_with("READY "));
-    assert!(ready, "troupe node exited early");
-    child.kill().unwrap();
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(
-        stderr.contains("warning:") && stderr.contains("0.0.0.0") && stderr.contains("without TLS"),
-        "{stderr}"
-    );
 }
 
 /// Without `[compaction] model`, a node's agents compact with the configured model of lowest

@@ -13,7 +13,7 @@ use troupe::runtime::typed::ResponseFormat;
 use troupe::{Team, TeamConfig};
 
 use super::chat_server::ChatServer;
-use super::node::{COOKIE, one_node_at_a_time, start_node, write_config};
+use super::node_process::{COOKIE, one_node_at_a_time, start_node, write_config};
 
 #[derive(Debug, PartialEq, Deserialize, JsonSchema)]
 struct Harbour {
