@@ -10,8 +10,8 @@ use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Message, RpcReplyPort};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use troupe_runtime::AskError;
 use troupe_runtime::typed::ResponseFormat;
+use troupe_runtime::{AskError, ToolDefinition};
 
 /// The troupe wire protocol this build speaks. Bump it with any change to [`WireRequest`] or
 /// [`WireReply`] that an older node would misread. 2: an agent's model error travels as the
@@ -130,11 +130,8 @@ impl WireResponseFormat {
     /// [`ResponseFormat::of`] makes them (1 to 64 of `[A-Za-z0-9_-]`, what OpenAI accepts), a
     /// schema that is a JSON object of at most [`MAX_SCHEMA_BYTES`]. Otherwise why not.
     pub(crate) fn checked(self) -> Result<ResponseFormat, String> {
-        let name_ok = (1..=64).contains(&self.name.len())
-            && self
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        let name_ok = (1..=ToolDefinition::MAX_NAME).contains(&self.name.len())
+            && self.name.chars().all(ToolDefinition::is_name_char);
         if !name_ok {
             return Err(format!(
                 "response format name {:?} is not 1 to 64 of [A-Za-z0-9_-]",

@@ -1,7 +1,9 @@
 //! The registry names of a server's tools: `SERVER__tool`, made valid and unique.
 
+use troupe_runtime::ToolDefinition;
+
 /// The longest tool name OpenAI-style function calling accepts.
-const MAX_NAME: usize = 64;
+const MAX_NAME: usize = ToolDefinition::MAX_NAME;
 
 /// The longest server name: its tools' names (`SERVER__tool`, at most 64 characters with a
 /// `_N` suffix making them unique) always keep the whole `SERVER__` prefix.
@@ -14,11 +16,7 @@ pub const MAX_SERVER_NAME: usize = 48;
 /// prefix survives the cut of a name to 64 characters. [`crate::register_mcp`] and troupe's
 /// config file apply this one rule.
 pub fn server_name_problem(name: &str) -> Option<String> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
-    {
+    if name.is_empty() || !name.chars().all(ToolDefinition::is_name_char) {
         return Some(
             "server names may use letters, digits, `-` and `_` only (they prefix tool names)"
                 .to_string(),
@@ -52,16 +50,7 @@ pub(crate) fn registry_name(server: &str, tool: &str, taken: impl Fn(&str) -> bo
 }
 
 fn sanitize(name: &str) -> String {
-    let cleaned: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let cleaned = ToolDefinition::sanitized_name(name);
     if cleaned.is_empty() {
         "_".to_string()
     } else {

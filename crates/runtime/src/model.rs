@@ -21,6 +21,23 @@ pub struct ToolDefinition {
 }
 
 impl ToolDefinition {
+    /// The longest name OpenAI-style function calling accepts — for a function, and for a
+    /// response format's schema (`^[a-zA-Z0-9_-]{1,64}$` both).
+    pub const MAX_NAME: usize = 64;
+
+    /// Whether `c` may appear in such a name: `a-z`, `A-Z`, `0-9`, `_` and `-`.
+    pub fn is_name_char(c: char) -> bool {
+        c.is_ascii_alphanumeric() || c == '_' || c == '-'
+    }
+
+    /// `name` with every character such a name may not hold replaced by `_`; not cut to
+    /// [`ToolDefinition::MAX_NAME`], and empty when `name` is (each caller has its fallback).
+    pub fn sanitized_name(name: &str) -> String {
+        name.chars()
+            .map(|c| if Self::is_name_char(c) { c } else { '_' })
+            .collect()
+    }
+
     /// The OpenAI `tools[]` entry: `{"type": "function", "function": {name, description, parameters}}`.
     pub fn to_openai_json(&self) -> Value {
         serde_json::json!({

@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::model::ToolDefinition;
 use crate::supervisor::directory::AskError;
 
 /// The JSON Schema an answer must match, as a request carries it to the model.
@@ -57,16 +58,9 @@ impl ResponseFormat {
 /// A schema name as OpenAI accepts it (`^[a-zA-Z0-9_-]{1,64}$`): schemars names generic types
 /// `Array_of_Point` but may use other characters for others.
 fn wire_name(name: &str) -> String {
-    let cleaned: String = name
+    let cleaned: String = ToolDefinition::sanitized_name(name)
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
+        .take(ToolDefinition::MAX_NAME)
         .collect();
     if cleaned.is_empty() {
         "answer".to_string()

@@ -125,6 +125,16 @@ pub fn target_inputs<M: Borrow<ChatMessage>>(
     policy: &BudgetPolicy,
     summary: SummaryRoad,
 ) -> TargetInputs {
+    measure(messages, counter, policy, summary).0
+}
+
+/// [`target_inputs`] and the conversation's tokens, from one count of its messages.
+fn measure<M: Borrow<ChatMessage>>(
+    messages: &[M],
+    counter: &dyn TokenCounter,
+    policy: &BudgetPolicy,
+    summary: SummaryRoad,
+) -> (TargetInputs, usize) {
     let messages: Vec<&ChatMessage> = messages.iter().map(Borrow::borrow).collect();
     let tokens: Vec<usize> = messages.iter().map(|m| counter.count_message(m)).collect();
     let head = messages
@@ -158,7 +168,7 @@ pub fn target_inputs<M: Borrow<ChatMessage>>(
         .filter(|(m, _)| protected.contains(m.id))
         .map(|(_, t)| *t)
         .sum();
-    TargetInputs {
+    let inputs = TargetInputs {
         window: policy.context_window,
         trigger_tokens: policy.trigger_tokens(),
         head_tokens,
@@ -167,7 +177,8 @@ pub fn target_inputs<M: Borrow<ChatMessage>>(
         growth_per_turn,
         refetch_tokens,
         summary,
-    }
+    };
+    (inputs, head_tokens + grown)
 }
 
 /// `policy` with the cost-aware target for `messages` when it asks for one
@@ -191,7 +202,7 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
         },
         None => SummaryRoad::NoModel,
     };
-    let inputs = target_inputs(messages, counter, policy, road);
+    let (inputs, current) = measure(messages, counter, policy, road);
     let target = cost_aware_target(&inputs, &CostModel::openai(), &TargetRule::default());
     // Never at or above the trigger, whatever the floor says (the policy must stay valid).
     let target = target.min(policy.trigger - 0.01);
@@ -202,10 +213,6 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
     // the chosen target it answers that nothing is needed.
     let target = if trigger == CompactTrigger::Automatic {
         let window = policy.context_window.max(1) as f64;
-        let current: usize = messages
-            .iter()
-            .map(|m| counter.count_message(m.borrow()))
-            .sum();
         let margin = crate::policy::UNREACHABLE_TARGET_MARGIN;
         target.min((current as f64 / window - margin).max(policy.target))
     } else {
