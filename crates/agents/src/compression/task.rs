@@ -173,15 +173,37 @@ impl Task for CompressorTask {
         async move {
             match work {
                 Work::Compact { request, reply, .. } => {
-                    reply.send(compact(&compressor, *request, &trace).await);
+                    let agent = request.agent.clone();
+                    let compaction = compact(&compressor, *request, &trace);
+                    answer_unless_abandoned(reply, compaction, &agent).await;
                 }
                 Work::Scope(request, reply) => {
-                    reply.send(summarize_scope(&request, &compressor.name).await);
+                    let summary = summarize_scope(&request, &compressor.name);
+                    answer_unless_abandoned(reply, summary, &request.agent).await;
                 }
             }
         }
         .instrument(span)
         .boxed()
+    }
+}
+
+/// Answer `reply` with what `work` gives — unless the asker stops waiting first (an agent that
+/// made room at its limit dropped the job it had worked ahead, an ask that timed out): then
+/// the work stops where it is, its model call with it, and the worker is free for the next
+/// job instead of summarizing for nobody (on the embedded model, beside the agents' own
+/// calls). A job from another node cannot be watched so, and runs to its end.
+async fn answer_unless_abandoned<T: Send + 'static>(
+    mut reply: Reply<T>,
+    work: impl Future<Output = T>,
+    agent: &str,
+) {
+    let abandoned = reply.abandoned();
+    tokio::select! {
+        answer = work => reply.send(answer),
+        () = abandoned => {
+            tracing::debug!(%agent, "the asker stopped waiting: the job stopped unanswered");
+        }
     }
 }
 

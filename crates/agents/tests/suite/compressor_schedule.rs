@@ -26,16 +26,16 @@ use troupe_tools::FileLedger;
 const LOOP_OPENING: &str = "Compress the conversation of agent `";
 
 /// A guard against a hang, not a timing assertion: every wait below ends long before it.
-const PATIENCE: Duration = Duration::from_secs(30);
+pub(super) const PATIENCE: Duration = Duration::from_secs(30);
 
 /// What happened, in order: `start:<agent>` when a compaction's model loop makes its first
 /// call, `end:<agent>` when that call is let through.
-type Log = Arc<Mutex<Vec<String>>>;
+pub(super) type Log = Arc<Mutex<Vec<String>>>;
 
 /// A compression model whose loop calls for gated agents wait for a permit: it holds a
 /// compaction running for as long as the test wants. Its answers are plain text, so each loop
 /// ends after one call and the planner finishes the compaction.
-struct GateModel {
+pub(super) struct GateModel {
     gates: HashMap<String, Arc<Semaphore>>,
     log: Log,
     started: mpsc::UnboundedSender<String>,
@@ -45,7 +45,7 @@ struct GateModel {
 impl GateModel {
     /// A model gating `gated`, the log, a receiver of started agents, and the gates.
     #[allow(clippy::type_complexity)]
-    fn new(
+    pub(super) fn new(
         gated: &[&str],
     ) -> (
         Arc<Self>,
@@ -133,7 +133,7 @@ fn conversation(files: usize) -> Conversation {
 
 /// A manual compaction (never held back by the anti-thrash guard) of `agent`'s conversation of
 /// `files` results in a 4,000-token window.
-fn request(agent: &str, files: usize) -> CompactionRequest {
+pub(super) fn request(agent: &str, files: usize) -> CompactionRequest {
     let policy = BudgetPolicy {
         tool_output_limit_tokens: 100_000,
         ..BudgetPolicy::for_window(4_000)
@@ -151,7 +151,7 @@ fn request(agent: &str, files: usize) -> CompactionRequest {
     }
 }
 
-async fn team(model: Arc<GateModel>, max_concurrent: usize) -> Team {
+pub(super) async fn team(model: Arc<GateModel>, max_concurrent: usize) -> Team {
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut config = CompressionConfig::new(shared_counter());
     config.model = CompressorModel::Fixed(model as Arc<dyn ChatModel>);
@@ -160,7 +160,7 @@ async fn team(model: Arc<GateModel>, max_concurrent: usize) -> Team {
     team
 }
 
-async fn compact(
+pub(super) async fn compact(
     directory: &Directory,
     request: CompactionRequest,
 ) -> Result<Compaction, CompactionError> {
@@ -185,14 +185,14 @@ async fn after_the_mailbox(team: &Team) {
     );
 }
 
-async fn next_start(starts: &mut mpsc::UnboundedReceiver<String>) -> String {
+pub(super) async fn next_start(starts: &mut mpsc::UnboundedReceiver<String>) -> String {
     tokio::time::timeout(PATIENCE, starts.recv())
         .await
         .expect("a compaction should have started")
         .unwrap()
 }
 
-fn starts(log: &Log) -> Vec<String> {
+pub(super) fn starts(log: &Log) -> Vec<String> {
     log.lock()
         .unwrap()
         .iter()

@@ -311,7 +311,7 @@ impl Directory {
         // Answered already, unless the behaviour handed the port on: then the rest of the
         // timeout is the answer's.
         let left = timeout.saturating_sub(started.elapsed());
-        match tokio::time::timeout(left, answer).await {
+        match tokio::time::timeout(left, answer.received()).await {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(_)) => Err(AskError::Agent {
                 name: name.to_string(),

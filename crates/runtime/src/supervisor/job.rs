@@ -21,6 +21,27 @@ use crate::supervisor::behavior::AgentError;
 #[must_use = "a job is answered with Reply::send; dropping the port tells the asker no answer came"]
 pub struct Reply<T> {
     port: Box<dyn FnOnce(T) + Send>,
+    /// Closes once the asker stopped waiting (it timed out, or its future was dropped): see
+    /// [`Reply::abandoned`]. `None` for a port whose asker cannot be watched, or once taken.
+    waited_for: Option<oneshot::Receiver<()>>,
+}
+
+/// The asker's side of a [`Reply`]: the answer, and — while this lives — the sign that the
+/// asker still waits for it.
+pub(crate) struct Answer<T> {
+    answer: oneshot::Receiver<T>,
+    waiting: oneshot::Sender<()>,
+}
+
+impl<T> Answer<T> {
+    /// The answer, once sent; an error when the port was dropped unanswered. Dropping this
+    /// future before it ends tells the port its asker is gone ([`Reply::abandoned`]).
+    pub(crate) async fn received(self) -> Result<T, oneshot::error::RecvError> {
+        let Answer { answer, waiting } = self;
+        let answer = answer.await;
+        drop(waiting);
+        answer
+    }
 }
 
 impl<T> fmt::Debug for Reply<T> {
@@ -31,15 +52,17 @@ impl<T> fmt::Debug for Reply<T> {
 
 impl<T: Send + 'static> Reply<T> {
     /// A port and the receiver its answer arrives on.
-    pub(crate) fn channel() -> (Reply<T>, oneshot::Receiver<T>) {
-        let (tx, rx) = oneshot::channel();
+    pub(crate) fn channel() -> (Reply<T>, Answer<T>) {
+        let (tx, answer) = oneshot::channel();
+        let (waiting, waited_for) = oneshot::channel();
         let reply = Reply {
             port: Box::new(move |answer| {
                 // The asker may have timed out and gone; that is not the behaviour's failure.
                 let _ = tx.send(answer);
             }),
+            waited_for: Some(waited_for),
         };
-        (reply, rx)
+        (reply, Answer { answer, waiting })
     }
 
     /// Answer the job.
@@ -47,12 +70,31 @@ impl<T: Send + 'static> Reply<T> {
         (self.port)(answer);
     }
 
+    /// Resolves once the asker stopped waiting for the answer — it timed out, or was
+    /// cancelled — so a long job (a compaction's model calls) can stop instead of running on
+    /// for nobody. Never resolves for a port whose asker cannot be watched (a job from another
+    /// node), nor when called a second time. The port can still be answered meanwhile.
+    pub fn abandoned(&mut self) -> impl Future<Output = ()> + Send + 'static {
+        let waited_for = self.waited_for.take();
+        async move {
+            match waited_for {
+                // Nothing is ever sent on it: it ends when the asker's side drops.
+                Some(waited_for) => {
+                    let _ = waited_for.await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+    }
+
     /// A port for answers of another type, converted by `convert` into this one's: how a job
     /// from another node (answered in its wire form) is handed to a behaviour as the same
     /// variant a local job is.
-    pub fn map<U: 'static>(self, convert: impl FnOnce(U) -> T + Send + 'static) -> Reply<U> {
+    pub fn map<U: 'static>(mut self, convert: impl FnOnce(U) -> T + Send + 'static) -> Reply<U> {
+        let waited_for = self.waited_for.take();
         Reply {
             port: Box::new(move |answer| self.send(convert(answer))),
+            waited_for,
         }
     }
 }
@@ -238,10 +280,37 @@ mod tests {
         team.shutdown().await;
     }
 
-    #[test]
-    fn a_mapped_port_converts_the_answer_on_its_way() {
-        let (reply, mut rx) = Reply::<String>::channel();
+    #[tokio::test]
+    async fn a_mapped_port_converts_the_answer_on_its_way() {
+        let (reply, answer) = Reply::<String>::channel();
         reply.map(|n: u32| n.to_string()).send(7);
-        assert_eq!(rx.try_recv().unwrap(), "7");
+        assert_eq!(answer.received().await.unwrap(), "7");
+    }
+
+    #[tokio::test]
+    async fn a_port_hears_when_its_asker_stops_waiting() {
+        use futures::FutureExt;
+        let (mut reply, answer) = Reply::<u32>::channel();
+        let mut abandoned = Box::pin(reply.abandoned());
+        assert!((&mut abandoned).now_or_never().is_none(), "the asker waits");
+        // A second watch never fires: the first one took it.
+        assert!(reply.abandoned().now_or_never().is_none());
+        // The asker's wait is dropped before the answer came: a timeout, a cancelled task.
+        let waiting = answer.received();
+        drop(waiting);
+        tokio::time::timeout(Duration::from_secs(5), abandoned)
+            .await
+            .expect("the port heard that its asker is gone");
+        // Answering a gone asker is no failure.
+        reply.send(1);
+
+        // Through a mapped port (a job from another node is handed on so) the same.
+        let (reply, answer) = Reply::<u32>::channel();
+        let mut mapped = reply.map(|n: u8| u32::from(n));
+        let abandoned = mapped.abandoned();
+        drop(answer);
+        tokio::time::timeout(Duration::from_secs(5), abandoned)
+            .await
+            .expect("the mapped port heard it too");
     }
 }
