@@ -62,6 +62,7 @@
 //! cargo run --release --example eval -- --mode stall --json
 //! cargo run --release --example eval -- --mode stall --stall-windows 8000,16000 --time-scale 0.05 --only swe-
 //! cargo run --release --example eval -- --mode stall --work-ahead 0.6 --json    # work ahead from 60 %
+//! cargo run --release --example eval -- --mode stall --at-limit wait --json      # wait at the limit
 //! scripts/stall-llama-server.sh                                                 # against llama-server on 127.0.0.1
 //! ```
 //!
@@ -91,8 +92,8 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use troupe::agents::WorkAhead;
 use troupe::agents::model::{LocalModel, OpenAiConfig, OpenAiModel};
+use troupe::agents::{AtLimit, WorkAhead};
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::runtime::ChatModel;
 use troupe_cli::transcript_file::TranscriptFile;
@@ -147,6 +148,11 @@ struct Args {
     /// threshold, 70 %) or a fraction of the window (`0.6`).
     #[arg(long, default_value = "warning")]
     work_ahead: String,
+    /// With `--mode stall`: what the background road's agent does at the limit before an
+    /// answer landed: `make_room` (the default: at once, without a model) or `wait` (for the
+    /// job in flight, or the compression agent).
+    #[arg(long, default_value = "make_room")]
+    at_limit: String,
     /// With `--server`: the model name sent to it.
     #[arg(long, default_value = "smollm2-135m")]
     server_model: String,
@@ -188,6 +194,11 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
                 .context("--work-ahead takes `warning` or a fraction of the window")?,
         ),
     };
+    let at_limit = match args.at_limit.as_str() {
+        "make_room" => AtLimit::MakeRoom,
+        "wait" => AtLimit::Wait,
+        other => anyhow::bail!("--at-limit takes `make_room` or `wait`, not `{other}`"),
+    };
     let dir = stall::log_dir();
     std::fs::create_dir_all(&dir)?;
     let mut rows = Vec::new();
@@ -199,9 +210,11 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
                 "check"
             };
             eprintln!("{name} @ {window}: background road");
-            let background = stall::run_road(input, window, work_ahead, &clock, &dir).await?;
+            let background =
+                stall::run_road(input, window, (work_ahead, at_limit), &clock, &dir).await?;
             eprintln!("{name} @ {window}: blocking road");
-            let blocking = stall::run_road(input, window, WorkAhead::Off, &clock, &dir).await?;
+            let blocking =
+                stall::run_road(input, window, (WorkAhead::Off, at_limit), &clock, &dir).await?;
             rows.push(stall::StallRow {
                 transcript: name.clone(),
                 split,

@@ -57,6 +57,19 @@ fn an_empty_config_is_the_defaults() {
     assert!(config.models.is_empty());
     assert!(config.compaction.auto);
     assert_eq!(config.compaction.target, 0.4);
+    assert_eq!(config.compaction.at_limit, troupe_agents::AtLimit::MakeRoom);
+}
+
+#[test]
+fn at_limit_reaches_the_agents_settings() {
+    let config = Config::parse("[compaction]\nat_limit = \"wait\"\n").unwrap();
+    let settings = config.compaction.settings(32_000);
+    assert_eq!(settings.at_limit, troupe_agents::AtLimit::Wait);
+    assert_names(
+        "[compaction]\nat_limit = \"later\"\n",
+        "compaction.at_limit",
+        "unknown variant `later`",
+    );
 }
 
 fn error_for(text: &str) -> ConfigError {

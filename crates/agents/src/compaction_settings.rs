@@ -33,6 +33,9 @@ pub struct CompactionSettings {
     /// When the agent asks for a compaction ahead of the trigger and goes on working while it
     /// runs (see [`WorkAhead`]).
     pub work_ahead: WorkAhead,
+    /// What an agent that works ahead does at the limit, when its next request would not fit
+    /// the window (see [`AtLimit`]).
+    pub at_limit: AtLimit,
     /// Closures that see every compaction before and after it runs (see
     /// [`CompactionHooks`]); none by default.
     pub hooks: CompactionHooks,
@@ -40,10 +43,9 @@ pub struct CompactionSettings {
 
 /// When an agent starts a background compaction: a snapshot of its conversation, taken at a
 /// turn boundary, is compacted while the agent goes on, and the answer is spliced in at a later
-/// turn boundary. Past the trigger a job is started if none runs, and the agent still goes on:
-/// it waits only at the limit, when its next request would not fit the window (joining the job
-/// in flight, or compacting as on the blocking road when none runs). In a configuration file:
-/// `"off"`, `"at_warning"` or `{ at = 0.6 }`.
+/// turn boundary. Past the trigger a job is started if none runs, and the agent still goes on;
+/// at the limit, when its next request would not fit the window, it does what [`AtLimit`]
+/// says. In a configuration file: `"off"`, `"at_warning"` or `{ at = 0.6 }`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkAhead {
@@ -56,6 +58,26 @@ pub enum WorkAhead {
     At(f64),
 }
 
+/// What an agent that works ahead does at the limit — its next request would not fit the
+/// window — when no background answer has landed: one step grew the conversation past the
+/// limit faster than a job could run (a large file read at a small window), or it crossed the
+/// warning and the limit at once. In a configuration file: `"make_room"` or `"wait"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtLimit {
+    /// Make room at once, without a model call: the planner compacts on the agent's own node,
+    /// masking and truncating old tool results into the archive (`recall` and `expand` read
+    /// every original back) — a millisecond or two; only when that leaves the conversation
+    /// past the trigger are old turns summarized too, mechanically (tens of milliseconds). A
+    /// job in flight is dropped as stale; the model summarizes in the background when the
+    /// agent goes on past the work-ahead threshold. No agent waits on a model.
+    #[default]
+    MakeRoom,
+    /// Wait: join the job in flight (never start a second), or compact through the compression
+    /// agent as the blocking road does when none runs.
+    Wait,
+}
+
 impl Default for CompactionSettings {
     fn default() -> Self {
         CompactionSettings {
@@ -66,6 +88,7 @@ impl Default for CompactionSettings {
             recall_tool: true,
             output_reserve: None,
             work_ahead: WorkAhead::default(),
+            at_limit: AtLimit::default(),
             hooks: CompactionHooks::default(),
         }
     }

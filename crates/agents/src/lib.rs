@@ -22,7 +22,7 @@ pub mod spend;
 mod team_builder;
 mod team_tools;
 
-pub use compaction_settings::{CompactionSettings, WorkAhead, shared_counter};
+pub use compaction_settings::{AtLimit, CompactionSettings, WorkAhead, shared_counter};
 pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
 pub use llm_agent::{
     COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, InFlightCompaction, LlmAgent,

@@ -71,6 +71,56 @@ pub struct CacheStats {
     pub entries: usize,
 }
 
+/// A counter that answers message counts from a [`TokenCache`]: for code written against
+/// [`TokenCounter`] (the cost model's measures, receipts) that would otherwise tokenize a
+/// whole conversation the cache has counted already. Text counts go to the counter.
+#[derive(Clone, Copy)]
+pub struct CachedCounter<'a> {
+    counter: &'a dyn TokenCounter,
+    cache: &'a TokenCache,
+}
+
+impl<'a> CachedCounter<'a> {
+    /// `counter`, with message counts kept in `cache`.
+    pub fn new(counter: &'a dyn TokenCounter, cache: &'a TokenCache) -> Self {
+        CachedCounter { counter, cache }
+    }
+}
+
+impl std::fmt::Debug for CachedCounter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedCounter")
+            .field("counter", &self.counter.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenCounter for CachedCounter<'_> {
+    fn name(&self) -> &str {
+        self.counter.name()
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.counter.count(text)
+    }
+
+    fn count_role(&self, role: troupe_runtime::Role) -> usize {
+        self.counter.count_role(role)
+    }
+
+    fn overhead(&self) -> crate::counter::MessageOverhead {
+        self.counter.overhead()
+    }
+
+    fn count_message(&self, message: &ChatMessage) -> usize {
+        self.cache.count_message(self.counter, message)
+    }
+
+    fn count_upper_bound(&self, text: &str) -> Option<usize> {
+        self.counter.count_upper_bound(text)
+    }
+}
+
 /// The token counts of a whole conversation.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationTokens {
@@ -285,6 +335,39 @@ mod tests {
             self.calls.fetch_add(1, Ordering::Relaxed);
             text.len()
         }
+    }
+
+    #[test]
+    fn a_cached_counter_counts_each_message_once_and_as_the_counter_does() {
+        let counter = CountingCounter::default();
+        let cache = TokenCache::new();
+        let mut conversation = Conversation::new();
+        conversation.push(ChatMessage::user("a question"));
+        conversation.push(ChatMessage::assistant("an answer"));
+        let cached = CachedCounter::new(&counter, &cache);
+        let plain: Vec<usize> = conversation
+            .messages()
+            .iter()
+            .map(|m| counter.count_message(m))
+            .collect();
+        let calls = counter.calls.load(Ordering::Relaxed);
+        let first: Vec<usize> = conversation
+            .messages()
+            .iter()
+            .map(|m| cached.count_message(m))
+            .collect();
+        assert_eq!(first, plain);
+        let counted_once = counter.calls.load(Ordering::Relaxed);
+        assert!(counted_once > calls);
+        let again: Vec<usize> = conversation
+            .messages()
+            .iter()
+            .map(|m| cached.count_message(m))
+            .collect();
+        assert_eq!(again, plain);
+        assert_eq!(counter.calls.load(Ordering::Relaxed), counted_once);
+        assert_eq!(cached.name(), counter.name());
+        assert_eq!(cached.count("plain text"), counter.count("plain text"));
     }
 
     #[test]

@@ -5,4 +5,4 @@
 pub use crate::counter::{
     BpeEncoding, CharEstimateCounter, MessageOverhead, TiktokenCounter, TokenCounter,
 };
-pub use crate::token_cache::{CacheStats, ConversationTokens, TokenCache};
+pub use crate::token_cache::{CacheStats, CachedCounter, ConversationTokens, TokenCache};

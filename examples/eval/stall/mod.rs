@@ -20,10 +20,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use troupe::agents::CompactError;
 use troupe::agents::compression::{CompressionConfig, CompressorModel};
 use troupe::agents::model::ScriptedModel;
 use troupe::agents::session::SessionRecord;
-use troupe::agents::{AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent};
+use troupe::agents::{
+    AgentSpec, AtLimit, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
+};
 use troupe::compaction::invariants::validate;
 use troupe::compaction::{Archive, BudgetPolicy, expand};
 use troupe::runtime::{
@@ -57,6 +60,9 @@ pub(super) enum Outcome {
     Unchanged,
     /// It failed.
     Failed,
+    /// Its asker cancelled it: a job in flight that another compaction made stale (an agent
+    /// that made room at its limit), or one still running at shutdown.
+    Cancelled,
 }
 
 /// One compaction as the agent saw it (`CompactionApplied`).
@@ -106,11 +112,11 @@ pub(super) struct RoadRun {
     pub(super) unchanged_reasons: HashMap<String, usize>,
 }
 
-/// Replay `input` at `window` on one road (`work_ahead`).
+/// Replay `input` at `window` on one road (when it works ahead, and what it does at the limit).
 pub(super) async fn run_road(
     input: &TranscriptFile,
     window: usize,
-    work_ahead: WorkAhead,
+    (work_ahead, at_limit): (WorkAhead, AtLimit),
     clock: &Clock,
     log_dir: &Path,
 ) -> anyhow::Result<RoadRun> {
@@ -164,6 +170,7 @@ pub(super) async fn run_road(
     let settings = CompactionSettings {
         policy: Some(policy.clone()),
         work_ahead,
+        at_limit,
         ..CompactionSettings::default()
     };
     let reserve = settings.output_reserve_for(None, window);
@@ -207,7 +214,9 @@ pub(super) async fn run_road(
                                 None => Ahead::NoJob,
                                 Some(None) => Ahead::Pending,
                                 Some(Some(Outcome::Unchanged)) => Ahead::Unchanged,
-                                Some(Some(Outcome::Failed)) => Ahead::Failed,
+                                Some(Some(Outcome::Failed | Outcome::Cancelled)) => {
+                                    Ahead::Failed
+                                }
                                 Some(Some(Outcome::Changed)) => Ahead::Dropped,
                             });
                         }
@@ -231,9 +240,13 @@ pub(super) async fn run_road(
                             *run.unchanged_reasons.entry(why).or_default() += 1;
                         }
                     }
-                    Event::CompactionFailed { agent, .. } if agent == AGENT => {
+                    Event::CompactionFailed { agent, reason } if agent == AGENT => {
                         summarizer_ns.swap(0, Ordering::Relaxed);
-                        outcome = Some(Outcome::Failed);
+                        outcome = Some(if reason == CompactError::Cancelled.to_string() {
+                            Outcome::Cancelled
+                        } else {
+                            Outcome::Failed
+                        });
                     }
                     Event::CompactionApplied {
                         agent,

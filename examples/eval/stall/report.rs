@@ -121,6 +121,7 @@ pub(crate) fn summary(rows: &[&StallRow], scale: f64) -> Value {
             m
         }),
         "failed": failed,
+        "cancelled": waits_of(&bg, Outcome::Cancelled).len() + waits_of(&bl, Outcome::Cancelled).len(),
         "stall_ms_p50": ms(p(&bg_waits, 50.0)),
         "stall_ms_p99": ms(p(&bg_waits, 99.0)),
         "stall_ms_max": ms(p(&bg_waits, 100.0)),

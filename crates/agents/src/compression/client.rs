@@ -15,6 +15,7 @@
 //! ([`compaction_applied`]).
 
 mod announce;
+mod own_node;
 mod receipt;
 mod tracker;
 
@@ -27,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::TokenCounter;
-use troupe_compaction::{CompactOptions, Compaction, CompactionError, CompactionReport};
+use troupe_compaction::{Compaction, CompactionError, CompactionReport};
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{AskError, CompactionMode, Directory, EventBus, TraceContext};
 
@@ -38,6 +39,7 @@ use crate::compression::job::{
 };
 use announce::{Announcement, compaction_span};
 pub(crate) use announce::{Settled, applied as compaction_applied};
+use own_node::{compact_here, make_room};
 pub(crate) use tracker::CompactionTracker;
 
 /// How long a compaction may take: the compression agent's model loop runs up to its iteration
@@ -120,6 +122,9 @@ enum CompressorRoute {
     /// The team is in a cluster and no node has a compression agent: the asker compacts on its
     /// own node with the planner.
     Unreachable,
+    /// The asker makes room on its own node with the planner, without a model
+    /// ([`InProcess::make_room`](crate::compression::InProcess::make_room)).
+    MakeRoom,
 }
 
 impl CompressorRoute {
@@ -142,7 +147,7 @@ impl CompressorRoute {
         match self {
             CompressorRoute::Local => COMPRESSION_AGENT.to_string(),
             CompressorRoute::Remote(node) => format!("{COMPRESSION_AGENT}@{node}"),
-            CompressorRoute::Unreachable => OWN_NODE.to_string(),
+            CompressorRoute::Unreachable | CompressorRoute::MakeRoom => OWN_NODE.to_string(),
         }
     }
 }
@@ -281,8 +286,15 @@ impl Started {
         request: CompactionRequest,
         mode: CompactionMode,
     ) -> Result<Started, CompactError> {
+        // A team that has nowhere to compact has opted out of compaction: making room is
+        // refused there too.
         let Some(route) = CompressorRoute::of(caller.directory) else {
             return Err(CompactError::NoCompressionAgent);
+        };
+        let route = if request.in_process.make_room {
+            CompressorRoute::MakeRoom
+        } else {
+            route
         };
         let span = compaction_span(
             &request.agent,
@@ -333,6 +345,7 @@ impl Started {
         let before = request.conversation.messages().to_vec();
         let policy = request.policy.clone();
         let hooks = request.in_process.hooks.clone();
+        let cache = request.in_process.token_cache.clone();
         let (agent, trigger) = (request.agent.clone(), request.trigger);
         let asked = async {
             match hooks::before(&hooks, &mut request, caller.counter).await? {
@@ -349,7 +362,12 @@ impl Started {
             compaction
         });
         if let Ok(compaction) = &mut outcome {
-            receipt::attach_receipt(&before, &policy, caller.counter, compaction);
+            receipt::attach_receipt(
+                &before,
+                &policy,
+                (caller.counter, cache.as_ref()),
+                compaction,
+            );
         }
         announcement.end(outcome.as_ref().map(|c| &c.report));
         if let Ok(compaction) = &outcome {
@@ -401,14 +419,22 @@ async fn ask_route(
                 Err(e) => {
                     let why =
                         format!("the compression agent on node `{node}` was not reached: {e}");
-                    compact_here(&request, caller.counter, &why).await
+                    compact_here(
+                        &request,
+                        caller.counter,
+                        Some(&MechanicalSummarizer::new()),
+                        Some(&why),
+                    )
+                    .await
                 }
             }
         }
         CompressorRoute::Unreachable => {
             let why = "no node of the cluster has a compression agent";
-            compact_here(&request, caller.counter, why).await
+            let mechanical = MechanicalSummarizer::new();
+            compact_here(&request, caller.counter, Some(&mechanical), Some(why)).await
         }
+        CompressorRoute::MakeRoom => make_room(&request, caller.counter).await,
     }
 }
 
@@ -424,41 +450,6 @@ fn record_remote_summarizer(request: &CompactionRequest, report: &CompactionRepo
             ..Default::default()
         });
     }
-}
-
-/// Compact `request` on this node with the planner and the mechanical summarizer — `compact`,
-/// the one road with no model steering, which the compression agent also finishes every
-/// compaction with — because no compression agent could be reached (`why`, recorded in the
-/// report's fallbacks).
-async fn compact_here(
-    request: &CompactionRequest,
-    counter: &dyn TokenCounter,
-    why: &str,
-) -> Result<Compaction, CompactError> {
-    tracing::warn!(agent = %request.agent, %why, "compacting on this node");
-    let options = CompactOptions {
-        focus: request.focus.clone(),
-        trigger: request.trigger,
-        token_cache: request.in_process.token_cache.clone(),
-        lead: request.lead,
-        ..CompactOptions::default()
-    };
-    let mechanical = MechanicalSummarizer::new();
-    let mut compaction = troupe_compaction::compact(
-        &request.conversation,
-        &request.ledger,
-        &request.policy,
-        counter,
-        Some(&mechanical),
-        options,
-    )
-    .await
-    .map_err(CompactError::Failed)?;
-    compaction
-        .report
-        .fallbacks
-        .push(format!("compacted by the agent's own node: {why}"));
-    Ok(compaction)
 }
 
 /// How long telling the compression agent to hurry may take: it answers from its queue, at once.
@@ -479,7 +470,7 @@ pub(crate) async fn hurry(
     match CompressorRoute::of(directory) {
         Some(CompressorRoute::Local | CompressorRoute::Remote(_)) => {}
         // Compacted on this node, or nowhere: no queue to rank it in.
-        Some(CompressorRoute::Unreachable) | None => return false,
+        Some(CompressorRoute::Unreachable | CompressorRoute::MakeRoom) | None => return false,
     }
     let hurry = Hurry {
         agent: agent.to_string(),

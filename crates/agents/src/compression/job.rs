@@ -132,6 +132,10 @@ pub struct InProcess {
     pub hooks: CompactionHooks,
     /// The asking agent's spend meter: the summarizer calls count against its budgets.
     pub spend: Option<SpendMeter>,
+    /// Make room on the asker's own node, without a model: the planner and the mechanical
+    /// summarizer, in milliseconds (an agent that works ahead at its limit,
+    /// [`AtLimit::MakeRoom`](crate::AtLimit::MakeRoom)). The compression agent is not asked.
+    pub make_room: bool,
 }
 
 /// A request to write the summary of a closed scope (seed 000's scoped compression): the

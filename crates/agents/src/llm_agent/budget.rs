@@ -92,15 +92,23 @@ impl LlmAgent {
 
     /// Compact this conversation through the compaction client (`compression/client.rs`) —
     /// automatic, `/compact`, the `compact` tool and the emergency before a model call all come
-    /// here — waiting for it, and apply the answer. A background compaction in flight is stale
-    /// once this one changed the conversation.
+    /// here — waiting for it, and apply the answer. An agent that works ahead and makes room
+    /// at its limit ([`AtLimit::MakeRoom`](crate::AtLimit::MakeRoom): the automatic and the
+    /// emergency compactions, which come only at the limit then) has it made on its own node
+    /// without a model. A background compaction in flight is stale once this one changed the
+    /// conversation, and is dropped at once.
     pub(super) async fn compact(
         &mut self,
         trigger: CompactTrigger,
         focus: Option<String>,
         ctx: &AgentContext,
     ) -> Result<AppliedCompaction, CompactError> {
-        let request = self.compaction_request(trigger, focus, &ctx.name);
+        let mut request = self.compaction_request(trigger, focus, &ctx.name);
+        request.in_process.make_room = self.makes_room()
+            && matches!(
+                trigger,
+                CompactTrigger::Automatic | CompactTrigger::Emergency
+            );
         let counter = self.counter.clone();
         let caller = CompactionCaller {
             directory: &ctx.directory,
@@ -108,7 +116,7 @@ impl LlmAgent {
             trace: self.trace,
             counter: counter.as_ref(),
         };
-        compact_and_apply(&caller, request, |compaction| {
+        let applied = compact_and_apply(&caller, request, |compaction| {
             if compaction.changed() {
                 self.ahead.rewritten(&format!(
                     "the conversation was compacted meanwhile ({trigger})"
@@ -116,7 +124,9 @@ impl LlmAgent {
             }
             self.apply(compaction)
         })
-        .await
+        .await;
+        self.drop_stale_background(ctx).await;
+        applied
     }
 
     /// The compaction of this conversation as it is now.
@@ -134,6 +144,7 @@ impl LlmAgent {
                 agent_tools: self.tool_definitions(),
                 hooks: self.spec.compaction.hooks.clone(),
                 spend: Some(self.spend.clone()),
+                make_room: false,
             },
             ..CompactionRequest::new(
                 agent.to_string(),

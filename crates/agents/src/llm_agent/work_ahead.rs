@@ -46,7 +46,7 @@ use crate::compression::CompactionRequest;
 use crate::compression::client::{
     CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
 };
-use crate::{CompactionSettings, WorkAhead};
+use crate::{AtLimit, CompactionSettings, WorkAhead};
 
 /// A compaction running ahead of the trigger.
 pub(super) struct Pending {
@@ -190,6 +190,12 @@ impl LlmAgent {
         self.spec.compaction.auto && self.spec.compaction.work_ahead != WorkAhead::Off
     }
 
+    /// Whether this agent makes room at its limit without a model rather than wait there
+    /// ([`AtLimit`]).
+    pub(super) fn makes_room(&self) -> bool {
+        self.works_ahead() && self.spec.compaction.at_limit == AtLimit::MakeRoom
+    }
+
     /// Whether a request of `request_tokens` (messages, tools, output reserve) must have its
     /// compaction before it goes on: at the trigger on the blocking road, at the limit (it
     /// would not fit the window) when the agent works ahead. Never when the tool definitions
@@ -306,10 +312,14 @@ impl LlmAgent {
         }
     }
 
-    /// At the limit (the trigger, on the blocking road) with a job in flight: wait for it
-    /// (joining it rather than starting a second) and splice it in. Returns whether a job was
-    /// in flight.
+    /// At the limit with a job in flight, for an agent that waits there ([`AtLimit::Wait`]):
+    /// wait for it (joining it rather than starting a second) and splice it in. Returns whether
+    /// it waited for one. One that makes room instead ([`AtLimit::MakeRoom`]) does not wait:
+    /// the compaction it makes drops the job as stale.
     pub(super) async fn join_background(&mut self, ctx: &AgentContext) -> bool {
+        if self.makes_room() {
+            return false;
+        }
         let Some(mut pending) = self.ahead.pending.take() else {
             return false;
         };
@@ -334,9 +344,29 @@ impl LlmAgent {
     /// open past the trace's flush; the conversation is as the last request left it.
     pub(super) async fn stop_background(&mut self, ctx: &AgentContext) {
         self.land_background(ctx);
-        let Some(mut pending) = self.ahead.pending.take() else {
-            return;
-        };
+        if let Some(pending) = self.ahead.pending.take() {
+            self.cancel_background(pending, ctx).await;
+        }
+    }
+
+    /// The conversation was rewritten by another compaction: a job in flight is stale, and is
+    /// cancelled and dropped now rather than at the next turn boundary (its summarizer would
+    /// run on for nothing meanwhile).
+    pub(super) async fn drop_stale_background(&mut self, ctx: &AgentContext) {
+        let stale = self
+            .ahead
+            .pending
+            .as_ref()
+            .is_some_and(|pending| self.ahead.stale(pending).is_some());
+        if stale && let Some(pending) = self.ahead.pending.take() {
+            self.cancel_background(pending, ctx).await;
+        }
+    }
+
+    /// Cancel `pending`'s task and settle it. Its task has ended before the settling, so its
+    /// `CompactionFailed` (cancelled) comes before the `CompactionApplied` that drops it, as
+    /// every compaction's events come: started, finished or failed, applied.
+    async fn cancel_background(&mut self, mut pending: Pending, ctx: &AgentContext) {
         pending.answer.abort();
         // Ended, not only told to end: the join returns once the task dropped the
         // compaction's future; one that finished just before the abort gives its answer.

@@ -8,8 +8,8 @@ use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactError, CompactionSettings, ScopeError, WorkAhead, close_scope, compact_agent,
-    open_scope, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, AtLimit, CompactError, CompactionSettings, ScopeError, WorkAhead, close_scope,
+    compact_agent, open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::invariants::validate;
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
@@ -425,8 +425,11 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
         .map(|_| ScriptedReply::call("read_big", "{}"))
         .chain([ScriptedReply::text("done")]);
     let model = Arc::new(ScriptedModel::new("coder", script));
+    // Waiting at the limit: a compaction made there without a model would be over before
+    // the manual request came.
     let settings = CompactionSettings {
         policy: Some(joining_policy()),
+        at_limit: AtLimit::Wait,
         ..CompactionSettings::default()
     };
     spawn_agent(

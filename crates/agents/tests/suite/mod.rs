@@ -9,6 +9,7 @@ mod compaction_road;
 mod compression;
 #[cfg(feature = "local")]
 mod compression_local;
+mod compressor_abandoned;
 mod compressor_schedule;
 mod llm_agent;
 mod model_anthropic;
@@ -38,3 +39,4 @@ mod team_builder;
 mod thrash;
 mod tool_budget;
 mod work_ahead;
+mod work_ahead_limit;

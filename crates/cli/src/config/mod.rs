@@ -245,6 +245,11 @@ pub struct CompactionConfig {
     /// while it works on: `"at_warning"` (the default), `{ at = 0.6 }` (a fraction of the
     /// window) or `"off"` (only at the trigger, waiting for it).
     pub work_ahead: troupe_agents::WorkAhead,
+    /// What an agent that works ahead does when its next request would not fit the window
+    /// before a background compaction landed: `"make_room"` (the default: compact at once on
+    /// its own node, without a model, in milliseconds) or `"wait"` (for the job in flight, or
+    /// for the compression agent).
+    pub at_limit: troupe_agents::AtLimit,
     /// Whether agents get the `recall` tool once compaction has archived something: it reads
     /// an archived original back by the id a stub or summary names, or searches the archive.
     pub recall_tool: bool,
@@ -296,6 +301,7 @@ impl Default for CompactionConfig {
             cost_aware_target: policy.cost_aware,
             output_reserve: None,
             work_ahead: troupe_agents::WorkAhead::default(),
+            at_limit: troupe_agents::AtLimit::default(),
             recall_tool: true,
             max_concurrent: troupe_agents::compression::DEFAULT_MAX_CONCURRENT,
             pricing: None,
@@ -330,6 +336,7 @@ impl CompactionConfig {
             auto: self.auto,
             output_reserve: self.output_reserve,
             work_ahead: self.work_ahead,
+            at_limit: self.at_limit,
             recall_tool: self.recall_tool,
             ..troupe_agents::CompactionSettings::default()
         }

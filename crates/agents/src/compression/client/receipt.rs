@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use troupe_compaction::economics::{self, CostModel};
-use troupe_compaction::tokens::TokenCounter;
+use troupe_compaction::tokens::{CachedCounter, TokenCache, TokenCounter};
 use troupe_compaction::{BudgetPolicy, Compaction};
 use troupe_runtime::ChatMessage;
 
@@ -20,17 +20,24 @@ pub(crate) fn receipt_cost_model(policy: &BudgetPolicy) -> CostModel {
 
 /// Price `compaction` of the conversation `before` (compacted under `policy`) and put the
 /// receipt in its report — unless nothing changed, or a receipt is there already (the
-/// compressor priced it). `expected_turns` is [`economics::expected_turns`]: the room the
+/// compressor priced it). Counted with `counter`, from `cache` when the asker has one. `expected_turns` is [`economics::expected_turns`]: the room the
 /// compaction left under the trigger over the mean tokens a turn of this conversation added.
 pub(crate) fn attach_receipt(
     before: &[Arc<ChatMessage>],
     policy: &BudgetPolicy,
-    counter: &dyn TokenCounter,
+    (counter, cache): (&dyn TokenCounter, Option<&TokenCache>),
     compaction: &mut Compaction,
 ) {
     if !compaction.changed() || compaction.report.receipt.is_some() {
         return;
     }
+    // The asker's warm counts: the messages before were counted, and the compaction warmed
+    // the cache with what it wrote.
+    let cached = cache.map(|cache| CachedCounter::new(counter, cache));
+    let counter: &dyn TokenCounter = match &cached {
+        Some(cached) => cached,
+        None => counter,
+    };
     let model = receipt_cost_model(policy);
     let report = &compaction.report;
     let summarizer_billed = economics::summarizer_billed(&report.summarizer, &model);
