@@ -24,7 +24,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use troupe_compaction::session::{CompactionPreview, CompactionSession, preview};
 use troupe_compaction::tokens::TokenCounter;
-use troupe_compaction::{CompactOptions, CompactTrigger, Compaction, CompactionReport};
+use troupe_compaction::{CompactTrigger, Compaction, CompactionReport};
 use troupe_runtime::{CompactionReceipt, HookNote, MessageId, MessageKind};
 
 use super::client::CompactError;
@@ -195,13 +195,7 @@ pub(crate) async fn before(
     let Some(hook) = &hooks.before else {
         return Ok(Before::Proceed(Asked::default()));
     };
-    let options = CompactOptions {
-        focus: request.focus.clone(),
-        trigger: request.trigger,
-        token_cache: request.in_process.token_cache.clone(),
-        lead: request.lead,
-        ..CompactOptions::default()
-    };
+    let options = request.options();
     let preview = preview(
         &request.conversation,
         &request.ledger,

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use troupe_compaction::economics::Lead;
 use troupe_compaction::tokens::TokenCache;
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
+use troupe_compaction::{
+    BudgetPolicy, CompactOptions, CompactTrigger, Compaction, CompactionError,
+};
 use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply, ToolDefinition};
 use troupe_tools::FileLedger;
 
@@ -100,6 +102,20 @@ impl CompactionRequest {
             lead: Lead::NextTurn,
             tokens: None,
             in_process: InProcess::default(),
+        }
+    }
+}
+
+impl CompactionRequest {
+    /// The options of the compaction this request asks for — its focus, trigger, the asker's
+    /// token cache and lead — on every road; the compression agent adds its anti-thrash memory.
+    pub(crate) fn options(&self) -> CompactOptions {
+        CompactOptions {
+            focus: self.focus.clone(),
+            trigger: self.trigger,
+            token_cache: self.in_process.token_cache.clone(),
+            lead: self.lead,
+            ..CompactOptions::default()
         }
     }
 }

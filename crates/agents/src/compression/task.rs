@@ -247,12 +247,8 @@ async fn compact(
         None => &mechanical,
     };
     let options = CompactOptions {
-        focus: request.focus.clone(),
-        trigger: request.trigger,
         guard: lock(&compressor.guards).get(&request.agent).copied(),
-        token_cache: request.in_process.token_cache.clone(),
-        lead: request.lead,
-        ..CompactOptions::default()
+        ..request.options()
     };
     let steering = ModelSteering {
         model,

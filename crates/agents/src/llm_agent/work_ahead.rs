@@ -12,13 +12,15 @@
 //! emergency) or a closed scope since — each bumps the epoch — or it was rewound (it no longer
 //! starts with the snapshot).
 //!
-//! The agent waits only at the limit: the trigger is where a job must be under way (one starts
-//! there if none runs, say when one step crossed the warning and the trigger together), and the
-//! limit is where the next request would not fit the window. There it joins the job in flight
-//! (never a second one), then compacts blocking if the request still does not fit; with no job
-//! in flight it compacts blocking, as the blocking road does at the trigger. Waiting at the
-//! trigger while a fifth of the window is free would be the stall working ahead exists to
-//! remove: the stall eval measured it as every wait of the background road.
+//! The agent never waits at the trigger: that is where a job must be under way (one starts
+//! there if none runs, say when one step crossed the warning and the trigger together). The
+//! limit is where the next request would not fit the window — one step outran the job (a large
+//! file read at a small window). There the agent makes room at once on its own node without a
+//! model ([`AtLimit::MakeRoom`], the default: `compression/client/own_node.rs`), and the job in
+//! flight, stale now, is cancelled and dropped; or, told to wait ([`AtLimit::Wait`]), it joins
+//! the job in flight (never a second one), and compacts blocking if the request still does not
+//! fit or none was in flight. The stall eval measured every wait of the background road at
+//! those two points before.
 //!
 //! A job takes turns to land, and the minimum-gain rule is told how many ([`Lead`]: as many as
 //! the last job that ran took, unknown before the first), so it weighs whether the window needs

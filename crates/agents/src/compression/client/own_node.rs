@@ -2,9 +2,9 @@
 //! room at an agent's limit without a model ([`make_room`]), and the fallback when no
 //! compression agent can be reached ([`compact_here`] with a reason).
 
+use troupe_compaction::Compaction;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::TokenCounter;
-use troupe_compaction::{CompactOptions, Compaction};
 
 use super::CompactError;
 use crate::compression::job::CompactionRequest;
@@ -41,13 +41,7 @@ pub(super) async fn compact_here(
     if let Some(why) = why {
         tracing::warn!(agent = %request.agent, %why, "compacting on this node");
     }
-    let options = CompactOptions {
-        focus: request.focus.clone(),
-        trigger: request.trigger,
-        token_cache: request.in_process.token_cache.clone(),
-        lead: request.lead,
-        ..CompactOptions::default()
-    };
+    let options = request.options();
     let mut compaction = troupe_compaction::compact(
         &request.conversation,
         &request.ledger,
