@@ -168,6 +168,9 @@ pub struct ScopeSummaryRequest {
     pub prompt: Option<String>,
     /// The model that writes the summary.
     pub model: Arc<dyn ChatModel>,
+    /// The asking agent's spend meter: the summary call counts against its budgets, as a
+    /// compaction's calls do.
+    pub spend: Option<SpendMeter>,
 }
 
 impl std::fmt::Debug for ScopeSummaryRequest {

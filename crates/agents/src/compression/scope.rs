@@ -1,9 +1,9 @@
 //! Scoped compression: the summary of one closed scope, written by the model the agent named.
 
-use troupe_runtime::{ChatMessage, ChatRequest, RequestPriority};
+use troupe_runtime::{ChatMessage, ChatRequest, RequestPriority, collect_stream};
 
 use crate::compression::job::{ScopeSummaryError, ScopeSummaryRequest};
-use crate::model::traced_chat;
+use crate::model::{metered_chat_stream, traced_chat};
 
 /// Characters of each message the scope's summarizer sees.
 const MESSAGE_CHARS: usize = 2_000;
@@ -41,8 +41,15 @@ pub(crate) async fn summarize_scope(
         priority: RequestPriority::Background,
         ..ChatRequest::default()
     };
-    let summary = traced_chat(job.model.as_ref(), request, agent)
-        .await
+    // Metered into the asking agent's budgets like its own calls and its compactions'.
+    let answer = match &job.spend {
+        Some(meter) => match metered_chat_stream(job.model.as_ref(), request, agent, meter).await {
+            Ok(stream) => collect_stream(stream).await,
+            Err(e) => Err(e),
+        },
+        None => traced_chat(job.model.as_ref(), request, agent).await,
+    };
+    let summary = answer
         .map_err(|e| ScopeSummaryError::Model(e.to_string()))?
         .message
         .text();

@@ -43,6 +43,7 @@ impl LlmAgent {
             messages: entries.clone(),
             prompt,
             model: model.clone(),
+            spend: Some(self.spend.clone()),
         };
         let answer = summarize_scope(&ctx.directory, self.trace.child(), request).await;
         let summary = match answer {

@@ -1,6 +1,6 @@
 //! Budgets (#33): a request that spends its budget mid-turn ends typed before the next model
 //! call, keeping what it added; a team budget stops every agent that shares it; compaction
-//! calls count; `/context` shows the spend.
+//! calls and scope summaries count; `/context` shows the spend.
 
 use std::sync::Arc;
 
@@ -9,8 +9,8 @@ use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::load;
 use troupe_agents::spend::AgentBudget;
 use troupe_agents::{
-    AgentSpec, CompactionSettings, compact_agent, context_stats, shared_counter, spawn_agent,
-    spawn_compression_agent,
+    AgentSpec, CompactionSettings, close_scope, compact_agent, context_stats, open_scope,
+    shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::budget::{BudgetScope, ModelPrice, SpendLimit, TeamSpend};
@@ -165,6 +165,40 @@ async fn compaction_calls_count_against_the_agents_budget() {
     assert_eq!(
         after.output_tokens - before.output_tokens,
         calls.len() as u64 * tokens(SUMMARY)
+    );
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_scope_summary_counts_against_the_agents_budget() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    spawn_compression_agent(&team, CompressionConfig::new(shared_counter()))
+        .await
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new("m", []).with_fallback("noted."));
+    let spec = AgentSpec::new("coder", model).budget(AgentBudget::default());
+    spawn_agent(&team, spec).await.unwrap();
+    open_scope(&team, "coder", "loop").await.unwrap();
+    team.ask("coder", "read the files and fix the parser")
+        .await
+        .unwrap();
+    let summarizer = Arc::new(ScriptedModel::new("s", []).with_fallback("fixed the parser"));
+    let before = context_stats(&team, "coder").await.unwrap().spend.agent;
+    let summary = close_scope(&team, "coder", None, Some(summarizer.clone()))
+        .await
+        .unwrap();
+    assert_eq!(summary.as_deref(), Some("fixed the parser"));
+    let after = context_stats(&team, "coder").await.unwrap().spend.agent;
+    // The one summary call counts once, with the usage the model reported (the scripted
+    // model's: 4 characters a token).
+    let tokens = |text: &str| text.len().div_ceil(4) as u64;
+    let calls = summarizer.requests();
+    assert_eq!(calls.len(), 1);
+    let input: u64 = calls[0].messages.iter().map(|m| tokens(&m.text())).sum();
+    assert_eq!(after.input_tokens - before.input_tokens, input);
+    assert_eq!(
+        after.output_tokens - before.output_tokens,
+        tokens("fixed the parser")
     );
     team.shutdown().await;
 }
