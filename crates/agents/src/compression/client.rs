@@ -497,7 +497,7 @@ pub(crate) async fn summarize_scope(
     directory
         .ask_job(
             COMPRESSION_AGENT,
-            |reply| CompressorJob::SummarizeScope(request, reply),
+            |reply| CompressorJob::SummarizeScope(Box::new(request), reply),
             trace,
             SCOPE_SUMMARY_TIMEOUT,
         )

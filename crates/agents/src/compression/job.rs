@@ -29,7 +29,7 @@ pub enum CompressorJob {
     ),
     /// Write the summary of a closed scope: the summary text, trimmed and never empty.
     SummarizeScope(
-        ScopeSummaryRequest,
+        Box<ScopeSummaryRequest>,
         Reply<Result<String, ScopeSummaryError>>,
     ),
     /// The agent now waits for its compaction that is still queued (it reached the trigger

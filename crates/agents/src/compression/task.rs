@@ -51,7 +51,7 @@ enum Work {
         room: i64,
     },
     Scope(
-        ScopeSummaryRequest,
+        Box<ScopeSummaryRequest>,
         Reply<Result<String, ScopeSummaryError>>,
     ),
 }
@@ -94,7 +94,7 @@ impl CompressorTask {
     /// A scope summary.
     pub(crate) fn scope(
         compressor: Arc<Compressor>,
-        request: ScopeSummaryRequest,
+        request: Box<ScopeSummaryRequest>,
         reply: Reply<Result<String, ScopeSummaryError>>,
         trace: TraceContext,
     ) -> Self {
