@@ -4,6 +4,7 @@ mod ask_stream;
 mod budget_pause;
 mod budgets;
 mod cache_pricing;
+mod compaction_from_agents;
 mod compaction_hooks;
 mod compaction_road;
 mod compression;
