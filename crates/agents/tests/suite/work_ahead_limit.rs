@@ -1,5 +1,6 @@
-//! Work ahead, at the limit: the agent's next request would not fit the window and no
-//! background answer has landed. By default it makes room at once on its own node, without a
+//! Work ahead, at the trigger and at the limit. Past the trigger the agent goes on while its
+//! job runs (starting one if none does). At the limit its next request would not fit the
+//! window and no background answer has landed. By default it makes room at once on its own node, without a
 //! model (`AtLimit::MakeRoom`), dropping the job in flight as stale; told to wait
 //! (`AtLimit::Wait`) it joins the job in flight, never starting a second.
 //!
@@ -12,9 +13,89 @@ use troupe_agents::{AgentSpec, AtLimit, CompactionSettings, context_stats, spawn
 use troupe_runtime::{CompactTrigger, CompactionMode, Event, Team};
 
 use super::work_ahead::{
-    applied, archive_of, ask_until_background, ask_without_waiting, assert_sound,
-    background_started, big, coder, drain, gated_team, messages_of, settings,
+    applied, archive_of, ask_until_background, assert_sound, background_started, big, coder, drain,
+    gated_team, messages_of, settings, until_compaction_ends,
 };
+
+/// An ask that must come back while the compressor's gate is shut: a wait on the job would
+/// never end.
+pub(super) async fn ask_without_waiting(team: &Team, text: String) -> String {
+    tokio::time::timeout(Duration::from_secs(30), team.ask("coder", text))
+        .await
+        .expect("the agent waited on the compaction in flight")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn past_the_trigger_the_agent_goes_on_while_the_job_runs() {
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder()).compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    let mut heard = ask_until_background(&team, &mut events).await;
+    // Past the trigger (80 % of 8k with the answer's room), short of the window: the job is
+    // still shut behind the gate, and the agent answers anyway.
+    let answer = ask_without_waiting(&team, format!("big:\n{}", big(80))).await;
+    assert_eq!(answer, "noted.");
+    heard.extend(drain(&mut events));
+    assert!(
+        heard
+            .iter()
+            .any(|e| matches!(e, Event::ContextWarning { .. })),
+        "{heard:?}"
+    );
+    assert_eq!(
+        heard
+            .iter()
+            .filter(|e| matches!(e, Event::CompactionStarted { .. }))
+            .count(),
+        1,
+        "one compaction, the one in flight: {heard:?}"
+    );
+    assert!(applied(&heard).is_empty(), "{heard:?}");
+    // Once the job ends, the next turn boundary takes its answer without waiting on anything.
+    gate.add_permits(1_000);
+    heard.extend(until_compaction_ends(&mut events).await);
+    team.ask("coder", "after").await.unwrap();
+    heard.extend(drain(&mut events));
+    assert_eq!(
+        applied(&heard),
+        vec![(CompactionMode::Background, true, None)]
+    );
+    assert_sound(&messages_of(&team), &archive_of(&team));
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn crossing_the_trigger_in_one_step_starts_a_job_without_waiting() {
+    let (team, gate) = gated_team().await;
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", coder()).compaction(settings()),
+    )
+    .await
+    .unwrap();
+    let mut events = team.subscribe();
+    team.ask("coder", "hello").await.unwrap();
+    assert!(drain(&mut events).iter().all(|e| !background_started(e)));
+    // From far below the warning to past the trigger (short of the window) in one message: no
+    // job was ahead, one starts now, and the agent does not wait for it.
+    let answer = ask_without_waiting(&team, format!("big:\n{}", big(300))).await;
+    assert_eq!(answer, "noted.");
+    let heard = drain(&mut events);
+    assert_eq!(
+        heard.iter().filter(|e| background_started(e)).count(),
+        1,
+        "{heard:?}"
+    );
+    assert!(applied(&heard).is_empty(), "{heard:?}");
+    gate.add_permits(1_000);
+    team.shutdown().await;
+}
 
 fn blocking_started(event: &Event) -> bool {
     matches!(
