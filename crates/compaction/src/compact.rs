@@ -175,13 +175,7 @@ pub async fn compact_with(
     // The cost model's measures count whole conversations: from the warm cache when there is
     // one (a conversation of 100k tokens takes BPE tens of milliseconds).
     let cache = options.token_cache.clone();
-    let cached = cache
-        .as_ref()
-        .map(|cache| CachedCounter::new(counter, cache));
-    let measuring: &dyn TokenCounter = match &cached {
-        Some(cached) => cached,
-        None => counter,
-    };
+    let measuring = CachedCounter::new(counter, cache.as_ref());
     // Automatic compactions shrink to the cost-aware target when the policy asks for it;
     // a person's `/compact` and an emergency keep the configured one.
     let chosen = trigger
@@ -190,7 +184,7 @@ pub async fn compact_with(
             cost_aware_policy(
                 policy,
                 conversation.messages(),
-                measuring,
+                &measuring,
                 summarizer,
                 trigger,
             )
@@ -208,7 +202,7 @@ pub async fn compact_with(
         }
         // The minimum-gain rule: not when it re-bills more than it saves, unless the window
         // needs it (economics/min_gain.rs).
-        let plan = PlannedGain::of(&session, measuring, summarizer.is_some(), lead);
+        let plan = PlannedGain::of(&session, &measuring, summarizer.is_some(), lead);
         // Priced under the agent's provider's caching when the policy names it; otherwise
         // under both, and a compaction that loses under either is declined (Anthropic's 1.25×
         // cache write makes a rewrite dearer than OpenAI's).

@@ -71,18 +71,19 @@ pub struct CacheStats {
     pub entries: usize,
 }
 
-/// A counter that answers message counts from a [`TokenCache`]: for code written against
-/// [`TokenCounter`] (the cost model's measures, receipts) that would otherwise tokenize a
-/// whole conversation the cache has counted already. Text counts go to the counter.
+/// A counter that answers message counts from a [`TokenCache`] when there is one: for code
+/// written against [`TokenCounter`] (the cost model's measures, receipts) that would otherwise
+/// tokenize a whole conversation the cache has counted already. Text counts, and every count
+/// without a cache, go to the counter.
 #[derive(Clone, Copy)]
 pub struct CachedCounter<'a> {
     counter: &'a dyn TokenCounter,
-    cache: &'a TokenCache,
+    cache: Option<&'a TokenCache>,
 }
 
 impl<'a> CachedCounter<'a> {
-    /// `counter`, with message counts kept in `cache`.
-    pub fn new(counter: &'a dyn TokenCounter, cache: &'a TokenCache) -> Self {
+    /// `counter`, with message counts kept in `cache` (none: `counter` alone).
+    pub fn new(counter: &'a dyn TokenCounter, cache: Option<&'a TokenCache>) -> Self {
         CachedCounter { counter, cache }
     }
 }
@@ -113,7 +114,10 @@ impl TokenCounter for CachedCounter<'_> {
     }
 
     fn count_message(&self, message: &ChatMessage) -> usize {
-        self.cache.count_message(self.counter, message)
+        match self.cache {
+            Some(cache) => cache.count_message(self.counter, message),
+            None => self.counter.count_message(message),
+        }
     }
 
     fn count_upper_bound(&self, text: &str) -> Option<usize> {
@@ -344,7 +348,7 @@ mod tests {
         let mut conversation = Conversation::new();
         conversation.push(ChatMessage::user("a question"));
         conversation.push(ChatMessage::assistant("an answer"));
-        let cached = CachedCounter::new(&counter, &cache);
+        let cached = CachedCounter::new(&counter, Some(&cache));
         let plain: Vec<usize> = conversation
             .messages()
             .iter()

@@ -26,7 +26,6 @@ use futures::future::BoxFuture;
 
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
-use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::{Compaction, CompactionError, CompactionReport};
 use troupe_runtime::trace::semconv;
@@ -419,20 +418,13 @@ async fn ask_route(
                 Err(e) => {
                     let why =
                         format!("the compression agent on node `{node}` was not reached: {e}");
-                    compact_here(
-                        &request,
-                        caller.counter,
-                        Some(&MechanicalSummarizer::new()),
-                        Some(&why),
-                    )
-                    .await
+                    compact_here(&request, caller.counter, &why).await
                 }
             }
         }
         CompressorRoute::Unreachable => {
             let why = "no node of the cluster has a compression agent";
-            let mechanical = MechanicalSummarizer::new();
-            compact_here(&request, caller.counter, Some(&mechanical), Some(why)).await
+            compact_here(&request, caller.counter, why).await
         }
         CompressorRoute::MakeRoom => make_room(&request, caller.counter).await,
     }

@@ -1,9 +1,9 @@
 //! Scoped compression: the summary of one closed scope, written by the model the agent named.
 
-use troupe_runtime::{ChatMessage, ChatRequest, RequestPriority, collect_stream};
+use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, RequestPriority, collect_stream};
 
 use crate::compression::job::{ScopeSummaryError, ScopeSummaryRequest};
-use crate::model::{metered_chat_stream, traced_chat};
+use crate::model::TracedModel;
 
 /// Characters of each message the scope's summarizer sees.
 const MESSAGE_CHARS: usize = 2_000;
@@ -42,12 +42,10 @@ pub(crate) async fn summarize_scope(
         ..ChatRequest::default()
     };
     // Metered into the asking agent's budgets like its own calls and its compactions'.
-    let answer = match &job.spend {
-        Some(meter) => match metered_chat_stream(job.model.as_ref(), request, agent, meter).await {
-            Ok(stream) => collect_stream(stream).await,
-            Err(e) => Err(e),
-        },
-        None => traced_chat(job.model.as_ref(), request, agent).await,
+    let model = TracedModel::new(job.model.clone(), agent).metered(job.spend.clone());
+    let answer = match model.chat_stream(request).await {
+        Ok(stream) => collect_stream(stream).await,
+        Err(e) => Err(e),
     };
     let summary = answer
         .map_err(|e| ScopeSummaryError::Model(e.to_string()))?

@@ -218,13 +218,10 @@ async fn compact(
     let config = &compressor.config;
     let agent_model = request.in_process.agent_model.as_ref();
     let model: Option<Arc<dyn ChatModel>> = config.model.pick(agent_model).map(|m| {
-        let traced = TracedModel::new(m, compressor.name.clone());
         // The summarizer's calls are spend like the asking agent's own: each is metered
         // into its budget where its `chat` span ends, as the agent's calls are.
-        let traced = match &request.in_process.spend {
-            Some(meter) => traced.metered(meter.clone()),
-            None => traced,
-        };
+        let traced =
+            TracedModel::new(m, compressor.name.clone()).metered(request.in_process.spend.clone());
         Arc::new(traced) as Arc<dyn ChatModel>
     });
     // The agent's own model holds the agent's prompt in its cache: its summaries continue it.

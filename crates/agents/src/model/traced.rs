@@ -228,11 +228,11 @@ impl TracedModel {
         }
     }
 
-    /// Meter every call into `meter` as [`metered_chat_stream`] does: what a compaction's
-    /// summarizer spends for an agent counts against that agent's budgets, and its cost is on
-    /// the call's span like the agent's own calls'.
-    pub(crate) fn metered(mut self, meter: SpendMeter) -> Self {
-        self.meter = Some(meter);
+    /// Meter every call into `meter`, when there is one, as [`metered_chat_stream`] does: what a
+    /// compaction's summarizer or a scope's summary spends for an agent counts against that
+    /// agent's budgets, and its cost is on the call's span like the agent's own calls'.
+    pub(crate) fn metered(mut self, meter: Option<SpendMeter>) -> Self {
+        self.meter = meter;
         self
     }
 }

@@ -19,44 +19,45 @@ pub(super) async fn make_room(
     request: &CompactionRequest,
     counter: &dyn TokenCounter,
 ) -> Result<Compaction, CompactError> {
-    let masked = compact_here(request, counter, None, None).await?;
+    let masked = plan(request, counter, None).await?;
     if masked.report.tokens_after < request.policy.trigger_tokens() {
         return Ok(masked);
     }
-    let mechanical = MechanicalSummarizer::new();
-    compact_here(request, counter, Some(&mechanical), None).await
+    plan(request, counter, Some(&MechanicalSummarizer::new())).await
+}
+
+/// Compact `request` on this node with the planner and the mechanical summarizer because no
+/// compression agent could be reached (`why`, recorded in the report's fallbacks).
+pub(super) async fn compact_here(
+    request: &CompactionRequest,
+    counter: &dyn TokenCounter,
+    why: &str,
+) -> Result<Compaction, CompactError> {
+    tracing::warn!(agent = %request.agent, %why, "compacting on this node");
+    let mut compaction = plan(request, counter, Some(&MechanicalSummarizer::new())).await?;
+    compaction
+        .report
+        .fallbacks
+        .push(format!("compacted by the agent's own node: {why}"));
+    Ok(compaction)
 }
 
 /// Compact `request` on this node with the planner — `compact`, the one road with no model
 /// steering, which the compression agent also finishes every compaction with — and
-/// `summarizer` (the mechanical one, or none: masking and truncating only), because the asker
-/// makes room at its limit (`why` is `None`), or because no compression agent could be
-/// reached (`why`, recorded in the report's fallbacks).
-pub(super) async fn compact_here(
+/// `summarizer` (the mechanical one, or none: masking and truncating only).
+async fn plan(
     request: &CompactionRequest,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
-    why: Option<&str>,
 ) -> Result<Compaction, CompactError> {
-    if let Some(why) = why {
-        tracing::warn!(agent = %request.agent, %why, "compacting on this node");
-    }
-    let options = request.options();
-    let mut compaction = troupe_compaction::compact(
+    troupe_compaction::compact(
         &request.conversation,
         &request.ledger,
         &request.policy,
         counter,
         summarizer,
-        options,
+        request.options(),
     )
     .await
-    .map_err(CompactError::Failed)?;
-    if let Some(why) = why {
-        compaction
-            .report
-            .fallbacks
-            .push(format!("compacted by the agent's own node: {why}"));
-    }
-    Ok(compaction)
+    .map_err(CompactError::Failed)
 }

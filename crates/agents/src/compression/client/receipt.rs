@@ -33,11 +33,8 @@ pub(crate) fn attach_receipt(
     }
     // The asker's warm counts: the messages before were counted, and the compaction warmed
     // the cache with what it wrote.
-    let cached = cache.map(|cache| CachedCounter::new(counter, cache));
-    let counter: &dyn TokenCounter = match &cached {
-        Some(cached) => cached,
-        None => counter,
-    };
+    let cached = CachedCounter::new(counter, cache);
+    let counter: &dyn TokenCounter = &cached;
     let model = receipt_cost_model(policy);
     let report = &compaction.report;
     let summarizer_billed = economics::summarizer_billed(&report.summarizer, &model);
