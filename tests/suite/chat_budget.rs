@@ -1,12 +1,17 @@
 //! `troupe chat` and a budget that pauses (#33, `on_exceeded = "pause"`): the chat says the
 //! request paused and asks for new limits; too low a limit is refused, an empty line ends the
-//! request (keeping it), a raised limit lets the paused request go on to its answer.
+//! request (keeping it), a raised limit lets the paused request go on to its answer; two
+//! budgets spent by one call are asked about one after the other.
 
+use std::net::TcpListener;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
 
 use super::chat::spawn_chat;
 use super::chat_live::Live;
-use super::chat_server::ChatServer;
+use super::chat_server::{ChatServer, read_request};
 
 /// Every answer of the server spends 2 output tokens: the agent's budget of 2 is spent after
 /// its first answer.
@@ -72,4 +77,112 @@ fn a_paused_request_is_ended_or_raised_from_the_chat() {
         "{:?}",
         server.request(1)
     );
+}
+
+/// An OpenAI-compatible server whose model reads `a.txt` when the last message is the user's,
+/// and otherwise answers `read N`; every answer spends 2 output tokens. Keeps the requests.
+fn reading_server() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let Some(request) = read_request(&mut stream) else {
+                continue;
+            };
+            let from_user = request["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .is_some_and(|m| m["role"] == "user");
+            let n = {
+                let mut seen = seen.lock().unwrap();
+                seen.push(request);
+                seen.len()
+            };
+            let (message, finish) = if from_user {
+                let call = json!({
+                    "id": "call_read", "type": "function",
+                    "function": {"name": "read_file", "arguments": r#"{"path": "a.txt"}"#}
+                });
+                let message = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+                (message, "tool_calls")
+            } else {
+                (
+                    json!({"role": "assistant", "content": format!("read {n}")}),
+                    "stop",
+                )
+            };
+            let body = json!({
+                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1,
+                "model": "test-model",
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+            })
+            .to_string();
+            use std::io::Write as _;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, requests)
+}
+
+#[test]
+fn two_budgets_spent_by_one_call_are_each_asked_about() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let (url, requests) = reading_server();
+    let config = dir.path().join("troupe.toml");
+    // The tool call's 2 output tokens spend the request's budget and the agent's at once.
+    let text = format!(
+        r#"
+[models.remote]
+provider = "openai"
+base_url = "{url}"
+api_key_env = "TEST_CHAT_KEY"
+model = "test-model"
+context_window = 8000
+
+[tools]
+workspace = "{root}"
+
+[agents.assistant]
+model = "remote"
+instructions = "Be brief."
+tools = ["read_file"]
+budget = {{ request = {{ output_tokens = 2 }}, agent = {{ output_tokens = 2 }}, on_exceeded = "pause", pause_timeout_secs = 30 }}
+"#,
+        root = dir.path().display()
+    );
+    std::fs::write(&config, text).unwrap();
+    let session = dir.path().join("s.jsonl");
+    let mut live = Live::start(spawn_chat(&config, &session));
+    live.send(b"what does a.txt say?");
+    let asked = live.wait_for("raise? > ");
+    assert!(asked.contains("raise the request budget?"), "{asked}");
+    live.send(b"output_tokens=100");
+    // The agent's budget is still spent: the chat asks about it too, instead of waiting.
+    let asked = live.wait_for("raise? > ");
+    assert!(
+        asked.contains("[request budget raised to 100 output tokens]"),
+        "{asked}"
+    );
+    assert!(asked.contains("[paused: agent budget exceeded"), "{asked}");
+    assert!(asked.contains("raise the agent budget?"), "{asked}");
+    assert_eq!(requests.lock().unwrap().len(), 1);
+    live.send(b"output_tokens=100");
+    let raised = live.wait_for("read 2");
+    assert!(
+        raised.contains("[agent budget raised to 100 output tokens]"),
+        "{raised}"
+    );
+    live.send(b"/exit");
+    let (_, stderr, status) = live.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(requests.lock().unwrap().len(), 2);
 }

@@ -184,6 +184,14 @@ impl SpendMeter {
     /// # Errors
     /// [`BudgetExceeded`] naming the scope, its spend and its limit.
     pub fn check(&self) -> Result<(), BudgetExceeded> {
+        match self.spent_scopes().next() {
+            Some(hit) => Err(hit),
+            None => Ok(()),
+        }
+    }
+
+    /// Every budget whose spend has reached its limit, in the order request, agent, team.
+    fn spent_scopes(&self) -> impl Iterator<Item = BudgetExceeded> {
         let (request, agent) = {
             let spent = self.spent();
             (spent.request, spent.agent)
@@ -203,18 +211,15 @@ impl SpendMeter {
             )),
             team.map(|(spent, limit)| (BudgetScope::Team, spent, limit)),
         ];
-        match scopes
+        scopes
             .into_iter()
             .flatten()
-            .find(|(_, spent, limit)| limit.reached_by(spent))
-        {
-            Some((scope, spent, limit)) => Err(BudgetExceeded {
+            .filter(|(_, spent, limit)| limit.reached_by(spent))
+            .map(|(scope, spent, limit)| BudgetExceeded {
                 spent,
                 limit,
                 scope,
-            }),
-            None => Ok(()),
-        }
+            })
     }
 
     /// What the budget says to do once one is spent.
@@ -222,21 +227,26 @@ impl SpendMeter {
         self.budget.on_exceeded
     }
 
-    /// Wait until no budget is spent any more — a limit was raised (or changed) so the next
-    /// call may start — checking again after every change; `Err` with the budget still spent
-    /// after `timeout`. Cancel-safe: dropping it waits no more and changes nothing.
+    /// Wait until the budget of `scope` is spent no more — its limit was raised (or changed)
+    /// past its spend — checking again after every change; `Err` with it still spent after
+    /// `timeout`. Another budget may still be spent then: the caller checks again and pauses
+    /// on that one in turn, so each is asked about rather than waited on in silence.
+    /// Cancel-safe: dropping it waits no more and changes nothing.
     ///
     /// # Errors
-    /// [`BudgetExceeded`], as [`SpendMeter::check`] says it at the end.
-    pub async fn wait_for_raise(&self, timeout: Duration) -> Result<(), BudgetExceeded> {
+    /// [`BudgetExceeded`] for `scope`, as it stands at the end.
+    pub async fn wait_for_raise(
+        &self,
+        scope: BudgetScope,
+        timeout: Duration,
+    ) -> Result<(), BudgetExceeded> {
         // Subscribed before each check: a raise between the check and the wait is not missed.
         let mut own = self.budget.raised.0.subscribe();
         let mut team = self.budget.team.as_ref().map(TeamSpend::watch_limit);
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let hit = match self.check() {
-                Ok(()) => return Ok(()),
-                Err(hit) => hit,
+            let Some(hit) = self.spent_scopes().find(|hit| hit.scope == scope) else {
+                return Ok(());
             };
             let team_changed = async {
                 match team.as_mut() {

@@ -17,35 +17,46 @@ impl LlmAgent {
     /// `Ok` when the next model call may start; else, by the budget's policy, end with
     /// [`AgentError::BudgetExceeded`] or pause until a limit is raised (ending the same way
     /// when the pause times out or the caller stops listening).
+    ///
+    /// One pause per spent budget: a raise that frees one while another is still spent (the
+    /// request's and the agent's, spent by the same call) pauses again, naming the other, so
+    /// whoever raises is asked about each — each pause with its own timeout, since each waits
+    /// on a new question.
     pub(super) async fn within_budget(
         &self,
         ctx: &AgentContext,
         trace_id: TraceId,
         watch: Option<&RequestWatch>,
     ) -> Result<(), AgentError> {
-        let Err(exceeded) = self.spend.check() else {
-            return Ok(());
-        };
-        let OnExceeded::Pause { timeout } = self.spend.on_exceeded() else {
-            return Err(AgentError::BudgetExceeded(exceeded));
-        };
-        tracing::info!(agent = %ctx.name, %exceeded, "budget spent; paused until a limit is raised");
-        ctx.events.publish(
-            Some(trace_id),
-            Event::BudgetPaused {
-                agent: ctx.name.clone(),
-                exceeded: exceeded.clone(),
-            },
-        );
-        // An abandoned request ends as a timed-out pause does: typed, nothing rolled back.
-        let waited = self.spend.wait_for_raise(timeout);
-        let result = match watch {
-            None => waited.await,
-            Some(watch) => tokio::select! {
-                waited = waited => waited,
-                () = watch.abandoned() => self.spend.check(),
-            },
-        };
-        result.map_err(AgentError::BudgetExceeded)
+        loop {
+            let Err(exceeded) = self.spend.check() else {
+                return Ok(());
+            };
+            let OnExceeded::Pause { timeout } = self.spend.on_exceeded() else {
+                return Err(AgentError::BudgetExceeded(exceeded));
+            };
+            tracing::info!(agent = %ctx.name, %exceeded, "budget spent; paused until a limit is raised");
+            let scope = exceeded.scope;
+            ctx.events.publish(
+                Some(trace_id),
+                Event::BudgetPaused {
+                    agent: ctx.name.clone(),
+                    exceeded,
+                },
+            );
+            // An abandoned request ends as a timed-out pause does: typed, nothing rolled back.
+            let waited = self.spend.wait_for_raise(scope, timeout);
+            let result = match watch {
+                None => waited.await,
+                Some(watch) => tokio::select! {
+                    waited = waited => waited,
+                    // Nobody is left to ask about a budget still spent.
+                    () = watch.abandoned() => {
+                        return self.spend.check().map_err(AgentError::BudgetExceeded);
+                    }
+                },
+            };
+            result.map_err(AgentError::BudgetExceeded)?;
+        }
     }
 }

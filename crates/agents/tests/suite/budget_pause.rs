@@ -222,3 +222,41 @@ async fn a_paused_request_abandoned_by_its_caller_ends_typed_and_keeps_the_conve
     assert_eq!(roles(&dir), [Role::User, Role::Assistant, Role::Tool]);
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn every_budget_still_spent_after_a_raise_pauses_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = reader();
+    // The first call spends both the request's and the agent's one-token budgets.
+    let budget = AgentBudget {
+        request: limit_input(1),
+        agent: limit_input(1),
+        on_exceeded: OnExceeded::pause(),
+        ..AgentBudget::default()
+    };
+    let team = team().await;
+    spawn_reader(&team, &dir, model.clone(), budget.clone()).await;
+    let mut events = team.subscribe();
+    let ask = ask_in_background(&team);
+    assert_eq!(paused(&mut events).await.scope, BudgetScope::Request);
+    budget
+        .raise(BudgetScope::Request, limit_input(1_000_000))
+        .unwrap();
+    // The agent's budget is still spent: it is asked about in a pause of its own, not waited
+    // on in silence.
+    let second = paused(&mut events).await;
+    assert_eq!(second.scope, BudgetScope::Agent);
+    assert_eq!(second.limit, limit_input(1));
+    assert_eq!(model.requests().len(), 1);
+    assert!(!ask.is_finished());
+    budget
+        .raise(BudgetScope::Agent, limit_input(1_000_000))
+        .unwrap();
+    let answer = tokio::time::timeout(Duration::from_secs(10), ask)
+        .await
+        .expect("the raised request did not finish")
+        .unwrap();
+    assert_eq!(answer.unwrap(), "it says alpha");
+    assert_eq!(model.requests().len(), 2);
+    team.shutdown().await;
+}
