@@ -18,6 +18,16 @@ const COMMAND: &str = "echo ran >> runs.txt && echo once";
 /// An OpenAI-compatible server whose model asks for [`COMMAND`] when the last message is the
 /// user's "clean up", and otherwise answers `done N`. Keeps the request bodies.
 fn tool_calling_server() -> (String, Arc<Mutex<Vec<Value>>>) {
+    server_calling(json!([{
+        "id": "call_rm", "type": "function",
+        "function": {"name": "shell", "arguments": json!({"command": COMMAND}).to_string()}
+    }]))
+}
+
+/// An OpenAI-compatible server whose model answers the user's "clean up" with `tool_calls`
+/// (exactly as given: a hostile model's ids and arguments included), and anything else with
+/// `done N`. Keeps the request bodies.
+pub(super) fn server_calling(tool_calls: Value) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
@@ -38,10 +48,7 @@ fn tool_calling_server() -> (String, Arc<Mutex<Vec<Value>>>) {
                 seen.len()
             };
             let message = if last["role"] == "user" && last["content"] == "clean up" {
-                json!({"role": "assistant", "content": null, "tool_calls": [{
-                    "id": "call_rm", "type": "function",
-                    "function": {"name": "shell", "arguments": json!({"command": COMMAND}).to_string()}
-                }]})
+                json!({"role": "assistant", "content": null, "tool_calls": tool_calls})
             } else {
                 json!({"role": "assistant", "content": format!("done {n}")})
             };
@@ -69,6 +76,16 @@ fn tool_calling_server() -> (String, Arc<Mutex<Vec<Value>>>) {
 }
 
 fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
+    write_config_with(
+        dir,
+        url,
+        r#"[{ tool = "shell", argument = "command", prefix = "echo ", policy = "ask" }]"#,
+    )
+}
+
+/// A chat configuration for the model at `url` with the `shell` tool and these `approve` rules
+/// (TOML).
+pub(super) fn write_config_with(dir: &Path, url: &str, approve: &str) -> std::path::PathBuf {
     let config = dir.join("troupe.toml");
     let text = format!(
         r#"
@@ -86,7 +103,7 @@ workspace = "{root}"
 model = "remote"
 instructions = "Be brief."
 tools = ["shell"]
-approve = [{{ tool = "shell", argument = "command", prefix = "echo ", policy = "ask" }}]
+approve = {approve}
 "#,
         root = dir.display()
     );
@@ -94,7 +111,7 @@ approve = [{{ tool = "shell", argument = "command", prefix = "echo ", policy = "
     config
 }
 
-fn runs(dir: &Path) -> String {
+pub(super) fn runs(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("runs.txt")).unwrap_or_default()
 }
 

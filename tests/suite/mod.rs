@@ -1,9 +1,11 @@
 mod binary;
 mod chat;
 mod chat_approval;
+mod chat_approval_hostile;
 mod chat_background;
 mod chat_budget;
 mod chat_live;
+mod chat_paused;
 mod chat_server;
 mod chat_truth;
 mod cli;

@@ -181,7 +181,7 @@ impl ResponseAssembler {
                     .to_string(),
             ));
         };
-        let calls: Vec<ToolCall> = self
+        let mut calls: Vec<ToolCall> = self
             .calls
             .into_values()
             .map(|c| {
@@ -191,6 +191,7 @@ impl ResponseAssembler {
                 call
             })
             .collect();
+        unique_call_ids(&mut calls);
         let (message, finish_reason) = if calls.is_empty() {
             (ChatMessage::assistant(self.text), reason)
         } else {
@@ -208,6 +209,31 @@ impl ResponseAssembler {
             usage: self.usage.unwrap_or_default(),
             finish_reason,
         })
+    }
+}
+
+/// Give every call of one answer an id of its own: an empty id becomes `call_N` (N its
+/// position), a repeated one `ID_2`, `ID_3`, … (the first keeps it). Tool results, approvals and
+/// the session log find a call by its id; two calls under one id would let an answer given
+/// about one run the other, and their results reach the wrong calls.
+fn unique_call_ids(calls: &mut [ToolCall]) {
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let ids: Vec<String> = calls.iter().map(|c| c.id.clone()).collect();
+    for (index, call) in calls.iter_mut().enumerate() {
+        let wanted = if call.id.is_empty() {
+            format!("call_{index}")
+        } else {
+            call.id.clone()
+        };
+        let mut id = wanted.clone();
+        let mut n = 2;
+        // Not one taken already, nor one a later call of the answer holds as its own.
+        while taken.contains(&id) || (id != call.id && ids.contains(&id)) {
+            id = format!("{wanted}_{n}");
+            n += 1;
+        }
+        taken.insert(id.clone());
+        call.id = id;
     }
 }
 
@@ -329,6 +355,43 @@ mod tests {
             assembler.push(delta)?;
         }
         assembler.finish()
+    }
+
+    /// A provider that repeats or leaves out call ids (a hostile model, a broken server): every
+    /// call still gets an id of its own, the first keeping the one it was given.
+    #[test]
+    fn repeated_and_empty_call_ids_are_made_unique_when_the_answer_arrives() {
+        let response = assemble(&[
+            started(0, "dup", "shell"),
+            args(0, r#"{"command":"echo harmless"}"#),
+            started(1, "dup", "shell"),
+            args(1, r#"{"command":"rm victim2.txt"}"#),
+            started(2, "", "shell"),
+            started(3, "dup_2", "shell"),
+            started(4, "", "shell"),
+            ModelDelta::Finished(FinishReason::ToolCalls),
+        ])
+        .unwrap();
+        let ids: Vec<&str> = response
+            .message
+            .calls()
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(ids, ["dup", "dup_3", "call_2", "dup_2", "call_4"]);
+        // Each id still goes with its own call's arguments.
+        assert!(
+            response.message.calls()[0]
+                .function
+                .arguments
+                .contains("harmless")
+        );
+        assert!(
+            response.message.calls()[1]
+                .function
+                .arguments
+                .contains("victim2")
+        );
     }
 
     #[test]

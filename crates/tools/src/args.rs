@@ -81,30 +81,63 @@ pub(crate) fn parse_json_args(
     }
 }
 
-/// The arguments as a JSON object, with the lenient readings small models need.
-fn parse_json(tool: &str, raw: &str, schema: &Value) -> Result<Value, ArgsError> {
+/// Why a model's argument string is not a JSON object of named arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnreadableArguments {
+    /// Not JSON at all (the parser's words).
+    #[error("malformed JSON: {0}")]
+    Malformed(String),
+    /// JSON, but not an object: `"a string"`, `"an array"`, `"a boolean"` or `"a number"`.
+    #[error("expected a JSON object of named parameters, got {0}")]
+    NotAnObject(&'static str),
+}
+
+/// The model's argument string `raw` read as the JSON object a tool receives, with the lenient
+/// readings small models need: empty or `null` is `{}`, and an object JSON-encoded twice (a
+/// string holding the object) is that object.
+///
+/// This is the one reading of a call's arguments: [`ToolRegistry::dispatch`] runs tools on it,
+/// and an approval policy judges it, so what a control checks is exactly what then runs.
+///
+/// # Errors
+/// [`UnreadableArguments`] when `raw` is neither JSON nor an object under those readings.
+///
+/// [`ToolRegistry::dispatch`]: crate::ToolRegistry::dispatch
+pub fn read_arguments(raw: &str) -> Result<Map<String, Value>, UnreadableArguments> {
     // Models often send "" (or nothing) for a tool without parameters.
     if raw.trim().is_empty() {
-        return Ok(Value::Object(Map::new()));
+        return Ok(Map::new());
     }
-    let value: Value = serde_json::from_str(raw).map_err(|e| {
-        let message = format!(
-            "malformed JSON arguments for {tool}: {e}; send the arguments as one JSON object, {}",
-            describe_parameters(schema)
-        );
-        (ToolFailure::MalformedArguments, message)
-    })?;
+    let value: Value =
+        serde_json::from_str(raw).map_err(|e| UnreadableArguments::Malformed(e.to_string()))?;
     match value {
-        Value::Object(_) => Ok(value),
-        Value::Null => Ok(Value::Object(Map::new())),
+        Value::Object(object) => Ok(object),
+        Value::Null => Ok(Map::new()),
         // Some models JSON-encode the arguments object twice.
         Value::String(inner) => match serde_json::from_str::<Value>(&inner) {
-            Ok(object @ Value::Object(_)) => Ok(object),
-            _ => Err(not_an_object(tool, "a string", schema)),
+            Ok(Value::Object(object)) => Ok(object),
+            _ => Err(UnreadableArguments::NotAnObject("a string")),
         },
-        Value::Array(_) => Err(not_an_object(tool, "an array", schema)),
-        Value::Bool(_) => Err(not_an_object(tool, "a boolean", schema)),
-        Value::Number(_) => Err(not_an_object(tool, "a number", schema)),
+        Value::Array(_) => Err(UnreadableArguments::NotAnObject("an array")),
+        Value::Bool(_) => Err(UnreadableArguments::NotAnObject("a boolean")),
+        Value::Number(_) => Err(UnreadableArguments::NotAnObject("a number")),
+    }
+}
+
+/// The arguments as a JSON object ([`read_arguments`]), or a message for the model.
+fn parse_json(tool: &str, raw: &str, schema: &Value) -> Result<Value, ArgsError> {
+    match read_arguments(raw) {
+        Ok(object) => Ok(Value::Object(object)),
+        Err(UnreadableArguments::Malformed(e)) => {
+            let message = format!(
+                "malformed JSON arguments for {tool}: {e}; send the arguments as one JSON \
+                 object, {}",
+                describe_parameters(schema)
+            );
+            Err((ToolFailure::MalformedArguments, message))
+        }
+        Err(UnreadableArguments::NotAnObject(got)) => Err(not_an_object(tool, got, schema)),
     }
 }
 

@@ -36,6 +36,7 @@ mod tool;
 mod validate;
 pub mod workspace;
 
+pub use args::{UnreadableArguments, read_arguments};
 pub use call_events::observe_call;
 pub use context::ToolContext;
 pub use error::{RegistryError, ToolError};

@@ -70,8 +70,23 @@ impl Chat {
         if restored > 0 {
             println!("resumed {} ({restored} messages)", path.display());
         }
-        let paused = team
-            .with_agent::<LlmAgent, _, _>(&blueprint.spec.name, |a| a.paused_calls().len())
+        let mut chat = Chat {
+            blueprint,
+            team,
+            path: path.to_path_buf(),
+            requests: 0,
+            unsaved: Unsaved::default(),
+        };
+        chat.tell_paused().await;
+        chat.adopt_instructions().await;
+        Ok(chat)
+    }
+
+    /// Say so when the log the agent continues from ends in a turn paused for approval.
+    async fn tell_paused(&self) {
+        let paused = self
+            .team
+            .with_agent::<LlmAgent, _, _>(&self.name(), |a| a.paused_calls().len())
             .await
             .ok()
             .flatten()
@@ -82,15 +97,6 @@ impl Chat {
                  asks again before it goes on"
             );
         }
-        let mut chat = Chat {
-            blueprint,
-            team,
-            path: path.to_path_buf(),
-            requests: 0,
-            unsaved: Unsaved::default(),
-        };
-        chat.adopt_instructions().await;
-        Ok(chat)
     }
 
     fn name(&self) -> String {

@@ -44,6 +44,9 @@ impl LlmAgent {
         trace_id: TraceId,
         watch: Option<&RequestWatch>,
     ) -> Result<Vec<ToolResult>, AgentError> {
+        // Judged, shown and run as the registry reads them: one value for all three.
+        let calls: Vec<ToolCall> = calls.iter().map(as_read).collect();
+        let calls = calls.as_slice();
         let permissions: Vec<Permission> = calls
             .iter()
             .map(|c| {
@@ -56,6 +59,7 @@ impl LlmAgent {
         if paused {
             let record = open
                 .iter()
+                .map(as_read)
                 .map(|c| PausedCall {
                     call_id: c.id.clone(),
                     tool: c.function.name.clone(),
@@ -100,9 +104,10 @@ impl LlmAgent {
                 _ if p.ask => Permission::Ask,
                 now => now,
             };
-            let call = self
-                .logged_call(&p.call_id)
-                .unwrap_or_else(|| ToolCall::new(&p.call_id, &p.tool, &p.arguments));
+            let call = self.logged_call(&p.call_id).map_or_else(
+                || ToolCall::new(&p.call_id, &p.tool, &p.arguments),
+                |c| as_read(&c),
+            );
             work.push((call, permission));
         }
         let ids: Vec<String> = work.iter().map(|(c, _)| c.id.clone()).collect();
@@ -182,10 +187,24 @@ impl LlmAgent {
                     .unwrap_or(Answer::Denied("no answer".to_string())),
             };
             match answer {
+                // A person's edit is judged too: what a rule denies never runs.
+                Answer::Run(Some(edited))
+                    if self.spec.approval.permission(&call.function.name, &edited)
+                        == Permission::Deny =>
+                {
+                    outcome.push(Err(refused(format!(
+                        "the approval policy denies `{}` with the arguments the person approving \
+                         gave ({edited}); the call was not run",
+                        call.function.name
+                    ))));
+                }
                 Answer::Run(edited) => {
                     let mut call = call;
                     if let Some(arguments) = &edited {
-                        call.function.arguments.clone_from(arguments);
+                        call.function.arguments =
+                            as_read(&ToolCall::new(&call.id, &call.function.name, arguments))
+                                .function
+                                .arguments;
                     }
                     outcome.push(Ok((to_run.len(), edited)));
                     to_run.push(call);
@@ -263,6 +282,18 @@ impl LlmAgent {
             Err(_) => Answer::TimedOut(timeout),
         }
     }
+}
+
+/// `call` with its arguments as the registry will read them ([`troupe_tools::read_arguments`]),
+/// written out again: the approval policy judges them, a person is shown them and the tool runs
+/// on them. Arguments that cannot be read stay as the model wrote them (the registry answers
+/// them with its error, and runs nothing).
+fn as_read(call: &ToolCall) -> ToolCall {
+    let mut call = call.clone();
+    if let Ok(object) = troupe_tools::read_arguments(&call.function.arguments) {
+        call.function.arguments = serde_json::Value::Object(object).to_string();
+    }
+    call
 }
 
 fn refused(content: String) -> ToolResult {

@@ -57,9 +57,10 @@ pub enum LlmAgentJob {
     CloseScope(CloseScope, Reply<Result<Option<String>, ScopeError>>),
     /// `/clear` ([`clear_conversation`]): forget the conversation, its file ledger and last
     /// report, and record the fresh start in the session log (loading it then starts from
-    /// there). The archive is kept. `Err` when the log could not be written; the conversation
-    /// is then unchanged.
-    Clear(Reply<Result<(), SessionError>>),
+    /// there). The archive is kept. Tool calls a paused turn left waiting for approval belong
+    /// to the conversation and go with it (the log's clear record drops them too): answers how
+    /// many. `Err` when the log could not be written; the conversation is then unchanged.
+    Clear(Reply<Result<usize, SessionError>>),
     /// `/resume SESSION` ([`switch_session`]): continue from another session log. The agent
     /// writes what changed as a last commit to the log it has, takes the other log's lock, loads
     /// it and lets go of the old one; from then on it (and any restart of it) keeps the new log.
@@ -232,8 +233,9 @@ pub async fn close_scope(
 ///
 /// # Errors
 /// [`ClearError`]: the agent could not be reached, or its session log could not be written (the
-/// conversation is then unchanged).
-pub async fn clear_conversation(team: &Team, agent: &str) -> Result<(), ClearError> {
+/// conversation is then unchanged). Answers how many tool calls that waited for approval were
+/// dropped with the conversation.
+pub async fn clear_conversation(team: &Team, agent: &str) -> Result<usize, ClearError> {
     ask(team, agent, LlmAgentJob::Clear, SESSION_TIMEOUT)
         .await?
         .map_err(ClearError::Session)

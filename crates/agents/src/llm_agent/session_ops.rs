@@ -13,8 +13,11 @@ use crate::session::{SessionError, restore};
 
 impl LlmAgent {
     /// `/clear`: record the fresh start in the session log first (so a failed write changes
-    /// nothing), then forget the conversation, its ledger, scopes and last report.
-    pub(super) fn clear(&mut self) -> Result<(), SessionError> {
+    /// nothing), then forget the conversation, its ledger, scopes and last report — and the
+    /// calls a paused turn left waiting for approval, whose assistant message goes with the
+    /// conversation (asked about later, they would run against nothing, and their results
+    /// answer no call). Answers how many such calls were dropped.
+    pub(super) fn clear(&mut self) -> Result<usize, SessionError> {
         if let Some(sync) = &mut self.session {
             sync.clear()?;
         }
@@ -26,7 +29,9 @@ impl LlmAgent {
         self.scopes.clear();
         self.warned = false;
         self.ahead.rewritten("the conversation was cleared");
-        Ok(())
+        let dropped = self.paused.len();
+        self.paused.clear();
+        Ok(dropped)
     }
 
     /// `/resume`: write what changed as a last commit to the current log, then continue from
@@ -43,6 +48,9 @@ impl LlmAgent {
         }
         let restored = restore(&logged);
         let count = restored.conversation.len();
+        // Paused calls belong to their log: this log's own are the ones to finish (the old
+        // log keeps its own, pending, for whoever resumes it).
+        self.paused.clone_from(&restored.paused);
         self.session = Some(sync);
         self.conversation_id = conversation_id(&self.spec.name, Some(path));
         self.conversation = restored.conversation;

@@ -5,12 +5,21 @@
 //! [agents.coder]
 //! tools = ["shell", "read_file"]
 //! approve = [
-//!   { tool = "shell", argument = "command", prefix = "rm ", policy = "ask" },
+//!   { tool = "shell", argument = "command", prefix = "git status", policy = "allow" },
 //!   { tool = "shell", argument = "command", prefix = "sudo ", policy = "deny" },
+//!   { tool = "shell", policy = "ask" },
 //!   { tool = "write_file", policy = "ask" },
 //! ]
 //! approve_timeout_secs = 300
 //! ```
+//!
+//! A prefix is matched against the value read as a shell command line, command by command
+//! (`true; sudo x`, `env sudo x` and `/usr/bin/sudo x` are all `sudo `): a `deny` or `ask` rule
+//! holds when any command matches, an `allow` rule only when every one does, and what cannot be
+//! read is never allowed by a prefix rule. It is not a sandbox: a command can run what its text
+//! does not show (a script it writes, an interpreter). So for a shell, `ask` for the whole tool
+//! and `allow` what you name, as above, rather than trusting a `deny` to hold
+//! (`troupe_agents::approval` says exactly what a rule guarantees).
 
 use std::time::Duration;
 
@@ -29,7 +38,8 @@ pub struct ApproveRuleConfig {
     /// An argument of the call (with `prefix`): the rule matches calls whose value of it starts
     /// with `prefix`.
     pub argument: Option<String>,
-    /// The prefix `argument`'s value must start with (leading whitespace ignored).
+    /// The prefix `argument`'s value must start with, read as a shell command line (see the
+    /// module's docs).
     pub prefix: Option<String>,
     /// `allow`, `ask` or `deny`.
     pub policy: Permission,

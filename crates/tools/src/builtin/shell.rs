@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::capped_output::CappedOutput;
+use super::process_group::CommandGroup;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::tool::Tool;
@@ -105,13 +106,14 @@ impl Tool for Shell {
             .stderr(Stdio::piped())
             // Dropping the future (timeout, cancellation) must not leave the process running.
             .kill_on_drop(true);
-        // Its own process group, so that a timeout also ends what the command started.
-        #[cfg(unix)]
-        command.process_group(0);
+        // A process group of its own, so that a timeout also ends what the command started,
+        // and one that dies with troupe (SIGKILL included).
+        let mut group = CommandGroup::start();
+        group.adopt(&mut command);
         let mut child = command.spawn().map_err(|e| {
             ToolError::fatal(format!("cannot start {}: {e}", self.config.shell.display()))
         })?;
-        let group = GroupKiller(child.id());
+        group.started(&child);
         let cap = self.config.max_output_bytes;
         // Both pipes are drained while the command runs, into buffers that never grow past the
         // cap: a command printing gigabytes neither blocks on a full pipe nor fills memory.
@@ -139,7 +141,7 @@ impl Tool for Shell {
             }
         };
         // Finished in time: what it left running in the background is its business.
-        group.disarm();
+        group.release();
         let status = match status.code() {
             Some(code) => format!("exit code: {code}"),
             None => "killed by a signal".to_string(),
@@ -164,29 +166,5 @@ impl Shell {
                 troupe_runtime::credentials::var_os(name).map(|value| (name.to_string(), value))
             })
             .collect()
-    }
-}
-
-/// Kills a command's whole process group when dropped (timeout, cancellation) unless disarmed:
-/// `kill_on_drop` alone would end `sh` but leave its children — and the pipes they hold — alive.
-struct GroupKiller(Option<u32>);
-
-impl GroupKiller {
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for GroupKiller {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(pgid) = self.0 {
-            // No libc (unsafe) for one signal: `kill` is on every Unix.
-            let _ = std::process::Command::new("kill")
-                .args(["-KILL", "--", &format!("-{pgid}")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
     }
 }

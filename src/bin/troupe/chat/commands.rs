@@ -118,6 +118,7 @@ impl Chat {
             Ok(restored) => {
                 println!("resumed {} ({restored} messages)", target.display());
                 self.path = target;
+                self.tell_paused().await;
                 self.adopt_instructions().await;
             }
             Err(e) => println!(
@@ -130,9 +131,19 @@ impl Chat {
 
     pub(super) async fn clear(&mut self) {
         match clear_conversation(&self.team, &self.name()).await {
-            Ok(()) => {
+            Ok(dropped) => {
                 self.unsaved.forget();
-                println!("(conversation cleared)");
+                match dropped {
+                    0 => println!("(conversation cleared)"),
+                    1 => println!(
+                        "(conversation cleared; the tool call that waited for approval was \
+                         dropped with it, not run)"
+                    ),
+                    n => println!(
+                        "(conversation cleared; the {n} tool calls that waited for approval \
+                         were dropped with it, not run)"
+                    ),
+                }
             }
             Err(e) => println!("cannot clear: {}", safe(&e.to_string())),
         }
