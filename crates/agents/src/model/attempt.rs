@@ -12,14 +12,14 @@ use tokio::time::Instant;
 use troupe_runtime::ModelError;
 
 use super::rate_limit;
-use super::retry::{RetryPolicy, parse_retry_after, parse_retry_after_ms};
+use super::retry::{RetryAfter, RetryPolicy, parse_retry_after, parse_retry_after_ms};
 
 /// One failed attempt: the error to report if it is the last, and whether to try again.
 #[derive(Debug)]
 pub(super) struct AttemptError {
     pub(super) error: ModelError,
     pub(super) retryable: bool,
-    pub(super) retry_after: Option<Duration>,
+    pub(super) retry_after: Option<RetryAfter>,
 }
 
 impl AttemptError {
@@ -79,16 +79,19 @@ where
             Err(failure) => failure,
         };
         // A server's Retry-After is about the endpoint, not this caller: under a shared rate
-        // limit everyone calling it waits (a wait longer than the policy takes is refused
-        // below, and speaks for nobody else either).
-        if let Some(after) = failure.retry_after.filter(|a| *a <= policy.max_retry_after) {
+        // limit everyone calling it waits (a wait the policy cannot honour is refused below,
+        // and speaks for nobody else either).
+        if let Some(RetryAfter::Wait(after)) = failure.retry_after
+            && after <= policy.max_retry_after
+        {
             rate_limit::hold_endpoint(after);
         }
         if !failure.retryable || retry >= policy.max_retries {
             return Err(failure.error);
         }
-        let Some(wait) = policy.delay(retry, failure.retry_after) else {
-            return Err(failure.error);
+        let wait = match policy.wait(retry, failure.retry_after) {
+            Ok(wait) => wait,
+            Err(refused) => return Err(refused.explain(failure.error)),
         };
         tracing::warn!(
             model = %model,
@@ -103,7 +106,7 @@ where
 }
 
 /// `retry-after-ms` (OpenAI's precise form) or `Retry-After` in seconds.
-pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(super) fn retry_after(headers: &HeaderMap) -> Option<RetryAfter> {
     let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
     header("retry-after-ms")
         .and_then(parse_retry_after_ms)
@@ -134,7 +137,7 @@ pub(super) async fn whole_body(
 
 /// How a provider reads a failure status and its body (with the server's `Retry-After`).
 pub(super) type ClassifyStatus<'a> =
-    &'a (dyn Fn(reqwest::StatusCode, Option<Duration>, &[u8]) -> AttemptError + Sync);
+    &'a (dyn Fn(reqwest::StatusCode, Option<RetryAfter>, &[u8]) -> AttemptError + Sync);
 
 /// Sends `request` and waits, up to `limit`, for a success status: a failure status is read
 /// whole (by the same deadline) and classified by the provider. Returns the response and the

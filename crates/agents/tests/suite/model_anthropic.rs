@@ -290,6 +290,30 @@ async fn model_anthropic_429_waits_for_retry_after() {
     );
 }
 
+/// As the OpenAI provider's: a `retry-after` no policy can honour is the server's typed error
+/// saying so, never a panic and never a retry on a made-up backoff.
+#[tokio::test]
+async fn model_anthropic_an_absurd_retry_after_is_a_typed_error_not_a_panic() {
+    for asked in ["1e20", "inf", "NaN", "-5"] {
+        let server = AnthropicServer::start([
+            status(
+                429,
+                "rate_limit_error",
+                "Number of requests has exceeded your rate limit",
+                Some(asked),
+            ),
+            Reply::text("Oslo."),
+        ])
+        .await;
+        let result = model(&server).chat(request()).await;
+        assert!(
+            matches!(&result, Err(ModelError::RateLimited(m)) if m.contains("no wait")),
+            "{asked}: {result:?}"
+        );
+        assert_eq!(server.attempts(), 1, "{asked}");
+    }
+}
+
 #[tokio::test]
 async fn model_anthropic_prompt_too_long_is_context_length_exceeded_and_final() {
     let server = AnthropicServer::start([status(

@@ -23,6 +23,8 @@ pub enum Fault {
     Ok(Value),
     /// 429, with this `Retry-After` header (seconds) if given.
     RateLimited { retry_after: Option<&'static str> },
+    /// 429 with this `retry-after-ms` header (OpenAI's precise form, milliseconds).
+    RateLimitedMs(&'static str),
     /// This 5xx status with an OpenAI error body.
     ServerError(u16),
     /// Wait this long, then answer 200 — longer than the client's timeout.
@@ -182,6 +184,18 @@ async fn chat_completions(
                     .headers_mut()
                     .insert("retry-after", seconds.parse().unwrap());
             }
+            response
+        }
+        Fault::RateLimitedMs(millis) => {
+            let body = error_body(
+                "Rate limit reached for requests",
+                "requests",
+                Some("rate_limit_exceeded"),
+            );
+            let mut response = (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+            response
+                .headers_mut()
+                .insert("retry-after-ms", millis.parse().unwrap());
             response
         }
         Fault::ServerError(status) => {

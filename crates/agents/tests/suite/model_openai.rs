@@ -146,6 +146,38 @@ async fn model_openai_429_asking_too_long_a_wait_is_final() {
     assert_eq!(server.attempts(), 1);
 }
 
+/// A wait no policy can honour — past what a `Duration` holds, infinite, not a number,
+/// negative — ends the call with the server's typed error saying so; it used to panic the
+/// caller ("cannot convert float seconds to Duration") or retry on a made-up backoff.
+#[tokio::test]
+async fn model_openai_an_absurd_retry_after_is_a_typed_error_not_a_panic() {
+    let faults = [
+        Fault::RateLimited {
+            retry_after: Some("1e20"),
+        },
+        Fault::RateLimited {
+            retry_after: Some("inf"),
+        },
+        Fault::RateLimited {
+            retry_after: Some("NaN"),
+        },
+        Fault::RateLimited {
+            retry_after: Some("-5"),
+        },
+        Fault::RateLimitedMs("1e30"),
+        Fault::RateLimitedMs("-1"),
+    ];
+    for fault in faults {
+        let shown = format!("{fault:?}");
+        let (server, result) = run(vec![fault, Fault::Ok(completion_text("Oslo."))]).await;
+        assert!(
+            matches!(&result, Err(ModelError::RateLimited(m)) if m.contains("no wait")),
+            "{shown}: {result:?}"
+        );
+        assert_eq!(server.attempts(), 1, "{shown}");
+    }
+}
+
 #[tokio::test]
 async fn model_openai_500s_then_ok_recovers() {
     let (server, result) = run(vec![

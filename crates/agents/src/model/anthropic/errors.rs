@@ -2,13 +2,12 @@
 //! (`{"type": "error", "error": {"type": "overloaded_error", "message": …}}`), and the same
 //! error objects when they arrive as a streamed `error` event.
 
-use std::time::Duration;
-
 use reqwest::StatusCode;
 use serde::Deserialize;
 use troupe_runtime::ModelError;
 
 use super::super::attempt::AttemptError;
+use super::super::retry::RetryAfter;
 
 /// Anthropic's status for "overloaded": not standard HTTP, so not in `StatusCode`'s names.
 const OVERLOADED: u16 = 529;
@@ -38,7 +37,7 @@ pub(super) fn api_error(body: &[u8]) -> Option<ApiError> {
 /// 429, 529 (overloaded) and other 5xx are retried after the server's `Retry-After`.
 pub(super) fn classify_status(
     status: StatusCode,
-    retry_after: Option<Duration>,
+    retry_after: Option<RetryAfter>,
     body: &[u8],
     model: &str,
 ) -> AttemptError {
@@ -109,11 +108,14 @@ fn is_context_length_error(message: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn classify(status: u16, body: &str) -> AttemptError {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::IM_A_TEAPOT);
-        classify_status(status, Some(Duration::from_secs(1)), body.as_bytes(), "m")
+        let after = Some(RetryAfter::Wait(Duration::from_secs(1)));
+        classify_status(status, after, body.as_bytes(), "m")
     }
 
     #[test]
@@ -128,7 +130,10 @@ mod tests {
             overloaded.error
         );
         assert!(overloaded.retryable);
-        assert_eq!(overloaded.retry_after, Some(Duration::from_secs(1)));
+        assert_eq!(
+            overloaded.retry_after,
+            Some(RetryAfter::Wait(Duration::from_secs(1)))
+        );
         let too_long = classify(
             400,
             r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,

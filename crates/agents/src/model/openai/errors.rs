@@ -2,18 +2,17 @@
 //! HTTP statuses and error bodies become typed [`ModelError`]s, with the server's
 //! `Retry-After`.
 
-use std::time::Duration;
-
 use async_openai::error::{ApiError, WrappedError};
 use reqwest::StatusCode;
 use troupe_runtime::ModelError;
 
 use super::super::attempt::AttemptError;
+use super::super::retry::RetryAfter;
 
 /// Turn a non-2xx answer into a typed error, deciding whether it is worth another attempt.
 pub(super) fn classify_status(
     status: StatusCode,
-    retry_after: Option<Duration>,
+    retry_after: Option<RetryAfter>,
     body: &[u8],
     model: &str,
 ) -> AttemptError {

@@ -168,8 +168,13 @@ impl Limiter {
 /// just the caller that heard it (everyone else would only hear the same answer). A call
 /// without a limit has nobody to tell.
 pub(in crate::model) fn hold_endpoint(after: Duration) {
+    // A wait past any clock (the policy's longest wait is configurable) holds nobody: the
+    // call that heard it ends instead.
+    let Some(until) = Instant::now().checked_add(after) else {
+        return;
+    };
     let _ = CALL.try_with(|call| {
-        call.limiter.hold(Instant::now() + after);
+        call.limiter.hold(until);
         call.met.holds.fetch_add(1, Ordering::Relaxed);
     });
 }
