@@ -59,8 +59,9 @@ impl RunSummary {
                 ..
             } => {
                 totals.model_calls += 1;
-                totals.input_tokens += input_tokens;
-                totals.output_tokens += output_tokens;
+                // Saturating: the counts are what providers reported.
+                totals.input_tokens = totals.input_tokens.saturating_add(*input_tokens);
+                totals.output_tokens = totals.output_tokens.saturating_add(*output_tokens);
                 totals.model_ms += ms;
             }
             Event::ToolCallFinished { is_error, .. } => {

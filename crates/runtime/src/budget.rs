@@ -40,11 +40,12 @@ impl Spend {
         }
     }
 
-    /// This spend and `more`.
+    /// This spend and `more`, saturating: the counts are what providers reported, and an
+    /// absurd one must stop at the most a budget can hold, not wrap to a small spend.
     pub fn add(&mut self, more: Spend) {
-        self.input_tokens += more.input_tokens;
-        self.output_tokens += more.output_tokens;
-        self.cost_micros += more.cost_micros;
+        self.input_tokens = self.input_tokens.saturating_add(more.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(more.output_tokens);
+        self.cost_micros = self.cost_micros.saturating_add(more.cost_micros);
     }
 }
 
@@ -303,5 +304,42 @@ mod tests {
             ..Usage::default()
         };
         assert_eq!(Spend::of(odd, Some(cached)).cost_micros, 60);
+    }
+
+    proptest::proptest! {
+        /// Whatever counts providers report (`u64::MAX` included), spends priced and added up
+        /// — per request, per agent, for a team — never panic and never wrap: the tokens are
+        /// the saturating sums, and neither they nor the cost ever go down.
+        #[test]
+        fn spends_add_up_saturating_and_never_go_down(
+            calls in proptest::collection::vec(proptest::prelude::any::<[u64; 4]>(), 1..6),
+            at_the_edge in proptest::prelude::any::<bool>(),
+        ) {
+            let price = ModelPrice {
+                cache_read_per_million: Some(0.3),
+                cache_write_per_million: Some(3.75),
+                ..ModelPrice::new(3.0, 15.0)
+            };
+            let team = TeamSpend::new(SpendLimit::default());
+            let (mut input, mut output) = (0u64, 0u64);
+            let mut last = Spend::default();
+            for (i, [a, b, read, written]) in calls.into_iter().enumerate() {
+                // Half the cases start at the edge, where a wrap shows at once.
+                let edge = |n: u64| if at_the_edge && i == 0 { u64::MAX - n % 3 } else { n };
+                let usage = Usage {
+                    input_tokens: edge(a),
+                    output_tokens: edge(b),
+                    cache_read_input_tokens: read,
+                    cache_creation_input_tokens: written,
+                };
+                team.record(Spend::of(usage, Some(price)));
+                input = input.saturating_add(usage.input_tokens);
+                output = output.saturating_add(usage.output_tokens);
+                let spent = team.spent();
+                proptest::prop_assert_eq!((spent.input_tokens, spent.output_tokens), (input, output));
+                proptest::prop_assert!(spent.cost_micros >= last.cost_micros);
+                last = spent;
+            }
+        }
     }
 }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use troupe_agents::model::{AnthropicConfig, AnthropicModel, RetryPolicy, traced_chat};
+use troupe_agents::model::{
+    AnthropicConfig, AnthropicModel, RateLimit, RateLimitedModel, RetryPolicy, traced_chat,
+};
 use troupe_agents::{AgentSpec, spawn_agent};
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
@@ -399,6 +401,44 @@ async fn model_anthropic_a_stream_cut_before_its_stop_is_an_error() {
         matches!(result.last(), Some(Err(ModelError::InvalidResponse(m))) if m.contains("before the answer was complete")),
         "{result:?}"
     );
+}
+
+/// Anthropic's prompt is its three input counts added up: counts that add past `u64` saturate
+/// (a debug build panicked, a release build wrapped to a tiny count that the budget, the cost
+/// and a shared rate limit then believed), and a rate limit settling such an answer's usage
+/// does not overflow either.
+#[tokio::test]
+async fn model_anthropic_usage_past_u64_saturates_instead_of_wrapping() {
+    let huge = u64::MAX;
+    let mut body = Vec::new();
+    for e in [
+        json!({"type": "message_start", "message": {"id": "m", "usage": {
+            "input_tokens": huge, "cache_read_input_tokens": 5,
+            "cache_creation_input_tokens": 7, "output_tokens": 1}}}),
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Oslo."}}),
+        json!({"type": "content_block_stop", "index": 0}),
+        json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": huge}}),
+        json!({"type": "message_stop"}),
+    ] {
+        body.extend(event(&e));
+    }
+    let server = AnthropicServer::start([Reply::Raw(body.clone()), Reply::Raw(body)]).await;
+    let limit = RateLimit::per_minute(None, Some(1_000_000)).unwrap();
+    let limited = RateLimitedModel::new(Arc::new(model(&server)), limit);
+    for _ in 0..2 {
+        let answer = limited.chat(request()).await.unwrap();
+        assert_eq!(answer.message.text(), "Oslo.");
+        assert_eq!(answer.usage.input_tokens, u64::MAX);
+        assert_eq!(answer.usage.output_tokens, u64::MAX);
+        assert_eq!(
+            (
+                answer.usage.cache_read_input_tokens,
+                answer.usage.cache_creation_input_tokens
+            ),
+            (5, 7)
+        );
+    }
 }
 
 #[derive(Debug, PartialEq, serde::Deserialize, schemars::JsonSchema)]

@@ -45,8 +45,14 @@ impl TraceTree {
                 "invoke_agent" => t.agents += 1,
                 "chat" => {
                     t.model_calls += 1;
-                    t.input_tokens += node.attr_u64(semconv::USAGE_INPUT_TOKENS).unwrap_or(0);
-                    t.output_tokens += node.attr_u64(semconv::USAGE_OUTPUT_TOKENS).unwrap_or(0);
+                    // Saturating: the counts are what providers reported.
+                    let tokens = |key| node.attr_u64(key).unwrap_or(0);
+                    t.input_tokens = t
+                        .input_tokens
+                        .saturating_add(tokens(semconv::USAGE_INPUT_TOKENS));
+                    t.output_tokens = t
+                        .output_tokens
+                        .saturating_add(tokens(semconv::USAGE_OUTPUT_TOKENS));
                 }
                 "execute_tool" => t.tool_calls += 1,
                 _ => {}

@@ -286,12 +286,18 @@ impl WireUsage {
     }
 
     /// troupe's usage: Anthropic's `input_tokens` counts only the tokens after the last cache
-    /// mark, so the prompt is the three input counts added up.
+    /// mark, so the prompt is the three input counts added up — saturating: counts that add up
+    /// past `u64` are absurd, but wrapped they would read as a tiny prompt to the budget, the
+    /// cost and a shared rate limit.
     pub(super) fn to_usage(self) -> Usage {
         let read = self.cache_read_input_tokens.unwrap_or(0);
         let created = self.cache_creation_input_tokens.unwrap_or(0);
         Usage {
-            input_tokens: self.input_tokens.unwrap_or(0) + read + created,
+            input_tokens: self
+                .input_tokens
+                .unwrap_or(0)
+                .saturating_add(read)
+                .saturating_add(created),
             output_tokens: self.output_tokens.unwrap_or(0),
             cache_read_input_tokens: read,
             cache_creation_input_tokens: created,
@@ -405,6 +411,26 @@ mod tests {
                 output_tokens: 9,
                 cache_read_input_tokens: 100,
                 cache_creation_input_tokens: 10,
+            }
+        );
+    }
+
+    #[test]
+    fn input_counts_that_add_past_u64_saturate_instead_of_wrapping() {
+        let usage = WireUsage {
+            input_tokens: Some(u64::MAX),
+            output_tokens: Some(u64::MAX),
+            cache_creation_input_tokens: Some(7),
+            cache_read_input_tokens: Some(5),
+        }
+        .to_usage();
+        assert_eq!(
+            usage,
+            Usage {
+                input_tokens: u64::MAX,
+                output_tokens: u64::MAX,
+                cache_read_input_tokens: 5,
+                cache_creation_input_tokens: 7,
             }
         );
     }

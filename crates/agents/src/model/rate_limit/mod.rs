@@ -168,7 +168,11 @@ impl StreamObserver for Settle {
     fn finished(self: Box<Self>, outcome: &Result<ChatResponse, ModelError>) {
         // A provider that reports no usage (or an answer that broke) keeps the estimate.
         if let Ok(response) = outcome {
-            let used = response.usage.input_tokens + response.usage.output_tokens;
+            // Saturating: a provider's counts are its word, not a promise they add up.
+            let used = response
+                .usage
+                .input_tokens
+                .saturating_add(response.usage.output_tokens);
             if used > 0 {
                 self.limiter.settle(self.ticket, used);
             }

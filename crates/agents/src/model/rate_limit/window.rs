@@ -84,13 +84,17 @@ impl Window {
         }
         if let Some(tpm) = self.limit.tokens_per_minute {
             let cost = self.cost(tokens);
-            let mut in_minute: u64 = self.log.iter().map(|a| a.tokens).sum();
+            // Saturating: settled counts are a provider's word, and may be absurd.
+            let mut in_minute = self
+                .log
+                .iter()
+                .fold(0u64, |sum, a| sum.saturating_add(a.tokens));
             // Leave, oldest first, until the rest and this request fit.
             for admission in &self.log {
                 if in_minute.saturating_add(cost) <= tpm.get() {
                     break;
                 }
-                in_minute -= admission.tokens;
+                in_minute = in_minute.saturating_sub(admission.tokens);
                 later(admission.at + MINUTE);
             }
         }
