@@ -25,7 +25,8 @@
 //!   [`PolicyError`]); [`ThrashGuard`] holds automatic compaction back until it can free enough
 //!   new tokens.
 //! - **Nothing lost:** every replaced message goes into the [`Archive`]; [`expand`] restores the
-//!   exact original.
+//!   exact original. An answer too large for the window even alone is cut as it arrives
+//!   ([`push_cut_answer`]), the whole of it archived the same way.
 //! - [`tokens`]: [`TokenCounter`](tokens::TokenCounter) and its implementations, the
 //!   per-message [`TokenCache`](tokens::TokenCache).
 //! - [`summary`]: the [`Summarizer`](summary::Summarizer) trait, the offline
@@ -59,6 +60,7 @@ mod id_hash;
 pub mod invariants;
 mod markers;
 mod mask;
+mod oversized;
 mod pairing;
 mod policy;
 mod protection;
@@ -77,6 +79,7 @@ pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
 pub use compact::{CompactOptions, CompactTrigger, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
+pub use oversized::push_cut_answer;
 pub use policy::{BudgetPolicy, BudgetState, PolicyError};
 pub use report::CompactionReport;
 pub use splice::{Splice, SpliceError};

@@ -12,6 +12,16 @@ const HEAD_SHARE: f64 = 0.6;
 /// A cut point moves to a line break if one lies within this share of the kept part.
 const LINE_SNAP_SHARE: f64 = 0.2;
 
+/// Tokens reserved in a cut message for the cut marker and the `[replaces …]` line, so the
+/// result stays within its limit (and a truncated tool output is not picked for truncation
+/// again).
+const MARKER_TOKENS: usize = 48;
+
+/// How many tokens of text a message cut to `limit` tokens keeps around its markers.
+pub(crate) fn text_tokens_within(limit: usize) -> usize {
+    limit.saturating_sub(MARKER_TOKENS).max(limit / 2)
+}
+
 /// `text` cut down to about `keep_tokens` tokens: head, a marker stating the cut, tail.
 ///
 /// `text_tokens` is the token count of `text`; it sets the bytes-per-token ratio used to place

@@ -121,7 +121,8 @@ pub enum MessageKind {
     Normal,
     /// A compaction summary that stands for older messages.
     Summary,
-    /// A tool result replaced by a short metadata stub.
+    /// A stand-in for an archived original: a tool result's stub or cut, or an answer cut to
+    /// fit the window.
     CompressedStub,
     /// Shown to a person but never sent to a model; compaction drops these first.
     DisplayOnly,

@@ -19,6 +19,7 @@ mod budget;
 mod compact_tool;
 mod context;
 mod jobs;
+mod oversized_answer;
 mod pins;
 mod precall;
 mod recall_tool;

@@ -10,7 +10,8 @@
 //! without the round trip); a request that still cannot fit is refused with a
 //! [`ContextOverflow`] that names what does not fit, and nothing is sent. A protected message
 //! (the newest user message, say) too large to fit alone is refused before any compaction:
-//! compaction never shrinks it.
+//! compaction never shrinks it. A model's answer that large never gets here: it is cut as it
+//! arrives (`oversized_answer.rs`).
 //!
 //! [`CompactionSettings::output_reserve_for`]: crate::CompactionSettings::output_reserve_for
 
@@ -133,6 +134,19 @@ impl LlmAgent {
             Some(giant) => Err(self.too_large(giant, room)),
             None => Ok(()),
         }
+    }
+
+    /// The most tokens a message after the system prompt may take and still fit the window
+    /// alone, by the rule [`LlmAgent::messages_too_large_alone`] refuses by.
+    pub(super) fn room_for_one_message(&self) -> usize {
+        let messages = self.conversation.messages();
+        let system = match (self.conversation.system_prompt(), messages.first()) {
+            (Some(_), Some(first)) => self.token_cache.count_message(self.counter.as_ref(), first),
+            _ => 0,
+        };
+        let fixed =
+            self.tool_tokens() + self.output_reserve() + self.counter.overhead().reply_priming;
+        self.policy.context_window.saturating_sub(system + fixed)
     }
 
     /// Each message (index and tokens) that does not fit the window alone — with the system

@@ -215,7 +215,8 @@ impl LlmAgent {
             };
             let calls = reply.calls().to_vec();
             let text = reply.text();
-            self.conversation.push(reply);
+            // The caller gets `text` whole; an answer too large for the window is kept cut.
+            self.push_answer(reply);
             if calls.is_empty() {
                 self.check_budget(ctx, trace_id).await;
                 return Ok(text);

@@ -39,6 +39,19 @@ fn text_of(counter: &dyn TokenCounter, label: &str, tokens: usize) -> String {
     text
 }
 
+/// [`text_of`] for texts of many windows: sized from a sample's count, then counted once (its
+/// line-by-line count is quadratic).
+fn long_text(counter: &dyn TokenCounter, label: &str, tokens: usize) -> String {
+    let line =
+        |i: usize| format!("line {i}: the parser in src/parse_{i}.rs keeps its header table\n");
+    let sample: String = (0..100).map(line).collect();
+    let per_line = counter.count(&sample).div_ceil(100);
+    let mut text = format!("{label}: the notes follow.\n");
+    text.extend((0..tokens.div_ceil(per_line)).map(line));
+    assert!(counter.count_messages(&[ChatMessage::user(text.clone())]) >= tokens);
+    text
+}
+
 /// What a request costs in the window: its messages (with the reply priming) and its tools.
 fn request_tokens(counter: &dyn TokenCounter, request: &ChatRequest) -> usize {
     let tools = if request.tools.is_empty() {
@@ -283,5 +296,96 @@ async fn a_message_larger_than_the_window_is_refused_before_the_call_and_changes
     }
     // The agent goes on: a message that fits is answered.
     assert_eq!(team.ask("coder", "a short one").await.unwrap(), "Noted.");
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_answer_larger_than_the_window_is_cut_as_it_arrives_and_stays_recallable() {
+    const WINDOW: usize = 16_000;
+    let counter = shared_counter();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let team = team().await;
+    // The answer alone is three windows: no compaction could fit it, and it is protected.
+    let huge = long_text(counter.as_ref(), "the whole report", 3 * WINDOW);
+    let middle = huge
+        .lines()
+        .nth(huge.lines().count() / 2)
+        .unwrap()
+        .to_string();
+    let model = Arc::new(
+        ScriptedModel::new(
+            "m",
+            [
+                ScriptedReply::text(huge.clone()),
+                ScriptedReply::text("Second answer."),
+            ],
+        )
+        .with_context_window(WINDOW),
+    );
+    spawn_agent(
+        &team,
+        AgentSpec::new("coder", model.clone())
+            .instructions("You are a careful engineer.")
+            .session(&log),
+    )
+    .await
+    .unwrap();
+    // The caller gets the whole answer.
+    assert_eq!(team.ask("coder", "write the report").await.unwrap(), huge);
+
+    // The conversation keeps its head and tail, says where the rest went, and goes on.
+    assert_eq!(
+        team.ask("coder", "now the summary").await.unwrap(),
+        "Second answer."
+    );
+    let sent = model.requests().last().unwrap().clone();
+    assert!(request_tokens(counter.as_ref(), &sent) < WINDOW);
+    let cut = sent
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Assistant)
+        .unwrap()
+        .text();
+    assert!(
+        cut.starts_with("the whole report: the notes follow."),
+        "{cut}"
+    );
+    assert!(cut.contains("bytes dropped"), "{cut}");
+    assert!(!cut.contains(&middle), "the middle was cut");
+    let archive = team
+        .with_agent::<troupe_agents::LlmAgent, _, _>("coder", |a| a.archive().clone())
+        .await
+        .unwrap()
+        .unwrap();
+    let [entry] = archive.entries() else {
+        panic!("{:?}", archive.entries())
+    };
+    assert_eq!(entry.original.message.text(), huge);
+    let id = entry.original.id;
+    assert!(cut.contains(&format!("[replaces {id}]")), "{cut}");
+
+    // The model recalls it by the id the cut names, a page at a time.
+    model.push([
+        ScriptedReply::call("recall", format!(r#"{{"id": "{id}", "page": 2}}"#)),
+        ScriptedReply::text("Recalled."),
+    ]);
+    assert_eq!(
+        team.ask("coder", "what was in the middle?").await.unwrap(),
+        "Recalled."
+    );
+    let recalled = model
+        .requests()
+        .last()
+        .unwrap()
+        .messages
+        .last()
+        .unwrap()
+        .text();
+    assert!(recalled.contains("line "), "{recalled}");
+    assert!(!recalled.contains("bytes dropped"), "{recalled}");
+    // The session log resumes with the cut and its archive.
+    let logged = troupe_agents::session::load(&log).unwrap();
+    assert_eq!(logged.archive_entries.len(), 1);
     team.shutdown().await;
 }

@@ -6,11 +6,8 @@ use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked};
 use crate::error::Refusal;
 use crate::markers::replaces_line;
 use crate::mask::stub_text;
-use crate::truncate::truncate_to_tokens;
+use crate::truncate::{text_tokens_within, truncate_to_tokens};
 
-/// Tokens reserved in a truncated output for the cut marker and the `[replaces …]` line, so the
-/// result stays within the limit and is not picked for truncation again.
-const MARKER_TOKENS: usize = 48;
 /// Bytes of the `[replaces mN]` line a stub carries.
 const MARKER_BYTES: usize = 16;
 
@@ -68,7 +65,7 @@ impl CompactionSession<'_> {
                 if tokens <= limit {
                     return Err(Refusal::BelowTruncationLimit { id, tokens, limit });
                 }
-                let keep = limit.saturating_sub(MARKER_TOKENS).max(limit / 2);
+                let keep = text_tokens_within(limit);
                 truncate_to_tokens(&message.text(), tokens, keep).ok_or(Refusal::NoGain {
                     id,
                     before: tokens,
