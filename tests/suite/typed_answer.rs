@@ -1,6 +1,6 @@
 //! Typed answers (#34): `Team::ask_typed` sends the type's schema with the request, parses the
-//! answer, asks once more with the error, and names the field when the answer still does not
-//! fit.
+//! answer, checks it against the schema's rules (#41), asks once more with the error, and names
+//! the field (and the rule) when the answer still does not fit.
 
 use std::sync::Arc;
 
@@ -140,4 +140,120 @@ async fn the_openai_road_sends_the_schema_as_response_format() {
         sent["json_schema"]["schema"]["properties"]["population"]["type"],
         "integer"
     );
+}
+
+/// A reading whose schema bounds what serde alone would take: a level of 1 to 10, a station
+/// name of at most 8 characters.
+#[derive(Debug, PartialEq, Deserialize, JsonSchema)]
+struct Reading {
+    #[schemars(range(min = 1, max = 10))]
+    level: u8,
+    #[schemars(length(max = 8))]
+    station: String,
+}
+
+const LEVEL_ZERO: &str = r#"{"level": 0, "station": "Oslo"}"#;
+
+#[tokio::test]
+async fn an_answer_breaking_a_bound_of_its_schema_is_asked_once_more_naming_field_and_rule() {
+    let model = Arc::new(ScriptedModel::new(
+        "scripted",
+        [
+            ScriptedReply::text(LEVEL_ZERO),
+            ScriptedReply::text(r#"{"level": 4, "station": "Oslo"}"#),
+        ],
+    ));
+    let team = team_on(model.clone()).await;
+    let reading = team.ask_typed::<Reading>("geo", "Read the gauge.").await;
+    team.shutdown().await;
+    assert_eq!(
+        reading,
+        Ok(Reading {
+            level: 4,
+            station: "Oslo".into()
+        })
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "one retry");
+    let retry = &requests[1].messages;
+    assert_eq!(retry[retry.len() - 2].text(), LEVEL_ZERO);
+    let correction = retry[retry.len() - 1].text();
+    assert!(correction.contains("at `level`"), "{correction}");
+    assert!(correction.contains("`minimum`"), "{correction}");
+    assert!(
+        correction.contains("0 is less than the minimum of 1"),
+        "{correction}"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_breaking_its_schema_twice_is_an_error_naming_field_and_rule() {
+    let too_long = r#"{"level": 3, "station": "Trondheim-Nord"}"#;
+    let model = Arc::new(ScriptedModel::new(
+        "scripted",
+        [
+            ScriptedReply::text(LEVEL_ZERO),
+            ScriptedReply::text(too_long),
+            ScriptedReply::text(r#"{"level": 4, "station": "Oslo"}"#),
+        ],
+    ));
+    let team = team_on(model.clone()).await;
+    let reading = team.ask_typed::<Reading>("geo", "Read the gauge.").await;
+    team.shutdown().await;
+    match reading {
+        Err(TypedAnswerError::Mismatch {
+            schema,
+            field,
+            message,
+            answer,
+        }) => {
+            assert_eq!(schema, "Reading");
+            assert_eq!(field, "station");
+            assert!(message.contains("`maxLength`"), "{message}");
+            assert!(message.contains("longer than 8 characters"), "{message}");
+            assert_eq!(answer, too_long);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(model.requests().len(), 2, "asked once more, not twice");
+}
+
+/// A type that suits OpenAI's strict mode: it denies unknown fields and every field is
+/// required; no bound strict mode refuses.
+#[derive(Debug, PartialEq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Gauge {
+    level: u8,
+    station: String,
+}
+
+#[tokio::test]
+async fn a_schema_that_suits_strict_mode_is_sent_strict_and_others_are_not() {
+    assert!(ResponseFormat::of::<Gauge>().strict);
+    // Open objects (no deny_unknown_fields), an `Option`, a length bound: not strict.
+    assert!(!ResponseFormat::of::<City>().strict);
+    assert!(!ResponseFormat::of::<Reading>().strict);
+    let server = ChatServer::start_with(Arc::new(|_| r#"{"level": 3, "station": "Oslo"}"#.into()));
+    let config = OpenAiConfig::new(&server.url, "gpt-test").with_api_key("sk-test");
+    let model: Arc<dyn ChatModel> = Arc::new(OpenAiModel::new(config).unwrap());
+    let team = team_on(model).await;
+    let gauge = team.ask_typed::<Gauge>("geo", "Read the gauge.").await;
+    team.shutdown().await;
+    assert_eq!(
+        gauge,
+        Ok(Gauge {
+            level: 3,
+            station: "Oslo".into()
+        })
+    );
+    let sent = &server.request(0)["response_format"]["json_schema"];
+    assert_eq!(sent["strict"], true);
+    assert_eq!(sent["schema"]["additionalProperties"], false);
+    // The number's Rust type is no `format` strict mode would refuse; its range stays.
+    assert!(
+        sent["schema"]["properties"]["level"]
+            .get("format")
+            .is_none()
+    );
+    assert_eq!(sent["schema"]["properties"]["level"]["maximum"], 255);
 }

@@ -4,9 +4,12 @@
 //! The type's JSON Schema travels with the request as a [`ResponseFormat`] (on
 //! [`AgentRequest`](crate::AgentRequest), then on every [`ChatRequest`](crate::ChatRequest) the
 //! agent makes for it); each provider constrains its answer its own way (OpenAI-compatible
-//! `response_format`, the embedded model's grammar). Whatever the provider did, the answer is
-//! checked here by deserializing it into the type — the schema was derived from that type, so
-//! the type is the schema's truth — and a mismatch names the field ([`TypedAnswerError`]).
+//! `response_format`, strict where the schema suits strict mode; the embedded model's grammar;
+//! Anthropic's forced answer tool). Whatever the provider did, the answer is checked here: by
+//! deserializing it into the type, then against the whole schema — the bounds a type's
+//! `#[schemars(range, length, regex)]` attributes state, which serde does not know and a
+//! provider without a strict mode never enforced — and a mismatch names the field and the rule
+//! ([`TypedAnswerError`]).
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -14,6 +17,9 @@ use serde_json::Value;
 
 use crate::model::ToolDefinition;
 use crate::supervisor::directory::AskError;
+
+mod schema_check;
+mod strict;
 
 /// The JSON Schema an answer must match, as a request carries it to the model.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,9 +29,11 @@ pub struct ResponseFormat {
     pub name: String,
     /// The JSON Schema (draft 2020-12, as schemars writes it) of the answer.
     pub schema: Value,
-    /// Whether a provider that has a strict mode should use it (OpenAI's `strict`). Off for
-    /// schemas derived from types: strict mode refuses schemas with optional properties, which
-    /// every `Option` field makes; the answer is checked here either way.
+    /// Whether a provider that has a strict mode should use it (OpenAI's `strict`): set by
+    /// [`ResponseFormat::of`] when the schema suits strict mode — every object closed and
+    /// complete, only keywords strict mode accepts (a type that denies unknown fields and has
+    /// no `Option` fields, maps or string length bounds) — since strict mode refuses any other
+    /// schema. The answer is checked here against the whole schema either way.
     pub strict: bool,
 }
 
@@ -37,10 +45,11 @@ impl ResponseFormat {
         if let Some(object) = schema.as_object_mut() {
             object.remove("$schema");
         }
+        drop_number_formats(&mut schema);
         ResponseFormat {
             name: wire_name(&T::schema_name()),
+            strict: strict::suits_strict_mode(&schema),
             schema,
-            strict: false,
         }
     }
 
@@ -52,6 +61,28 @@ impl ResponseFormat {
              Reply again with only the corrected JSON value, nothing else.",
             self.name
         )
+    }
+}
+
+/// schemars writes a number's Rust type as its `format` (`uint8`, `int64`, `double`): no
+/// validator asserts it (a format is an annotation), serde checks the range anyway, and strict
+/// mode accepts only string formats — so a type with a number field could never be strict.
+fn drop_number_formats(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            let numeric = |t: &Value| t == "integer" || t == "number";
+            let is_number = match object.get("type") {
+                Some(Value::Array(types)) => types.iter().any(numeric),
+                Some(t) => numeric(t),
+                None => false,
+            };
+            if is_number && object.get("format").is_some_and(Value::is_string) {
+                object.remove("format");
+            }
+            object.values_mut().for_each(drop_number_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_number_formats),
+        _ => {}
     }
 }
 
@@ -76,8 +107,8 @@ pub enum TypedAnswerError {
     /// The ask itself failed (no such agent, a model error, a timeout…).
     #[error(transparent)]
     Ask(#[from] AskError),
-    /// The agent answered, but its answer is not a value of the type — after it was asked
-    /// once more with the error.
+    /// The agent answered, but its answer is not a value of the type, or breaks a rule of its
+    /// schema — after it was asked once more with the error.
     #[error("the answer does not match `{schema}` at `{field}`: {message}")]
     Mismatch {
         /// The schema's name ([`ResponseFormat::name`]).
@@ -85,21 +116,39 @@ pub enum TypedAnswerError {
         /// Where in the answer: a path like `.`, `kind` or `items[2].name` (a missing field is
         /// named by its own path).
         field: String,
-        /// What is wrong there, as serde says it.
+        /// What is wrong there: serde's word on a value that is not of the type, or the rule
+        /// broken by its keyword (``breaks `minimum`: 0 is less than the minimum of 1``), then
+        /// any further rules broken elsewhere.
         message: String,
         /// The last answer, verbatim.
         answer: String,
     },
+    /// The type's schema cannot be compiled for checking (a schema schemars derived but the
+    /// validator does not read): no answer can be checked against it.
+    #[error("the schema `{schema}` cannot be checked: {message}")]
+    Schema {
+        /// The schema's name ([`ResponseFormat::name`]).
+        schema: String,
+        /// The validator's word on it.
+        message: String,
+    },
 }
 
-/// The answer as a `T`, or where and why it is not one.
+/// The answer as a `T` that keeps every rule of its schema, or where and why it is not one.
 ///
 /// A single JSON value is expected; a Markdown code fence around it (which models write even
-/// when told not to) is taken off first.
+/// when told not to) is taken off first. serde judges the type first (its words on a wrong
+/// type or a missing field are the clearest), then the schema its bounds.
 pub(crate) fn parse_answer<T: DeserializeOwned>(
     answer: &str,
     format: &ResponseFormat,
 ) -> Result<T, TypedAnswerError> {
+    let mismatch = |field: String, message: String| TypedAnswerError::Mismatch {
+        schema: format.name.clone(),
+        field,
+        message,
+        answer: answer.to_string(),
+    };
     let text = unfenced(answer);
     let mut json = serde_json::Deserializer::from_str(text);
     let parsed = serde_path_to_error::deserialize::<_, T>(&mut json)
@@ -110,12 +159,21 @@ pub(crate) fn parse_answer<T: DeserializeOwned>(
                 .map(|()| value)
                 .map_err(|e| (".".to_string(), e.to_string()))
         });
-    parsed.map_err(|(path, message)| TypedAnswerError::Mismatch {
-        schema: format.name.clone(),
-        field: missing_field_path(&path, &message),
-        message,
-        answer: answer.to_string(),
-    })
+    let value =
+        parsed.map_err(|(path, message)| mismatch(missing_field_path(&path, &message), message))?;
+    // It parsed as a `T`, so it is JSON.
+    let json: Value =
+        serde_json::from_str(text).map_err(|e| mismatch(".".to_string(), e.to_string()))?;
+    let check = schema_check::SchemaCheck::new(&format.schema).map_err(|message| {
+        TypedAnswerError::Schema {
+            schema: format.name.clone(),
+            message,
+        }
+    })?;
+    match check.violation(&json) {
+        None => Ok(value),
+        Some(broken) => Err(mismatch(broken.field, broken.message)),
+    }
 }
 
 /// serde reports a missing field at its parent's path; the field itself is what to name.
@@ -198,5 +256,18 @@ mod tests {
         assert_eq!(field(r#"{"x": 1, "label": 7}"#), "label");
         assert_eq!(field("not json"), ".");
         assert_eq!(field(r#"{"x": 1} and more"#), ".");
+    }
+
+    #[test]
+    fn a_schema_the_validator_cannot_read_is_a_typed_error() {
+        let broken = ResponseFormat {
+            schema: serde_json::json!({"type": 5}),
+            ..format()
+        };
+        let parsed = parse_answer::<Point>(r#"{"x": 3}"#, &broken);
+        assert!(
+            matches!(&parsed, Err(TypedAnswerError::Schema { schema, .. }) if schema == "Point"),
+            "{parsed:?}"
+        );
     }
 }

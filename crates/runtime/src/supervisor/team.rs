@@ -193,12 +193,14 @@ impl Team {
 
     /// Ask an agent for a value of type `T` instead of text: the request carries `T`'s JSON
     /// Schema ([`ResponseFormat::of`](crate::typed::ResponseFormat::of)) to every model call it
-    /// makes, and the answer is parsed into `T`. An answer that does not parse is answered once
-    /// with the error, in the same conversation, and the agent asked again.
+    /// makes, and the answer is parsed into `T` and checked against the schema's rules. An
+    /// answer that does not parse, or breaks a rule, is answered once with the error, in the
+    /// same conversation, and the agent asked again.
     ///
     /// # Errors
     /// [`TypedAnswerError::Ask`] when an ask fails, [`TypedAnswerError::Mismatch`] naming the
-    /// field when the second answer is not a `T` either.
+    /// field (and the rule) when the second answer is not a `T` either,
+    /// [`TypedAnswerError::Schema`] when `T`'s schema cannot be compiled for checking.
     pub async fn ask_typed<T>(
         &self,
         name: &str,
