@@ -154,7 +154,9 @@ impl BpeEncoding {
 /// Exact token counts for OpenAI-family models, over `tiktoken-rs`.
 ///
 /// The vocabularies are process-wide singletons built on first use (hundreds of milliseconds),
-/// so constructing a second counter is free.
+/// so constructing a second counter is free. A text longer than 64 KiB is counted a piece of
+/// at most that at a time, each cut before a word: exact up to that length, within a token a
+/// piece beyond it (see `BPE_PIECE`).
 pub struct TiktokenCounter {
     bpe: &'static CoreBPE,
     encoding: BpeEncoding,
@@ -211,7 +213,9 @@ impl TokenCounter for TiktokenCounter {
 
     fn count(&self, text: &str) -> usize {
         // Content is text to the model, so special-token spellings count as ordinary text.
-        self.bpe.encode_ordinary(text).len()
+        bpe_pieces(text)
+            .map(|piece| self.bpe.encode_ordinary(piece).len())
+            .sum()
     }
 
     /// Byte-level BPE: every token of ordinary text covers at least one byte.
@@ -228,6 +232,36 @@ impl TokenCounter for TiktokenCounter {
             Role::Tool => 4,
         }]
     }
+}
+
+/// The most text tiktoken's byte-pair merge is given at once. The merge keeps some 50 bytes of
+/// state for every byte of the word it merges, and a model's answer may be one 20 MiB "word"
+/// (no space in it): counted whole, that took a gigabyte and half a minute. Cut into pieces of
+/// at most this, its count costs a bounded amount per piece and a linear amount in all.
+const BPE_PIECE: usize = 64 * 1024;
+
+/// `text` as consecutive pieces of at most [`BPE_PIECE`] bytes, each cut before the last
+/// whitespace of its stretch (where the tokenizer's own split would start a new word anyway)
+/// or, in a stretch without any, at a character boundary.
+fn bpe_pieces(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut end = rest.len().min(BPE_PIECE);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end < rest.len()
+            && let Some(space) = rest[..end].rfind(char::is_whitespace).filter(|at| *at > 0)
+        {
+            end = space;
+        }
+        let (piece, tail) = rest.split_at(end);
+        rest = tail;
+        Some(piece)
+    })
 }
 
 /// A rough counter: one token per four characters (rounded up). Fast and deterministic.
@@ -263,6 +297,37 @@ mod tests {
         let cl = TiktokenCounter::new(BpeEncoding::Cl100kBase);
         assert_eq!(cl.name(), "cl100k_base");
         assert_eq!(cl.count("hello world"), 2);
+    }
+
+    /// A long text is tokenized a bounded piece at a time: nothing lost or repeated, no piece
+    /// past the bound even without a space in it, and the count within a token a piece of the
+    /// whole text's (exact for a text of one piece).
+    #[test]
+    fn a_long_text_is_counted_in_bounded_pieces() {
+        let one_word = "é".repeat(BPE_PIECE);
+        let pieces: Vec<&str> = bpe_pieces(&one_word).collect();
+        assert_eq!(pieces.concat(), one_word);
+        assert_eq!(pieces.len(), 2);
+        assert!(pieces.iter().all(|p| p.len() <= BPE_PIECE));
+
+        let counter = TiktokenCounter::default();
+        let prose = "The quick brown fox jumps over the lazy dog.\n".repeat(1500);
+        let pieces: Vec<&str> = bpe_pieces(&prose).collect();
+        assert_eq!(pieces.concat(), prose);
+        assert!(pieces.len() > 1 && pieces.iter().all(|p| p.len() <= BPE_PIECE));
+        // Cut before whitespace: every piece after the first starts a word.
+        assert!(
+            pieces[1..]
+                .iter()
+                .all(|p| p.starts_with(char::is_whitespace))
+        );
+        let whole = counter.bpe.encode_ordinary(&prose).len();
+        assert!(counter.count(&prose).abs_diff(whole) < pieces.len());
+        let short = "The quick brown fox.";
+        assert_eq!(
+            counter.count(short),
+            counter.bpe.encode_ordinary(short).len()
+        );
     }
 
     #[test]
