@@ -308,10 +308,11 @@ fn ctrl_c_after_the_request_was_committed_does_not_say_cancelled() {
     assert!(status.success(), "{rest}\n{stderr}");
     assert!(!printed.contains("(request cancelled)"), "{rest}");
     assert!(!rest.contains("(request cancelled)"), "{rest}");
+    // Kept: larger than the window, the answer is logged cut (its tail with it) and archived.
     assert!(
         logged_texts(&session)
             .iter()
-            .any(|t| t.ends_with("THE END"))
+            .any(|t| t.contains("THE END"))
     );
 }
 

@@ -68,7 +68,7 @@ fn a_compaction_still_working_ahead_at_shutdown_ends_cancelled_in_the_trace() {
             let mut events = team.subscribe();
             let part = "line: some text the agent was given to keep in mind\n".repeat(4);
             let mut started = false;
-            for i in 0..60 {
+            for i in 0..100 {
                 team.ask("coder", format!("part {i}:\n{part}"))
                     .await
                     .unwrap();

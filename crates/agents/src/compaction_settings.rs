@@ -24,9 +24,9 @@ pub struct CompactionSettings {
     /// is what makes a low compaction target lose nothing for good, and a fresh agent's tool
     /// list is unchanged until its first compaction.
     pub recall_tool: bool,
-    /// Tokens kept free in the window for the model's answer: a request is compacted before it
-    /// is sent when its prompt plus this reserve reaches the trigger, and refused when the two
-    /// cannot fit the window. `None`: the agent's `max_tokens` when set, else
+    /// Tokens kept free in the window for the model's answer: the warning, trigger and target
+    /// are fractions of the window less this reserve (the usable window), and a request whose
+    /// prompt plus this reserve cannot fit the window is refused. `None`: the agent's `max_tokens` when set, else
     /// [`CompactionSettings::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
     /// the window (see [`CompactionSettings::output_reserve_for`]).
     pub output_reserve: Option<usize>,
@@ -113,30 +113,18 @@ impl CompactionSettings {
         wanted.min(context_window / 4)
     }
 
-    /// The policy for a model with this context window.
-    pub fn policy_for(&self, context_window: usize) -> BudgetPolicy {
-        self.policy
+    /// The policy for a model with this context window whose answers are capped at
+    /// `max_tokens`: the configured policy (else the window's default) with the output reserve
+    /// ([`CompactionSettings::output_reserve_for`]) taken out of the base its thresholds are
+    /// fractions of.
+    pub fn policy_for(&self, context_window: usize, max_tokens: Option<u32>) -> BudgetPolicy {
+        let policy = self
+            .policy
             .clone()
-            .unwrap_or_else(|| BudgetPolicy::for_window(context_window))
-    }
-
-    /// The policy a compaction works against when every request keeps `reserve` tokens for
-    /// the answer: `policy` with its trigger (and the warning, never above it) lowered by the
-    /// reserve, so a compaction that cannot reach its target stops short of the point where the
-    /// next request, answer's room included, would compact again. Never below the target (a
-    /// hundredth of the window above it), nor the window or the other fractions changed.
-    pub fn reserving(policy: &BudgetPolicy, reserve: usize) -> BudgetPolicy {
-        if reserve == 0 || policy.context_window == 0 {
-            return policy.clone();
-        }
-        let share = reserve as f64 / policy.context_window as f64;
-        let trigger = (policy.trigger - share)
-            .max(policy.target + 0.01)
-            .min(policy.trigger);
+            .unwrap_or_else(|| BudgetPolicy::for_window(context_window));
         BudgetPolicy {
-            trigger,
-            warning: policy.warning.min(trigger),
-            ..policy.clone()
+            output_reserve: self.output_reserve_for(max_tokens, policy.context_window),
+            ..policy
         }
     }
 

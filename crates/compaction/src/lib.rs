@@ -26,7 +26,7 @@
 //!   new tokens.
 //! - **Nothing lost:** every replaced message goes into the [`Archive`]; [`expand`] restores the
 //!   exact original. An answer too large for the window even alone is cut as it arrives
-//!   ([`push_cut_answer`]), the whole of it archived the same way.
+//!   ([`Archive::push_cut_answer`]), the whole of it archived the same way.
 //! - [`tokens`]: [`TokenCounter`](tokens::TokenCounter) and its implementations, the
 //!   per-message [`TokenCache`](tokens::TokenCache).
 //! - [`summary`]: the [`Summarizer`](summary::Summarizer) trait, the offline
@@ -79,7 +79,6 @@ pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
 pub use compact::{CompactOptions, CompactTrigger, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
-pub use oversized::push_cut_answer;
 pub use policy::{BudgetPolicy, BudgetState, PolicyError};
 pub use report::CompactionReport;
 pub use splice::{Splice, SpliceError};

@@ -13,35 +13,37 @@ use crate::archive::Archive;
 use crate::markers::replaces_line;
 use crate::truncate::{text_tokens_within, truncate_to_tokens};
 
-/// Push `answer` (of `tokens` tokens) to `conversation` cut to about `limit` tokens: its text's
-/// head and tail around the cut marker, a line saying where the rest is and the `[replaces …]`
-/// line naming the whole answer, which `archive` records (under an id of its own) as replaced
-/// by the cut. Its tool calls stay: they are what the next turn runs. Pushed whole, with
-/// nothing recorded, when its text is within `limit` already (the calls are the bulk, say).
-/// Returns the id of the message pushed.
-pub fn push_cut_answer(
-    conversation: &mut Conversation,
-    archive: &mut Archive,
-    mut answer: ChatMessage,
-    tokens: usize,
-    limit: usize,
-) -> MessageId {
-    let text = answer.text();
-    let Some(body) = truncate_to_tokens(&text, tokens, text_tokens_within(limit)) else {
-        return conversation.push(answer);
-    };
-    answer.id = conversation.allocate_id();
-    let mut cut = answer.clone().with_kind(MessageKind::CompressedStub);
-    cut.set_text(format!(
-        "{}\n[this answer was too large for the context window: cut here, kept whole in the \
-         archive as {}]\n{}",
-        body.trim_end(),
-        answer.id,
-        replaces_line(&[answer.id])
-    ));
-    let id = conversation.push(cut);
-    archive.record_replacement(id, std::slice::from_ref(&answer));
-    id
+impl Archive {
+    /// Push `answer` (of `tokens` tokens) to `conversation` cut to about `limit` tokens: its text's
+    /// head and tail around the cut marker, a line saying where the rest is and the `[replaces …]`
+    /// line naming the whole answer, which this archive records (under an id of its own) as replaced
+    /// by the cut. Its tool calls stay: they are what the next turn runs. Pushed whole, with
+    /// nothing recorded, when its text is within `limit` already (the calls are the bulk, say).
+    /// Returns the id of the message pushed.
+    pub fn push_cut_answer(
+        &mut self,
+        conversation: &mut Conversation,
+        mut answer: ChatMessage,
+        tokens: usize,
+        limit: usize,
+    ) -> MessageId {
+        let text = answer.text();
+        let Some(body) = truncate_to_tokens(&text, tokens, text_tokens_within(limit)) else {
+            return conversation.push(answer);
+        };
+        answer.id = conversation.allocate_id();
+        let mut cut = answer.clone().with_kind(MessageKind::CompressedStub);
+        cut.set_text(format!(
+            "{}\n[this answer was too large for the context window: cut here, kept whole in the \
+             archive as {}]\n{}",
+            body.trim_end(),
+            answer.id,
+            replaces_line(&[answer.id])
+        ));
+        let id = conversation.push(cut);
+        self.record_replacement(id, std::slice::from_ref(&answer));
+        id
+    }
 }
 
 #[cfg(test)]
@@ -60,13 +62,7 @@ mod tests {
         );
         let mut conversation = Conversation::from_messages([ChatMessage::user("report")]);
         let mut archive = Archive::new();
-        let id = push_cut_answer(
-            &mut conversation,
-            &mut archive,
-            answer.clone(),
-            text.len() / 4,
-            200,
-        );
+        let id = archive.push_cut_answer(&mut conversation, answer.clone(), text.len() / 4, 200);
         let cut = conversation.last().unwrap().clone();
         let kept = cut.text();
         assert!(
@@ -91,7 +87,7 @@ mod tests {
 
         // Within the limit already: pushed whole, nothing archived.
         let mut none = Archive::new();
-        let id = push_cut_answer(&mut conversation, &mut none, answer.clone(), 10, 200);
+        let id = none.push_cut_answer(&mut conversation, answer.clone(), 10, 200);
         assert_eq!(conversation.get(id).unwrap().text(), text);
         assert!(none.is_empty());
     }

@@ -16,7 +16,11 @@ pub(crate) const UNREACHABLE_TARGET_MARGIN: f64 = 0.05;
 
 /// When compaction warns, triggers and where it aims, plus the knobs of its tiers.
 ///
-/// Fractions are of [`BudgetPolicy::context_window`]. Defaults: a warning at 70 % (room to act
+/// Fractions are of the usable window ([`BudgetPolicy::usable_tokens`]): the context window
+/// less the room every request keeps for the model's answer ([`BudgetPolicy::output_reserve`]),
+/// which is what the conversation can actually use (as Claude Code computes its effective
+/// window). The `[ctx: N%]` of `troupe chat`, `/context` and reports count on the same base.
+/// Defaults: a warning at 70 % (room to act
 /// before anything is compacted), the automatic trigger at 80 %, a target of 40 % (so one
 /// compaction buys half a window of work) for manual and emergency compactions while automatic
 /// ones take the cost-aware target ([`BudgetPolicy::cost_aware`]), the last 5 user/assistant
@@ -28,6 +32,10 @@ pub(crate) const UNREACHABLE_TARGET_MARGIN: f64 = 0.05;
 pub struct BudgetPolicy {
     /// The model's context window in tokens.
     pub context_window: usize,
+    /// Tokens of the window every request keeps free for the model's answer; the thresholds
+    /// are fractions of what is left. An agent sets it from its settings
+    /// (`CompactionSettings::output_reserve`, else its `max_tokens`); 0 for a bare policy.
+    pub output_reserve: usize,
     /// Fraction at which a context warning is raised.
     pub warning: f64,
     /// Fraction at which automatic compaction starts.
@@ -63,6 +71,7 @@ impl Default for BudgetPolicy {
     fn default() -> Self {
         BudgetPolicy {
             context_window: 128_000,
+            output_reserve: 0,
             warning: 0.70,
             trigger: 0.80,
             target: 0.40,
@@ -96,6 +105,14 @@ pub enum PolicyError {
     /// The window is zero.
     #[error("context_window must be above 0")]
     EmptyWindow,
+    /// The output reserve leaves the conversation no room.
+    #[error("output_reserve ({reserve}) must be below context_window ({window})")]
+    ReserveFillsWindow {
+        /// The reserve.
+        reserve: usize,
+        /// The window.
+        window: usize,
+    },
     /// A rate of `pricing` is negative or not a number.
     #[error("pricing rates must be non-negative numbers: {0:?}")]
     Unpriced(Rates),
@@ -154,6 +171,12 @@ impl BudgetPolicy {
         if self.context_window == 0 {
             return Err(PolicyError::EmptyWindow);
         }
+        if self.output_reserve >= self.context_window {
+            return Err(PolicyError::ReserveFillsWindow {
+                reserve: self.output_reserve,
+                window: self.context_window,
+            });
+        }
         for (field, value) in [
             ("warning", self.warning),
             ("trigger", self.trigger),
@@ -207,8 +230,14 @@ impl BudgetPolicy {
         Ok(())
     }
 
+    /// The tokens a conversation (with its tool definitions) can use: the window less the
+    /// output reserve. The base of every threshold and of [`BudgetPolicy::percent`].
+    pub fn usable_tokens(&self) -> usize {
+        self.context_window.saturating_sub(self.output_reserve)
+    }
+
     fn fraction_of_window(&self, fraction: f64) -> usize {
-        (self.context_window as f64 * fraction).floor() as usize
+        (self.usable_tokens() as f64 * fraction).floor() as usize
     }
 
     /// The token count compaction aims for.
@@ -284,9 +313,9 @@ impl BudgetPolicy {
         }
     }
 
-    /// `tokens` as a whole percentage of the window (for `[ctx: 45%]`).
+    /// `tokens` as a whole percentage of the usable window (for `[ctx: 45%]`).
     pub fn percent(&self, tokens: usize) -> usize {
-        (tokens as f64 * 100.0 / self.context_window.max(1) as f64).round() as usize
+        (tokens as f64 * 100.0 / self.usable_tokens().max(1) as f64).round() as usize
     }
 }
 
@@ -294,6 +323,35 @@ impl BudgetPolicy {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    /// Warning, trigger, target and the percent shown are of the window less the output
+    /// reserve: what the conversation can use (#42).
+    #[test]
+    fn thresholds_and_percent_are_of_the_usable_window() {
+        let policy = BudgetPolicy {
+            output_reserve: 4_000,
+            ..BudgetPolicy::for_window(32_000)
+        };
+        policy.validate().unwrap();
+        assert_eq!(policy.usable_tokens(), 28_000);
+        assert_eq!(policy.warning_tokens(), 19_600);
+        assert_eq!(policy.trigger_tokens(), 22_400);
+        assert_eq!(policy.target_tokens(), 11_200);
+        assert_eq!(policy.percent(14_000), 50);
+        assert_eq!(policy.state(22_399), BudgetState::Warning);
+        assert_eq!(policy.state(22_400), BudgetState::Trigger);
+        let full = BudgetPolicy {
+            output_reserve: 32_000,
+            ..BudgetPolicy::for_window(32_000)
+        };
+        assert_eq!(
+            full.validate(),
+            Err(PolicyError::ReserveFillsWindow {
+                reserve: 32_000,
+                window: 32_000
+            })
+        );
+    }
 
     #[test]
     fn defaults_are_valid_and_states_follow_thresholds() {

@@ -173,8 +173,7 @@ pub(super) async fn run_road(
         at_limit,
         ..CompactionSettings::default()
     };
-    let reserve = settings.output_reserve_for(None, window);
-    let job_policy = CompactionSettings::reserving(&policy, reserve);
+    let job_policy = settings.policy_for(window, None);
     let road = if work_ahead == WorkAhead::Off {
         "blocking"
     } else {

@@ -13,16 +13,15 @@ use crate::compression::{CompactionCaller, CompactionRequest, InProcess, compact
 
 use super::LlmAgent;
 use super::work_ahead::has_open_tool_calls;
-use crate::CompactionSettings;
 
 impl LlmAgent {
     /// After each model turn and tool batch: take a background compaction that landed, warn at
     /// the warning threshold, work ahead past the work-ahead threshold (`work_ahead.rs`), and
     /// where the agent must compact ([`LlmAgent::must_compact`]: the trigger on the blocking
     /// road, the limit when it works ahead) join the background compaction in flight or else
-    /// compact, waiting. Like the check before every model call, the trigger measures a request
-    /// with the room its answer needs (the output reserve), so both compact at the same point;
-    /// the warning is about the context itself (the tokens it reports).
+    /// compact, waiting. Like the check before every model call, the thresholds measure the
+    /// conversation and the tool definitions against the usable window (the window less the
+    /// output reserve for the answer), so both compact at the same point.
     pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: TraceId) {
         // A snapshot is never taken, nor an answer spliced in, while a tool call is open.
         let open = has_open_tool_calls(self.conversation.messages());
@@ -30,9 +29,9 @@ impl LlmAgent {
             self.land_background(ctx);
         }
         // The request carries the tool definitions too: they count against the window.
+        // Thresholds are of the usable window: the output reserve is out of their base.
         let tools = self.request_tool_tokens();
-        let reserve = self.output_reserve();
-        let fixed = tools + reserve;
+        let fixed = tools;
         let warning = self.policy.warning_tokens();
         let trigger = self.policy.trigger_tokens();
         let ahead = self.work_ahead_tokens().unwrap_or(usize::MAX);
@@ -53,18 +52,18 @@ impl LlmAgent {
             return;
         }
         let mut tokens = self.tokens() + tools;
-        // Tool definitions and reserve alone past the trigger: no compaction can bring the
-        // request under it (said once per set of tools before the model call), so none is run
-        // after every turn, nor warned about again.
-        if self.must_compact(tokens + reserve, fixed) && self.join_background(ctx).await {
+        // Tool definitions alone past the trigger: no compaction can bring the request under
+        // it (said once per set of tools before the model call), so none is run after every
+        // turn, nor warned about again.
+        if self.must_compact(tokens, fixed) && self.join_background(ctx).await {
             tokens = self.tokens() + tools;
         }
-        let must = self.must_compact(tokens + reserve, fixed);
-        let past_trigger = tokens + reserve >= trigger && fixed < trigger;
+        let must = self.must_compact(tokens, fixed);
+        let past_trigger = tokens >= trigger && fixed < trigger;
         if !must && !past_trigger && self.policy.state(tokens) == BudgetState::Ok {
             self.warned = false;
             if !open {
-                self.work_ahead(ctx, tokens + reserve);
+                self.work_ahead(ctx, tokens);
             }
             return;
         }
@@ -81,7 +80,7 @@ impl LlmAgent {
         }
         if !must {
             if !open {
-                self.work_ahead(ctx, tokens + reserve);
+                self.work_ahead(ctx, tokens);
             }
         } else if self.spec.compaction.auto
             && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
@@ -150,8 +149,8 @@ impl LlmAgent {
                 agent.to_string(),
                 self.conversation.clone(),
                 self.ledger.snapshot(),
-                // Every request keeps room for its answer: the compaction leaves it too.
-                CompactionSettings::reserving(&self.policy, self.output_reserve()),
+                // Every request keeps room for its answer: the policy's base leaves it out.
+                self.policy.clone(),
                 trigger,
             )
         }

@@ -15,7 +15,11 @@ pub struct ContextStats {
     pub tool_tokens: usize,
     /// The context window.
     pub window: usize,
-    /// Percent of the window used.
+    /// Of the window, what every request keeps free for the model's answer.
+    #[serde(default)]
+    pub output_reserve: usize,
+    /// Percent used of the usable window (the window less the output reserve): the base of
+    /// the warning, the trigger and the target, as `[ctx: N%]` shows.
     pub percent: usize,
     /// Messages and tokens by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
     pub by_kind: Vec<ContextShare>,
@@ -91,6 +95,7 @@ impl LlmAgent {
             tokens,
             tool_tokens,
             window: self.policy.context_window,
+            output_reserve: self.policy.output_reserve,
             percent: self.policy.percent(tokens),
             by_kind: shares(by_kind),
             by_role: shares(by_role),

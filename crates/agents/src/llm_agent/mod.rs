@@ -185,7 +185,9 @@ impl LlmAgent {
             (None, None) => (Conversation::new(), LlmAgentState::default()),
         };
         let conversation_id = conversation_id(&spec.name, path.as_deref());
-        let policy = spec.compaction.policy_for(spec.model.info().context_window);
+        let policy = spec
+            .compaction
+            .policy_for(spec.model.info().context_window, spec.max_tokens);
         policy
             .validate()
             .map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;

@@ -4,10 +4,9 @@
 //! call — and unlike a user's message, nobody can send it again in smaller parts. So the
 //! conversation keeps its head and tail, cut like an oversized tool output, and the whole
 //! answer goes to the archive, where `recall` (offered from then on) and `expand` find it by
-//! the id the cut names (`troupe_compaction::push_cut_answer`). The caller still gets the
+//! the id the cut names (`troupe_compaction::Archive::push_cut_answer`). The caller still gets the
 //! whole answer: only what the model sees again is cut.
 
-use troupe_compaction::push_cut_answer;
 use troupe_runtime::{ChatMessage, MessageId};
 
 use super::LlmAgent;
@@ -40,12 +39,7 @@ impl LlmAgent {
             limit,
             "the answer cannot fit the context window even alone; kept cut, archived whole"
         );
-        push_cut_answer(
-            &mut self.conversation,
-            &mut self.archive,
-            answer,
-            tokens,
-            limit,
-        )
+        self.archive
+            .push_cut_answer(&mut self.conversation, answer, tokens, limit)
     }
 }

@@ -31,11 +31,10 @@ struct Room {
 }
 
 impl LlmAgent {
-    /// Tokens every request keeps free for the model's answer.
+    /// Tokens every request keeps free for the model's answer (the policy's: its thresholds
+    /// are fractions of the window less it).
     pub(super) fn output_reserve(&self) -> usize {
-        self.spec
-            .compaction
-            .output_reserve_for(self.spec.max_tokens, self.policy.context_window)
+        self.policy.output_reserve
     }
 
     /// Before a model call: take a background compaction that landed, work ahead past the
@@ -52,8 +51,10 @@ impl LlmAgent {
         // Before a model call no tool call is open: a background compaction that landed goes
         // in now.
         self.land_background(ctx);
+        // Thresholds are of the usable window (the window less the output reserve), against
+        // which the conversation and the tool definitions count.
         let trigger = self.policy.trigger_tokens();
-        let fixed = room.tool_tokens + room.output_reserve;
+        let fixed = room.tool_tokens;
         let quiet = trigger.min(self.work_ahead_tokens().unwrap_or(usize::MAX));
         // Far below the trigger (and the work-ahead threshold), bounds settle it without
         // tokenizing the new messages.
@@ -86,7 +87,7 @@ impl LlmAgent {
             self.work_ahead(ctx, tokens);
             return Ok(());
         }
-        // Tool definitions and reserve alone past the trigger: no compaction brings the request
+        // Tool definitions alone past the trigger: no compaction brings the request
         // under it (the tools' own warning says so), so none runs before every call.
         if self.spec.compaction.auto
             && fixed < trigger
@@ -94,7 +95,7 @@ impl LlmAgent {
         {
             tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction before the model call did not run");
         }
-        if self.tokens() + fixed > room.window {
+        if self.tokens() + fixed + room.output_reserve > room.window {
             tracing::warn!(
                 agent = %ctx.name,
                 tokens = self.tokens() + room.tool_tokens,

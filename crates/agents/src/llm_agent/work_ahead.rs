@@ -1,7 +1,7 @@
 //! Work ahead: the agent has its conversation compacted before the trigger, while it goes on.
 //!
-//! At a turn boundary with no tool call open, a request (messages, tool definitions and the
-//! output reserve, measured as at the trigger) past the work-ahead threshold
+//! At a turn boundary with no tool call open, a request (messages and tool definitions,
+//! measured as at the trigger, against the usable window) past the work-ahead threshold
 //! ([`WorkAhead`](crate::WorkAhead)) has a snapshot of the conversation compacted on a task of
 //! its own — the compaction client's one road, announced in mode background
 //! (`compression/client.rs`, `compact_detached`) — and the agent goes on. The answer is spliced
@@ -48,7 +48,7 @@ use crate::compression::CompactionRequest;
 use crate::compression::client::{
     CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
 };
-use crate::{AtLimit, CompactionSettings, WorkAhead};
+use crate::{AtLimit, WorkAhead};
 
 /// A compaction running ahead of the trigger.
 pub(super) struct Pending {
@@ -56,7 +56,7 @@ pub(super) struct Pending {
     snapshot: Vec<Arc<ChatMessage>>,
     /// The snapshot's tokens.
     tokens: usize,
-    /// The request's size when it started (messages, tools, output reserve).
+    /// The request's size when it started (messages and tools).
     request_tokens: usize,
     /// The epoch it was started in ([`WorkAheadState::epoch`]).
     epoch: u64,
@@ -198,21 +198,21 @@ impl LlmAgent {
         self.works_ahead() && self.spec.compaction.at_limit == AtLimit::MakeRoom
     }
 
-    /// Whether a request of `request_tokens` (messages, tools, output reserve) must have its
-    /// compaction before it goes on: at the trigger on the blocking road, at the limit (it
-    /// would not fit the window) when the agent works ahead. Never when the tool definitions
-    /// and the reserve (`fixed`) alone are past that point: no compaction can help then.
+    /// Whether a request of `request_tokens` (messages and tools) must have its compaction
+    /// before it goes on: at the trigger on the blocking road, at the limit (it would not fit
+    /// the usable window, the output reserve kept) when the agent works ahead. Never when the
+    /// tool definitions (`fixed`) alone are past that point: no compaction can help then.
     pub(super) fn must_compact(&self, request_tokens: usize, fixed: usize) -> bool {
         if self.works_ahead() {
-            let window = self.policy.context_window;
-            request_tokens > window && fixed < window
+            let usable = self.policy.usable_tokens();
+            request_tokens > usable && fixed < usable
         } else {
             let trigger = self.policy.trigger_tokens();
             request_tokens >= trigger && fixed < trigger
         }
     }
 
-    /// The request size (messages, tools, output reserve) at which a job starts — the trigger
+    /// The request size (messages and tools) at which a job starts — the trigger
     /// at the latest; `None` when the agent does not work ahead or a job is in flight.
     pub(super) fn work_ahead_tokens(&self) -> Option<usize> {
         if !self.works_ahead() || self.ahead.running() {
@@ -223,7 +223,7 @@ impl LlmAgent {
             WorkAhead::Off => return None,
             WorkAhead::AtWarning => self.policy.warning_tokens(),
             WorkAhead::At(fraction) => {
-                (fraction.clamp(0.0, 1.0) * self.policy.context_window as f64) as usize
+                (fraction.clamp(0.0, 1.0) * self.policy.usable_tokens() as f64) as usize
             }
         };
         Some(at.min(trigger).max(self.ahead.retry_from.unwrap_or(0)))
@@ -241,8 +241,8 @@ impl LlmAgent {
         pending.request_tokens + step.max(1)
     }
 
-    /// At a turn boundary short of the limit: when the request (`request_tokens`, output
-    /// reserve included) reached the work-ahead threshold and no tool call is open, start a
+    /// At a turn boundary short of the limit: when the request (`request_tokens`, messages and
+    /// tools) reached the work-ahead threshold and no tool call is open, start a
     /// compaction of the conversation as it is and go on.
     pub(super) fn work_ahead(&mut self, ctx: &AgentContext, request_tokens: usize) {
         let Some(at) = self.work_ahead_tokens() else {
@@ -330,7 +330,7 @@ impl LlmAgent {
             None
         } else {
             // Still queued behind other agents' jobs, it is ranked by the room left now.
-            let room = self.policy.context_window as i64 - self.tokens() as i64;
+            let room = self.policy.usable_tokens() as i64 - self.tokens() as i64;
             hurry(&ctx.directory, self.trace.child(), &ctx.name, room).await;
             (&mut pending.answer).await.ok()
         };
@@ -439,7 +439,7 @@ impl LlmAgent {
             self.last_compaction = Some(compaction.report);
             return Ok(false);
         }
-        let policy = CompactionSettings::reserving(&self.policy, self.output_reserve());
+        let policy = self.policy.clone();
         let spliced = Splice {
             now: self.conversation.messages(),
             snapshot: &pending.snapshot,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, AtLimit, CompactError, CompactionSettings, ScopeError, WorkAhead, close_scope,
-    compact_agent, open_scope, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactError, CompactionSettings, ScopeError, WorkAhead, close_scope, compact_agent,
+    open_scope, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::{BudgetPolicy, CompactTrigger};
 use troupe_runtime::{ChatModel, Event, Team, TeamConfig};
@@ -176,9 +176,15 @@ fn joining_policy() -> BudgetPolicy {
     }
 }
 
-/// Its target, in tokens.
+/// Its target, in tokens, as the agent keeps it (of the window less the output reserve).
 fn settings_target() -> usize {
-    joining_policy().target_tokens()
+    let policy = joining_policy();
+    CompactionSettings {
+        policy: Some(policy.clone()),
+        ..CompactionSettings::default()
+    }
+    .policy_for(policy.context_window, None)
+    .target_tokens()
 }
 
 #[tokio::test]
@@ -195,11 +201,12 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
         .map(|_| ScriptedReply::call("read_big", "{}"))
         .chain([ScriptedReply::text("done")]);
     let model = Arc::new(ScriptedModel::new("coder", script));
-    // Waiting at the limit: a compaction made there without a model would be over before
-    // the manual request came.
+    // The blocking road: the automatic compaction at the trigger runs while the request
+    // waits (a job worked ahead, or room made at the limit without a model, would not be the
+    // compaction a manual request joins).
     let settings = CompactionSettings {
         policy: Some(joining_policy()),
-        at_limit: AtLimit::Wait,
+        work_ahead: WorkAhead::Off,
         ..CompactionSettings::default()
     };
     spawn_agent(

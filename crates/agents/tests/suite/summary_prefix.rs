@@ -54,7 +54,7 @@ async fn the_summary_call_is_the_agents_last_request_plus_an_instruction() {
     let settings = CompactionSettings {
         policy: Some(BudgetPolicy {
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
+            ..BudgetPolicy::for_window(10_000)
         }),
         // The agent sends a tool with every call (the `compact` tool): the summary call must too.
         agent_tool: true,

@@ -71,13 +71,14 @@ async fn a_big_tool_schema_uses_budget_before_any_message_and_is_warned_about() 
     let spec = AgentSpec::new("filler", model)
         .tools(tools)
         .compaction(CompactionSettings {
-            policy: Some(BudgetPolicy::for_window(8_000)),
+            policy: Some(BudgetPolicy::for_window(10_000)),
             ..CompactionSettings::default()
         });
     spawn_agent(&team, spec).await.unwrap();
 
     // No message yet (the reply's priming only); the tools alone pass compaction's target (40 %
-    // of the window), and below the warning (70 %) only the tools' own warning goes out.
+    // of the usable window: 3,000 of 10,000 less 2,500 for the answer), and below the warning
+    // (70 %) only the tools' own warning goes out.
     let stats = context_stats(&team, "filler").await.unwrap();
     assert!(stats.tool_tokens > 3_200, "{stats:?}");
     assert!(

@@ -1,10 +1,11 @@
 //! Replaying a transcript as if an agent lived it, compacting where the agent would.
 //!
 //! Before every model call (the next message is the assistant's) the replay measures what the
-//! live agent measures: the conversation plus the room kept for the answer (the output reserve,
-//! [`CompactionSettings::output_reserve_for`] with no model known: 4096 tokens, at most a quarter
-//! of the window). At the trigger it compacts automatically; when the request would still not
-//! fit the window, it compacts as an emergency, as the agent does before refusing a request.
+//! live agent measures: the conversation against the usable window, the window less the room
+//! kept for the answer (the output reserve, [`CompactionSettings::output_reserve_for`] with no
+//! model known: 4096 tokens, at most a quarter of the window). At the trigger it compacts
+//! automatically; when the request would still not fit the window with its reserve, it
+//! compacts as an emergency, as the agent does before refusing a request.
 //! The report's `max_prompt_tokens` is the largest request a model call would have been sent.
 //!
 //! [`replay_transcript`] is the one replay loop: `troupe replay` shows its progress through a
@@ -161,7 +162,7 @@ impl ReplayObserver for () {}
 
 /// Feed `input` message by message; before every point where the model would be called (the
 /// next message is the assistant's), do what the live agent does before a model call: compact
-/// automatically when the live conversation plus the output reserve is at or over the trigger —
+/// automatically when the live conversation is at or over the trigger (of the usable window) —
 /// an automatic [`CompactionRequest`] to `compressor`'s
 /// compression agent, which applies the anti-thrash guard as it does for a live agent — and as
 /// an emergency (never held back) when it would still not fit the window. `observer` is told of
@@ -183,7 +184,7 @@ pub async fn replay_transcript(
     let (job_policy, reserve) = job_policy(policy);
     let mut report = ReplayReport {
         window: policy.context_window,
-        trigger_tokens: policy.trigger_tokens(),
+        trigger_tokens: job_policy.trigger_tokens(),
         output_reserve: reserve,
         invariants_ok: true,
         ..ReplayReport::default()
@@ -203,7 +204,7 @@ pub async fn replay_transcript(
         }
         for trigger in [CompactTrigger::Automatic, CompactTrigger::Emergency] {
             let due = match trigger {
-                CompactTrigger::Automatic => tokens + reserve >= policy.trigger_tokens(),
+                CompactTrigger::Automatic => tokens >= job_policy.trigger_tokens(),
                 _ => tokens + reserve > policy.context_window,
             };
             if !due {
@@ -236,11 +237,17 @@ pub async fn replay_transcript(
 }
 
 /// The policy a replay's compactions work against, and the output reserve it keeps: a
-/// transcript names no model, so the reserve is the one an agent without `max_tokens` keeps,
-/// and the live agent's compactions work against the trigger less that reserve.
+/// transcript names no model, so the reserve is the one an agent without `max_tokens` keeps
+/// (`policy`'s own when it names one), and the thresholds are of the window less it.
 pub(crate) fn job_policy(policy: &BudgetPolicy) -> (BudgetPolicy, usize) {
-    let reserve = CompactionSettings::default().output_reserve_for(None, policy.context_window);
-    (CompactionSettings::reserving(policy, reserve), reserve)
+    let settings = CompactionSettings {
+        policy: Some(policy.clone()),
+        output_reserve: (policy.output_reserve > 0).then_some(policy.output_reserve),
+        ..CompactionSettings::default()
+    };
+    let job = settings.policy_for(policy.context_window, None);
+    let reserve = job.output_reserve;
+    (job, reserve)
 }
 
 /// Where a replay compacts: after which message, and why.

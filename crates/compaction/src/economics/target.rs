@@ -169,7 +169,8 @@ fn measure<M: Borrow<ChatMessage>>(
         .map(|(_, t)| *t)
         .sum();
     let inputs = TargetInputs {
-        window: policy.context_window,
+        // Fractions of the usable window, as the policy's own.
+        window: policy.usable_tokens(),
         trigger_tokens: policy.trigger_tokens(),
         head_tokens,
         // What no tier takes out, and room for a summary at its full size.
@@ -212,7 +213,7 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
     // below the configured target). The agent's own `compact` tool is asked, not due: under
     // the chosen target it answers that nothing is needed.
     let target = if trigger == CompactTrigger::Automatic {
-        let window = policy.context_window.max(1) as f64;
+        let window = policy.usable_tokens().max(1) as f64;
         let margin = crate::policy::UNREACHABLE_TARGET_MARGIN;
         target.min((current as f64 / window - margin).max(policy.target))
     } else {

@@ -15,7 +15,14 @@ impl Chat {
     pub(super) async fn context(&self) {
         match context_stats(&self.team, &self.name()).await {
             Ok(s) => {
-                println!("tokens {} of {} ({}%)", s.tokens, s.window, s.percent);
+                println!(
+                    "tokens {} of {} usable ({}%): the window of {} less {} kept for the answer",
+                    s.tokens,
+                    s.window.saturating_sub(s.output_reserve),
+                    s.percent,
+                    s.window,
+                    s.output_reserve
+                );
                 for (title, shares) in [("by kind", &s.by_kind), ("by role", &s.by_role)] {
                     println!("  {title}:");
                     for share in shares {
