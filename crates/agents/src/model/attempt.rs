@@ -11,8 +11,15 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use tokio::time::Instant;
 use troupe_runtime::ModelError;
 
+use super::answer_limits::BodyTooLarge;
+use super::deadlines::{Deadlines, Wait};
 use super::rate_limit;
 use super::retry::{RetryAfter, RetryPolicy, parse_retry_after, parse_retry_after_ms};
+use super::sse_answer::{EventDecoder, SseAnswer, StreamFault};
+
+/// The most of a failure's body read to classify it: error objects are small, and what
+/// follows the cap is not needed to tell one from another.
+const ERROR_BODY_CAP: usize = 64 * 1024;
 
 /// One failed attempt: the error to report if it is the last, and whether to try again.
 #[derive(Debug)]
@@ -31,9 +38,10 @@ impl AttemptError {
         }
     }
 
-    pub(super) fn timeout(limit: Duration) -> Self {
+    /// The server did not answer in time: another attempt may find it awake.
+    pub(super) fn timed_out(timeout: ModelError) -> Self {
         AttemptError {
-            error: ModelError::Timeout(limit.as_secs().max(1)),
+            error: timeout,
             retryable: true,
             retry_after: None,
         }
@@ -50,13 +58,17 @@ impl AttemptError {
         }
     }
 
-    /// A streamed answer that broke before its first delta (cut, stalled, malformed or an
-    /// error event): nothing was passed on, so another attempt cannot duplicate anything.
-    pub(super) fn before_first_delta(error: ModelError) -> Self {
-        AttemptError {
-            error,
-            retryable: true,
-            retry_after: None,
+    /// A streamed answer that failed before its first delta: interrupted (cut, stalled, out of
+    /// time, an error event) it is retried — nothing was passed on, so another attempt cannot
+    /// duplicate anything; malformed it is final, as the same request would get the same.
+    pub(super) fn before_first_delta(fault: StreamFault) -> Self {
+        match fault {
+            StreamFault::Interrupted(error) => AttemptError {
+                error,
+                retryable: true,
+                retry_after: None,
+            },
+            StreamFault::Malformed(error) => AttemptError::fatal(error),
         }
     }
 }
@@ -121,58 +133,89 @@ pub(super) fn is_event_stream(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"))
 }
 
-/// A whole (error or non-streamed) body, by the attempt's deadline: a server that sends
-/// headers and then stalls times out too.
+/// A whole non-streamed answer's body, read by the end of `wait` (a server that sends its head
+/// and then stalls times out too) and refused past `cap` bytes.
 pub(super) async fn whole_body(
     response: reqwest::Response,
-    deadline: Instant,
-    limit: Duration,
+    wait: &Wait,
+    cap: usize,
 ) -> Result<Vec<u8>, AttemptError> {
-    match tokio::time::timeout_at(deadline, response.bytes()).await {
-        Err(_) => Err(AttemptError::timeout(limit)),
-        Ok(Err(e)) => Err(AttemptError::transport(e)),
-        Ok(Ok(bytes)) => Ok(bytes.to_vec()),
+    match read_body(response, wait, cap).await? {
+        (body, true) => Ok(body),
+        (_, false) => Err(AttemptError::fatal(ModelError::InvalidResponse(
+            BodyTooLarge { cap }.to_string(),
+        ))),
     }
+}
+
+/// Up to `cap` bytes of a body, by the end of `wait`, and whether that was all of it (what
+/// follows the cap is never read).
+async fn read_body(
+    mut response: reqwest::Response,
+    wait: &Wait,
+    cap: usize,
+) -> Result<(Vec<u8>, bool), AttemptError> {
+    let read = async {
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(AttemptError::transport)? {
+            let room = cap - body.len();
+            if chunk.len() > room {
+                body.extend_from_slice(&chunk[..room]);
+                return Ok((body, false));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((body, true))
+    };
+    wait.run(read).await.map_err(AttemptError::timed_out)?
 }
 
 /// How a provider reads a failure status and its body (with the server's `Retry-After`).
 pub(super) type ClassifyStatus<'a> =
     &'a (dyn Fn(reqwest::StatusCode, Option<RetryAfter>, &[u8]) -> AttemptError + Sync);
 
-/// Sends `request` and waits, up to `limit`, for a success status: a failure status is read
-/// whole (by the same deadline) and classified by the provider. Returns the response and the
-/// deadline its body is read by.
+/// Sends `request` and waits, within `deadlines`, for a success status: a failure status is
+/// read (its first [`ERROR_BODY_CAP`] bytes, by the same wait) and classified by the provider.
+/// Returns the response and the wait a whole body is read within.
 pub(super) async fn send(
     request: reqwest::RequestBuilder,
-    limit: Duration,
+    deadlines: &Deadlines,
     classify: ClassifyStatus<'_>,
-) -> Result<(reqwest::Response, Instant), AttemptError> {
-    let deadline = Instant::now() + limit;
-    let response = match tokio::time::timeout_at(deadline, request.send()).await {
-        Err(_) => return Err(AttemptError::timeout(limit)),
+) -> Result<(reqwest::Response, Wait), AttemptError> {
+    let wait = deadlines.wait_from(Instant::now());
+    let response = match wait.run(request.send()).await {
+        Err(timeout) => return Err(AttemptError::timed_out(timeout)),
         Ok(Err(e)) => return Err(AttemptError::transport(e)),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
     if status.is_success() {
-        return Ok((response, deadline));
+        return Ok((response, wait));
     }
     let retry_after = retry_after(response.headers());
-    let bytes = whole_body(response, deadline, limit).await?;
+    let (bytes, _) = read_body(response, &wait, ERROR_BODY_CAP).await?;
     Err(classify(status, retry_after, &bytes))
+}
+
+/// The first bytes of a body that is not what was asked for, to quote in an error.
+pub(super) async fn body_start(
+    response: reqwest::Response,
+    wait: &Wait,
+) -> Result<Vec<u8>, AttemptError> {
+    Ok(read_body(response, wait, ERROR_BODY_CAP).await?.0)
 }
 
 /// The answer as a stream once its first delta is in — before it, a failure is another
 /// attempt's business; after it, the stream reports its own errors.
-pub(super) async fn first_delta<D: super::sse_answer::EventDecoder>(
-    mut answer: super::sse_answer::SseAnswer<D>,
+pub(super) async fn first_delta<D: EventDecoder>(
+    mut answer: SseAnswer<D>,
 ) -> Result<troupe_runtime::ChatStream, AttemptError> {
     match answer.next().await {
         Some(Ok(first)) => Ok(super::DeltaReader::into_stream(answer, first)),
-        Some(Err(error)) => Err(AttemptError::before_first_delta(error)),
-        None => Err(AttemptError::before_first_delta(
+        Some(Err(fault)) => Err(AttemptError::before_first_delta(fault)),
+        None => Err(AttemptError::before_first_delta(StreamFault::Interrupted(
             ModelError::InvalidResponse("the stream ended without an answer".to_string()),
-        )),
+        ))),
     }
 }
 

@@ -14,8 +14,10 @@
 //!
 //! Every item has one path, `troupe_agents::model::Name`: the provider modules are private.
 
+mod answer_limits;
 mod anthropic;
 mod attempt;
+mod deadlines;
 #[cfg(feature = "local")]
 mod local;
 mod observed_stream;

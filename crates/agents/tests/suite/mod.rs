@@ -25,6 +25,7 @@ mod model_local_typed;
 mod model_openai;
 mod model_openai_stream;
 mod model_replay;
+mod model_stream_limits;
 mod pins;
 mod precall;
 mod rate_limit;

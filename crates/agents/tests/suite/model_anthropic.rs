@@ -350,13 +350,18 @@ async fn model_anthropic_401_is_an_auth_error_that_never_shows_the_key() {
     assert!(!shown.contains(KEY), "{shown}");
 }
 
+/// A malformed event is not a cut-off answer: the same request would get the same, so it is
+/// never retried, before the answer started or after.
 #[tokio::test]
-async fn model_anthropic_malformed_event_before_the_answer_is_retried_and_after_it_is_an_error() {
+async fn model_anthropic_malformed_event_is_never_retried_and_after_text_is_an_error() {
     let broken = b"event: message_start\ndata: {\"type\": \"message_start\", \"mess\n\n".to_vec();
     let server = AnthropicServer::start([Reply::Raw(broken), Reply::text("Oslo.")]).await;
-    let answer = model(&server).chat(request()).await.unwrap();
-    assert_eq!(answer.message.text(), "Oslo.");
-    assert_eq!(server.attempts(), 2);
+    let result = model(&server).chat(request()).await;
+    assert!(
+        matches!(&result, Err(ModelError::InvalidResponse(m)) if m.contains("not a Messages event")),
+        "{result:?}"
+    );
+    assert_eq!(server.attempts(), 1, "a malformed stream was retried");
 
     // Once text went out, a broken event ends the stream with a typed error; what came
     // before it was delivered.
@@ -423,10 +428,12 @@ async fn model_anthropic_usage_past_u64_saturates_instead_of_wrapping() {
     ] {
         body.extend(event(&e));
     }
-    let server = AnthropicServer::start([Reply::Raw(body.clone()), Reply::Raw(body)]).await;
-    let limit = RateLimit::per_minute(None, Some(1_000_000)).unwrap();
+    let server = AnthropicServer::start(vec![Reply::Raw(body); 3]).await;
+    // A limit as large as the counts: each answer settles to all of it, and the minute's sum
+    // of three such answers is past `u64` too — with no wait for room, as it always fits.
+    let limit = RateLimit::per_minute(None, Some(u64::MAX)).unwrap();
     let limited = RateLimitedModel::new(Arc::new(model(&server)), limit);
-    for _ in 0..2 {
+    for _ in 0..3 {
         let answer = limited.chat(request()).await.unwrap();
         assert_eq!(answer.message.text(), "Oslo.");
         assert_eq!(answer.usage.input_tokens, u64::MAX);

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use troupe_agents::model::{OpenAiConfig, OpenAiModel, RetryPolicy};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelDelta, ModelError,
     ResponseAssembler, Usage, WireValue,
@@ -355,6 +356,81 @@ async fn model_openai_stream_timeout_is_per_gap_not_for_the_whole_answer() {
     assert_eq!(texts(&deltas), ["Os"]);
     assert!(matches!(error, Some(ModelError::Timeout(_))), "{error:?}");
     assert_eq!(server.attempts(), 1);
+}
+
+/// SSE comments are keep-alives, not progress: a server that sends only them for longer than
+/// the request timeout has gone quiet, before the answer (a timeout, retried) and in the
+/// middle of it (a timeout, after the deltas before it). What it sends after is never taken.
+#[tokio::test]
+async fn model_openai_stream_keep_alive_comments_are_not_progress() {
+    let keep_alives = |then: Vec<Vec<u8>>| {
+        // 100 ms apart for 1.5 s, three times the 500 ms timeout.
+        let mut chunks = vec![b": keep-alive\n\n".to_vec(); 15];
+        chunks.extend(then);
+        Fault::StreamPaced(chunks, Duration::from_millis(100))
+    };
+    let late = || vec![sse_body(&[chunk_text("too late"), chunk_finish("stop")])];
+    let server = FaultServer::start([keep_alives(late())]).await;
+    let quick = OpenAiModel::new(
+        OpenAiConfig::new(&server.base_url, "gpt-test")
+            .with_request_timeout(Duration::from_millis(500))
+            .with_retry(RetryPolicy::none()),
+    )
+    .unwrap();
+    let result = quick.chat(request()).await;
+    assert!(matches!(result, Err(ModelError::Timeout(_))), "{result:?}");
+
+    // Mid-answer: the delta before the keep-alives is passed on, then the timeout.
+    let mut first = vec![sse(&chunk_text("Os"))];
+    first.push(b": keep-alive\n\n".to_vec());
+    let server = FaultServer::start([Fault::StreamPaced(
+        [first, vec![b": keep-alive\n\n".to_vec(); 14], late()].concat(),
+        Duration::from_millis(100),
+    )])
+    .await;
+    let (deltas, error) = stream(&server).await;
+    assert_eq!(texts(&deltas), ["Os"]);
+    assert!(matches!(error, Some(ModelError::Timeout(_))), "{error:?}");
+    assert_eq!(server.attempts(), 1);
+}
+
+/// Every attempt ends by its deadline, which nothing the server sends moves: events that keep
+/// coming within the request timeout, with deltas (the answer ends in a timeout after them,
+/// not retried) or without (a timeout before the answer).
+#[tokio::test]
+async fn model_openai_stream_an_attempt_ends_at_its_deadline_however_much_keeps_coming() {
+    let paced = |chunk: serde_json::Value| {
+        let mut chunks = vec![sse(&chunk); 30];
+        chunks.push(sse_body(&[chunk_finish("stop")]));
+        // 100 ms apart, 3 s in all: each well within the 500 ms timeout.
+        Fault::StreamPaced(chunks, Duration::from_millis(100))
+    };
+    let deadline = |server: &FaultServer| {
+        OpenAiModel::new(
+            OpenAiConfig::new(&server.base_url, "gpt-test")
+                .with_request_timeout(Duration::from_millis(500))
+                .with_attempt_timeout(Duration::from_secs(1))
+                .with_retry(RetryPolicy::none()),
+        )
+        .unwrap()
+    };
+    let server = FaultServer::start([paced(chunk_text("more "))]).await;
+    let mut stream = deadline(&server).chat_stream(request()).await.unwrap();
+    let (mut texts, mut error) = (0, None);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(ModelDelta::Text(_)) => texts += 1,
+            Ok(delta) => panic!("the answer went on to {delta:?}"),
+            Err(e) => error = Some(e),
+        }
+    }
+    assert!((1..30).contains(&texts), "{texts} text deltas");
+    assert_eq!(error, Some(ModelError::Timeout(1)));
+
+    // Chunks without deltas (the role, again and again) are events too, but no answer.
+    let server = FaultServer::start([paced(chunk_role())]).await;
+    let result = deadline(&server).chat(request()).await;
+    assert_eq!(result, Err(ModelError::Timeout(1)));
 }
 
 #[tokio::test]

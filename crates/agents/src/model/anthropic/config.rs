@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::super::deadlines::DEFAULT_ATTEMPT_TIMEOUT;
 use super::super::retry::RetryPolicy;
 
 /// Anthropic's public endpoint (the Messages API is at `{base}/v1/messages`).
@@ -25,9 +26,14 @@ pub struct AnthropicConfig {
     pub context_window: usize,
     /// `max_tokens` for requests that set none: the Messages API requires one.
     pub max_tokens: u32,
-    /// How long to wait for the server: for the answer to start, then for each next chunk of
-    /// the streamed answer (a gap, not a limit on the whole answer).
+    /// How long to wait for the server's next sign of progress: the response's head, then each
+    /// next event of the streamed answer (a gap, not a limit on the whole answer). SSE comments
+    /// (keep-alives) are not progress; Anthropic's `ping` events are.
     pub request_timeout: Duration,
+    /// The longest one attempt may take in all, from sending the request to the answer's last
+    /// byte, however much keeps coming; a retry gets a deadline of its own. Default 600 s:
+    /// the timeout Anthropic's own SDKs give a request.
+    pub attempt_timeout: Duration,
     /// Retry policy for 429, 529 (overloaded), other 5xx, timeouts and connection failures.
     pub retry: RetryPolicy,
 }
@@ -42,6 +48,7 @@ impl std::fmt::Debug for AnthropicConfig {
             .field("context_window", &self.context_window)
             .field("max_tokens", &self.max_tokens)
             .field("request_timeout", &self.request_timeout)
+            .field("attempt_timeout", &self.attempt_timeout)
             .field("retry", &self.retry)
             .finish()
     }
@@ -58,6 +65,7 @@ impl AnthropicConfig {
             context_window: 200_000,
             max_tokens: 4096,
             request_timeout: Duration::from_secs(120),
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
             retry: RetryPolicy::default(),
         }
     }
@@ -90,9 +98,15 @@ impl AnthropicConfig {
         self
     }
 
-    /// This configuration with a per-attempt timeout.
+    /// This configuration with a request timeout (the longest wait for progress).
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// This configuration with an attempt timeout (the longest one attempt may take in all).
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
         self
     }
 

@@ -18,7 +18,7 @@ use serde_json::Value;
 use troupe_runtime::{ModelDelta, ModelError};
 
 use super::super::shorten;
-use super::super::sse_answer::EventDecoder;
+use super::super::sse_answer::{EventDecoder, StreamFault};
 use super::errors::{ApiError, error_of};
 use super::wire::{AnswerTool, WRAPPED_KEY, WireUsage, finish_reason};
 
@@ -198,9 +198,11 @@ impl EventsDecoder {
 }
 
 impl EventDecoder for EventsDecoder {
-    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, ModelError> {
+    /// Every failure is the stream's being malformed but an `error` event: the server failing
+    /// mid-answer, which another attempt may not meet.
+    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, StreamFault> {
         let event: Event = serde_json::from_str(data).map_err(|e| {
-            ModelError::InvalidResponse(format!(
+            StreamFault::malformed(format!(
                 "a streamed event is not a Messages event ({e}): {}",
                 shorten(data, 200)
             ))
@@ -215,7 +217,9 @@ impl EventDecoder for EventsDecoder {
             Event::ContentBlockStart {
                 index,
                 content_block,
-            } => self.block_start(index, &content_block),
+            } => self
+                .block_start(index, &content_block)
+                .map_err(StreamFault::Malformed),
             Event::ContentBlockDelta { index, delta } => Ok(match delta {
                 BlockDelta::TextDelta { text } if !text.is_empty() => vec![ModelDelta::Text(text)],
                 BlockDelta::InputJsonDelta { partial_json }
@@ -228,7 +232,7 @@ impl EventDecoder for EventsDecoder {
                 }
                 BlockDelta::InputJsonDelta { partial_json } if !partial_json.is_empty() => {
                     let Some(tool) = self.tools.get_mut(&index) else {
-                        return Err(ModelError::InvalidResponse(format!(
+                        return Err(StreamFault::malformed(format!(
                             "input_json_delta for block {index}, which is not a tool_use block"
                         )));
                     };
@@ -253,7 +257,7 @@ impl EventDecoder for EventsDecoder {
                 } else {
                     input
                 };
-                self.answer_text(input)
+                self.answer_text(input).map_err(StreamFault::Malformed)
             }
             Event::ContentBlockStop { index } => Ok(match self.tools.get_mut(&index) {
                 // A call without arguments streams none: its arguments are the start's input.
@@ -292,17 +296,27 @@ impl EventDecoder for EventsDecoder {
                 if self.finished {
                     return Ok(Vec::new());
                 }
-                Err(ModelError::InvalidResponse(
-                    "message_stop came before a stop_reason".to_string(),
+                Err(StreamFault::malformed(
+                    "message_stop came before a stop_reason",
                 ))
             }
             Event::Ping | Event::Other => Ok(Vec::new()),
-            Event::Error { error } => Err(error_of(None, &error.kind, error.message, &self.model)),
+            Event::Error { error } => Err(StreamFault::Interrupted(error_of(
+                None,
+                &error.kind,
+                error.message,
+                &self.model,
+            ))),
         }
     }
 
     fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// A typed ask's answer, collected until its block ends.
+    fn held_back(&self) -> usize {
+        self.answer.as_ref().map_or(0, |(_, input)| input.len())
     }
 }
 
@@ -313,7 +327,7 @@ mod tests {
 
     use super::*;
 
-    fn decode_all(events: &[Value]) -> Result<Vec<ModelDelta>, ModelError> {
+    fn decode_all(events: &[Value]) -> Result<Vec<ModelDelta>, StreamFault> {
         let mut decoder = EventsDecoder::new("m", None);
         let mut deltas = Vec::new();
         for event in events {
@@ -367,7 +381,7 @@ mod tests {
             .decode("{\"type\": \"content_block_delta\"")
             .err();
         assert!(
-            matches!(&not_json, Some(ModelError::InvalidResponse(m)) if m.contains("not a Messages event")),
+            matches!(&not_json, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains("not a Messages event")),
             "{not_json:?}"
         );
         let overloaded = decode_all(&[
@@ -375,11 +389,20 @@ mod tests {
         ])
         .err();
         assert!(
-            matches!(overloaded, Some(ModelError::Server { status: 529, .. })),
+            matches!(
+                overloaded,
+                Some(StreamFault::Interrupted(ModelError::Server {
+                    status: 529,
+                    ..
+                }))
+            ),
             "{overloaded:?}"
         );
         let early_stop = decode_all(&[json!({"type": "message_stop"})]).err();
-        assert!(matches!(early_stop, Some(ModelError::InvalidResponse(_))));
+        assert!(matches!(
+            early_stop,
+            Some(StreamFault::Malformed(ModelError::InvalidResponse(_)))
+        ));
         let unknown = decode_all(&[json!({"type": "brand_new_event", "x": 1})]);
         assert_eq!(unknown, Ok(vec![]));
     }
@@ -402,7 +425,7 @@ mod tests {
             for event in events {
                 deltas.extend(decoder.decode(&event.to_string())?);
             }
-            Ok::<_, ModelError>(deltas)
+            Ok::<_, StreamFault>(deltas)
         };
         let plain = AnswerTool {
             name: "City".into(),
@@ -423,7 +446,7 @@ mod tests {
         );
         let missing = decode(wrapped, events("Size", ["{\"other\"", ": 1}"])).err();
         assert!(
-            matches!(&missing, Some(ModelError::InvalidResponse(m)) if m.contains("no `value`")),
+            matches!(&missing, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains("no `value`")),
             "{missing:?}"
         );
         // Another tool is still a call.

@@ -29,9 +29,11 @@ mod wire;
 
 pub use config::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig};
 
+use super::answer_limits::AnswerLimits;
 use super::attempt::{
-    AttemptError, first_delta, http_client, is_event_stream, send, whole_body, with_retries,
+    AttemptError, body_start, first_delta, http_client, is_event_stream, send, with_retries,
 };
+use super::deadlines::Deadlines;
 use super::sse_answer::SseAnswer;
 use config::messages_url;
 use errors::classify_status;
@@ -80,23 +82,24 @@ impl AnthropicModel {
         &self,
         body: &[u8],
         answer_tool: &Option<AnswerTool>,
+        limits: AnswerLimits,
     ) -> Result<ChatStream, AttemptError> {
-        let limit = self.config.request_timeout;
+        let deadlines = Deadlines::start(self.config.request_timeout, self.config.attempt_timeout);
         let classify = |status, retry_after, bytes: &[u8]| {
             classify_status(status, retry_after, bytes, &self.config.model)
         };
-        let (response, deadline) = send(self.request(body), limit, &classify).await?;
+        let (response, wait) = send(self.request(body), &deadlines, &classify).await?;
         if !is_event_stream(response.headers()) {
             // Every request asks for a stream; a server that answers otherwise is not one troupe
             // can read.
-            let bytes = whole_body(response, deadline, limit).await?;
+            let bytes = body_start(response, &wait).await?;
             return Err(AttemptError::fatal(ModelError::InvalidResponse(format!(
                 "expected a streamed answer (text/event-stream), got: {}",
                 super::shorten(&String::from_utf8_lossy(&bytes), 200)
             ))));
         }
         let decoder = EventsDecoder::new(&self.config.model, answer_tool.clone());
-        first_delta(SseAnswer::new(response, limit, decoder)).await
+        first_delta(SseAnswer::new(response, deadlines, limits, decoder)).await
     }
 
     /// The POST of `body` with the key and version headers.
@@ -129,8 +132,11 @@ impl ChatModel for AnthropicModel {
         let (body, answer_tool) = build_request(&self.config, &request);
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
+        // The Messages API always has a `max_tokens`: the request's or the configuration's.
+        let max_tokens = request.max_tokens.unwrap_or(self.config.max_tokens);
+        let limits = AnswerLimits::new(Some(max_tokens), self.config.context_window);
         with_retries(&self.config.retry, &self.config.model, || {
-            self.attempt(&body, &answer_tool)
+            self.attempt(&body, &answer_tool, limits)
         })
         .await
     }

@@ -13,7 +13,7 @@ use serde_json::Value;
 use troupe_runtime::{ModelDelta, ModelError};
 
 use super::super::shorten;
-use super::super::sse_answer::EventDecoder;
+use super::super::sse_answer::{EventDecoder, StreamFault};
 use super::wire::{fill_envelope, finish_reason, take_finish_reasons, usage_of};
 
 /// A tool call of the answer, as far as its fragments have come.
@@ -43,11 +43,12 @@ impl ChunkDecoder {
     /// The deltas in one chunk's JSON.
     ///
     /// # Errors
-    /// [`ModelError::InvalidResponse`] when the chunk is not a chunk (not JSON, a shape
-    /// async-openai rejects even after the leniency, an error object the server sent instead,
-    /// a tool call that finished without a name).
-    pub(super) fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, ModelError> {
-        let invalid = |what: String| ModelError::InvalidResponse(what);
+    /// [`StreamFault::Malformed`] when the chunk is not a chunk (not JSON, a shape
+    /// async-openai rejects even after the leniency, a tool call that finished without a
+    /// name); [`StreamFault::Interrupted`] for an error object the server sent instead (both
+    /// as [`ModelError::InvalidResponse`]).
+    pub(super) fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, StreamFault> {
+        let invalid = |what: String| StreamFault::Malformed(ModelError::InvalidResponse(what));
         let mut value: Value = serde_json::from_str(data).map_err(|e| {
             invalid(format!(
                 "a streamed chunk is not JSON ({e}): {}",
@@ -65,9 +66,12 @@ impl ChunkDecoder {
                 .get("message")
                 .and_then(Value::as_str)
                 .map_or_else(|| error.to_string(), str::to_string);
-            return Err(invalid(format!(
-                "the server reported an error mid-stream: {}",
-                shorten(&message, 500)
+            // The server failed, not the stream: another attempt may fare better.
+            return Err(StreamFault::Interrupted(ModelError::InvalidResponse(
+                format!(
+                    "the server reported an error mid-stream: {}",
+                    shorten(&message, 500)
+                ),
             )));
         }
         fill_envelope(object, "chat.completion.chunk");
@@ -160,12 +164,17 @@ impl ChunkDecoder {
 }
 
 impl EventDecoder for ChunkDecoder {
-    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, ModelError> {
+    fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, StreamFault> {
         ChunkDecoder::decode(self, data)
     }
 
     fn finished(&self) -> bool {
         ChunkDecoder::finished(self)
+    }
+
+    /// The arguments of calls whose name has not come yet.
+    fn held_back(&self) -> usize {
+        self.calls.values().map(|call| call.held_back.len()).sum()
     }
 }
 
@@ -256,19 +265,24 @@ mod tests {
         let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
         let error = nameless.decode(&finish.to_string()).err();
         assert!(
-            matches!(&error, Some(ModelError::InvalidResponse(m)) if m.contains("without a function name")),
+            matches!(&error, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains("without a function name")),
             "{error:?}"
         );
     }
 
     #[test]
-    fn an_error_object_mid_stream_is_an_invalid_response_naming_it() {
+    fn an_error_object_mid_stream_is_an_interruption_naming_it() {
         let error = ChunkDecoder::default()
             .decode(r#"{"error": {"message": "overloaded", "type": "server_error"}}"#)
             .err();
         assert!(
-            matches!(&error, Some(ModelError::InvalidResponse(m)) if m.contains("overloaded")),
+            matches!(&error, Some(StreamFault::Interrupted(ModelError::InvalidResponse(m))) if m.contains("overloaded")),
             "{error:?}"
+        );
+        let not_json = ChunkDecoder::default().decode("{\"choi").err();
+        assert!(
+            matches!(&not_json, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains("not JSON")),
+            "{not_json:?}"
         );
     }
 }

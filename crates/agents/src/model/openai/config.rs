@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::super::deadlines::DEFAULT_ATTEMPT_TIMEOUT;
 use super::super::retry::RetryPolicy;
 
 /// OpenAI's public endpoint.
@@ -53,11 +54,16 @@ pub struct OpenAiConfig {
     pub project: Option<String>,
     /// Query parameters appended to every request (Azure's `api-version`).
     pub query: Vec<(String, String)>,
-    /// How long to wait for the server: for the answer to start (the response headers, and
-    /// the first streamed chunk), and then for each next chunk of a streamed answer — a gap,
-    /// not a limit on the whole answer, so a long answer that keeps coming never times out.
-    /// A whole (non-streamed) JSON body must arrive within it.
+    /// How long to wait for the server's next sign of progress: the response's head, then each
+    /// next event of a streamed answer — a gap, not a limit on the whole answer. SSE comments
+    /// (keep-alives) are not progress: a server that sends only them has gone quiet. A whole
+    /// (non-streamed) JSON body must arrive within it.
     pub request_timeout: Duration,
+    /// The longest one attempt may take in all, from sending the request to the answer's last
+    /// byte, however much keeps coming; a retry gets a deadline of its own. Default 600 s:
+    /// the timeout OpenAI's and Anthropic's own SDKs give a request, long enough for a long
+    /// answer of a slow reasoning model.
+    pub attempt_timeout: Duration,
     /// Retry policy for 429, 5xx, timeouts and connection failures.
     pub retry: RetryPolicy,
     /// Which field carries `max_tokens`.
@@ -77,6 +83,7 @@ impl std::fmt::Debug for OpenAiConfig {
             .field("project", &self.project)
             .field("query", &self.query)
             .field("request_timeout", &self.request_timeout)
+            .field("attempt_timeout", &self.attempt_timeout)
             .field("retry", &self.retry)
             .field("max_tokens_field", &self.max_tokens_field)
             .finish()
@@ -107,6 +114,7 @@ impl OpenAiConfig {
             project: None,
             query: Vec::new(),
             request_timeout: Duration::from_secs(120),
+            attempt_timeout: DEFAULT_ATTEMPT_TIMEOUT,
             retry: RetryPolicy::default(),
             max_tokens_field,
         }
@@ -168,9 +176,15 @@ impl OpenAiConfig {
         self
     }
 
-    /// This configuration with a per-attempt timeout.
+    /// This configuration with a request timeout (the longest wait for progress).
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout;
+        self
+    }
+
+    /// This configuration with an attempt timeout (the longest one attempt may take in all).
+    pub fn with_attempt_timeout(mut self, timeout: Duration) -> Self {
+        self.attempt_timeout = timeout;
         self
     }
 

@@ -45,9 +45,11 @@ pub use config::{
     known_context_window,
 };
 
+use super::answer_limits::AnswerLimits;
 use super::attempt::{
     AttemptError, first_delta, http_client, is_event_stream, send, whole_body, with_retries,
 };
+use super::deadlines::Deadlines;
 use super::sse_answer::SseAnswer;
 use chunk::ChunkDecoder;
 use config::chat_completions_url;
@@ -100,20 +102,21 @@ impl OpenAiModel {
     }
 
     /// One request: its answer as a stream once the first delta is in, or why not.
-    async fn attempt(&self, body: &[u8]) -> Result<ChatStream, AttemptError> {
-        let limit = self.config.request_timeout;
+    async fn attempt(&self, body: &[u8], limits: AnswerLimits) -> Result<ChatStream, AttemptError> {
+        let deadlines = Deadlines::start(self.config.request_timeout, self.config.attempt_timeout);
         let classify = |status, retry_after, bytes: &[u8]| {
             classify_status(status, retry_after, bytes, &self.config.model)
         };
-        let (response, deadline) = send(self.request(body), limit, &classify).await?;
+        let (response, wait) = send(self.request(body), &deadlines, &classify).await?;
         if !is_event_stream(response.headers()) {
             // A server that ignores `stream: true` answers with the whole completion (older
             // compatible servers do): one text delta, then the calls, usage and finish.
-            let bytes = whole_body(response, deadline, limit).await?;
+            let bytes = whole_body(response, &wait, limits.body()).await?;
             let whole = parse_response(&bytes).map_err(AttemptError::fatal)?;
             return Ok(stream_response(whole, usize::MAX));
         }
-        first_delta(SseAnswer::new(response, limit, ChunkDecoder::default())).await
+        let answer = SseAnswer::new(response, deadlines, limits, ChunkDecoder::default());
+        first_delta(answer).await
     }
 
     /// The POST of `body` with the configured auth, headers and query.
@@ -160,8 +163,9 @@ impl ChatModel for OpenAiModel {
         let body = build_request(&self.config, &request)?;
         let body = serde_json::to_vec(&body)
             .map_err(|e| ModelError::InvalidRequest(format!("cannot encode the request: {e}")))?;
+        let limits = AnswerLimits::new(request.max_tokens, self.config.context_window);
         with_retries(&self.config.retry, &self.config.model, || {
-            self.attempt(&body)
+            self.attempt(&body, limits)
         })
         .await
     }
