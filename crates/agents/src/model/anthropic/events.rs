@@ -431,6 +431,12 @@ mod tests {
             name: "City".into(),
             wrapped: false,
         };
+        // The answer collected so far counts against the answer's cap until its block ends.
+        let mut collecting = EventsDecoder::new("m", Some(plain.clone()));
+        for event in &events("City", ["{\"name\": ", "\"Oslo\"}"])[..4] {
+            collecting.decode(&event.to_string()).unwrap();
+        }
+        assert_eq!(collecting.held_back(), "{\"name\": \"Oslo\"}".len());
         let deltas = decode(plain.clone(), events("City", ["{\"name\": ", "\"Oslo\"}"]));
         let deltas = deltas.unwrap_or_default();
         assert_eq!(deltas[0], ModelDelta::Text("{\"name\": \"Oslo\"}".into()));

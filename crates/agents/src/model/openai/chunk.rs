@@ -260,6 +260,10 @@ mod tests {
                 },
             ]
         );
+        // What waits for the name counts against the answer's cap meanwhile.
+        let mut waiting = ChunkDecoder::default();
+        decode(&mut waiting, first.clone());
+        assert_eq!(EventDecoder::held_back(&waiting), "{\"x\"".len());
         let mut nameless = ChunkDecoder::default();
         decode(&mut nameless, first);
         let finish = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]});
