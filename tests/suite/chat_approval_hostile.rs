@@ -63,11 +63,10 @@ fn a_deny_rule_holds_against_the_shells_ways_of_writing_the_command() {
     live.wait_for("done");
     let (_, stderr, status) = live.finish();
     assert!(status.success(), "{stderr}");
-    for i in 0..variants.len() {
+    for (i, variant) in variants.iter().enumerate() {
         assert!(
             dir.path().join(format!("v{i}.txt")).exists(),
-            "{:?} ran",
-            variants[i]
+            "{variant:?} ran"
         );
     }
     let last = requests.lock().unwrap().last().cloned().unwrap();
