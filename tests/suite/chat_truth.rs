@@ -309,11 +309,7 @@ fn ctrl_c_after_the_request_was_committed_does_not_say_cancelled() {
     assert!(!printed.contains("(request cancelled)"), "{rest}");
     assert!(!rest.contains("(request cancelled)"), "{rest}");
     // Kept: larger than the window, the answer is logged cut (its tail with it) and archived.
-    assert!(
-        logged_texts(&session)
-            .iter()
-            .any(|t| t.contains("THE END"))
-    );
+    assert!(logged_texts(&session).iter().any(|t| t.contains("THE END")));
 }
 
 #[test]
