@@ -55,8 +55,9 @@
 //! calls ~1 s, summarizer calls ~10 s, scaled by tokens, times `--time-scale`). The stall of a
 //! compaction is the `waited_ms` the agent reports with `CompactionApplied`; every compaction is
 //! validated from the agent's session log. `--json` prints one JSON line: all transcripts, the
-//! dev and check splits (dev = pi-large-session, openhands-multi-swe-1, swe-marshmallow), and
-//! `by_window` (each window's splits apart). The windows default to 16k and 32k.
+//! dev and check splits (dev = pi-large-session, openhands-multi-swe-1, swe-marshmallow,
+//! mini-swe-sqlfluff), and `by_window` (each window's splits apart). The windows default to
+//! 16k and 32k.
 //!
 //! ```text
 //! cargo run --release --example eval -- --mode stall --json
@@ -166,11 +167,13 @@ struct Args {
     bar: bool,
 }
 
-/// The transcripts changes were developed on; the others are the check split.
-const DEV: [&str; 3] = [
+/// The transcripts changes were developed on; the others are the check split. Of the two
+/// mini-swe-agent trajectories (#42), mini-swe-sqlfluff is dev, mini-swe-astroid check.
+const DEV: [&str; 4] = [
     "pi-large-session",
     "openhands-multi-swe-1",
     "swe-marshmallow",
+    "mini-swe-sqlfluff",
 ];
 
 /// `--mode stall`: both roads, every transcript, every window; one JSON line.

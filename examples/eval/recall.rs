@@ -12,14 +12,6 @@ use troupe_cli::transcript_ops::{
     compact_transcript, strict_artifact_recall,
 };
 
-/// The transcripts capture work was developed on (issue #28's tuning guard); the others are
-/// the check set, looked at only at the end.
-const DEV_TRANSCRIPTS: [&str; 3] = [
-    "pi-large-session",
-    "openhands-multi-swe-1",
-    "swe-marshmallow",
-];
-
 /// The categories in the strict table's order.
 const STRICT_ORDER: [ArtifactCategory; 5] = [
     ArtifactCategory::Path,
@@ -117,7 +109,7 @@ pub(super) fn strict_table(rows: &[RecallRow]) -> String {
          | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
     );
     for r in rows {
-        let set = if DEV_TRANSCRIPTS.contains(&r.transcript.as_str()) {
+        let set = if super::DEV.contains(&r.transcript.as_str()) {
             "dev"
         } else {
             "check"

@@ -61,6 +61,19 @@ pub enum Refusal {
         /// Tokens of the replacement.
         after: usize,
     },
+    /// A stub or a cut output would hide more names than it has room to list (half the
+    /// output): the output is mostly names, and it keeps them where it is.
+    #[error(
+        "compressing {id} would hide {names} names (error lines, tests, …) its replacement has no room to list ({room} tokens, half the output); leave it, or summarize it with its segment"
+    )]
+    NamesDoNotFit {
+        /// The tool result.
+        id: MessageId,
+        /// How many hidden names the stub's room leaves out.
+        names: usize,
+        /// The room the stub's list of names had.
+        room: usize,
+    },
     /// `remove_display_only` on a message the model sees.
     #[error("{id} is not a display-only message")]
     NotDisplayOnly {

@@ -5,4 +5,4 @@
 //! its parts ([`SummarizerUsage`], [`TierCounts`]) are named from `troupe_runtime`.
 
 pub use troupe_runtime::CompactionReport;
-pub(crate) use troupe_runtime::{SummarizerUsage, TierCounts};
+pub(crate) use troupe_runtime::{DroppedArtifact, SummarizerUsage, TierCounts};

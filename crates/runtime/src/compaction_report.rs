@@ -189,6 +189,21 @@ pub struct CompactionReport {
     /// when no hook said anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hook_notes: Vec<HookNote>,
+    /// Artifacts (by the compaction crate's artifact ledger) that a replacement hid and could
+    /// not name for want of room: a stub's or a summary's list was full. Every other artifact
+    /// of what the compaction took out is still named in its result. Absent when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_for_room: Vec<DroppedArtifact>,
+}
+
+/// An artifact a compaction took out of the context without naming it, for want of room.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedArtifact {
+    /// The name as the artifact ledger writes it (a command line, an error line, a test, a
+    /// path, a name).
+    pub name: String,
+    /// About the tokens its line in the list would have taken.
+    pub tokens: usize,
 }
 
 /// What became of one request of an agent's before-compaction hook (see

@@ -40,8 +40,8 @@ pub mod typed;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};
 pub use compaction_report::{
-    CompactTrigger, CompactionReceipt, CompactionReport, HookNote, RaisedAim, SummarizerUsage,
-    TierCounts,
+    CompactTrigger, CompactionReceipt, CompactionReport, DroppedArtifact, HookNote, RaisedAim,
+    SummarizerUsage, TierCounts,
 };
 pub use conversation::{Conversation, ConversationMark};
 pub use event::{CompactionMode, Event, EventBus, EventRecord};

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use troupe_runtime::{ChatMessage, Role};
+use troupe_runtime::{ChatMessage, MessageKind, Role};
 use troupe_tools::FileAccess;
 
 use super::ledger::{ArtifactLedger, Recent};
@@ -13,6 +13,8 @@ use super::scan::{
     declared_in_prose, error_lines, exit_code, one_line, seen_names, symbol_definitions,
     test_outcome,
 };
+use crate::mask::is_stub;
+use crate::summary::parse_summary_message;
 use crate::transcript::file_access_for_call;
 
 /// Tool names that run a shell command (besides any name containing `bash` or `shell`).
@@ -117,6 +119,20 @@ fn plain_text_command(text: &str) -> Option<(&str, Vec<&str>)> {
     Some((first, lines.collect()))
 }
 
+/// The ledger troupe wrote into a replacement: a summary's blocks after its body, a stub's or a
+/// shortened message's blocks after what it kept (see `hidden.rs`). `None` for any other
+/// message: a block in text troupe did not write is not read.
+fn written_by_troupe(message: &ChatMessage, text: &str) -> Option<ArtifactLedger> {
+    if let Some(summary) = parse_summary_message(text) {
+        return Some(summary.artifacts);
+    }
+    let replacement = matches!(
+        message.kind,
+        MessageKind::CompressedStub | MessageKind::Summary
+    ) || (message.role == Role::Tool && is_stub(text));
+    replacement.then(|| ArtifactLedger::parse(text))
+}
+
 /// Record every name in `names` not already named by a line of `covered`.
 fn record_seen<'a, V: Clone>(
     seen: &mut Recent<()>,
@@ -141,7 +157,8 @@ impl ArtifactLedger {
     /// file reads (a file's source text is not an error seen); symbols from the text an edit or
     /// write put into a file. The agent's own prose gives only `named`: the backticked
     /// identifiers and file paths it wrote, quoted, with no claim attached. User prose is never
-    /// looked at.
+    /// looked at. An earlier compaction's stub or summary gives the ledger troupe wrote into it
+    /// (what it hid), at its place in the order.
     pub fn from_messages<'a>(messages: impl IntoIterator<Item = &'a ChatMessage>) -> Self {
         let mut ledger = ArtifactLedger::default();
         // call id → (tool name, parsed arguments), filled as calls appear.
@@ -156,6 +173,11 @@ impl ArtifactLedger {
                 calls.insert(call.id.as_str(), (call.function.name.as_str(), arguments));
             }
             let text = message.text();
+            // An earlier compaction's stub or summary: its originals are in that compaction's
+            // archive, and the blocks troupe wrote into it are what still names them.
+            if let Some(written) = written_by_troupe(message, &text) {
+                ledger.merge(&written);
+            }
             if message.role == Role::Assistant {
                 ledger.record_prose(&text);
                 plain_command = None;
@@ -238,12 +260,13 @@ impl ArtifactLedger {
 
     /// Error types and test names in `text` that no listed item names yet.
     fn record_seen(&mut self, text: &str) {
+        let names = seen_names(text);
         record_seen(
             &mut self.seen,
-            seen_names(text),
+            names.iter().copied(),
             &[&self.errors, &self.named],
         );
-        let tests: Vec<&str> = seen_names(text)
+        let tests: Vec<&str> = names
             .into_iter()
             .filter(|n| self.tests.oldest_first().any(|(k, _)| k.contains(n)))
             .collect();

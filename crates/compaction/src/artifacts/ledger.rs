@@ -156,13 +156,29 @@ impl ArtifactLedger {
         names.extend(
             self.symbols
                 .oldest_first()
-                .map(|(k, _)| k.rsplit(' ').next().unwrap_or(k).to_string()),
+                .map(|(k, _)| symbol_name(k).to_string()),
         );
         names.extend(self.named.oldest_first().map(|(k, _)| k.to_string()));
         names.extend(self.paths.oldest_first().map(|(k, _)| k.to_string()));
         names.extend(self.seen.oldest_first().map(|(k, _)| k.to_string()));
         names
     }
+
+    /// Keep only the items whose name (as [`ArtifactLedger::names`] gives it) passes `keep`.
+    pub(crate) fn retain_names(&mut self, mut keep: impl FnMut(&str) -> bool) {
+        self.commands.retain(&mut keep);
+        self.errors.retain(&mut keep);
+        self.tests.retain(&mut keep);
+        self.symbols.retain(|k| keep(symbol_name(k)));
+        self.named.retain(&mut keep);
+        self.paths.retain(&mut keep);
+        self.seen.retain(&mut keep);
+    }
+}
+
+/// A symbol's bare name (`parse` of `fn parse`): what an engineer searches for.
+fn symbol_name(symbol: &str) -> &str {
+    symbol.rsplit(' ').next().unwrap_or(symbol)
 }
 
 #[cfg(test)]

@@ -7,8 +7,12 @@
 //! status wins. A summarizer's text never feeds it.
 //!
 //! Touched files stay in [`FileLists`](crate::summary::FileLists); this ledger is the rest.
+//!
+//! Every operation that takes text out of the context names what it hides with this ledger,
+//! a stub as well as a summary: the one rule is in `hidden.rs`.
 
 mod extract;
+pub(crate) mod hidden;
 mod ledger;
 mod names;
 mod paths;

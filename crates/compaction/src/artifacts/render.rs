@@ -7,6 +7,11 @@
 //! +14 more
 //! </commands>
 //!
+//! <more-commands>
+//! cargo build
+//! grep -rn
+//! </more-commands>
+//!
 //! <errors>
 //! error[E0308]: mismatched types
 //! </errors>
@@ -35,7 +40,10 @@
 //!
 //! Each block lists the newest items first (failed tests before the others), keeps at most its
 //! cap and ends with `+N more` when some were left out. [`ArtifactLedger::render_within`] picks
-//! the caps so that the blocks fit the room a summary has.
+//! the caps so that the blocks fit the room a summary has. The commands a full line has no room
+//! for are named shortly in `<more-commands>`: each program with its first argument, once — a
+//! few tokens instead of a line of up to 160 characters, and what a search for the command
+//! starts with.
 
 use super::ledger::{ArtifactLedger, Recent, TestStatus};
 use crate::counter::TokenCounter;
@@ -55,13 +63,24 @@ pub(super) const MAX_NAMED: usize = 40;
 pub(super) const MAX_PATHS: usize = 60;
 /// Most seen names listed by [`ArtifactLedger::render`].
 pub(super) const MAX_SEEN: usize = 40;
+/// Most short forms of commands listed by [`ArtifactLedger::render`].
+pub(super) const MAX_MORE_COMMANDS: usize = 60;
 /// Fewest items per block [`ArtifactLedger::render_within`] goes down to.
 pub(super) const MIN_CAP: usize = 4;
 
-/// The block tags, in rendering order.
-pub(super) const BLOCK_TAGS: [&str; 7] = [
-    "commands", "errors", "tests", "symbols", "named", "paths", "seen",
+/// The block tags (rendered in this order, but for `more-commands`, right after `commands`).
+pub(super) const BLOCK_TAGS: [&str; 8] = [
+    "commands",
+    "errors",
+    "tests",
+    "symbols",
+    "named",
+    "paths",
+    "seen",
+    "more-commands",
 ];
+/// How many blocks there are.
+const BLOCKS: usize = BLOCK_TAGS.len();
 
 /// How many items each block lists at most.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +99,8 @@ pub struct Caps {
     pub paths: usize,
     /// Error types and test names seen.
     pub seen: usize,
+    /// Short forms of the commands beyond `commands`.
+    pub more_commands: usize,
 }
 
 impl Caps {
@@ -92,10 +113,22 @@ impl Caps {
         named: MAX_NAMED,
         paths: MAX_PATHS,
         seen: MAX_SEEN,
+        more_commands: MAX_MORE_COMMANDS,
     };
 
     /// Caps in [`BLOCK_TAGS`] order.
-    fn from_array([commands, errors, tests, symbols, named, paths, seen]: [usize; 7]) -> Caps {
+    fn from_array(
+        [
+            commands,
+            errors,
+            tests,
+            symbols,
+            named,
+            paths,
+            seen,
+            more_commands,
+        ]: [usize; BLOCKS],
+    ) -> Caps {
         Caps {
             commands,
             errors,
@@ -104,6 +137,7 @@ impl Caps {
             named,
             paths,
             seen,
+            more_commands,
         }
     }
 
@@ -117,13 +151,14 @@ impl Caps {
             named: cap,
             paths: cap,
             seen: cap,
+            more_commands: cap,
         }
     }
 }
 
 /// The blocks that get the room a common cap leaves, in turn (indices into [`BLOCK_TAGS`]):
 /// short names first, so the room lists as many as it can; long command lines last.
-const FILL_ORDER: [usize; 7] = [6, 4, 5, 2, 3, 1, 0];
+const FILL_ORDER: [usize; BLOCKS] = [6, 7, 4, 5, 2, 3, 1, 0];
 
 const EXIT_OPEN: &str = " (exit ";
 
@@ -166,7 +201,7 @@ impl ArtifactLedger {
         if counter.count(&self.render_capped(Caps::all(longest.max(MIN_CAP)))) <= max_tokens {
             return self.render_capped(Caps::all(longest.max(MIN_CAP)));
         }
-        let fits = |caps: [usize; 7]| {
+        let fits = |caps: [usize; BLOCKS]| {
             counter.count(&self.render_lines(Caps::from_array(caps))) <= max_tokens
         };
         // The largest common cap in [MIN_CAP, longest) that fits; `lo` always fits or is the
@@ -174,13 +209,13 @@ impl ArtifactLedger {
         let (mut lo, mut hi) = (MIN_CAP, longest);
         while lo + 1 < hi {
             let mid = lo + (hi - lo) / 2;
-            if fits([mid; 7]) {
+            if fits([mid; BLOCKS]) {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        let mut caps = [lo; 7];
+        let mut caps = [lo; BLOCKS];
         if fits(caps) {
             for block in FILL_ORDER {
                 let (mut low, mut high) = (caps[block], lens[block] + 1);
@@ -200,8 +235,8 @@ impl ArtifactLedger {
         self.render_lines(Caps::from_array(caps))
     }
 
-    /// How many items each block has, in [`BLOCK_TAGS`] order.
-    fn block_lens(&self) -> [usize; 7] {
+    /// How many items each block has (at most), in [`BLOCK_TAGS`] order.
+    fn block_lens(&self) -> [usize; BLOCKS] {
         [
             self.commands.len(),
             self.errors.len(),
@@ -210,6 +245,7 @@ impl ArtifactLedger {
             self.named.len(),
             self.paths.len(),
             self.seen.len(),
+            self.commands.len(),
         ]
     }
 
@@ -225,6 +261,17 @@ impl ArtifactLedger {
             Some(code) => format!("{command}{EXIT_OPEN}{code})"),
             None => command.to_string(),
         });
+        let mut more_commands: Vec<String> = Vec::new();
+        for (command, _) in self.commands.oldest_first().rev().skip(caps.commands) {
+            let short = short_form(command);
+            let said = commands
+                .iter()
+                .take(caps.commands)
+                .any(|l| short_form(l) == short);
+            if !said && !more_commands.contains(&short) {
+                more_commands.push(short);
+            }
+        }
         let errors = newest_first(&self.errors, |error, ()| error.to_string());
         let mut tests = newest_first(&self.tests, |name, status| {
             format!("{} {name}", status.as_str())
@@ -256,6 +303,7 @@ impl ArtifactLedger {
             .collect();
         [
             capped("commands", commands, caps.commands),
+            capped("more-commands", more_commands, caps.more_commands),
             capped("errors", errors, caps.errors),
             capped("tests", tests, caps.tests),
             capped("symbols", symbols, caps.symbols),
@@ -275,6 +323,10 @@ impl ArtifactLedger {
     pub fn parse(text: &str) -> Self {
         let mut ledger = ArtifactLedger::default();
         // Blocks list newest first; record oldest first so recency survives the round trip.
+        // The short forms stand for commands older than those listed in full.
+        for line in block_items(text, "more-commands").iter().rev() {
+            ledger.commands.record(line.as_str(), None);
+        }
         for line in block_items(text, "commands").iter().rev() {
             match line
                 .strip_suffix(')')
@@ -328,6 +380,15 @@ impl ArtifactLedger {
         }
         out
     }
+}
+
+/// A command's short form: the program and its first argument (`grep -rn`, `cat setup.py`).
+fn short_form(command: &str) -> String {
+    command
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn is_more_line(line: &str) -> bool {
@@ -391,7 +452,17 @@ mod tests {
         assert!(text.contains(&format!("echo {} (exit 0)", MAX_COMMANDS + 3)));
         assert!(!text.contains("echo 3 "), "oldest are left out: {text}");
         assert!(text.contains("\n+4 more\n</commands>"), "{text}");
-        assert_eq!(ArtifactLedger::parse(&text).commands.len(), MAX_COMMANDS);
+        // The four left out are named by program and first argument, oldest last.
+        assert!(
+            text.contains("<more-commands>\necho 3\necho 2\necho 1\necho 0\n</more-commands>"),
+            "{text}"
+        );
+        let parsed = ArtifactLedger::parse(&text);
+        assert_eq!(parsed.commands.len(), MAX_COMMANDS + 4);
+        assert_eq!(
+            parsed.commands.oldest_first().next(),
+            Some(("echo 0", &None))
+        );
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! symbol definitions. Plain string matching, no model involved, so the result is the same
 //! every time for the same text.
 
+use std::borrow::Cow;
+
 use super::ledger::TestStatus;
 
 /// The longest item kept, in characters; longer ones are cut with `…`.
@@ -27,8 +29,12 @@ pub(super) fn one_line(text: &str) -> String {
     cut
 }
 
-/// Remove ANSI colour sequences (`ESC [ … letter`), which test runners love.
-fn strip_ansi(line: &str) -> String {
+/// Remove ANSI colour sequences (`ESC [ … letter`), which test runners love. Most lines have
+/// none and are borrowed as they are (every line of every output scanned passes here).
+fn strip_ansi(line: &str) -> Cow<'_, str> {
+    if !line.contains('\u{1b}') {
+        return Cow::Borrowed(line);
+    }
     let mut out = String::with_capacity(line.len());
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
@@ -42,7 +48,7 @@ fn strip_ansi(line: &str) -> String {
             out.push(c);
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 /// The exit code a shell tool's result reports (`Command exited with code 2`,
@@ -162,14 +168,15 @@ pub(super) fn test_outcome(line: &str) -> Option<(String, TestStatus)> {
         };
         return Some((one_line(name), status));
     }
-    let words: Vec<&str> = t.split_whitespace().collect();
+    // The first two words only: this runs on every line of every output scanned.
+    let mut words = t.split_whitespace();
     let pytest_status = |w: &str| match w {
         "PASSED" | "XPASS" => Some(TestStatus::Passed),
         "FAILED" | "ERROR" => Some(TestStatus::Failed),
         "SKIPPED" | "XFAIL" => Some(TestStatus::Skipped),
         _ => None,
     };
-    if let [first, second, ..] = words.as_slice() {
+    if let (Some(first), Some(second)) = (words.next(), words.next()) {
         if first.contains("::")
             && let Some(status) = pytest_status(second)
         {

@@ -9,6 +9,7 @@
 
 mod inline;
 mod metadata;
+mod names;
 mod planner;
 mod preview;
 mod segment;
@@ -42,7 +43,7 @@ use crate::mask::{STUB_PREFIX, is_stub};
 use crate::pairing::{check_pairing, owners};
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
-use crate::report::{CompactionReport, SummarizerUsage, TierCounts};
+use crate::report::{CompactionReport, DroppedArtifact, SummarizerUsage, TierCounts};
 use crate::token_cache::TokenCache;
 use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
 
@@ -89,6 +90,8 @@ pub struct TargetStatus {
 /// A compaction in progress over one conversation.
 pub struct CompactionSession<'a> {
     before: Vec<ChatMessage>,
+    /// Where each message of `before` is.
+    before_index: IdMap<MessageId, usize>,
     tokens_before: usize,
     messages: Vec<ChatMessage>,
     tokens: Vec<usize>,
@@ -107,6 +110,13 @@ pub struct CompactionSession<'a> {
     options: CompactOptions,
     /// For messages created in this session: the ids of the input messages they stand for.
     roots: IdMap<MessageId, Vec<MessageId>>,
+    /// For messages created in this session: the messages of `before` they replace, however
+    /// many replacements deep (`roots` goes on to an earlier compaction's originals, which
+    /// `before` does not hold).
+    sources: IdMap<MessageId, Vec<MessageId>>,
+    /// Artifacts a replacement hid without naming them, for want of room (see
+    /// `artifacts/hidden.rs`).
+    dropped: Vec<DroppedArtifact>,
     counts: TierCounts,
     usage: SummarizerUsage,
     fallbacks: Vec<String>,
@@ -141,8 +151,14 @@ impl<'a> CompactionSession<'a> {
         let cache = options.token_cache.clone().unwrap_or_default();
         let counted = cache.count_messages(counter, &messages);
         let protected = ProtectedSet::compute(&messages, policy.protected_recent);
+        let before_index = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| (m.id, i))
+            .collect();
         let mut session = CompactionSession {
             before: messages.clone(),
+            before_index,
             tokens_before: counted.total,
             messages,
             tokens: counted.per_message,
@@ -158,6 +174,8 @@ impl<'a> CompactionSession<'a> {
             next_id: conversation.next_id().0,
             options,
             roots: IdMap::default(),
+            sources: IdMap::default(),
+            dropped: Vec::new(),
             counts: TierCounts::default(),
             usage: SummarizerUsage::default(),
             fallbacks: Vec::new(),
@@ -327,6 +345,8 @@ impl<'a> CompactionSession<'a> {
         self.archive
             .record_replacement(new_id, &self.messages[range.clone()]);
         let replaced: Vec<MessageId> = self.messages[range.clone()].iter().map(|m| m.id).collect();
+        let sources = self.sources_of(&replaced);
+        self.sources.insert(new_id, sources);
         self.roots.insert(new_id, roots);
         self.messages.splice(range.clone(), [replacement]);
         self.tokens.splice(range, [tokens]);
@@ -375,6 +395,7 @@ impl<'a> CompactionSession<'a> {
     /// unchanged, the report `skipped`, its reason `compaction skipped: {why}`.
     pub fn finish_skipped(mut self, why: String) -> Result<Compaction, CompactionError> {
         self.messages = self.before.clone();
+        self.dropped.clear();
         let mut compaction = self.finish_with_reason(format!("compaction skipped: {why}"))?;
         compaction.report.skipped = true;
         Ok(compaction)
@@ -418,6 +439,7 @@ impl<'a> CompactionSession<'a> {
             raised_aim,
             receipt: None,
             hook_notes: Vec::new(),
+            dropped_for_room: self.dropped,
         };
         Ok(Compaction {
             messages: self.messages,

@@ -1,12 +1,14 @@
 //! Tier 3: a segment of old turns becomes one structured summary, or (per-message mode) each
 //! old user/assistant message is shortened on its own.
-
-use std::collections::HashSet;
+//!
+//! Both name what they hide (`artifacts/hidden.rs`): a summary's ledger lists the artifacts of
+//! everything it replaces, a shortened message lists those its short text leaves out.
 
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{CompactionSession, StepOutcome};
 use crate::artifacts::ArtifactLedger;
+use crate::artifacts::hidden::{unnamed, with_names};
 use crate::error::Refusal;
 use crate::markers::replaces_line;
 use crate::pairing::{owners, tool_name};
@@ -24,6 +26,8 @@ pub(crate) struct SegmentFrame {
     files: FileLists,
     /// The artifact blocks, rendered to fit their share of the room left.
     artifacts: String,
+    /// Every artifact of what the summary replaces, before the room was applied.
+    ledger: ArtifactLedger,
     /// The input messages the summary stands for.
     roots: Vec<MessageId>,
 }
@@ -169,6 +173,7 @@ impl CompactionSession<'_> {
                 after: new_tokens,
             });
         }
+        self.record_dropped(unnamed(&frame.ledger, &summary.text(), self.counter));
         self.counts.segment_summaries += 1;
         self.counts.summarized_messages += e - s + 1;
         let roots = frame.roots;
@@ -201,11 +206,12 @@ impl CompactionSession<'_> {
             .as_ref()
             .map(|(_, p)| p.artifacts.clone())
             .unwrap_or_default();
-        artifacts.merge(&self.artifacts_of(&roots));
+        artifacts.merge(&self.artifacts_behind(s..=e));
         let mut frame = SegmentFrame {
             previous,
             files,
             artifacts: String::new(),
+            ledger: ArtifactLedger::default(),
             roots,
         };
         // The room the aim leaves once everything outside the segment and the bare wrapping
@@ -225,14 +231,8 @@ impl CompactionSession<'_> {
             .saturating_sub(body)
             .min(target * ARTIFACT_SHARE_PERCENT / 100);
         frame.artifacts = artifacts.render_within(allowance, self.counter);
+        frame.ledger = artifacts;
         frame
-    }
-
-    /// The artifacts of the input messages behind `roots`, read from the originals so output
-    /// truncated or masked earlier in this session still counts.
-    fn artifacts_of(&self, roots: &[MessageId]) -> ArtifactLedger {
-        let roots: HashSet<MessageId> = roots.iter().copied().collect();
-        ArtifactLedger::from_messages(self.before.iter().filter(|m| roots.contains(&m.id)))
     }
 
     /// Per-message mode: shorten each unprotected user message above the policy's user bound
@@ -327,9 +327,13 @@ impl CompactionSession<'_> {
         };
         let roots = self.roots_of(index..=index);
         let mut replacement = self.messages[index].clone().with_kind(MessageKind::Summary);
+        let body = format!("{SHORTENED_PREFIX} {}", short.trim());
+        replacement.set_text(body.clone());
+        // At most half of what it shortens, as a stub's list.
+        let named = self.names_hidden_by(index, &replacement, self.tokens[index] / 2);
         replacement.set_text(format!(
-            "{SHORTENED_PREFIX} {}\n{}",
-            short.trim(),
+            "{}\n{}",
+            with_names(&body, &named.blocks),
             replaces_line(&roots)
         ));
         replacement.id = self.allocate_id();
@@ -337,6 +341,7 @@ impl CompactionSession<'_> {
         if new_tokens >= self.tokens[index] {
             return Ok(None);
         }
+        self.record_dropped(named.dropped);
         self.counts.per_message_summarized += 1;
         Ok(Some(self.commit_replacement(
             index..=index,

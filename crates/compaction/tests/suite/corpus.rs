@@ -1,5 +1,8 @@
 //! Every real transcript of the shared corpus, compacted at 32k and 128k windows; and a real
-//! session whose last user message puts the target out of reach.
+//! session whose last user message puts the target out of reach; and at 16k–128k, what each
+//! compaction hid still named (or reported) and a larger window keeping all a smaller one keeps.
+
+use std::collections::BTreeSet;
 
 use troupe_compaction::artifacts::ArtifactLedger;
 use troupe_compaction::invariants::validate;
@@ -9,6 +12,7 @@ use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
 use troupe_runtime::{Conversation, MessageKind};
 
+use super::names_kept::{artifacts, kept};
 use super::support::{FixedSummarizer, block_on, corpus_files, visible_text};
 
 #[test]
@@ -217,3 +221,74 @@ fn a_huge_last_user_message_on(path: &std::path::Path) {
 
 /// The artifact blocks' share of the target, in percent (the compaction crate's bound).
 const ARTIFACT_SHARE: usize = 50;
+
+/// Every corpus transcript at 16k, 32k, 64k and 128k with the mechanical summarizer (what
+/// `troupe compact --model none` runs): what a compaction hid is named or reported dropped, and
+/// a larger window keeps every artifact a smaller one keeps.
+#[test]
+fn corpus_more_room_never_keeps_less_and_hidden_names_stay() {
+    let Some(files) = corpus_files() else { return };
+    let counter = TiktokenCounter::default();
+    for path in files {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let transcript = parse_transcript(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let conversation = Conversation::from_messages(transcript.messages);
+        let before = conversation.to_messages();
+        let ledger = ledger_from_transcript(conversation.messages());
+        let all = artifacts(&before);
+        let cache = TokenCache::new();
+        let mut previous: Option<(usize, BTreeSet<String>)> = None;
+        for window in [16_000, 32_000, 64_000, 128_000] {
+            let policy = BudgetPolicy::for_window(window);
+            let summarizer = MechanicalSummarizer::new();
+            let options = CompactOptions {
+                token_cache: Some(cache.clone()),
+                ..CompactOptions::default()
+            };
+            let compaction = block_on(compact(
+                &conversation,
+                &ledger,
+                &policy,
+                &counter,
+                Some(&summarizer),
+                options,
+            ))
+            .unwrap_or_else(|e| panic!("{name} @ {window}: {e}"));
+            let report = &compaction.report;
+            assert_eq!(
+                expand(&compaction.messages, &compaction.archive).unwrap(),
+                before,
+                "{name} @ {window}"
+            );
+            let kept = kept(&all, &compaction.messages);
+            let lost: Vec<&String> = all
+                .difference(&kept)
+                .filter(|n| !report.dropped_for_room.iter().any(|d| &d.name == *n))
+                .collect();
+            assert!(
+                lost.is_empty(),
+                "{name} @ {window}: hidden, not named, not reported: {lost:?}"
+            );
+            println!(
+                "{name} @ {window}: {} of {} artifacts named, {} dropped for room ({} tokens), tiers {:?}",
+                kept.len(),
+                all.len(),
+                report.dropped_for_room.len(),
+                report
+                    .dropped_for_room
+                    .iter()
+                    .map(|d| d.tokens)
+                    .sum::<usize>(),
+                report.tiers
+            );
+            if let Some((smaller, kept_smaller)) = &previous {
+                let lost: Vec<&String> = kept_smaller.difference(&kept).collect();
+                assert!(
+                    lost.is_empty(),
+                    "{name}: {window} lost what {smaller} kept: {lost:?}"
+                );
+            }
+            previous = Some((window, kept));
+        }
+    }
+}
