@@ -31,16 +31,12 @@ impl LlmAgent {
         // The request carries the tool definitions too: they count against the window.
         // Thresholds are of the usable window: the output reserve is out of their base.
         let tools = self.request_tool_tokens();
-        let fixed = tools;
         let warning = self.policy.warning_tokens();
         let trigger = self.policy.trigger_tokens();
         let ahead = self.work_ahead_tokens().unwrap_or(usize::MAX);
         // Far below every threshold, bounds settle it: the turn's new messages are tokenized
         // only once the conversation could be near one (and then once each, cached).
-        let quiet_below = warning
-            .saturating_sub(tools)
-            .min(trigger.saturating_sub(fixed))
-            .min(ahead.saturating_sub(fixed));
+        let quiet_below = warning.min(trigger).min(ahead).saturating_sub(tools);
         if quiet_below > 0
             && self.token_cache.certainly_below(
                 self.counter.as_ref(),
@@ -55,11 +51,11 @@ impl LlmAgent {
         // Tool definitions alone past the trigger: no compaction can bring the request under
         // it (said once per set of tools before the model call), so none is run after every
         // turn, nor warned about again.
-        if self.must_compact(tokens, fixed) && self.join_background(ctx).await {
+        if self.must_compact(tokens, tools) && self.join_background(ctx).await {
             tokens = self.tokens() + tools;
         }
-        let must = self.must_compact(tokens, fixed);
-        let past_trigger = tokens >= trigger && fixed < trigger;
+        let must = self.must_compact(tokens, tools);
+        let past_trigger = tokens >= trigger && tools < trigger;
         if !must && !past_trigger && self.policy.state(tokens) == BudgetState::Ok {
             self.warned = false;
             if !open {

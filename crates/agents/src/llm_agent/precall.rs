@@ -2,10 +2,11 @@
 //! message, or a large answer an agent relays, is measured before the model sees it.
 //!
 //! A request is its messages, its tool definitions and, beyond them, the room the answer needs
-//! (the output reserve, [`CompactionSettings::output_reserve_for`]). When the three reach the
-//! trigger the conversation is compacted before the call — an agent that works ahead has it
+//! (the output reserve, [`CompactionSettings::output_reserve_for`]). The thresholds are
+//! fractions of the usable window, the window less that reserve: when messages and tools reach
+//! the trigger the conversation is compacted before the call — an agent that works ahead has it
 //! compacted in the background past the trigger and waits only at the limit, when the request
-//! would not fit the window (`work_ahead.rs`); when they would not fit the window
+//! would not fit the usable window (`work_ahead.rs`); when the three would not fit the window
 //! even then, an emergency compaction runs (as after a provider's "context length exceeded",
 //! without the round trip); a request that still cannot fit is refused with a
 //! [`ContextOverflow`] that names what does not fit, and nothing is sent. A protected message
@@ -145,9 +146,16 @@ impl LlmAgent {
             (Some(_), Some(first)) => self.token_cache.count_message(self.counter.as_ref(), first),
             _ => 0,
         };
-        let fixed =
-            self.tool_tokens() + self.output_reserve() + self.counter.overhead().reply_priming;
+        // The definitions of the request this answer came from, counted when it was sent: no
+        // copy of them for every answer.
+        let fixed = self.alone_overhead(self.request_tool_tokens());
         self.policy.context_window.saturating_sub(system + fixed)
+    }
+
+    /// What one message shares the window with besides the system prompt: the tool
+    /// definitions (`tool_tokens`), the output reserve and the reply priming.
+    fn alone_overhead(&self, tool_tokens: usize) -> usize {
+        tool_tokens + self.output_reserve() + self.counter.overhead().reply_priming
     }
 
     /// Each message (index and tokens) that does not fit the window alone — with the system
@@ -157,8 +165,7 @@ impl LlmAgent {
             .token_cache
             .count_shared(self.counter.as_ref(), self.conversation.messages());
         let system = self.system_tokens(&counts.per_message);
-        let priming = self.counter.overhead().reply_priming;
-        let fixed = room.tool_tokens + room.output_reserve + priming;
+        let fixed = self.alone_overhead(room.tool_tokens);
         counts
             .per_message
             .iter()
