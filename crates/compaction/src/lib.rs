@@ -21,9 +21,13 @@
 //!   session first) with [`CompactOptions`] and a [`CompactTrigger`] returns a [`Compaction`]:
 //!   the new messages, the [`Archive`] of what they replaced and a [`CompactionReport`]; or a
 //!   [`CompactionError`].
-//! - **Budget:** [`BudgetPolicy`] says when to compact and to what target ([`BudgetState`],
-//!   [`PolicyError`]); [`ThrashGuard`] holds automatic compaction back until it can free enough
-//!   new tokens.
+//! - **Budget:** [`BudgetPolicy`] says when to compact and to what target ([`PolicyError`]);
+//!   [`ThrashGuard`] holds automatic compaction back until it can free enough new tokens.
+//! - [`context_check`]: what an agent does about its context before a model call and after a
+//!   turn — one pure decision, [`ContextCheck::decide`](context_check::ContextCheck::decide):
+//!   a [`ContextMeasure`](context_check::ContextMeasure) in, a
+//!   [`ContextAction`](context_check::ContextAction) out (go on, warn, work ahead, join,
+//!   compact, make room).
 //! - **Nothing lost:** every replaced message goes into the [`Archive`]; [`expand`] restores the
 //!   exact original. An answer too large for the window even alone is cut as it arrives
 //!   ([`Archive::push_cut_answer`]), the whole of it archived the same way.
@@ -52,6 +56,7 @@
 mod archive;
 pub mod artifacts;
 mod compact;
+pub mod context_check;
 mod counter;
 pub mod economics;
 mod error;
@@ -79,6 +84,6 @@ pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
 pub use compact::{CompactOptions, CompactTrigger, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
-pub use policy::{BudgetPolicy, BudgetState, PolicyError};
+pub use policy::{BudgetPolicy, PolicyError};
 pub use report::CompactionReport;
 pub use splice::{Splice, SpliceError};

@@ -5,7 +5,8 @@
 
 use std::collections::HashSet;
 
-use troupe_compaction::{BudgetState, CompactTrigger, Compaction};
+use troupe_compaction::context_check::BudgetState;
+use troupe_compaction::{CompactTrigger, Compaction};
 use troupe_runtime::{AgentContext, Event, MessageId, MessageKind, TraceId};
 
 use crate::compression::client::{AppliedCompaction, CompactError};
