@@ -19,7 +19,8 @@
 //! compacted, on its last prompt, which `recall_at` says), the largest prompt, and whether
 //! every prompt kept tool calls and results paired (plus troupe's `validate` of each of its
 //! compactions). The bar ([`bar`]): for every transcript, window and cost model, no peer is both
-//! cheaper than `troupe` and at least as good on recall.
+//! cheaper than `troupe` and at least as good on recall; and over the whole run no peer bills
+//! less in total than `troupe` under either cost model ([`totals`], issue #42).
 
 mod bar;
 mod claude_code;
@@ -33,6 +34,7 @@ mod summarizer;
 mod tally;
 #[cfg(test)]
 mod tests;
+mod totals;
 mod troupe_road;
 
 use troupe::compaction::BudgetPolicy;
@@ -160,29 +162,53 @@ pub(super) async fn run(
         }
     }
     let beaten = bar::beats(&rows, TROUPE);
+    let totals = totals::totals(&rows);
+    let cheaper = totals::cheaper_in_total(&totals, TROUPE);
+    let total_line = |(t, m): &(&totals::Total, usize)| {
+        format!(
+            "{} bills {:.0} in total under {} against troupe's {:.0}",
+            t.strategy,
+            t.billed[*m],
+            tally::COST_MODELS[*m],
+            totals
+                .iter()
+                .find(|b| b.strategy == TROUPE)
+                .map_or(0.0, |b| b.billed[*m]),
+        )
+    };
     if !json {
         println!("{}", report::table(&rows, TROUPE));
-        if beaten.is_empty() {
+        println!("{}", totals::table(&totals, TROUPE));
+        if beaten.is_empty() && cheaper.is_empty() {
             println!(
-                "The bar holds: no peer is both cheaper than troupe and at least as good on recall.\n"
+                "The bar holds: no peer is both cheaper than troupe and at least as good on recall, and none bills less in total.\n"
             );
         } else {
-            println!("The bar fails ({} places):", beaten.len());
+            println!("The bar fails ({} places):", beaten.len() + cheaper.len());
             for beat in &beaten {
                 println!("- {}", beat.line());
+            }
+            for total in &cheaper {
+                println!("- {}", total_line(total));
             }
             println!();
         }
     }
+    let mut verdict = bar::verdict(&rows, TROUPE);
+    verdict["ok"] = serde_json::json!(beaten.is_empty() && cheaper.is_empty());
+    verdict["cheaper_in_total"] =
+        serde_json::json!(cheaper.iter().map(total_line).collect::<Vec<_>>());
     let line = serde_json::json!({
         "rows": rows.iter().map(PeerRow::to_json).collect::<Vec<_>>(),
-        "bar": bar::verdict(&rows, TROUPE),
+        "totals": totals::to_json(&totals),
+        "bar": verdict,
     });
     println!("{}", serde_json::to_string(&line)?);
-    if !beaten.is_empty() {
-        for beat in &beaten {
-            eprintln!("beats troupe: {}", beat.line());
-        }
+    for beat in &beaten {
+        eprintln!("beats troupe: {}", beat.line());
     }
-    Ok(beaten.is_empty())
+    for total in &cheaper {
+        eprintln!("cheaper in total: {}", total_line(total));
+    }
+    Ok(beaten.is_empty() && cheaper.is_empty())
 }

@@ -3,7 +3,9 @@
 //! each compaction, its largest prompt, and whether every prompt kept tool calls and results
 //! paired.
 
-use troupe::compaction::economics::{Bill, CallKind, CostModel, Prompt, PromptCache, prompt_of};
+use troupe::compaction::economics::{
+    Bill, CallBill, CallKind, CostModel, Prompt, PromptCache, prompt_of,
+};
 use troupe::compaction::tokens::TokenCounter;
 use troupe::runtime::{ChatMessage, Role};
 use troupe_cli::transcript_ops::{CALL_SPACING_SECS, strict_artifact_recall};
@@ -104,6 +106,23 @@ impl<'a> Tally<'a> {
         let mut prompt = prompt_of(messages, self.counter, CallKind::Compaction, self.clock);
         prompt.output_tokens = output_tokens;
         self.send(&prompt);
+    }
+
+    /// A summarizer call with a prompt of its own of `input_tokens`: billed as `troupe replay
+    /// --cost` bills one (`summarizer_billed`: every input token at the uncached rate, nothing
+    /// read from or written to the cache), so a troupe road that takes this form is billed as
+    /// `troupe-separate` is.
+    pub(super) fn own_prompt_summarizer_call(&mut self, input_tokens: usize) {
+        for (cache, bill) in &mut self.caches {
+            let call = CallBill {
+                input_tokens,
+                cached_tokens: 0,
+                written_tokens: 0,
+                billed: input_tokens as f64 * cache.model().rates().input,
+            };
+            bill.add(CallKind::Compaction, &call);
+        }
+        self.clock += CALL_SPACING_SECS;
     }
 
     /// Every call, agent's or summarizer's, is `troupe replay --cost`'s spacing after the one

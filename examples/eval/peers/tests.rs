@@ -13,6 +13,7 @@ use super::openhands::OpenHandsMasking;
 use super::pi::{Pi, cut_point};
 use super::report::PeerRow;
 use super::tally::{COST_MODELS, Outcome, RecallAt, paired};
+use super::totals;
 use super::troupe_road::{SummaryCall, TroupeVariant, live_troupe};
 
 /// `turns` steps of an agent: a read of `src/mod_N.py` and its result of `lines` lines, a user
@@ -258,6 +259,32 @@ fn the_bar_names_each_peer_cheaper_than_troupe_and_as_good_per_cost_model() {
             .as_bool()
             .unwrap_or(false)
     );
+}
+
+#[test]
+fn a_peer_cheaper_in_total_fails_the_bar_whatever_its_rows() {
+    let mut rows = vec![
+        row("troupe", [100.0, 100.0], Some(0.9)),
+        // Dearer on this transcript, worse recall: no beat here.
+        row("a", [120.0, 90.0], Some(0.5)),
+        row("troupe-x", [10.0, 10.0], Some(1.0)),
+    ];
+    let mut other = row("troupe", [100.0, 100.0], Some(0.9));
+    other.transcript = "u".into();
+    rows.push(other);
+    // Cheaper under Anthropic on the second transcript, worse recall there too.
+    let mut cheap = row("a", [90.0, 60.0], Some(0.5));
+    cheap.transcript = "u".into();
+    rows.push(cheap);
+    assert!(bar::beats(&rows, "troupe").is_empty());
+    let totals = totals::totals(&rows);
+    let cheaper: Vec<(&str, &str)> = totals::cheaper_in_total(&totals, "troupe")
+        .iter()
+        .map(|(t, m)| (t.strategy, COST_MODELS[*m]))
+        .collect();
+    // a: 210 / 150 against troupe's 200 / 200; troupe's own variant is no peer.
+    assert_eq!(cheaper, [("a", "anthropic")]);
+    assert!(totals::table(&totals, "troupe").contains("| a | 210 (1.050) | 150 (0.750) |"));
 }
 
 /// troupe's road: the replay compacts the same way whatever the summary call is billed as, and

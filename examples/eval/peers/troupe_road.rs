@@ -7,13 +7,17 @@
 //! Billing: with a summarizer of its own ([`SummaryCall::Separate`]) the bill is exactly
 //! `troupe replay --cost`'s — two `troupe_cli::transcript_ops::CostMeter`s, one per cost model,
 //! watch the replay. As troupe ships (the compression agent summarizes with the agent's own
-//! model, `CompressorModel::AgentsOwn`, the default) the summary call is the agent's last
-//! request plus an instruction ([`SummaryCall::Inline`]); the replay has no agent request to
-//! extend, so that call is billed here, the same way `CostMeter` bills an inline call: the live
-//! conversation before the compaction, then troupe's summarizer instructions.
+//! model, `CompressorModel::AgentsOwn`, the default) each summary call takes the form that
+//! bills less ([`SummaryCall::Inline`]; `cheaper_summary_call`, as the compression agent
+//! chooses): the agent's last request plus an instruction, or the segment's own prompt. The
+//! replay has no agent request to extend, so the call is billed here: inline as `CostMeter`
+//! bills an inline call (the live conversation before the compaction, then troupe's summarizer
+//! instructions, through the emulated caches), on its own as `CostMeter` bills a separate one.
 
 use troupe::compaction::BudgetPolicy;
-use troupe::compaction::economics::CostModel;
+use troupe::compaction::economics::{
+    CostModel, SummaryCall as TroupeSummaryCall, cheaper_summary_call,
+};
 use troupe::compaction::summary::segment_prompt;
 use troupe::compaction::tokens::TokenCounter;
 use troupe::runtime::{ChatMessage, Conversation, Role};
@@ -30,8 +34,9 @@ pub(super) enum SummaryCall {
     /// A prompt of its own (the summarizer's instructions and the rendered segment), as a
     /// dedicated summarizer model is sent it: billed by `troupe replay --cost`'s meter.
     Separate,
-    /// The agent's last request with the summarizer's instructions at the end (the compressor
-    /// summarizing with the agent's own model, the default): it rides the cached prefix.
+    /// The compressor summarizing with the agent's own model (the default): per summary, the
+    /// agent's last request with the summarizer's instructions at the end (it rides the cached
+    /// prefix) or, when that bills less, the segment's own prompt.
     Inline,
 }
 
@@ -76,13 +81,27 @@ impl ReplayObserver for Bills<'_> {
 
     fn on_compaction(&mut self, event: &ReplayedCompaction<'_>) {
         let usage = &event.compaction.report.summarizer;
-        // The separate shape is billed by the cost meters around this observer.
-        if self.summary_call == SummaryCall::Inline {
+        // The separate shape is billed by the cost meters around this observer. The agent's
+        // own model takes, per summary, the form that bills less (`cheaper_summary_call`,
+        // priced as the shipped policy prices it: OpenAI's rates); the replay's mechanical
+        // summarizer answered the segment's own prompt, whose tokens the usage holds.
+        if self.summary_call == SummaryCall::Inline && usage.calls > 0 {
+            let mut messages = event.before.to_messages();
+            messages.push(ChatMessage::user(self.instruction.clone()));
+            let counts: Vec<usize> = messages
+                .iter()
+                .map(|m| self.counter.count_message(m))
+                .collect();
+            let instruction = counts.last().copied().unwrap_or(0);
+            let agent_prompt = counts.iter().sum::<usize>() - instruction;
+            let own = usage.input_tokens / usage.calls;
             for _ in 0..usage.calls {
-                let mut messages = event.before.to_messages();
-                messages.push(ChatMessage::user(self.instruction.clone()));
-                self.tally
-                    .summarizer_call(&messages, usage.output_tokens / usage.calls);
+                match cheaper_summary_call(&CostModel::openai(), agent_prompt, instruction, own) {
+                    TroupeSummaryCall::Inline => self
+                        .tally
+                        .summarizer_call(&messages, usage.output_tokens / usage.calls),
+                    TroupeSummaryCall::OwnPrompt => self.tally.own_prompt_summarizer_call(own),
+                }
             }
         }
         if !event.row.invariants_ok {

@@ -21,6 +21,8 @@
 //!
 //! - [`cost_aware_target`]: how far an automatic compaction shrinks, chosen by minimising the
 //!   billed input per turn ([`billed_per_turn`]) rather than fixed at 40 %.
+//! - [`cheaper_summary_call`]: whether a summary continues the agent's cached prompt or is
+//!   asked with a prompt of its own, chosen per compaction from the same cost model.
 //!
 //! Prices are in units of one uncached input token ("billed-equivalent input tokens").
 
@@ -30,6 +32,7 @@ pub(crate) mod min_gain;
 mod model;
 mod prompt;
 mod receipt;
+mod summary_call;
 pub(crate) mod target;
 
 pub use cache::{
@@ -40,6 +43,9 @@ pub use lead::Lead;
 pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
 pub use prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
 pub use receipt::{Receipt, expected_turns, receipt, summarizer_billed};
+pub use summary_call::{
+    SummaryCall, cheaper_summary_call, inline_call_billed, own_prompt_call_billed,
+};
 pub use target::{
     SummaryRoad, TargetInputs, TargetRule, billed_per_turn, cost_aware_target, target_inputs,
 };

@@ -16,7 +16,8 @@
 //!
 //! `S` is `c·T + f·I` when the summary rides the agent's cached prompt (its last request read
 //! cached, the instruction `I` new), `f·(T − x + I)` for a prompt of its own (the segment it
-//! summarizes, billed in full). Without the fidelity term `J` only grows with `x` — keeping less
+//! summarizes, billed in full), and the lower of the two for the agent's own model, which
+//! takes whichever bills less ([`super::cheaper_summary_call`]). Without the fidelity term `J` only grows with `x` — keeping less
 //! is always cheaper, so cost alone would always say "as low as allowed". What a lower target
 //! costs is what the agent no longer sees verbatim: a turn that needs material older than the
 //! verbatim context (`P − h` tokens of a prompt of `P`) fetches it again — a tool result of
@@ -33,6 +34,7 @@ use std::borrow::Borrow;
 use troupe_runtime::{ChatMessage, Role};
 
 use super::model::CostModel;
+use super::summary_call::{inline_call_billed, own_prompt_call_billed};
 use crate::CompactTrigger;
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
@@ -52,8 +54,11 @@ const SEARCH_STEPS: usize = 400;
 /// The bounds and the fidelity knob of the rule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TargetRule {
-    /// The lowest target, as a fraction of the window.
+    /// The lowest target, as a fraction of the window, up to [`TargetRule::min_cap_tokens`].
     pub min: f64,
+    /// The most tokens the lowest target asks to keep, whatever the window: the floor is
+    /// `min(min × window, min_cap_tokens)` (the protected messages and a summary aside).
+    pub min_cap_tokens: usize,
     /// The highest target, as a fraction of the window.
     pub max: f64,
     /// The agent's reach `λ` in tokens: a turn needs material older than its verbatim context
@@ -62,20 +67,37 @@ pub struct TargetRule {
 }
 
 impl Default for TargetRule {
-    /// 0.2..0.6 of the window, a reach of 16k tokens.
+    /// 0.2..0.6 of the window, the floor at most 16k tokens, a reach of 16k tokens.
     ///
     /// On cost alone keeping less is always cheaper (a lower target also means fewer
-    /// compactions); the reach term is what holds the choice up. A floor of 0.3 was tried on
-    /// the dev split (`eval --mode peers`): it kept more of pi-large-session at 32k (98.6 % of
-    /// the artifacts by the strict measure against 92.9 %) but billed more there and at 128k,
-    /// where openhands-masking then billed less at better recall. What a harder target drops
-    /// stays in the archive, and the agent's `recall` tool reads it back by id.
+    /// compactions): at every window of the corpus the optimum of `J` sits on the floor, so
+    /// the floor is the fidelity guard. A floor of 0.3 was tried on the dev split (`eval
+    /// --mode peers`): it kept more of pi-large-session at 32k (98.6 % of the artifacts by the
+    /// strict measure against 92.9 %) but billed more there and at 128k, where
+    /// openhands-masking then billed less at better recall. The cap (#42, tuned on the dev
+    /// split): what an agent refers back to does not grow with its window, so a floor that
+    /// does keeps context only the bill notices — on pi-large-session at 128k the floor of
+    /// 0.2 (24.8k tokens) and one of 16k keep the same 98.1 % of the artifacts, and the 16k
+    /// floor bills 5.5 % less. At 64k and below 0.2 of the usable window is under the cap.
+    /// What a harder target drops stays in the archive, and the agent's `recall` tool reads
+    /// it back by id.
     fn default() -> Self {
         TargetRule {
             min: 0.2,
+            min_cap_tokens: 16_000,
             max: 0.6,
             reach_tokens: 16_000.0,
         }
+    }
+}
+
+impl TargetRule {
+    /// The lowest target at `window` tokens, as a fraction of it: `min`, or the cap's share
+    /// of a window large enough for the cap to bind. Never decreasing in tokens as the
+    /// window grows (a larger window never keeps less).
+    pub fn floor_fraction(&self, window: usize) -> f64 {
+        let window = window.max(1) as f64;
+        self.min.min(self.min_cap_tokens as f64 / window)
     }
 }
 
@@ -92,6 +114,14 @@ pub enum SummaryRoad {
     OwnPrompt {
         /// The instructions' tokens.
         instruction_tokens: usize,
+    },
+    /// The agent's own model, which can take either road: for each summary the cheaper of
+    /// the two ([`super::cheaper_summary_call`]).
+    Either {
+        /// The inline instruction's tokens.
+        inline_instruction_tokens: usize,
+        /// The instructions' tokens of a prompt of its own.
+        own_instruction_tokens: usize,
     },
     /// No model: the mechanical summary costs no call.
     NoModel,
@@ -195,8 +225,9 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
         return None;
     }
     let road = match summarizer {
-        Some(s) if s.inline_overhead().is_some() => SummaryRoad::CachedPrompt {
-            instruction_tokens: INLINE_INSTRUCTION_TOKENS,
+        Some(s) if s.inline_overhead().is_some() => SummaryRoad::Either {
+            inline_instruction_tokens: INLINE_INSTRUCTION_TOKENS,
+            own_instruction_tokens: OWN_PROMPT_INSTRUCTION_TOKENS,
         },
         Some(_) => SummaryRoad::OwnPrompt {
             instruction_tokens: OWN_PROMPT_INSTRUCTION_TOKENS,
@@ -240,9 +271,17 @@ pub fn billed_per_turn(
     let g = inputs.growth_per_turn.max(1.0);
     let x = after_tokens.min(t - 1.0);
     let turns = ((t - x) / g).max(1.0);
+    // The summary call continues the prompt at the trigger, or is asked with the segment
+    // (what the cycle grew, `T − x`) on its own.
+    let inline = |instruction: usize| inline_call_billed(model, t, instruction as f64);
+    let own = |instruction: usize| own_prompt_call_billed(model, t - x + instruction as f64);
     let summary = match inputs.summary {
-        SummaryRoad::CachedPrompt { instruction_tokens } => c * t + f * instruction_tokens as f64,
-        SummaryRoad::OwnPrompt { instruction_tokens } => f * (t - x + instruction_tokens as f64),
+        SummaryRoad::CachedPrompt { instruction_tokens } => inline(instruction_tokens),
+        SummaryRoad::OwnPrompt { instruction_tokens } => own(instruction_tokens),
+        SummaryRoad::Either {
+            inline_instruction_tokens,
+            own_instruction_tokens,
+        } => inline(inline_instruction_tokens).min(own(own_instruction_tokens)),
         SummaryRoad::NoModel => 0.0,
     };
     let lambda = rule.reach_tokens.max(1.0);
@@ -264,7 +303,7 @@ pub fn cost_aware_target(inputs: &TargetInputs, model: &CostModel, rule: &Target
     let floor = inputs.floor_tokens as f64 / window;
     // Below the trigger by at least a hundredth of the window, or no cycle is left.
     let hi = rule.max.min(trigger - 0.01);
-    let lo = rule.min.max(floor).min(hi);
+    let lo = rule.floor_fraction(inputs.window).max(floor).min(hi);
     if hi <= lo {
         return lo.max(0.01);
     }

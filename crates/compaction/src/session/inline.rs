@@ -6,12 +6,17 @@ use std::collections::HashMap;
 use troupe_runtime::MessageId;
 
 use super::CompactionSession;
-use crate::summary::{InlineSegment, Summarizer, SummaryPrompt, inline_summary, normalize_summary};
+use crate::economics::{CostModel, SummaryCall, cheaper_summary_call};
+use crate::summary::{
+    InlineSegment, InlineSummary, Summarizer, SummaryPrompt, inline_summary, normalize_summary,
+};
 
 impl CompactionSession<'_> {
     /// The structured body for `messages[s..=e]` from the summarizer's inline road, or `None`
-    /// when it has none, no prefix fits its window, or its answer was unusable (the caller then
-    /// sends `prompt`, the separate prompt of the same segment). The call is counted either way.
+    /// when it has none, no prefix fits its window, the separate prompt bills less under the
+    /// policy's pricing (OpenAI's rates when unknown; [`cheaper_summary_call`]: a small segment
+    /// beside a long conversation), or its answer was unusable. The caller then sends `prompt`,
+    /// the separate prompt of the same segment. A call sent is counted either way.
     pub(super) async fn summarize_inline(
         &mut self,
         s: usize,
@@ -40,6 +45,9 @@ impl CompactionSession<'_> {
             room,
             self.counter,
         )?;
+        if self.own_prompt_bills_less(&request, overhead, prompt, summarizer) {
+            return None;
+        }
         self.usage.calls += 1;
         self.usage.input_tokens += request.input_tokens + overhead;
         self.usage.inline_calls += 1;
@@ -47,6 +55,30 @@ impl CompactionSession<'_> {
         let answer = summarizer.summarize_inline(request).await.ok()?;
         self.usage.output_tokens += self.counter.count(&answer);
         normalize_summary(&answer)
+    }
+
+    /// Whether `prompt`, sent on its own, bills less than `request` (the agent's prompt, read
+    /// cached, and the instruction), and fits the summarizer in one call — a prompt folded
+    /// over chunks takes several calls and never does.
+    fn own_prompt_bills_less(
+        &self,
+        request: &InlineSummary,
+        overhead: usize,
+        prompt: &SummaryPrompt,
+        summarizer: &dyn Summarizer,
+    ) -> bool {
+        let whole = prompt.request_tokens(self.counter);
+        if whole > summarizer.context_window() {
+            return false;
+        }
+        let instruction = request
+            .messages
+            .last()
+            .map_or(0, |m| self.counter.count_message(m));
+        let agent_prompt = (request.input_tokens + overhead).saturating_sub(instruction);
+        let own = whole.saturating_sub(prompt.max_output_tokens);
+        let pricing = self.policy.pricing.unwrap_or_else(CostModel::openai);
+        cheaper_summary_call(&pricing, agent_prompt, instruction, own) == SummaryCall::OwnPrompt
     }
 
     /// Where `messages[s..=e]` lies in the input conversation: the first and last input

@@ -13,5 +13,6 @@ mod primitives;
 mod properties;
 mod stub_names;
 mod summaries;
+mod summary_call;
 mod support;
 mod unreachable;

@@ -48,6 +48,11 @@ fn simulated(inputs: &TargetInputs, model: &CostModel, rule: &TargetRule, x: f64
     billed += match inputs.summary {
         SummaryRoad::CachedPrompt { instruction_tokens } => c * t + f * instruction_tokens as f64,
         SummaryRoad::OwnPrompt { instruction_tokens } => f * (t - x + instruction_tokens as f64),
+        SummaryRoad::Either {
+            inline_instruction_tokens,
+            own_instruction_tokens,
+        } => (c * t + f * inline_instruction_tokens as f64)
+            .min(f * (t - x + own_instruction_tokens as f64)),
         SummaryRoad::NoModel => 0.0,
     };
     billed / turns as f64
@@ -56,7 +61,11 @@ fn simulated(inputs: &TargetInputs, model: &CostModel, rule: &TargetRule, x: f64
 #[test]
 fn the_closed_form_matches_a_turn_by_turn_cycle() {
     let rule = TargetRule::default();
-    for road in [CACHED, SummaryRoad::NoModel] {
+    let either = SummaryRoad::Either {
+        inline_instruction_tokens: 500,
+        own_instruction_tokens: 400,
+    };
+    for road in [CACHED, either, SummaryRoad::NoModel] {
         let inputs = inputs(100_000, 1_000.0, road);
         for x in [20_000.0, 40_000.0, 60_000.0] {
             let closed = billed_per_turn(&inputs, &CostModel::openai(), &rule, x);
@@ -87,12 +96,16 @@ fn a_hand_computed_optimum() {
     let j30 = billed_per_turn(&inputs, &model, &rule, 30_000.0);
     assert!((j20 - 6438.5).abs() < 0.1, "{j20}");
     assert!((j30 - 7153.7).abs() < 0.1, "{j30}");
-    assert!((cost_aware_target(&inputs, &model, &rule) - 0.2).abs() < 1e-9);
+    // The floor is 0.2 of the window capped at 16k tokens: 0.16 of 100k.
+    let j16 = billed_per_turn(&inputs, &model, &rule, 16_000.0);
+    assert!(j16 < j20, "{j16} vs {j20}");
+    assert!((cost_aware_target(&inputs, &model, &rule) - 0.16).abs() < 1e-9);
     // A long reach and costly re-fetches (the agent keeps going back to large outputs) make
     // misses the larger cost: with λ = 30k and re-fetches of 20k tokens the optimum moves
     // inside the bounds, to 0.298 of the window by a scan of J in steps of 100 tokens.
     let far = TargetRule {
         reach_tokens: 30_000.0,
+        min_cap_tokens: 30_000,
         ..rule
     };
     let heavy = TargetInputs {
@@ -258,11 +271,18 @@ fn any_inputs() -> impl Strategy<Value = TargetInputs> {
 }
 
 fn any_rule() -> impl Strategy<Value = TargetRule> {
-    (0.1f64..0.35, 0.4f64..0.7, 1_000.0f64..300_000.0).prop_map(|(min, max, reach)| TargetRule {
-        min,
-        max,
-        reach_tokens: reach,
-    })
+    (
+        0.1f64..0.35,
+        0.4f64..0.7,
+        1_000.0f64..300_000.0,
+        1_000usize..100_000,
+    )
+        .prop_map(|(min, max, reach, cap)| TargetRule {
+            min,
+            min_cap_tokens: cap,
+            max,
+            reach_tokens: reach,
+        })
 }
 
 proptest! {
@@ -275,9 +295,24 @@ proptest! {
         let model = CostModel::openai().with_rates(Rates { cached_read: cached, ..Rates::OPENAI });
         let chosen = cost_aware_target(&inputs, &model, &rule);
         let floor = inputs.floor_tokens as f64 / inputs.window as f64;
-        prop_assert!(chosen >= rule.min.max(floor).min(0.79) - 1e-9, "{chosen}");
+        let lowest = rule.floor_fraction(inputs.window);
+        prop_assert!(chosen >= lowest.max(floor).min(0.79) - 1e-9, "{chosen}");
         prop_assert!(chosen <= rule.max.max(floor) + 1e-9, "{chosen}");
         prop_assert!(chosen < 0.8);
+    }
+
+    /// The rule's floor in tokens never shrinks as the window grows, and never asks for more
+    /// than its cap or its fraction.
+    #[test]
+    fn the_floor_in_tokens_never_shrinks_with_the_window(
+        rule in any_rule(),
+        window in 1_000usize..1_000_000,
+        more in 0usize..1_000_000,
+    ) {
+        let tokens = |w: usize| rule.floor_fraction(w) * w as f64;
+        prop_assert!(tokens(window + more) + 1e-6 >= tokens(window));
+        prop_assert!(tokens(window) <= rule.min_cap_tokens as f64 + 1e-6);
+        prop_assert!(tokens(window) <= rule.min * window as f64 + 1e-6);
     }
 
     /// Cheaper cached reads never lower the target when the summary rides the cached
@@ -295,7 +330,7 @@ proptest! {
                 .with_rates(Rates { cached_read: cached, ..Rates::ANTHROPIC });
             cost_aware_target(&inputs, &model, &rule)
         };
-        let step = (rule.max - rule.min) / SEARCH_STEPS as f64;
+        let step = (rule.max - rule.floor_fraction(inputs.window)) / SEARCH_STEPS as f64;
         prop_assert!(at(cheap) >= at(cheap + extra) - step - 1e-9);
     }
 }
