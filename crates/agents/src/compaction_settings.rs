@@ -4,6 +4,7 @@
 use std::sync::{Arc, OnceLock};
 
 use troupe_compaction::BudgetPolicy;
+use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TiktokenCounter, TokenCounter};
 
 use crate::compression::hooks::CompactionHooks;
@@ -111,6 +112,21 @@ impl CompactionSettings {
             .or(max_tokens.map(|n| n as usize))
             .unwrap_or(Self::DEFAULT_OUTPUT_RESERVE);
         wanted.min(context_window / 4)
+    }
+
+    /// The context check of an agent under `policy` (its [`CompactionSettings::policy_for`]):
+    /// its thresholds, whether it compacts automatically, where it works ahead ([`WorkAhead`],
+    /// the trigger at the latest) and what it does at the limit ([`AtLimit`]).
+    pub(crate) fn context_check(&self, policy: &BudgetPolicy) -> ContextCheck {
+        let check = ContextCheck::new(policy, self.auto);
+        let from = match self.work_ahead {
+            WorkAhead::Off => return check,
+            WorkAhead::AtWarning => policy.warning_tokens(),
+            WorkAhead::At(fraction) => {
+                (fraction.clamp(0.0, 1.0) * policy.usable_tokens() as f64) as usize
+            }
+        };
+        check.working_ahead(from, self.at_limit == AtLimit::MakeRoom)
     }
 
     /// The policy for a model with this context window whose answers are capped at

@@ -1,11 +1,11 @@
-//! The budget check after every model turn and tool batch (the one before every model call is
+//! The context check after every model turn and tool batch (the one before every model call is
 //! `precall.rs`), and how this agent asks for a compaction and applies the answer: the road
 //! itself — routing, the span, the events, the tracker — is the compaction client's
 //! (`compression/client.rs`); working ahead of the trigger is `work_ahead.rs`.
 
 use std::collections::HashSet;
 
-use troupe_compaction::context_check::BudgetState;
+use troupe_compaction::context_check::{CheckPoint, ContextMeasure, ContextStep, Warning};
 use troupe_compaction::{CompactTrigger, Compaction};
 use troupe_runtime::{AgentContext, Event, MessageId, MessageKind, TraceId};
 
@@ -16,73 +16,90 @@ use super::LlmAgent;
 use super::work_ahead::has_open_tool_calls;
 
 impl LlmAgent {
-    /// After each model turn and tool batch: take a background compaction that landed, warn at
-    /// the warning threshold, work ahead past the work-ahead threshold (`work_ahead.rs`), and
-    /// where the agent must compact ([`LlmAgent::must_compact`]: the trigger on the blocking
-    /// road, the limit when it works ahead) join the background compaction in flight or else
-    /// compact, waiting. Like the check before every model call, the thresholds measure the
-    /// conversation and the tool definitions against the usable window (the window less the
-    /// output reserve for the answer), so both compact at the same point.
-    pub(super) async fn check_budget(&mut self, ctx: &AgentContext, trace_id: TraceId) {
+    /// After each model turn and tool batch: take a background compaction that landed, then
+    /// do what the context check decides ([`ContextCheck::decide`]: warn once per crossing of
+    /// the warning, work ahead, join the job in flight and check again, compact or make room).
+    /// Like the check before every model call, it measures the conversation and the tool
+    /// definitions against the usable window (the window less the output reserve for the
+    /// answer), so both compact at the same point.
+    ///
+    /// [`ContextCheck::decide`]: troupe_compaction::context_check::ContextCheck::decide
+    pub(super) async fn check_context(&mut self, ctx: &AgentContext, trace_id: TraceId) {
         // A snapshot is never taken, nor an answer spliced in, while a tool call is open.
         let open = has_open_tool_calls(self.conversation.messages());
         if !open {
             self.land_background(ctx);
         }
         // The request carries the tool definitions too: they count against the window.
-        // Thresholds are of the usable window: the output reserve is out of their base.
         let tools = self.request_tool_tokens();
-        let warning = self.policy.warning_tokens();
-        let trigger = self.policy.trigger_tokens();
-        let ahead = self.work_ahead_tokens().unwrap_or(usize::MAX);
         // Far below every threshold, bounds settle it: the turn's new messages are tokenized
         // only once the conversation could be near one (and then once each, cached).
-        let quiet_below = warning.min(trigger).min(ahead).saturating_sub(tools);
-        if quiet_below > 0
+        let quiet = self.check.quiet_below(
+            CheckPoint::AfterTurn,
+            self.ahead.running(),
+            self.ahead.retry_from(),
+        );
+        if quiet > tools
             && self.token_cache.certainly_below(
                 self.counter.as_ref(),
                 self.conversation.messages(),
-                quiet_below,
+                quiet - tools,
             )
         {
             self.warned = false;
             return;
         }
-        let mut tokens = self.tokens() + tools;
-        // Tool definitions alone past the trigger: no compaction can bring the request under
-        // it (said once per set of tools before the model call), so none is run after every
-        // turn, nor warned about again.
-        if self.must_compact(tokens, tools) && self.join_background(ctx).await {
-            tokens = self.tokens() + tools;
+        let mut measure = self.measure(CheckPoint::AfterTurn, tools, open);
+        let mut action = self.check.decide(&measure);
+        if action.step == ContextStep::Join {
+            self.join_background(ctx).await;
+            measure = self.measure(CheckPoint::AfterTurn, tools, open);
+            action = self.check.decide(&measure);
         }
-        let must = self.must_compact(tokens, tools);
-        let past_trigger = tokens >= trigger && tools < trigger;
-        if !must && !past_trigger && self.policy.state(tokens) == BudgetState::Ok {
-            self.warned = false;
-            if !open {
-                self.work_ahead(ctx, tokens);
+        match action.warning {
+            Warning::Keep => {}
+            Warning::Rearm => self.warned = false,
+            Warning::Say => {
+                self.warned = true;
+                ctx.events.publish(
+                    Some(trace_id),
+                    Event::ContextWarning {
+                        agent: ctx.name.clone(),
+                        tokens: measure.tokens,
+                        window: self.policy.context_window,
+                    },
+                );
             }
-            return;
         }
-        if !self.warned {
-            self.warned = true;
-            ctx.events.publish(
-                Some(trace_id),
-                Event::ContextWarning {
-                    agent: ctx.name.clone(),
-                    tokens,
-                    window: self.policy.context_window,
-                },
-            );
-        }
-        if !must {
-            if !open {
-                self.work_ahead(ctx, tokens);
+        match action.step {
+            ContextStep::GoOn | ContextStep::Join => {}
+            ContextStep::WorkAhead => self.work_ahead(ctx, measure.tokens),
+            ContextStep::Compact | ContextStep::MakeRoom => {
+                let make_room = action.step == ContextStep::MakeRoom;
+                let automatic = self.compact_as(CompactTrigger::Automatic, None, make_room, ctx);
+                if let Err(e) = automatic.await {
+                    tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
+                }
             }
-        } else if self.spec.compaction.auto
-            && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
-        {
-            tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
+        }
+    }
+
+    /// The request as the context check sees it at `point`: the conversation's tokens plus
+    /// `tool_tokens`, and where working ahead and the warning stand.
+    pub(super) fn measure(
+        &self,
+        point: CheckPoint,
+        tool_tokens: usize,
+        tool_call_open: bool,
+    ) -> ContextMeasure {
+        ContextMeasure {
+            point,
+            tokens: self.tokens() + tool_tokens,
+            tool_tokens,
+            job_in_flight: self.ahead.running(),
+            tool_call_open,
+            warned: self.warned,
+            retry_from: self.ahead.retry_from(),
         }
     }
 
@@ -99,12 +116,25 @@ impl LlmAgent {
         focus: Option<String>,
         ctx: &AgentContext,
     ) -> Result<AppliedCompaction, CompactError> {
-        let mut request = self.compaction_request(trigger, focus, &ctx.name);
-        request.in_process.make_room = self.makes_room()
+        let make_room = self.check.makes_room()
             && matches!(
                 trigger,
                 CompactTrigger::Automatic | CompactTrigger::Emergency
             );
+        self.compact_as(trigger, focus, make_room, ctx).await
+    }
+
+    /// [`LlmAgent::compact`], making room on the agent's own node without a model when
+    /// `make_room` (as the context check decides: [`ContextStep::MakeRoom`]).
+    pub(super) async fn compact_as(
+        &mut self,
+        trigger: CompactTrigger,
+        focus: Option<String>,
+        make_room: bool,
+        ctx: &AgentContext,
+    ) -> Result<AppliedCompaction, CompactError> {
+        let mut request = self.compaction_request(trigger, focus, &ctx.name);
+        request.in_process.make_room = make_room;
         let counter = self.counter.clone();
         let caller = CompactionCaller {
             directory: &ctx.directory,

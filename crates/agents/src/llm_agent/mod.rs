@@ -42,6 +42,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
+use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TokenCache, TokenCounter};
 use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
 use troupe_runtime::trace::semconv;
@@ -67,6 +68,8 @@ pub struct LlmAgent {
     ledger: SharedLedger,
     link: TeamLink,
     policy: BudgetPolicy,
+    /// The thresholds its context is checked against, and how it compacts.
+    check: ContextCheck,
     counter: Arc<dyn TokenCounter>,
     token_cache: TokenCache,
     /// What the tool definitions cost, counted once per set of tools.
@@ -191,6 +194,7 @@ impl LlmAgent {
         policy
             .validate()
             .map_err(|e| AgentError::Failed(format!("invalid compaction policy: {e}")))?;
+        let check = spec.compaction.context_check(&policy);
         let counter = spec.compaction.counter();
         let spend = crate::spend::SpendMeter::new(spec.budget.clone());
         Ok(LlmAgent {
@@ -200,6 +204,7 @@ impl LlmAgent {
             ledger: SharedLedger::from_ledger(state.ledger),
             link,
             policy,
+            check,
             counter,
             token_cache: TokenCache::new(),
             tool_tokens: tool_tokens::ToolTokens::default(),

@@ -1,4 +1,4 @@
-//! The budget check before every model call, the first of a request included: a large user
+//! The context check before every model call, the first of a request included: a large user
 //! message, or a large answer an agent relays, is measured before the model sees it.
 //!
 //! A request is its messages, its tool definitions and, beyond them, the room the answer needs
@@ -21,6 +21,8 @@ use troupe_compaction::invariants::ProtectedSet;
 use troupe_runtime::{AgentContext, ChatMessage};
 
 use super::LlmAgent;
+use super::work_ahead::has_open_tool_calls;
+use troupe_compaction::context_check::{CheckPoint, ContextStep};
 use troupe_runtime::ContextOverflow;
 
 /// The sizes a request is measured by.
@@ -38,11 +40,10 @@ impl LlmAgent {
         self.policy.output_reserve
     }
 
-    /// Before a model call: take a background compaction that landed, work ahead past the
-    /// work-ahead threshold, where the agent must compact (the trigger on the blocking road,
-    /// the limit when it works ahead) join the background compaction in flight or else compact,
-    /// and refuse the call when the request cannot fit the window (see the module's
-    /// documentation).
+    /// Before a model call: take a background compaction that landed, do what the context
+    /// check decides (work ahead, join the job in flight and check again, compact or make
+    /// room), and where the agent must compact refuse the call when the request cannot fit the
+    /// window (see the module's documentation).
     pub(super) async fn prepare_call(&mut self, ctx: &AgentContext) -> Result<(), ContextOverflow> {
         let room = Room {
             tool_tokens: self.tool_tokens(),
@@ -54,9 +55,12 @@ impl LlmAgent {
         self.land_background(ctx);
         // Thresholds are of the usable window (the window less the output reserve), against
         // which the conversation and the tool definitions count.
-        let trigger = self.policy.trigger_tokens();
         let fixed = room.tool_tokens;
-        let quiet = trigger.min(self.work_ahead_tokens().unwrap_or(usize::MAX));
+        let quiet = self.check.quiet_below(
+            CheckPoint::BeforeCall,
+            self.ahead.running(),
+            self.ahead.retry_from(),
+        );
         // Far below the trigger (and the work-ahead threshold), bounds settle it without
         // tokenizing the new messages.
         if fixed < quiet
@@ -68,33 +72,40 @@ impl LlmAgent {
         {
             return Ok(());
         }
-        if self.tokens() + fixed < trigger {
-            self.work_ahead(ctx, self.tokens() + fixed);
-            return Ok(());
+        let open = has_open_tool_calls(self.conversation.messages());
+        let mut measure = self.measure(CheckPoint::BeforeCall, fixed, open);
+        if self.check.at_trigger(measure.tokens) {
+            self.refuse_protected_giant(room)?;
         }
-        self.refuse_protected_giant(room)?;
-        // Where the agent must compact (the trigger on the blocking road, the limit when it
-        // works ahead), a background compaction in flight is waited for first.
-        if self.must_compact(self.tokens() + fixed, fixed) {
+        let mut action = self.check.decide(&measure);
+        if action.step == ContextStep::Join {
+            // Told to wait at the limit: the job in flight is joined first.
             self.join_background(ctx).await;
+            measure = self.measure(CheckPoint::BeforeCall, fixed, open);
+            if !self.check.at_trigger(measure.tokens) {
+                return Ok(());
+            }
+            action = self.check.decide(&measure);
         }
-        let tokens = self.tokens() + fixed;
-        if tokens < trigger {
+        match action.step {
+            ContextStep::GoOn | ContextStep::Join => {}
+            // Working ahead, past the threshold with room left: a compaction starts now, and
+            // the call goes on.
+            ContextStep::WorkAhead => self.work_ahead(ctx, measure.tokens),
+            // Tool definitions alone past the trigger: no compaction brings the request under
+            // it (the tools' own warning says so), so none runs before every call.
+            ContextStep::Compact | ContextStep::MakeRoom => {
+                let make_room = action.step == ContextStep::MakeRoom;
+                let automatic = self.compact_as(CompactTrigger::Automatic, None, make_room, ctx);
+                if let Err(e) = automatic.await {
+                    tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction before the model call did not run");
+                }
+            }
+        }
+        // Only where the agent must compact (the trigger on the blocking road, the limit when it
+        // works ahead) must the request also fit now.
+        if !self.check.must_compact(measure.tokens, fixed) {
             return Ok(());
-        }
-        if !self.must_compact(tokens, fixed) {
-            // Working ahead, past the trigger with room left: a compaction is under way, or
-            // starts now, and the call goes on.
-            self.work_ahead(ctx, tokens);
-            return Ok(());
-        }
-        // Tool definitions alone past the trigger: no compaction brings the request
-        // under it (the tools' own warning says so), so none runs before every call.
-        if self.spec.compaction.auto
-            && fixed < trigger
-            && let Err(e) = self.compact(CompactTrigger::Automatic, None, ctx).await
-        {
-            tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction before the model call did not run");
         }
         if self.tokens() + fixed + room.output_reserve > room.window {
             tracing::warn!(

@@ -218,10 +218,10 @@ impl LlmAgent {
             // The caller gets `text` whole; an answer too large for the window is kept cut.
             self.push_answer(reply);
             if calls.is_empty() {
-                self.check_budget(ctx, trace_id).await;
+                self.check_context(ctx, trace_id).await;
                 return Ok(text);
             }
-            self.check_budget(ctx, trace_id).await;
+            self.check_context(ctx, trace_id).await;
             let compact_call = self.spec.compaction.agent_tool;
             let (compact_calls, tool_calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
                 .iter()
@@ -264,7 +264,7 @@ impl LlmAgent {
             if let Some(reason) = fatal {
                 return Err(AgentError::Failed(reason));
             }
-            self.check_budget(ctx, trace_id).await;
+            self.check_context(ctx, trace_id).await;
         }
         Err(AgentError::MaxTurns(self.spec.max_turns))
     }

@@ -32,6 +32,9 @@
 //! A crash loses nothing: the job's answer is only ever applied by the agent that asked for it
 //! (the pending job dies with it, and its task is aborted); the restarted agent has its
 //! checkpoint's conversation and starts over.
+//!
+//! [`AtLimit::MakeRoom`]: crate::AtLimit::MakeRoom
+//! [`AtLimit::Wait`]: crate::AtLimit::Wait
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +51,6 @@ use crate::compression::CompactionRequest;
 use crate::compression::client::{
     CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
 };
-use crate::{AtLimit, WorkAhead};
 
 /// A compaction running ahead of the trigger.
 pub(super) struct Pending {
@@ -127,6 +129,11 @@ impl WorkAheadState {
         self.pending.is_some()
     }
 
+    /// The request size the next job waits for, after one that changed nothing or failed.
+    pub(super) fn retry_from(&self) -> Option<usize> {
+        self.retry_from
+    }
+
     /// Why `pending` is stale, if it is.
     fn stale(&self, pending: &Pending) -> Option<String> {
         (pending.epoch != self.epoch).then(|| format!("stale: {}", self.why))
@@ -187,72 +194,13 @@ pub(super) fn has_open_tool_calls(messages: &[Arc<ChatMessage>]) -> bool {
 }
 
 impl LlmAgent {
-    /// Whether this agent compacts ahead of the trigger: then it waits only at the limit.
-    pub(super) fn works_ahead(&self) -> bool {
-        self.spec.compaction.auto && self.spec.compaction.work_ahead != WorkAhead::Off
-    }
-
-    /// Whether this agent makes room at its limit without a model rather than wait there
-    /// ([`AtLimit`]).
-    pub(super) fn makes_room(&self) -> bool {
-        self.works_ahead() && self.spec.compaction.at_limit == AtLimit::MakeRoom
-    }
-
-    /// Whether a request of `request_tokens` (messages and tools) must have its compaction
-    /// before it goes on: at the trigger on the blocking road, at the limit (it would not fit
-    /// the usable window, the output reserve kept) when the agent works ahead. Never when the
-    /// tool definitions (`fixed`) alone are past that point: no compaction can help then.
-    pub(super) fn must_compact(&self, request_tokens: usize, fixed: usize) -> bool {
-        if self.works_ahead() {
-            let usable = self.policy.usable_tokens();
-            request_tokens > usable && fixed < usable
-        } else {
-            let trigger = self.policy.trigger_tokens();
-            request_tokens >= trigger && fixed < trigger
-        }
-    }
-
-    /// The request size (messages and tools) at which a job starts — the trigger
-    /// at the latest; `None` when the agent does not work ahead or a job is in flight.
-    pub(super) fn work_ahead_tokens(&self) -> Option<usize> {
-        if !self.works_ahead() || self.ahead.running() {
-            return None;
-        }
-        let trigger = self.policy.trigger_tokens();
-        let at = match self.spec.compaction.work_ahead {
-            WorkAhead::Off => return None,
-            WorkAhead::AtWarning => self.policy.warning_tokens(),
-            WorkAhead::At(fraction) => {
-                (fraction.clamp(0.0, 1.0) * self.policy.usable_tokens() as f64) as usize
-            }
-        };
-        Some(at.min(trigger).max(self.ahead.retry_from.unwrap_or(0)))
-    }
-
-    /// The request size from which a job may start again after `pending` changed nothing or
-    /// failed: a quarter of the way from the warning to the trigger past where it started, so
-    /// about three more tries fit before the trigger.
-    fn retry_after(&self, pending: &Pending) -> usize {
-        let step = self
-            .policy
-            .trigger_tokens()
-            .saturating_sub(self.policy.warning_tokens())
-            / 4;
-        pending.request_tokens + step.max(1)
-    }
-
-    /// At a turn boundary short of the limit: when the request (`request_tokens`, messages and
-    /// tools) reached the work-ahead threshold and no tool call is open, start a
-    /// compaction of the conversation as it is and go on.
+    /// At a turn boundary short of the limit, as the context check decides
+    /// ([`ContextStep::WorkAhead`](troupe_compaction::context_check::ContextStep::WorkAhead):
+    /// the request of `request_tokens`, messages and tools, reached the work-ahead threshold
+    /// with no job in flight and no tool call open): start a compaction of the conversation as
+    /// it is and go on — when there is something to compact and a compressor to do it.
     pub(super) fn work_ahead(&mut self, ctx: &AgentContext, request_tokens: usize) {
-        let Some(at) = self.work_ahead_tokens() else {
-            return;
-        };
-        if request_tokens < at
-            || self.conversation.len() < 2
-            || has_open_tool_calls(self.conversation.messages())
-            || !can_compact(&ctx.directory)
-        {
+        if self.conversation.len() < 2 || !can_compact(&ctx.directory) {
             return;
         }
         let request = CompactionRequest {
@@ -314,16 +262,17 @@ impl LlmAgent {
         }
     }
 
-    /// At the limit with a job in flight, for an agent that waits there ([`AtLimit::Wait`]):
-    /// wait for it (joining it rather than starting a second) and splice it in. Returns whether
-    /// it waited for one. One that makes room instead ([`AtLimit::MakeRoom`]) does not wait:
-    /// the compaction it makes drops the job as stale.
-    pub(super) async fn join_background(&mut self, ctx: &AgentContext) -> bool {
-        if self.makes_room() {
-            return false;
-        }
+    /// At the limit with a job in flight, for an agent that waits there ([`AtLimit::Wait`]), as
+    /// the context check decides ([`ContextStep::Join`]): wait for it (joining it rather than
+    /// starting a second) and splice it in. One that makes room instead
+    /// ([`AtLimit::MakeRoom`]) does not wait: the compaction it makes drops the job as stale.
+    ///
+    /// [`AtLimit::MakeRoom`]: crate::AtLimit::MakeRoom
+    /// [`AtLimit::Wait`]: crate::AtLimit::Wait
+    /// [`ContextStep::Join`]: troupe_compaction::context_check::ContextStep::Join
+    pub(super) async fn join_background(&mut self, ctx: &AgentContext) {
         let Some(mut pending) = self.ahead.pending.take() else {
-            return false;
+            return;
         };
         let waiting = Instant::now();
         let answer = if self.ahead.stale(&pending).is_some() {
@@ -335,7 +284,6 @@ impl LlmAgent {
             (&mut pending.answer).await.ok()
         };
         self.settle_background(pending, answer, waiting.elapsed(), ctx);
-        true
     }
 
     /// The agent stops (team shutdown), between requests: an answer that has come is spliced
@@ -424,18 +372,18 @@ impl LlmAgent {
         let compaction = match answer {
             Some(Ok(compaction)) => compaction,
             Some(Err(e)) => {
-                self.ahead.retry_from = Some(self.retry_after(pending));
+                self.ahead.retry_from = Some(self.check.retry_from(pending.request_tokens));
                 return Err(e.to_string());
             }
             None => {
-                self.ahead.retry_from = Some(self.retry_after(pending));
+                self.ahead.retry_from = Some(self.check.retry_from(pending.request_tokens));
                 return Err("the background compaction ended without an answer".into());
             }
         };
         if !compaction.changed() {
             // Nothing to do (under target, or the anti-thrash guard said no): the next job
             // waits for the request to grow a step.
-            self.ahead.retry_from = Some(self.retry_after(pending));
+            self.ahead.retry_from = Some(self.check.retry_from(pending.request_tokens));
             self.last_compaction = Some(compaction.report);
             return Ok(false);
         }

@@ -28,7 +28,11 @@ fn case() -> impl Strategy<Value = Case> {
             any::<bool>(),
         ),
         point(),
-        (0.0f64..1.5, 0.0f64..1.0),
+        (
+            0.0f64..1.5,
+            0.0f64..1.0,
+            proptest::option::of((0usize..4, -1i64..=1)),
+        ),
         (any::<bool>(), any::<bool>(), any::<bool>()),
         proptest::option::of(0.0f64..1.5),
     )
@@ -39,7 +43,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (warning, span),
                 (auto, ahead, make_room),
                 point,
-                (size, tools),
+                (size, tools, edge),
                 flags,
                 retry,
             )| {
@@ -52,11 +56,25 @@ fn case() -> impl Strategy<Value = Case> {
                     ..BudgetPolicy::default()
                 };
                 let usable = policy.usable_tokens() as f64;
+                let from = ahead.map_or(0, |share| (share * usable) as usize);
                 let mut check = ContextCheck::new(&policy, auto);
-                if let Some(share) = ahead {
-                    check = check.working_ahead((share * usable) as usize, make_room);
+                if ahead.is_some() {
+                    check = check.working_ahead(from, make_room);
                 }
-                let tokens = (size * usable) as usize;
+                // A threshold itself, or one token either side of it, half of the time: where
+                // the rules change.
+                let tokens = match edge {
+                    None => (size * usable) as usize,
+                    Some((which, offset)) => {
+                        let at = [
+                            policy.warning_tokens(),
+                            policy.trigger_tokens(),
+                            policy.usable_tokens(),
+                            from,
+                        ][which];
+                        at.saturating_add_signed(offset as isize)
+                    }
+                };
                 let (job_in_flight, tool_call_open, warned) = flags;
                 let measure = ContextMeasure {
                     point,
@@ -102,7 +120,9 @@ proptest! {
     }
 
     #[test]
-    fn nothing_is_compacted_under_the_trigger_nor_under_the_limit_when_working_ahead(case in case()) {
+    fn nothing_is_compacted_under_the_trigger_nor_under_the_limit_working_ahead(
+        case in case()
+    ) {
         let Case { check, policy, measure } = case;
         let step = check.decide(&measure).step;
         if matches!(step, ContextStep::Compact | ContextStep::MakeRoom) {
@@ -142,7 +162,9 @@ proptest! {
     }
 
     #[test]
-    fn work_ahead_starts_only_past_its_threshold_with_no_job_in_flight_nor_call_open(case in case()) {
+    fn work_ahead_starts_only_past_its_threshold_with_no_job_in_flight_nor_call_open(
+        case in case()
+    ) {
         let Case { check, policy, measure } = case;
         if check.decide(&measure).step == ContextStep::WorkAhead {
             prop_assert!(check.works_ahead());
@@ -151,7 +173,8 @@ proptest! {
             let from = check.work_ahead_from(false, measure.retry_from);
             prop_assert!(from.is_some_and(|from| measure.tokens >= from));
             prop_assert!(measure.tokens >= measure.retry_from.unwrap_or(0));
-            prop_assert!(from.is_some_and(|from| from <= policy.trigger_tokens().max(measure.retry_from.unwrap_or(0))));
+            let latest = policy.trigger_tokens().max(measure.retry_from.unwrap_or(0));
+            prop_assert!(from.is_some_and(|from| from <= latest));
         }
     }
 
@@ -182,9 +205,10 @@ proptest! {
         let warning = check.decide(&measure).warning;
         let past = measure.tokens >= policy.warning_tokens().min(policy.trigger_tokens())
             || check.must_compact(measure.tokens, measure.tool_tokens);
+        let joins = check.decide(&measure).step == ContextStep::Join;
         let expected = match measure.point {
             CheckPoint::BeforeCall => Warning::Keep,
-            CheckPoint::AfterTurn if check.decide(&measure).step == ContextStep::Join => Warning::Keep,
+            CheckPoint::AfterTurn if joins => Warning::Keep,
             CheckPoint::AfterTurn if !past => Warning::Rearm,
             CheckPoint::AfterTurn if measure.warned => Warning::Keep,
             CheckPoint::AfterTurn => Warning::Say,
