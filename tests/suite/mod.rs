@@ -16,6 +16,7 @@ mod compaction_receipt;
 mod config;
 mod credentials;
 mod example_controls;
+mod examples_fresh;
 mod mcp;
 mod mcp_client_exit;
 mod mcp_serve;
