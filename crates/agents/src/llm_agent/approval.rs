@@ -128,7 +128,8 @@ impl LlmAgent {
         }
         for p in &paused {
             let content = by_id.remove(&p.call_id).unwrap_or_default();
-            self.conversation
+            self.context
+                .conversation
                 .push(ChatMessage::tool_result(p.call_id.clone(), content));
         }
         self.paused.clear();
@@ -138,7 +139,8 @@ impl LlmAgent {
 
     /// The call `id` of the conversation's last assistant message.
     fn logged_call(&self, id: &str) -> Option<ToolCall> {
-        self.conversation
+        self.context
+            .conversation
             .messages()
             .iter()
             .rev()

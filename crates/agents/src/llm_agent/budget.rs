@@ -7,12 +7,13 @@ use std::collections::HashSet;
 
 use troupe_compaction::context_check::{CheckPoint, ContextMeasure, ContextStep, Warning};
 use troupe_compaction::{CompactTrigger, Compaction};
-use troupe_runtime::{AgentContext, Event, MessageId, MessageKind, TraceId};
+use troupe_runtime::{AgentContext, Event, MessageId, MessageKind};
 
 use crate::compression::client::{AppliedCompaction, CompactError};
 use crate::compression::{CompactionCaller, CompactionRequest, InProcess, compact_and_apply};
 
 use super::LlmAgent;
+use super::request::RequestContext;
 use super::work_ahead::has_open_tool_calls;
 
 impl LlmAgent {
@@ -24,59 +25,60 @@ impl LlmAgent {
     /// answer), so both compact at the same point.
     ///
     /// [`ContextCheck::decide`]: troupe_compaction::context_check::ContextCheck::decide
-    pub(super) async fn check_context(&mut self, ctx: &AgentContext, trace_id: TraceId) {
+    pub(super) async fn check_context(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
         // A snapshot is never taken, nor an answer spliced in, while a tool call is open.
-        let open = has_open_tool_calls(self.conversation.messages());
+        let open = has_open_tool_calls(self.context.conversation.messages());
         if !open {
-            self.land_background(ctx);
+            self.land_background(ctx, req);
         }
         // The request carries the tool definitions too: they count against the window.
         let tools = self.request_tool_tokens();
         // Far below every threshold, bounds settle it: the turn's new messages are tokenized
         // only once the conversation could be near one (and then once each, cached).
-        let quiet = self.check.quiet_below(
+        let quiet = self.context.check.quiet_below(
             CheckPoint::AfterTurn,
             self.ahead.running(),
             self.ahead.retry_from(),
         );
         if quiet > tools
-            && self.token_cache.certainly_below(
-                self.counter.as_ref(),
-                self.conversation.messages(),
+            && self.context.token_cache.certainly_below(
+                self.context.counter.as_ref(),
+                self.context.conversation.messages(),
                 quiet - tools,
             )
         {
-            self.warned = false;
+            self.context.warned = false;
             return;
         }
         let mut measure = self.measure(CheckPoint::AfterTurn, tools, open);
-        let mut action = self.check.decide(&measure);
+        let mut action = self.context.check.decide(&measure);
         if action.step == ContextStep::Join {
-            self.join_background(ctx).await;
+            self.join_background(ctx, req).await;
             measure = self.measure(CheckPoint::AfterTurn, tools, open);
-            action = self.check.decide(&measure);
+            action = self.context.check.decide(&measure);
         }
         match action.warning {
             Warning::Keep => {}
-            Warning::Rearm => self.warned = false,
+            Warning::Rearm => self.context.warned = false,
             Warning::Say => {
-                self.warned = true;
+                self.context.warned = true;
                 ctx.events.publish(
-                    Some(trace_id),
+                    Some(req.trace.id()),
                     Event::ContextWarning {
                         agent: ctx.name.clone(),
                         tokens: measure.tokens,
-                        window: self.policy.context_window,
+                        window: self.context.policy.context_window,
                     },
                 );
             }
         }
         match action.step {
             ContextStep::GoOn | ContextStep::Join => {}
-            ContextStep::WorkAhead => self.work_ahead(ctx, measure.tokens),
+            ContextStep::WorkAhead => self.work_ahead(ctx, measure.tokens, req),
             ContextStep::Compact | ContextStep::MakeRoom => {
                 let make_room = action.step == ContextStep::MakeRoom;
-                let automatic = self.compact_as(CompactTrigger::Automatic, None, make_room, ctx);
+                let automatic =
+                    self.compact_as(CompactTrigger::Automatic, None, make_room, ctx, req);
                 if let Err(e) = automatic.await {
                     tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction did not run");
                 }
@@ -98,7 +100,7 @@ impl LlmAgent {
             tool_tokens,
             job_in_flight: self.ahead.running(),
             tool_call_open,
-            warned: self.warned,
+            warned: self.context.warned,
             retry_from: self.ahead.retry_from(),
         }
     }
@@ -115,13 +117,14 @@ impl LlmAgent {
         trigger: CompactTrigger,
         focus: Option<String>,
         ctx: &AgentContext,
+        req: &mut RequestContext,
     ) -> Result<AppliedCompaction, CompactError> {
-        let make_room = self.check.makes_room()
+        let make_room = self.context.check.makes_room()
             && matches!(
                 trigger,
                 CompactTrigger::Automatic | CompactTrigger::Emergency
             );
-        self.compact_as(trigger, focus, make_room, ctx).await
+        self.compact_as(trigger, focus, make_room, ctx, req).await
     }
 
     /// [`LlmAgent::compact`], making room on the agent's own node without a model when
@@ -132,14 +135,15 @@ impl LlmAgent {
         focus: Option<String>,
         make_room: bool,
         ctx: &AgentContext,
+        req: &mut RequestContext,
     ) -> Result<AppliedCompaction, CompactError> {
         let mut request = self.compaction_request(trigger, focus, &ctx.name);
         request.in_process.make_room = make_room;
-        let counter = self.counter.clone();
+        let counter = self.context.counter.clone();
         let caller = CompactionCaller {
             directory: &ctx.directory,
             events: &ctx.events,
-            trace: self.trace,
+            trace: req.trace,
             counter: counter.as_ref(),
         };
         let applied = compact_and_apply(&caller, request, |compaction| {
@@ -148,10 +152,10 @@ impl LlmAgent {
                     "the conversation was compacted meanwhile ({trigger})"
                 ));
             }
-            self.apply(compaction)
+            self.apply(compaction, req)
         })
         .await;
-        self.drop_stale_background(ctx).await;
+        self.drop_stale_background(ctx, req).await;
         applied
     }
 
@@ -166,7 +170,7 @@ impl LlmAgent {
             focus,
             in_process: InProcess {
                 agent_model: Some(self.spec.model.clone()),
-                token_cache: Some(self.token_cache.clone()),
+                token_cache: Some(self.context.token_cache.clone()),
                 agent_tools: self.tool_definitions(),
                 hooks: self.spec.compaction.hooks.clone(),
                 spend: Some(self.spend.clone()),
@@ -174,10 +178,10 @@ impl LlmAgent {
             },
             ..CompactionRequest::new(
                 agent.to_string(),
-                self.conversation.clone(),
-                self.ledger.snapshot(),
+                self.context.conversation.clone(),
+                self.context.ledger.snapshot(),
                 // Every request keeps room for its answer: the policy's base leaves it out.
-                self.policy.clone(),
+                self.context.policy.clone(),
                 trigger,
             )
         }
@@ -185,23 +189,29 @@ impl LlmAgent {
 
     /// Put a compaction's result in place of the conversation it was made from (nothing
     /// changes when it changed nothing) and report it with the summary it wrote.
-    fn apply(&mut self, compaction: Compaction) -> AppliedCompaction {
-        let before: HashSet<MessageId> =
-            self.conversation.messages().iter().map(|m| m.id).collect();
+    fn apply(&mut self, compaction: Compaction, req: &mut RequestContext) -> AppliedCompaction {
+        let before: HashSet<MessageId> = self
+            .context
+            .conversation
+            .messages()
+            .iter()
+            .map(|m| m.id)
+            .collect();
         if compaction.changed() {
-            self.keep_for_rollback();
-            compaction.apply_to(&mut self.conversation);
-            self.archive.extend(&compaction.archive);
+            req.keep_for_rollback(&self.context.conversation);
+            compaction.apply_to(&mut self.context.conversation);
+            self.context.archive.extend(&compaction.archive);
         }
         let summary = self
+            .context
             .conversation
             .messages()
             .iter()
             .rev()
             .find(|m| m.kind == MessageKind::Summary && !before.contains(&m.id))
             .map(|m| m.text());
-        self.last_compaction = Some(compaction.report.clone());
-        self.warned = false;
+        self.context.last_compaction = Some(compaction.report.clone());
+        self.context.warned = false;
         AppliedCompaction {
             report: compaction.report,
             summary,

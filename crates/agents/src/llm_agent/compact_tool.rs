@@ -3,11 +3,12 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe_runtime::{AgentContext, MessageId, ToolCall, ToolDefinition, TraceId};
+use troupe_runtime::{AgentContext, MessageId, ToolCall, ToolDefinition};
 use troupe_tools::schema::parameters_schema;
 use troupe_tools::{ToolFailure, ToolResult, observe_call};
 
 use super::LlmAgent;
+use super::request::RequestContext;
 use super::tool_span::in_tool_span;
 use troupe_compaction::CompactTrigger;
 
@@ -62,14 +63,14 @@ impl LlmAgent {
         result_id: MessageId,
         call: &ToolCall,
         ctx: &AgentContext,
-        trace_id: TraceId,
+        req: &mut RequestContext,
     ) {
         let tool_ctx = self
-            .tool_context(ctx, trace_id)
+            .tool_context(ctx, req.trace.id())
             .with_tool_call_id(call.id.clone());
         let serve = async {
             let result = match self
-                .compact(CompactTrigger::AgentTool, compact_focus(call), ctx)
+                .compact(CompactTrigger::AgentTool, compact_focus(call), ctx, req)
                 .await
             {
                 Ok(outcome) if outcome.report.no_compaction_needed => {
@@ -82,11 +83,11 @@ impl LlmAgent {
                     ToolResult::error(ToolFailure::Refused, format!("compaction did not run: {e}"))
                 }
             };
-            self.keep_for_rollback();
+            req.keep_for_rollback(&self.context.conversation);
             result
         };
         let result = in_tool_span(call, &ctx.name, observe_call(call, &tool_ctx, serve)).await;
-        if let Some(message) = self.conversation.get_mut(result_id) {
+        if let Some(message) = self.context.conversation.get_mut(result_id) {
             message.set_text(result.content);
         }
     }

@@ -1,107 +1,129 @@
-//! `/context`: where an agent's context stands.
+//! The agent's context: the conversation its model sees, what stands behind it — the archive
+//! of every message compaction replaced, the file ledger of its tool calls, the last
+//! compaction's report — and how it is measured against the window: the policy, the context
+//! check built from it, the token counter and its per-message cache, the tool definitions'
+//! count, and whether the warning for this crossing went out.
+//!
+//! It outlives requests; a checkpoint copies it ([`LlmAgentState`]) at the cost of what changed.
 
-use serde::{Deserialize, Serialize};
-use troupe_compaction::CompactionReport;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::LlmAgent;
+use troupe_compaction::context_check::ContextCheck;
+use troupe_compaction::tokens::{TokenCache, TokenCounter};
+use troupe_compaction::{Archive, BudgetPolicy, CompactionReport};
+use troupe_runtime::Conversation;
+use troupe_tools::{FileLedger, SharedLedger};
 
-/// Where an agent's context stands.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ContextStats {
-    /// Tokens a model request takes now: the conversation's and the tool definitions'.
-    pub tokens: usize,
-    /// Of those, the tool definitions' (names, descriptions, schemas).
-    #[serde(default)]
-    pub tool_tokens: usize,
-    /// The context window.
-    pub window: usize,
-    /// Of the window, what every request keeps free for the model's answer.
-    #[serde(default)]
-    pub output_reserve: usize,
-    /// Percent used of the usable window (the window less the output reserve): the base of
-    /// the warning, the trigger and the target, as `[ctx: N%]` shows.
-    pub percent: usize,
-    /// Messages and tokens by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
-    pub by_kind: Vec<ContextShare>,
-    /// Messages and tokens by role (`system`, `user`, `assistant`, `tool`).
-    pub by_role: Vec<ContextShare>,
-    /// The last compaction's report, if any.
-    pub last_compaction: Option<CompactionReport>,
-    /// The compaction running ahead of the trigger while the agent works on, if one is.
-    #[serde(default)]
-    pub in_flight: Option<InFlightCompaction>,
-    /// What the agent spent: the current (or last) request, the agent, its team.
-    #[serde(default)]
-    pub spend: crate::spend::SpendReport,
+use super::LlmAgentState;
+use super::tool_tokens::ToolTokens;
+use crate::session::Restored;
+
+/// The agent's conversation, what stands behind it, and how it is measured.
+pub(super) struct Context {
+    pub(super) conversation: Conversation,
+    /// Every message compaction replaced (shared with checkpoints: cloning is O(1)).
+    pub(super) archive: Archive,
+    /// The file ledger of the agent's tool calls, shared with its tools.
+    pub(super) ledger: SharedLedger,
+    /// Which ledger `ledger` holds: a fresh number whenever it is replaced rather than added
+    /// to, so a checkpoint's copy knows whether it may just take the new entries.
+    pub(super) ledger_epoch: u64,
+    pub(super) last_compaction: Option<CompactionReport>,
+    pub(super) policy: BudgetPolicy,
+    /// The thresholds the context is checked against, and how the agent compacts.
+    pub(super) check: ContextCheck,
+    pub(super) counter: Arc<dyn TokenCounter>,
+    pub(super) token_cache: TokenCache,
+    /// What the tool definitions cost, counted once per set of tools.
+    pub(super) tool_tokens: ToolTokens,
+    /// Whether the warning for the current crossing of the warning threshold went out.
+    pub(super) warned: bool,
 }
 
-/// A compaction running in the background: a snapshot of the conversation that the compression
-/// agent compacts while the agent goes on; it is spliced in at a later turn boundary.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InFlightCompaction {
-    /// Messages in the snapshot.
-    pub messages: usize,
-    /// The snapshot's tokens.
-    pub tokens: usize,
-    /// Milliseconds since it started.
-    pub age_ms: u64,
+/// A number no other ledger of this process had (see [`Context::ledger_epoch`]).
+pub(super) fn fresh_ledger_epoch() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// One slice of a conversation: how many messages of a kind (or role) and their tokens.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ContextShare {
-    /// The kind or role.
-    pub name: String,
-    /// Messages of it.
-    pub messages: usize,
-    /// Their tokens (message tokens only; the request's reply priming is not attributed).
-    pub tokens: usize,
-}
-
-impl LlmAgent {
-    pub(super) fn context_stats(&self) -> ContextStats {
-        let counts = self
-            .token_cache
-            .count_shared(self.counter.as_ref(), self.conversation.messages());
-        let name_of = |v: serde_json::Result<serde_json::Value>| {
-            v.ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        };
-        let mut by_kind = std::collections::BTreeMap::<String, (usize, usize)>::new();
-        let mut by_role = std::collections::BTreeMap::<String, (usize, usize)>::new();
-        for (m, tokens) in self.conversation.messages().iter().zip(&counts.per_message) {
-            for (map, name) in [
-                (&mut by_kind, name_of(serde_json::to_value(m.kind))),
-                (&mut by_role, name_of(serde_json::to_value(m.role))),
-            ] {
-                let share = map.entry(name).or_default();
-                share.0 += 1;
-                share.1 += tokens;
-            }
+impl Context {
+    /// The context of `conversation` with what a checkpoint or a log kept beside it (`state`).
+    pub(super) fn new(
+        conversation: Conversation,
+        state: LlmAgentState,
+        policy: BudgetPolicy,
+        check: ContextCheck,
+        counter: Arc<dyn TokenCounter>,
+    ) -> Self {
+        Context {
+            conversation,
+            archive: state.archive,
+            ledger: SharedLedger::from_ledger(state.ledger),
+            ledger_epoch: fresh_ledger_epoch(),
+            last_compaction: state.last_compaction,
+            policy,
+            check,
+            counter,
+            token_cache: TokenCache::new(),
+            tool_tokens: ToolTokens::default(),
+            warned: false,
         }
-        let shares = |map: std::collections::BTreeMap<String, (usize, usize)>| {
-            map.into_iter()
-                .map(|(name, (messages, tokens))| ContextShare {
-                    name,
-                    messages,
-                    tokens,
-                })
-                .collect()
-        };
-        let tool_tokens = self.tool_tokens();
-        let tokens = counts.total + tool_tokens;
-        ContextStats {
-            tokens,
-            tool_tokens,
-            window: self.policy.context_window,
-            output_reserve: self.policy.output_reserve,
-            percent: self.policy.percent(tokens),
-            by_kind: shares(by_kind),
-            by_role: shares(by_role),
+    }
+
+    /// Tokens in the conversation now (cached per shared message: new messages are counted,
+    /// the rest cost a pointer comparison each).
+    pub(super) fn tokens(&self) -> usize {
+        self.token_cache
+            .count_shared(self.counter.as_ref(), self.conversation.messages())
+            .total
+    }
+
+    /// Forget the conversation, its ledger and last report (`/clear`); the archive is kept and
+    /// ids keep counting, since it still holds originals under the old ones.
+    pub(super) fn clear(&mut self) {
+        self.conversation.replace_messages(Vec::new());
+        self.ledger.replace(FileLedger::new());
+        self.ledger_epoch = fresh_ledger_epoch();
+        self.last_compaction = None;
+        self.warned = false;
+    }
+
+    /// Continue from another session log's conversation and what it kept beside it (`/resume`).
+    pub(super) fn resume(&mut self, restored: Restored) {
+        self.conversation = restored.conversation;
+        self.ledger.replace(restored.ledger);
+        self.ledger_epoch = fresh_ledger_epoch();
+        self.archive = restored.archive;
+        self.last_compaction = restored.last_compaction;
+        // Message ids restart with the other log: cached counts under old ids would be wrong.
+        self.token_cache = TokenCache::new();
+        self.warned = false;
+    }
+
+    /// The state a checkpoint keeps beyond the conversation, copied whole.
+    pub(super) fn state(&self) -> LlmAgentState {
+        LlmAgentState {
+            ledger: self.ledger.snapshot(),
+            archive: self.archive.clone(),
             last_compaction: self.last_compaction.clone(),
-            in_flight: self.ahead.in_flight(),
-            spend: self.spend.report(),
+            ledger_epoch: self.ledger_epoch,
         }
+    }
+
+    /// Bring a checkpoint's `state` up to date: O(what changed) — the new ledger entries; the
+    /// archive is shared.
+    pub(super) fn update_state(&self, state: &mut LlmAgentState) {
+        let copied = state.ledger.entries().len();
+        if state.ledger_epoch == self.ledger_epoch && copied <= self.ledger.len() {
+            for entry in self.ledger.entries_from(copied) {
+                state.ledger.record(entry);
+            }
+        } else {
+            state.ledger = self.ledger.snapshot();
+            state.ledger_epoch = self.ledger_epoch;
+        }
+        state.archive = self.archive.clone();
+        state.last_compaction.clone_from(&self.last_compaction);
     }
 }

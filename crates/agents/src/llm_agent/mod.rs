@@ -18,11 +18,13 @@ mod approval;
 mod budget;
 mod compact_tool;
 mod context;
+mod context_stats;
 mod jobs;
 mod oversized_answer;
 mod pins;
 mod precall;
 mod recall_tool;
+mod request;
 mod scopes;
 mod session_ops;
 mod spend_pause;
@@ -31,7 +33,7 @@ mod tool_tokens;
 mod turn;
 mod work_ahead;
 
-pub use context::{ContextShare, ContextStats, InFlightCompaction};
+pub use context_stats::{ContextShare, ContextStats, InFlightCompaction};
 pub use jobs::{
     ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError, clear_conversation,
     close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
@@ -39,23 +41,22 @@ pub use jobs::{
 };
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use troupe_compaction::context_check::ContextCheck;
-use troupe_compaction::tokens::{TokenCache, TokenCounter};
 use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
-    ChatModel, Checkpoint, Conversation, ConversationMark, JobRequest, MessageId, TraceContext,
+    ChatModel, Checkpoint, Conversation, JobRequest, MessageId, TraceContext,
 };
-use troupe_tools::{FileLedger, SharedLedger, ToolRegistry};
+use troupe_tools::{FileLedger, ToolRegistry};
 
 use crate::compression::client::{AppliedCompaction, CompactError};
 use crate::session::{SessionClaim, SessionSync, restore};
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
+use context::Context;
+use request::RequestContext;
 
 pub use compact_tool::COMPACT_TOOL;
 pub use recall_tool::RECALL_TOOL;
@@ -64,20 +65,9 @@ pub use recall_tool::RECALL_TOOL;
 pub struct LlmAgent {
     spec: AgentSpec,
     tools: ToolRegistry,
-    conversation: Conversation,
-    ledger: SharedLedger,
     link: TeamLink,
-    policy: BudgetPolicy,
-    /// The thresholds its context is checked against, and how it compacts.
-    check: ContextCheck,
-    counter: Arc<dyn TokenCounter>,
-    token_cache: TokenCache,
-    /// What the tool definitions cost, counted once per set of tools.
-    tool_tokens: tool_tokens::ToolTokens,
-    /// Whether the warning for the current crossing of the warning threshold went out.
-    warned: bool,
-    archive: Archive,
-    last_compaction: Option<CompactionReport>,
+    /// The conversation, what stands behind it and how it is measured (`context.rs`).
+    context: Context,
     /// Open scopes, innermost last: label and the first id that belongs to it.
     scopes: Vec<(String, MessageId)>,
     last_scope_model: Option<Arc<dyn ChatModel>>,
@@ -85,16 +75,10 @@ pub struct LlmAgent {
     session: Option<SessionSync>,
     /// What its `invoke_agent` spans record as `gen_ai.conversation.id` and `session.id`.
     conversation_id: String,
-    /// The trace of the request or job being handled: compactions it causes join it.
-    trace: TraceContext,
-    /// Which ledger `ledger` holds: a fresh number whenever it is replaced rather than added
-    /// to, so a checkpoint's copy knows whether it may just take the new entries.
-    ledger_epoch: u64,
-    /// Where the request being handled found the conversation (a rollback goes back there).
-    request_mark: Option<ConversationMark>,
-    /// The conversation as the request found it, kept only once the request rewrites it (a
-    /// compaction, the `compact` tool's answer): then rewinding to the mark is not enough.
-    before_rewrite: Option<Conversation>,
+    /// The trace of the last request or job: what the agent does between requests (landing or
+    /// cancelling its job at shutdown) is published there. The request being handled is a
+    /// [`RequestContext`], passed down.
+    last_trace: TraceContext,
     /// The compaction running ahead of the trigger, and what makes its answer stale
     /// (`work_ahead.rs`). It outlives requests: agent state, not a request's.
     ahead: work_ahead::WorkAheadState,
@@ -115,14 +99,8 @@ pub struct LlmAgentState {
     pub archive: Archive,
     /// The report of the agent's last compaction.
     pub last_compaction: Option<CompactionReport>,
-    /// The agent's `ledger_epoch` when `ledger` was copied.
+    /// The context's `ledger_epoch` when `ledger` was copied.
     ledger_epoch: u64,
-}
-
-/// A number no other ledger of this process had (see `LlmAgent::ledger_epoch`).
-fn fresh_ledger_epoch() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl LlmAgent {
@@ -200,25 +178,13 @@ impl LlmAgent {
         Ok(LlmAgent {
             spec,
             tools,
-            conversation,
-            ledger: SharedLedger::from_ledger(state.ledger),
             link,
-            policy,
-            check,
-            counter,
-            token_cache: TokenCache::new(),
-            tool_tokens: tool_tokens::ToolTokens::default(),
-            warned: false,
-            archive: state.archive,
-            last_compaction: state.last_compaction,
+            context: Context::new(conversation, state, policy, check, counter),
             scopes: Vec::new(),
             last_scope_model: None,
             session,
             conversation_id,
-            trace: TraceContext::new_root(),
-            ledger_epoch: fresh_ledger_epoch(),
-            request_mark: None,
-            before_rewrite: None,
+            last_trace: TraceContext::new_root(),
             ahead: work_ahead::WorkAheadState::default(),
             paused,
             spend,
@@ -237,7 +203,7 @@ impl LlmAgent {
 
     /// The conversation so far.
     pub fn conversation(&self) -> &Conversation {
-        &self.conversation
+        &self.context.conversation
     }
 
     /// The open calls of a turn the session log showed paused for approval: the next request
@@ -248,7 +214,7 @@ impl LlmAgent {
 
     /// The file ledger of this agent's tool calls.
     pub fn ledger(&self) -> FileLedger {
-        self.ledger.snapshot()
+        self.context.ledger.snapshot()
     }
 
     /// The tools this agent can call.
@@ -263,56 +229,18 @@ impl LlmAgent {
 
     /// The archive of every message compaction replaced (for `expand`).
     pub fn archive(&self) -> &Archive {
-        &self.archive
+        &self.context.archive
     }
 
     /// Tokens in the conversation now (cached per shared message: new messages are counted,
     /// the rest cost a pointer comparison each).
     pub fn tokens(&self) -> usize {
-        self.token_cache
-            .count_shared(self.counter.as_ref(), self.conversation.messages())
-            .total
+        self.context.tokens()
     }
 
     /// The budget policy in force.
     pub fn policy(&self) -> &BudgetPolicy {
-        &self.policy
-    }
-
-    /// Before a request rewrites its conversation (rather than pushing to it): keep the
-    /// conversation as the request found it, for a rollback. O(history), but only when a
-    /// request rewrites — a compaction, which costs that much anyway.
-    pub(super) fn keep_for_rollback(&mut self) {
-        if let Some(mark) = self.request_mark
-            && self.before_rewrite.is_none()
-        {
-            self.before_rewrite = self.conversation.copy_at(mark);
-        }
-    }
-
-    /// Put the conversation back where the request found it.
-    fn roll_back(&mut self, mark: ConversationMark) {
-        if self.conversation.rewind(mark) {
-            return;
-        }
-        match self.before_rewrite.take() {
-            Some(before) => self.conversation = before,
-            // Every rewrite during a request keeps its copy first (`keep_for_rollback`).
-            None => tracing::error!(
-                agent = %self.spec.name,
-                "the request rewrote the conversation without keeping a copy: not rolled back"
-            ),
-        }
-    }
-
-    /// The state a checkpoint keeps beyond the conversation, copied whole.
-    fn state(&self) -> LlmAgentState {
-        LlmAgentState {
-            ledger: self.ledger.snapshot(),
-            archive: self.archive.clone(),
-            last_compaction: self.last_compaction.clone(),
-            ledger_epoch: self.ledger_epoch,
-        }
+        &self.context.policy
     }
 
     /// A manual compaction that `cancel` abandons while it waits for the compressor: the
@@ -324,9 +252,10 @@ impl LlmAgent {
         focus: Option<String>,
         cancel: &tokio_util::sync::CancellationToken,
         ctx: &AgentContext,
+        job: &mut RequestContext,
     ) -> Result<AppliedCompaction, CompactError> {
         tokio::select! {
-            outcome = self.compact(CompactTrigger::Manual, focus, ctx) => outcome,
+            outcome = self.compact(CompactTrigger::Manual, focus, ctx, job) => outcome,
             () = cancel.cancelled() => Err(CompactError::Cancelled),
         }
     }
@@ -339,29 +268,25 @@ impl AgentBehavior for LlmAgent {
         request: AgentRequest,
         ctx: &AgentContext,
     ) -> Result<String, AgentError> {
-        let trace_id = request.trace.id();
         let span = tracing::Span::current();
         span.record(semconv::CONVERSATION_ID, self.conversation_id.as_str());
         span.record(semconv::SESSION_ID, self.conversation_id.as_str());
-        self.trace = request.trace;
+        self.last_trace = request.trace;
+        let mut req = RequestContext::new(request.trace);
         self.link.set(ctx.directory.clone(), request.trace);
         // A compaction that landed between requests goes in before this one starts (not part
         // of what a rollback of this request undoes).
-        self.land_background(ctx);
+        self.land_background(ctx, &mut req);
         // A turn paused before a restart is finished first, outside what a rollback of this
         // request undoes: its calls may have run.
-        self.finish_paused(ctx, trace_id).await?;
-        // O(1): a rollback drops what the request pushed; a request that rewrites the
-        // conversation keeps a copy first (`keep_for_rollback`).
-        let mark = self.conversation.mark();
-        self.request_mark = Some(mark);
-        self.before_rewrite = None;
+        self.finish_paused(ctx, req.trace.id()).await?;
+        req.mark(&self.context.conversation);
         // O(1) copies: a request refused before its model call puts them back too.
-        let archive_before = self.archive.clone();
-        let report_before = self.last_compaction.clone();
+        let archive_before = self.context.archive.clone();
+        let report_before = self.context.last_compaction.clone();
         self.start_request(&request);
         let format = request.response_format.as_ref();
-        let outcome = self.run_turns(ctx, trace_id, format).await;
+        let outcome = self.run_turns(ctx, &mut req, format).await;
         if let Err(
             AgentError::Model(_)
             | AgentError::Cancelled
@@ -372,29 +297,30 @@ impl AgentBehavior for LlmAgent {
             // A provider fault loses nothing and adds nothing: the caller may simply retry. An
             // abandoned request leaves the conversation as it found it too, and so does one
             // refused before its model call (`ContextOverflow`): the caller may send less.
-            self.roll_back(mark);
+            req.roll_back(&mut self.context.conversation, &self.spec.name);
         }
         if let Err(AgentError::Refused(_) | AgentError::ContextOverflow(_)) = &outcome {
             // A compaction before the refusal is undone whole, so the session log stays as the
             // request found it (new archive entries would be written as a compaction).
-            self.archive = archive_before;
-            self.last_compaction = report_before;
+            self.context.archive = archive_before;
+            self.context.last_compaction = report_before;
         }
-        self.request_mark = None;
-        self.before_rewrite = None;
         // The actor publishes the request's finish once this returns: after the session log.
         self.persist();
         outcome
     }
 
     async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
-        self.trace = job.trace();
+        self.last_trace = job.trace();
+        // A job is never rolled back: nothing marks it.
+        let mut req = RequestContext::new(job.trace());
         match job.open::<LlmAgentJob>(&ctx.name)? {
             LlmAgentJob::Compact(focus, cancel, reply) => {
-                let outcome = if self.conversation.len() < 2 {
+                let outcome = if self.context.conversation.len() < 2 {
                     Err(CompactError::NothingToCompact)
                 } else {
-                    self.compact_unless_cancelled(focus, &cancel, ctx).await
+                    self.compact_unless_cancelled(focus, &cancel, ctx, &mut req)
+                        .await
                 };
                 if outcome.is_ok() {
                     self.persist();
@@ -402,11 +328,12 @@ impl AgentBehavior for LlmAgent {
                 reply.send(outcome);
             }
             LlmAgentJob::OpenScope(label, reply) => {
-                self.scopes.push((label, self.conversation.next_id()));
+                self.scopes
+                    .push((label, self.context.conversation.next_id()));
                 reply.send(());
             }
             LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply) => {
-                let closed = self.close_scope(prompt, model, ctx).await;
+                let closed = self.close_scope(prompt, model, ctx, &req).await;
                 if closed.is_ok() {
                     self.persist();
                 }
@@ -426,35 +353,26 @@ impl AgentBehavior for LlmAgent {
     /// A compaction working ahead is landed or cancelled (`work_ahead.rs`), and the session
     /// log keeps what landed.
     async fn stop(&mut self, ctx: &AgentContext) {
-        self.stop_background(ctx).await;
+        let mut between = RequestContext::new(self.last_trace);
+        self.stop_background(ctx, &mut between).await;
         self.persist();
     }
 
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
-            conversation: self.conversation.clone(),
-            state: BehaviorState::new(self.state()),
+            conversation: self.context.conversation.clone(),
+            state: BehaviorState::new(self.context.state()),
         }
     }
 
     /// O(what changed): the new messages, the new ledger entries; the archive is shared.
     fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
-        checkpoint.conversation.catch_up(&self.conversation);
+        checkpoint.conversation.catch_up(&self.context.conversation);
         let Some(state) = checkpoint.state.get_mut::<LlmAgentState>() else {
-            checkpoint.state = BehaviorState::new(self.state());
+            checkpoint.state = BehaviorState::new(self.context.state());
             return;
         };
-        let copied = state.ledger.entries().len();
-        if state.ledger_epoch == self.ledger_epoch && copied <= self.ledger.len() {
-            for entry in self.ledger.entries_from(copied) {
-                state.ledger.record(entry);
-            }
-        } else {
-            state.ledger = self.ledger.snapshot();
-            state.ledger_epoch = self.ledger_epoch;
-        }
-        state.archive = self.archive.clone();
-        state.last_compaction.clone_from(&self.last_compaction);
+        self.context.update_state(state);
     }
 }
 

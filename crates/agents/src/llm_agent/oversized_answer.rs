@@ -21,17 +21,18 @@ impl LlmAgent {
         // next budget check counts it once, by id).
         let within = |tokens: usize| tokens <= room;
         if self
+            .context
             .counter
             .count_message_upper_bound(&answer)
             .is_some_and(within)
         {
-            return self.conversation.push(answer);
+            return self.context.conversation.push(answer);
         }
-        let tokens = self.counter.count_message(&answer);
+        let tokens = self.context.counter.count_message(&answer);
         if within(tokens) {
-            return self.conversation.push(answer);
+            return self.context.conversation.push(answer);
         }
-        let limit = self.policy.tool_output_limit_tokens.min(room / 2);
+        let limit = self.context.policy.tool_output_limit_tokens.min(room / 2);
         tracing::warn!(
             agent = %self.spec.name,
             tokens,
@@ -39,7 +40,8 @@ impl LlmAgent {
             limit,
             "the answer cannot fit the context window even alone; kept cut, archived whole"
         );
-        self.archive
-            .push_cut_answer(&mut self.conversation, answer, tokens, limit)
+        self.context
+            .archive
+            .push_cut_answer(&mut self.context.conversation, answer, tokens, limit)
     }
 }

@@ -12,6 +12,7 @@ impl LlmAgent {
     /// summarized away.
     pub(super) fn set_pinned(&mut self, id: MessageId, pinned: bool) -> Result<(), PinError> {
         let unchanged = self
+            .context
             .conversation
             .get(id)
             .ok_or(PinError::UnknownMessage(id))?
@@ -20,7 +21,7 @@ impl LlmAgent {
         if unchanged {
             return Ok(());
         }
-        if let Some(message) = self.conversation.get_mut(id) {
+        if let Some(message) = self.context.conversation.get_mut(id) {
             message.pinned = pinned;
         }
         self.ahead.rewritten(if pinned {

@@ -21,6 +21,7 @@ use troupe_compaction::invariants::ProtectedSet;
 use troupe_runtime::{AgentContext, ChatMessage};
 
 use super::LlmAgent;
+use super::request::RequestContext;
 use super::work_ahead::has_open_tool_calls;
 use troupe_compaction::context_check::{CheckPoint, ContextStep};
 use troupe_runtime::ContextOverflow;
@@ -37,26 +38,30 @@ impl LlmAgent {
     /// Tokens every request keeps free for the model's answer (the policy's: its thresholds
     /// are fractions of the window less it).
     pub(super) fn output_reserve(&self) -> usize {
-        self.policy.output_reserve
+        self.context.policy.output_reserve
     }
 
     /// Before a model call: take a background compaction that landed, do what the context
     /// check decides (work ahead, join the job in flight and check again, compact or make
     /// room), and where the agent must compact refuse the call when the request cannot fit the
     /// window (see the module's documentation).
-    pub(super) async fn prepare_call(&mut self, ctx: &AgentContext) -> Result<(), ContextOverflow> {
+    pub(super) async fn prepare_call(
+        &mut self,
+        ctx: &AgentContext,
+        req: &mut RequestContext,
+    ) -> Result<(), ContextOverflow> {
         let room = Room {
             tool_tokens: self.tool_tokens(),
             output_reserve: self.output_reserve(),
-            window: self.policy.context_window,
+            window: self.context.policy.context_window,
         };
         // Before a model call no tool call is open: a background compaction that landed goes
         // in now.
-        self.land_background(ctx);
+        self.land_background(ctx, req);
         // Thresholds are of the usable window (the window less the output reserve), against
         // which the conversation and the tool definitions count.
         let fixed = room.tool_tokens;
-        let quiet = self.check.quiet_below(
+        let quiet = self.context.check.quiet_below(
             CheckPoint::BeforeCall,
             self.ahead.running(),
             self.ahead.retry_from(),
@@ -64,39 +69,40 @@ impl LlmAgent {
         // Far below the trigger (and the work-ahead threshold), bounds settle it without
         // tokenizing the new messages.
         if fixed < quiet
-            && self.token_cache.certainly_below(
-                self.counter.as_ref(),
-                self.conversation.messages(),
+            && self.context.token_cache.certainly_below(
+                self.context.counter.as_ref(),
+                self.context.conversation.messages(),
                 quiet - fixed,
             )
         {
             return Ok(());
         }
-        let open = has_open_tool_calls(self.conversation.messages());
+        let open = has_open_tool_calls(self.context.conversation.messages());
         let mut measure = self.measure(CheckPoint::BeforeCall, fixed, open);
-        if self.check.at_trigger(measure.tokens) {
+        if self.context.check.at_trigger(measure.tokens) {
             self.refuse_protected_giant(room)?;
         }
-        let mut action = self.check.decide(&measure);
+        let mut action = self.context.check.decide(&measure);
         if action.step == ContextStep::Join {
             // Told to wait at the limit: the job in flight is joined first.
-            self.join_background(ctx).await;
+            self.join_background(ctx, req).await;
             measure = self.measure(CheckPoint::BeforeCall, fixed, open);
-            if !self.check.at_trigger(measure.tokens) {
+            if !self.context.check.at_trigger(measure.tokens) {
                 return Ok(());
             }
-            action = self.check.decide(&measure);
+            action = self.context.check.decide(&measure);
         }
         match action.step {
             ContextStep::GoOn | ContextStep::Join => {}
             // Working ahead, past the threshold with room left: a compaction starts now, and
             // the call goes on.
-            ContextStep::WorkAhead => self.work_ahead(ctx, measure.tokens),
+            ContextStep::WorkAhead => self.work_ahead(ctx, measure.tokens, req),
             // Tool definitions alone past the trigger: no compaction brings the request under
             // it (the tools' own warning says so), so none runs before every call.
             ContextStep::Compact | ContextStep::MakeRoom => {
                 let make_room = action.step == ContextStep::MakeRoom;
-                let automatic = self.compact_as(CompactTrigger::Automatic, None, make_room, ctx);
+                let automatic =
+                    self.compact_as(CompactTrigger::Automatic, None, make_room, ctx, req);
                 if let Err(e) = automatic.await {
                     tracing::warn!(agent = %ctx.name, error = %e, "automatic compaction before the model call did not run");
                 }
@@ -104,7 +110,7 @@ impl LlmAgent {
         }
         // Only where the agent must compact (the trigger on the blocking road, the limit when it
         // works ahead) must the request also fit now.
-        if !self.check.must_compact(measure.tokens, fixed) {
+        if !self.context.check.must_compact(measure.tokens, fixed) {
             return Ok(());
         }
         if self.tokens() + fixed + room.output_reserve > room.window {
@@ -115,7 +121,10 @@ impl LlmAgent {
                 window = room.window,
                 "the request would not fit the context window with room for the answer; emergency compaction"
             );
-            if let Err(e) = self.compact(CompactTrigger::Emergency, None, ctx).await {
+            if let Err(e) = self
+                .compact(CompactTrigger::Emergency, None, ctx, req)
+                .await
+            {
                 tracing::warn!(agent = %ctx.name, error = %e, "emergency compaction before the model call did not run");
             }
         }
@@ -134,12 +143,13 @@ impl LlmAgent {
             return Ok(());
         }
         let plain: Vec<ChatMessage> = self
+            .context
             .conversation
             .messages()
             .iter()
             .map(|m| ChatMessage::clone(m))
             .collect();
-        let protected = ProtectedSet::compute(&plain, self.policy.protected_recent);
+        let protected = ProtectedSet::compute(&plain, self.context.policy.protected_recent);
         match giants
             .into_iter()
             .find(|giant| protected.contains(plain[giant.0].id))
@@ -152,29 +162,36 @@ impl LlmAgent {
     /// The most tokens a message after the system prompt may take and still fit the window
     /// alone, by the rule [`LlmAgent::messages_too_large_alone`] refuses by.
     pub(super) fn room_for_one_message(&self) -> usize {
-        let messages = self.conversation.messages();
-        let system = match (self.conversation.system_prompt(), messages.first()) {
-            (Some(_), Some(first)) => self.token_cache.count_message(self.counter.as_ref(), first),
+        let messages = self.context.conversation.messages();
+        let system = match (self.context.conversation.system_prompt(), messages.first()) {
+            (Some(_), Some(first)) => self
+                .context
+                .token_cache
+                .count_message(self.context.counter.as_ref(), first),
             _ => 0,
         };
         // The definitions of the request this answer came from, counted when it was sent: no
         // copy of them for every answer.
         let fixed = self.alone_overhead(self.request_tool_tokens());
-        self.policy.context_window.saturating_sub(system + fixed)
+        self.context
+            .policy
+            .context_window
+            .saturating_sub(system + fixed)
     }
 
     /// What one message shares the window with besides the system prompt: the tool
     /// definitions (`tool_tokens`), the output reserve and the reply priming.
     fn alone_overhead(&self, tool_tokens: usize) -> usize {
-        tool_tokens + self.output_reserve() + self.counter.overhead().reply_priming
+        tool_tokens + self.output_reserve() + self.context.counter.overhead().reply_priming
     }
 
     /// Each message (index and tokens) that does not fit the window alone — with the system
     /// prompt, the tool definitions, the output reserve and the reply priming.
     fn messages_too_large_alone(&self, room: Room) -> Vec<(usize, usize)> {
-        let counts = self
-            .token_cache
-            .count_shared(self.counter.as_ref(), self.conversation.messages());
+        let counts = self.context.token_cache.count_shared(
+            self.context.counter.as_ref(),
+            self.context.conversation.messages(),
+        );
         let system = self.system_tokens(&counts.per_message);
         let fixed = self.alone_overhead(room.tool_tokens);
         counts
@@ -191,7 +208,7 @@ impl LlmAgent {
 
     /// The system prompt's tokens (0 without one), from the conversation's per-message counts.
     fn system_tokens(&self, per_message: &[usize]) -> usize {
-        if self.conversation.system_prompt().is_some() {
+        if self.context.conversation.system_prompt().is_some() {
             per_message.first().copied().unwrap_or(0)
         } else {
             0
@@ -200,13 +217,14 @@ impl LlmAgent {
 
     /// The refusal for message `index` of `tokens` tokens.
     fn too_large(&self, (index, tokens): (usize, usize), room: Room) -> ContextOverflow {
-        let messages = self.conversation.messages();
+        let messages = self.context.conversation.messages();
         let message = &messages[index];
-        let system_tokens = if index == 0 || self.conversation.system_prompt().is_none() {
+        let system_tokens = if index == 0 || self.context.conversation.system_prompt().is_none() {
             0
         } else {
-            self.token_cache
-                .count_message(self.counter.as_ref(), &messages[0])
+            self.context
+                .token_cache
+                .count_message(self.context.counter.as_ref(), &messages[0])
         };
         ContextOverflow::MessageTooLarge {
             role: message.role,

@@ -270,7 +270,7 @@ impl LlmAgent {
     /// no registered tool has the name (the registry's own tool wins).
     pub(super) fn recall_offered(&self) -> bool {
         self.spec.compaction.recall_tool
-            && !self.archive.is_empty()
+            && !self.context.archive.is_empty()
             && !self.tools.contains(RECALL_TOOL)
     }
 
@@ -292,10 +292,10 @@ impl LlmAgent {
         }
         let mut registry = ToolRegistry::new();
         let recall = Recall {
-            archive: self.archive.clone(),
+            archive: self.context.archive.clone(),
             tool_names: self.tool_names(),
-            page_tokens: page_tokens(&self.policy),
-            counter: self.counter.clone(),
+            page_tokens: page_tokens(&self.context.policy),
+            counter: self.context.counter.clone(),
         };
         match registry.register(recall) {
             Ok(_) => Some(registry),
@@ -308,8 +308,18 @@ impl LlmAgent {
 
     /// Call id → tool name, for every call in the archive and the live conversation.
     fn tool_names(&self) -> HashMap<String, String> {
-        let archived = self.archive.entries().iter().map(|e| &e.original.message);
-        let live = self.conversation.messages().iter().map(|m| m.as_ref());
+        let archived = self
+            .context
+            .archive
+            .entries()
+            .iter()
+            .map(|e| &e.original.message);
+        let live = self
+            .context
+            .conversation
+            .messages()
+            .iter()
+            .map(|m| m.as_ref());
         archived
             .chain(live)
             .flat_map(|m| m.calls())

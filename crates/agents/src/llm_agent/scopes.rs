@@ -9,6 +9,7 @@ use crate::compression::{COMPRESSION_AGENT, ScopeSummaryRequest, summarize_scope
 
 use super::LlmAgent;
 use super::jobs::ScopeError;
+use super::request::RequestContext;
 
 impl LlmAgent {
     /// Close the innermost scope: its messages become one summary between scope markers.
@@ -17,6 +18,7 @@ impl LlmAgent {
         prompt: Option<String>,
         model: Option<Arc<dyn ChatModel>>,
         ctx: &AgentContext,
+        job: &RequestContext,
     ) -> Result<Option<String>, ScopeError> {
         let (label, start) = self.scopes.last().cloned().ok_or(ScopeError::NoScope)?;
         let model = model
@@ -24,12 +26,13 @@ impl LlmAgent {
             .ok_or(ScopeError::NoModel)?;
         self.scopes.pop();
         let first = self
+            .context
             .conversation
             .messages()
             .iter()
             .position(|m| m.id >= start);
         let Some(first) = first else { return Ok(None) };
-        let entries: Vec<ChatMessage> = self.conversation.messages()[first..]
+        let entries: Vec<ChatMessage> = self.context.conversation.messages()[first..]
             .iter()
             .map(|m| ChatMessage::clone(m))
             .collect();
@@ -45,7 +48,7 @@ impl LlmAgent {
             model: model.clone(),
             spend: Some(self.spend.clone()),
         };
-        let answer = summarize_scope(&ctx.directory, self.trace.child(), request).await;
+        let answer = summarize_scope(&ctx.directory, job.trace.child(), request).await;
         let summary = match answer {
             Ok(Ok(summary)) => summary,
             Ok(Err(e)) => {
@@ -57,15 +60,16 @@ impl LlmAgent {
                 return Err(ScopeError::Ask(e));
             }
         };
-        let mut kept: Vec<Arc<ChatMessage>> = self.conversation.messages()[..first].to_vec();
-        let id = self.conversation.allocate_id();
+        let mut kept: Vec<Arc<ChatMessage>> =
+            self.context.conversation.messages()[..first].to_vec();
+        let id = self.context.conversation.allocate_id();
         let mut marker =
             ChatMessage::user(format!("<scope label=\"{label}\">\n{summary}\n</scope>"))
                 .with_kind(MessageKind::Summary);
         marker.id = id;
-        self.archive.record_replacement(id, &entries);
+        self.context.archive.record_replacement(id, &entries);
         kept.push(Arc::new(marker));
-        self.conversation.replace_shared(kept);
+        self.context.conversation.replace_shared(kept);
         self.ahead.rewritten("a scope was closed");
         self.last_scope_model = Some(model);
         Ok(Some(summary))

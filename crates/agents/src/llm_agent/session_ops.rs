@@ -4,11 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_compaction::tokens::TokenCache;
-use troupe_tools::FileLedger;
-
 use super::jobs::SwitchError;
-use super::{LlmAgent, conversation_id, fresh_ledger_epoch};
+use super::{LlmAgent, conversation_id};
 use crate::session::{SessionError, restore};
 
 impl LlmAgent {
@@ -21,13 +18,8 @@ impl LlmAgent {
         if let Some(sync) = &mut self.session {
             sync.clear()?;
         }
-        // Ids keep counting: the archive still holds originals under the old ones.
-        self.conversation.replace_messages(Vec::new());
-        self.ledger.replace(FileLedger::new());
-        self.ledger_epoch = fresh_ledger_epoch();
-        self.last_compaction = None;
+        self.context.clear();
         self.scopes.clear();
-        self.warned = false;
         self.ahead.rewritten("the conversation was cleared");
         let dropped = self.paused.len();
         self.paused.clear();
@@ -53,15 +45,8 @@ impl LlmAgent {
         self.paused.clone_from(&restored.paused);
         self.session = Some(sync);
         self.conversation_id = conversation_id(&self.spec.name, Some(path));
-        self.conversation = restored.conversation;
-        self.ledger.replace(restored.ledger);
-        self.ledger_epoch = fresh_ledger_epoch();
-        self.archive = restored.archive;
-        self.last_compaction = restored.last_compaction;
-        // Message ids restart with the other log: cached counts under old ids would be wrong.
-        self.token_cache = TokenCache::new();
+        self.context.resume(restored);
         self.scopes.clear();
-        self.warned = false;
         self.ahead
             .rewritten("the agent resumed another session log");
         Ok(count)
@@ -72,23 +57,23 @@ impl LlmAgent {
     /// otherwise since. Writes the change to the session log at once. Returns whether the
     /// prompt changed (an empty conversation gets the spec's at its first request anyway).
     pub fn adopt_spec_instructions(&mut self) -> bool {
-        if self.conversation.is_empty() {
+        if self.context.conversation.is_empty() {
             return false;
         }
-        let now = self.conversation.system_prompt().map(|m| m.text());
+        let now = self.context.conversation.system_prompt().map(|m| m.text());
         let wanted = Some(self.spec.instructions.clone()).filter(|i| !i.is_empty());
         if now == wanted {
             return false;
         }
-        let rest = self.conversation.messages()[usize::from(now.is_some())..].to_vec();
+        let rest = self.context.conversation.messages()[usize::from(now.is_some())..].to_vec();
         let mut messages = Vec::with_capacity(rest.len() + 1);
         if let Some(instructions) = wanted {
             let mut prompt = troupe_runtime::ChatMessage::system(instructions);
-            prompt.id = self.conversation.allocate_id();
+            prompt.id = self.context.conversation.allocate_id();
             messages.push(Arc::new(prompt));
         }
         messages.extend(rest);
-        self.conversation.replace_shared(messages);
+        self.context.conversation.replace_shared(messages);
         self.ahead.rewritten("the system prompt changed");
         self.persist();
         true
@@ -108,10 +93,10 @@ impl LlmAgent {
             return;
         };
         if let Err(e) = sync.persist_with(
-            &self.conversation,
-            &self.archive,
-            &self.ledger.snapshot(),
-            self.last_compaction.as_ref(),
+            &self.context.conversation,
+            &self.context.archive,
+            &self.context.ledger.snapshot(),
+            self.context.last_compaction.as_ref(),
             extra,
         ) {
             tracing::error!(

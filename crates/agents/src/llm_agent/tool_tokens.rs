@@ -43,7 +43,7 @@ impl LlmAgent {
     /// copy of the definitions.
     pub(super) fn request_tool_tokens(&self) -> usize {
         // Copied out, so the lock is released before counting afresh.
-        let last = *lock(&self.tool_tokens.last);
+        let last = *lock(&self.context.tool_tokens.last);
         let last = last.map(|counted| counted.tokens);
         last.unwrap_or_else(|| self.tool_tokens())
     }
@@ -54,7 +54,7 @@ impl LlmAgent {
         let mut hasher = DefaultHasher::new();
         json.hash(&mut hasher);
         let fingerprint = hasher.finish();
-        let mut last = lock(&self.tool_tokens.last);
+        let mut last = lock(&self.context.tool_tokens.last);
         if let Some(counted) = *last
             && counted.fingerprint == fingerprint
         {
@@ -63,7 +63,7 @@ impl LlmAgent {
         let tokens = if definitions.is_empty() {
             0
         } else {
-            self.counter.count(&json)
+            self.context.counter.count(&json)
         };
         *last = Some(Counted {
             fingerprint,
@@ -82,11 +82,11 @@ impl LlmAgent {
         trace_id: TraceId,
     ) {
         let tokens = self.count_tool_tokens(definitions);
-        let target = self.policy.target_tokens();
+        let target = self.context.policy.target_tokens();
         if tokens < target {
             return;
         }
-        if let Some(counted) = lock(&self.tool_tokens.last).as_mut() {
+        if let Some(counted) = lock(&self.context.tool_tokens.last).as_mut() {
             if counted.warned {
                 return;
             }
@@ -96,7 +96,7 @@ impl LlmAgent {
             agent = %ctx.name,
             tool_tokens = tokens,
             target,
-            window = self.policy.context_window,
+            window = self.context.policy.context_window,
             tools = definitions.len(),
             "the tool definitions alone take {tokens} tokens, at least compaction's target of \
              {target}: no compaction can make room for them; offer this agent fewer tools (e.g. \
@@ -107,7 +107,7 @@ impl LlmAgent {
             Event::ContextWarning {
                 agent: ctx.name.clone(),
                 tokens: self.tokens() + tokens,
-                window: self.policy.context_window,
+                window: self.context.policy.context_window,
             },
         );
     }

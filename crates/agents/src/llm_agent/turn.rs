@@ -18,27 +18,29 @@ use troupe_compaction::CompactTrigger;
 use super::LlmAgent;
 use super::compact_tool::COMPACT_TOOL;
 use super::recall_tool::RECALL_TOOL;
+use super::request::RequestContext;
 use super::tool_span::in_tool_span;
 
 impl LlmAgent {
     pub(super) fn start_request(&mut self, request: &AgentRequest) {
         self.spend.start_request();
-        if self.conversation.is_empty() {
+        if self.context.conversation.is_empty() {
             if !self.spec.instructions.is_empty() {
-                self.conversation
+                self.context
+                    .conversation
                     .push(ChatMessage::system(self.spec.instructions.clone()));
             }
             // The spec's pins open every conversation, after the system prompt and before the
             // task; a resumed one already holds them (the session log keeps the pin).
             for message in &self.spec.pinned {
-                self.conversation.push(message.clone().pinned());
+                self.context.conversation.push(message.clone().pinned());
             }
         }
         let text = match &request.from {
             Some(from) => format!("[message from agent `{from}`]\n{}", request.text),
             None => request.text.clone(),
         };
-        self.conversation.push(ChatMessage::user(text));
+        self.context.conversation.push(ChatMessage::user(text));
     }
 
     /// One model call, streamed: every text delta is published as it arrives
@@ -80,7 +82,7 @@ impl LlmAgent {
         let tools = self.tool_definitions();
         self.warn_if_tools_crowd_the_context(&tools, ctx, trace_id);
         let request = ChatRequest {
-            messages: self.conversation.messages().to_vec(),
+            messages: self.context.conversation.messages().to_vec(),
             tools,
             temperature: self.spec.temperature,
             max_tokens: self.spec.max_tokens,
@@ -160,7 +162,7 @@ impl LlmAgent {
             self.spec.workspace_root.clone(),
             ctx.events.clone(),
         )
-        .with_ledger(self.ledger.clone())
+        .with_ledger(self.context.ledger.clone())
         .with_trace_id(Some(trace_id))
     }
 
@@ -169,9 +171,10 @@ impl LlmAgent {
     pub(super) async fn run_turns(
         &mut self,
         ctx: &AgentContext,
-        trace_id: TraceId,
+        req: &mut RequestContext,
         format: Option<&ResponseFormat>,
     ) -> Result<String, AgentError> {
+        let trace_id = req.trace.id();
         // Kept for the whole request: the caller may drop its stream at any point.
         let watch = ctx.events.watch_of(trace_id);
         let watch = watch.as_ref();
@@ -184,7 +187,7 @@ impl LlmAgent {
             self.within_budget(ctx, trace_id, watch).await?;
             // Measured before every call, the first included: what the request added (a large
             // message, a relayed answer) has not been checked yet.
-            self.prepare_call(ctx)
+            self.prepare_call(ctx, req)
                 .await
                 .map_err(AgentError::ContextOverflow)?;
             // A compaction on the way may have spent the rest.
@@ -197,14 +200,14 @@ impl LlmAgent {
                 Err(ModelError::ContextLengthExceeded(why)) => {
                     // Emergency: compact, then retry the call once.
                     tracing::warn!(agent = %ctx.name, "context length exceeded ({why}); compacting and retrying once");
-                    self.compact(CompactTrigger::Emergency, None, ctx)
+                    self.compact(CompactTrigger::Emergency, None, ctx, req)
                         .await
                         .map_err(|e| {
                             AgentError::Model(ModelError::ContextLengthExceeded(format!(
                                 "{why}; compacting first failed: {e}"
                             )))
                         })?;
-                    self.prepare_call(ctx)
+                    self.prepare_call(ctx, req)
                         .await
                         .map_err(AgentError::ContextOverflow)?;
                     self.call_model(ctx, trace_id, watch, format)
@@ -218,10 +221,10 @@ impl LlmAgent {
             // The caller gets `text` whole; an answer too large for the window is kept cut.
             self.push_answer(reply);
             if calls.is_empty() {
-                self.check_context(ctx, trace_id).await;
+                self.check_context(ctx, req).await;
                 return Ok(text);
             }
-            self.check_context(ctx, trace_id).await;
+            self.check_context(ctx, req).await;
             let compact_call = self.spec.compaction.agent_tool;
             let (compact_calls, tool_calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
                 .iter()
@@ -251,6 +254,7 @@ impl LlmAgent {
                 };
                 // Every call gets its result, fatal or not, so the conversation stays valid.
                 let id = self
+                    .context
                     .conversation
                     .push(ChatMessage::tool_result(call.id.clone(), content));
                 if compact_calls.iter().any(|c| c.id == call.id) && compact_result.is_none() {
@@ -258,13 +262,12 @@ impl LlmAgent {
                 }
             }
             if let Some((result_id, call)) = compact_result {
-                self.answer_compact_tool(result_id, call, ctx, trace_id)
-                    .await;
+                self.answer_compact_tool(result_id, call, ctx, req).await;
             }
             if let Some(reason) = fatal {
                 return Err(AgentError::Failed(reason));
             }
-            self.check_context(ctx, trace_id).await;
+            self.check_context(ctx, req).await;
         }
         Err(AgentError::MaxTurns(self.spec.max_turns))
     }

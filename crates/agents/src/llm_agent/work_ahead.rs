@@ -46,7 +46,8 @@ use troupe_compaction::{CompactTrigger, Compaction, Splice};
 use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
 
 use super::LlmAgent;
-use super::context::InFlightCompaction;
+use super::context_stats::InFlightCompaction;
+use super::request::RequestContext;
 use crate::compression::CompactionRequest;
 use crate::compression::client::{
     CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
@@ -199,8 +200,13 @@ impl LlmAgent {
     /// the request of `request_tokens`, messages and tools, reached the work-ahead threshold
     /// with no job in flight and no tool call open): start a compaction of the conversation as
     /// it is and go on — when there is something to compact and a compressor to do it.
-    pub(super) fn work_ahead(&mut self, ctx: &AgentContext, request_tokens: usize) {
-        if self.conversation.len() < 2 || !can_compact(&ctx.directory) {
+    pub(super) fn work_ahead(
+        &mut self,
+        ctx: &AgentContext,
+        request_tokens: usize,
+        req: &RequestContext,
+    ) {
+        if self.context.conversation.len() < 2 || !can_compact(&ctx.directory) {
             return;
         }
         let request = CompactionRequest {
@@ -210,8 +216,8 @@ impl LlmAgent {
         let caller = OwnedCaller {
             directory: ctx.directory.clone(),
             events: ctx.events.clone(),
-            trace: self.trace,
-            counter: self.counter.clone(),
+            trace: req.trace,
+            counter: self.context.counter.clone(),
         };
         // Announced and its span opened here, under the request whose turn starts it.
         let detached = match compact_detached(caller, request) {
@@ -221,14 +227,14 @@ impl LlmAgent {
                 return;
             }
         };
-        let snapshot = self.conversation.messages().to_vec();
-        let before_loan = self.conversation.mark();
+        let snapshot = self.context.conversation.messages().to_vec();
+        let before_loan = self.context.conversation.mark();
         // The compaction names its summaries and stubs from the snapshot's next id on: the
         // conversation skips past them, so what is appended meanwhile never shares an id.
         for _ in 0..id_loan(snapshot.len()) {
-            self.conversation.allocate_id();
+            self.context.conversation.allocate_id();
         }
-        let loan = (before_loan, self.conversation.mark());
+        let loan = (before_loan, self.context.conversation.mark());
         let answer = tokio::spawn(detached.answer);
         self.ahead.pending = Some(Pending {
             loan,
@@ -244,7 +250,7 @@ impl LlmAgent {
 
     /// At a turn boundary: take the answer of the job in flight if it has come (never waiting)
     /// and splice it in, or drop the job at once if it is stale.
-    pub(super) fn land_background(&mut self, ctx: &AgentContext) {
+    pub(super) fn land_background(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
         let epoch = self.ahead.epoch;
         let Some(pending) = &mut self.ahead.pending else {
             return;
@@ -258,7 +264,7 @@ impl LlmAgent {
             return;
         };
         if let Some(pending) = self.ahead.pending.take() {
-            self.settle_background(pending, answer, Duration::ZERO, ctx);
+            self.settle_background(pending, answer, Duration::ZERO, ctx, req);
         }
     }
 
@@ -270,7 +276,7 @@ impl LlmAgent {
     /// [`AtLimit::MakeRoom`]: crate::AtLimit::MakeRoom
     /// [`AtLimit::Wait`]: crate::AtLimit::Wait
     /// [`ContextStep::Join`]: troupe_compaction::context_check::ContextStep::Join
-    pub(super) async fn join_background(&mut self, ctx: &AgentContext) {
+    pub(super) async fn join_background(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
         let Some(mut pending) = self.ahead.pending.take() else {
             return;
         };
@@ -279,11 +285,11 @@ impl LlmAgent {
             None
         } else {
             // Still queued behind other agents' jobs, it is ranked by the room left now.
-            let room = self.policy.usable_tokens() as i64 - self.tokens() as i64;
-            hurry(&ctx.directory, self.trace.child(), &ctx.name, room).await;
+            let room = self.context.policy.usable_tokens() as i64 - self.tokens() as i64;
+            hurry(&ctx.directory, req.trace.child(), &ctx.name, room).await;
             (&mut pending.answer).await.ok()
         };
-        self.settle_background(pending, answer, waiting.elapsed(), ctx);
+        self.settle_background(pending, answer, waiting.elapsed(), ctx, req);
     }
 
     /// The agent stops (team shutdown), between requests: an answer that has come is spliced
@@ -292,38 +298,47 @@ impl LlmAgent {
     /// outlast the shutdown grace. Its task has ended before this returns, so its
     /// `compaction` span ends and its `CompactionFailed` (cancelled) is published, not left
     /// open past the trace's flush; the conversation is as the last request left it.
-    pub(super) async fn stop_background(&mut self, ctx: &AgentContext) {
-        self.land_background(ctx);
+    pub(super) async fn stop_background(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
+        self.land_background(ctx, req);
         if let Some(pending) = self.ahead.pending.take() {
-            self.cancel_background(pending, ctx).await;
+            self.cancel_background(pending, ctx, req).await;
         }
     }
 
     /// The conversation was rewritten by another compaction: a job in flight is stale, and is
     /// cancelled and dropped now rather than at the next turn boundary (its summarizer would
     /// run on for nothing meanwhile).
-    pub(super) async fn drop_stale_background(&mut self, ctx: &AgentContext) {
+    pub(super) async fn drop_stale_background(
+        &mut self,
+        ctx: &AgentContext,
+        req: &mut RequestContext,
+    ) {
         let stale = self
             .ahead
             .pending
             .as_ref()
             .is_some_and(|pending| self.ahead.stale(pending).is_some());
         if stale && let Some(pending) = self.ahead.pending.take() {
-            self.cancel_background(pending, ctx).await;
+            self.cancel_background(pending, ctx, req).await;
         }
     }
 
     /// Cancel `pending`'s task and settle it. Its task has ended before the settling, so its
     /// `CompactionFailed` (cancelled) comes before the `CompactionApplied` that drops it, as
     /// every compaction's events come: started, finished or failed, applied.
-    async fn cancel_background(&mut self, mut pending: Pending, ctx: &AgentContext) {
+    async fn cancel_background(
+        &mut self,
+        mut pending: Pending,
+        ctx: &AgentContext,
+        req: &mut RequestContext,
+    ) {
         pending.answer.abort();
         // Ended, not only told to end: the join returns once the task dropped the
         // compaction's future; one that finished just before the abort gives its answer.
         let answer = (&mut pending.answer)
             .await
             .unwrap_or(Err(CompactError::Cancelled));
-        self.settle_background(pending, Some(answer), Duration::ZERO, ctx);
+        self.settle_background(pending, Some(answer), Duration::ZERO, ctx, req);
     }
 
     /// Splice `answer` in or drop it, and say which (`CompactionApplied`, and the wait on the
@@ -334,11 +349,12 @@ impl LlmAgent {
         answer: Option<Result<Compaction, CompactError>>,
         waited: Duration,
         ctx: &AgentContext,
+        req: &mut RequestContext,
     ) {
         let splicing = Instant::now();
         // Measured before the splice replaces the snapshot's messages.
-        let lead = lead_turns(&pending, self.conversation.messages(), waited);
-        let outcome = self.splice_in(&pending, answer);
+        let lead = lead_turns(&pending, self.context.conversation.messages(), waited);
+        let outcome = self.splice_in(&pending, answer, req);
         let spliced = matches!(outcome, Ok(true));
         if spliced && lead.is_some() {
             // Only a job that ran says how long one takes: a declined or skipped one answers
@@ -346,9 +362,9 @@ impl LlmAgent {
             self.ahead.lead = lead;
         }
         let outcome = outcome.map(|_| ());
-        if !spliced && self.conversation.mark() == pending.loan.1 {
+        if !spliced && self.context.conversation.mark() == pending.loan.1 {
             // Nothing took an id since the loan: hand the compaction's ids back.
-            self.conversation.rewind(pending.loan.0);
+            self.context.conversation.rewind(pending.loan.0);
         }
         let settled = Settled {
             agent: &ctx.name,
@@ -356,7 +372,7 @@ impl LlmAgent {
             waited: waited + splicing.elapsed(),
             outcome,
         };
-        compaction_applied(&ctx.events, self.trace.id(), &pending.span, settled);
+        compaction_applied(&ctx.events, req.trace.id(), &pending.span, settled);
     }
 
     /// Whether the answer was spliced into the conversation (`false`: it changed nothing), or
@@ -365,6 +381,7 @@ impl LlmAgent {
         &mut self,
         pending: &Pending,
         answer: Option<Result<Compaction, CompactError>>,
+        req: &mut RequestContext,
     ) -> Result<bool, String> {
         if let Some(stale) = self.ahead.stale(pending) {
             return Err(stale);
@@ -372,34 +389,38 @@ impl LlmAgent {
         let compaction = match answer {
             Some(Ok(compaction)) => compaction,
             Some(Err(e)) => {
-                self.ahead.retry_from = Some(self.check.retry_from(pending.request_tokens));
+                self.ahead.retry_from = Some(self.context.check.retry_from(pending.request_tokens));
                 return Err(e.to_string());
             }
             None => {
-                self.ahead.retry_from = Some(self.check.retry_from(pending.request_tokens));
+                self.ahead.retry_from = Some(self.context.check.retry_from(pending.request_tokens));
                 return Err("the background compaction ended without an answer".into());
             }
         };
         if !compaction.changed() {
             // Nothing to do (under target, or the anti-thrash guard said no): the next job
             // waits for the request to grow a step.
-            self.ahead.retry_from = Some(self.check.retry_from(pending.request_tokens));
-            self.last_compaction = Some(compaction.report);
+            self.ahead.retry_from = Some(self.context.check.retry_from(pending.request_tokens));
+            self.context.last_compaction = Some(compaction.report);
             return Ok(false);
         }
-        let policy = self.policy.clone();
+        let policy = self.context.policy.clone();
         let spliced = Splice {
-            now: self.conversation.messages(),
+            now: self.context.conversation.messages(),
             snapshot: &pending.snapshot,
             compaction: &compaction,
         }
-        .apply(&policy, self.counter.as_ref(), &self.token_cache)
+        .apply(
+            &policy,
+            self.context.counter.as_ref(),
+            &self.context.token_cache,
+        )
         .map_err(|e| format!("stale: {e}"))?;
-        self.keep_for_rollback();
-        self.conversation.replace_shared(spliced);
-        self.archive.extend(&compaction.archive);
-        self.last_compaction = Some(compaction.report);
-        self.warned = false;
+        req.keep_for_rollback(&self.context.conversation);
+        self.context.conversation.replace_shared(spliced);
+        self.context.archive.extend(&compaction.archive);
+        self.context.last_compaction = Some(compaction.report);
+        self.context.warned = false;
         self.ahead.compacted();
         Ok(true)
     }

@@ -61,4 +61,4 @@ pub use lock::{SessionLock, lock_path};
 pub use log::SessionLog;
 pub use records::{CompactionRecord, PausedCall, SESSION_FORMAT_VERSION, Session, SessionRecord};
 pub use scan::load;
-pub(crate) use sync::{SessionSync, restore};
+pub(crate) use sync::{Restored, SessionSync, restore};
