@@ -26,15 +26,15 @@ pub use compaction_settings::{AtLimit, CompactionSettings, WorkAhead, shared_cou
 pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
 pub use llm_agent::{
     COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, InFlightCompaction, LlmAgent,
-    LlmAgentJob, LlmAgentState, PinError, RECALL_TOOL, ScopeError, SwitchError, clear_conversation,
-    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
-    session_health, switch_session,
+    LlmAgentHandle, LlmAgentJob, LlmAgentState, PinError, RECALL_TOOL, ScopeError, SwitchError,
+    clear_conversation, close_scope, compact_agent, compact_agent_cancellable, context_stats,
+    open_scope, pin_message, session_health, switch_session,
 };
 pub use session::health::SessionBehind;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
-/// What cancels a manual compaction ([`compact_agent_cancellable`]).
+/// What cancels a manual compaction ([`LlmAgentHandle::compact_cancellable`]).
 pub use tokio_util::sync::CancellationToken;
 
 use troupe_runtime::{Team, TeamError};

@@ -62,6 +62,7 @@ pub use supervisor::behavior::{
     Checkpoint,
 };
 pub use supervisor::directory::{AskError, Directory};
+pub use supervisor::handle::{AgentKind, AgentRef};
 pub use supervisor::job::{JobRequest, Reply};
 pub use supervisor::overflow::ContextOverflow;
 pub use supervisor::remote::RemoteAgents;

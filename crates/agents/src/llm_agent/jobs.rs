@@ -1,7 +1,7 @@
 //! The jobs an [`LlmAgent`](crate::LlmAgent) takes between requests — `/compact`, opening and
 //! closing a scope, `/clear`, `/resume`, `/context`, its session log's health — as one enum
-//! whose variants carry their typed answer port, and the functions that send them by name.
-//! Each operation has its own error and its own timeout.
+//! whose variants carry their typed answer port, each operation with its own error and its own
+//! timeout. [`LlmAgentHandle`](crate::LlmAgentHandle) (`handle.rs`) sends them.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,63 +19,69 @@ use crate::session::health::SessionBehind;
 
 /// How long opening a scope may take: nothing but a push, once the agent is between requests —
 /// the margin is for the request the job waits behind in the agent's mailbox.
-const OPEN_SCOPE_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const OPEN_SCOPE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long closing a scope may take: the compression agent's summary (a model call, which may
 /// itself wait behind a compaction), after the request the job waits behind.
-const CLOSE_SCOPE_TIMEOUT: Duration = COMPACTION_TIMEOUT;
+pub(super) const CLOSE_SCOPE_TIMEOUT: Duration = COMPACTION_TIMEOUT;
 
 /// How long `/clear`, `/resume` and the session health question may take: they read or write
 /// one session log (a long one loads in seconds), after the request they wait behind.
-const SESSION_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const SESSION_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long `/context` may take: it counts the conversation's tokens (cached per message),
 /// after the request it waits behind.
-const CONTEXT_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const CONTEXT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The jobs an [`LlmAgent`](crate::LlmAgent) takes; give one with
-/// [`Directory::ask_job`](troupe_runtime::Directory::ask_job), or use the function named on each
-/// variant.
+/// The jobs an [`LlmAgent`](crate::LlmAgent) takes; give one through its handle,
+/// `team.agent::<LlmAgent>(name)`, whose method each variant names.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum LlmAgentJob {
-    /// `/compact [focus]` ([`compact_agent_cancellable`]). Cancelling the token abandons
-    /// the compaction while it runs (the compressor's answer is then dropped, the conversation
-    /// unchanged) and answers [`CompactError::Cancelled`]; once the result is applied it is too
-    /// late.
+    /// `/compact [focus]`
+    /// ([`LlmAgentHandle::compact_cancellable`](crate::LlmAgentHandle::compact_cancellable)).
+    /// Cancelling the token abandons the compaction while it runs (the compressor's answer is then
+    /// dropped, the conversation unchanged) and answers [`CompactError::Cancelled`]; once the
+    /// result is applied it is too late.
     Compact(
         Option<String>,
         tokio_util::sync::CancellationToken,
         Reply<Result<AppliedCompaction, CompactError>>,
     ),
     /// Open a scope labelled so: everything from here on belongs to it until it is closed
-    /// ([`open_scope`]).
+    /// ([`LlmAgentHandle::open_scope`](crate::LlmAgentHandle::open_scope)).
     OpenScope(String, Reply<()>),
     /// Close the innermost open scope, replacing its messages by one summary between markers
-    /// ([`close_scope`]): what the summary should keep, and the model that writes it (else the
-    /// last one used for a scope). Answers the summary, or `None` when the scope was empty.
+    /// ([`LlmAgentHandle::close_scope`](crate::LlmAgentHandle::close_scope)): what the summary
+    /// should keep, and the model that writes it (else the last one used for a scope). Answers the
+    /// summary, or `None` when the scope was empty.
     CloseScope(CloseScope, Reply<Result<Option<String>, ScopeError>>),
-    /// `/clear` ([`clear_conversation`]): forget the conversation, its file ledger and last
-    /// report, and record the fresh start in the session log (loading it then starts from
-    /// there). The archive is kept. Tool calls a paused turn left waiting for approval belong
-    /// to the conversation and go with it (the log's clear record drops them too): answers how
-    /// many. `Err` when the log could not be written; the conversation is then unchanged.
+    /// `/clear` ([`LlmAgentHandle::clear`](crate::LlmAgentHandle::clear)): forget the conversation,
+    /// its file ledger and last report, and record the fresh start in the session log (loading it
+    /// then starts from there). The archive is kept. Tool calls a paused turn left waiting for
+    /// approval belong to the conversation and go with it (the log's clear record drops them too):
+    /// answers how many. `Err` when the log could not be written; the conversation is then
+    /// unchanged.
     Clear(Reply<Result<usize, SessionError>>),
-    /// `/resume SESSION` ([`switch_session`]): continue from another session log. The agent
-    /// writes what changed as a last commit to the log it has, takes the other log's lock, loads
-    /// it and lets go of the old one; from then on it (and any restart of it) keeps the new log.
-    /// Switching to the log it already keeps reloads it. Answers the number of messages
-    /// restored, or why the agent stays on its current log (then nothing changed).
+    /// `/resume SESSION`
+    /// ([`LlmAgentHandle::switch_session`](crate::LlmAgentHandle::switch_session)): continue from
+    /// another session log. The agent writes what changed as a last commit to the log it has, takes
+    /// the other log's lock, loads it and lets go of the old one; from then on it (and any restart
+    /// of it) keeps the new log. Switching to the log it already keeps reloads it. Answers the
+    /// number of messages restored, or why the agent stays on its current log (then nothing
+    /// changed).
     SwitchSession(PathBuf, Reply<Result<usize, SwitchError>>),
-    /// `/context` ([`context_stats`]): tokens, percent, per-kind breakdown and the last
-    /// compaction.
+    /// `/context` ([`LlmAgentHandle::context_stats`](crate::LlmAgentHandle::context_stats)):
+    /// tokens, percent, per-kind breakdown and the last compaction.
     ContextStats(Reply<ContextStats>),
-    /// Whether the session log is behind the conversation ([`session_health`]): `None` when it
+    /// Whether the session log is behind the conversation
+    /// ([`LlmAgentHandle::session_health`](crate::LlmAgentHandle::session_health)): `None` when it
     /// is in step (or the agent keeps no log).
     SessionHealth(Reply<Option<SessionBehind>>),
-    /// Pin (`true`) or unpin a message of the conversation ([`pin_message`]): compaction keeps
-    /// a pinned message byte-identical. Written to the session log at once; a compaction
-    /// working ahead on a copy from before is dropped when it lands.
+    /// Pin (`true`) or unpin a message of the conversation
+    /// ([`LlmAgentHandle::pin`](crate::LlmAgentHandle::pin)): compaction keeps a pinned message
+    /// byte-identical. Written to the session log at once; a compaction working ahead on a copy
+    /// from before is dropped when it lands.
     Pin(MessageId, bool, Reply<Result<(), PinError>>),
 }
 

@@ -19,6 +19,7 @@ mod budget;
 mod compact_tool;
 mod context;
 mod context_stats;
+mod handle;
 mod jobs;
 mod oversized_answer;
 mod pins;
@@ -34,6 +35,7 @@ mod turn;
 mod work_ahead;
 
 pub use context_stats::{ContextShare, ContextStats, InFlightCompaction};
+pub use handle::LlmAgentHandle;
 pub use jobs::{
     ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError, clear_conversation,
     close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
