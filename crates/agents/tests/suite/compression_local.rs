@@ -7,12 +7,13 @@ use std::time::Duration;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
-use troupe_agents::model::LocalModel;
 use troupe_agents::{shared_counter, spawn_compression_agent};
 use troupe_compaction::invariants::validate;
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
 use troupe_runtime::{ChatModel, Conversation, Team, TeamConfig, TraceContext};
+
+use super::support::local::model;
 
 #[tokio::test]
 async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
@@ -32,7 +33,7 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
         ..BudgetPolicy::for_window(32_000)
     };
 
-    let model: Arc<dyn ChatModel> = Arc::new(LocalModel::load_default().await.unwrap());
+    let model: Arc<dyn ChatModel> = Arc::new(model().await.clone());
     let team = Team::start(TeamConfig::default()).await.unwrap();
     let mut config = CompressionConfig::new(shared_counter());
     config.model = CompressorModel::Fixed(model);

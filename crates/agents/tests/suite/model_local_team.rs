@@ -1,34 +1,17 @@
 //! The embedded model serving a team (#32): a KV sequence per conversation and requests decoded
-//! together, on the real default weights. Each test has an engine of its own (engines are
-//! shared per path and options), so what its cache holds is its own doing.
+//! together, on the real default weights. Each test has an engine of its own (its own
+//! `max_context`; engines are shared per path and options), so what its cache holds is its own
+//! doing.
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use troupe_agents::model::{LocalModel, LocalModelConfig};
 use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ToolChoice, ToolDefinition,
 };
 
-use super::model_local::LIGHTHOUSE;
-
-/// The default weights on an engine of its own: `max_context` tells the engines apart.
-async fn engine(max_context: u32, parallel: usize) -> LocalModel {
-    let path = LocalModel::load_default()
-        .await
-        .expect("load the local model")
-        .path()
-        .to_path_buf();
-    let config = LocalModelConfig {
-        max_context,
-        parallel,
-        ..LocalModelConfig::default().with_model_path(path)
-    };
-    LocalModel::load(config)
-        .await
-        .expect("load the local model")
-}
+use super::support::local::{LIGHTHOUSE, engine};
 
 fn turn(agent: &str, messages: &[ChatMessage], max_tokens: u32) -> ChatRequest {
     ChatRequest {

@@ -4,9 +4,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use troupe_agents::model::LocalModel;
 use troupe_runtime::typed::ResponseFormat;
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelError};
+
+use super::support::local::model;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Pet {
@@ -43,9 +44,7 @@ fn request(format: ResponseFormat) -> ChatRequest {
 
 #[tokio::test]
 async fn model_local_typed_answer_parses_into_the_type() {
-    let model = LocalModel::load_default()
-        .await
-        .expect("load the local model");
+    let model = model().await;
     let format = ResponseFormat::of::<Pet>();
     let nickname = format.schema["properties"]["nickname"].to_string();
     assert!(nickname.contains(r#""maxLength":20"#), "{nickname}");
@@ -68,9 +67,7 @@ async fn model_local_typed_answer_parses_into_the_type() {
 
 #[tokio::test]
 async fn model_local_refuses_a_schema_its_grammar_cannot_express() {
-    let model = LocalModel::load_default()
-        .await
-        .expect("load the local model");
+    let model = model().await;
     let dangling = ResponseFormat {
         name: "Dangling".into(),
         schema: json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}),
