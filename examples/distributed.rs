@@ -6,7 +6,7 @@
 //! Run it:
 //!
 //! ```text
-//! cargo run --example distributed                 # workers on the local model (llama.cpp)
+//! cargo run --example distributed                 # workers on the default model (local llama.cpp, or OpenAI if configured)
 //! cargo run --example distributed -- --scripted   # scripted workers, no LLM at all
 //! ```
 //!

@@ -1,6 +1,7 @@
 //! An agent reads one source file after another from this repository (`crates/`) until its
-//! conversation nears the context budget; the compression agent then compacts it. Prints the
-//! tokens before and after every compaction and the summary that replaced the older messages.
+//! conversation nears the context budget, and compaction shrinks it. Prints the tokens before and
+//! after every compaction, whether its result landed in the conversation, and the summary that
+//! replaced older messages when one did.
 //!
 //! Run it:
 //!
@@ -11,8 +12,13 @@
 //! ```
 //!
 //! The budget is deliberately tiny (a 6,000-token window: warning at 70 %, compaction at 80 %,
-//! target 5 %) so that compaction triggers after a few reads and has to summarize older turns,
-//! not only stub the file contents. Each file is its own request
+//! target 5 %) so that compaction triggers after a few reads. The agent works ahead (the
+//! default): from the warning on a compaction runs in the background; a read that takes the
+//! conversation past what the window holds makes room at once (old file contents become stubs
+//! naming the file, kept in the archive for `recall`), and a background job still running is
+//! dropped as stale. With `--scripted` the stubs leave the conversation small enough that no
+//! summary is needed; longer answers (a real model's) leave older turns to summarize. Each file
+//! is its own request
 //! (`Read FILE with read_file: {"path": "FILE"}`): a 135M model cannot plan a series of reads,
 //! but after each user message its tool call is forced and grammar-constrained, so it reliably
 //! calls `read_file` (the path it picks may still be wrong). With `--scripted` the model calls
@@ -60,6 +66,9 @@ fn policy() -> BudgetPolicy {
         tool_output_limit_tokens: 1_500,
         min_freeable_tokens: 500,
         summary_max_tokens: 300,
+        // The 5 % target as written: automatic compactions would otherwise aim at the
+        // cost-aware target, somewhere between 20 % and 60 % of the window.
+        cost_aware: false,
         ..BudgetPolicy::default()
     }
 }
@@ -92,11 +101,26 @@ async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, Compresso
     });
     let reader = ScriptedModel::new("scripted-reader", script);
     // The compression agent's tool loop gets a plain answer (its deterministic planner then does
-    // the work) and every segment summary is this text.
+    // the work) and every segment summary is this text, in the sections a summary must have (an
+    // answer without them is not trusted, and the mechanical summary would stand in).
     let summarizer = ScriptedModel::new("scripted-summarizer", []).with_fallback(
-        "The user asked for a tour of the runtime and tools crates; the agent read message.rs \
-         (ChatMessage, MessageKind, Conversation), event.rs (Event, EventRecord) and model.rs \
-         (ChatModel, ModelError) so far.",
+        "## Goal\n\
+         Read the runtime and tools source files with read_file and say what each is for.\n\
+         ## Constraints & Preferences\n\
+         Only read_file; one sentence per file.\n\
+         ## Progress\n\
+         ### Done\n\
+         Read runtime/src/message.rs and runtime/src/event.rs: each defines part of the troupe API.\n\
+         ### In Progress\n\
+         Reading the next file with read_file.\n\
+         ### Blocked\n\
+         Nothing.\n\
+         ## Key Decisions\n\
+         Each file is read in its own request.\n\
+         ## Next Steps\n\
+         Read the remaining runtime and tools files.\n\
+         ## Critical Context\n\
+         The files are under crates/.",
     );
     Ok((
         Arc::new(reader),
@@ -130,6 +154,19 @@ fn print_compactions(events: &mut broadcast::Receiver<EventRecord>) -> usize {
                 }
                 Event::CompactionFailed { reason, .. } => {
                     println!("  compaction failed: {reason}");
+                }
+                Event::CompactionApplied {
+                    mode,
+                    applied,
+                    reason,
+                    ..
+                } => {
+                    println!(
+                        "  compaction ({}) {}{}",
+                        format!("{mode:?}").to_lowercase(),
+                        if applied { "applied" } else { "dropped" },
+                        reason.map(|r| format!(": {r}")).unwrap_or_default()
+                    );
                 }
                 _ => {}
             },

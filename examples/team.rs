@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --example team                 # default model (local llama.cpp, or OpenAI if configured)
 //! cargo run --example team -- --scripted   # deterministic scripted models, no LLM at all
-//! RUST_LOG=info cargo run --example team   # with spans and logs on the console
+//! RUST_LOG=info cargo run --example team   # log lines at info and above on stderr (default: warnings)
 //! TROUPE_TRACE=team.jsonl cargo run --example team -- --scripted && cargo run -- trace team.jsonl
 //! ```
 //!

@@ -123,6 +123,10 @@ fn every_scripted_example_runs_from_a_clean_environment() {
         let out = finish(name, child);
         assert!(out.status.success(), "{name} failed:\n{}", shown(&out));
         let stdout = String::from_utf8_lossy(&out.stdout);
+        // A scripted run has nothing to warn about (a scripted summary the summarizer does not
+        // trust, say).
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("WARN"), "{name} warned:\n{}", shown(&out));
         for line in lines.iter() {
             assert!(
                 stdout.contains(line),
