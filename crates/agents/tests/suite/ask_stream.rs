@@ -14,7 +14,7 @@ use troupe_runtime::{
     ModelInfo, Team, TeamConfig,
 };
 
-use super::llm_agent::shout_tools;
+use super::support::tools::shout_tools;
 
 async fn drain(mut stream: troupe_runtime::AskStream) -> Vec<AskItem> {
     let mut items = Vec::new();

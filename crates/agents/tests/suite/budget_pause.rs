@@ -14,7 +14,7 @@ use troupe_runtime::budget::{BudgetExceeded, BudgetScope, SpendLimit, TeamSpend}
 use troupe_runtime::{AgentError, AgentRequest, AskError, AskItem, Event, Role, Team};
 use troupe_tools::ToolRegistry;
 
-use super::session::team;
+use super::support::compression::team;
 
 fn limit_input(n: u64) -> SpendLimit {
     SpendLimit {

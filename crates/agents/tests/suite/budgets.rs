@@ -17,7 +17,7 @@ use troupe_runtime::budget::{BudgetScope, ModelPrice, SpendLimit, TeamSpend};
 use troupe_runtime::{AgentError, AskError, Role, Team, TeamConfig};
 use troupe_tools::ToolRegistry;
 
-use super::session::team;
+use super::support::compression::team;
 
 fn limit_input(n: u64) -> SpendLimit {
     SpendLimit {

@@ -9,9 +9,9 @@ use troupe_agents::model::{AnthropicConfig, AnthropicModel, RetryPolicy};
 use troupe_runtime::budget::{ModelPrice, Spend};
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, Usage};
 
-use super::anthropic_server::{AnthropicServer, Reply};
-use super::model_fault_server::{Fault, FaultServer, completion_text};
-use super::model_openai::model as openai_model;
+use super::support::anthropic_server::{AnthropicServer, Reply};
+use super::support::model_fault_server::model as openai_model;
+use super::support::model_fault_server::{Fault, FaultServer, completion_text};
 
 /// Anthropic's list prices for a Sonnet-class model: reads 0.1×, 5-minute writes 1.25× input.
 fn anthropic_price() -> ModelPrice {

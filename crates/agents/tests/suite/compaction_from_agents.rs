@@ -15,7 +15,7 @@ use troupe_agents::{
 use troupe_compaction::{BudgetPolicy, CompactTrigger};
 use troupe_runtime::{ChatModel, Event, Team, TeamConfig};
 
-use super::compression::{SUMMARY, big, policy, team_with_compressor};
+use super::support::compression::{SUMMARY, big, policy, team_with_compressor};
 
 fn reader_tools() -> troupe_tools::ToolRegistry {
     let mut tools = troupe_tools::ToolRegistry::new();

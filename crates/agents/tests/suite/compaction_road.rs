@@ -18,9 +18,10 @@ use troupe_agents::{
 use troupe_agents::{CancellationToken, compact_agent_cancellable};
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{
-    AgentRequest, AskError, ChatModel, ChatRequest, ChatStream, Event, EventRecord, ModelError,
-    ModelInfo, RemoteAgents, Team, TeamConfig, TraceContext,
+    AgentRequest, AskError, Event, EventRecord, RemoteAgents, Team, TeamConfig, TraceContext,
 };
+
+use super::support::gated::gated_team;
 
 /// How the cluster a team joined answers for the compression agent.
 #[derive(Clone, Copy)]
@@ -160,34 +161,9 @@ async fn a_remote_compressor_that_fails_is_announced_as_one_failure() {
     team.shutdown().await;
 }
 
-/// A compression model that answers only once its gate is opened.
-struct GatedModel {
-    inner: ScriptedModel,
-    gate: Arc<tokio::sync::Semaphore>,
-}
-
-#[async_trait]
-impl ChatModel for GatedModel {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
-    }
-
-    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        let _open = self.gate.acquire().await;
-        self.inner.chat_stream(request).await
-    }
-}
-
 #[tokio::test]
 async fn a_cancelled_compaction_is_announced_as_one_failure_and_lets_the_next_one_run() {
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let team = Team::start(TeamConfig::default()).await.unwrap();
-    let mut config = CompressionConfig::new(shared_counter());
-    config.model = CompressorModel::Fixed(Arc::new(GatedModel {
-        inner: ScriptedModel::new("compressor-model", []).with_fallback("done."),
-        gate: gate.clone(),
-    }));
-    spawn_compression_agent(&team, config).await.unwrap();
+    let (team, gate) = gated_team().await;
     let settings = CompactionSettings {
         policy: Some(BudgetPolicy {
             target: 0.1,

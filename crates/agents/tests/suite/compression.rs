@@ -5,25 +5,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_agents::compression::CompressorModel;
-use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
+use troupe_agents::compression::COMPRESSION_AGENT;
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
-use troupe_agents::{shared_counter, spawn_compression_agent};
+use troupe_agents::shared_counter;
 use troupe_compaction::invariants::validate;
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{
-    ChatMessage, ChatModel, Conversation, Event, Team, TeamConfig, ToolCall, TraceContext,
-};
+use troupe_compaction::{CompactTrigger, Compaction, CompactionError};
+use troupe_runtime::{ChatMessage, ChatModel, Conversation, Event, Team, ToolCall, TraceContext};
 use troupe_tools::FileLedger;
 
-pub(super) const SUMMARY: &str = "## Goal\nRead the files.\n## Constraints & Preferences\n- none\n## Progress\n### Done\n- read files\n### In Progress\n- none\n### Blocked\n- none\n## Key Decisions\n- none\n## Next Steps\n1. continue\n## Critical Context\n- none";
-
-pub(super) fn big(n: usize) -> String {
-    (0..n)
-        .map(|i| format!("line {i}: some file content with several words in it\n"))
-        .collect()
-}
+use super::support::compression::{
+    SUMMARY, big, policy, talkative_conversation, team_with_compressor,
+};
 
 /// system, task, six read calls with ~500-token results, then five short exchanges.
 fn long_conversation() -> Conversation {
@@ -45,21 +38,6 @@ fn long_conversation() -> Conversation {
         messages.push(ChatMessage::assistant(format!("answer {i}.")));
     }
     Conversation::from_messages(messages)
-}
-
-pub(super) fn policy() -> BudgetPolicy {
-    BudgetPolicy {
-        tool_output_limit_tokens: 100_000,
-        ..BudgetPolicy::for_window(4_000)
-    }
-}
-
-pub(super) async fn team_with_compressor(model: Option<Arc<dyn ChatModel>>) -> Team {
-    let team = Team::start(TeamConfig::default()).await.unwrap();
-    let mut config = CompressionConfig::new(shared_counter());
-    config.model = model.map_or(CompressorModel::None, CompressorModel::Fixed);
-    spawn_compression_agent(&team, config).await.unwrap();
-    team
 }
 
 async fn run_job(team: &Team, request: CompactionRequest) -> Result<Compaction, CompactionError> {
@@ -244,26 +222,6 @@ async fn without_a_model_the_mechanical_summarizer_still_reaches_the_target() {
     assert!(unchanged.report.no_compaction_needed);
     assert_eq!(unchanged.messages, small.to_messages());
     team.shutdown().await;
-}
-
-/// Long user/assistant exchanges and no tool output: only summaries (tier 3) can shrink it (also
-/// used by `summary_trust.rs`).
-pub(super) fn talkative_conversation() -> Conversation {
-    let mut messages = vec![
-        ChatMessage::system("You are a coder."),
-        ChatMessage::user("Port the tokenizer to Rust; it must stay allocation-free."),
-    ];
-    for i in 0..12 {
-        messages.push(ChatMessage::user(format!(
-            "step {i}: {}",
-            "please look at the tokenizer state machine again. ".repeat(12)
-        )));
-        messages.push(ChatMessage::assistant(format!(
-            "step {i} done: {}",
-            "I rewrote the branch for quoted strings and checked the tests. ".repeat(12)
-        )));
-    }
-    Conversation::from_messages(messages)
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use troupe_agents::compression::{COMPRESSION_AGENT, CompressorJob};
 use troupe_runtime::TraceContext;
 
-use super::compressor_schedule::{GateModel, PATIENCE, compact, next_start, request, starts, team};
+use super::support::schedule::{GateModel, PATIENCE, compact, next_start, request, starts, team};
 
 #[tokio::test]
 async fn a_job_whose_asker_stopped_waiting_stops_and_frees_its_worker() {

@@ -2,28 +2,11 @@
 
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
 use troupe_runtime::{AgentError, AskError, Event, ModelError, Role, Team, TeamConfig};
-use troupe_tools::{ToolError, ToolRegistry};
 
-#[derive(Deserialize, JsonSchema)]
-struct Word {
-    word: String,
-}
-
-/// A registry with one tool, `shout`, that upper-cases a word (also used by `ask_stream.rs`).
-pub(super) fn shout_tools() -> ToolRegistry {
-    let mut tools = ToolRegistry::new();
-    tools
-        .register_fn("shout", "Upper-case a word.", |args: Word| async move {
-            Ok::<_, ToolError>(args.word.to_uppercase())
-        })
-        .unwrap();
-    tools
-}
+use super::support::tools::shout_tools;
 
 #[tokio::test]
 async fn a_two_tool_call_turn_lands_results_in_order() {

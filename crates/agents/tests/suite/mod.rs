@@ -1,4 +1,3 @@
-mod anthropic_server;
 mod approval;
 mod ask_stream;
 mod budget_pause;
@@ -15,7 +14,6 @@ mod compressor_schedule;
 mod llm_agent;
 mod model_anthropic;
 mod model_anthropic_live;
-mod model_fault_server;
 #[cfg(feature = "local")]
 mod model_local;
 #[cfg(feature = "local")]
@@ -29,7 +27,6 @@ mod model_stream_limits;
 mod pins;
 mod precall;
 mod rate_limit;
-mod rate_limit_server;
 mod recall_tool;
 mod session;
 mod session_log;

@@ -18,8 +18,8 @@ use troupe_runtime::{
     TeamConfig,
 };
 
-use super::anthropic_server::{AnthropicServer, Reply, event};
-use super::llm_agent::shout_tools;
+use super::support::anthropic_server::{AnthropicServer, Reply, event};
+use super::support::tools::shout_tools;
 
 const KEY: &str = "sk-ant-test-key-123456";
 

@@ -9,22 +9,9 @@ use troupe_runtime::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelError, ToolChoice, ToolDefinition,
 };
 
-use super::model_fault_server::{Fault, FaultServer, completion_text, completion_tool_call};
-
-/// The provider pointed at `server`, with short timeouts and backoffs (also used by
-/// `model_openai_stream.rs`).
-pub(super) fn model(server: &FaultServer) -> OpenAiModel {
-    let config = OpenAiConfig::new(&server.base_url, "gpt-test")
-        .with_api_key("sk-test")
-        .with_request_timeout(Duration::from_millis(500))
-        .with_retry(RetryPolicy {
-            max_retries: 3,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(50),
-            max_retry_after: Duration::from_secs(5),
-        });
-    OpenAiModel::new(config).unwrap()
-}
+use super::support::model_fault_server::{
+    Fault, FaultServer, completion_text, completion_tool_call, model,
+};
 
 fn conversation() -> Vec<ChatMessage> {
     vec![

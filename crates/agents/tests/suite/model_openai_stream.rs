@@ -10,11 +10,10 @@ use troupe_runtime::{
     ResponseAssembler, Usage, WireValue,
 };
 
-use super::model_fault_server::{
+use super::support::model_fault_server::{
     Fault, FaultServer, SSE_DONE, chunk_call_arguments, chunk_call_start, chunk_finish, chunk_role,
-    chunk_text, chunk_usage, completion_text, split_at, sse, sse_body,
+    chunk_text, chunk_usage, completion_text, model, split_at, sse, sse_body,
 };
-use super::model_openai::model;
 
 fn request() -> ChatRequest {
     ChatRequest::new(vec![ChatMessage::user("What is the capital of Norway?")])

@@ -16,8 +16,8 @@ use troupe_agents::model::{
 };
 use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelDelta, ModelError};
 
-use super::anthropic_server::{AnthropicServer, Reply, event};
-use super::model_fault_server::{
+use super::support::anthropic_server::{AnthropicServer, Reply, event};
+use super::support::model_fault_server::{
     Fault, FaultServer, chunk_finish, chunk_role, chunk_text, sse, sse_body,
 };
 

@@ -12,7 +12,7 @@ use troupe_agents::{
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
-use super::session::team;
+use super::support::compression::team;
 
 const RULES: &str = "Project rules: never force-push; every change gets a test.";
 

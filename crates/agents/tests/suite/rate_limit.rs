@@ -17,8 +17,8 @@ use troupe_agents::{
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{ChatModel, Team, TeamConfig};
 
-use super::rate_limit_server::LimitServer;
-use super::session::team;
+use super::support::compression::team;
+use super::support::rate_limit_server::LimitServer;
 
 const AGENTS: usize = 8;
 

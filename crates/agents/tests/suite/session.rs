@@ -4,27 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_agents::compression::CompressionConfig;
-use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::{SessionRecord, load};
-use troupe_agents::{
-    AgentSpec, CompactionSettings, WorkAhead, context_stats, shared_counter, spawn_agent,
-    spawn_compression_agent,
-};
+use troupe_agents::{AgentSpec, CompactionSettings, WorkAhead, context_stats, spawn_agent};
 use troupe_compaction::{Archive, BudgetPolicy, expand};
-use troupe_runtime::{Checkpoint, MessageKind, Team, TeamConfig};
+use troupe_runtime::{Checkpoint, MessageKind, Team};
 use troupe_tools::{FileLedger, ToolRegistry};
 
-/// A team whose compression agent uses the mechanical summary (`session_switch.rs` uses it too).
-pub(super) async fn team() -> Team {
-    let team = Team::start(TeamConfig::default()).await.unwrap();
-    // No summarizer model: tier 3 uses the mechanical summary, so scripts stay the agent's own.
-    let mut config = CompressionConfig::new(shared_counter());
-    config.model = CompressorModel::None;
-    spawn_compression_agent(&team, config).await.unwrap();
-    team
-}
+use super::support::compression::team;
 
 fn state_of(checkpoint: &Checkpoint) -> (FileLedger, Archive) {
     let state = checkpoint

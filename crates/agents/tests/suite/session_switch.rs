@@ -9,7 +9,7 @@ use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent, switch_session};
 use troupe_runtime::{Conversation, TeamError};
 
-use super::session::team;
+use super::support::compression::team;
 
 fn coder(log: &Path) -> AgentSpec {
     AgentSpec::new(
@@ -88,7 +88,7 @@ async fn a_refused_resume_leaves_the_agent_and_both_logs_as_they_were() {
 
     // A log another agent keeps: refused as in use.
     let busy = dir.path().join("busy.jsonl");
-    let other = super::session::team().await;
+    let other = super::support::compression::team().await;
     spawn_agent(&other, coder(&busy)).await.unwrap();
     let error = switch_session(&team, "coder", &busy).await.unwrap_err();
     assert!(

@@ -9,49 +9,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use tokio::sync::{Semaphore, broadcast};
-use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::session::load;
-use troupe_agents::{
-    AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
-};
+use troupe_agents::{AgentSpec, CompactionSettings, WorkAhead, spawn_agent};
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatStream, CompactionMode, Event, EventRecord,
-    MessageKind, ModelError, ModelInfo, Team, TeamConfig,
-};
+use troupe_runtime::{ChatMessage, CompactionMode, Event, EventRecord, MessageKind, Team};
 
-/// A compression model that answers only once its gate is opened.
-struct GatedModel {
-    inner: ScriptedModel,
-    gate: Arc<Semaphore>,
-}
-
-#[async_trait]
-impl ChatModel for GatedModel {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
-    }
-
-    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        let _open = self.gate.acquire().await;
-        self.inner.chat_stream(request).await
-    }
-}
+use super::support;
+use super::support::events::drain;
 
 /// A gated team with `coder`, working ahead at the warning of an 8k window, its session in
 /// `log`.
 async fn gated_team(log: &Path) -> (Team, Arc<Semaphore>) {
-    let gate = Arc::new(Semaphore::new(0));
-    let team = Team::start(TeamConfig::default()).await.unwrap();
-    let mut config = CompressionConfig::new(shared_counter());
-    config.model = CompressorModel::Fixed(Arc::new(GatedModel {
-        inner: ScriptedModel::new("compressor-model", []).with_fallback("done."),
-        gate: gate.clone(),
-    }));
-    spawn_compression_agent(&team, config).await.unwrap();
+    let (team, gate) = support::gated::gated_team().await;
     let coder = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
     let spec = AgentSpec::new("coder", coder)
         .session(log)
@@ -67,14 +38,6 @@ async fn gated_team(log: &Path) -> (Team, Arc<Semaphore>) {
         });
     spawn_agent(&team, spec).await.unwrap();
     (team, gate)
-}
-
-fn drain(events: &mut broadcast::Receiver<EventRecord>) -> Vec<Event> {
-    let mut heard = Vec::new();
-    while let Ok(record) = events.try_recv() {
-        heard.push(record.event);
-    }
-    heard
 }
 
 /// Ask short parts until a background compaction starts.

@@ -21,7 +21,7 @@ use troupe_runtime::{
 };
 use troupe_tools::FileLedger;
 
-use super::compression::talkative_conversation;
+use super::support::compression::talkative_conversation;
 
 /// A short bug-fixing session, as the summarizer sees it.
 fn conversation() -> Conversation {

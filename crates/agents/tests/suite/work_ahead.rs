@@ -11,36 +11,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::{Semaphore, broadcast};
-use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
-use troupe_agents::{
-    AgentSpec, CompactionSettings, LlmAgentState, WorkAhead, clear_conversation, compact_agent,
-    context_stats, shared_counter, spawn_agent, spawn_compression_agent,
-};
-use troupe_compaction::{BudgetPolicy, expand};
+use troupe_agents::{AgentSpec, clear_conversation, compact_agent, context_stats, spawn_agent};
+use troupe_compaction::expand;
 use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatStream, CompactionMode, Event, EventRecord,
-    MessageKind, ModelError, ModelInfo, Role, Team, TeamConfig,
+    ChatModel, ChatRequest, ChatStream, CompactionMode, Event, MessageKind, ModelError, ModelInfo,
+    Role,
 };
 
-/// A compression model that answers only once its gate is opened.
-pub(super) struct GatedModel {
-    inner: ScriptedModel,
-    gate: Arc<Semaphore>,
-}
-
-#[async_trait]
-impl ChatModel for GatedModel {
-    fn info(&self) -> ModelInfo {
-        self.inner.info()
-    }
-
-    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
-        let _open = self.gate.acquire().await;
-        self.inner.chat_stream(request).await
-    }
-}
+use super::support::events::drain;
+use super::support::gated::gated_team;
+use super::support::work_ahead::{
+    applied, archive_of, ask_parts_until, ask_until_background, assert_sound, big, coder,
+    messages_of, settings, until_compaction_ends,
+};
 
 /// An agent model that panics when the conversation holds `boom` (its actor dies and the
 /// supervisor restarts it from its checkpoint), and otherwise answers "noted.".
@@ -58,160 +42,6 @@ impl ChatModel for PanickyModel {
         }
         self.0.chat_stream(request).await
     }
-}
-
-pub(super) fn big(n: usize) -> String {
-    (0..n)
-        .map(|i| format!("line {i}: some text the agent was given to keep in mind\n"))
-        .collect()
-}
-
-/// An 8k window compacted far down (target 10 %): every compaction has work for the model.
-pub(super) fn settings() -> CompactionSettings {
-    CompactionSettings {
-        policy: Some(BudgetPolicy {
-            target: 0.1,
-            tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
-        }),
-        work_ahead: WorkAhead::AtWarning,
-        // The sizes here sit just around the thresholds: no `recall` definition joins the
-        // tool list (and the counted tokens) once the first compaction archived something.
-        recall_tool: false,
-        ..CompactionSettings::default()
-    }
-}
-
-/// A team whose compression agent's model waits at the returned gate.
-pub(super) async fn gated_team() -> (Team, Arc<Semaphore>) {
-    let gate = Arc::new(Semaphore::new(0));
-    let team = Team::start(TeamConfig::default()).await.unwrap();
-    let mut config = CompressionConfig::new(shared_counter());
-    config.model = CompressorModel::Fixed(Arc::new(GatedModel {
-        inner: ScriptedModel::new("compressor-model", []).with_fallback("done."),
-        gate: gate.clone(),
-    }));
-    spawn_compression_agent(&team, config).await.unwrap();
-    (team, gate)
-}
-
-pub(super) fn coder() -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."))
-}
-
-/// Every event heard so far.
-pub(super) fn drain(events: &mut broadcast::Receiver<EventRecord>) -> Vec<Event> {
-    let mut heard = Vec::new();
-    while let Ok(record) = events.try_recv() {
-        heard.push(record.event);
-    }
-    heard
-}
-
-pub(super) fn background_started(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::CompactionStarted {
-            mode: CompactionMode::Background,
-            ..
-        }
-    )
-}
-
-/// Ask short parts until a background compaction starts; returns every event heard.
-pub(super) async fn ask_until_background(
-    team: &Team,
-    events: &mut broadcast::Receiver<EventRecord>,
-) -> Vec<Event> {
-    let started = |heard: &[Event]| heard.iter().any(background_started);
-    let heard = ask_parts_until(team, events, 4, started).await;
-    assert!(
-        started(&heard),
-        "no background compaction started: {heard:?}"
-    );
-    heard
-}
-
-/// Ask parts of `lines` lines each (at most 60) until what was heard satisfies `done`; returns
-/// every event heard.
-pub(super) async fn ask_parts_until(
-    team: &Team,
-    events: &mut broadcast::Receiver<EventRecord>,
-    lines: usize,
-    done: impl Fn(&[Event]) -> bool,
-) -> Vec<Event> {
-    let mut heard = Vec::new();
-    for i in 0..60 {
-        team.ask("coder", format!("part {i}:\n{}", big(lines)))
-            .await
-            .unwrap();
-        heard.extend(drain(events));
-        if done(&heard) {
-            break;
-        }
-    }
-    heard
-}
-
-/// Wait until the compaction of `coder` ended (finished or failed).
-pub(super) async fn until_compaction_ends(
-    events: &mut broadcast::Receiver<EventRecord>,
-) -> Vec<Event> {
-    let mut heard = Vec::new();
-    loop {
-        let event = tokio::time::timeout(Duration::from_secs(60), events.recv())
-            .await
-            .expect("the compaction ended")
-            .unwrap()
-            .event;
-        let ended = matches!(
-            event,
-            Event::CompactionFinished { .. } | Event::CompactionFailed { .. }
-        );
-        heard.push(event);
-        if ended {
-            return heard;
-        }
-    }
-}
-
-/// The `CompactionApplied`s among `events`: mode, applied, reason.
-pub(super) fn applied(events: &[Event]) -> Vec<(CompactionMode, bool, Option<String>)> {
-    events
-        .iter()
-        .filter_map(|e| match e {
-            Event::CompactionApplied {
-                mode,
-                applied,
-                reason,
-                ..
-            } => Some((*mode, *applied, reason.clone())),
-            _ => None,
-        })
-        .collect()
-}
-
-pub(super) fn messages_of(team: &Team) -> Vec<ChatMessage> {
-    team.checkpoint("coder").unwrap().conversation.to_messages()
-}
-
-pub(super) fn archive_of(team: &Team) -> troupe_compaction::Archive {
-    team.checkpoint("coder")
-        .unwrap()
-        .state
-        .get::<LlmAgentState>()
-        .unwrap()
-        .archive
-        .clone()
-}
-
-/// No id twice, and expanding with the archive gives back every original.
-pub(super) fn assert_sound(messages: &[ChatMessage], archive: &troupe_compaction::Archive) {
-    let mut ids: Vec<_> = messages.iter().map(|m| m.id).collect();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), messages.len(), "an id appears twice");
-    expand(messages, archive).unwrap();
 }
 
 #[tokio::test]

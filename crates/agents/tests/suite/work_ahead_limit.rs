@@ -12,9 +12,11 @@ use std::time::Duration;
 use troupe_agents::{AgentSpec, AtLimit, CompactionSettings, context_stats, spawn_agent};
 use troupe_runtime::{CompactTrigger, CompactionMode, Event, Team};
 
-use super::work_ahead::{
-    applied, archive_of, ask_until_background, assert_sound, background_started, big, coder, drain,
-    gated_team, messages_of, settings, until_compaction_ends,
+use super::support::events::drain;
+use super::support::gated::gated_team;
+use super::support::work_ahead::{
+    applied, archive_of, ask_until_background, assert_sound, background_started, big, coder,
+    messages_of, settings, until_compaction_ends,
 };
 
 /// An ask that must come back while the compressor's gate is shut: a wait on the job would

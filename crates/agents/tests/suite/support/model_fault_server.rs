@@ -15,6 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+use troupe_agents::model::{OpenAiConfig, OpenAiModel, RetryPolicy};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -415,4 +416,18 @@ pub fn completion_tool_call(id: &str, name: &str, arguments: &str) -> Value {
         }],
         "usage": {"prompt_tokens": 80, "completion_tokens": 12, "total_tokens": 92}
     })
+}
+
+/// The provider pointed at `server`, with short timeouts and backoffs.
+pub(crate) fn model(server: &FaultServer) -> OpenAiModel {
+    let config = OpenAiConfig::new(&server.base_url, "gpt-test")
+        .with_api_key("sk-test")
+        .with_request_timeout(Duration::from_millis(500))
+        .with_retry(RetryPolicy {
+            max_retries: 3,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(50),
+            max_retry_after: Duration::from_secs(5),
+        });
+    OpenAiModel::new(config).unwrap()
 }
