@@ -182,8 +182,8 @@ async fn reference_server() -> anyhow::Result<(Reference, McpServerConfig)> {
         ));
     }
     bail!(
-        "mcp_tools starts an MCP server with npx or python3 and found neither: install Node.js \
-         (npm's npx) or Python 3 with venv (python3-venv on Debian/Ubuntu)"
+        "mcp_tools starts its MCP server with npx or with python3's venv, and neither is here: \
+         install Node.js (npm's npx), or Python 3 with venv (python3-venv on Debian/Ubuntu)"
     )
 }
 
