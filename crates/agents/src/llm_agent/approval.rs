@@ -85,11 +85,11 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace_id: TraceId,
     ) -> Result<(), AgentError> {
-        if self.paused.is_empty() {
+        if self.session.paused.is_empty() {
             return Ok(());
         }
         let watch = ctx.events.watch_of(trace_id);
-        let paused = self.paused.clone();
+        let paused = self.session.paused.clone();
         let mut interrupted = Vec::new();
         let mut work = Vec::new();
         for p in &paused {
@@ -132,7 +132,7 @@ impl LlmAgent {
                 .conversation
                 .push(ChatMessage::tool_result(p.call_id.clone(), content));
         }
-        self.paused.clear();
+        self.session.paused.clear();
         self.persist();
         Ok(())
     }
@@ -224,6 +224,7 @@ impl LlmAgent {
             let call_ids: Vec<String> = to_run.iter().map(|c| c.id.clone()).collect();
             // A resumed turn abandoned while these run is not asked about again either.
             for p in self
+                .session
                 .paused
                 .iter_mut()
                 .filter(|p| call_ids.contains(&p.call_id))

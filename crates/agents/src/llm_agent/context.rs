@@ -6,17 +6,22 @@
 //!
 //! It outlives requests; a checkpoint copies it ([`LlmAgentState`]) at the cost of what changed.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TokenCache, TokenCounter};
-use troupe_compaction::{Archive, BudgetPolicy, CompactionReport};
-use troupe_runtime::Conversation;
+use troupe_compaction::{Archive, BudgetPolicy, Compaction, CompactionReport};
+use troupe_runtime::{Conversation, MessageId, MessageKind};
 use troupe_tools::{FileLedger, SharedLedger};
 
+mod fit;
+
 use super::LlmAgentState;
+use super::request::RequestContext;
 use super::tool_tokens::ToolTokens;
+use crate::compression::client::AppliedCompaction;
 use crate::session::Restored;
 
 /// The agent's conversation, what stands behind it, and how it is measured.
@@ -125,5 +130,34 @@ impl Context {
         }
         state.archive = self.archive.clone();
         state.last_compaction.clone_from(&self.last_compaction);
+    }
+
+    /// Put a compaction's result in place of the conversation it was made from (nothing
+    /// changes when it changed nothing) and report it with the summary it wrote.
+    pub(super) fn apply(
+        &mut self,
+        compaction: Compaction,
+        req: &mut RequestContext,
+    ) -> AppliedCompaction {
+        let before: HashSet<MessageId> =
+            self.conversation.messages().iter().map(|m| m.id).collect();
+        if compaction.changed() {
+            req.keep_for_rollback(&self.conversation);
+            compaction.apply_to(&mut self.conversation);
+            self.archive.extend(&compaction.archive);
+        }
+        let summary = self
+            .conversation
+            .messages()
+            .iter()
+            .rev()
+            .find(|m| m.kind == MessageKind::Summary && !before.contains(&m.id))
+            .map(|m| m.text());
+        self.last_compaction = Some(compaction.report.clone());
+        self.warned = false;
+        AppliedCompaction {
+            report: compaction.report,
+            summary,
+        }
     }
 }

@@ -2,31 +2,41 @@
 //!
 //! One request: the request becomes a user message; then turns — a model call, then the tool
 //! calls it asked for and their results — until the model answers without tool calls (the final
-//! answer) or `max_turns` model calls have been made. Each concern has its file: the turn loop
-//! (`turn.rs`), the budget check before every model call and the output reserve (`precall.rs`,
-//! refusing with [`troupe_runtime::ContextOverflow`]), the budget check after each turn and how
-//! the agent asks for a compaction and applies it (`budget.rs`, through the compaction client
-//! in `compression/client.rs`), the compaction it runs ahead of the trigger while it works on
-//! and splices in later (`work_ahead.rs`), the agent-callable `compact` tool
-//! (`compact_tool.rs`), the agent-callable `recall` of archived originals (`recall_tool.rs`),
-//! scoped compression (`scopes.rs`), context statistics (`context.rs`), the session log's operations —
-//! `/clear`, `/resume`, a changed system prompt, the write at a commit point
-//! (`session_ops.rs`); this file holds the agent's state, its construction and the
-//! [`AgentBehavior`] that dispatches requests and jobs.
+//! answer) or `max_turns` model calls have been made. The turn loop is `turn.rs` (`run_turns`).
+//!
+//! The agent's state is grouped by kind, each type with its impl in its own file: its
+//! `Context` (`context.rs`: the conversation, the archive, the file ledger, the token cache,
+//! the policy and the context check; what fits the window in `context/fit.rs`), the work it has
+//! compacted ahead (`work_ahead.rs`: `WorkAheadState`), its session log (`session_link.rs`:
+//! `SessionLink`) and its spend (`crate::spend::SpendMeter`, checked before every model call in
+//! `spend_pause.rs`). The request being handled is a `RequestContext` (`request.rs`), built
+//! when it opens and passed down: its trace and what a rollback needs.
+//!
+//! The agent's own operations: the context check before every model call and after every turn
+//! and tool batch (`context_check.rs`, carrying out `troupe_compaction::context_check`'s
+//! decision, refusing with [`troupe_runtime::ContextOverflow`]), how it asks for a compaction
+//! and applies it (`compacting.rs`, through the compaction client in `compression/client.rs`),
+//! tool approval (`approval.rs`), the agent-callable `compact` tool (`compact_tool.rs`), the
+//! agent-callable `recall` of archived originals (`recall_tool.rs`), scoped compression
+//! (`scopes.rs`), pins (`pins.rs`), `/context` (`context_stats.rs`), the session log's
+//! operations — `/clear`, `/resume`, a changed system prompt, the write at a commit point
+//! (`session_ops.rs`); its jobs (`jobs.rs`) and its typed handle (`handle.rs`). This file holds
+//! the agent's fields, its construction and the [`AgentBehavior`] that dispatches requests and
+//! jobs.
 
 mod approval;
-mod budget;
 mod compact_tool;
+mod compacting;
 mod context;
+mod context_check;
 mod context_stats;
 mod handle;
 mod jobs;
-mod oversized_answer;
 mod pins;
-mod precall;
 mod recall_tool;
 mod request;
 mod scopes;
+mod session_link;
 mod session_ops;
 mod spend_pause;
 mod tool_span;
@@ -41,11 +51,10 @@ pub use jobs::{
     close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
     session_health, switch_session,
 };
-use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
+use troupe_compaction::{Archive, BudgetPolicy, CompactionReport};
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
@@ -53,12 +62,13 @@ use troupe_runtime::{
 };
 use troupe_tools::{FileLedger, ToolRegistry};
 
-use crate::compression::client::{AppliedCompaction, CompactError};
-use crate::session::{SessionClaim, SessionSync, restore};
+use crate::compression::client::CompactError;
+use crate::session::SessionClaim;
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 use context::Context;
 use request::RequestContext;
+use session_link::SessionLink;
 
 pub use compact_tool::COMPACT_TOOL;
 pub use recall_tool::RECALL_TOOL;
@@ -73,10 +83,8 @@ pub struct LlmAgent {
     /// Open scopes, innermost last: label and the first id that belongs to it.
     scopes: Vec<(String, MessageId)>,
     last_scope_model: Option<Arc<dyn ChatModel>>,
-    /// The session log, when the spec names one.
-    session: Option<SessionSync>,
-    /// What its `invoke_agent` spans record as `gen_ai.conversation.id` and `session.id`.
-    conversation_id: String,
+    /// The session log, when it keeps one, and what belongs to it (`session_link.rs`).
+    session: SessionLink,
     /// The trace of the last request or job: what the agent does between requests (landing or
     /// cancelling its job at shutdown) is published there. The request being handled is a
     /// [`RequestContext`], passed down.
@@ -84,9 +92,6 @@ pub struct LlmAgent {
     /// The compaction running ahead of the trigger, and what makes its answer stale
     /// (`work_ahead.rs`). It outlives requests: agent state, not a request's.
     ahead: work_ahead::WorkAheadState,
-    /// The open calls of a turn the session log shows paused for approval (`approval.rs`):
-    /// answered before the next request.
-    paused: Vec<crate::session::PausedCall>,
     /// What the agent spent against its budgets (`spend.rs`); shared with its compactions.
     spend: crate::spend::SpendMeter,
 }
@@ -125,32 +130,7 @@ impl LlmAgent {
                 .register(AskAgentTool { link: link.clone() })
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
         }
-        let mut session = None;
-        let mut restored = None;
-        let mut paused = Vec::new();
-        // After a `/resume`, the claim holds the log the agent switched to: a rebuild keeps it.
-        let path = claim
-            .and_then(SessionClaim::held_path)
-            .or_else(|| spec.session.clone());
-        if let Some(path) = &path {
-            let (mut sync, logged) = SessionSync::open(path, &spec.name, claim)
-                .map_err(|e| AgentError::Failed(e.to_string()))?;
-            for warning in &logged.warnings {
-                tracing::warn!(agent = %spec.name, "{warning}");
-            }
-            // A turn paused for approval was written to the log mid-request, after the last
-            // checkpoint: the log is newer then, and the agent resumes from it.
-            if checkpoint.is_none() || !logged.paused.is_empty() {
-                let r = restore(&logged);
-                paused.clone_from(&r.paused);
-                restored = Some(r);
-            }
-            // Written only once the log has restored: a log refused above stays as it was (apart
-            // from a torn last line, which opening cuts off).
-            sync.note_model(logged.model.as_deref(), &spec.model.info().name)
-                .map_err(|e| AgentError::Failed(e.to_string()))?;
-            session = Some(sync);
-        }
+        let (session, restored) = SessionLink::open(&spec, checkpoint.is_some(), claim)?;
         let (conversation, state) = match (checkpoint, restored) {
             (Some(c), None) => {
                 let state = c.state.get::<LlmAgentState>().cloned().unwrap_or_default();
@@ -167,7 +147,6 @@ impl LlmAgent {
             ),
             (None, None) => (Conversation::new(), LlmAgentState::default()),
         };
-        let conversation_id = conversation_id(&spec.name, path.as_deref());
         let policy = spec
             .compaction
             .policy_for(spec.model.info().context_window, spec.max_tokens);
@@ -185,10 +164,8 @@ impl LlmAgent {
             scopes: Vec::new(),
             last_scope_model: None,
             session,
-            conversation_id,
             last_trace: TraceContext::new_root(),
             ahead: work_ahead::WorkAheadState::default(),
-            paused,
             spend,
         })
     }
@@ -211,7 +188,7 @@ impl LlmAgent {
     /// The open calls of a turn the session log showed paused for approval: the next request
     /// answers them first (asking again where the policy asks).
     pub fn paused_calls(&self) -> &[crate::session::PausedCall] {
-        &self.paused
+        &self.session.paused
     }
 
     /// The file ledger of this agent's tool calls.
@@ -244,23 +221,6 @@ impl LlmAgent {
     pub fn policy(&self) -> &BudgetPolicy {
         &self.context.policy
     }
-
-    /// A manual compaction that `cancel` abandons while it waits for the compressor: the
-    /// compressor's answer is then dropped and nothing of the conversation changed (it is only
-    /// applied after that wait, with no await in between). The abandoned compaction announces
-    /// its end and leaves the tracker as it is dropped (`compression/client.rs`).
-    async fn compact_unless_cancelled(
-        &mut self,
-        focus: Option<String>,
-        cancel: &tokio_util::sync::CancellationToken,
-        ctx: &AgentContext,
-        job: &mut RequestContext,
-    ) -> Result<AppliedCompaction, CompactError> {
-        tokio::select! {
-            outcome = self.compact(CompactTrigger::Manual, focus, ctx, job) => outcome,
-            () = cancel.cancelled() => Err(CompactError::Cancelled),
-        }
-    }
 }
 
 #[async_trait]
@@ -271,14 +231,17 @@ impl AgentBehavior for LlmAgent {
         ctx: &AgentContext,
     ) -> Result<String, AgentError> {
         let span = tracing::Span::current();
-        span.record(semconv::CONVERSATION_ID, self.conversation_id.as_str());
-        span.record(semconv::SESSION_ID, self.conversation_id.as_str());
+        span.record(
+            semconv::CONVERSATION_ID,
+            self.session.conversation_id.as_str(),
+        );
+        span.record(semconv::SESSION_ID, self.session.conversation_id.as_str());
         self.last_trace = request.trace;
         let mut req = RequestContext::new(request.trace);
         self.link.set(ctx.directory.clone(), request.trace);
         // A compaction that landed between requests goes in before this one starts (not part
         // of what a rollback of this request undoes).
-        self.land_background(ctx, &mut req);
+        self.ahead.land(&mut self.context, ctx, &mut req);
         // A turn paused before a restart is finished first, outside what a rollback of this
         // request undoes: its calls may have run.
         self.finish_paused(ctx, req.trace.id()).await?;
@@ -346,7 +309,7 @@ impl AgentBehavior for LlmAgent {
             LlmAgentJob::ContextStats(reply) => reply.send(self.context_stats()),
             LlmAgentJob::Pin(id, pinned, reply) => reply.send(self.set_pinned(id, pinned)),
             LlmAgentJob::SessionHealth(reply) => {
-                reply.send(self.session.as_ref().and_then(SessionSync::behind));
+                reply.send(self.session.behind());
             }
         }
         Ok(())
@@ -356,7 +319,7 @@ impl AgentBehavior for LlmAgent {
     /// log keeps what landed.
     async fn stop(&mut self, ctx: &AgentContext) {
         let mut between = RequestContext::new(self.last_trace);
-        self.stop_background(ctx, &mut between).await;
+        self.ahead.stop(&mut self.context, ctx, &mut between).await;
         self.persist();
     }
 
@@ -375,14 +338,5 @@ impl AgentBehavior for LlmAgent {
             return;
         };
         self.context.update_state(state);
-    }
-}
-
-/// The conversation an agent's spans name: its session log (the same log is the same
-/// conversation across runs), else one id for this agent's life in this process.
-fn conversation_id(agent: &str, session: Option<&Path>) -> String {
-    match session {
-        Some(path) => format!("{agent}@{}", path.display()),
-        None => format!("{agent}-{}", TraceContext::new_root().id()),
     }
 }

@@ -4,9 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::LlmAgent;
 use super::jobs::SwitchError;
-use super::{LlmAgent, conversation_id};
-use crate::session::{SessionError, restore};
+use crate::session::SessionError;
 
 impl LlmAgent {
     /// `/clear`: record the fresh start in the session log first (so a failed write changes
@@ -15,14 +15,10 @@ impl LlmAgent {
     /// conversation (asked about later, they would run against nothing, and their results
     /// answer no call). Answers how many such calls were dropped.
     pub(super) fn clear(&mut self) -> Result<usize, SessionError> {
-        if let Some(sync) = &mut self.session {
-            sync.clear()?;
-        }
+        let dropped = self.session.clear()?;
         self.context.clear();
         self.scopes.clear();
         self.ahead.rewritten("the conversation was cleared");
-        let dropped = self.paused.len();
-        self.paused.clear();
         Ok(dropped)
     }
 
@@ -30,21 +26,9 @@ impl LlmAgent {
     /// the log at `path` (see [`crate::LlmAgentJob::SwitchSession`]). On an error nothing changed.
     pub(super) fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
         self.persist();
-        let Some(sync) = &self.session else {
-            return Err(SwitchError::NoSession(self.spec.name.clone()));
-        };
         let model = self.spec.model.info().name;
-        let (sync, logged) = sync.switch(path, &self.spec.name, &model)?;
-        for warning in &logged.warnings {
-            tracing::warn!(agent = %self.spec.name, "{warning}");
-        }
-        let restored = restore(&logged);
+        let restored = self.session.switch(path, &self.spec.name, &model)?;
         let count = restored.conversation.len();
-        // Paused calls belong to their log: this log's own are the ones to finish (the old
-        // log keeps its own, pending, for whoever resumes it).
-        self.paused.clone_from(&restored.paused);
-        self.session = Some(sync);
-        self.conversation_id = conversation_id(&self.spec.name, Some(path));
         self.context.resume(restored);
         self.scopes.clear();
         self.ahead
@@ -89,22 +73,6 @@ impl LlmAgent {
 
     /// [`LlmAgent::persist`] with `extra` records in the same commit (a paused turn's).
     pub(super) fn persist_with(&mut self, extra: Vec<crate::session::SessionRecord>) {
-        let Some(sync) = &mut self.session else {
-            return;
-        };
-        if let Err(e) = sync.persist_with(
-            &self.context.conversation,
-            &self.context.archive,
-            &self.context.ledger.snapshot(),
-            self.context.last_compaction.as_ref(),
-            extra,
-        ) {
-            tracing::error!(
-                agent = %self.spec.name,
-                session = %sync.path().display(),
-                error = %e,
-                "could not write the session log; will retry at the next commit point"
-            );
-        }
+        self.session.persist(&self.context, extra, &self.spec.name);
     }
 }

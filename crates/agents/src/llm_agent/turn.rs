@@ -19,6 +19,7 @@ use super::LlmAgent;
 use super::compact_tool::COMPACT_TOOL;
 use super::recall_tool::RECALL_TOOL;
 use super::request::RequestContext;
+use super::spend_pause::within_budget;
 use super::tool_span::in_tool_span;
 
 impl LlmAgent {
@@ -184,14 +185,14 @@ impl LlmAgent {
             }
             // No call starts once a budget is spent (or, paused, until it is raised); what the
             // request added stays.
-            self.within_budget(ctx, trace_id, watch).await?;
+            within_budget(&self.spend, ctx, trace_id, watch).await?;
             // Measured before every call, the first included: what the request added (a large
             // message, a relayed answer) has not been checked yet.
             self.prepare_call(ctx, req)
                 .await
                 .map_err(AgentError::ContextOverflow)?;
             // A compaction on the way may have spent the rest.
-            self.within_budget(ctx, trace_id, watch).await?;
+            within_budget(&self.spend, ctx, trace_id, watch).await?;
             let reply = match self.call_model(ctx, trace_id, watch, format).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {
@@ -219,7 +220,11 @@ impl LlmAgent {
             let calls = reply.calls().to_vec();
             let text = reply.text();
             // The caller gets `text` whole; an answer too large for the window is kept cut.
-            self.push_answer(reply);
+            // The definitions of the request this answer came from, counted when it was sent:
+            // no copy of them for every answer.
+            let tool_tokens = self.request_tool_tokens();
+            self.context
+                .push_answer(reply, tool_tokens, &self.spec.name);
             if calls.is_empty() {
                 self.check_context(ctx, req).await;
                 return Ok(text);

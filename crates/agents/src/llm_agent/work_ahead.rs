@@ -42,15 +42,15 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use tokio::task::JoinHandle;
 use troupe_compaction::economics::Lead;
-use troupe_compaction::{CompactTrigger, Compaction, Splice};
+use troupe_compaction::{Compaction, Splice};
 use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
 
-use super::LlmAgent;
+use super::context::Context;
 use super::context_stats::InFlightCompaction;
 use super::request::RequestContext;
 use crate::compression::CompactionRequest;
 use crate::compression::client::{
-    CompactError, OwnedCaller, Settled, can_compact, compact_detached, compaction_applied, hurry,
+    CompactError, OwnedCaller, Settled, compact_detached, compaction_applied, hurry,
 };
 
 /// A compaction running ahead of the trigger.
@@ -194,30 +194,27 @@ pub(super) fn has_open_tool_calls(messages: &[Arc<ChatMessage>]) -> bool {
         .any(|call| !answered.contains(&call.id.as_str()))
 }
 
-impl LlmAgent {
-    /// At a turn boundary short of the limit, as the context check decides
-    /// ([`ContextStep::WorkAhead`](troupe_compaction::context_check::ContextStep::WorkAhead):
-    /// the request of `request_tokens`, messages and tools, reached the work-ahead threshold
-    /// with no job in flight and no tool call open): start a compaction of the conversation as
-    /// it is and go on — when there is something to compact and a compressor to do it.
-    pub(super) fn work_ahead(
+impl WorkAheadState {
+    /// Start `request`, the compaction of the conversation as it is now, in the background,
+    /// telling it the job's lead, and go on: the request of `request_tokens` (messages and
+    /// tools) reached the work-ahead threshold (`LlmAgent::work_ahead`).
+    pub(super) fn start(
         &mut self,
-        ctx: &AgentContext,
+        request: CompactionRequest,
         request_tokens: usize,
+        context: &mut Context,
+        ctx: &AgentContext,
         req: &RequestContext,
     ) {
-        if self.context.conversation.len() < 2 || !can_compact(&ctx.directory) {
-            return;
-        }
         let request = CompactionRequest {
-            lead: self.ahead.lead.map_or(Lead::Unknown, Lead::Turns),
-            ..self.compaction_request(CompactTrigger::Automatic, None, &ctx.name)
+            lead: self.lead.map_or(Lead::Unknown, Lead::Turns),
+            ..request
         };
         let caller = OwnedCaller {
             directory: ctx.directory.clone(),
             events: ctx.events.clone(),
             trace: req.trace,
-            counter: self.context.counter.clone(),
+            counter: context.counter.clone(),
         };
         // Announced and its span opened here, under the request whose turn starts it.
         let detached = match compact_detached(caller, request) {
@@ -227,21 +224,21 @@ impl LlmAgent {
                 return;
             }
         };
-        let snapshot = self.context.conversation.messages().to_vec();
-        let before_loan = self.context.conversation.mark();
+        let snapshot = context.conversation.messages().to_vec();
+        let before_loan = context.conversation.mark();
         // The compaction names its summaries and stubs from the snapshot's next id on: the
         // conversation skips past them, so what is appended meanwhile never shares an id.
         for _ in 0..id_loan(snapshot.len()) {
-            self.context.conversation.allocate_id();
+            context.conversation.allocate_id();
         }
-        let loan = (before_loan, self.context.conversation.mark());
+        let loan = (before_loan, context.conversation.mark());
         let answer = tokio::spawn(detached.answer);
-        self.ahead.pending = Some(Pending {
+        self.pending = Some(Pending {
             loan,
-            tokens: self.tokens(),
+            tokens: context.tokens(),
             request_tokens,
             snapshot,
-            epoch: self.ahead.epoch,
+            epoch: self.epoch,
             answer,
             started: Instant::now(),
             span: detached.span,
@@ -250,9 +247,14 @@ impl LlmAgent {
 
     /// At a turn boundary: take the answer of the job in flight if it has come (never waiting)
     /// and splice it in, or drop the job at once if it is stale.
-    pub(super) fn land_background(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
-        let epoch = self.ahead.epoch;
-        let Some(pending) = &mut self.ahead.pending else {
+    pub(super) fn land(
+        &mut self,
+        context: &mut Context,
+        ctx: &AgentContext,
+        req: &mut RequestContext,
+    ) {
+        let epoch = self.epoch;
+        let Some(pending) = &mut self.pending else {
             return;
         };
         let answer = if pending.answer.is_finished() {
@@ -263,8 +265,8 @@ impl LlmAgent {
         } else {
             return;
         };
-        if let Some(pending) = self.ahead.pending.take() {
-            self.settle_background(pending, answer, Duration::ZERO, ctx, req);
+        if let Some(pending) = self.pending.take() {
+            self.settle(pending, answer, Duration::ZERO, context, ctx, req);
         }
     }
 
@@ -276,20 +278,25 @@ impl LlmAgent {
     /// [`AtLimit::MakeRoom`]: crate::AtLimit::MakeRoom
     /// [`AtLimit::Wait`]: crate::AtLimit::Wait
     /// [`ContextStep::Join`]: troupe_compaction::context_check::ContextStep::Join
-    pub(super) async fn join_background(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
-        let Some(mut pending) = self.ahead.pending.take() else {
+    pub(super) async fn join(
+        &mut self,
+        context: &mut Context,
+        ctx: &AgentContext,
+        req: &mut RequestContext,
+    ) {
+        let Some(mut pending) = self.pending.take() else {
             return;
         };
         let waiting = Instant::now();
-        let answer = if self.ahead.stale(&pending).is_some() {
+        let answer = if self.stale(&pending).is_some() {
             None
         } else {
             // Still queued behind other agents' jobs, it is ranked by the room left now.
-            let room = self.context.policy.usable_tokens() as i64 - self.tokens() as i64;
+            let room = context.policy.usable_tokens() as i64 - context.tokens() as i64;
             hurry(&ctx.directory, req.trace.child(), &ctx.name, room).await;
             (&mut pending.answer).await.ok()
         };
-        self.settle_background(pending, answer, waiting.elapsed(), ctx, req);
+        self.settle(pending, answer, waiting.elapsed(), context, ctx, req);
     }
 
     /// The agent stops (team shutdown), between requests: an answer that has come is spliced
@@ -298,37 +305,43 @@ impl LlmAgent {
     /// outlast the shutdown grace. Its task has ended before this returns, so its
     /// `compaction` span ends and its `CompactionFailed` (cancelled) is published, not left
     /// open past the trace's flush; the conversation is as the last request left it.
-    pub(super) async fn stop_background(&mut self, ctx: &AgentContext, req: &mut RequestContext) {
-        self.land_background(ctx, req);
-        if let Some(pending) = self.ahead.pending.take() {
-            self.cancel_background(pending, ctx, req).await;
+    pub(super) async fn stop(
+        &mut self,
+        context: &mut Context,
+        ctx: &AgentContext,
+        req: &mut RequestContext,
+    ) {
+        self.land(context, ctx, req);
+        if let Some(pending) = self.pending.take() {
+            self.cancel(pending, context, ctx, req).await;
         }
     }
 
     /// The conversation was rewritten by another compaction: a job in flight is stale, and is
     /// cancelled and dropped now rather than at the next turn boundary (its summarizer would
     /// run on for nothing meanwhile).
-    pub(super) async fn drop_stale_background(
+    pub(super) async fn drop_stale(
         &mut self,
+        context: &mut Context,
         ctx: &AgentContext,
         req: &mut RequestContext,
     ) {
         let stale = self
-            .ahead
             .pending
             .as_ref()
-            .is_some_and(|pending| self.ahead.stale(pending).is_some());
-        if stale && let Some(pending) = self.ahead.pending.take() {
-            self.cancel_background(pending, ctx, req).await;
+            .is_some_and(|pending| self.stale(pending).is_some());
+        if stale && let Some(pending) = self.pending.take() {
+            self.cancel(pending, context, ctx, req).await;
         }
     }
 
     /// Cancel `pending`'s task and settle it. Its task has ended before the settling, so its
     /// `CompactionFailed` (cancelled) comes before the `CompactionApplied` that drops it, as
     /// every compaction's events come: started, finished or failed, applied.
-    async fn cancel_background(
+    async fn cancel(
         &mut self,
         mut pending: Pending,
+        context: &mut Context,
         ctx: &AgentContext,
         req: &mut RequestContext,
     ) {
@@ -338,33 +351,34 @@ impl LlmAgent {
         let answer = (&mut pending.answer)
             .await
             .unwrap_or(Err(CompactError::Cancelled));
-        self.settle_background(pending, Some(answer), Duration::ZERO, ctx, req);
+        self.settle(pending, Some(answer), Duration::ZERO, context, ctx, req);
     }
 
     /// Splice `answer` in or drop it, and say which (`CompactionApplied`, and the wait on the
     /// job's span: `waited` plus the splice).
-    fn settle_background(
+    fn settle(
         &mut self,
         pending: Pending,
         answer: Option<Result<Compaction, CompactError>>,
         waited: Duration,
+        context: &mut Context,
         ctx: &AgentContext,
         req: &mut RequestContext,
     ) {
         let splicing = Instant::now();
         // Measured before the splice replaces the snapshot's messages.
-        let lead = lead_turns(&pending, self.context.conversation.messages(), waited);
-        let outcome = self.splice_in(&pending, answer, req);
+        let lead = lead_turns(&pending, context.conversation.messages(), waited);
+        let outcome = self.splice_in(&pending, answer, context, req);
         let spliced = matches!(outcome, Ok(true));
         if spliced && lead.is_some() {
             // Only a job that ran says how long one takes: a declined or skipped one answers
             // at once.
-            self.ahead.lead = lead;
+            self.lead = lead;
         }
         let outcome = outcome.map(|_| ());
-        if !spliced && self.context.conversation.mark() == pending.loan.1 {
+        if !spliced && context.conversation.mark() == pending.loan.1 {
             // Nothing took an id since the loan: hand the compaction's ids back.
-            self.context.conversation.rewind(pending.loan.0);
+            context.conversation.rewind(pending.loan.0);
         }
         let settled = Settled {
             agent: &ctx.name,
@@ -381,112 +395,47 @@ impl LlmAgent {
         &mut self,
         pending: &Pending,
         answer: Option<Result<Compaction, CompactError>>,
+        context: &mut Context,
         req: &mut RequestContext,
     ) -> Result<bool, String> {
-        if let Some(stale) = self.ahead.stale(pending) {
+        if let Some(stale) = self.stale(pending) {
             return Err(stale);
         }
         let compaction = match answer {
             Some(Ok(compaction)) => compaction,
             Some(Err(e)) => {
-                self.ahead.retry_from = Some(self.context.check.retry_from(pending.request_tokens));
+                self.retry_from = Some(context.check.retry_from(pending.request_tokens));
                 return Err(e.to_string());
             }
             None => {
-                self.ahead.retry_from = Some(self.context.check.retry_from(pending.request_tokens));
+                self.retry_from = Some(context.check.retry_from(pending.request_tokens));
                 return Err("the background compaction ended without an answer".into());
             }
         };
         if !compaction.changed() {
             // Nothing to do (under target, or the anti-thrash guard said no): the next job
             // waits for the request to grow a step.
-            self.ahead.retry_from = Some(self.context.check.retry_from(pending.request_tokens));
-            self.context.last_compaction = Some(compaction.report);
+            self.retry_from = Some(context.check.retry_from(pending.request_tokens));
+            context.last_compaction = Some(compaction.report);
             return Ok(false);
         }
-        let policy = self.context.policy.clone();
+        let policy = context.policy.clone();
         let spliced = Splice {
-            now: self.context.conversation.messages(),
+            now: context.conversation.messages(),
             snapshot: &pending.snapshot,
             compaction: &compaction,
         }
-        .apply(
-            &policy,
-            self.context.counter.as_ref(),
-            &self.context.token_cache,
-        )
+        .apply(&policy, context.counter.as_ref(), &context.token_cache)
         .map_err(|e| format!("stale: {e}"))?;
-        req.keep_for_rollback(&self.context.conversation);
-        self.context.conversation.replace_shared(spliced);
-        self.context.archive.extend(&compaction.archive);
-        self.context.last_compaction = Some(compaction.report);
-        self.context.warned = false;
-        self.ahead.compacted();
+        req.keep_for_rollback(&context.conversation);
+        context.conversation.replace_shared(spliced);
+        context.archive.extend(&compaction.archive);
+        context.last_compaction = Some(compaction.report);
+        context.warned = false;
+        self.compacted();
         Ok(true)
     }
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use troupe_runtime::{Conversation, ToolCall};
-
-    use super::*;
-
-    fn shared(messages: Vec<ChatMessage>) -> Vec<Arc<ChatMessage>> {
-        messages.into_iter().map(Arc::new).collect()
-    }
-
-    #[test]
-    fn a_call_is_open_until_every_result_is_in() {
-        let calls = vec![
-            ToolCall::new("a", "read", "{}"),
-            ToolCall::new("b", "read", "{}"),
-        ];
-        let asked = ChatMessage::assistant_tool_calls(None, calls);
-        let mut messages = vec![ChatMessage::user("go"), asked];
-        assert!(has_open_tool_calls(&shared(messages.clone())));
-        messages.push(ChatMessage::tool_result("a", "one"));
-        assert!(has_open_tool_calls(&shared(messages.clone())));
-        messages.push(ChatMessage::tool_result("b", "two"));
-        assert!(!has_open_tool_calls(&shared(messages.clone())));
-        messages.push(ChatMessage::assistant("done"));
-        assert!(!has_open_tool_calls(&shared(messages)));
-        assert!(!has_open_tool_calls(&[]));
-    }
-
-    #[tokio::test]
-    async fn a_job_measures_the_turns_it_took_to_land() {
-        let snapshot = shared(vec![ChatMessage::user("go"), ChatMessage::assistant("ok")]);
-        let mark = Conversation::new().mark();
-        let pending = Pending {
-            snapshot: snapshot.clone(),
-            tokens: 0,
-            request_tokens: 0,
-            epoch: 0,
-            answer: tokio::spawn(std::future::pending()),
-            started: Instant::now().checked_sub(Duration::from_secs(10)).unwrap(),
-            span: tracing::Span::none(),
-            loan: (mark, mark),
-        };
-        let call = vec![ToolCall::new("a", "read", "{}")];
-        let mut now = snapshot.clone();
-        now.extend(shared(vec![
-            ChatMessage::user("more"),
-            ChatMessage::assistant_tool_calls(None, call),
-            ChatMessage::tool_result("a", "text"),
-            ChatMessage::assistant("read it"),
-        ]));
-        // Two model turns went by, and the answer goes in before the third.
-        assert_eq!(lead_turns(&pending, &now, Duration::ZERO), Some(3));
-        // Waited for half of its ten seconds: it needed twice the turns it had.
-        assert_eq!(lead_turns(&pending, &now, Duration::from_secs(5)), Some(6));
-        // Waited for before any turn went by: nothing says how long a turn takes.
-        assert_eq!(
-            lead_turns(&pending, &snapshot, Duration::from_secs(5)),
-            None
-        );
-        // Landed before the next turn.
-        assert_eq!(lead_turns(&pending, &snapshot, Duration::ZERO), Some(1));
-    }
-}
+mod tests;
