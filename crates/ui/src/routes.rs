@@ -1,0 +1,129 @@
+//! The routes: the page and its assets, the snapshot, the live feed, the approval answers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures::StreamExt as _;
+use serde::Deserialize;
+use tokio::sync::watch;
+use troupe_runtime::approval::{ApprovalDecision, ApprovalId, Approvals};
+
+use crate::feed::{Feed, Out};
+use crate::page;
+
+/// What the routes act on.
+#[derive(Debug, Clone)]
+pub(crate) struct Routes {
+    pub(crate) feed: Arc<Feed>,
+    /// The team's approval desk; `None` for a finished run (read-only).
+    pub(crate) approvals: Option<Approvals>,
+    pub(crate) token: String,
+    /// Turns `true` when the server shuts down: live feeds end then.
+    pub(crate) closing: watch::Receiver<bool>,
+}
+
+pub(crate) fn router(routes: Routes) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(app_js))
+        .route("/app.css", get(app_css))
+        .route("/api/snapshot", get(snapshot))
+        .route("/api/events", get(events))
+        .route("/api/approvals/approve", post(approve))
+        .route("/api/approvals/deny", post(deny))
+        .with_state(routes)
+}
+
+fn with_type(body: impl IntoResponse, content_type: &'static str) -> Response {
+    let mut response = body.into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+async fn index(State(routes): State<Routes>) -> Response {
+    let mut response = with_type(page::index(&routes.token), "text/html; charset=utf-8");
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(page::CSP),
+    );
+    response
+}
+
+async fn app_js() -> Response {
+    with_type(page::APP_JS, "text/javascript; charset=utf-8")
+}
+
+async fn app_css() -> Response {
+    with_type(page::APP_CSS, "text/css; charset=utf-8")
+}
+
+async fn snapshot(State(routes): State<Routes>) -> Response {
+    with_type(routes.feed.snapshot(), "application/json")
+}
+
+/// The live feed: a snapshot, then patches; `lagged` then a snapshot when the viewer fell
+/// behind. Ends when the server shuts down.
+async fn events(State(routes): State<Routes>) -> impl IntoResponse {
+    let mut closing = routes.closing.clone();
+    let closed = async move {
+        let _ = closing.wait_for(|closed| *closed).await;
+    };
+    let stream = routes
+        .feed
+        .subscribe()
+        .map(|out| {
+            Ok::<_, Infallible>(match out {
+                Out::Snapshot(json) => SseEvent::default().event("snapshot").data(json),
+                Out::Patch(json) => SseEvent::default().event("patch").data(&*json),
+                Out::Lagged => SseEvent::default().event("lagged").data("{}"),
+            })
+        })
+        .take_until(Box::pin(closed));
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// An answer to a waiting tool call.
+#[derive(Debug, Deserialize)]
+struct Answer {
+    id: ApprovalId,
+    /// Why, for a denial (the model sees it as the call's result).
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+async fn approve(State(routes): State<Routes>, Json(answer): Json<Answer>) -> Response {
+    decide(
+        &routes,
+        &answer.id,
+        ApprovalDecision::Approve { arguments: None },
+    )
+}
+
+async fn deny(State(routes): State<Routes>, Json(answer): Json<Answer>) -> Response {
+    let reason = answer
+        .reason
+        .filter(|r| !r.trim().is_empty())
+        .unwrap_or_else(|| "denied in the troupe view".to_string());
+    decide(&routes, &answer.id, ApprovalDecision::Deny { reason })
+}
+
+fn decide(routes: &Routes, id: &ApprovalId, decision: ApprovalDecision) -> Response {
+    let Some(approvals) = &routes.approvals else {
+        return (StatusCode::CONFLICT, "a finished run is read-only").into_response();
+    };
+    match approvals.decide(id, decision) {
+        Ok(()) => {
+            routes.feed.update(|view| view.answered(id));
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(e) => (StatusCode::CONFLICT, e.to_string()).into_response(),
+    }
+}

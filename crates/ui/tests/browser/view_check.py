@@ -1,0 +1,233 @@
+"""Drive troupe's view in headless chromium (selenium) against the scripted team of
+crates/ui/tests/suite/browser.rs, which reads this script's stdout:
+
+  OPEN  the page is live: the team may start working
+  LOAD  the approvals are done: publish the load events now
+
+Usage: view_check.py URL SCREENSHOT_DIR LOAD_EVENTS. Exits non-zero on the first failed check.
+"""
+
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+URL, SHOTS, LOAD = sys.argv[1], sys.argv[2], int(sys.argv[3])
+BASE = URL.split("?")[0]
+TOKEN = URL.split("token=")[1]
+HOSTILE = 'Here: <script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> done'
+
+
+def say(line):
+    print(line, flush=True)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    say(f"ok: {what}")
+
+
+opts = webdriver.ChromeOptions()
+opts.binary_location = "/usr/bin/chromium"
+for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+            "--window-size=1400,1100"]:
+    opts.add_argument(arg)
+opts.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+seen_states = {}
+
+
+def poll_states():
+    states = driver.execute_script(
+        "return [...document.querySelectorAll('.card')].map(c => "
+        "[c.dataset.agent, c.querySelector('.state').dataset.state]);")
+    for agent, state in states:
+        seen = seen_states.setdefault(agent, [])
+        if not seen or seen[-1] != state:
+            seen.append(state)
+    return states
+
+
+def wait_for(what, cond, secs=90):
+    def step(_):
+        poll_states()
+        return cond()
+    try:
+        return WebDriverWait(driver, secs, poll_frequency=0.05).until(step)
+    except Exception as e:
+        driver.save_screenshot(os.path.join(SHOTS, "failure.png"))
+        raise AssertionError(f"timed out waiting for {what}") from e
+
+
+def shot(name):
+    driver.save_screenshot(os.path.join(SHOTS, f"{name}.png"))
+
+
+def statuses(*fragments):
+    """HTTP statuses chromium saw for URLs containing one of `fragments` (its performance log,
+    read once: reading empties it)."""
+    found = []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.responseReceived":
+            response = msg["params"]["response"]
+            if any(f in response["url"] for f in fragments):
+                found.append(response["status"])
+    return found
+
+
+try:
+    # Without the token: refused, and no page.
+    driver.get(BASE)
+    body = driver.find_element(By.TAG_NAME, "body").text
+    check("token is missing or wrong" in body, "a page without the token is refused")
+    check(not driver.find_elements(By.ID, "agents"), "no view is served without the token")
+
+    driver.get(URL)
+    driver.execute_script(
+        "window.__long = []; new PerformanceObserver(l => window.__long.push("
+        "...l.getEntries().map(e => e.duration))).observe({type: 'longtask', buffered: true});")
+    wait_for("the live feed", lambda: driver.find_element(By.ID, "status").text == "live")
+    wait_for("both agents' cards", lambda: len(driver.find_elements(
+        By.CSS_SELECTOR, ".card[data-agent=writer], .card[data-agent=coder]")) == 2)
+    shot("idle")
+    say("OPEN")
+
+    # The writer works, is compacted, and answers hostile markup.
+    def receipt():
+        rows = driver.find_elements(By.CSS_SELECTOR, ".compaction[data-agent=writer] .receipt")
+        return rows and rows[0].text.startswith("receipt (")
+    wait_for("a compaction with its receipt", receipt)
+    row = driver.find_element(By.CSS_SELECTOR, ".compaction[data-agent=writer]")
+    check("→" in row.find_element(By.CLASS_NAME, "tokens").text, "the compaction shows before → after tokens")
+    check("net saving" in row.text, "the receipt shows its net saving")
+    shot("compaction")
+
+    def said():
+        pre = driver.find_elements(By.CSS_SELECTOR, ".card[data-agent=writer] pre.said")
+        return pre and pre[0].text == HOSTILE
+    wait_for("the writer's hostile answer, as text", said)
+    check(driver.execute_script("return window.__pwned") is None, "the answer's markup never ran")
+    check(not driver.find_elements(By.CSS_SELECTOR, "#agents script, #agents img, #log script, #log img"),
+          "no element was made from the answer's markup")
+    check("writer" in seen_states and len(seen_states["writer"]) >= 2,
+          f"the writer's state changed on the page: {seen_states.get('writer')}")
+    meter = driver.find_element(By.CSS_SELECTOR, ".card[data-agent=writer] .meter-text").text
+    check("/ 16,384 tokens" in meter, f"the writer's context meter reads its window: {meter}")
+    check(len(driver.find_elements(By.CSS_SELECTOR, ".card[data-agent=writer] .meter .mark")) == 3,
+          "the meter marks warning, trigger and target")
+
+    # The coder asks for two calls.
+    wait_for("two waiting calls", lambda: len(driver.find_elements(By.CSS_SELECTOR, ".approval")) == 2)
+    check(seen_states["coder"][-1] == "waiting_for_approval",
+          f"the coder waits for approval: {seen_states['coder']}")
+    args = sorted(e.text for e in driver.find_elements(By.CSS_SELECTOR, ".approval .arguments"))
+    # As the model wrote them (the scripted model writes compact JSON).
+    check(args == ['{"command":"rm -rf /data"}', '{"command":"rm -rf build"}'],
+          f"the exact arguments are shown: {args}")
+    shot("approvals")
+    rows = {r.find_element(By.CLASS_NAME, "arguments").text: r
+            for r in driver.find_elements(By.CSS_SELECTOR, ".approval")}
+    data_id = rows['{"command":"rm -rf /data"}'].get_attribute("data-approval")
+
+    # Another origin, even knowing the token, can neither read nor answer.
+    evil_page = f"""<!doctype html><script>
+      fetch({json.dumps(BASE + 'api/snapshot?token=' + TOKEN)}, {{mode: 'no-cors'}});
+      fetch({json.dumps(BASE + 'api/approvals/approve?token=' + TOKEN)}, {{method: 'POST',
+        mode: 'no-cors', headers: {{'content-type': 'text/plain'}},
+        body: JSON.stringify({{id: {json.dumps(data_id)}}})}})
+        .finally(() => {{ document.title = 'sent'; }});
+    </script>""".encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.end_headers()
+            self.wfile.write(evil_page)
+
+        def log_message(self, *args):
+            pass
+
+    evil = http.server.HTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    view_tab = driver.current_window_handle
+    driver.get_log("performance")  # only what follows
+    driver.switch_to.new_window("tab")
+    driver.get(f"http://127.0.0.1:{evil.server_address[1]}/")
+    WebDriverWait(driver, 30).until(lambda d: d.title == "sent")
+    time.sleep(0.5)
+    # (The view's own tab keeps its feed open meanwhile: only the evil page's two requests.)
+    refused = statuses("/api/snapshot", "/api/approvals/")
+    check(refused == [403, 403],
+          f"another origin is refused: {refused}")
+    driver.close()
+    driver.switch_to.window(view_tab)
+    evil.shutdown()
+    check(len(driver.find_elements(By.CSS_SELECTOR, ".approval")) == 2, "both calls still wait")
+
+    # Approve one, deny the other; the coder goes on and the calls leave the page.
+    def answer(arguments, button):
+        # Found afresh each time: an answer re-draws the list.
+        row = next(r for r in driver.find_elements(By.CSS_SELECTOR, ".approval")
+                   if r.find_element(By.CLASS_NAME, "arguments").text == arguments)
+        row.find_element(By.CSS_SELECTOR, button).click()
+    answer('{"command":"rm -rf build"}', "button.approve")
+    wait_for("the approved call to leave the page",
+             lambda: len(driver.find_elements(By.CSS_SELECTOR, ".approval")) == 1)
+    answer('{"command":"rm -rf /data"}', "button.deny")
+    wait_for("no waiting calls", lambda: not driver.find_elements(By.CSS_SELECTOR, ".approval"))
+
+    def coder_done():
+        card = driver.find_element(By.CSS_SELECTOR, ".card[data-agent=coder]")
+        pre = card.find_elements(By.CSS_SELECTOR, "pre.said")
+        return card.find_element(By.CLASS_NAME, "state").get_attribute("data-state") == "idle" \
+            and pre and pre[0].text == "done"
+    wait_for("the coder idle with its answer", coder_done)
+    coder = seen_states["coder"]
+    check(coder.index("waiting_for_approval") < len(coder) - 1 and coder[-1] == "idle",
+          f"the coder changed state on the page: {coder}")
+    shot("answered")
+
+    # Load: 10,000 events while the page stays live.
+    loaded = f"return state.events.filter(r => r.event.agent.startsWith('load')).length"
+    driver.execute_script("window.__long = []; troupeStats.maxRenderMs = 0;"
+                          "troupeStats.renders = 0; troupeStats.renderMs = 0;")
+    start = time.monotonic()
+    say("LOAD")
+    last = f"return state.events.some(r => r.event.call_id === 'c{LOAD - 1}')"
+    WebDriverWait(driver, 120, poll_frequency=0.1).until(lambda d: d.execute_script(last))
+    took = time.monotonic() - start
+    shown = driver.execute_script(loaded)
+    stats = driver.execute_script("return troupeStats")
+    long_tasks = driver.execute_script("return window.__long")
+    full = driver.execute_script(
+        "const t = performance.now(); dirty.all = true; render(); return performance.now() - t;")
+    click = driver.execute_script(
+        "const t = performance.now(); document.querySelector('.card').click(); "
+        "return performance.now() - t;")
+    rows = len(driver.find_elements(By.CSS_SELECTOR, "#log li"))
+    say("MEASURE " + json.dumps({
+        "events": LOAD, "seconds_until_the_last_shown": round(took, 2),
+        "events_kept_on_the_page": shown,
+        "missed_by_the_view": driver.execute_script("return state.missed"),
+        "re_syncs": driver.execute_script("return state.lagged"),
+        "renders": stats["renders"], "max_render_ms": round(stats["maxRenderMs"], 1),
+        "mean_render_ms": round(stats["renderMs"] / max(1, stats["renders"]), 2),
+        "long_tasks_over_50ms": len(long_tasks),
+        "longest_task_ms": round(max(long_tasks, default=0), 1),
+        "full_rerender_ms_after": round(full, 1), "log_rows_in_dom": rows,
+    }))
+    check(rows <= 200, "the log keeps its DOM bounded")
+    shot("load")
+    say("DONE")
+finally:
+    driver.quit()

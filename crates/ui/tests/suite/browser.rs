@@ -1,0 +1,160 @@
+//! The page in a real browser (Debian's chromium and chromium-driver, driven by the PyPI
+//! `selenium` package: `tests/browser/view_check.py`), against a scripted team: it sees an agent
+//! change state, a compaction appear with its receipt, approves one waiting call and denies
+//! another (the agent does what was chosen), renders a model answer with `<script>` and
+//! `<img onerror>` as text, and is refused without the token or from another origin. Then it
+//! times the page taking in 10,000 events.
+//!
+//! The python is `TROUPE_SELENIUM_PYTHON` (`.ci/run` sets it to its venv's), else `python3`.
+//! Without chromium, chromedriver or selenium the test fails under CI (`CI` set) and is
+//! skipped, loudly, elsewhere.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::process::Command;
+use troupe_runtime::{AgentRequest, Event};
+use troupe_ui::{UiConfig, serve};
+
+use super::support::{Runs, WRITER_ANSWERS, team};
+
+/// Events the page takes in for the measurement.
+const LOAD_EVENTS: u64 = 10_000;
+
+fn python() -> String {
+    std::env::var("TROUPE_SELENIUM_PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+/// Why the browser test cannot run here, if it cannot.
+fn missing() -> Option<String> {
+    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        if !Path::new(tool).exists() {
+            return Some(format!(
+                "{tool} is missing (apt-get install chromium chromium-driver)"
+            ));
+        }
+    }
+    let selenium = std::process::Command::new(python())
+        .args(["-c", "import selenium"])
+        .status();
+    match selenium {
+        Ok(status) if status.success() => None,
+        _ => Some(format!(
+            "`{} -c 'import selenium'` failed (pip install selenium==4.50.0)",
+            python()
+        )),
+    }
+}
+
+fn screenshots() -> PathBuf {
+    // Under target/: kept as CI artifacts, never committed.
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_in_a_real_browser() {
+    if let Some(why) = missing() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the browser test cannot run under CI: {why}"
+        );
+        eprintln!("SKIPPED the_page_in_a_real_browser: {why}");
+        return;
+    }
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/view_check.py");
+    let shots = screenshots();
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut child = Command::new(python())
+        .arg(&script)
+        .arg(ui.url())
+        .arg(&shots)
+        .arg(LOAD_EVENTS.to_string())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The script's lines, echoed as they come (so a failure shows how far it got).
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (said, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            println!("browser: {line}");
+            let _ = said.send(line);
+        }
+    });
+    let mut next_line = async || -> String {
+        tokio::time::timeout(Duration::from_secs(120), heard.recv())
+            .await
+            .expect("the browser script says something within 120 s")
+            .expect("the browser script is still running")
+    };
+    // The page is open and live before the team works, so it sees everything happen.
+    while next_line().await != "OPEN" {}
+    assert!(ui.viewers() >= 1);
+    for i in 0..WRITER_ANSWERS {
+        team.ask("writer", format!("part {i}, please"))
+            .await
+            .unwrap();
+    }
+    let compacted = team
+        .agent::<troupe_agents::LlmAgent>("writer")
+        .compact(None)
+        .await
+        .unwrap();
+    assert!(compacted.report.receipt.is_some());
+    team.ask("writer", "and the last part").await.unwrap();
+    let coder = {
+        let directory = team.directory().clone();
+        tokio::spawn(async move {
+            directory
+                .ask(
+                    "coder",
+                    AgentRequest::from_user("clean up"),
+                    Duration::from_secs(120),
+                )
+                .await
+        })
+    };
+    // The page answers the two calls; the coder goes on with what it chose.
+    let answer = tokio::select! {
+        answer = tokio::time::timeout(Duration::from_secs(120), coder) => {
+            answer.expect("the page answered both calls").unwrap().unwrap()
+        }
+        status = child.wait() => panic!("the browser script ended first: {status:?}"),
+    };
+    assert_eq!(answer, "done");
+    assert_eq!(
+        *runs.lock().unwrap(),
+        ["rm -rf build"],
+        "approved ran, denied did not"
+    );
+    while next_line().await != "LOAD" {}
+    for i in 0..LOAD_EVENTS {
+        team.events().publish(
+            None,
+            Event::ToolCallFinished {
+                agent: format!("load{}", i % 20),
+                tool: "read_file".into(),
+                call_id: format!("c{i}"),
+                is_error: false,
+                ms: i,
+            },
+        );
+        // Paced like a busy team, not a flood: the bus keeps 1,024 per subscriber.
+        if i % 200 == 199 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let status = tokio::time::timeout(Duration::from_secs(180), child.wait())
+        .await
+        .expect("the browser script ends")
+        .unwrap();
+    assert!(status.success(), "the browser script failed: {status}");
+    ui.shutdown().await;
+    team.shutdown().await;
+}

@@ -1,0 +1,3 @@
+mod browser;
+mod server;
+mod support;

@@ -1,0 +1,513 @@
+//! The view's server: the token, the origin, the feed, what model text is served as, the
+//! approval answers, and a finished run read-only.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+use troupe_runtime::approval::ApprovalId;
+use troupe_runtime::{Event, EventRecord};
+use troupe_ui::{UiConfig, serve, serve_trace};
+
+use super::support::{HOSTILE, Runs, base_of, client, sse_events, sse_until, team, token_of};
+
+#[tokio::test]
+async fn it_binds_loopback_on_a_random_port_with_a_fresh_token_and_warns_elsewhere() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let a = serve(&team, UiConfig::default()).await.unwrap();
+    let b = serve(&team, UiConfig::default()).await.unwrap();
+    assert!(a.addr().ip().is_loopback());
+    assert_ne!(a.addr().port(), 0);
+    assert_ne!(a.addr().port(), b.addr().port());
+    let token = token_of(a.url());
+    assert_eq!(token.len(), 32);
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(token, token_of(b.url()));
+    assert!(UiConfig::default().exposure_warning().is_none());
+    let exposed = UiConfig {
+        bind: SocketAddr::from(([0, 0, 0, 0], 0)),
+        ..UiConfig::default()
+    };
+    assert!(exposed.exposure_warning().unwrap().contains("0.0.0.0"));
+    a.shutdown().await;
+    b.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn every_request_needs_the_token() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    for path in ["", "app.js", "app.css", "api/snapshot", "api/events"] {
+        let none = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(
+            none.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path} without a token"
+        );
+        let wrong = http
+            .get(format!("{base}{path}?token={}", "0".repeat(32)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            wrong.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path} with a wrong one"
+        );
+    }
+    let no_token_post = http
+        .post(format!("{base}api/approvals/approve"))
+        .json(&serde_json::json!({ "id": "coder:x" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_token_post.status(), StatusCode::UNAUTHORIZED);
+    for path in ["", "app.js", "app.css", "api/snapshot"] {
+        let ok = http
+            .get(format!("{base}{path}?token={token}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), StatusCode::OK, "{path} with the token");
+    }
+    let by_header = http
+        .get(format!("{base}api/snapshot"))
+        .header("x-troupe-token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(by_header.status(), StatusCode::OK);
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    let mut events = team.subscribe();
+    let asking = {
+        let directory = team.directory().clone();
+        tokio::spawn(async move {
+            directory
+                .ask(
+                    "coder",
+                    troupe_runtime::AgentRequest::from_user("clean up"),
+                    Duration::from_secs(60),
+                )
+                .await
+        })
+    };
+    let mut waiting = Vec::new();
+    while waiting.len() < 2 {
+        let record = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if let Event::ApprovalRequested { id, .. } = record.event {
+            waiting.push(id);
+        }
+    }
+    // Even with the token, another origin neither reads nor acts.
+    let read = http
+        .get(format!("{base}api/snapshot?token={token}"))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), StatusCode::FORBIDDEN);
+    let act = http
+        .post(format!("{base}api/approvals/approve"))
+        .header("origin", "http://evil.example")
+        .header("x-troupe-token", &token)
+        .json(&serde_json::json!({ "id": waiting[0] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(act.status(), StatusCode::FORBIDDEN);
+    let cross_site = http
+        .post(format!("{base}api/approvals/approve"))
+        .header("sec-fetch-site", "cross-site")
+        .header("x-troupe-token", &token)
+        .json(&serde_json::json!({ "id": waiting[0] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), StatusCode::FORBIDDEN);
+    // Another port of the same host is the same site, and a no-cors GET has no `Origin`.
+    let same_site = http
+        .get(format!("{base}api/snapshot?token={token}"))
+        .header("sec-fetch-site", "same-site")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same_site.status(), StatusCode::FORBIDDEN);
+    let own_page = http
+        .get(format!("{base}api/snapshot?token={token}"))
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own_page.status(), StatusCode::OK);
+    let mut still = team.approvals().waiting();
+    still.sort();
+    waiting.sort();
+    assert_eq!(still, waiting, "nothing was answered");
+    // The page's own origin is served.
+    let own = format!("http://{}", ui.addr());
+    for id in &waiting {
+        let deny = http
+            .post(format!("{base}api/approvals/deny"))
+            .header("origin", &own)
+            .header("x-troupe-token", &token)
+            .json(&serde_json::json!({ "id": id }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(deny.status(), StatusCode::NO_CONTENT);
+    }
+    assert_eq!(asking.await.unwrap().unwrap(), "done");
+    assert!(runs.lock().unwrap().is_empty());
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn approve_and_deny_act_and_the_agent_does_what_was_chosen() {
+    let runs = Runs::default();
+    let (team, coder) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    let mut events = team.subscribe();
+    let asking = {
+        let directory = team.directory().clone();
+        tokio::spawn(async move {
+            directory
+                .ask(
+                    "coder",
+                    troupe_runtime::AgentRequest::from_user("clean up"),
+                    Duration::from_secs(60),
+                )
+                .await
+        })
+    };
+    let mut waiting = Vec::new();
+    while waiting.len() < 2 {
+        let record = events.recv().await.unwrap();
+        if let Event::ApprovalRequested { id, arguments, .. } = record.event {
+            waiting.push((id, arguments));
+        }
+    }
+    // The snapshot shows both calls with their exact arguments.
+    let snapshot: Value = http
+        .get(format!("{base}api/snapshot?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let shown: Vec<(String, String)> = snapshot["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["id"].as_str().unwrap().to_string(),
+                a["arguments"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = waiting
+        .iter()
+        .map(|(id, args)| (id.0.clone(), args.clone()))
+        .collect();
+    assert_eq!(shown, expected);
+    let coder_view = snapshot["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "coder")
+        .unwrap();
+    assert_eq!(coder_view["state"], "waiting_for_approval");
+    let id_of = |needle: &str| -> ApprovalId {
+        waiting
+            .iter()
+            .find(|(_, args)| args.contains(needle))
+            .unwrap()
+            .0
+            .clone()
+    };
+    let post = |decision: &'static str, id: ApprovalId| {
+        let http = http.clone();
+        let (base, token) = (base.clone(), token.clone());
+        async move {
+            http.post(format!("{base}api/approvals/{decision}"))
+                .header("x-troupe-token", token)
+                .json(&serde_json::json!({ "id": id, "reason": "not that one" }))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(
+        post("approve", id_of("build")).await,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(post("deny", id_of("/data")).await, StatusCode::NO_CONTENT);
+    // Answered once: a second answer names nothing waiting.
+    assert_eq!(post("deny", id_of("/data")).await, StatusCode::CONFLICT);
+    assert_eq!(asking.await.unwrap().unwrap(), "done");
+    assert_eq!(*runs.lock().unwrap(), ["rm -rf build"]);
+    let last = coder.requests().last().unwrap().clone();
+    let results: Vec<String> = last
+        .messages
+        .iter()
+        .filter(|m| m.role == troupe_runtime::Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("ran rm -rf build")),
+        "{results:?}"
+    );
+    assert!(
+        results.iter().any(|r| r.contains("not that one")),
+        "{results:?}"
+    );
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn model_text_leaves_the_server_only_as_escaped_json() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    let live = http
+        .get(format!("{base}api/events?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        live.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    team.events().publish(
+        None,
+        Event::ModelDelta {
+            agent: "writer".into(),
+            text: HOSTILE.into(),
+        },
+    );
+    let streamed = sse_events(live, 2).await;
+    assert_eq!(streamed[0].0, "snapshot");
+    assert_eq!(streamed[1].0, "patch");
+    let snapshot = http
+        .get(format!("{base}api/snapshot?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(snapshot.headers()["content-type"], "application/json");
+    assert_eq!(snapshot.headers()["x-content-type-options"], "nosniff");
+    let body = snapshot.text().await.unwrap();
+    for served in [body.as_str(), streamed[1].1.as_str()] {
+        assert!(!served.contains('<') && !served.contains('>'), "{served}");
+        assert!(served.contains("\\u003cscript\\u003e"), "{served}");
+        let value: Value = serde_json::from_str(served).unwrap();
+        assert!(value.to_string().contains("<img src=x onerror="));
+    }
+    let page = http
+        .get(format!("{base}?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(csp.contains("script-src 'self'") && csp.contains("default-src 'none'"));
+    let html = page.text().await.unwrap();
+    assert!(!html.contains("__pwned"));
+    // The page's script never parses text as HTML.
+    let js = http
+        .get(format!("{base}app.js?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!js.contains("innerHTML") && !js.contains("insertAdjacentHTML"));
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_viewer_that_reads_nothing_never_holds_the_team_up_and_re_syncs_when_it_lagged() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let config = UiConfig {
+        viewer_queue: 8,
+        history: 50,
+        ..UiConfig::default()
+    };
+    let ui = serve(&team, config).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    // One viewer opens the feed and does not read it.
+    let stuck = http
+        .get(format!("{base}api/events?token={token}"))
+        .send()
+        .await
+        .unwrap();
+    while ui.viewers() < 1 {
+        tokio::task::yield_now().await;
+    }
+    // Enough events, with enough text, to fill its queue and its socket many times over.
+    let text = "x".repeat(16 * 1024);
+    let mut watcher = team.subscribe();
+    for i in 0..2_000 {
+        team.events().publish(
+            None,
+            Event::ModelDelta {
+                agent: format!("a{}", i % 4),
+                text: text.clone(),
+            },
+        );
+        if i % 100 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let last = loop {
+        match watcher.recv().await {
+            Ok(EventRecord { seq, .. }) if seq >= 2_000 => break seq,
+            _ => {}
+        }
+    };
+    // The view kept up with the team: its snapshot has the last event.
+    let snapshot: Value = loop {
+        let s: Value = http
+            .get(format!("{base}api/snapshot?token={token}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if s["events"].as_array().unwrap().last().unwrap()["seq"] == last {
+            break s;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(snapshot["missed"], 0);
+    // The stuck viewer now reads: its first snapshot, what fit in its queue, then `lagged` and
+    // a snapshot with the newest state.
+    let seen = sse_until(stuck, |seen| {
+        seen.len() >= 2 && seen[seen.len() - 2].0 == "lagged"
+    })
+    .await;
+    assert_eq!(seen[0].0, "snapshot");
+    let lagged = seen.len() - 2;
+    assert!(seen[1..lagged].iter().all(|(e, _)| e == "patch"));
+    assert!(lagged < 2_000, "patches were dropped, not all queued");
+    assert_eq!(seen[lagged + 1].0, "snapshot");
+    let resync: Value = serde_json::from_str(&seen[lagged + 1].1).unwrap();
+    assert!(resync["version"].as_u64().unwrap() > 100);
+    // A closed viewer is dropped at the next event.
+    drop(seen);
+    team.events()
+        .publish(None, Event::RequestStarted { agent: "a0".into() });
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_finished_run_opens_read_only_from_its_trace_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let span = |name: &str, id: &str, start: u64, end: u64, attrs: Value| {
+        serde_json::json!({
+            "type": "span", "name": name, "trace_id": "0af7651916cd43dd8448eb211c80319c",
+            "span_id": id, "parent_span_id": null,
+            "start_time_unix_nano": start * 1_000_000, "end_time_unix_nano": end * 1_000_000,
+            "duration_ms": (end - start) as f64, "target": "troupe", "level": "INFO",
+            "status": "ok", "attributes": attrs,
+        })
+        .to_string()
+    };
+    let lines = [
+        span(
+            "invoke_agent",
+            "0000000000000001",
+            1000,
+            1900,
+            serde_json::json!({"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "coder"}),
+        ),
+        span(
+            "chat",
+            "0000000000000002",
+            1010,
+            1100,
+            serde_json::json!({"gen_ai.operation.name": "chat", "gen_ai.agent.name": "coder",
+                                "gen_ai.request.model": "m-1", "gen_ai.usage.input_tokens": 900,
+                                "gen_ai.usage.output_tokens": 40}),
+        ),
+        span(
+            "compaction",
+            "0000000000000003",
+            1200,
+            1300,
+            serde_json::json!({"gen_ai.operation.name": "compaction", "gen_ai.agent.name": "coder",
+                                "troupe.trigger": "manual", "troupe.compaction.tokens_before": 940,
+                                "troupe.compaction.tokens_after": 300,
+                                "troupe.compaction.receipt.net_saving": 1234.0,
+                                "troupe.compaction.receipt.pricing": "openai"}),
+        ),
+        "not json".to_string(),
+    ];
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let ui = serve_trace(&path, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    let snapshot: Value = http
+        .get(format!("{base}api/snapshot?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(snapshot["read_only"], true);
+    let coder = &snapshot["agents"][0];
+    assert_eq!(coder["name"], "coder");
+    assert_eq!(coder["model"], "m-1");
+    assert_eq!(coder["state"], "idle");
+    assert_eq!(coder["tokens"], 940);
+    let compaction = &snapshot["compactions"][0];
+    assert_eq!(compaction["trigger"], "manual");
+    assert_eq!(compaction["report"]["tokens_after"], 300);
+    assert_eq!(compaction["report"]["receipt"]["net_saving"], 1234.0);
+    assert_eq!(snapshot["events"].as_array().unwrap().len(), 6);
+    let act = http
+        .post(format!("{base}api/approvals/approve"))
+        .header("x-troupe-token", &token)
+        .json(&serde_json::json!({ "id": "coder:c1" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(act.status(), StatusCode::CONFLICT);
+    ui.shutdown().await;
+}
