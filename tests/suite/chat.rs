@@ -3,31 +3,12 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
-use super::chat_server::{ChatServer, gated_stream_server};
-
-/// `troupe chat` on `config` and `session`, with piped standard streams.
-pub(super) fn spawn_chat(config: &Path, session: &Path) -> Child {
-    chat_command(config, session).spawn().unwrap()
-}
-
-/// The command [`spawn_chat`] runs.
-pub(super) fn chat_command(config: &Path, session: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
-    command
-        .args(["chat", "--config"])
-        .arg(config)
-        .arg("--session")
-        .arg(session)
-        .env("TEST_CHAT_KEY", "sk-test")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
+use super::support::chat::{spawn_chat, write_config};
+use super::support::chat_server::{ChatServer, gated_stream_server};
 
 fn chat(config: &Path, session: &Path, input: &str) -> String {
     let mut child = spawn_chat(config, session);
@@ -45,29 +26,6 @@ fn chat(config: &Path, session: &Path, input: &str) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout
-}
-
-pub(super) fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
-    let config = dir.join("troupe.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[models.remote]
-provider = "openai"
-base_url = "{url}"
-api_key_env = "TEST_CHAT_KEY"
-model = "test-model"
-context_window = 8000
-
-[agents.assistant]
-model = "remote"
-instructions = "Be brief."
-"#
-        ),
-    )
-    .unwrap();
-    config
 }
 
 #[test]

@@ -2,15 +2,13 @@
 //! pauses on; a chat killed with SIGKILL while it asks resumes from its session log, asks again
 //! at the next message, and the approved command runs exactly once.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::chat::spawn_chat;
-use super::chat_live::Live;
-use super::chat_server::read_request;
+use super::support::chat::{runs, server_calling, spawn_chat, write_config_with};
+use super::support::chat_live::Live;
 
 /// The command the model asks to run: it leaves one line in `runs.txt` per run.
 const COMMAND: &str = "echo ran >> runs.txt && echo once";
@@ -24,95 +22,12 @@ fn tool_calling_server() -> (String, Arc<Mutex<Vec<Value>>>) {
     }]))
 }
 
-/// An OpenAI-compatible server whose model answers the user's "clean up" with `tool_calls`
-/// (exactly as given: a hostile model's ids and arguments included), and anything else with
-/// `done N`. Keeps the request bodies.
-pub(super) fn server_calling(tool_calls: Value) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let Some(request) = read_request(&mut stream) else {
-                continue;
-            };
-            let last = request["messages"]
-                .as_array()
-                .and_then(|m| m.last().cloned())
-                .unwrap_or_default();
-            let n = {
-                let mut seen = seen.lock().unwrap();
-                seen.push(request);
-                seen.len()
-            };
-            let message = if last["role"] == "user" && last["content"] == "clean up" {
-                json!({"role": "assistant", "content": null, "tool_calls": tool_calls})
-            } else {
-                json!({"role": "assistant", "content": format!("done {n}")})
-            };
-            let finish = if message.get("tool_calls").is_some() {
-                "tool_calls"
-            } else {
-                "stop"
-            };
-            let body = json!({
-                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1,
-                "model": "test-model",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-            })
-            .to_string();
-            use std::io::Write as _;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (url, requests)
-}
-
 fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
     write_config_with(
         dir,
         url,
         r#"[{ tool = "shell", argument = "command", prefix = "echo ", policy = "ask" }]"#,
     )
-}
-
-/// A chat configuration for the model at `url` with the `shell` tool and these `approve` rules
-/// (TOML).
-pub(super) fn write_config_with(dir: &Path, url: &str, approve: &str) -> std::path::PathBuf {
-    let config = dir.join("troupe.toml");
-    let text = format!(
-        r#"
-[models.remote]
-provider = "openai"
-base_url = "{url}"
-api_key_env = "TEST_CHAT_KEY"
-model = "test-model"
-context_window = 8000
-
-[tools]
-workspace = "{root}"
-
-[agents.assistant]
-model = "remote"
-instructions = "Be brief."
-tools = ["shell"]
-approve = {approve}
-"#,
-        root = dir.display()
-    );
-    std::fs::write(&config, text).unwrap();
-    config
-}
-
-pub(super) fn runs(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("runs.txt")).unwrap_or_default()
 }
 
 #[test]

@@ -4,9 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::chat::spawn_chat;
-use super::chat_approval::{server_calling, write_config_with};
-use super::chat_live::Live;
+use super::support::chat::spawn_chat;
+use super::support::chat::{server_calling, write_config_with};
+use super::support::chat_live::Live;
 
 const DENY_RM: &str = r#"[{ tool = "shell", argument = "command", prefix = "rm ", policy = "deny" },
   { tool = "shell", argument = "command", prefix = "sudo ", policy = "deny" }]"#;

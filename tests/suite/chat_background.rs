@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::chat::{spawn_chat, write_config};
-use super::chat_live::Live;
-use super::chat_server::ChatServer;
+use super::support::chat::{spawn_chat, write_config};
+use super::support::chat_live::Live;
+use super::support::chat_server::ChatServer;
 
 /// Working ahead (the default), the chat never waits for the compaction: `/context` shows it
 /// in flight while the compressor's model holds its answer, and a quiet notice says when it

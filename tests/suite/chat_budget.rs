@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::chat::spawn_chat;
-use super::chat_live::Live;
-use super::chat_server::{ChatServer, read_request};
+use super::support::chat::spawn_chat;
+use super::support::chat_live::Live;
+use super::support::chat_server::{ChatServer, read_request};
 
 /// Every answer of the server spends 2 output tokens: the agent's budget of 2 is spent after
 /// its first answer.

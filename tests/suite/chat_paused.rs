@@ -6,9 +6,9 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::chat::spawn_chat;
-use super::chat_approval::{runs, server_calling, write_config_with};
-use super::chat_live::Live;
+use super::support::chat::spawn_chat;
+use super::support::chat::{runs, server_calling, write_config_with};
+use super::support::chat_live::Live;
 
 const COMMAND: &str = "echo ran >> runs.txt";
 const ASK_ECHO: &str =

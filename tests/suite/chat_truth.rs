@@ -10,9 +10,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::chat::{chat_command, spawn_chat, write_config};
-use super::chat_live::{DEADLINE, Live};
-use super::chat_server::{ChatServer, gated_stream_server};
+use super::support::chat::{chat_command, spawn_chat, write_config};
+use super::support::chat_live::{DEADLINE, Live};
+use super::support::chat_server::{ChatServer, gated_stream_server};
 
 /// The texts of the conversation a session log holds.
 fn logged_texts(session: &Path) -> Vec<String> {
@@ -412,7 +412,7 @@ fn model_text_reaches_the_terminal_redacted_and_escaped() {
     );
 
     // Whole: a server that answers in one piece.
-    let answer: super::chat_server::Reply =
+    let answer: super::support::chat_server::Reply =
         Arc::new(move |_| format!("\x1b[31mred\x1b[0m and {key} end"));
     let server = ChatServer::start_with(answer);
     let config = write_config(dir.path(), &server.url);

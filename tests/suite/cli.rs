@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use super::binary::{ok, s, troupe};
+use super::support::binary::{ok, s, troupe};
 use super::support::{corpus_files, run_scripted_team, with_trace_file};
 
 #[test]

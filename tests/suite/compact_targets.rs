@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use troupe_cli::transcript_file::TranscriptFile;
 
-use super::binary::fails;
-use super::compact_safety::{Fixture, compact_args};
+use super::support::binary::fails;
+use super::support::compact::{Fixture, compact_args};
 
 fn mkfifo(path: &Path) {
     let status = std::process::Command::new("mkfifo")

@@ -9,8 +9,8 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use super::binary::s;
-use super::chat_server::read_request;
+use super::support::binary::s;
+use super::support::chat_server::read_request;
 
 const SUMMARY: &str = "## Goal\nShip the parser module.\n## Constraints & Preferences\n- keep the \
 public API\n## Progress\n### Done\n- wrote the parser for module m1\n### In Progress\n- module \
@@ -183,7 +183,7 @@ fn troupe_expand_writes_its_trace_too() {
     std::fs::write(&input, transcript().to_string()).unwrap();
     let (out, archive) = (dir.path().join("o.json"), dir.path().join("a.jsonl"));
     let (restored, trace) = (dir.path().join("r.json"), dir.path().join("t.jsonl"));
-    super::binary::ok(&[
+    super::support::binary::ok(&[
         "compact",
         s(&input),
         "--window",

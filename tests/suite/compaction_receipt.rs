@@ -13,8 +13,8 @@ use troupe::compaction::{BudgetPolicy, CompactTrigger};
 use troupe::runtime::{ChatMessage, Conversation, Role, Team, TeamConfig, ToolCall, TraceContext};
 use troupe::tools::FileLedger;
 
+use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;
-use super::telemetry::{block_on, spans};
 
 /// A system prompt, a task, and eight reads with big results: over a 4,000-token trigger.
 fn long_conversation() -> Conversation {

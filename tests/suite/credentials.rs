@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::chat_server::read_request_authorized;
+use super::support::chat_server::read_request_authorized;
 
 /// The key `troupe chat` is started with.
 const KEY: &str = "sk-test-childenv-0123456789SECRET";

@@ -1,12 +1,9 @@
-mod binary;
 mod chat;
 mod chat_approval;
 mod chat_approval_hostile;
 mod chat_background;
 mod chat_budget;
-mod chat_live;
 mod chat_paused;
-mod chat_server;
 mod chat_truth;
 mod cli;
 mod compact_safety;
@@ -17,11 +14,11 @@ mod config;
 mod credentials;
 mod example_controls;
 mod examples_fresh;
+mod feature_sets;
 mod mcp;
 mod mcp_client_exit;
 mod mcp_serve;
 mod node;
-mod node_process;
 mod node_startup;
 mod node_typed;
 #[cfg(feature = "otlp")]

@@ -8,8 +8,10 @@ use std::time::Duration;
 use troupe::cluster::{ClusterNode, NodeConfig};
 use troupe::{AgentRequest, Team, TeamConfig};
 
-use super::chat_server::ChatServer;
-use super::node_process::{COOKIE, attr, one_node_at_a_time, spans, start_node, write_config};
+use super::support::chat_server::ChatServer;
+use super::support::node_process::{
+    COOKIE, attr, one_node_at_a_time, spans, start_node, write_config,
+};
 use super::support::with_trace_file;
 
 #[test]

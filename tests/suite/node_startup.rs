@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::node_process::{COOKIE, NodeProcess, write_config};
+use super::support::node_process::{COOKIE, NodeProcess, write_config};
 
 #[test]
 fn troupe_node_without_a_cookie_or_agents_says_what_is_missing() {

@@ -12,8 +12,8 @@ use troupe::cluster::{ClusterNode, NodeConfig};
 use troupe::runtime::typed::ResponseFormat;
 use troupe::{Team, TeamConfig};
 
-use super::chat_server::ChatServer;
-use super::node_process::{COOKIE, one_node_at_a_time, start_node, write_config};
+use super::support::chat_server::ChatServer;
+use super::support::node_process::{COOKIE, one_node_at_a_time, start_node, write_config};
 
 #[derive(Debug, PartialEq, Deserialize, JsonSchema)]
 struct Harbour {

@@ -1,7 +1,7 @@
 //! `troupe replay --cost` (#31): the session's input billed under an emulated prompt cache,
 //! each compaction's receipt, and clear errors for a bad cost model or rate.
 
-use super::binary::{fails, ok, s};
+use super::support::binary::{fails, ok, s};
 
 /// A transcript with a long system prompt (over the 1,024-token minimum a cache keeps) and
 /// twelve reads: at an 8,000-token window it compacts.

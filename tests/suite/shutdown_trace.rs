@@ -10,8 +10,8 @@ use tokio::sync::Semaphore;
 use troupe::runtime::trace::SpanLine;
 use troupe::runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
 
+use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;
-use super::telemetry::{block_on, spans};
 
 /// A compression model that never answers: its compaction ends only by being cancelled.
 struct ClosedGate {

@@ -2,30 +2,10 @@
 
 use std::collections::HashMap;
 
-use troupe::runtime::trace::{SpanLine, TraceLine};
-use troupe_cli::trace_tree::read_trace_file;
+use troupe::runtime::trace::SpanLine;
 
+use super::support::trace::{block_on, spans};
 use super::support::{run_scripted_team, with_trace_file};
-
-pub(super) fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
-
-pub(super) fn spans(path: &std::path::Path) -> Vec<SpanLine> {
-    read_trace_file(path)
-        .unwrap()
-        .lines
-        .into_iter()
-        .filter_map(|l| match l {
-            TraceLine::Span(s) => Some(s),
-            TraceLine::Event(_) => None,
-        })
-        .collect()
-}
 
 #[test]
 fn a_team_run_writes_one_trace_with_genai_attributes() {

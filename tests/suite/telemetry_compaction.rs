@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use troupe::runtime::trace::SpanLine;
 
+use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;
-use super::telemetry::{block_on, spans};
 
 /// A registry with one tool, `read_big`, that answers 40 lines: a few calls fill a small window.
 fn read_big_tools() -> troupe::tools::ToolRegistry {

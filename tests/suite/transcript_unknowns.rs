@@ -6,7 +6,7 @@ use std::path::Path;
 
 use troupe_cli::transcript_file::TranscriptFile;
 
-use super::binary::ok;
+use super::support::binary::ok;
 
 const BOM: &str = "\u{feff}";
 

@@ -11,7 +11,7 @@ use troupe::prelude::*;
 use troupe::runtime::typed::{ResponseFormat, TypedAnswerError};
 use troupe::{AgentSpec, AskError, Team};
 
-use super::chat_server::ChatServer;
+use super::support::chat_server::ChatServer;
 
 /// A small answer type: a name, a number and an enum.
 #[derive(Debug, PartialEq, Deserialize, JsonSchema)]

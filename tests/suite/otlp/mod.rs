@@ -13,11 +13,6 @@ mod spend_rate_metrics;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::routing::post;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
@@ -25,6 +20,9 @@ use opentelemetry_proto::tonic::common::v1::{AnyValue as AnyValueMsg, KeyValue};
 use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point};
 use opentelemetry_proto::tonic::trace::v1::{Span, status::StatusCode as SpanStatus};
 use prost::Message;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::net::tcp::OwnedReadHalf;
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::SubscriberExt;
 use troupe::runtime::{
@@ -47,7 +45,9 @@ const CHILD_ENV: &str = "TROUPE_TEST_OTLP_CHILD";
 type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 /// A fake OTLP/HTTP collector on 127.0.0.1, serving `POST /v1/traces` and `POST /v1/metrics`
-/// until dropped.
+/// until dropped. Plain HTTP/1.1 as the exporters speak it (a body of known length, connections
+/// kept alive), with no web framework: a framework's server features would leave the examples'
+/// build with other features than the binary's (`feature_sets.rs`).
 struct Collector {
     _runtime: tokio::runtime::Runtime,
     base: String,
@@ -55,15 +55,62 @@ struct Collector {
     metrics: Received,
 }
 
-async fn accept(State(received): State<Received>, headers: HeaderMap, body: Bytes) -> StatusCode {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    received.lock().unwrap().push((content_type, body.to_vec()));
-    // An empty body is an empty `ExportTraceServiceResponse`: full success.
-    StatusCode::OK
+/// One HTTP/1.1 request from `reader`: its path, content type and body; `None` once the
+/// connection ends.
+async fn read_http_request(
+    reader: &mut BufReader<OwnedReadHalf>,
+) -> Option<(String, String, Vec<u8>)> {
+    let mut line = String::new();
+    if reader.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let path = line.split_whitespace().nth(1)?.to_string();
+    let (mut length, mut content_type) = (0usize, String::new());
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.trim().parse().ok()?;
+            } else if name.eq_ignore_ascii_case("content-type") {
+                content_type = value.trim().to_string();
+            }
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).await.ok()?;
+    Some((path, content_type, body))
+}
+
+/// Serve every connection to `listener` on the current runtime (in its own task, so a test on
+/// paused time sees the server's work as the runtime's), each request answered by
+/// `answer(path, content type, body)` with a whole HTTP response.
+fn serve_http(
+    listener: TcpListener,
+    answer: impl Fn(&str, String, Vec<u8>) -> String + Send + Sync + 'static,
+) {
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let answer = Arc::clone(&answer);
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut reader = BufReader::new(read);
+                while let Some((path, content_type, body)) = read_http_request(&mut reader).await {
+                    let response = answer(&path, content_type, body);
+                    if write.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
 }
 
 fn start_collector() -> Collector {
@@ -72,21 +119,22 @@ fn start_collector() -> Collector {
         .enable_all()
         .build()
         .unwrap();
-    let received = Received::default();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
+    let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let metrics = Received::default();
-    let app = Router::new()
-        .route("/v1/traces", post(accept))
-        .with_state(Arc::clone(&received))
-        .merge(
-            Router::new()
-                .route("/v1/metrics", post(accept))
-                .with_state(Arc::clone(&metrics)),
-        );
-    runtime.spawn(async move { axum::serve(listener, app).await });
+    let (received, metrics) = (Received::default(), Received::default());
+    let (traces_to, metrics_to) = (Arc::clone(&received), Arc::clone(&metrics));
+    let entered = runtime.enter();
+    serve_http(listener, move |path, content_type, body| {
+        let to = match path {
+            "/v1/traces" => &traces_to,
+            "/v1/metrics" => &metrics_to,
+            _ => return "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n".to_string(),
+        };
+        to.lock().unwrap().push((content_type, body));
+        // An empty body is an empty `ExportTraceServiceResponse`: full success.
+        "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n".to_string()
+    });
+    drop(entered);
     Collector {
         _runtime: runtime,
         base,

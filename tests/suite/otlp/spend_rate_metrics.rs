@@ -98,46 +98,40 @@ fn spend_and_rate_limit_waits_are_exported_per_agent_and_model() {
 /// An OpenAI-compatible `/v1/chat/completions` that answers its first request `429` with
 /// `Retry-After: 5` and every later one with a completion.
 async fn refusing_once() -> String {
-    use axum::response::IntoResponse;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/v1", listener.local_addr().unwrap());
-    let served = Arc::new(Mutex::new(0usize));
-    let app = Router::new()
-        .route(
-            "/v1/chat/completions",
-            post(|State(served): State<Arc<Mutex<usize>>>| async move {
-                let mut served = served.lock().unwrap();
-                *served += 1;
-                if *served == 1 {
-                    let body = serde_json::json!({"error": {
-                        "message": "Rate limit reached for requests",
-                        "type": "requests",
-                        "code": "rate_limit_exceeded"
-                    }});
-                    let mut response =
-                        (StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
-                    response
-                        .headers_mut()
-                        .insert("retry-after", "5".parse().unwrap());
-                    return response;
-                }
-                axum::Json(serde_json::json!({
-                    "id": "chatcmpl-test",
-                    "object": "chat.completion",
-                    "created": 1_700_000_000,
-                    "model": "gpt-test",
-                    "choices": [{
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "Oslo."},
-                        "finish_reason": "stop"
-                    }],
-                    "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
-                }))
-                .into_response()
-            }),
+    let served = Mutex::new(0usize);
+    serve_http(listener, move |_, _, _| {
+        let mut served = served.lock().unwrap();
+        *served += 1;
+        let (status, extra, body) = if *served == 1 {
+            let body = serde_json::json!({"error": {
+                "message": "Rate limit reached for requests",
+                "type": "requests",
+                "code": "rate_limit_exceeded"
+            }});
+            ("429 Too Many Requests", "retry-after: 5\r\n", body)
+        } else {
+            let body = serde_json::json!({
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "created": 1_700_000_000,
+                "model": "gpt-test",
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Oslo."},
+                    "finish_reason": "stop"
+                }],
+                "usage": {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
+            });
+            ("200 OK", "", body)
+        };
+        let body = body.to_string();
+        format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
+            body.len()
         )
-        .with_state(served);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    });
     base
 }
 

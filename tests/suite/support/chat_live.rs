@@ -7,18 +7,18 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// How long a test waits for what the chat should print.
-pub(super) const DEADLINE: Duration = Duration::from_secs(60);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(60);
 
 /// A running chat, its output read as it comes.
-pub(super) struct Live {
-    pub(super) child: Child,
-    pub(super) stdin: Option<ChildStdin>,
+pub(crate) struct Live {
+    pub(crate) child: Child,
+    pub(crate) stdin: Option<ChildStdin>,
     output: Receiver<String>,
-    pub(super) seen: String,
+    pub(crate) seen: String,
 }
 
 impl Live {
-    pub(super) fn start(mut child: Child) -> Live {
+    pub(crate) fn start(mut child: Child) -> Live {
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().unwrap();
         let (printed, output) = std::sync::mpsc::channel();
@@ -42,7 +42,7 @@ impl Live {
         }
     }
 
-    pub(super) fn send(&mut self, line: &[u8]) {
+    pub(crate) fn send(&mut self, line: &[u8]) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(line).unwrap();
         stdin.write_all(b"\n").unwrap();
@@ -50,7 +50,7 @@ impl Live {
     }
 
     /// Everything printed until `what` first shows (after what was waited for before).
-    pub(super) fn wait_for(&mut self, what: &str) -> String {
+    pub(crate) fn wait_for(&mut self, what: &str) -> String {
         let started = Instant::now();
         loop {
             if let Some(at) = self.seen.find(what) {
@@ -71,14 +71,14 @@ impl Live {
     }
 
     /// Take what was printed so far without waiting.
-    pub(super) fn pull(&mut self) -> &str {
+    pub(crate) fn pull(&mut self) -> &str {
         while let Ok(text) = self.output.try_recv() {
             self.seen.push_str(&text);
         }
         &self.seen
     }
 
-    pub(super) fn interrupt(&self) {
+    pub(crate) fn interrupt(&self) {
         let status = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
             .status()
@@ -87,7 +87,7 @@ impl Live {
     }
 
     /// Close the input; the rest of the output, stderr and the exit status.
-    pub(super) fn finish(mut self) -> (String, String, ExitStatus) {
+    pub(crate) fn finish(mut self) -> (String, String, ExitStatus) {
         drop(self.stdin.take());
         while let Ok(text) = self.output.recv_timeout(DEADLINE) {
             self.seen.push_str(&text);

@@ -10,22 +10,22 @@ use serde_json::{Value, json};
 
 /// A minimal OpenAI-compatible `/v1/chat/completions` server: it answers every request with
 /// `reply N` and keeps the request bodies.
-pub(super) struct ChatServer {
-    pub(super) url: String,
+pub(crate) struct ChatServer {
+    pub(crate) url: String,
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
 /// What a [`ChatServer`] answers to its `n`-th request (from 1).
-pub(super) type Reply = Arc<dyn Fn(usize) -> String + Send + Sync>;
+pub(crate) type Reply = Arc<dyn Fn(usize) -> String + Send + Sync>;
 
 /// Reads one HTTP request from `stream` and returns its JSON body (also used by
 /// `compact_trace.rs`).
-pub(super) fn read_request(stream: &mut TcpStream) -> Option<Value> {
+pub(crate) fn read_request(stream: &mut TcpStream) -> Option<Value> {
     read_request_authorized(stream).map(|(_, body)| body)
 }
 
 /// [`read_request`] with the request's `authorization` header (empty when it has none).
-pub(super) fn read_request_authorized(stream: &mut TcpStream) -> Option<(String, Value)> {
+pub(crate) fn read_request_authorized(stream: &mut TcpStream) -> Option<(String, Value)> {
     let mut reader = BufReader::new(stream.try_clone().ok()?);
     let (mut length, mut authorization) = (0usize, String::new());
     loop {
@@ -51,18 +51,18 @@ pub(super) fn read_request_authorized(stream: &mut TcpStream) -> Option<(String,
 }
 
 impl ChatServer {
-    pub(super) fn start() -> ChatServer {
+    pub(crate) fn start() -> ChatServer {
         Self::start_with(Arc::new(|n| format!("reply {n}")))
     }
 
     /// A server that answers its `n`-th request with `reply(n)`.
-    pub(super) fn start_with(reply: Reply) -> ChatServer {
+    pub(crate) fn start_with(reply: Reply) -> ChatServer {
         Self::start_holding(reply, "slow", std::time::Duration::from_secs(30))
     }
 
     /// A server that answers its `n`-th request with `reply(n)`, a request mentioning `hold`
     /// only after `delay`.
-    pub(super) fn start_holding(
+    pub(crate) fn start_holding(
         reply: Reply,
         hold: &'static str,
         delay: std::time::Duration,
@@ -124,18 +124,18 @@ impl ChatServer {
     }
 
     /// Whether a request so far mentions `text`.
-    pub(super) fn seen(&self, text: &str) -> bool {
+    pub(crate) fn seen(&self, text: &str) -> bool {
         let requests = self.requests.lock().unwrap();
         requests.iter().any(|r| r.to_string().contains(text))
     }
 
     /// The `i`-th request's body.
-    pub(super) fn request(&self, i: usize) -> Value {
+    pub(crate) fn request(&self, i: usize) -> Value {
         self.requests.lock().unwrap()[i].clone()
     }
 
     /// The user and assistant texts of the `i`-th request.
-    pub(super) fn dialogue(&self, i: usize) -> Vec<String> {
+    pub(crate) fn dialogue(&self, i: usize) -> Vec<String> {
         let requests = self.requests.lock().unwrap();
         requests[i]["messages"]
             .as_array()
@@ -146,7 +146,7 @@ impl ChatServer {
             .collect()
     }
 
-    pub(super) fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.requests.lock().unwrap().len()
     }
 }
@@ -154,7 +154,7 @@ impl ChatServer {
 /// An OpenAI-compatible server that answers the first request as a server-sent event stream:
 /// `first` as one chunk, then — only once the test releases it — `rest` and the end of the
 /// stream. Returns the base URL and the release.
-pub(super) fn gated_stream_server(
+pub(crate) fn gated_stream_server(
     first: &str,
     rest: &str,
 ) -> (String, std::sync::mpsc::Sender<()>) {

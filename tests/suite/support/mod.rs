@@ -1,4 +1,14 @@
-//! Shared helpers: a scripted team, a subscriber writing a trace file, the corpus.
+//! What the suites share: a scripted team, a subscriber writing a trace file, the corpus, the
+//! `troupe` binary, fake chat servers, a live chat and node processes. A suite takes its helpers
+//! from here, never from another suite.
+
+pub(crate) mod binary;
+pub(crate) mod chat;
+pub(crate) mod chat_live;
+pub(crate) mod chat_server;
+pub(crate) mod compact;
+pub(crate) mod node_process;
+pub(crate) mod trace;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,19 +9,19 @@ use std::process::{Child, Command, Stdio};
 use troupe::runtime::trace::{SpanLine, TraceLine};
 
 /// A cookie as `openssl rand -hex 32` makes them (`troupe node` refuses a weak one).
-pub(super) const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";
+pub(crate) const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";
 
 /// A process holds one cluster node at a time: ractor's process groups are process-wide, so two
 /// tests' nodes in this test binary would see each other's agents (both nodes here are named
 /// `remote` and host `helper`) and a request could be answered by the other test's node.
-pub(super) fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_node_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static NODES: std::sync::Mutex<()> = std::sync::Mutex::new(());
     NODES
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-pub(super) fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &Path, url: &str) -> std::path::PathBuf {
     let config = dir.join("troupe.toml");
     std::fs::write(
         &config,
@@ -45,7 +45,7 @@ instructions = "Be brief."
 }
 
 /// A `troupe node` process, killed if a failing test leaves it running.
-pub(super) struct NodeProcess(pub(super) Child);
+pub(crate) struct NodeProcess(pub(crate) Child);
 
 impl Drop for NodeProcess {
     fn drop(&mut self) {
@@ -68,7 +68,7 @@ impl std::ops::DerefMut for NodeProcess {
 }
 
 /// `troupe node` on `config`; returns the process and the address from its `READY` line.
-pub(super) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAddr) {
+pub(crate) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args([
             "node",
@@ -97,7 +97,7 @@ pub(super) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAdd
     (NodeProcess(child), addr)
 }
 
-pub(super) fn spans(path: &Path) -> Vec<SpanLine> {
+pub(crate) fn spans(path: &Path) -> Vec<SpanLine> {
     let text = std::fs::read_to_string(path).unwrap();
     text.lines()
         .filter_map(|l| match serde_json::from_str::<TraceLine>(l) {
@@ -107,6 +107,6 @@ pub(super) fn spans(path: &Path) -> Vec<SpanLine> {
         .collect()
 }
 
-pub(super) fn attr<'a>(span: &'a SpanLine, key: &str) -> Option<&'a str> {
+pub(crate) fn attr<'a>(span: &'a SpanLine, key: &str) -> Option<&'a str> {
     span.attributes.get(key).and_then(|v| v.as_str())
 }

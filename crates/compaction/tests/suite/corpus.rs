@@ -12,8 +12,7 @@ use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
 use troupe_runtime::{Conversation, MessageKind};
 
-use super::names_kept::{artifacts, kept};
-use super::support::{FixedSummarizer, block_on, corpus_files, visible_text};
+use super::support::{FixedSummarizer, artifacts, block_on, corpus_files, kept, visible_text};
 
 #[test]
 fn corpus_transcripts_compact_validly_and_keep_every_file_named() {

@@ -5,7 +5,6 @@
 //! transcript in `corpus.rs`.
 
 use std::cell::Cell;
-use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
@@ -17,7 +16,7 @@ use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
 use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
 
-use super::support::{FixedSummarizer, block_on};
+use super::support::{FixedSummarizer, artifacts, block_on, kept};
 
 /// What one tool output holds besides filler: each a few artifacts an engineer would look up.
 #[derive(Debug, Clone)]
@@ -200,60 +199,6 @@ fn policy(case: &Case, tokens: usize, factor: f64) -> BudgetPolicy {
         summary_max_tokens: 200,
         ..BudgetPolicy::for_window(window)
     }
-}
-
-/// Everything `messages` say, as this crate's check of "still named" reads it: contents and
-/// the string values of tool-call arguments, whitespace collapsed.
-fn named_text(messages: &[ChatMessage]) -> String {
-    let mut all = String::new();
-    for m in messages {
-        all.push_str(&m.text());
-        all.push('\n');
-        for call in m.calls() {
-            let value: serde_json::Value =
-                serde_json::from_str(&call.function.arguments).unwrap_or_default();
-            strings(&value, &mut all);
-        }
-    }
-    all.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn strings(value: &serde_json::Value, out: &mut String) {
-    match value {
-        serde_json::Value::String(s) => {
-            out.push_str(s);
-            out.push('\n');
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        serde_json::Value::Object(map) => map.values().for_each(|v| strings(v, out)),
-        _ => {}
-    }
-}
-
-/// The artifacts of the model's context (display-only messages are never sent) that its text
-/// names as the ledger writes them.
-pub(super) fn artifacts(messages: &[ChatMessage]) -> BTreeSet<String> {
-    let context: Vec<ChatMessage> = messages
-        .iter()
-        .filter(|m| m.kind != MessageKind::DisplayOnly)
-        .cloned()
-        .collect();
-    let text = named_text(&context);
-    ArtifactLedger::from_messages(&context)
-        .names()
-        .into_iter()
-        .filter(|name| text.contains(name.as_str()))
-        .collect()
-}
-
-/// Of `artifacts`, those `messages` still name.
-pub(super) fn kept(artifacts: &BTreeSet<String>, messages: &[ChatMessage]) -> BTreeSet<String> {
-    let text = named_text(messages);
-    artifacts
-        .iter()
-        .filter(|name| text.contains(name.as_str()))
-        .cloned()
-        .collect()
 }
 
 fn run(case: &Case, conversation: &Conversation, policy: &BudgetPolicy) -> Compaction {

@@ -1,13 +1,15 @@
 //! Shared helpers: fake summarizers, conversation builders, corpus access.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
+use troupe_compaction::artifacts::ArtifactLedger;
 use troupe_compaction::summary::{Summarizer, SummarizerError, SummaryPrompt};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
-use troupe_runtime::{ChatMessage, Conversation, ToolCall};
+use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 /// A structured summary with all six sections, as a well-behaved model would write it.
 pub const FIXED_SUMMARY: &str = "## Goal\n- Fix the bug the user reported\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n### Done\n- [x] Investigated the code\n### In Progress\n- [ ] Writing the fix\n### Blocked\n- (none)\n\n## Key Decisions\n- **Keep the API**: callers depend on it\n\n## Next Steps\n1. Run the tests\n\n## Critical Context\n- (none)";
@@ -205,4 +207,58 @@ pub fn visible_text(messages: &[ChatMessage]) -> String {
         }
     }
     out
+}
+
+/// The artifacts of the model's context (display-only messages are never sent) that its text
+/// names as the ledger writes them.
+pub fn artifacts(messages: &[ChatMessage]) -> BTreeSet<String> {
+    let context: Vec<ChatMessage> = messages
+        .iter()
+        .filter(|m| m.kind != MessageKind::DisplayOnly)
+        .cloned()
+        .collect();
+    let text = named_text(&context);
+    ArtifactLedger::from_messages(&context)
+        .names()
+        .into_iter()
+        .filter(|name| text.contains(name.as_str()))
+        .collect()
+}
+
+/// Of `artifacts`, those `messages` still name.
+pub fn kept(artifacts: &BTreeSet<String>, messages: &[ChatMessage]) -> BTreeSet<String> {
+    let text = named_text(messages);
+    artifacts
+        .iter()
+        .filter(|name| text.contains(name.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Everything `messages` say, as this crate's check of "still named" reads it: contents and
+/// the string values of tool-call arguments, whitespace collapsed.
+fn named_text(messages: &[ChatMessage]) -> String {
+    let mut all = String::new();
+    for m in messages {
+        all.push_str(&m.text());
+        all.push('\n');
+        for call in m.calls() {
+            let value: serde_json::Value =
+                serde_json::from_str(&call.function.arguments).unwrap_or_default();
+            strings(&value, &mut all);
+        }
+    }
+    all.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn strings(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::String(s) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        serde_json::Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+        _ => {}
+    }
 }

@@ -7,29 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
-use troupe_tools::{ToolContext, ToolFailure, ToolOutcome, builtin};
+use troupe_tools::{ToolFailure, ToolOutcome, builtin};
 
-use super::support::{assert_refused, run};
-
-/// `parent/ws` (the root, holding `d/f.txt` = "inside") and `parent/outside` (holding
-/// `f.txt` = "secret").
-pub(super) fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
-    let parent = tempfile::tempdir().unwrap();
-    let root = parent.path().join("ws");
-    std::fs::create_dir_all(root.join("d")).unwrap();
-    std::fs::write(root.join("d/f.txt"), "inside\n").unwrap();
-    std::fs::create_dir(parent.path().join("outside")).unwrap();
-    std::fs::write(parent.path().join("outside/f.txt"), "secret\n").unwrap();
-    let ctx = ToolContext::new("tester", &root);
-    (parent, root, ctx)
-}
-
-/// Replace the directory `root/d` by a symlink to `outside`, as a racing process would between
-/// the tool's check and its open.
-pub(super) fn swap_in_symlink(root: &Path, outside: &Path) {
-    std::fs::rename(root.join("d"), root.join("d_moved")).unwrap();
-    symlink(outside, root.join("d")).unwrap();
-}
+use super::support::{assert_refused, run, setup};
 
 #[tokio::test]
 async fn a_hard_linked_file_is_refused_for_write_and_edit() {

@@ -4,7 +4,7 @@ use std::os::unix::fs::symlink;
 
 use troupe_tools::workspace::{EscapeKind, FileError, PathError, RootDir, resolve};
 
-use super::confinement::{setup, swap_in_symlink};
+use super::support::{setup, swap_in_symlink};
 
 #[test]
 fn a_symlink_swapped_into_a_checked_path_is_refused_by_the_open_itself() {

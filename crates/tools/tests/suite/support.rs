@@ -1,5 +1,8 @@
 //! Helpers shared by the suites.
 
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
 use tempfile::TempDir;
 use troupe_runtime::ToolCall;
 use troupe_tools::{ToolContext, ToolRegistry, ToolResult};
@@ -38,4 +41,24 @@ pub fn assert_refused(result: &ToolResult, reason: &str) {
         result.content
     );
     assert!(result.content.contains(reason), "{}", result.content);
+}
+
+/// `parent/ws` (the root, holding `d/f.txt` = "inside") and `parent/outside` (holding
+/// `f.txt` = "secret").
+pub fn setup() -> (tempfile::TempDir, PathBuf, ToolContext) {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("ws");
+    std::fs::create_dir_all(root.join("d")).unwrap();
+    std::fs::write(root.join("d/f.txt"), "inside\n").unwrap();
+    std::fs::create_dir(parent.path().join("outside")).unwrap();
+    std::fs::write(parent.path().join("outside/f.txt"), "secret\n").unwrap();
+    let ctx = ToolContext::new("tester", &root);
+    (parent, root, ctx)
+}
+
+/// Replace the directory `root/d` by a symlink to `outside`, as a racing process would between
+/// the tool's check and its open.
+pub fn swap_in_symlink(root: &Path, outside: &Path) {
+    std::fs::rename(root.join("d"), root.join("d_moved")).unwrap();
+    symlink(outside, root.join("d")).unwrap();
 }
