@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --example team                 # default model (local llama.cpp, or OpenAI if configured)
 //! cargo run --example team -- --scripted   # deterministic scripted models, no LLM at all
+//! cargo run --example team -- --scripted --ui   # and watch it in the browser (URL printed)
 //! RUST_LOG=info cargo run --example team   # log lines at info and above on stderr (default: warnings)
 //! TROUPE_TRACE=team.jsonl cargo run --example team -- --scripted && cargo run -- trace team.jsonl
 //! ```
@@ -145,6 +146,16 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     }
     let mut events = team.subscribe();
+    // `--ui`: the team's live view in the browser, open until Enter once the answer is in.
+    let view = if std::env::args().any(|a| a == "--ui") {
+        Some(troupe_ui::serve(&team, troupe_ui::UiConfig::default()).await?)
+    } else {
+        None
+    };
+    if let Some(view) = &view {
+        println!("live view: {}\n(press Enter to start)", view.url());
+        std::io::stdin().read_line(&mut String::new())?;
+    }
 
     println!("task: {TASK}\n");
     // Streamed: every agent's text as its model generates it, under its name (the workers run
@@ -175,6 +186,10 @@ async fn main() -> anyhow::Result<()> {
     }
     if speaking.is_some() {
         println!("\n");
+    }
+    if view.is_some() {
+        println!("(the view stays open: press Enter to end)");
+        std::io::stdin().read_line(&mut String::new())?;
     }
     team.shutdown().await;
     // Every event of the request was published before its answer was sent.

@@ -147,6 +147,7 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
         None => default_session_path()?,
     };
     let mut chat = Chat::open(blueprint, &path).await?;
+    let view = crate::ui_cmd::live(&chat.team, args.ui).await?;
     println!(
         "chatting with `{}` ({}); session {}\n/compact [focus] · /context · /clear · /resume [SESSION] · /exit",
         chat.name(),
@@ -201,6 +202,9 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
                     .await;
             }
         }
+    }
+    if let Some(view) = view {
+        view.shutdown().await;
     }
     chat.team.shutdown().await;
     // Not saving what the user was told is kept is a failure of the chat, whatever came after.

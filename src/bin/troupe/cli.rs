@@ -35,6 +35,8 @@ pub enum Command {
     Replay(ReplayArgs),
     /// Render a JSONL trace file as a tree: agent → turn → model call / tool call / compaction.
     Trace(TraceArgs),
+    /// Open a finished run in the browser, read-only (a live team: `troupe chat --ui`).
+    Ui(UiArgs),
     /// Manage the local model.
     Model {
         #[command(subcommand)]
@@ -219,6 +221,24 @@ pub struct ChatArgs {
     /// The session log to append to (default: a new file under the user's cache directory).
     #[arg(long)]
     pub session: Option<PathBuf>,
+    /// Also serve a live view of the team in the browser (its URL, with a one-time token, is
+    /// printed): agents' states, context meters, compactions, approvals.
+    #[arg(long)]
+    pub ui: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  TROUPE_TRACE=run.jsonl cargo run --example team -- --scripted
+  troupe ui --trace run.jsonl          # prints the page's URL; Ctrl-C stops it")]
+pub struct UiArgs {
+    /// The trace file of the run (written when TROUPE_TRACE=FILE is set).
+    #[arg(long, required = true)]
+    pub trace: PathBuf,
+    /// Where to listen (port 0: any free port). Loopback unless told otherwise.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
 }
 
 #[derive(Debug, Args)]

@@ -30,6 +30,7 @@ mod secrets;
 mod summarizer;
 mod trace_cmd;
 mod transcript_cmds;
+mod ui_cmd;
 
 use clap::Parser;
 use tracing::Instrument;
@@ -97,6 +98,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Trace(args) => trace_cmd::run(args).await,
+            Command::Ui(args) => ui_cmd::run(args).await,
             Command::Compact(args) => transcript_cmds::compact(args).await,
             Command::Expand(args) => transcript_cmds::expand(args),
             Command::Replay(args) => transcript_cmds::replay(args).await,

@@ -1,0 +1,34 @@
+//! The team's view in the browser: `troupe ui --trace FILE` (a finished run, read-only) and
+//! `troupe chat --ui` (the chat's team, live).
+
+use anyhow::Context as _;
+use troupe::Team;
+use troupe_ui::{UiConfig, UiServer};
+
+use crate::cli::UiArgs;
+
+/// Serve a finished run's trace file until Ctrl-C.
+pub async fn run(args: UiArgs) -> anyhow::Result<()> {
+    let config = UiConfig {
+        bind: args.listen,
+        ..UiConfig::default()
+    };
+    let view = troupe_ui::serve_trace(&args.trace, config).await?;
+    println!("{} (read-only)", view.url());
+    println!("Ctrl-C stops it.");
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    view.shutdown().await;
+    Ok(())
+}
+
+/// The live view of the chat's team, when asked for (`--ui`); its URL is printed.
+pub async fn live(team: &Team, wanted: bool) -> anyhow::Result<Option<UiServer>> {
+    if !wanted {
+        return Ok(None);
+    }
+    let view = troupe_ui::serve(team, UiConfig::default()).await?;
+    println!("live view: {}", view.url());
+    Ok(Some(view))
+}
