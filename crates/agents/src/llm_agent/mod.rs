@@ -58,7 +58,7 @@ use troupe_compaction::{Archive, BudgetPolicy, CompactionReport};
 use troupe_runtime::trace::semconv;
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
-    ChatModel, Checkpoint, Conversation, JobRequest, MessageId, TraceContext,
+    Checkpoint, Conversation, JobRequest, TraceContext,
 };
 use troupe_tools::{FileLedger, ToolRegistry};
 
@@ -68,6 +68,7 @@ use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 use context::Context;
 use request::RequestContext;
+use scopes::Scopes;
 use session_link::SessionLink;
 
 pub use compact_tool::COMPACT_TOOL;
@@ -80,9 +81,8 @@ pub struct LlmAgent {
     link: TeamLink,
     /// The conversation, what stands behind it and how it is measured (`context.rs`).
     context: Context,
-    /// Open scopes, innermost last: label and the first id that belongs to it.
-    scopes: Vec<(String, MessageId)>,
-    last_scope_model: Option<Arc<dyn ChatModel>>,
+    /// Its open scopes and the model that summarized the last one (`scopes.rs`).
+    scopes: Scopes,
     /// The session log, when it keeps one, and what belongs to it (`session_link.rs`).
     session: SessionLink,
     /// The trace of the last request or job: what the agent does between requests (landing or
@@ -161,8 +161,7 @@ impl LlmAgent {
             tools,
             link,
             context: Context::new(conversation, state, policy, check, counter),
-            scopes: Vec::new(),
-            last_scope_model: None,
+            scopes: Scopes::default(),
             session,
             last_trace: TraceContext::new_root(),
             ahead: work_ahead::WorkAheadState::default(),
@@ -293,8 +292,7 @@ impl AgentBehavior for LlmAgent {
                 reply.send(outcome);
             }
             LlmAgentJob::OpenScope(label, reply) => {
-                self.scopes
-                    .push((label, self.context.conversation.next_id()));
+                self.scopes.open(label, self.context.conversation.next_id());
                 reply.send(());
             }
             LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply) => {

@@ -3,13 +3,34 @@
 
 use std::sync::Arc;
 
-use troupe_runtime::{AgentContext, ChatMessage, ChatModel, MessageKind};
+use troupe_runtime::{AgentContext, ChatMessage, ChatModel, MessageId, MessageKind};
 
 use crate::compression::{COMPRESSION_AGENT, ScopeSummaryRequest, summarize_scope};
 
 use super::LlmAgent;
 use super::jobs::ScopeError;
 use super::request::RequestContext;
+
+/// An agent's open scopes, and the model that summarized the last one closed.
+#[derive(Default)]
+pub(super) struct Scopes {
+    /// Open scopes, innermost last: label and the first id that belongs to it.
+    open: Vec<(String, MessageId)>,
+    /// The model a scope closed without naming one is summarized with.
+    last_model: Option<Arc<dyn ChatModel>>,
+}
+
+impl Scopes {
+    /// Open a scope labelled so, from message `first` on.
+    pub(super) fn open(&mut self, label: String, first: MessageId) {
+        self.open.push((label, first));
+    }
+
+    /// The conversation they belong to is gone (`/clear`, `/resume`): no scope is open.
+    pub(super) fn forget_open(&mut self) {
+        self.open.clear();
+    }
+}
 
 impl LlmAgent {
     /// Close the innermost scope: its messages become one summary between scope markers.
@@ -20,11 +41,16 @@ impl LlmAgent {
         ctx: &AgentContext,
         job: &RequestContext,
     ) -> Result<Option<String>, ScopeError> {
-        let (label, start) = self.scopes.last().cloned().ok_or(ScopeError::NoScope)?;
+        let (label, start) = self
+            .scopes
+            .open
+            .last()
+            .cloned()
+            .ok_or(ScopeError::NoScope)?;
         let model = model
-            .or_else(|| self.last_scope_model.clone())
+            .or_else(|| self.scopes.last_model.clone())
             .ok_or(ScopeError::NoModel)?;
-        self.scopes.pop();
+        self.scopes.open.pop();
         let first = self
             .context
             .conversation
@@ -37,7 +63,7 @@ impl LlmAgent {
             .map(|m| ChatMessage::clone(m))
             .collect();
         if !ctx.directory.is_live(COMPRESSION_AGENT) {
-            self.scopes.push((label, start));
+            self.scopes.open.push((label, start));
             return Err(ScopeError::NoCompressionAgent);
         }
         let request = ScopeSummaryRequest {
@@ -52,11 +78,11 @@ impl LlmAgent {
         let summary = match answer {
             Ok(Ok(summary)) => summary,
             Ok(Err(e)) => {
-                self.scopes.push((label, start));
+                self.scopes.open.push((label, start));
                 return Err(ScopeError::Scope(e));
             }
             Err(e) => {
-                self.scopes.push((label, start));
+                self.scopes.open.push((label, start));
                 return Err(ScopeError::Ask(e));
             }
         };
@@ -71,7 +97,7 @@ impl LlmAgent {
         kept.push(Arc::new(marker));
         self.context.conversation.replace_shared(kept);
         self.ahead.rewritten("a scope was closed");
-        self.last_scope_model = Some(model);
+        self.scopes.last_model = Some(model);
         Ok(Some(summary))
     }
 }

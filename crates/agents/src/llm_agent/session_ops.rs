@@ -17,7 +17,7 @@ impl LlmAgent {
     pub(super) fn clear(&mut self) -> Result<usize, SessionError> {
         let dropped = self.session.clear()?;
         self.context.clear();
-        self.scopes.clear();
+        self.scopes.forget_open();
         self.ahead.rewritten("the conversation was cleared");
         Ok(dropped)
     }
@@ -30,7 +30,7 @@ impl LlmAgent {
         let restored = self.session.switch(path, &self.spec.name, &model)?;
         let count = restored.conversation.len();
         self.context.resume(restored);
-        self.scopes.clear();
+        self.scopes.forget_open();
         self.ahead
             .rewritten("the agent resumed another session log");
         Ok(count)
