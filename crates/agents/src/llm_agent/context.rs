@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TokenCache, TokenCounter};
-use troupe_compaction::{Archive, BudgetPolicy, Compaction, CompactionReport};
-use troupe_runtime::{Conversation, MessageId, MessageKind};
+use troupe_compaction::{Archive, BudgetPolicy, Compaction, CompactionReport, Splice, SpliceError};
+use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind};
 use troupe_tools::{FileLedger, SharedLedger};
 
 mod fit;
@@ -159,5 +159,28 @@ impl Context {
             report: compaction.report,
             summary,
         }
+    }
+
+    /// Splice in `compaction`, made of `snapshot` (a prefix of the conversation when it
+    /// started): the compacted prefix replaces the snapshot's messages, what was appended since
+    /// stays, the invariants are checked on the result. On an error nothing changed.
+    pub(super) fn splice(
+        &mut self,
+        snapshot: &[Arc<ChatMessage>],
+        compaction: Compaction,
+        req: &mut RequestContext,
+    ) -> Result<(), SpliceError> {
+        let spliced = Splice {
+            now: self.conversation.messages(),
+            snapshot,
+            compaction: &compaction,
+        }
+        .apply(&self.policy, self.counter.as_ref(), &self.token_cache)?;
+        req.keep_for_rollback(&self.conversation);
+        self.conversation.replace_shared(spliced);
+        self.archive.extend(&compaction.archive);
+        self.last_compaction = Some(compaction.report);
+        self.warned = false;
+        Ok(())
     }
 }

@@ -27,7 +27,7 @@
 //! the compaction where the answer lands: a job it declined would otherwise start again only one
 //! turn from the limit, and be waited for there.
 //!
-//! At shutdown the job is landed if its answer came, else cancelled (`stop_background`).
+//! At shutdown the job is landed if its answer came, else cancelled (`WorkAheadState::stop`).
 //!
 //! A crash loses nothing: the job's answer is only ever applied by the agent that asked for it
 //! (the pending job dies with it, and its task is aborted); the restarted agent has its
@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use tokio::task::JoinHandle;
+use troupe_compaction::Compaction;
 use troupe_compaction::economics::Lead;
-use troupe_compaction::{Compaction, Splice};
 use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
 
 use super::context::Context;
@@ -419,19 +419,9 @@ impl WorkAheadState {
             context.last_compaction = Some(compaction.report);
             return Ok(false);
         }
-        let policy = context.policy.clone();
-        let spliced = Splice {
-            now: context.conversation.messages(),
-            snapshot: &pending.snapshot,
-            compaction: &compaction,
-        }
-        .apply(&policy, context.counter.as_ref(), &context.token_cache)
-        .map_err(|e| format!("stale: {e}"))?;
-        req.keep_for_rollback(&context.conversation);
-        context.conversation.replace_shared(spliced);
-        context.archive.extend(&compaction.archive);
-        context.last_compaction = Some(compaction.report);
-        context.warned = false;
+        context
+            .splice(&pending.snapshot, compaction, req)
+            .map_err(|e| format!("stale: {e}"))?;
         self.compacted();
         Ok(true)
     }

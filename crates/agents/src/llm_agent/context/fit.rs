@@ -47,7 +47,7 @@ impl Context {
     ) -> MessageId {
         let room = self.room_for_one_message(tool_tokens);
         // Most answers are shorter in bytes than the room in tokens: no tokenizing then (the
-        // next budget check counts it once, by id).
+        // next context check counts it once, by id).
         let within = |tokens: usize| tokens <= room;
         if self
             .counter
