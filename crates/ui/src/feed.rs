@@ -86,6 +86,9 @@ impl Feed {
         inner.view.missed(n);
         for viewer in &inner.viewers {
             viewer.lagged.store(true, Ordering::Release);
+            // A viewer that had caught up waits on its empty queue: this wakes it (it drops
+            // whatever it receives while lagged). A full queue wakes it anyway.
+            let _ = viewer.queue.try_send(Arc::from(""));
         }
     }
 
@@ -158,9 +161,12 @@ impl ViewerState {
                 self.pending.push_back(Out::Snapshot(snapshot));
                 continue;
             }
-            // A lagged viewer's queue is full, so this returns at once and the flag is seen
-            // at the next call.
-            return self.queue.recv().await.map(Out::Patch);
+            // A lagged viewer's queue is full (or woken by `missed`), so this returns at once;
+            // what it returns then is stale, and the flag is seen on the next turn.
+            let patch = self.queue.recv().await?;
+            if !self.lagged.load(Ordering::Acquire) {
+                return Some(Out::Patch(patch));
+            }
         }
     }
 }
@@ -222,6 +228,25 @@ mod tests {
         assert!(
             matches!(&next, Out::Patch(p) if version(p) == 101),
             "{next:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_viewer_that_had_caught_up_re_syncs_when_the_view_missed_events() {
+        let feed = Feed::new(View::new(Marks::default(), 100, false), 4);
+        let viewer = feed.subscribe();
+        futures::pin_mut!(viewer);
+        assert!(matches!(viewer.next().await, Some(Out::Snapshot(_))));
+        // Caught up: it waits on an empty queue when the view learns it missed events.
+        let mut next = viewer.next();
+        assert!(futures::poll!(&mut next).is_pending());
+        feed.missed(7);
+        let next = tokio::time::timeout(std::time::Duration::from_secs(60), next).await;
+        assert_eq!(next.unwrap(), Some(Out::Lagged));
+        let snapshot = viewer.next().await.unwrap();
+        assert!(
+            matches!(&snapshot, Out::Snapshot(s) if s.contains("\"missed\":7")),
+            "{snapshot:?}"
         );
     }
 

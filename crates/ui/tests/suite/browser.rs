@@ -5,7 +5,8 @@
 //! `<img onerror>` as text, and is refused without the token or from another origin. Then it
 //! times the page taking in 10,000 events.
 //!
-//! The python is `TROUPE_SELENIUM_PYTHON` (`.ci/run` sets it to its venv's), else `python3`.
+//! The python is `TROUPE_SELENIUM_PYTHON` (`.ci/run` sets it to its venv's), else that venv's
+//! when it exists, else `python3`.
 //! Without chromium, chromedriver or selenium the test fails under CI (`CI` set) and is
 //! skipped, loudly, elsewhere.
 
@@ -23,8 +24,21 @@ use super::support::{Runs, WRITER_ANSWERS, team};
 /// Events the page takes in for the measurement.
 const LOAD_EVENTS: u64 = 10_000;
 
+/// `TROUPE_SELENIUM_PYTHON`, else the venv `.ci/run` installs selenium into (when there is
+/// one), else `python3`.
 fn python() -> String {
-    std::env::var("TROUPE_SELENIUM_PYTHON").unwrap_or_else(|_| "python3".to_string())
+    if let Ok(python) = std::env::var("TROUPE_SELENIUM_PYTHON") {
+        return python;
+    }
+    let cache = std::env::var_os("TROUPE_CI_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/troupe-ci"))
+        });
+    match cache.map(|c| c.join("venv/bin/python")) {
+        Some(venv) if venv.exists() => venv.display().to_string(),
+        _ => "python3".to_string(),
+    }
 }
 
 /// Why the browser test cannot run here, if it cannot.
