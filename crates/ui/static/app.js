@@ -287,7 +287,7 @@ function connect() {
   es.addEventListener('snapshot', e => applySnapshot(JSON.parse(e.data)));
   es.addEventListener('patch', e => applyPatch(JSON.parse(e.data)));
   es.addEventListener('lagged', () => { state.lagged++; setStatus('fell behind, re-synced'); });
-  es.addEventListener('open', () => setStatus(state.readOnly ? 'loaded' : 'live'));
+  es.addEventListener('open', () => setStatus('connected'));
   es.addEventListener('error', () => setStatus('disconnected (retrying)'));
 }
 

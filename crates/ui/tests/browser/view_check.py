@@ -95,7 +95,8 @@ try:
     driver.execute_script(
         "window.__long = []; new PerformanceObserver(l => window.__long.push("
         "...l.getEntries().map(e => e.duration))).observe({type: 'longtask', buffered: true});")
-    wait_for("the live feed", lambda: driver.find_element(By.ID, "status").text == "live")
+    wait_for("the live feed", lambda: driver.find_element(By.ID, "status").text == "connected")
+    check(driver.find_element(By.ID, "mode").text == "live", "the page says it is live")
     wait_for("both agents' cards", lambda: len(driver.find_elements(
         By.CSS_SELECTOR, ".card[data-agent=writer], .card[data-agent=coder]")) == 2)
     shot("idle")
