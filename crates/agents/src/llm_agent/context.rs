@@ -17,6 +17,9 @@ use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind};
 use troupe_tools::{FileLedger, SharedLedger};
 
 mod fit;
+mod stats;
+
+pub use stats::{ContextShare, ContextStats, InFlightCompaction};
 
 use super::LlmAgentState;
 use super::request::RequestContext;

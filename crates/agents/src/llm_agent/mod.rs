@@ -18,7 +18,7 @@
 //! and applies it (`compacting.rs`, through the compaction client in `compression/client.rs`),
 //! tool approval (`approval.rs`), the agent-callable `compact` tool (`compact_tool.rs`), the
 //! agent-callable `recall` of archived originals (`recall_tool.rs`), scoped compression
-//! (`scopes.rs`), pins (`pins.rs`), `/context` (`context_stats.rs`), the session log's
+//! (`scopes.rs`), pins (`pins.rs`), `/context` (`context/stats.rs`), the session log's
 //! operations — `/clear`, `/resume`, a changed system prompt, the write at a commit point
 //! (`session_ops.rs`); its jobs (`jobs.rs`) and its typed handle (`handle.rs`). This file holds
 //! the agent's fields, its construction and the [`AgentBehavior`] that dispatches requests and
@@ -29,7 +29,6 @@ mod compact_tool;
 mod compacting;
 mod context;
 mod context_check;
-mod context_stats;
 mod handle;
 mod jobs;
 mod pins;
@@ -44,7 +43,7 @@ mod tool_tokens;
 mod turn;
 mod work_ahead;
 
-pub use context_stats::{ContextShare, ContextStats, InFlightCompaction};
+pub use context::{ContextShare, ContextStats, InFlightCompaction};
 pub use handle::LlmAgentHandle;
 pub use jobs::{
     ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError, clear_conversation,
@@ -304,7 +303,11 @@ impl AgentBehavior for LlmAgent {
             }
             LlmAgentJob::Clear(reply) => reply.send(self.clear()),
             LlmAgentJob::SwitchSession(path, reply) => reply.send(self.switch_session(&path)),
-            LlmAgentJob::ContextStats(reply) => reply.send(self.context_stats()),
+            LlmAgentJob::ContextStats(reply) => {
+                let tool_tokens = self.tool_tokens();
+                let (in_flight, spend) = (self.ahead.in_flight(), self.spend.report());
+                reply.send(self.context.stats(tool_tokens, in_flight, spend));
+            }
             LlmAgentJob::Pin(id, pinned, reply) => reply.send(self.set_pinned(id, pinned)),
             LlmAgentJob::SessionHealth(reply) => {
                 reply.send(self.session.behind());

@@ -46,7 +46,7 @@ use troupe_compaction::economics::Lead;
 use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
 
 use super::context::Context;
-use super::context_stats::InFlightCompaction;
+use super::context::InFlightCompaction;
 use super::request::RequestContext;
 use crate::compression::CompactionRequest;
 use crate::compression::client::{

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use troupe_compaction::CompactionReport;
 
-use super::LlmAgent;
+use super::Context;
+use crate::spend::SpendReport;
 
 /// Where an agent's context stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,7 +33,7 @@ pub struct ContextStats {
     pub in_flight: Option<InFlightCompaction>,
     /// What the agent spent: the current (or last) request, the agent, its team.
     #[serde(default)]
-    pub spend: crate::spend::SpendReport,
+    pub spend: SpendReport,
 }
 
 /// A compaction running in the background: a snapshot of the conversation that the compression
@@ -58,12 +59,18 @@ pub struct ContextShare {
     pub tokens: usize,
 }
 
-impl LlmAgent {
-    pub(super) fn context_stats(&self) -> ContextStats {
-        let counts = self.context.token_cache.count_shared(
-            self.context.counter.as_ref(),
-            self.context.conversation.messages(),
-        );
+impl Context {
+    /// Where the context stands, with the tool definitions' `tool_tokens`, the job worked ahead
+    /// `in_flight` and what the agent spent.
+    pub(in crate::llm_agent) fn stats(
+        &self,
+        tool_tokens: usize,
+        in_flight: Option<InFlightCompaction>,
+        spend: SpendReport,
+    ) -> ContextStats {
+        let counts = self
+            .token_cache
+            .count_shared(self.counter.as_ref(), self.conversation.messages());
         let name_of = |v: serde_json::Result<serde_json::Value>| {
             v.ok()
                 .and_then(|v| v.as_str().map(str::to_string))
@@ -71,13 +78,7 @@ impl LlmAgent {
         };
         let mut by_kind = std::collections::BTreeMap::<String, (usize, usize)>::new();
         let mut by_role = std::collections::BTreeMap::<String, (usize, usize)>::new();
-        for (m, tokens) in self
-            .context
-            .conversation
-            .messages()
-            .iter()
-            .zip(&counts.per_message)
-        {
+        for (m, tokens) in self.conversation.messages().iter().zip(&counts.per_message) {
             for (map, name) in [
                 (&mut by_kind, name_of(serde_json::to_value(m.kind))),
                 (&mut by_role, name_of(serde_json::to_value(m.role))),
@@ -96,19 +97,18 @@ impl LlmAgent {
                 })
                 .collect()
         };
-        let tool_tokens = self.tool_tokens();
         let tokens = counts.total + tool_tokens;
         ContextStats {
             tokens,
             tool_tokens,
-            window: self.context.policy.context_window,
-            output_reserve: self.context.policy.output_reserve,
-            percent: self.context.policy.percent(tokens),
+            window: self.policy.context_window,
+            output_reserve: self.policy.output_reserve,
+            percent: self.policy.percent(tokens),
             by_kind: shares(by_kind),
             by_role: shares(by_role),
-            last_compaction: self.context.last_compaction.clone(),
-            in_flight: self.ahead.in_flight(),
-            spend: self.spend.report(),
+            last_compaction: self.last_compaction.clone(),
+            in_flight,
+            spend,
         }
     }
 }
