@@ -17,6 +17,14 @@ pub enum UiError {
     /// The system gave no randomness for the token.
     #[error("no randomness for the view's token: {0}")]
     Token(String),
+    /// A session log could not be read.
+    #[error("cannot read the session log {path}: {reason}")]
+    Session {
+        /// The log.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A trace file could not be read.
     #[error("cannot read the trace file {path}: {source}")]
     Trace {

@@ -3,7 +3,8 @@
 //! [`serve`] puts a page on `127.0.0.1` (a random port by default) fed by the team's event bus
 //! over Server-Sent Events: each agent's state, model and context meter, the compactions with
 //! their receipts, and the tool calls waiting for approval with their exact arguments and
-//! buttons that answer them. [`serve_trace`] opens a finished run's trace file read-only.
+//! buttons that answer them. [`serve_trace`] and [`serve_session`] open a finished run's trace
+//! file or session log read-only.
 //!
 //! It is the third reader of the one event source, beside the trace file and the OTLP exporter.
 //! The page is compiled into the binary (no CDN, no build step). Every request carries the
@@ -21,6 +22,7 @@ mod offline;
 mod page;
 mod routes;
 mod server;
+mod session;
 mod token;
 mod view;
 
@@ -29,4 +31,5 @@ pub use error::UiError;
 pub use live::serve;
 pub use offline::serve_trace;
 pub use server::UiServer;
+pub use session::serve_session;
 pub use view::{AgentState, Marks};

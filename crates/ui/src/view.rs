@@ -172,6 +172,25 @@ pub(crate) struct CompactionView {
     reason: Option<String>,
 }
 
+/// One message of a conversation, as the page shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct MessageView {
+    pub(crate) id: u64,
+    pub(crate) role: serde_json::Value,
+    pub(crate) kind: serde_json::Value,
+    pub(crate) text: String,
+    /// `(tool, arguments)` of each tool call it makes.
+    pub(crate) tool_calls: Vec<(String, String)>,
+    pub(crate) pinned: bool,
+}
+
+/// An agent's conversation (a finished run's session log).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct ConversationView {
+    pub(crate) agent: String,
+    pub(crate) messages: Vec<MessageView>,
+}
+
 /// What changed: the page replaces each part it names.
 #[derive(Debug, Default, Serialize)]
 pub(crate) struct Patch<'a> {
@@ -202,6 +221,7 @@ pub(crate) struct Snapshot<'a> {
     events: &'a VecDeque<EventRecord>,
     /// Events the view missed (it fell behind the team's bus).
     missed: u64,
+    conversation: Option<&'a ConversationView>,
 }
 
 /// The view's state.
@@ -217,6 +237,7 @@ pub(crate) struct View {
     compactions_seen: u64,
     events: VecDeque<EventRecord>,
     missed: u64,
+    conversation: Option<ConversationView>,
 }
 
 /// What a change touched, to build its patch from.
@@ -240,6 +261,23 @@ impl View {
             compactions_seen: 0,
             events: VecDeque::new(),
             missed: 0,
+            conversation: None,
+        }
+    }
+
+    /// A finished run's conversation, with its agent's model and context as the log left them.
+    pub(crate) fn set_conversation(
+        &mut self,
+        conversation: ConversationView,
+        model: Option<String>,
+    ) -> Patch<'_> {
+        let agent = self.agent_mut(&conversation.agent);
+        agent.model = model;
+        self.conversation = Some(conversation);
+        self.version += 1;
+        Patch {
+            version: self.version,
+            ..Patch::default()
         }
     }
 
@@ -254,6 +292,7 @@ impl View {
             compactions: &self.compactions,
             events: &self.events,
             missed: self.missed,
+            conversation: self.conversation.as_ref(),
         }
     }
 

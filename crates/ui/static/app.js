@@ -8,8 +8,10 @@ const LOG_ROWS = 200;
 
 const state = {
   version: -1, readOnly: false, marks: null, saidCap: 32768, missed: 0, lagged: 0,
-  agents: new Map(), approvals: [], compactions: new Map(), events: [],
+  agents: new Map(), approvals: [], compactions: new Map(), events: [], conversation: null,
 };
+// Longer texts are folded: their first characters show, the rest opens on a click.
+const FOLD = 600;
 // Timings for the browser test: how long the page takes to take in and draw the feed.
 const stats = { patches: 0, snapshots: 0, renders: 0, renderMs: 0, maxRenderMs: 0, applyMs: 0 };
 window.troupeStats = stats;
@@ -50,6 +52,7 @@ function applySnapshot(s) {
   state.approvals = s.approvals;
   state.compactions = new Map(s.compactions.map(c => [c.n, c]));
   state.events = s.events.slice();
+  state.conversation = s.conversation || null;
   stats.snapshots++;
   stats.applyMs += performance.now() - t0;
   dirty.all = true;
@@ -105,6 +108,7 @@ function render() {
   if (d.all || d.approvals) renderApprovals();
   if (d.all || d.compactions) renderCompactions();
   if (d.all || d.log) renderLog();
+  if (d.all) renderConversation();
   const ms = performance.now() - t0;
   stats.renders++;
   stats.renderMs += ms;
@@ -261,6 +265,34 @@ function renderCompactions() {
     }
     return row;
   }));
+}
+
+function folded(cls, text) {
+  if (text.length <= FOLD) return el('pre', cls, text);
+  const box = el('details', cls);
+  box.append(el('summary', null, `${text.slice(0, 160)}… (${fmt(text.length)} characters)`));
+  box.append(el('pre', null, text));
+  return box;
+}
+
+function renderConversation() {
+  const section = document.getElementById('conversation-section');
+  const c = state.conversation;
+  section.classList.toggle('hidden', !c);
+  if (!c) return;
+  const t0 = performance.now();
+  document.getElementById('conversation-agent').textContent = `(${c.agent}, ${fmt(c.messages.length)} messages)`;
+  document.getElementById('conversation').replaceChildren(...c.messages.map(m => {
+    const li = el('li', `${m.kind}${m.pinned ? ' pinned' : ''}`);
+    li.dataset.id = String(m.id);
+    const head = el('div');
+    head.append(el('span', 'role', m.role), el('span', 'detail', `m${m.id}${m.kind !== 'normal' ? ` · ${m.kind}` : ''}${m.pinned ? ' · pinned' : ''}`));
+    li.append(head);
+    if (m.text) li.append(folded('text', m.text));
+    for (const [tool, args] of m.tool_calls) li.append(folded('tool-call', `${tool}(${args})`));
+    return li;
+  }));
+  stats.conversationMs = performance.now() - t0;
 }
 
 function describe(ev) {

@@ -231,11 +231,16 @@ pub struct ChatArgs {
 #[command(after_help = "\
 Examples:
   TROUPE_TRACE=run.jsonl cargo run --example team -- --scripted
-  troupe ui --trace run.jsonl          # prints the page's URL; Ctrl-C stops it")]
+  troupe ui --trace run.jsonl          # prints the page's URL; Ctrl-C stops it
+  troupe ui --session chat.jsonl       # a session log: its conversation and last compaction")]
+#[command(group(clap::ArgGroup::new("run").required(true).args(["trace", "session"])))]
 pub struct UiArgs {
     /// The trace file of the run (written when TROUPE_TRACE=FILE is set).
-    #[arg(long, required = true)]
-    pub trace: PathBuf,
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// A session log (troupe chat's, or an agent's session file).
+    #[arg(long)]
+    pub session: Option<PathBuf>,
     /// Where to listen (port 0: any free port). Loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: std::net::SocketAddr,

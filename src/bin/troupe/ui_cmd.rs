@@ -1,5 +1,5 @@
-//! The team's view in the browser: `troupe ui --trace FILE` (a finished run, read-only) and
-//! `troupe chat --ui` (the chat's team, live).
+//! The team's view in the browser: `troupe ui --trace FILE` / `--session LOG` (a finished run,
+//! read-only) and `troupe chat --ui` (the chat's team, live).
 
 use anyhow::Context as _;
 use troupe::Team;
@@ -7,13 +7,17 @@ use troupe_ui::{UiConfig, UiServer};
 
 use crate::cli::UiArgs;
 
-/// Serve a finished run's trace file until Ctrl-C.
+/// Serve a finished run's trace file or session log until Ctrl-C.
 pub async fn run(args: UiArgs) -> anyhow::Result<()> {
     let config = UiConfig {
         bind: args.listen,
         ..UiConfig::default()
     };
-    let view = troupe_ui::serve_trace(&args.trace, config).await?;
+    let view = match (&args.trace, &args.session) {
+        (Some(trace), _) => troupe_ui::serve_trace(trace, config).await?,
+        (None, Some(session)) => troupe_ui::serve_session(session, config).await?,
+        (None, None) => anyhow::bail!("give --trace FILE or --session LOG"),
+    };
     println!("{} (read-only)", view.url());
     println!("Ctrl-C stops it.");
     tokio::signal::ctrl_c()

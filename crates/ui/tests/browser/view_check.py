@@ -4,7 +4,8 @@ crates/ui/tests/suite/browser.rs, which reads this script's stdout:
   OPEN  the page is live: the team may start working
   LOAD  the approvals are done: publish the load events now
 
-Usage: view_check.py URL SCREENSHOT_DIR LOAD_EVENTS. Exits non-zero on the first failed check.
+Usage: view_check.py URL SCREENSHOT_DIR LOAD_EVENTS SESSION_URL (a finished run of 1,000
+messages, read-only). Exits non-zero on the first failed check.
 """
 
 import http.server
@@ -19,7 +20,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-URL, SHOTS, LOAD = sys.argv[1], sys.argv[2], int(sys.argv[3])
+URL, SHOTS, LOAD, SESSION_URL = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 BASE = URL.split("?")[0]
 TOKEN = URL.split("token=")[1]
 HOSTILE = 'Here: <script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"> done'
@@ -229,6 +230,27 @@ try:
     }))
     check(rows <= 200, "the log keeps its DOM bounded")
     shot("load")
+
+    # A finished run of 1,000 messages, read-only.
+    start = time.monotonic()
+    driver.get(SESSION_URL)
+    wait_for("the conversation", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#conversation li")) == 1000)
+    took = time.monotonic() - start
+    check(driver.find_element(By.ID, "mode").text == "finished run (read-only)", "the page says read-only")
+    last = driver.find_elements(By.CSS_SELECTOR, "#conversation li")[-1]
+    check(last.find_element(By.CSS_SELECTOR, "pre.text").text == HOSTILE, "the last answer reads as text")
+    check(not driver.find_elements(By.CSS_SELECTOR, "#conversation script, #conversation img")
+          and driver.execute_script("return window.__pwned") is None, "its markup never ran")
+    check(len(driver.find_elements(By.CSS_SELECTOR, "#conversation details")) > 0, "long messages are folded")
+    nav = driver.execute_script(
+        "const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime;")
+    say("MEASURE " + json.dumps({
+        "messages": 1000, "seconds_until_shown": round(took, 2),
+        "conversation_render_ms": round(driver.execute_script("return troupeStats.conversationMs"), 1),
+        "page_load_ms": round(nav, 1),
+        "longest_task_ms": round(max(driver.execute_script("return window.__long || []"), default=0), 1),
+    }))
+    shot("conversation")
     say("DONE")
 finally:
     driver.quit()

@@ -3,7 +3,7 @@
 //! change state, a compaction appear with its receipt, approves one waiting call and denies
 //! another (the agent does what was chosen), renders a model answer with `<script>` and
 //! `<img onerror>` as text, and is refused without the token or from another origin. Then it
-//! times the page taking in 10,000 events.
+//! times the page taking in 10,000 events, and opening a finished run of 1,000 messages.
 //!
 //! The python is `TROUPE_SELENIUM_PYTHON` (`.ci/run` sets it to its venv's), else that venv's
 //! when it exists, else `python3`.
@@ -17,12 +17,14 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;
 use troupe_runtime::{AgentRequest, Event};
-use troupe_ui::{UiConfig, serve};
+use troupe_ui::{UiConfig, serve, serve_session};
 
-use super::support::{Runs, WRITER_ANSWERS, team};
+use super::support::{Runs, WRITER_ANSWERS, session_log, team};
 
 /// Events the page takes in for the measurement.
 const LOAD_EVENTS: u64 = 10_000;
+/// Requests of the session log the page opens for the measurement: four messages each.
+const SESSION_ASKS: usize = 250;
 
 /// `TROUPE_SELENIUM_PYTHON`, else the venv `.ci/run` installs selenium into (when there is
 /// one), else `python3`.
@@ -77,6 +79,11 @@ async fn the_page_in_a_real_browser() {
         eprintln!("SKIPPED the_page_in_a_real_browser: {why}");
         return;
     }
+    // A finished run of 1,000 messages, opened read-only at the end.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("writer.jsonl");
+    session_log(&log, SESSION_ASKS).await;
+    let finished = serve_session(&log, UiConfig::default()).await.unwrap();
     let runs = Runs::default();
     let (team, _) = team(&runs).await;
     let ui = serve(&team, UiConfig::default()).await.unwrap();
@@ -88,6 +95,7 @@ async fn the_page_in_a_real_browser() {
         .arg(ui.url())
         .arg(&shots)
         .arg(LOAD_EVENTS.to_string())
+        .arg(finished.url())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -170,5 +178,6 @@ async fn the_page_in_a_real_browser() {
         .unwrap();
     assert!(status.success(), "the browser script failed: {status}");
     ui.shutdown().await;
+    finished.shutdown().await;
     team.shutdown().await;
 }

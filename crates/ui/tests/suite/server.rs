@@ -6,11 +6,18 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::Value;
+use std::sync::Arc;
 use troupe_runtime::approval::ApprovalId;
 use troupe_runtime::{Event, EventRecord};
-use troupe_ui::{UiConfig, serve, serve_trace};
 
-use super::support::{HOSTILE, Runs, base_of, client, sse_events, sse_until, team, token_of};
+use troupe_agents::AgentSpec;
+use troupe_agents::TeamBuilderExt as _;
+use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_ui::{UiConfig, serve, serve_session, serve_trace};
+
+use super::support::{
+    HOSTILE, Runs, base_of, client, run_tool, sse_events, sse_until, team, token_of,
+};
 
 #[tokio::test]
 async fn it_binds_loopback_on_a_random_port_with_a_fresh_token_and_warns_elsewhere() {
@@ -509,5 +516,57 @@ async fn a_finished_run_opens_read_only_from_its_trace_file() {
         .await
         .unwrap();
     assert_eq!(act.status(), StatusCode::CONFLICT);
+    ui.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_session_log_opens_read_only_with_its_conversation_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("writer.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new(
+        "scripted-writer",
+        [
+            ScriptedReply::call("run", r#"{"command": "ls"}"#),
+            ScriptedReply::text(HOSTILE),
+        ],
+    ));
+    let team = troupe_runtime::Team::builder()
+        .agent(
+            AgentSpec::new("writer", model)
+                .tools(run_tool(&runs))
+                .session(&log),
+        )
+        .start()
+        .await
+        .unwrap();
+    team.ask("writer", "list, then answer").await.unwrap();
+    team.shutdown().await;
+    let ui = serve_session(&log, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let body = client()
+        .get(format!("{base}api/snapshot?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!body.contains('<'), "markup escaped in what is served");
+    let snapshot: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(snapshot["read_only"], true);
+    let conversation = &snapshot["conversation"];
+    assert_eq!(conversation["agent"], "writer");
+    let roles: Vec<&str> = conversation["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    let messages = conversation["messages"].as_array().unwrap();
+    assert_eq!(messages[1]["tool_calls"][0][0], "run");
+    assert_eq!(messages[2]["text"], "ran ls");
+    assert_eq!(messages[3]["text"], HOSTILE);
     ui.shutdown().await;
 }

@@ -23,7 +23,8 @@ struct RunArgs {
     command: String,
 }
 
-fn run_tool(runs: &Runs) -> ToolRegistry {
+/// A `run` tool that records each command it runs.
+pub fn run_tool(runs: &Runs) -> ToolRegistry {
     let runs = runs.clone();
     let mut tools = ToolRegistry::new();
     tools
@@ -177,4 +178,43 @@ pub async fn sse_until(
         }
     }
     out
+}
+
+/// A session log of `asks` requests, each a user message, a tool call, its result and an
+/// answer (four messages); the last answer is [`HOSTILE`], one in ten is long.
+pub async fn session_log(path: &std::path::Path, asks: usize) {
+    let script: Vec<ScriptedReply> = (0..asks)
+        .flat_map(|i| {
+            let answer = if i + 1 == asks {
+                HOSTILE.to_string()
+            } else if i % 10 == 0 {
+                words(&format!("long{i}x"), 400)
+            } else {
+                format!("answer {i}")
+            };
+            [
+                ScriptedReply::call("run", format!(r#"{{"command": "step {i}"}}"#)),
+                ScriptedReply::text(answer),
+            ]
+        })
+        .collect();
+    let runs = Runs::default();
+    let team = Team::builder()
+        .agent(
+            AgentSpec::new(
+                "writer",
+                Arc::new(
+                    ScriptedModel::new("scripted-writer", script).with_context_window(1 << 20),
+                ),
+            )
+            .tools(run_tool(&runs))
+            .session(path),
+        )
+        .start()
+        .await
+        .unwrap();
+    for i in 0..asks {
+        team.ask("writer", format!("step {i}")).await.unwrap();
+    }
+    team.shutdown().await;
 }

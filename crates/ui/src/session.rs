@@ -1,0 +1,77 @@
+//! A finished run's session log, read-only: its agent's conversation (messages, tool calls,
+//! summaries and stubs, pins) and its last compaction.
+
+use std::path::Path;
+
+use troupe_agents::session::load;
+use troupe_runtime::{ChatMessage, Event, EventRecord};
+
+use crate::config::UiConfig;
+use crate::error::UiError;
+use crate::feed::Feed;
+use crate::server::UiServer;
+use crate::view::{ConversationView, MessageView, View};
+
+/// Serve a session log (`troupe chat`'s, or an agent's `AgentSpec::session`) read-only.
+///
+/// # Errors
+/// [`UiError::Session`] when the log cannot be read; otherwise as [`crate::serve`].
+pub async fn serve_session(path: &Path, config: UiConfig) -> Result<UiServer, UiError> {
+    let owned = path.to_path_buf();
+    let session = tokio::task::spawn_blocking(move || load(&owned))
+        .await
+        .map_err(|e| UiError::Session {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?
+        .map_err(|e| UiError::Session {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+    let agent = session.agent.clone().unwrap_or_else(|| "agent".to_string());
+    let feed = Feed::new(
+        View::new(config.marks, config.history, true),
+        config.viewer_queue,
+    );
+    if let Some(report) = session.last_report.clone() {
+        // Told as the event it was, so the same reducer shows it.
+        let record = EventRecord {
+            seq: 1,
+            at_ms: 0,
+            trace_id: None,
+            event: Event::CompactionFinished {
+                agent: agent.clone(),
+                report: Box::new(report),
+            },
+        };
+        feed.update(|view| view.apply(record));
+    }
+    let conversation = ConversationView {
+        agent,
+        messages: session
+            .conversation
+            .messages()
+            .iter()
+            .map(|m| message(m))
+            .collect(),
+    };
+    let model = session.model.clone();
+    feed.update(|view| view.set_conversation(conversation, model));
+    UiServer::start(&config, feed, None).await
+}
+
+fn message(m: &ChatMessage) -> MessageView {
+    MessageView {
+        id: m.id.0,
+        role: serde_json::to_value(m.role).unwrap_or_default(),
+        kind: serde_json::to_value(m.kind).unwrap_or_default(),
+        text: m.text(),
+        tool_calls: m
+            .tool_calls
+            .as_slice()
+            .iter()
+            .map(|c| (c.function.name.clone(), c.function.arguments.clone()))
+            .collect(),
+        pinned: m.pinned,
+    }
+}
