@@ -49,7 +49,7 @@ use troupe::agents::compression::{CompressionConfig, CompressorModel};
 use troupe::agents::model::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
 use troupe::agents::session::load;
 use troupe::agents::spend::AgentBudget;
-use troupe::agents::{CompactionSettings, WorkAhead, compact_agent, context_stats};
+use troupe::agents::{CompactionSettings, LlmAgent, WorkAhead};
 use troupe::compaction::session::{CompactionPreview, MessageFate};
 use troupe::compaction::{BudgetPolicy, CompactTrigger};
 use troupe::prelude::*;
@@ -286,7 +286,7 @@ async fn budget(out: &mut dyn Write, team: &Team, endpoint: &ScriptedModel) -> a
         "budget: {AUDITOR}'s request ended with BudgetExceeded: spent {}; limit {}; scope {}",
         hit.spent, hit.limit, hit.scope
     )?;
-    let stats = context_stats(team, AUDITOR).await?;
+    let stats = team.agent::<LlmAgent>(AUDITOR).context_stats().await?;
     let kept: usize = stats.by_role.iter().map(|share| share.messages).sum();
     writeln!(
         out,
@@ -331,7 +331,7 @@ async fn pin_and_hooks(
         .find(|m| m.pinned)
         .context("the rules are pinned")?
         .clone();
-    let applied = compact_agent(team, CODER, None).await?;
+    let applied = team.agent::<LlmAgent>(CODER).compact(None).await?;
     let views = saw.before_views();
     let manual = views.last().context("the before hook saw the /compact")?;
     writeln!(

@@ -32,10 +32,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::broadcast;
-use troupe::agents::CompactionSettings;
 use troupe::agents::compression::CompressionConfig;
 use troupe::agents::compression::CompressorModel;
-use troupe::agents::context_stats;
+use troupe::agents::{CompactionSettings, LlmAgent};
+
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::compaction::BudgetPolicy;
 use troupe::prelude::*;
@@ -227,7 +227,7 @@ async fn main() -> anyhow::Result<()> {
                 &format!(r#"Read {file} with read_file: {{"path": "{file}"}}"#),
             )
             .await;
-        let stats = context_stats(&team, AGENT).await?;
+        let stats = team.agent::<LlmAgent>(AGENT).context_stats().await?;
         match answer {
             Ok(answer) => println!(
                 "read {file}: context now {} tokens ({} %) · answer: {}",
@@ -247,7 +247,7 @@ async fn main() -> anyhow::Result<()> {
         compactions += print_compactions(&mut events);
     }
 
-    let stats = context_stats(&team, AGENT).await?;
+    let stats = team.agent::<LlmAgent>(AGENT).context_stats().await?;
     println!(
         "\n{compactions} compaction(s); context now {} of {} tokens ({} %); by kind: {}",
         stats.tokens,

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use troupe::agents::compression::CompressionConfig;
 use troupe::agents::model::{ScriptedModel, ScriptedReply};
-use troupe::agents::shared_counter;
-use troupe::agents::{close_scope, open_scope};
+use troupe::agents::{LlmAgent, shared_counter};
+
 use troupe::prelude::*;
 use troupe::{AgentSpec, Team};
 
@@ -107,7 +107,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 1. No model given and none used before: an error, and the scope stays open.
     println!("\nscope `recipes`:");
-    open_scope(&team, AGENT, "recipes").await?;
+    team.agent::<LlmAgent>(AGENT).open_scope("recipes").await?;
     run_loop(
         &team,
         &[
@@ -118,31 +118,34 @@ async fn main() -> anyhow::Result<()> {
     )
     .await?;
     print_conversation(&team, "before close_scope");
-    match close_scope(&team, AGENT, None, None).await {
+    match team.agent::<LlmAgent>(AGENT).close_scope(None, None).await {
         Ok(_) => println!("unexpected: closed without a model"),
         Err(e) => println!("close_scope(no model) -> error: {e}"),
     }
 
     // 2. An explicit model: used, and remembered for later scopes.
-    let summary = close_scope(
-        &team,
-        AGENT,
-        Some("Keep every quantity.".into()),
-        Some(summarizer),
-    )
-    .await?;
+    let summary = team
+        .agent::<LlmAgent>(AGENT)
+        .close_scope(Some("Keep every quantity.".into()), Some(summarizer))
+        .await?;
     println!("close_scope(explicit model) -> {summary:?}");
 
     // 3. No model given, one used before: the last one.
     println!("\nscope `baking`:");
-    open_scope(&team, AGENT, "baking").await?;
+    team.agent::<LlmAgent>(AGENT).open_scope("baking").await?;
     run_loop(&team, &["Bake time for rye?", "Bake time for spelt?"]).await?;
-    let summary = close_scope(&team, AGENT, None, None).await?;
+    let summary = team
+        .agent::<LlmAgent>(AGENT)
+        .close_scope(None, None)
+        .await?;
     println!("close_scope(last used model) -> {summary:?}");
 
     // An empty scope is skipped.
-    open_scope(&team, AGENT, "empty").await?;
-    let summary = close_scope(&team, AGENT, None, None).await?;
+    team.agent::<LlmAgent>(AGENT).open_scope("empty").await?;
+    let summary = team
+        .agent::<LlmAgent>(AGENT)
+        .close_scope(None, None)
+        .await?;
     println!("\nclose_scope(empty scope) -> {summary:?} (skipped)");
 
     print_conversation(&team, "after both scopes");

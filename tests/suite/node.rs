@@ -137,7 +137,7 @@ fn an_agent_compacts_through_the_compression_agent_of_another_node_and_alone_whe
 async fn compacts_through_another_node_then_alone() {
     use troupe::AgentSpec;
     use troupe::agents::model::ScriptedModel;
-    use troupe::agents::{CompactionSettings, compact_agent, spawn_agent};
+    use troupe::agents::{CompactionSettings, LlmAgent, spawn_agent};
     use troupe::compaction::BudgetPolicy;
 
     let dir = tempfile::tempdir().unwrap();
@@ -171,7 +171,11 @@ async fn compacts_through_another_node_then_alone() {
             .unwrap();
     }
     let before = server.count();
-    let remote = compact_agent(&team, "writer", None).await.unwrap();
+    let remote = team
+        .agent::<LlmAgent>("writer")
+        .compact(None)
+        .await
+        .unwrap();
     assert!(remote.report.reached, "{:?}", remote.report);
     assert!(remote.report.tokens_after < remote.report.tokens_before);
     assert!(
@@ -208,7 +212,11 @@ async fn compacts_through_another_node_then_alone() {
             .await
             .unwrap();
     }
-    let here = compact_agent(&team, "writer", None).await.unwrap();
+    let here = team
+        .agent::<LlmAgent>("writer")
+        .compact(None)
+        .await
+        .unwrap();
     assert!(here.report.reached, "{:?}", here.report);
     assert!(
         here.report.fallbacks.iter().any(|f| f.contains("own node")),

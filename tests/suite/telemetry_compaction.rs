@@ -36,7 +36,7 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
     use troupe::agents::compression::CompressorModel;
     use troupe::agents::model::{ScriptedModel, ScriptedReply};
     use troupe::agents::{
-        AgentSpec, CompactionSettings, WorkAhead, context_stats, shared_counter, spawn_agent,
+        AgentSpec, CompactionSettings, LlmAgent, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
@@ -67,7 +67,11 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
                 });
             spawn_agent(&team, spec).await.unwrap();
             team.ask("coder", "read the files").await.unwrap();
-            let stats = context_stats(&team, "coder").await.unwrap();
+            let stats = team
+                .agent::<LlmAgent>("coder")
+                .context_stats()
+                .await
+                .unwrap();
             team.shutdown().await;
             stats
         })

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
-use troupe_agents::{AgentSpec, TeamBuilderExt, clear_conversation, shared_counter};
+use troupe_agents::{AgentSpec, LlmAgent, TeamBuilderExt, shared_counter};
 use troupe_runtime::Team;
 use troupe_tools::{ToolError, ToolRegistry};
 
@@ -62,7 +62,9 @@ impl TroupeTurn {
     /// Empty the agent's conversation again (untimed between turns), so every turn starts from
     /// the system prompt alone, as rig's and the ractor actor's do.
     pub async fn reset(&self) {
-        clear_conversation(&self.team, AGENT)
+        self.team
+            .agent::<LlmAgent>(AGENT)
+            .clear()
             .await
             .expect("cleared");
     }

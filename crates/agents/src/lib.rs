@@ -27,8 +27,6 @@ pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactErro
 pub use llm_agent::{
     COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, InFlightCompaction, LlmAgent,
     LlmAgentHandle, LlmAgentJob, LlmAgentState, PinError, RECALL_TOOL, ScopeError, SwitchError,
-    clear_conversation, close_scope, compact_agent, compact_agent_cancellable, context_stats,
-    open_scope, pin_message, session_health, switch_session,
 };
 pub use session::health::SessionBehind;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use troupe::agents::session::{SessionError, SessionLock};
-use troupe::agents::{context_stats, session_health};
+
 use troupe::{LlmAgent, Team};
 
 use crate::cli::ChatArgs;
@@ -123,7 +123,12 @@ impl Chat {
     /// After a commit to the log (`what` it added; `None`: nothing, a failed request): ask the
     /// agent whether its log holds everything, and tell.
     async fn check_saved(&mut self, what: Option<String>) {
-        match session_health(&self.team, &self.name()).await {
+        match self
+            .team
+            .agent::<LlmAgent>(&self.name())
+            .session_health()
+            .await
+        {
             Ok(behind) => self.unsaved.after(what, behind),
             Err(e) => println!(
                 "warning: cannot tell whether the session log is written: {}",
@@ -133,7 +138,12 @@ impl Chat {
     }
 
     async fn status(&self) -> String {
-        match context_stats(&self.team, &self.name()).await {
+        match self
+            .team
+            .agent::<LlmAgent>(&self.name())
+            .context_stats()
+            .await
+        {
             Ok(stats) => format!("[ctx: {}%]", stats.percent),
             Err(_) => "[ctx: ?]".to_string(),
         }

@@ -3,8 +3,8 @@
 //! their endpoint shares.
 
 use super::*;
-use troupe::AgentSpec;
-use troupe::agents::context_stats;
+use troupe::{AgentSpec, LlmAgent};
+
 use troupe::agents::model::{RateLimit, RateLimitedModel, ScriptedModel};
 use troupe::agents::spend::AgentBudget;
 use troupe::prelude::TeamBuilderExt;
@@ -47,7 +47,13 @@ fn spend_and_rate_limit_waits_are_exported_per_agent_and_model() {
                     team.ask("plain", "And of Sweden?").await.unwrap();
                     assert!(started.elapsed() >= std::time::Duration::from_secs(59));
                     assert_eq!(model.stats().waited, 1);
-                    let spent = context_stats(&team, "priced").await.unwrap().spend.agent;
+                    let spent = team
+                        .agent::<LlmAgent>("priced")
+                        .context_stats()
+                        .await
+                        .unwrap()
+                        .spend
+                        .agent;
                     team.shutdown().await;
                     spent
                 })
@@ -198,7 +204,7 @@ fn a_retry_after_hold_is_counted_by_model() {
 fn a_compactions_summarizer_cost_is_in_the_spend_metric_and_the_budget_once() {
     use troupe::agents::compression::{CompressionConfig, CompressorModel};
     use troupe::agents::{
-        CompactionSettings, compact_agent, shared_counter, spawn_agent, spawn_compression_agent,
+        CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
 
@@ -244,13 +250,19 @@ fn a_compactions_summarizer_cost_is_in_the_spend_metric_and_the_budget_once() {
                             .collect();
                         team.ask("coder", text).await.unwrap();
                     }
-                    let applied = compact_agent(&team, "coder", None).await.unwrap();
+                    let applied = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
                     assert!(
                         applied.report.summarizer.calls > 0,
                         "{}",
                         applied.report.reason
                     );
-                    let spent = context_stats(&team, "coder").await.unwrap().spend.agent;
+                    let spent = team
+                        .agent::<LlmAgent>("coder")
+                        .context_stats()
+                        .await
+                        .unwrap()
+                        .spend
+                        .agent;
                     team.shutdown().await;
                     (spent, summarizer.requests().len())
                 })

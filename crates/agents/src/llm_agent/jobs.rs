@@ -7,12 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{AskError, ChatModel, MessageId, Reply, Team, TraceContext};
+use troupe_runtime::{AskError, ChatModel, MessageId, Reply};
 
 use crate::compression::ScopeSummaryError;
-use crate::compression::client::{
-    AppliedCompaction, COMPACTION_TIMEOUT, CompactError, can_compact, join_running,
-};
+use crate::compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
 use crate::llm_agent::ContextStats;
 use crate::session::SessionError;
 use crate::session::health::SessionBehind;
@@ -163,132 +161,4 @@ pub enum SwitchError {
     /// The other log is in use, unreadable or invalid, or could not be written.
     #[error(transparent)]
     Session(#[from] SessionError),
-}
-
-/// Give `agent` of `team` a job built around its answer port, as a new trace.
-async fn ask<T: Send + 'static>(
-    team: &Team,
-    agent: &str,
-    job: impl FnOnce(Reply<T>) -> LlmAgentJob,
-    timeout: Duration,
-) -> Result<T, AskError> {
-    team.directory()
-        .ask_job(agent, job, TraceContext::new_root(), timeout)
-        .await
-}
-
-/// `/compact [focus]` on `agent` (`focus`: what the summaries should keep in view): refused
-/// while it is responding (unless a compaction is running, which this request then joins),
-/// "nothing to compact" below two messages.
-pub async fn compact_agent(
-    team: &Team,
-    agent: &str,
-    focus: Option<String>,
-) -> Result<AppliedCompaction, CompactError> {
-    let cancel = tokio_util::sync::CancellationToken::new();
-    compact_agent_cancellable(team, agent, focus, cancel).await
-}
-
-/// [`compact_agent`] that `cancel` can stop (`/compact` interrupted by Ctrl-C): a compaction
-/// this request started answers [`CompactError::Cancelled`] and leaves the conversation as it
-/// was. Joining one that is already running is not cancellable (it is not this request's).
-pub async fn compact_agent_cancellable(
-    team: &Team,
-    agent: &str,
-    focus: Option<String>,
-    cancel: tokio_util::sync::CancellationToken,
-) -> Result<AppliedCompaction, CompactError> {
-    if !can_compact(team.directory()) {
-        return Err(CompactError::NoCompressionAgent);
-    }
-    if team.is_responding(agent) {
-        // Join the compaction already under way instead of starting a second one.
-        return join_running(team.directory(), agent)
-            .await
-            .unwrap_or(Err(CompactError::Responding));
-    }
-    let job = |reply| LlmAgentJob::Compact(focus, cancel, reply);
-    ask(team, agent, job, COMPACTION_TIMEOUT).await?
-}
-
-/// Open a scope on `agent` (seed 000's scoped compression).
-pub async fn open_scope(
-    team: &Team,
-    agent: &str,
-    label: impl Into<String>,
-) -> Result<(), ScopeError> {
-    let label = label.into();
-    let job = |reply| LlmAgentJob::OpenScope(label, reply);
-    Ok(ask(team, agent, job, OPEN_SCOPE_TIMEOUT).await?)
-}
-
-/// Close the innermost open scope of `agent` and compress it into one summary.
-///
-/// Returns the summary, or `None` if the scope was empty (skipped).
-pub async fn close_scope(
-    team: &Team,
-    agent: &str,
-    prompt: Option<String>,
-    model: Option<Arc<dyn ChatModel>>,
-) -> Result<Option<String>, ScopeError> {
-    let job = |reply| LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply);
-    ask(team, agent, job, CLOSE_SCOPE_TIMEOUT).await?
-}
-
-/// `/clear` on `agent` (see [`LlmAgentJob::Clear`]), between its requests.
-///
-/// # Errors
-/// [`ClearError`]: the agent could not be reached, or its session log could not be written (the
-/// conversation is then unchanged). Answers how many tool calls that waited for approval were
-/// dropped with the conversation.
-pub async fn clear_conversation(team: &Team, agent: &str) -> Result<usize, ClearError> {
-    ask(team, agent, LlmAgentJob::Clear, SESSION_TIMEOUT)
-        .await?
-        .map_err(ClearError::Session)
-}
-
-/// `/resume SESSION` on `agent`: see [`LlmAgentJob::SwitchSession`]. Answers the number of
-/// messages restored.
-pub async fn switch_session(
-    team: &Team,
-    agent: &str,
-    path: impl Into<PathBuf>,
-) -> Result<usize, SwitchError> {
-    let path = path.into();
-    let job = |reply| LlmAgentJob::SwitchSession(path, reply);
-    ask(team, agent, job, SESSION_TIMEOUT).await?
-}
-
-/// Pin (`pinned: true`) or unpin message `id` of `agent`'s conversation: see
-/// [`LlmAgentJob::Pin`].
-///
-/// # Errors
-/// [`PinError::UnknownMessage`] when the conversation does not hold `id`; [`PinError::Ask`]
-/// when the agent cannot be reached.
-pub async fn pin_message(
-    team: &Team,
-    agent: &str,
-    id: MessageId,
-    pinned: bool,
-) -> Result<(), PinError> {
-    let job = |reply| LlmAgentJob::Pin(id, pinned, reply);
-    ask(team, agent, job, SESSION_TIMEOUT).await?
-}
-
-/// `/context`: tokens, percent, per-kind breakdown and the last compaction of `agent`.
-///
-/// # Errors
-/// [`AskError`] when the agent cannot be reached.
-pub async fn context_stats(team: &Team, agent: &str) -> Result<ContextStats, AskError> {
-    ask(team, agent, LlmAgentJob::ContextStats, CONTEXT_TIMEOUT).await
-}
-
-/// Whether `agent`'s session log is behind its conversation, and since how many commit points
-/// (see [`SessionBehind`]). Ask after a request or a compaction: a failed write is then
-/// known at once, not only from a log line.
-///
-/// # Errors
-/// [`AskError`] when the agent cannot be reached.
-pub async fn session_health(team: &Team, agent: &str) -> Result<Option<SessionBehind>, AskError> {
-    ask(team, agent, LlmAgentJob::SessionHealth, SESSION_TIMEOUT).await
 }

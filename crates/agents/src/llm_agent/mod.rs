@@ -45,11 +45,7 @@ mod work_ahead;
 
 pub use context::{ContextShare, ContextStats, InFlightCompaction};
 pub use handle::LlmAgentHandle;
-pub use jobs::{
-    ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError, clear_conversation,
-    close_scope, compact_agent, compact_agent_cancellable, context_stats, open_scope, pin_message,
-    session_health, switch_session,
-};
+pub use jobs::{ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError};
 use std::sync::Arc;
 
 use async_trait::async_trait;

@@ -9,8 +9,7 @@ use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::load;
 use troupe_agents::spend::AgentBudget;
 use troupe_agents::{
-    AgentSpec, CompactionSettings, close_scope, compact_agent, context_stats, open_scope,
-    shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::budget::{BudgetScope, ModelPrice, SpendLimit, TeamSpend};
@@ -78,7 +77,11 @@ async fn a_budget_spent_mid_turn_ends_the_request_typed_and_loses_nothing() {
         .map(|m| m.role)
         .collect();
     assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
-    let stats = context_stats(&team, "coder").await.unwrap();
+    let stats = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap();
     assert_eq!(stats.spend.request, hit.spent);
     assert_eq!(stats.spend.agent, hit.spent);
 
@@ -111,7 +114,7 @@ async fn a_team_budget_stops_every_agent_that_shares_it() {
     assert_eq!(hit.scope, BudgetScope::Team);
     assert_eq!(hit.spent, shared.spent());
     assert!(second.requests().is_empty());
-    let stats = context_stats(&team, "b").await.unwrap();
+    let stats = team.agent::<LlmAgent>("b").context_stats().await.unwrap();
     assert_eq!(stats.spend.team, Some(shared.spent()));
     team.shutdown().await;
 }
@@ -144,14 +147,26 @@ async fn compaction_calls_count_against_the_agents_budget() {
             .collect();
         team.ask("coder", text).await.unwrap();
     }
-    let before = context_stats(&team, "coder").await.unwrap().spend.agent;
-    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    let before = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap()
+        .spend
+        .agent;
+    let applied = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     assert!(
         applied.report.summarizer.calls > 0,
         "{}",
         applied.report.reason
     );
-    let after = context_stats(&team, "coder").await.unwrap().spend.agent;
+    let after = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap()
+        .spend
+        .agent;
     // Each of the compression model's calls counts once, with the usage the model reported
     // (the scripted model's: 4 characters a token), steering calls included.
     let tokens = |text: &str| text.len().div_ceil(4) as u64;
@@ -178,17 +193,34 @@ async fn a_scope_summary_counts_against_the_agents_budget() {
     let model = Arc::new(ScriptedModel::new("m", []).with_fallback("noted."));
     let spec = AgentSpec::new("coder", model).budget(AgentBudget::default());
     spawn_agent(&team, spec).await.unwrap();
-    open_scope(&team, "coder", "loop").await.unwrap();
+    team.agent::<LlmAgent>("coder")
+        .open_scope("loop")
+        .await
+        .unwrap();
     team.ask("coder", "read the files and fix the parser")
         .await
         .unwrap();
     let summarizer = Arc::new(ScriptedModel::new("s", []).with_fallback("fixed the parser"));
-    let before = context_stats(&team, "coder").await.unwrap().spend.agent;
-    let summary = close_scope(&team, "coder", None, Some(summarizer.clone()))
+    let before = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap()
+        .spend
+        .agent;
+    let summary = team
+        .agent::<LlmAgent>("coder")
+        .close_scope(None, Some(summarizer.clone()))
         .await
         .unwrap();
     assert_eq!(summary.as_deref(), Some("fixed the parser"));
-    let after = context_stats(&team, "coder").await.unwrap().spend.agent;
+    let after = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap()
+        .spend
+        .agent;
     // The one summary call counts once, with the usage the model reported (the scripted
     // model's: 4 characters a token).
     let tokens = |text: &str| text.len().div_ceil(4) as u64;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactError, CompactionSettings, ScopeError, WorkAhead, close_scope, compact_agent,
-    open_scope, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactError, CompactionSettings, LlmAgent, ScopeError, WorkAhead, shared_counter,
+    spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::{BudgetPolicy, CompactTrigger};
 use troupe_runtime::{ChatModel, Event, Team, TeamConfig};
@@ -101,7 +101,7 @@ async fn manual_compact_refusals_and_summary() {
     .unwrap();
     // Fewer than two messages.
     assert_eq!(
-        compact_agent(&team, "a", None).await.unwrap_err(),
+        team.agent::<LlmAgent>("a").compact(None).await.unwrap_err(),
         CompactError::NothingToCompact
     );
     assert_eq!(
@@ -110,7 +110,9 @@ async fn manual_compact_refusals_and_summary() {
     );
     team.ask("a", "hello").await.unwrap();
     // Under target: no compaction needed.
-    let outcome = compact_agent(&team, "a", Some("keep names".into()))
+    let outcome = team
+        .agent::<LlmAgent>("a")
+        .compact(Some("keep names".into()))
         .await
         .unwrap();
     assert!(outcome.report.no_compaction_needed, "{:?}", outcome.report);
@@ -139,7 +141,7 @@ async fn manual_compact_is_refused_while_responding() {
         })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let err = compact_agent(&team, "a", None).await.unwrap_err();
+    let err = team.agent::<LlmAgent>("a").compact(None).await.unwrap_err();
     assert_eq!(err.to_string(), "cannot compact while responding");
     background.await.unwrap().unwrap();
     team.shutdown().await;
@@ -237,7 +239,7 @@ async fn a_manual_request_during_an_automatic_compaction_joins_it() {
             break;
         }
     }
-    let joined = compact_agent(&team, "coder", None).await.unwrap();
+    let joined = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     // The first compaction to finish after the manual request is the automatic one it joined.
     let first_report = loop {
         let record = events.recv().await.unwrap();
@@ -273,9 +275,16 @@ async fn scoped_compression_resolves_its_model() {
     team.ask("a", "before the scope").await.unwrap();
 
     // No model given and none used before: error.
-    open_scope(&team, "a", "loop").await.unwrap();
+    team.agent::<LlmAgent>("a")
+        .open_scope("loop")
+        .await
+        .unwrap();
     team.ask("a", "inside the scope").await.unwrap();
-    let err = close_scope(&team, "a", None, None).await.unwrap_err();
+    let err = team
+        .agent::<LlmAgent>("a")
+        .close_scope(None, None)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "compress requires a model but none declared"
@@ -285,10 +294,15 @@ async fn scoped_compression_resolves_its_model() {
     // nothing is lost.
     let summarizer: Arc<dyn ChatModel> =
         Arc::new(ScriptedModel::new("s", []).with_fallback("scope summary"));
-    open_scope(&team, "a", "loop").await.unwrap();
+    team.agent::<LlmAgent>("a")
+        .open_scope("loop")
+        .await
+        .unwrap();
     team.ask("a", "inside again").await.unwrap();
     let before = team.checkpoint("a").unwrap().conversation;
-    let err = close_scope(&team, "a", None, Some(summarizer.clone()))
+    let err = team
+        .agent::<LlmAgent>("a")
+        .close_scope(None, Some(summarizer.clone()))
         .await
         .unwrap_err();
     assert!(matches!(err, ScopeError::NoCompressionAgent), "{err}");
@@ -298,7 +312,9 @@ async fn scoped_compression_resolves_its_model() {
     spawn_compression_agent(&team, CompressionConfig::new(shared_counter()))
         .await
         .unwrap();
-    let summary = close_scope(&team, "a", Some("keep results".into()), Some(summarizer))
+    let summary = team
+        .agent::<LlmAgent>("a")
+        .close_scope(Some("keep results".into()), Some(summarizer))
         .await
         .unwrap();
     assert_eq!(summary.as_deref(), Some("scope summary"));
@@ -317,12 +333,25 @@ async fn scoped_compression_resolves_its_model() {
     );
 
     // Last used model, and an empty scope is skipped.
-    open_scope(&team, "a", "empty").await.unwrap();
-    assert_eq!(close_scope(&team, "a", None, None).await.unwrap(), None);
-    open_scope(&team, "a", "again").await.unwrap();
+    team.agent::<LlmAgent>("a")
+        .open_scope("empty")
+        .await
+        .unwrap();
+    assert_eq!(
+        team.agent::<LlmAgent>("a")
+            .close_scope(None, None)
+            .await
+            .unwrap(),
+        None
+    );
+    team.agent::<LlmAgent>("a")
+        .open_scope("again")
+        .await
+        .unwrap();
     team.ask("a", "third").await.unwrap();
     assert_eq!(
-        close_scope(&team, "a", None, None)
+        team.agent::<LlmAgent>("a")
+            .close_scope(None, None)
             .await
             .unwrap()
             .as_deref(),

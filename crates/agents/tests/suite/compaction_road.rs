@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
+use troupe_agents::CancellationToken;
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::{
-    AgentSpec, CompactError, CompactionSettings, compact_agent, shared_counter, spawn_agent,
+    AgentSpec, CompactError, CompactionSettings, LlmAgent, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
-use troupe_agents::{CancellationToken, compact_agent_cancellable};
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{
     AgentRequest, AskError, Event, EventRecord, RemoteAgents, Team, TeamConfig, TraceContext,
@@ -120,7 +120,7 @@ fn heard(events: &mut broadcast::Receiver<EventRecord>) -> Vec<&'static str> {
 async fn the_local_route_announces_one_start_and_one_finish() {
     let team = team(None).await;
     let mut events = team.subscribe();
-    compact_agent(&team, "coder", None).await.unwrap();
+    team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     assert_eq!(heard(&mut events), ["started", "finished"]);
     team.shutdown().await;
 }
@@ -130,7 +130,7 @@ async fn the_own_node_fallback_announces_one_start_and_one_finish() {
     for cluster in [Cluster::NoCompressor, Cluster::CompressorDown] {
         let team = team(Some(cluster)).await;
         let mut events = team.subscribe();
-        let applied = compact_agent(&team, "coder", None).await.unwrap();
+        let applied = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
         assert!(
             applied
                 .report
@@ -150,7 +150,11 @@ async fn a_remote_compressor_that_fails_is_announced_as_one_failure() {
     let team = team(Some(Cluster::CompressorFails)).await;
     let before = team.checkpoint("coder").unwrap().conversation;
     let mut events = team.subscribe();
-    let err = compact_agent(&team, "coder", None).await.unwrap_err();
+    let err = team
+        .agent::<LlmAgent>("coder")
+        .compact(None)
+        .await
+        .unwrap_err();
     assert!(
         matches!(&err, CompactError::Ask(AskError::Remote { node, reason })
             if node == "far" && reason.contains("the model went away")),
@@ -189,7 +193,8 @@ async fn a_cancelled_compaction_is_announced_as_one_failure_and_lets_the_next_on
 
     // Cancel once the compaction is under way (its model waits at the gate).
     let cancel = CancellationToken::new();
-    let compaction = compact_agent_cancellable(&team, "coder", None, cancel.clone());
+    let coder = team.agent::<LlmAgent>("coder");
+    let compaction = coder.compact_cancellable(None, cancel.clone());
     let canceller = async {
         while !matches!(
             started.recv().await.unwrap().event,
@@ -204,7 +209,7 @@ async fn a_cancelled_compaction_is_announced_as_one_failure_and_lets_the_next_on
 
     // The abandoned compaction let go of the tracker: the next one runs, announced once.
     gate.add_permits(1_000);
-    compact_agent(&team, "coder", None).await.unwrap();
+    team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     assert_eq!(heard(&mut events), ["started", "finished"]);
     team.shutdown().await;
 }

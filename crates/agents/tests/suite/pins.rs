@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::session::load;
-use troupe_agents::{
-    AgentSpec, CompactionSettings, PinError, compact_agent, pin_message, spawn_agent,
-};
+use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, PinError, spawn_agent};
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
 
@@ -48,7 +46,11 @@ async fn pinned_rules_survive_a_compaction_and_a_resume() {
     for i in 0..5 {
         team1.ask("coder", big(i)).await.unwrap();
     }
-    let applied = compact_agent(&team1, "coder", None).await.unwrap();
+    let applied = team1
+        .agent::<LlmAgent>("coder")
+        .compact(None)
+        .await
+        .unwrap();
     assert!(applied.report.archived > 0, "{}", applied.report.reason);
     team1.shutdown().await;
 
@@ -91,16 +93,21 @@ async fn a_message_pinned_at_run_time_survives_compaction_and_the_log() {
         .find(|m| m.role == Role::Assistant)
         .unwrap()
         .clone();
-    pin_message(&team, "coder", old.id, true).await.unwrap();
+    team.agent::<LlmAgent>("coder")
+        .pin(old.id, true)
+        .await
+        .unwrap();
     assert_eq!(
-        pin_message(&team, "coder", MessageId(9_999), true).await,
+        team.agent::<LlmAgent>("coder")
+            .pin(MessageId(9_999), true)
+            .await,
         Err(PinError::UnknownMessage(MessageId(9_999)))
     );
     // Written at once: the log holds the pin before any compaction.
     let logged = load(&log).unwrap().conversation;
     assert!(logged.get(old.id).unwrap().pinned);
 
-    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    let applied = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     assert!(applied.report.archived > 0, "{}", applied.report.reason);
     team.shutdown().await;
     let after = load(&log).unwrap().conversation;

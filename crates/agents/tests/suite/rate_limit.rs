@@ -11,8 +11,7 @@ use troupe_agents::model::{
     OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel, RetryPolicy, ScriptedModel,
 };
 use troupe_agents::{
-    AgentSpec, CompactionSettings, compact_agent, shared_counter, spawn_agent,
-    spawn_compression_agent,
+    AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{ChatModel, Team, TeamConfig};
@@ -260,7 +259,7 @@ async fn the_compression_agents_calls_wait_in_the_same_line() {
     assert_eq!(limited.stats().waited, 0);
 
     let started = tokio::time::Instant::now();
-    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    let applied = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     let calls = applied.report.summarizer.calls as u64;
     assert!(calls > 0, "{}", applied.report.reason);
     let stats = limited.stats();

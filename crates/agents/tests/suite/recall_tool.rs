@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, LlmAgent, RECALL_TOOL, WorkAhead, compact_agent, shared_counter,
-    spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, LlmAgent, RECALL_TOOL, WorkAhead, shared_counter, spawn_agent,
+    spawn_compression_agent,
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};
 use troupe_runtime::{
@@ -212,7 +212,7 @@ async fn compacted_agent(
         .await
         .unwrap();
     }
-    let compaction = compact_agent(&team, "coder", None).await.unwrap();
+    let compaction = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     assert!(compaction.report.tokens_after < compaction.report.tokens_before);
     (team, model)
 }
@@ -488,7 +488,7 @@ async fn a_recalled_answer_is_compacted_like_any_result_and_no_id_is_ever_double
     model.then(reads(4..6));
     model.then([reply(ScriptedReply::text("read more"))]);
     assert_eq!(team.ask("coder", "read more").await.unwrap(), "read more");
-    compact_agent(&team, "coder", None).await.unwrap();
+    team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     let (archive, conversation) = archive_and_conversation(&team).await;
     assert!(
         conversation.get(recalled.id).is_none(),
@@ -559,7 +559,7 @@ async fn recall_is_not_offered_when_switched_off_or_when_a_tool_of_that_name_is_
     .await
     .unwrap();
     team.ask("coder", "read").await.unwrap();
-    compact_agent(&team, "coder", None).await.unwrap();
+    team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     model.then([recall("{}"), echo_results()]);
     assert_eq!(
         team.ask("coder", "recall").await.unwrap(),

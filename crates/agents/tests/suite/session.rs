@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::{SessionRecord, load};
-use troupe_agents::{AgentSpec, CompactionSettings, WorkAhead, context_stats, spawn_agent};
+use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, WorkAhead, spawn_agent};
 use troupe_compaction::{Archive, BudgetPolicy, expand};
 use troupe_runtime::{Checkpoint, MessageKind, Team};
 use troupe_tools::{FileLedger, ToolRegistry};
@@ -129,7 +129,11 @@ async fn compactions_are_logged_and_survive_a_restart() {
     .unwrap();
     assert_eq!(team1.ask("coder", "read them all").await.unwrap(), "done");
     let before = team1.checkpoint("coder").unwrap();
-    let stats_before = context_stats(&team1, "coder").await.unwrap();
+    let stats_before = team1
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap();
     assert!(stats_before.last_compaction.is_some(), "no compaction ran");
     team1.shutdown().await;
 
@@ -181,7 +185,9 @@ async fn compactions_are_logged_and_survive_a_restart() {
             ..r
         })
     };
-    let restored_report = context_stats(&team2, "coder")
+    let restored_report = team2
+        .agent::<LlmAgent>("coder")
+        .context_stats()
         .await
         .unwrap()
         .last_compaction;
@@ -322,7 +328,11 @@ async fn a_log_written_before_typed_records_resumes_and_is_written_the_same() {
     let (ledger, archive) = state_of(&resumed);
     assert_eq!(Some(ledger), logged.ledger);
     assert_eq!(archive.entries(), &logged.archive_entries[..]);
-    let stats = context_stats(&team, "coder").await.unwrap();
+    let stats = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap();
     assert_eq!(stats.last_compaction, Some(report));
     team.shutdown().await;
     // Opening it added nothing: the model it names is the one it logged.
@@ -455,9 +465,7 @@ async fn the_checkpointed_ledger_follows_the_agent_through_a_clear() {
         .await
         .unwrap();
     team.ask("coder", "read a").await.unwrap();
-    troupe_agents::clear_conversation(&team, "coder")
-        .await
-        .unwrap();
+    team.agent::<LlmAgent>("coder").clear().await.unwrap();
     team.ask("coder", "read b and c").await.unwrap();
 
     let (ledger, _) = state_of(&team.checkpoint("coder").unwrap());
@@ -484,9 +492,7 @@ async fn clearing_through_the_agent_records_a_fresh_start_its_log_resumes_from()
         .await
         .unwrap();
     team.ask("coder", "before the clear").await.unwrap();
-    troupe_agents::clear_conversation(&team, "coder")
-        .await
-        .unwrap();
+    team.agent::<LlmAgent>("coder").clear().await.unwrap();
     assert!(team.checkpoint("coder").unwrap().conversation.is_empty());
     team.ask("coder", "after the clear").await.unwrap();
     let texts: Vec<String> = team

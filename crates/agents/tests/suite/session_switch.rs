@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use troupe_agents::model::ScriptedModel;
 use troupe_agents::session::load;
-use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent, switch_session};
+use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent};
 use troupe_runtime::{Conversation, TeamError};
 
 use super::support::compression::team;
@@ -43,7 +43,13 @@ async fn resuming_another_log_moves_the_agent_and_its_restarts_there() {
     let team = team().await;
     spawn_agent(&team, coder(&a)).await.unwrap();
     team.ask("coder", "in a").await.unwrap();
-    assert_eq!(switch_session(&team, "coder", &b).await.unwrap(), 2);
+    assert_eq!(
+        team.agent::<LlmAgent>("coder")
+            .switch_session(&b)
+            .await
+            .unwrap(),
+        2
+    );
     assert_eq!(
         texts(&team.checkpoint("coder").unwrap().conversation),
         ["in b", "ok"]
@@ -81,7 +87,11 @@ async fn a_refused_resume_leaves_the_agent_and_both_logs_as_they_were() {
     // A corrupt log: refused with its line, left byte for byte.
     let corrupt = dir.path().join("corrupt.jsonl");
     std::fs::write(&corrupt, "{not json\n").unwrap();
-    let error = switch_session(&team, "coder", &corrupt).await.unwrap_err();
+    let error = team
+        .agent::<LlmAgent>("coder")
+        .switch_session(&corrupt)
+        .await
+        .unwrap_err();
     assert!(matches!(error, SwitchError::Session(_)), "{error:?}");
     assert!(error.to_string().contains("corrupt.jsonl:1"), "{error}");
     assert_eq!(std::fs::read(&corrupt).unwrap(), b"{not json\n");
@@ -90,7 +100,11 @@ async fn a_refused_resume_leaves_the_agent_and_both_logs_as_they_were() {
     let busy = dir.path().join("busy.jsonl");
     let other = super::support::compression::team().await;
     spawn_agent(&other, coder(&busy)).await.unwrap();
-    let error = switch_session(&team, "coder", &busy).await.unwrap_err();
+    let error = team
+        .agent::<LlmAgent>("coder")
+        .switch_session(&busy)
+        .await
+        .unwrap_err();
     assert!(
         error.to_string().contains("is in use by process"),
         "{error}"
@@ -116,7 +130,9 @@ async fn an_agent_without_a_session_log_cannot_resume_one() {
         Arc::new(ScriptedModel::new("m", []).with_fallback("ok")),
     );
     spawn_agent(&team, spec).await.unwrap();
-    let error = switch_session(&team, "coder", dir.path().join("x.jsonl"))
+    let error = team
+        .agent::<LlmAgent>("coder")
+        .switch_session(dir.path().join("x.jsonl"))
         .await
         .unwrap_err();
     assert!(

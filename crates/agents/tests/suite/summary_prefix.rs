@@ -11,8 +11,7 @@ use troupe_agents::compression::{
 };
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, compact_agent, shared_counter, spawn_agent,
-    spawn_compression_agent,
+    AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::{BudgetPolicy, CompactTrigger};
 use troupe_runtime::{
@@ -73,7 +72,7 @@ async fn the_summary_call_is_the_agents_last_request_plus_an_instruction() {
         ScriptedReply::text("nothing to do"),
         ScriptedReply::text(SUMMARY),
     ]);
-    let applied = compact_agent(&team, "coder", None).await.unwrap();
+    let applied = team.agent::<LlmAgent>("coder").compact(None).await.unwrap();
     assert!(applied.report.fallbacks.is_empty(), "{:?}", applied.report);
     assert!(applied.summary.is_some(), "{:?}", applied.report);
     // The report counts the call as inline, and the receipt prices it at the cached rate (#31).

@@ -6,8 +6,7 @@ use serde_json::{Map, Value, json};
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
-    AgentSpec, CompactionSettings, context_stats, shared_counter, spawn_agent,
-    spawn_compression_agent,
+    AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
 use troupe_runtime::{Event, Team, TeamConfig};
@@ -79,7 +78,11 @@ async fn a_big_tool_schema_uses_budget_before_any_message_and_is_warned_about() 
     // No message yet (the reply's priming only); the tools alone pass compaction's target (40 %
     // of the usable window: 3,000 of 10,000 less 2,500 for the answer), and below the warning
     // (70 %) only the tools' own warning goes out.
-    let stats = context_stats(&team, "filler").await.unwrap();
+    let stats = team
+        .agent::<LlmAgent>("filler")
+        .context_stats()
+        .await
+        .unwrap();
     assert!(stats.tool_tokens > 3_200, "{stats:?}");
     assert!(
         stats.tokens >= stats.tool_tokens && stats.tokens < stats.tool_tokens + 10,

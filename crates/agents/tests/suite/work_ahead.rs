@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use troupe_agents::model::{ScriptedModel, ScriptedReply};
-use troupe_agents::{AgentSpec, clear_conversation, compact_agent, context_stats, spawn_agent};
+use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
 use troupe_compaction::expand;
 use troupe_runtime::{
     ChatModel, ChatRequest, ChatStream, CompactionMode, Event, MessageKind, ModelError, ModelInfo,
@@ -55,7 +55,9 @@ async fn the_splice_keeps_the_messages_appended_while_the_compaction_ran() {
     .unwrap();
     let mut events = team.subscribe();
     ask_until_background(&team, &mut events).await;
-    let in_flight = context_stats(&team, "coder")
+    let in_flight = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
         .await
         .unwrap()
         .in_flight
@@ -96,7 +98,8 @@ async fn the_splice_keeps_the_messages_appended_while_the_compaction_ran() {
     let restored = expand(&after[..after.len() - 2], &archive).unwrap();
     assert_eq!(restored, before);
     assert!(
-        context_stats(&team, "coder")
+        team.agent::<LlmAgent>("coder")
+            .context_stats()
             .await
             .unwrap()
             .in_flight
@@ -134,7 +137,9 @@ async fn a_snapshot_is_never_taken_with_a_tool_call_open() {
     .unwrap();
     let mut events = team.subscribe();
     ask_until_background(&team, &mut events).await;
-    let in_flight = context_stats(&team, "coder")
+    let in_flight = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
         .await
         .unwrap()
         .in_flight
@@ -169,7 +174,7 @@ async fn a_stale_answer_is_dropped_and_the_conversation_left_alone() {
     .unwrap();
     let mut events = team.subscribe();
     ask_until_background(&team, &mut events).await;
-    clear_conversation(&team, "coder").await.unwrap();
+    team.agent::<LlmAgent>("coder").clear().await.unwrap();
     gate.add_permits(1_000);
     until_compaction_ends(&mut events).await;
     team.ask("coder", "fresh start").await.unwrap();
@@ -196,7 +201,8 @@ async fn a_stale_answer_is_dropped_and_the_conversation_left_alone() {
     let open = async {
         gate.add_permits(1_000);
     };
-    let (manual, ()) = tokio::join!(compact_agent(&team, "coder", None), open);
+    let coder = team.agent::<LlmAgent>("coder");
+    let (manual, ()) = tokio::join!(coder.compact(None), open);
     manual.unwrap();
     let compacted = messages_of(&team);
     team.ask("coder", "go on").await.unwrap();

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use troupe_agents::{AgentSpec, AtLimit, CompactionSettings, context_stats, spawn_agent};
+use troupe_agents::{AgentSpec, AtLimit, CompactionSettings, LlmAgent, spawn_agent};
 use troupe_runtime::{CompactTrigger, CompactionMode, Event, Team};
 
 use super::support::events::drain;
@@ -112,7 +112,11 @@ fn blocking_started(event: &Event) -> bool {
 
 /// The request the agent would send now, reserve included, fits the window.
 async fn fits(team: &Team) {
-    let stats = context_stats(team, "coder").await.unwrap();
+    let stats = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap();
     let reserve = CompactionSettings::default().output_reserve_for(None, stats.window);
     assert!(
         stats.tokens + reserve <= stats.window,

@@ -2,10 +2,7 @@
 
 use std::path::PathBuf;
 
-use troupe::agents::{
-    CancellationToken, CompactError, clear_conversation, compact_agent_cancellable, context_stats,
-    switch_session,
-};
+use troupe::agents::{CancellationToken, CompactError, LlmAgent};
 
 use super::interrupts::Interrupts;
 use super::terminal::safe;
@@ -13,7 +10,12 @@ use super::{Chat, resume};
 
 impl Chat {
     pub(super) async fn context(&self) {
-        match context_stats(&self.team, &self.name()).await {
+        match self
+            .team
+            .agent::<LlmAgent>(&self.name())
+            .context_stats()
+            .await
+        {
             Ok(s) => {
                 println!(
                     "tokens {} of {} usable ({}%): the window of {} less {} kept for the answer",
@@ -66,7 +68,8 @@ impl Chat {
         let name = self.name();
         let mut interrupted = false;
         let outcome = {
-            let run = compact_agent_cancellable(&self.team, &name, focus, cancel.clone());
+            let agent = self.team.agent::<LlmAgent>(&name);
+            let run = agent.compact_cancellable(focus, cancel.clone());
             tokio::pin!(run);
             tokio::select! {
                 biased;
@@ -121,7 +124,12 @@ impl Chat {
             return;
         }
         // The agent switches logs itself: on any error it keeps its conversation and log.
-        match switch_session(&self.team, &self.name(), &target).await {
+        match self
+            .team
+            .agent::<LlmAgent>(&self.name())
+            .switch_session(&target)
+            .await
+        {
             Ok(restored) => {
                 println!("resumed {} ({restored} messages)", target.display());
                 self.path = target;
@@ -137,7 +145,7 @@ impl Chat {
     }
 
     pub(super) async fn clear(&mut self) {
-        match clear_conversation(&self.team, &self.name()).await {
+        match self.team.agent::<LlmAgent>(&self.name()).clear().await {
             Ok(dropped) => {
                 self.unsaved.forget();
                 match dropped {
