@@ -46,15 +46,17 @@ use troupe::agents::compression::hooks::{
     AfterCompaction, BeforeCompaction, CompactionHooks, HookVerdict,
 };
 use troupe::agents::compression::{CompressionConfig, CompressorModel};
-use troupe::agents::model::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
 use troupe::agents::session::load;
 use troupe::agents::spend::AgentBudget;
 use troupe::agents::{CompactionSettings, LlmAgent, WorkAhead};
+use troupe::compaction::BudgetPolicy;
 use troupe::compaction::session::{CompactionPreview, MessageFate};
-use troupe::compaction::{BudgetPolicy, CompactTrigger};
+use troupe::models::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
-use troupe::runtime::budget::SpendLimit;
-use troupe::runtime::{AgentError, Role};
+use troupe::protocol::CompactTrigger;
+use troupe::protocol::Role;
+use troupe::protocol::SpendLimit;
+use troupe::runtime::AgentError;
 use troupe::tools::builtin::{ShellConfig, shell_tool};
 use troupe::{AgentSpec, AskError, ChatMessage, Event, EventRecord, Team, ToolRegistry};
 

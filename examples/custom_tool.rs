@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::{AgentSpec, Team, ToolError, ToolRegistry};
 

@@ -21,10 +21,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use troupe::AgentRequest;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::cluster::{ClusterNode, NodeConfig};
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
-use troupe::runtime::{AgentContext, AgentError, Checkpoint, TraceContext};
+use troupe::protocol::TraceContext;
+use troupe::runtime::{AgentContext, AgentError, Checkpoint};
 use troupe::telemetry::{TelemetryConfig, TelemetryGuard};
 use troupe::{AgentSpec, Team};
 
@@ -101,7 +102,7 @@ async fn worker(scripted: bool, trace_file: &Path) -> anyhow::Result<()> {
             )),
         )
     } else {
-        let model = troupe::agents::model::default_model()
+        let model = troupe::models::default_model()
             .await
             .context("loading the default model")?;
         (model.clone(), model)

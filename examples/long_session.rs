@@ -36,10 +36,10 @@ use troupe::agents::compression::CompressionConfig;
 use troupe::agents::compression::CompressorModel;
 use troupe::agents::{CompactionSettings, LlmAgent};
 
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::compaction::BudgetPolicy;
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
-use troupe::runtime::MessageKind;
+use troupe::protocol::MessageKind;
 use troupe::{AgentSpec, Team, ToolRegistry};
 use troupe::{Event, EventRecord, TeamConfig};
 
@@ -87,7 +87,7 @@ fn read_only_file_tools() -> ToolRegistry {
 /// The agent's model and the compression agent's model (`None`: the agent's own).
 async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, CompressorModel)> {
     if !scripted {
-        let model = troupe::agents::model::default_model()
+        let model = troupe::models::default_model()
             .await
             .context("loading the default model")?;
         return Ok((model, CompressorModel::AgentsOwn));

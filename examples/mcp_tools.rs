@@ -30,9 +30,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use tokio::process::Command;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
-use troupe::runtime::Role;
+use troupe::protocol::Role;
 use troupe::{AgentSpec, Team, ToolRegistry};
 use troupe_mcp::{McpServerConfig, RegisterMcp};
 

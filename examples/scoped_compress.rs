@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use troupe::agents::compression::CompressionConfig;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::agents::{LlmAgent, shared_counter};
+use troupe::models::{ScriptedModel, ScriptedReply};
 
 use troupe::prelude::*;
 use troupe::{AgentSpec, Team};
@@ -28,7 +28,7 @@ const AGENT: &str = "worker";
 /// The agent's model and the summarizer given explicitly to `close_scope`.
 async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, Arc<dyn ChatModel>)> {
     if !scripted {
-        let model = troupe::agents::model::default_model()
+        let model = troupe::models::default_model()
             .await
             .context("loading the default model")?;
         return Ok((model.clone(), model));

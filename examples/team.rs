@@ -23,8 +23,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use troupe::agents::compression::CompressionConfig;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
 use troupe::agents::shared_counter;
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::runtime::{AgentContext, AgentError, AskItem, Checkpoint};
 use troupe::summary::RunSummary;
@@ -77,7 +77,7 @@ const TASK: &str = "We are opening a small bakery. Get a name idea from the name
 /// Models for the three agents: scripted (deterministic) or the default model for all three.
 async fn models(scripted: bool) -> anyhow::Result<[Arc<dyn ChatModel>; 3]> {
     if !scripted {
-        let model = troupe::agents::model::default_model()
+        let model = troupe::models::default_model()
             .await
             .context("loading the default model")?;
         return Ok([model.clone(), model.clone(), model]);
@@ -122,7 +122,7 @@ async fn main() -> anyhow::Result<()> {
         );
     // A model that can plan (scripted, or an OpenAI-compatible server) coordinates through the
     // `ask_agent` tool; the 135M local model gets the programmatic coordinator.
-    let llm_coordinator = scripted || troupe::agents::model::openai_configured();
+    let llm_coordinator = scripted || troupe::models::openai_configured();
     if llm_coordinator {
         builder = builder.agent(
             AgentSpec::new("coordinator", coordinator_model)

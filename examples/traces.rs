@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::telemetry::TelemetryConfig;
 use troupe::{AgentSpec, Team, ToolError, ToolRegistry};

@@ -2,10 +2,13 @@
 //!
 //! This facade is the library a program imports (the `troupe` command line lives in the
 //! binary). It re-exports the workspace crates:
-//! - [`runtime`]: protocol types, the supervisor ([`Team`]), events and trace context;
+//! - [`protocol`]: the types every crate speaks: messages, conversations, the [`ChatModel`]
+//!   trait, events, compaction reports, trace ids;
+//! - [`runtime`]: the supervisor ([`Team`]), the event bus, the approval and spend desks;
 //! - [`tools`]: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools, the file ledger;
 //! - [`compaction`]: token budgets, compaction tiers, summaries, invariants, the archive;
-//! - [`agents`]: model providers, the LLM agent, the compression agent;
+//! - [`models`]: the model providers (OpenAI-compatible, Anthropic, embedded llama.cpp, replay);
+//! - [`agents`]: the LLM agent, the compression agent, the session log;
 //! - [`cluster`]: a team across processes and machines (ractor_cluster nodes).
 //!
 //! and adds [`telemetry`] (console logs, the JSONL trace file, OTLP export with the `otlp`
@@ -17,7 +20,7 @@
 //! use std::sync::Arc;
 //! use troupe::prelude::*;
 //! use troupe::agents::compression::CompressionConfig;
-//! use troupe::agents::model::{ScriptedModel, ScriptedReply};
+//! use troupe::models::{ScriptedModel, ScriptedReply};
 //! use troupe::{AgentSpec, Team};
 //!
 //! # async fn demo() -> anyhow::Result<()> {
@@ -42,14 +45,14 @@ pub mod telemetry;
 pub use troupe_agents as agents;
 pub use troupe_cluster as cluster;
 pub use troupe_compaction as compaction;
+pub use troupe_models as models;
+pub use troupe_protocol as protocol;
 pub use troupe_runtime as runtime;
 pub use troupe_tools as tools;
 
 pub use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
-pub use troupe_runtime::{
-    AgentRequest, AskError, ChatMessage, ChatModel, Conversation, Event, EventRecord, Team,
-    TeamConfig,
-};
+pub use troupe_protocol::{ChatMessage, ChatModel, Conversation, Event, EventRecord};
+pub use troupe_runtime::{AgentRequest, AskError, Team, TeamConfig};
 pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};
 
 /// The traits a program implements — [`Tool`], [`AgentBehavior`](troupe_runtime::AgentBehavior),
@@ -58,11 +61,12 @@ pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};
 /// trait), and [`default_model`]. Types are imported by their one path (`troupe::Team`,
 /// `troupe::agents::…`); a prelude of traits is what `use …::*` cannot make ambiguous.
 ///
-/// [`default_model`]: troupe_agents::model::default_model
+/// [`default_model`]: troupe_models::default_model
 pub mod prelude {
     pub use troupe_agents::TeamBuilderExt;
-    pub use troupe_agents::model::default_model;
-    pub use troupe_runtime::{AgentBehavior, ChatModel};
+    pub use troupe_models::default_model;
+    pub use troupe_protocol::ChatModel;
+    pub use troupe_runtime::AgentBehavior;
     pub use troupe_tools::Tool;
 }
 

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use troupe_runtime::{Event, EventRecord, TraceId};
+use troupe_protocol::{Event, EventRecord, TraceId};
 
 /// What one agent did during a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -93,10 +93,10 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Parser;
-use troupe::agents::model::{LocalModel, OpenAiConfig, OpenAiModel};
 use troupe::agents::{AtLimit, WorkAhead};
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
-use troupe::runtime::ChatModel;
+use troupe::models::{LocalModel, OpenAiConfig, OpenAiModel};
+use troupe::protocol::ChatModel;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::Compressor;
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use troupe::compaction::BudgetPolicy;
 use troupe::compaction::invariants::ProtectedSet;
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
-use troupe::runtime::{ChatMessage, Conversation};
+use troupe::protocol::{ChatMessage, Conversation};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     ArtifactCategory, CompactGoal, Compressor, RecallReport, TranscriptOpError, artifact_recall,

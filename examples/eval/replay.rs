@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use troupe::compaction::tokens::TokenCounter;
 use troupe::compaction::transcript::ledger_from_transcript;
 use troupe::compaction::{BudgetPolicy, CompactOptions, compact};
-use troupe::runtime::{
+use troupe::protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, MessageId, ModelError,
     ModelInfo, stream_response,
 };

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
-use troupe_runtime::trace::semconv;
+use troupe_protocol::trace::semconv;
 
 use super::redact::{REDACTED, is_secret_name, redact_value};
 

@@ -20,8 +20,8 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
-use troupe_runtime::trace::{EventLine, SpanLine, TraceLine, semconv};
-use troupe_runtime::{TraceContext, sync};
+use troupe_protocol::trace::{EventLine, SpanLine, TraceLine, semconv};
+use troupe_protocol::{TraceContext, sync};
 
 use super::fields::FieldCollector;
 
@@ -125,7 +125,7 @@ fn parse_trace_id(attributes: &Map<String, Value>) -> Option<u128> {
 /// A 64-bit span id given as 16 hex digits under `key` (troupe's own ids, for spans that link
 /// across processes).
 fn parse_span_id(attributes: &Map<String, Value>, key: &str) -> Option<u64> {
-    troupe_runtime::trace::parse_span_id(attributes.get(key)?.as_str()?)
+    troupe_protocol::trace::parse_span_id(attributes.get(key)?.as_str()?)
 }
 
 impl JsonlLayer {

@@ -28,7 +28,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
-use troupe_runtime::trace::semconv;
+use troupe_protocol::trace::semconv;
 
 /// The spans metrics are read from.
 const MEASURED_SPANS: &[&str] = &["chat", "execute_tool", "compaction", "restart"];

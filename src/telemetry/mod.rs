@@ -58,7 +58,7 @@ pub use otlp::{OtlpExport, OtlpLayer, otlp_layer};
 /// Names the trace file.
 pub const TRACE_ENV: &str = "TROUPE_TRACE";
 /// `1`/`true` records message content in traces.
-pub const TRACE_CONTENT_ENV: &str = troupe_runtime::trace::TRACE_CONTENT_ENV;
+pub const TRACE_CONTENT_ENV: &str = troupe_protocol::trace::TRACE_CONTENT_ENV;
 /// Overrides which spans go to the trace file.
 pub const TRACE_FILTER_ENV: &str = "TROUPE_TRACE_FILTER";
 /// The OTLP base URL (OpenTelemetry's variable); traces go to `{base}/v1/traces`.
@@ -133,11 +133,11 @@ fn otlp_signal_endpoint(
 }
 
 /// Whether `TROUPE_TRACE_CONTENT` asks for message content in traces. Code that records content
-/// checks [`troupe_runtime::trace::record_content`] (which [`init_with`] sets from the config)
+/// checks [`troupe_protocol::trace::record_content`] (which [`init_with`] sets from the config)
 /// and uses attribute names from [`CONTENT_PREFIXES`], which the trace file and OTLP drop unless
 /// content recording is on.
 pub fn content_enabled() -> bool {
-    troupe_runtime::trace::content_env_enabled()
+    troupe_protocol::trace::content_env_enabled()
 }
 
 /// Why telemetry could not be set up.
@@ -279,7 +279,7 @@ where
     // The agents build content only when the runtime's switch is on. A layer that wants content
     // turns it on; it never turns it off, since another subscriber (a test's, say) may want it.
     if config.record_content {
-        troupe_runtime::trace::set_record_content(true);
+        troupe_protocol::trace::set_record_content(true);
     }
     let layer = JsonlLayer::new(Arc::clone(&file), config.record_content);
     let layer: Box<dyn Layer<S> + Send + Sync> = match &config.trace_filter {
@@ -332,7 +332,7 @@ pub fn init_with(config: TelemetryConfig) -> Result<TelemetryGuard, TelemetryErr
         .try_init()
         .map_err(|e| TelemetryError::AlreadyInitialized(e.to_string()))?;
     // The global subscriber decides: content is built for the spans exactly when it is kept.
-    troupe_runtime::trace::set_record_content(config.record_content);
+    troupe_protocol::trace::set_record_content(config.record_content);
     #[cfg(not(feature = "otlp"))]
     if let Some(endpoint) = config
         .otlp_endpoint

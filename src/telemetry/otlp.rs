@@ -40,8 +40,8 @@ use opentelemetry_sdk::trace::{
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::registry::LookupSpan;
-use troupe_runtime::sync;
-use troupe_runtime::trace::semconv;
+use troupe_protocol::sync;
+use troupe_protocol::trace::semconv;
 
 use super::metrics::{MetricsLayer, is_measured};
 use super::redact::{REDACTED, is_secret_name, redact_value};
@@ -150,7 +150,7 @@ where
     if let Some((provider, _)) = &export.tracer {
         // As for the trace file: a layer that wants content has the agents build it.
         if config.record_content {
-            troupe_runtime::trace::set_record_content(true);
+            troupe_protocol::trace::set_record_content(true);
         }
         let layer = tracing_opentelemetry::layer()
             .with_tracer(provider.tracer(SCOPE))
@@ -358,7 +358,7 @@ fn scrub_cow(text: &mut Cow<'static, str>) {
 /// The span id (16 hex digits) a span's attributes give under `key`, if any.
 fn named_span(attributes: &[KeyValue], key: &str) -> Option<SpanId> {
     let kv = attributes.iter().find(|kv| kv.key.as_str() == key)?;
-    troupe_runtime::trace::parse_span_id(&kv.value.as_str()).map(SpanId::from)
+    troupe_protocol::trace::parse_span_id(&kv.value.as_str()).map(SpanId::from)
 }
 
 /// Link a span across processes: a span sending a request to another node takes the id it

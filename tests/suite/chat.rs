@@ -106,7 +106,7 @@ fn resume_moves_the_chat_to_another_session_and_a_bad_one_changes_nothing() {
             .conversation
             .messages()
             .iter()
-            .filter(|m| m.role != troupe::runtime::Role::System)
+            .filter(|m| m.role != troupe::protocol::Role::System)
             .map(|m| m.text())
             .collect()
     };
@@ -270,7 +270,7 @@ fn a_second_chat_on_the_same_session_is_refused_naming_the_first() {
         .conversation
         .messages()
         .iter()
-        .filter(|m| m.role != troupe::runtime::Role::System)
+        .filter(|m| m.role != troupe::protocol::Role::System)
         .map(|m| m.text())
         .collect();
     assert_eq!(texts, ["hello", "reply 1"]);

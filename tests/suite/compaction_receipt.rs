@@ -7,11 +7,13 @@ use troupe::agents::compression::{
     CompactionCaller, CompactionRequest, CompressionConfig, CompressorModel, compact,
 };
 use troupe::agents::spawn_compression_agent;
+use troupe::compaction::BudgetPolicy;
 use troupe::compaction::economics::CostModel;
 use troupe::compaction::tokens::{CharEstimateCounter, TokenCounter};
-use troupe::compaction::{BudgetPolicy, CompactTrigger};
-use troupe::runtime::{ChatMessage, Conversation, Role, Team, TeamConfig, ToolCall, TraceContext};
-use troupe::tools::FileLedger;
+use troupe::protocol::CompactTrigger;
+use troupe::protocol::FileLedger;
+use troupe::protocol::{ChatMessage, Conversation, Role, ToolCall, TraceContext};
+use troupe::runtime::{Team, TeamConfig};
 
 use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;

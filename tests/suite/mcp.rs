@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
-use troupe::runtime::trace::TraceLine;
+use troupe::models::{ScriptedModel, ScriptedReply};
+use troupe::protocol::trace::TraceLine;
 use troupe::{AgentSpec, Team, TeamConfig, ToolRegistry, spawn_agent};
 use troupe_cli::trace_tree::read_trace_file;
 use troupe_mcp::{McpServerConfig, RegisterMcp};

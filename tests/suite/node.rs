@@ -136,9 +136,9 @@ fn an_agent_compacts_through_the_compression_agent_of_another_node_and_alone_whe
 
 async fn compacts_through_another_node_then_alone() {
     use troupe::AgentSpec;
-    use troupe::agents::model::ScriptedModel;
     use troupe::agents::{CompactionSettings, LlmAgent, spawn_agent};
     use troupe::compaction::BudgetPolicy;
+    use troupe::models::ScriptedModel;
 
     let dir = tempfile::tempdir().unwrap();
     let server = ChatServer::start();
@@ -340,7 +340,7 @@ fn a_hurry_reaches_the_compression_agent_of_another_node() {
         .unwrap()
         .block_on(async {
             use troupe::agents::compression::{COMPRESSION_AGENT, Hurry};
-            use troupe::runtime::TraceContext;
+            use troupe::protocol::TraceContext;
 
             let dir = tempfile::tempdir().unwrap();
             let server = ChatServer::start();

@@ -9,7 +9,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe::cluster::{ClusterNode, NodeConfig};
-use troupe::runtime::typed::ResponseFormat;
+use troupe::protocol::ResponseFormat;
 use troupe::{Team, TeamConfig};
 
 use super::support::chat_server::ChatServer;

@@ -1,7 +1,7 @@
 //! Artifact recall: the independent extractor and the recall count, on small hand-built
 //! transcripts.
 
-use troupe::runtime::{ChatMessage, ToolCall};
+use troupe::protocol::{ChatMessage, ToolCall};
 use troupe_cli::transcript_ops::{ArtifactCategory, artifact_recall, extract_artifacts, haystack};
 
 fn call(id: &str, name: &str, args: serde_json::Value) -> ChatMessage {

@@ -4,7 +4,7 @@
 use troupe::agents::{CompactionSettings, shared_counter};
 use troupe::compaction::BudgetPolicy;
 use troupe::compaction::tokens::TokenCounter;
-use troupe::runtime::{ChatMessage, Conversation, ToolCall};
+use troupe::protocol::{ChatMessage, Conversation, ToolCall};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     Compressor, ReplayObserver, ReplayReport, ReplayRow, ReplayedCompaction, SkippedTrigger,

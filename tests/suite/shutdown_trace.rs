@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
-use troupe::runtime::trace::SpanLine;
-use troupe::runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
+use troupe::protocol::trace::SpanLine;
+use troupe::protocol::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
 
 use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;
 
 /// A compression model that never answers: its compaction ends only by being cancelled.
 struct ClosedGate {
-    inner: troupe::agents::model::ScriptedModel,
+    inner: troupe::models::ScriptedModel,
     gate: Arc<Semaphore>,
 }
 
@@ -34,13 +34,14 @@ impl ChatModel for ClosedGate {
 #[test]
 fn a_compaction_still_working_ahead_at_shutdown_ends_cancelled_in_the_trace() {
     use troupe::agents::compression::{CompressionConfig, CompressorModel};
-    use troupe::agents::model::ScriptedModel;
     use troupe::agents::{
         AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
-    use troupe::runtime::{CompactionMode, Event, Team, TeamConfig};
+    use troupe::models::ScriptedModel;
+    use troupe::protocol::{CompactionMode, Event};
+    use troupe::runtime::{Team, TeamConfig};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");

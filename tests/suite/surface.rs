@@ -1,17 +1,35 @@
-//! One public path per item (#29): no crate root re-exports an item of one of its own public
-//! modules (it would have two paths, `crate::Name` and `crate::module::Name`), and
-//! troupe_compaction's root keeps at most 26 names (the rest lives in its topic modules).
+//! One public path per item (#29, #43): no crate root re-exports an item of one of its own public
+//! modules (it would have two paths, `crate::Name` and `crate::module::Name`), no library crate
+//! re-exports an item of another workspace crate (it would have two paths,
+//! `troupe_protocol::Name` and `troupe_compaction::Name`: only the facade re-exports the crates),
+//! and troupe_compaction's root keeps at most 26 names (the rest lives in its topic modules).
 //!
 //! A text check of the root files, not a compiler one (rustdoc's JSON is nightly-only): it reads
 //! `pub mod` and `pub use` lines, which is how every root in this workspace is written.
 
 /// The roots whose `pub use` lists are checked, relative to the workspace.
-const ROOTS: [&str; 5] = [
+const ROOTS: [&str; 6] = [
+    "crates/protocol/src/lib.rs",
     "crates/runtime/src/lib.rs",
     "crates/tools/src/lib.rs",
+    "crates/models/src/lib.rs",
     "crates/agents/src/lib.rs",
-    "crates/agents/src/model/mod.rs",
     "crates/compaction/src/lib.rs",
+];
+
+/// The workspace's library crates (the facade aside), whose every source file is read for
+/// re-exports of another workspace crate: a `pub use` in any module can make a second path.
+const LIBRARY_CRATES: [&str; 10] = [
+    "crates/protocol",
+    "crates/runtime",
+    "crates/tools",
+    "crates/compaction",
+    "crates/models",
+    "crates/agents",
+    "crates/mcp",
+    "crates/cluster",
+    "crates/cli",
+    "crates/ui",
 ];
 
 /// What a user of `compact` sees at troupe_compaction's root, at most (25 until #31 added the
@@ -133,6 +151,96 @@ fn no_root_re_exports_an_item_of_its_own_public_module() {
         doubles.is_empty(),
         "items with two public paths:\n{}",
         doubles.join("\n")
+    );
+}
+
+/// The `.rs` files under `dir` (relative to the workspace), recursively.
+fn rust_files(dir: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_string()];
+    while let Some(dir) = dirs.pop() {
+        let full = format!("{}/{dir}", env!("CARGO_MANIFEST_DIR"));
+        for entry in std::fs::read_dir(&full).unwrap_or_else(|e| panic!("{full}: {e}")) {
+            let name = entry.unwrap_or_else(|e| panic!("{full}: {e}")).file_name();
+            let path = format!("{dir}/{}", name.to_string_lossy());
+            if path.ends_with(".rs") {
+                files.push(path);
+            } else if std::path::Path::new(&format!("{}/{path}", env!("CARGO_MANIFEST_DIR")))
+                .is_dir()
+            {
+                dirs.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// The workspace crates' names as Rust spells them (`troupe_protocol`, …).
+fn workspace_crate_names() -> Vec<String> {
+    LIBRARY_CRATES
+        .iter()
+        .map(|dir| format!("troupe_{}", dir.trim_start_matches("crates/")))
+        .collect()
+}
+
+/// The `pub use` trees of `src` that name an item of another workspace crate.
+fn cross_crate_re_exports(src: &str) -> Vec<String> {
+    let crates = workspace_crate_names();
+    pub_uses(src)
+        .into_iter()
+        .filter(|tree| {
+            let first = tree.split("::").next().unwrap_or_default().trim();
+            let first = first.split(' ').next().unwrap_or_default();
+            crates.iter().any(|c| c == first)
+        })
+        .collect()
+}
+
+#[test]
+fn no_library_crate_re_exports_another_workspace_crates_item() {
+    // Every member crate is on the list, so a new crate cannot slip past the check.
+    let manifest = source("Cargo.toml");
+    for dir in LIBRARY_CRATES {
+        assert!(
+            manifest.contains(&format!("\"{dir}\"")),
+            "{dir} is not a member"
+        );
+    }
+    let members = manifest
+        .lines()
+        .find(|line| line.starts_with("members"))
+        .map_or(0, |line| line.matches("\"crates/").count());
+    assert_eq!(
+        members,
+        LIBRARY_CRATES.len(),
+        "a member crate is missing here"
+    );
+
+    let mut doubles = Vec::new();
+    for dir in LIBRARY_CRATES {
+        for file in rust_files(&format!("{dir}/src")) {
+            for tree in cross_crate_re_exports(&source(&file)) {
+                doubles.push(format!("{file}: `pub use {tree}`"));
+            }
+        }
+    }
+    assert!(
+        doubles.is_empty(),
+        "items with a second public path in another crate:\n{}",
+        doubles.join("\n")
+    );
+}
+
+#[test]
+fn the_cross_crate_check_sees_a_re_export() {
+    // What troupe_compaction had before #43 (the runtime's `CompactionReport`, re-exported at
+    // its root) is the first kind; a crate outside the workspace is not checked.
+    let src = "pub use troupe_tools::Tool;\npub use troupe_protocol::{A, B as C};\n\
+               use troupe_protocol::D;\npub(crate) use troupe_protocol::E;\npub use crate::F;\n\
+               pub use tokio_util::sync::CancellationToken;";
+    assert_eq!(
+        cross_crate_re_exports(src),
+        ["troupe_tools::Tool", "troupe_protocol::{A, B as C}"]
     );
 }
 

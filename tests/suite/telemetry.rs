@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use troupe::runtime::trace::SpanLine;
+use troupe::protocol::trace::SpanLine;
 
 use super::support::trace::{block_on, spans};
 use super::support::{run_scripted_team, with_trace_file};
@@ -155,8 +155,8 @@ fn a_trace_id_field_names_the_trace_and_children_inherit_it() {
 fn failed_tool_and_model_calls_are_errors_with_an_error_type() {
     use std::sync::Arc;
 
-    use troupe::agents::model::{ScriptedModel, ScriptedReply};
-    use troupe::runtime::ModelError;
+    use troupe::models::{ScriptedModel, ScriptedReply};
+    use troupe::protocol::ModelError;
     use troupe::{AgentSpec, Team, TeamConfig, ToolError, ToolRegistry, spawn_agent};
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -316,7 +316,7 @@ fn content_recording_puts_prompts_and_tool_io_in_the_trace_file_only_when_on() {
 fn recorded_content_is_redacted() {
     use std::sync::Arc;
 
-    use troupe::agents::model::{ScriptedModel, ScriptedReply};
+    use troupe::models::{ScriptedModel, ScriptedReply};
     use troupe::{AgentSpec, Team, TeamConfig, spawn_agent};
 
     let dir = tempfile::tempdir().unwrap();

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use troupe::runtime::trace::SpanLine;
+use troupe::protocol::trace::SpanLine;
 
 use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;
@@ -34,12 +34,12 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
     use std::sync::Arc;
     use troupe::agents::compression::CompressionConfig;
     use troupe::agents::compression::CompressorModel;
-    use troupe::agents::model::{ScriptedModel, ScriptedReply};
     use troupe::agents::{
         AgentSpec, CompactionSettings, LlmAgent, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
+    use troupe::models::{ScriptedModel, ScriptedReply};
     use troupe::runtime::{Team, TeamConfig};
 
     let dir = tempfile::tempdir().unwrap();
@@ -112,13 +112,14 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
 fn a_background_compaction_is_a_span_of_the_request_that_started_it() {
     use std::sync::Arc;
     use troupe::agents::compression::{CompressionConfig, CompressorModel};
-    use troupe::agents::model::ScriptedModel;
     use troupe::agents::{
         AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
     use troupe::compaction::BudgetPolicy;
-    use troupe::runtime::{CompactionMode, Event, Team, TeamConfig};
+    use troupe::models::ScriptedModel;
+    use troupe::protocol::{CompactionMode, Event};
+    use troupe::runtime::{Team, TeamConfig};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
@@ -187,10 +188,11 @@ fn a_background_compaction_is_a_span_of_the_request_that_started_it() {
 fn the_agents_compact_tool_is_an_execute_tool_span_with_its_events() {
     use std::sync::Arc;
     use troupe::agents::compression::{CompressionConfig, CompressorModel};
-    use troupe::agents::model::{ScriptedModel, ScriptedReply};
     use troupe::agents::{AgentSpec, CompactionSettings, spawn_agent, spawn_compression_agent};
     use troupe::compaction::BudgetPolicy;
-    use troupe::runtime::{Event, Team, TeamConfig};
+    use troupe::models::{ScriptedModel, ScriptedReply};
+    use troupe::protocol::Event;
+    use troupe::runtime::{Team, TeamConfig};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe::agents::model::{OpenAiConfig, OpenAiModel, ScriptedModel, ScriptedReply};
+use troupe::models::{OpenAiConfig, OpenAiModel, ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
-use troupe::runtime::typed::{ResponseFormat, TypedAnswerError};
+use troupe::protocol::ResponseFormat;
+use troupe::runtime::typed::TypedAnswerError;
 use troupe::{AgentSpec, AskError, Team};
 
 use super::support::chat_server::ChatServer;

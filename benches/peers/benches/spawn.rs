@@ -17,11 +17,12 @@ use async_trait::async_trait;
 use kameo::Actor as KameoActor;
 use kameo::actor::Spawn as _;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::{AgentSpec, LlmAgent};
+use troupe_models::ScriptedModel;
+use troupe_protocol::ChatModel;
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatModel, Checkpoint,
-    Team, TeamConfig,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint, Team,
+    TeamConfig,
 };
 
 /// The system allocator, counting the bytes currently allocated.

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use troupe_agents::compression::CompressionConfig;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, LlmAgent, TeamBuilderExt, shared_counter};
+use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_runtime::Team;
 use troupe_tools::{ToolError, ToolRegistry};
 

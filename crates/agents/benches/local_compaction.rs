@@ -2,7 +2,7 @@
 //! `troupe compact --model local`'s wall time.
 //!
 //! Run `troupe compact IN.json --window 8192 --model local` with
-//! `RUST_LOG=troupe_agents::model::local=debug` first: each `local generation` line gives a
+//! `RUST_LOG=troupe_models::local=debug` first: each `local generation` line gives a
 //! call's `prompt_tokens` and `output_tokens`. Then
 //!
 //! ```text
@@ -17,8 +17,8 @@
 use std::error::Error;
 use std::time::Instant;
 
-use troupe_agents::model::baseline::Baseline;
-use troupe_agents::model::{LocalModelConfig, fetch};
+use troupe_models::baseline::Baseline;
+use troupe_models::{LocalModelConfig, fetch};
 
 fn calls(spec: &str) -> Result<Vec<(usize, usize)>, Box<dyn Error>> {
     spec.split(',')

@@ -24,9 +24,9 @@ use std::error::Error;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use troupe_agents::model::baseline::Baseline;
-use troupe_agents::model::{LocalModel, LocalModelConfig};
-use troupe_runtime::{
+use troupe_models::baseline::Baseline;
+use troupe_models::{LocalModel, LocalModelConfig};
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, ModelDelta, ModelError, ResponseAssembler,
 };
 

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::join_all;
-use troupe_agents::model::baseline::Baseline;
-use troupe_agents::model::{LocalModel, LocalModelConfig};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelDelta, ToolChoice};
+use troupe_models::baseline::Baseline;
+use troupe_models::{LocalModel, LocalModelConfig};
+use troupe_protocol::{ChatMessage, ChatModel, ChatRequest, ModelDelta, ToolChoice};
 
 const AGENTS: [&str; 4] = ["planner", "coder", "tester", "writer"];
 const TURN_TOKENS: u32 = 48;

@@ -25,9 +25,10 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::post;
-use troupe_agents::model::{AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel};
 use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, Team, TeamConfig};
+use troupe_models::{AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel};
+use troupe_protocol::{ChatMessage, ChatModel, ChatRequest};
+use troupe_runtime::{Team, TeamConfig};
 
 #[global_allocator]
 static ALLOCATOR: heap::Counting = heap::Counting;

@@ -28,7 +28,7 @@ pub struct CompactionSettings {
     /// Tokens kept free in the window for the model's answer: the warning, trigger and target
     /// are fractions of the window less this reserve (the usable window), and a request whose
     /// prompt plus this reserve cannot fit the window is refused. `None`: the agent's `max_tokens` when set, else
-    /// [`CompactionSettings::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
+    /// [`BudgetPolicy::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
     /// the window (see [`CompactionSettings::output_reserve_for`]).
     pub output_reserve: Option<usize>,
     /// When the agent asks for a compaction ahead of the trigger and goes on working while it
@@ -96,21 +96,16 @@ impl Default for CompactionSettings {
 }
 
 impl CompactionSettings {
-    /// The output reserve when neither the settings nor the agent's `max_tokens` give one: a
-    /// long answer of a coding model (models rarely answer more in one call), and what the
-    /// replay of a transcript keeps, which knows no model.
-    pub const DEFAULT_OUTPUT_RESERVE: usize = 4_096;
-
     /// The tokens a request to a model with `context_window` tokens keeps free for the answer:
     /// [`CompactionSettings::output_reserve`], else `max_tokens` (the agent's cap on an answer),
-    /// else [`CompactionSettings::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
+    /// else [`BudgetPolicy::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
     /// so that with the default trigger (80 %) and target (40 %) a compaction still leaves room
     /// for work before the next one (a small model's window is not given up to its answer).
     pub fn output_reserve_for(&self, max_tokens: Option<u32>, context_window: usize) -> usize {
         let wanted = self
             .output_reserve
             .or(max_tokens.map(|n| n as usize))
-            .unwrap_or(Self::DEFAULT_OUTPUT_RESERVE);
+            .unwrap_or(BudgetPolicy::DEFAULT_OUTPUT_RESERVE);
         wanted.min(context_window / 4)
     }
 

@@ -1,7 +1,6 @@
-//! troupe-agents: model providers, the LLM agent and the compression agent.
+//! troupe-agents: the LLM agent, the compression agent and the session log (the model
+//! providers are `troupe_models`).
 //!
-//! - [`model`]: providers behind [`troupe_runtime::ChatModel`] (OpenAI-compatible, embedded
-//!   llama.cpp, scripted, record/replay).
 //! - [`LlmAgent`]: the turn loop (model → tools → model …) as an
 //!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
 //! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
@@ -15,12 +14,12 @@ pub mod approval;
 mod compaction_settings;
 pub mod compression;
 mod llm_agent;
-pub mod model;
 pub mod session;
 mod spec;
 pub mod spend;
 mod team_builder;
 mod team_tools;
+mod traced;
 
 pub use compaction_settings::{AtLimit, CompactionSettings, WorkAhead, shared_counter};
 pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
@@ -34,6 +33,7 @@ pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
 /// What cancels a manual compaction ([`LlmAgentHandle::compact_cancellable`]).
 pub use tokio_util::sync::CancellationToken;
+pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 
 use troupe_runtime::{Team, TeamError};
 

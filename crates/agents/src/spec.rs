@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use troupe_runtime::{ChatMessage, ChatModel};
+use troupe_protocol::{ChatMessage, ChatModel};
 
 use crate::approval::ApprovalPolicy;
 use crate::compaction_settings::CompactionSettings;
@@ -18,7 +18,7 @@ pub const DEFAULT_MAX_TURNS: u32 = 16;
 /// ```
 /// use std::sync::Arc;
 /// use troupe_agents::AgentSpec;
-/// use troupe_agents::model::{ScriptedModel, ScriptedReply};
+/// use troupe_models::{ScriptedModel, ScriptedReply};
 ///
 /// let model = Arc::new(ScriptedModel::new("demo", [ScriptedReply::text("hi")]));
 /// let spec = AgentSpec::new("greeter", model).instructions("Greet people warmly.").max_turns(4);
@@ -162,8 +162,8 @@ impl AgentSpec {
     /// ```
     /// use std::sync::Arc;
     /// use troupe_agents::AgentSpec;
-    /// use troupe_agents::model::{ScriptedModel, ScriptedReply};
-    /// use troupe_runtime::ChatMessage;
+    /// use troupe_models::{ScriptedModel, ScriptedReply};
+    /// use troupe_protocol::ChatMessage;
     ///
     /// let model = Arc::new(ScriptedModel::new("demo", [ScriptedReply::text("ok")]));
     /// let spec = AgentSpec::new("coder", model)
@@ -176,7 +176,7 @@ impl AgentSpec {
     }
 
     /// With this tool approval policy: a call it says to ask about pauses the turn, publishes
-    /// [`Event::ApprovalRequested`](troupe_runtime::Event::ApprovalRequested) and waits for
+    /// [`Event::ApprovalRequested`](troupe_protocol::Event::ApprovalRequested) and waits for
     /// [`Team::approve`](troupe_runtime::Team::approve) or [`Team::deny`](troupe_runtime::Team::deny)
     /// (or the policy's timeout, a denial); with a session log the pause survives a restart.
     pub fn approval(mut self, policy: ApprovalPolicy) -> Self {

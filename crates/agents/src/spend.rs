@@ -14,10 +14,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use troupe_runtime::Usage;
-use troupe_runtime::budget::{
-    BudgetExceeded, BudgetScope, ModelPrice, Spend, SpendLimit, TeamSpend,
-};
+use troupe_protocol::Usage;
+use troupe_protocol::{BudgetExceeded, BudgetScope, ModelPrice, Spend, SpendLimit};
+use troupe_runtime::budget::TeamSpend;
 
 /// How long a paused request waits for a raised limit by default before it ends: under the
 /// team's default ask timeout (300 s), like an approval's, so the caller hears
@@ -31,7 +30,7 @@ pub enum OnExceeded {
     #[default]
     End,
     /// Before the next model call, publish
-    /// [`Event::BudgetPaused`](troupe_runtime::Event::BudgetPaused) and wait until the limit is
+    /// [`Event::BudgetPaused`](troupe_protocol::Event::BudgetPaused) and wait until the limit is
     /// raised, then go on; after `timeout` (or once the caller stops listening) end as with
     /// [`OnExceeded::End`].
     Pause {
@@ -66,7 +65,8 @@ struct Raised {
 ///
 /// ```
 /// use troupe_agents::spend::AgentBudget;
-/// use troupe_runtime::budget::{SpendLimit, TeamSpend};
+/// use troupe_protocol::SpendLimit;
+/// use troupe_runtime::budget::TeamSpend;
 ///
 /// let team = TeamSpend::new(SpendLimit { output_tokens: Some(50_000), ..SpendLimit::default() });
 /// let budget = AgentBudget {

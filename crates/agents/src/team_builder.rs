@@ -3,7 +3,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use troupe_agents::model::ScriptedModel;
+//! use troupe_models::ScriptedModel;
 //! use troupe_agents::{AgentSpec, TeamBuilderExt, shared_counter};
 //! use troupe_agents::compression::CompressionConfig;
 //! use troupe_runtime::Team;

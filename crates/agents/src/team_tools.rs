@@ -6,7 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe_runtime::{AgentRequest, Directory, TraceContext, sync};
+use troupe_protocol::{TraceContext, sync};
+use troupe_runtime::{AgentRequest, Directory};
 use troupe_tools::{Tool, ToolContext, ToolError};
 
 /// How long one `ask_agent` call waits for the teammate's answer.

@@ -5,7 +5,7 @@
 //! its value exactly as read — see [`Envelope`] — or a bare array), the indentation, the trailing newline, a leading byte order mark, and the conventional key order
 //! of a message (`role`, `tool_call_id`, `content`, `tool_calls`, then any other keys in the
 //! order they were read). Keys troupe does not interpret keep their values exactly, numbers
-//! included (see `troupe_runtime::WireValue`).
+//! included (see `troupe_protocol::WireValue`).
 
 mod envelope;
 
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use troupe_compaction::transcript::{BYTE_ORDER_MARK, TranscriptError};
-use troupe_runtime::{ChatMessage, ContentSlot, ToolCallsSlot};
+use troupe_protocol::{ChatMessage, ContentSlot, ToolCallsSlot};
 
 pub use envelope::Envelope;
 use envelope::{EnvelopeWith, EnvelopedMessages};

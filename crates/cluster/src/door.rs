@@ -25,7 +25,7 @@ use ractor_cluster::{NetworkStream, NodeServerMessage};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
-use troupe_runtime::sync;
+use troupe_protocol::sync;
 
 use crate::error::ClusterError;
 use crate::peers::{Peers, Stage};

@@ -17,9 +17,10 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::watch;
 use tracing::Instrument;
-use troupe_runtime::trace::semconv;
-use troupe_runtime::typed::ResponseFormat;
-use troupe_runtime::{AgentRequest, AskError, Directory, TraceContext};
+use troupe_protocol::ResponseFormat;
+use troupe_protocol::TraceContext;
+use troupe_protocol::trace::semconv;
+use troupe_runtime::{AgentRequest, AskError, Directory};
 
 use crate::wire::{self, Delivery, GatewayMsg, WireReply, WireRequest};
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ractor::rpc::CallResult;
 use ractor::{ActorCell, ActorRef};
-use troupe_runtime::sync;
+use troupe_protocol::sync;
 
 use crate::peers::Peers;
 use crate::route::{GATEWAYS, SCOPE, gateway_of};

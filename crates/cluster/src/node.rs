@@ -131,7 +131,7 @@ impl ClusterNode {
         let host = format!(
             "{}~{:016x}",
             listen.ip(),
-            troupe_runtime::TraceContext::new_root().span_id
+            troupe_protocol::TraceContext::new_root().span_id
         );
         let server = NodeServer::new(
             0,

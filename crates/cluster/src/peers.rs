@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use ractor_cluster::NodeEventSubscription;
 use ractor_cluster::node::NodeServerSessionInformation;
 use tokio::sync::Notify;
-use troupe_runtime::sync;
+use troupe_protocol::sync;
 
 /// How far a session has come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -9,8 +9,9 @@ use async_trait::async_trait;
 use ractor::rpc::CallResult;
 use ractor::{ActorCell, ActorRef};
 use tracing::Instrument;
-use troupe_runtime::trace::semconv;
-use troupe_runtime::{AgentRequest, AskError, RemoteAgents, TraceContext};
+use troupe_protocol::TraceContext;
+use troupe_protocol::trace::semconv;
+use troupe_runtime::{AgentRequest, AskError, RemoteAgents};
 
 use crate::peers::Peers;
 use crate::wire::{self, Delivery, GatewayMsg, WireReply, WireRequest, WireResponseFormat};

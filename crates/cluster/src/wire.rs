@@ -10,8 +10,9 @@ use ractor::message::{BoxedDowncastErr, SerializedMessage};
 use ractor::{Message, RpcReplyPort};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use troupe_runtime::typed::ResponseFormat;
-use troupe_runtime::{AskError, ToolDefinition};
+use troupe_protocol::ResponseFormat;
+use troupe_protocol::ToolDefinition;
+use troupe_runtime::AskError;
 
 /// The troupe wire protocol this build speaks. Bump it with any change to [`WireRequest`] or
 /// [`WireReply`] that an older node would misread. 2: an agent's model error travels as the

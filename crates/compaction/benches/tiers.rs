@@ -12,7 +12,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{TiktokenCounter, TokenCache};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
-use troupe_runtime::Conversation;
+use troupe_protocol::Conversation;
 
 fn main() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

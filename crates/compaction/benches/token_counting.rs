@@ -10,7 +10,7 @@ use std::sync::Arc;
 use criterion::{Criterion, Throughput};
 use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
 use troupe_compaction::transcript::parse_transcript;
-use troupe_runtime::{ChatMessage, Conversation};
+use troupe_protocol::{ChatMessage, Conversation};
 
 /// The corpus transcripts as conversations would hold them (ids assigned), owned.
 fn corpus() -> Option<Vec<Vec<ChatMessage>>> {

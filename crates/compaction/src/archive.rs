@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, MessageId, StoredMessage};
+use troupe_protocol::{ChatMessage, MessageId, StoredMessage};
 
 /// One archived original and what replaced it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,13 +250,13 @@ pub fn expand(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::Conversation;
+    use troupe_protocol::Conversation;
 
     #[test]
     fn undo_restores_replacements_and_removals_in_order() {
         let original = Conversation::from_messages([
             ChatMessage::user("a"),
-            ChatMessage::assistant("b").with_kind(troupe_runtime::MessageKind::DisplayOnly),
+            ChatMessage::assistant("b").with_kind(troupe_protocol::MessageKind::DisplayOnly),
             ChatMessage::assistant("c"),
             ChatMessage::user("d"),
         ]);

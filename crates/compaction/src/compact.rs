@@ -5,8 +5,8 @@
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, Conversation};
-use troupe_tools::FileLedger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation};
 
 use crate::archive::Archive;
 use crate::counter::TokenCounter;
@@ -17,13 +17,13 @@ use crate::economics::target::cost_aware_policy;
 use crate::error::CompactionError;
 use crate::guard::ThrashGuard;
 use crate::policy::BudgetPolicy;
-use crate::report::CompactionReport;
 use crate::session::CompactionSession;
 use crate::summary::Summarizer;
 use crate::token_cache::{CachedCounter, TokenCache};
+use troupe_protocol::CompactionReport;
 
 // Defined in the runtime, beside the report, so `Event::CompactionStarted` carries it typed.
-pub use troupe_runtime::CompactTrigger;
+use troupe_protocol::CompactTrigger;
 
 /// Options of one compaction.
 #[derive(Debug, Clone)]
@@ -95,8 +95,8 @@ impl Compaction {
 /// use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
 /// use troupe_compaction::summary::MechanicalSummarizer;
 /// use troupe_compaction::tokens::TiktokenCounter;
-/// use troupe_runtime::Conversation;
-/// use troupe_tools::FileLedger;
+/// use troupe_protocol::Conversation;
+/// use troupe_protocol::FileLedger;
 /// let conversation = Conversation::new();
 /// let counter = TiktokenCounter::default();
 /// let result = compact(

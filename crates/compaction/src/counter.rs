@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
-use troupe_runtime::{ChatMessage, Content, ContentSlot, Role, WireValue};
+use troupe_protocol::{ChatMessage, Content, ContentSlot, Role, WireValue};
 
 /// Tokens a chat format adds around messages, beyond the tokens of their text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,7 +287,7 @@ impl TokenCounter for CharEstimateCounter {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     #[test]
     fn tiktoken_counts_known_text() {

@@ -1,6 +1,6 @@
 //! Typed errors: a refused operation ([`Refusal`]) and a failed compaction ([`CompactionError`]).
 
-use troupe_runtime::{MessageId, Role};
+use troupe_protocol::{MessageId, Role};
 
 use crate::policy::PolicyError;
 use crate::protection::ProtectionReason;

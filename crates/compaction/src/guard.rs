@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::policy::BudgetPolicy;
-use crate::report::CompactionReport;
+use troupe_protocol::CompactionReport;
 
 /// Memory of the last compaction attempt, kept by whoever triggers compactions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,9 +1,8 @@
 //! troupe's context compaction: a pure library that shrinks a conversation to its token budget.
 //!
-//! Given a [`Conversation`](troupe_runtime::Conversation), the agent's [`FileLedger`]
-//! (troupe_tools), a [`BudgetPolicy`], a [`TokenCounter`](tokens::TokenCounter) and optionally a
-//! [`Summarizer`](summary::Summarizer),
-//! [`compact`] returns a smaller conversation that is still valid for the chat API, still knows
+//! Given a [`Conversation`](troupe_protocol::Conversation), the agent's [`FileLedger`], a
+//! [`BudgetPolicy`], a [`TokenCounter`](tokens::TokenCounter) and optionally a
+//! [`Summarizer`](summary::Summarizer), [`compact`] returns a smaller conversation that is still valid for the chat API, still knows
 //! its task, and can be [`expand`]ed back to the exact original.
 //!
 //! The tiers run cheapest first and stop as soon as the target is met:
@@ -18,8 +17,10 @@
 //! the rest lives in topic modules:
 //!
 //! - **Compacting:** [`compact`] (or [`compact_with`], which lets a [`Steering`] work the
-//!   session first) with [`CompactOptions`] and a [`CompactTrigger`] returns a [`Compaction`]:
-//!   the new messages, the [`Archive`] of what they replaced and a [`CompactionReport`]; or a
+//!   session first) with [`CompactOptions`] and a
+//!   [`CompactTrigger`](troupe_protocol::CompactTrigger) returns a [`Compaction`]: the new
+//!   messages, the [`Archive`] of what they replaced and a
+//!   [`CompactionReport`](troupe_protocol::CompactionReport); or a
 //!   [`CompactionError`].
 //! - **Budget:** [`BudgetPolicy`] says when to compact and to what target ([`PolicyError`]);
 //!   [`ThrashGuard`] holds automatic compaction back until it can free enough new tokens.
@@ -49,7 +50,7 @@
 //! - [`transcript`]: read a saved session ([`parse_transcript`](transcript::parse_transcript),
 //!   [`ledger_from_transcript`](transcript::ledger_from_transcript)).
 //!
-//! [`FileLedger`]: troupe_tools::FileLedger
+//! [`FileLedger`]: troupe_protocol::FileLedger
 
 #![deny(unreachable_pub)]
 
@@ -69,7 +70,6 @@ mod oversized;
 mod pairing;
 mod policy;
 mod protection;
-mod report;
 pub mod session;
 mod splice;
 pub mod summary;
@@ -81,9 +81,8 @@ mod truncate;
 mod validate;
 
 pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
-pub use compact::{CompactOptions, CompactTrigger, Compaction, Steering, compact, compact_with};
+pub use compact::{CompactOptions, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
 pub use policy::{BudgetPolicy, PolicyError};
-pub use report::CompactionReport;
 pub use splice::{Splice, SpliceError};

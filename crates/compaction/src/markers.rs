@@ -3,7 +3,7 @@
 //! The archive is the authority on what a message replaced; this line makes the same fact
 //! visible to the model and recoverable from a transcript that lost troupe's metadata.
 
-use troupe_runtime::MessageId;
+use troupe_protocol::MessageId;
 
 /// The prefix of the marker line.
 pub(crate) const REPLACES_PREFIX: &str = "[replaces ";
@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn format_id_list_writes_runs_as_ranges() {
-        use troupe_runtime::MessageId;
+        use troupe_protocol::MessageId;
         let ids = [3, 4, 5, 9, 12, 13].map(MessageId);
         assert_eq!(format_id_list(&ids), "m3..m5, m9, m12..m13");
     }

@@ -5,7 +5,7 @@
 //! never depends on parsing a tool's output format.
 
 use crate::artifacts::{error_kind, error_lines, exit_code};
-use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
 
 /// Every stub starts with this, which is also how an already-masked result is recognised.
 pub(crate) const STUB_PREFIX: &str = "[compressed]";
@@ -179,7 +179,7 @@ mod tests {
 
     #[test]
     fn stub_text_shows_ledger_metadata_or_line_count() {
-        use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+        use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
         let mut ledger = FileLedger::new();
         ledger.record(
             LedgerEntry::new("src/app.rs", FileAccess::Read)

@@ -7,7 +7,7 @@
 //! archives what it replaces: the `[replaces mN]` line names it, `recall` and `expand` bring it
 //! back, and the session log writes the new archive entry like a compaction's.
 
-use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind};
+use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind};
 
 use crate::archive::Archive;
 use crate::markers::replaces_line;
@@ -51,7 +51,7 @@ impl Archive {
 mod tests {
     use super::*;
     use crate::archive::expand;
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     #[test]
     fn the_cut_keeps_head_tail_and_calls_and_expands_to_the_whole_answer() {

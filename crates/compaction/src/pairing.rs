@@ -7,7 +7,7 @@
 use std::borrow::Borrow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
 use crate::validate::InvariantViolation;
 
@@ -118,7 +118,7 @@ pub(crate) fn answered_calls(messages: &[ChatMessage]) -> HashMap<MessageId, BTr
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::{Conversation, ToolCall};
+    use troupe_protocol::{Conversation, ToolCall};
 
     fn calls(ids: &[&str]) -> ChatMessage {
         ChatMessage::assistant_tool_calls(

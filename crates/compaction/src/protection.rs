@@ -10,7 +10,7 @@
 //! it: a summary must keep a call with its results.
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
 use crate::id_hash::IdMap;
 use crate::pairing::owners;
@@ -160,7 +160,7 @@ impl ProtectedSet {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::{Conversation, ToolCall};
+    use troupe_protocol::{Conversation, ToolCall};
 
     #[test]
     fn protects_system_first_user_and_recent_but_not_tools() {

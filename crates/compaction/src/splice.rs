@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use troupe_runtime::{ChatMessage, MessageId};
+use troupe_protocol::{ChatMessage, MessageId};
 
 use crate::compact::Compaction;
 use crate::counter::TokenCounter;
@@ -121,7 +121,7 @@ impl Splice<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use proptest::prelude::*;
-    use troupe_runtime::{Conversation, ToolCall};
+    use troupe_protocol::{Conversation, ToolCall};
 
     use super::*;
     use crate::summary::MechanicalSummarizer;
@@ -158,7 +158,7 @@ mod tests {
     async fn compacted(c: &Conversation, counter: &TiktokenCounter) -> Compaction {
         compact(
             c,
-            &troupe_tools::FileLedger::new(),
+            &troupe_protocol::FileLedger::new(),
             &policy(),
             counter,
             Some(&MechanicalSummarizer::new()),

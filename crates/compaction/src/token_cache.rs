@@ -12,7 +12,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageId, sync};
+use troupe_protocol::{ChatMessage, Content, ContentSlot, MessageId, sync};
 
 use crate::counter::TokenCounter;
 use crate::id_hash::IdMap;
@@ -105,7 +105,7 @@ impl TokenCounter for CachedCounter<'_> {
         self.counter.count(text)
     }
 
-    fn count_role(&self, role: troupe_runtime::Role) -> usize {
+    fn count_role(&self, role: troupe_protocol::Role) -> usize {
         self.counter.count_role(role)
     }
 
@@ -323,7 +323,7 @@ mod tests {
     use super::*;
     use crate::counter::CharEstimateCounter;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use troupe_runtime::Conversation;
+    use troupe_protocol::Conversation;
 
     /// Counts how often it is asked, to prove the cache avoids recounting.
     #[derive(Default)]
@@ -435,7 +435,7 @@ mod tests {
             Some(text.len())
         }
         /// Precomputed, as `TiktokenCounter`'s: the calls counted are content alone.
-        fn count_role(&self, _role: troupe_runtime::Role) -> usize {
+        fn count_role(&self, _role: troupe_protocol::Role) -> usize {
             1
         }
     }

@@ -7,8 +7,8 @@ use std::borrow::Borrow;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use troupe_runtime::{ChatMessage, Role};
-use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+use troupe_protocol::{ChatMessage, Role};
+use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
 
 /// A transcript file: `{"messages": [...]}` plus optional provenance.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -139,7 +139,7 @@ pub fn ledger_from_transcript<M: Borrow<ChatMessage>>(messages: &[M]) -> FileLed
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     #[test]
     fn builds_ledger_from_calls() {
@@ -196,7 +196,7 @@ mod tests {
                 {"role":"assistant","content":"a"},{"role":"user","content":"b"}]"#,
         )
         .unwrap();
-        let c = troupe_runtime::Conversation::from_messages(t.messages);
+        let c = troupe_protocol::Conversation::from_messages(t.messages);
         let protected = crate::protection::ProtectedSet::compute(&c.to_messages(), 0);
         assert_eq!(
             protected.reason(c.messages()[0].id),

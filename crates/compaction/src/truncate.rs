@@ -2,10 +2,10 @@
 //!
 //! The head usually holds the command and the start of the output, the tail the result or the
 //! error; the middle of a 40k-token log is what an agent can most afford to lose. The cut is
-//! sized in tokens and placed at line breaks; the tools' byte cap (`troupe_tools::cap_output`)
-//! does the same job at dispatch, and both write `troupe_tools::truncation_marker`.
+//! sized in tokens and placed at line breaks; the tools' byte cap (`troupe_protocol::cap_output`)
+//! does the same job at dispatch, and both write `troupe_protocol::truncation_marker`.
 
-use troupe_tools::truncation_marker;
+use troupe_protocol::truncation_marker;
 
 /// Share of the kept budget given to the head; the rest goes to the tail.
 const HEAD_SHARE: f64 = 0.6;

@@ -4,7 +4,7 @@
 //! violation is an error, never a warning.
 
 use serde::Serialize;
-use troupe_runtime::{ChatMessage, MessageId};
+use troupe_protocol::{ChatMessage, MessageId};
 
 use crate::archive::{Archive, expand};
 use crate::counter::TokenCounter;

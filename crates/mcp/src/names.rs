@@ -1,6 +1,6 @@
 //! The registry names of a server's tools: `SERVER__tool`, made valid and unique.
 
-use troupe_runtime::ToolDefinition;
+use troupe_protocol::ToolDefinition;
 
 /// The longest tool name OpenAI-style function calling accepts.
 const MAX_NAME: usize = ToolDefinition::MAX_NAME;

@@ -17,7 +17,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::sync::mpsc;
-use troupe_runtime::ToolCall;
+use troupe_protocol::ToolCall;
 use troupe_tools::{ToolContext, ToolRegistry};
 
 use crate::error::McpError;

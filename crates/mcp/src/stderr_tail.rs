@@ -9,8 +9,8 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::ChildStderr;
 use tokio::task::JoinHandle;
+use troupe_protocol::sync::lock;
 use troupe_runtime::redact::redact_value;
-use troupe_runtime::sync::lock;
 
 /// How much of a server's stderr is kept.
 const KEEP_BYTES: usize = 4096;

@@ -54,7 +54,7 @@ impl JsonTool for McpTool {
             )));
         };
         let server = connection.name();
-        tracing::Span::current().record(troupe_runtime::trace::semconv::MCP_SERVER, server);
+        tracing::Span::current().record(troupe_protocol::trace::semconv::MCP_SERVER, server);
         match connection.call(&self.remote, args).await {
             Ok(result) if result.is_error == Some(true) => Err(ToolError::respond(format!(
                 "{} failed (reported by MCP server `{server}`): {}",

@@ -54,12 +54,12 @@ impl ServerTools {
     /// The tools now, for a registry.
     pub(crate) fn tools(&self) -> Arc<[Arc<dyn JsonTool>]> {
         // Read at every definitions list and every call: an `Arc` clone, not the whole listing.
-        troupe_runtime::sync::read(&self.current).tools.clone()
+        troupe_protocol::sync::read(&self.current).tools.clone()
     }
 
     /// `(the server's name, the registry name)` of each tool now, in the server's order.
     pub(crate) fn names(&self) -> Vec<(String, String)> {
-        troupe_runtime::sync::read(&self.current).names.clone()
+        troupe_protocol::sync::read(&self.current).names.clone()
     }
 
     /// Replace the tools with the server's listing `infos`. A tool listed before keeps its
@@ -131,7 +131,7 @@ impl ServerTools {
             tools: tools.into(),
             names,
         };
-        *troupe_runtime::sync::write(&self.current) = listing;
+        *troupe_protocol::sync::write(&self.current) = listing;
         Ok(())
     }
 }

@@ -23,7 +23,7 @@ use troupe_runtime::{Team, TeamConfig};
 use common::heap::{Counting, live_bytes, rss_bytes};
 use common::history::{history_factory, history_of, sample_messages};
 use common::{echo_factory, runtime};
-use troupe_runtime::Conversation;
+use troupe_protocol::Conversation;
 
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;

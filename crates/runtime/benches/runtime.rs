@@ -37,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use tokio::sync::{Notify, broadcast, mpsc, oneshot};
-use troupe_runtime::{AgentRequest, Event, EventBus, EventRecord, Team, TeamConfig};
+use troupe_protocol::{Event, EventRecord};
+use troupe_runtime::{AgentRequest, EventBus, Team, TeamConfig};
 
 use common::history::{HistoryAgent, history_factory, history_of, sample_messages};
 use common::raw::{EchoMsg, Ping, RactorEcho};
@@ -115,9 +116,9 @@ fn bench_ask_history(c: &mut Criterion, rt: &tokio::runtime::Runtime) {
     let samples = sample_messages();
     let answer = samples
         .iter()
-        .find(|m| m.role == troupe_runtime::Role::Assistant && m.text().len() > 200)
+        .find(|m| m.role == troupe_protocol::Role::Assistant && m.text().len() > 200)
         .cloned()
-        .unwrap_or_else(|| troupe_runtime::ChatMessage::assistant("done ".repeat(100)));
+        .unwrap_or_else(|| troupe_protocol::ChatMessage::assistant("done ".repeat(100)));
     let timeout = Duration::from_secs(60);
     let mut group = c.benchmark_group("ask_history");
     // A 100 000-message history made a request cost milliseconds: ten samples keep a run short.

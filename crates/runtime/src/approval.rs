@@ -1,7 +1,7 @@
 //! Tool approval: a tool call whose policy says "ask" waits here for a person's answer.
 //!
 //! The agent that wants an answer opens a [`PendingApproval`] on its team's [`Approvals`] (before
-//! it publishes [`Event::ApprovalRequested`](crate::Event::ApprovalRequested), so an answer can
+//! it publishes [`Event::ApprovalRequested`](troupe_protocol::Event::ApprovalRequested), so an answer can
 //! never arrive before there is something to answer) and awaits it; [`Team::approve`],
 //! [`Team::approve_with`] and [`Team::deny`](crate::Team::deny) answer through the desk.
 //!
@@ -17,46 +17,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
-
-use crate::sync::lock;
-
-/// Names one tool call waiting for approval: `AGENT:CALL_ID`. The same call gets the same id
-/// after a restart, so an answer given for it then still names it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct ApprovalId(pub String);
-
-impl ApprovalId {
-    /// The id of `agent`'s tool call `call_id`.
-    pub fn of_call(agent: &str, call_id: &str) -> Self {
-        ApprovalId(format!("{agent}:{call_id}"))
-    }
-}
-
-impl std::fmt::Display for ApprovalId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// A person's answer to an approval request.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ApprovalDecision {
-    /// Run the call; with `arguments`, run it with these (a JSON object) instead of the model's.
-    Approve {
-        /// Edited arguments, when the person changed them.
-        arguments: Option<String>,
-    },
-    /// Do not run the call; the model sees `reason` as the call's result.
-    Deny {
-        /// Why, in the person's words.
-        reason: String,
-    },
-}
+use troupe_protocol::sync::lock;
+use troupe_protocol::{ApprovalDecision, ApprovalId};
 
 /// Why an answer was not taken.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

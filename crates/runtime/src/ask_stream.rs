@@ -18,9 +18,9 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use tokio::sync::{Semaphore, mpsc};
 
-use crate::event::Event;
 use crate::supervisor::directory::AskError;
-use crate::trace_id::TraceId;
+use troupe_protocol::Event;
+use troupe_protocol::TraceId;
 
 /// How many model deltas may wait unread in one request's stream before the agents producing
 /// them wait for the reader.
@@ -93,7 +93,9 @@ impl Watches {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        crate::sync::lock(&self.by_trace).get(&trace_id).cloned()
+        troupe_protocol::sync::lock(&self.by_trace)
+            .get(&trace_id)
+            .cloned()
     }
 
     pub(crate) fn register(self: &Arc<Self>, trace_id: TraceId) -> WatchedRequest {
@@ -102,7 +104,7 @@ impl Watches {
             tx,
             room: Arc::new(Semaphore::new(DELTA_ROOM)),
         };
-        let previous = crate::sync::lock(&self.by_trace).insert(trace_id, watch.clone());
+        let previous = troupe_protocol::sync::lock(&self.by_trace).insert(trace_id, watch.clone());
         if previous.is_none() {
             self.count.fetch_add(1, Ordering::AcqRel);
         }
@@ -134,7 +136,7 @@ impl WatchedRequest {
 
 impl Drop for WatchedRequest {
     fn drop(&mut self) {
-        let mut by_trace = crate::sync::lock(&self.watches.by_trace);
+        let mut by_trace = troupe_protocol::sync::lock(&self.watches.by_trace);
         let ours = by_trace
             .get(&self.trace_id)
             .is_some_and(|w| w.tx.same_channel(&self.watch.tx));

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::sync::{LazyLock, RwLock};
 
-use crate::sync::{read, write};
+use troupe_protocol::sync::{read, write};
 
 /// The credentials moved out of the environment, by variable name.
 static STORE: LazyLock<RwLock<BTreeMap<OsString, OsString>>> =

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use troupe_runtime::{Event, ToolCall};
+use troupe_protocol::{Event, ToolCall};
 
 use crate::context::ToolContext;
 use crate::result::ToolResult;

@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
-use troupe_runtime::{EventBus, TraceId};
+use troupe_protocol::TraceId;
+use troupe_runtime::EventBus;
 
-use crate::ledger::{FileAccess, LedgerEntry, SharedLedger};
+use troupe_protocol::{FileAccess, LedgerEntry, SharedLedger};
 
 /// The context every tool call receives.
 ///

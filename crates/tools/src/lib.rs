@@ -1,10 +1,10 @@
 //! troupe-tools: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools confined to a
-//! workspace root, and the [`FileLedger`] of every file operation.
+//! workspace root; each file operation goes into the agent's `troupe_protocol::FileLedger`.
 //!
 //! - A custom tool is a type implementing [`Tool`] or a closure given to
 //!   [`ToolRegistry::register_fn`]; its arguments' `schemars` schema becomes the OpenAI function
 //!   definition ([`ToolRegistry::definitions`]).
-//! - [`ToolRegistry::dispatch`] turns any model-written [`troupe_runtime::ToolCall`] into a
+//! - [`ToolRegistry::dispatch`] turns any model-written [`troupe_protocol::ToolCall`] into a
 //!   [`ToolResult`]: bad JSON, bad arguments, unknown tools, panics, timeouts and huge outputs
 //!   become results that tell the model what to fix, never crashes.
 //! - [`builtin`] holds `read_file`, `write_file`, `edit_file`, `list_dir`, `grep` (all confined
@@ -25,8 +25,6 @@ mod erased;
 mod error;
 mod fn_tool;
 mod json_tool;
-mod ledger;
-mod output;
 mod registry;
 mod result;
 pub mod schema;
@@ -41,8 +39,6 @@ pub use call_events::observe_call;
 pub use context::ToolContext;
 pub use error::{RegistryError, ToolError};
 pub use json_tool::JsonTool;
-pub use ledger::{FileAccess, FileLedger, LedgerEntry, SharedLedger};
-pub use output::{DEFAULT_OUTPUT_CAP, cap_output, truncation_marker};
 pub use registry::{DEFAULT_TIMEOUT, ToolRegistry};
 pub use result::{ToolFailure, ToolOutcome, ToolResult};
 pub use source::ToolSource;

@@ -11,7 +11,7 @@ use futures::FutureExt;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use troupe_runtime::{ToolCall, ToolDefinition};
+use troupe_protocol::{ToolCall, ToolDefinition};
 
 use crate::call_events::observe_call;
 use crate::context::ToolContext;
@@ -19,12 +19,12 @@ use crate::erased::{Erased, ErasedTool};
 use crate::error::{RegistryError, ToolError};
 use crate::fn_tool::FnTool;
 use crate::json_tool::{ErasedJson, JsonTool};
-use crate::output::{DEFAULT_OUTPUT_CAP, cap_output};
 use crate::result::{ToolFailure, ToolResult};
 use crate::schema::is_object_schema;
 use crate::source::{SourceFilter, ToolSource};
 use crate::suggest::closest;
 use crate::tool::Tool;
+use troupe_protocol::{DEFAULT_OUTPUT_CAP, cap_output};
 
 /// How long a tool call may run when neither the tool nor the registry says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

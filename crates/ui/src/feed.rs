@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use tokio::sync::mpsc::{self, error::TrySendError};
-use troupe_runtime::sync::lock;
+use troupe_protocol::sync::lock;
 
 use crate::json::to_safe_json;
 use crate::view::{Patch, View};
@@ -174,7 +174,7 @@ impl ViewerState {
 #[cfg(test)]
 mod tests {
     use futures::StreamExt as _;
-    use troupe_runtime::{Event, EventRecord};
+    use troupe_protocol::{Event, EventRecord};
 
     use super::*;
     use crate::view::Marks;

@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 use troupe_agents::LlmAgentJob;
-use troupe_runtime::{Directory, Event, EventRecord, Team, TraceContext};
+use troupe_protocol::{Event, EventRecord, TraceContext};
+use troupe_runtime::{Directory, Team};
 
 use crate::config::UiConfig;
 use crate::error::UiError;

@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use troupe_runtime::trace::semconv;
-use troupe_runtime::trace::{SpanLine, TraceLine};
-use troupe_runtime::{
+use troupe_protocol::trace::semconv;
+use troupe_protocol::trace::{SpanLine, TraceLine};
+use troupe_protocol::{
     CompactionMode, CompactionReceipt, CompactionReport, Event, EventRecord, TraceId,
 };
 

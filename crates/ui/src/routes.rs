@@ -12,7 +12,8 @@ use axum::{Json, Router};
 use futures::StreamExt as _;
 use serde::Deserialize;
 use tokio::sync::watch;
-use troupe_runtime::approval::{ApprovalDecision, ApprovalId, Approvals};
+use troupe_protocol::{ApprovalDecision, ApprovalId};
+use troupe_runtime::approval::Approvals;
 
 use crate::feed::{Feed, Out};
 use crate::page;

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use troupe_agents::session::load;
-use troupe_runtime::{ChatMessage, Event, EventRecord};
+use troupe_protocol::{ChatMessage, Event, EventRecord};
 
 use crate::config::UiConfig;
 use crate::error::UiError;

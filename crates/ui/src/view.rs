@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 use troupe_agents::ContextStats;
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::approval::ApprovalId;
-use troupe_runtime::budget::BudgetExceeded;
-use troupe_runtime::{CompactTrigger, CompactionMode, CompactionReport, Event, EventRecord};
+use troupe_protocol::ApprovalId;
+use troupe_protocol::BudgetExceeded;
+use troupe_protocol::{CompactTrigger, CompactionMode, CompactionReport, Event, EventRecord};
 
 /// The most characters of an agent's latest model answer kept (the rest scrolled off the front).
 pub(crate) const SAID_CAP: usize = 32 * 1024;

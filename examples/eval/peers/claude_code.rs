@@ -9,8 +9,8 @@
 
 use troupe::compaction::tokens::TokenCounter;
 use troupe::compaction::transcript::ledger_from_transcript;
-use troupe::runtime::{ChatMessage, Role};
-use troupe::tools::FileAccess;
+use troupe::protocol::FileAccess;
+use troupe::protocol::{ChatMessage, Role};
 
 use super::live::{Env, Peer};
 use super::summarizer::{

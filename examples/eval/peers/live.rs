@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use troupe::compaction::tokens::TokenCounter;
-use troupe::runtime::{ChatMessage, Role};
+use troupe::protocol::{ChatMessage, Role};
 
 use super::summarizer::SummarizerCall;
 use super::tally::{Outcome, Tally};

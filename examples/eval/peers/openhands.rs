@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use troupe::runtime::{ChatMessage, MessageKind, Role};
+use troupe::protocol::{ChatMessage, MessageKind, Role};
 
 use super::live::{Env, Peer};
 use super::summarizer::{SummarizerCall, leading_system, summarize, summary_message};

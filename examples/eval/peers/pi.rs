@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 
 use troupe::compaction::transcript::ledger_from_transcript;
-use troupe::runtime::{ChatMessage, MessageKind, Role};
+use troupe::protocol::{ChatMessage, MessageKind, Role};
 
 use super::live::{Env, Peer};
 use super::summarizer::{SummarizerCall, leading_system, scaled, summarize, summary_message};

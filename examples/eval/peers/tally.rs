@@ -7,7 +7,7 @@ use troupe::compaction::economics::{
     Bill, CallBill, CallKind, CostModel, Prompt, PromptCache, prompt_of,
 };
 use troupe::compaction::tokens::TokenCounter;
-use troupe::runtime::{ChatMessage, Role};
+use troupe::protocol::{ChatMessage, Role};
 use troupe_cli::transcript_ops::{CALL_SPACING_SECS, strict_artifact_recall};
 
 /// The cost models every prompt is billed under, in the order of [`Outcome`]'s arrays.

@@ -2,7 +2,7 @@
 //! masks, and a whole synthetic session lived by every peer.
 
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
-use troupe::runtime::{ChatMessage, MessageKind, Role, ToolCall};
+use troupe::protocol::{ChatMessage, MessageKind, Role, ToolCall};
 use troupe_cli::transcript_file::{Envelope, Layout, TranscriptFile};
 
 use super::bar;

@@ -20,7 +20,7 @@ use troupe::compaction::economics::{
 };
 use troupe::compaction::summary::segment_prompt;
 use troupe::compaction::tokens::TokenCounter;
-use troupe::runtime::{ChatMessage, Conversation, Role};
+use troupe::protocol::{ChatMessage, Conversation, Role};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     Compressor, CostMeter, ReplayObserver, ReplayReport, ReplayedCompaction, replay_transcript,

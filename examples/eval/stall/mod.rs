@@ -22,17 +22,18 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use troupe::agents::CompactError;
 use troupe::agents::compression::{CompressionConfig, CompressorModel};
-use troupe::agents::model::ScriptedModel;
 use troupe::agents::session::SessionRecord;
 use troupe::agents::{
     AgentSpec, AtLimit, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
 };
 use troupe::compaction::invariants::validate;
 use troupe::compaction::{Archive, BudgetPolicy, expand};
-use troupe::runtime::{
+use troupe::models::ScriptedModel;
+use troupe::protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, CompactionMode, Event,
-    FinishReason, ModelError, ModelInfo, Role, Team, TeamConfig, Usage, stream_response,
+    FinishReason, ModelError, ModelInfo, Role, Usage, stream_response,
 };
+use troupe::runtime::{Team, TeamConfig};
 use troupe::tools::{JsonTool, ToolContext, ToolError, ToolRegistry};
 use troupe_cli::transcript_file::TranscriptFile;
 

@@ -17,8 +17,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe::agents::shared_counter;
-use troupe::runtime::ChatMessage;
-use troupe::runtime::sync::lock;
+use troupe::protocol::ChatMessage;
+use troupe::protocol::sync::lock;
 use troupe::tools::{ToolContext, ToolError, ToolRegistry};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{

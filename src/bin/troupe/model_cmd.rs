@@ -1,7 +1,7 @@
 //! `troupe model pull [NAME]`.
 
 use anyhow::Context as _;
-use troupe::agents::model::fetch;
+use troupe::models::fetch;
 
 use crate::cli::PullArgs;
 
@@ -36,7 +36,7 @@ pub async fn pull(args: PullArgs) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("`{path}` is neither `default` nor a GGUF file"))?;
             let spinner = crate::progress::spinner("loading");
-            let model = troupe::agents::model::LocalModel::from_path(&path).await?;
+            let model = troupe::models::LocalModel::from_path(&path).await?;
             spinner.finish_and_clear();
             println!(
                 "ok: {} loads ({} tokens in \"hello\")",

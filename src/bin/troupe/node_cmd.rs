@@ -82,7 +82,7 @@ async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
     }
     let default = if models.is_empty() {
         Some(
-            troupe::agents::model::default_model()
+            troupe::models::default_model()
                 .await
                 .context("loading the default model")?,
         )

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use troupe::runtime::ChatModel;
+use troupe::protocol::ChatModel;
 
 use crate::cli::SummaryModel;
 
@@ -14,14 +14,14 @@ pub async fn compaction_model(choice: SummaryModel) -> anyhow::Result<Option<Arc
         SummaryModel::None => None,
         SummaryModel::Local => {
             let spinner = crate::progress::spinner("loading the local model");
-            let model = troupe::agents::model::LocalModel::load_default()
+            let model = troupe::models::LocalModel::load_default()
                 .await
                 .context("loading the local model (use --model none to summarize without one)")?;
             spinner.finish_and_clear();
             Some(Arc::new(model))
         }
         SummaryModel::Openai => {
-            let model = troupe::agents::model::OpenAiModel::from_env()
+            let model = troupe::models::OpenAiModel::from_env()
                 .context("OpenAI-compatible model from OPENAI_API_KEY / OPENAI_BASE_URL")?;
             Some(Arc::new(model))
         }

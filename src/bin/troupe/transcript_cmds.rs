@@ -6,9 +6,9 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 use tracing::Instrument;
 use troupe::agents::shared_counter;
-use troupe::compaction::CompactionReport;
-use troupe::runtime::TierCounts;
-use troupe::runtime::trace::semconv;
+use troupe::protocol::CompactionReport;
+use troupe::protocol::TierCounts;
+use troupe::protocol::trace::semconv;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     CompactGoal, Compressor, CostMeter, ReplayCost, ReplayObserver, ReplayReport, RestoredMatch,
@@ -204,7 +204,7 @@ fn print_replay(r: &ReplayReport) {
                 row.ms,
                 if row.invariants_ok { "ok" } else { "VIOLATED" },
                 tiers_text(&row.tiers),
-                if row.trigger == troupe::compaction::CompactTrigger::Emergency {
+                if row.trigger == troupe::protocol::CompactTrigger::Emergency {
                     "  (emergency: the request would not fit the window)"
                 } else {
                     ""

@@ -3,9 +3,9 @@
 
 use super::*;
 use troupe::AgentSpec;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::TeamBuilderExt;
-use troupe::runtime::{
+use troupe::protocol::{
     ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, Usage, stream_response,
 };
 

@@ -259,7 +259,7 @@ fn a_team_run_exports_content_only_when_recorded() {
 
 #[test]
 fn spans_linked_across_nodes_keep_their_link_in_the_collector() {
-    use troupe::runtime::trace::semconv;
+    use troupe::protocol::trace::semconv;
     let collector = start_collector();
     let (layer, export) = otlp_layer::<Registry>(&collector.config(false))
         .unwrap()

@@ -5,10 +5,10 @@
 use super::*;
 use troupe::{AgentSpec, LlmAgent};
 
-use troupe::agents::model::{RateLimit, RateLimitedModel, ScriptedModel};
 use troupe::agents::spend::AgentBudget;
+use troupe::models::{RateLimit, RateLimitedModel, ScriptedModel};
 use troupe::prelude::TeamBuilderExt;
-use troupe::runtime::budget::ModelPrice;
+use troupe::protocol::ModelPrice;
 
 /// Two agents share one endpoint limited to a request a minute: the second call waits out the
 /// minute (paused time), and the wait histogram has both calls, by model. Only the agent whose
@@ -145,7 +145,7 @@ async fn refusing_once() -> String {
 /// model, on the call's `chat` span and so in the counter.
 #[test]
 fn a_retry_after_hold_is_counted_by_model() {
-    use troupe::agents::model::{OpenAiConfig, OpenAiModel, RetryPolicy};
+    use troupe::models::{OpenAiConfig, OpenAiModel, RetryPolicy};
 
     let collector = start_collector();
     let (layer, export) = otlp_layer::<Registry>(&collector.config_with_metrics())

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use tracing_subscriber::Registry;
 use tracing_subscriber::layer::SubscriberExt;
-use troupe::agents::model::{ScriptedModel, ScriptedReply};
+use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::telemetry::{TelemetryConfig, trace_file_layer};
 use troupe::{AgentSpec, Team, TeamConfig, spawn_agent};
 

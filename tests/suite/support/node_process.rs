@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use troupe::runtime::trace::{SpanLine, TraceLine};
+use troupe::protocol::trace::{SpanLine, TraceLine};
 
 /// A cookie as `openssl rand -hex 32` makes them (`troupe node` refuses a weak one).
 pub(crate) const COOKIE: &str = "b5bb9d8014a0f9b1d61e21e796d78dccdf1352f23cd32812f4850b878ae4944c";

@@ -1,6 +1,6 @@
 //! Reading what a run wrote: a future run to its end, the spans of a trace file.
 
-use troupe::runtime::trace::{SpanLine, TraceLine};
+use troupe::protocol::trace::{SpanLine, TraceLine};
 use troupe_cli::trace_tree::read_trace_file;
 
 pub(crate) fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {

@@ -27,9 +27,11 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
 use troupe_compaction::tokens::TokenCounter;
-use troupe_compaction::{Compaction, CompactionError, CompactionReport};
-use troupe_runtime::trace::semconv;
-use troupe_runtime::{AskError, CompactionMode, Directory, EventBus, TraceContext};
+use troupe_compaction::{Compaction, CompactionError};
+use troupe_protocol::CompactionReport;
+use troupe_protocol::trace::semconv;
+use troupe_protocol::{CompactionMode, TraceContext};
+use troupe_runtime::{AskError, Directory, EventBus};
 
 use crate::compression::COMPRESSION_AGENT;
 use crate::compression::hooks;
@@ -436,7 +438,7 @@ async fn ask_route(
 /// their `chat` spans end (`compression/task.rs`), and nothing is counted here.
 fn record_remote_summarizer(request: &CompactionRequest, report: &CompactionReport) {
     if let Some(spend) = &request.in_process.spend {
-        spend.record(troupe_runtime::Usage {
+        spend.record(troupe_protocol::Usage {
             input_tokens: report.summarizer.input_tokens as u64,
             output_tokens: report.summarizer.output_tokens as u64,
             ..Default::default()

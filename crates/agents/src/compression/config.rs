@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use troupe_compaction::tokens::TokenCounter;
-use troupe_runtime::ChatModel;
+use troupe_protocol::ChatModel;
 
 use crate::compaction_settings::shared_counter;
 
@@ -108,7 +108,7 @@ impl fmt::Debug for CompressionConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScriptedModel;
+    use troupe_models::ScriptedModel;
 
     fn model(name: &str) -> Arc<dyn ChatModel> {
         Arc::new(ScriptedModel::new(name, []))

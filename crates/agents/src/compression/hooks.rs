@@ -22,10 +22,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use troupe_compaction::Compaction;
 use troupe_compaction::session::{CompactionPreview, CompactionSession, preview};
 use troupe_compaction::tokens::TokenCounter;
-use troupe_compaction::{CompactTrigger, Compaction, CompactionReport};
-use troupe_runtime::{CompactionReceipt, HookNote, MessageId, MessageKind};
+use troupe_protocol::{CompactTrigger, CompactionReport};
+use troupe_protocol::{CompactionReceipt, HookNote, MessageId, MessageKind};
 
 use super::client::CompactError;
 use super::job::CompactionRequest;
@@ -285,7 +286,7 @@ pub(crate) async fn after(
     hooks: &CompactionHooks,
     agent: &str,
     trigger: CompactTrigger,
-    before: &[Arc<troupe_runtime::ChatMessage>],
+    before: &[Arc<troupe_protocol::ChatMessage>],
     compaction: &Compaction,
 ) {
     let Some(hook) = &hooks.after else {

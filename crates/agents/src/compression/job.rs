@@ -8,11 +8,11 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use troupe_compaction::economics::Lead;
 use troupe_compaction::tokens::TokenCache;
-use troupe_compaction::{
-    BudgetPolicy, CompactOptions, CompactTrigger, Compaction, CompactionError,
-};
-use troupe_runtime::{ChatMessage, ChatModel, Conversation, Reply, ToolDefinition};
-use troupe_tools::FileLedger;
+use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, CompactionError};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, ChatModel, Conversation, ToolDefinition};
+use troupe_runtime::Reply;
 
 use super::hooks::CompactionHooks;
 use crate::spend::SpendMeter;

@@ -10,15 +10,15 @@ use tracing::Instrument;
 use troupe_compaction::Steering;
 use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::Summarizer;
-use troupe_runtime::trace::{self, semconv};
-use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, Event, EventBus, RequestPriority, ToolCall, ToolChoice,
-    TraceId,
+use troupe_protocol::trace::{self, semconv};
+use troupe_protocol::{
+    ChatMessage, ChatModel, ChatRequest, Event, RequestPriority, ToolCall, ToolChoice, TraceId,
 };
+use troupe_runtime::EventBus;
 
 use crate::compaction_settings::shared_counter;
 use crate::compression::tools;
-use crate::model::tool_span;
+use crate::tool_span;
 
 const SYSTEM_PROMPT: &str = include_str!("prompt.md");
 

@@ -8,8 +8,10 @@
 //! `troupe.compaction.hurry/1`.
 
 use serde::{Deserialize, Serialize};
-use troupe_compaction::{Archive, Compaction, CompactionError, CompactionReport};
-use troupe_runtime::{ChatMessage, Reply, StoredMessage, Team, WireJob};
+use troupe_compaction::{Archive, Compaction, CompactionError};
+use troupe_protocol::CompactionReport;
+use troupe_protocol::{ChatMessage, StoredMessage};
+use troupe_runtime::{Reply, Team, WireJob};
 
 use crate::compression::job::{CompactionRequest, CompressorJob, Hurry};
 

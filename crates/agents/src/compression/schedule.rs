@@ -13,7 +13,7 @@
 
 use std::collections::HashSet;
 
-use troupe_compaction::CompactTrigger;
+use troupe_protocol::CompactTrigger;
 
 /// How urgent a job is: the smaller, the sooner it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

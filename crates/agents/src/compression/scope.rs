@@ -1,9 +1,9 @@
 //! Scoped compression: the summary of one closed scope, written by the model the agent named.
 
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, RequestPriority, collect_stream};
+use troupe_protocol::{ChatMessage, ChatModel, ChatRequest, RequestPriority, collect_stream};
 
+use crate::TracedModel;
 use crate::compression::job::{ScopeSummaryError, ScopeSummaryRequest};
-use crate::model::TracedModel;
 
 /// Characters of each message the scope's summarizer sees.
 const MESSAGE_CHARS: usize = 2_000;

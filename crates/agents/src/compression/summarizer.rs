@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use troupe_compaction::summary::{
     InlineSummary, MechanicalSummarizer, Summarizer, SummarizerError, SummaryPrompt, vet_summary,
 };
-use troupe_runtime::{
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, RequestPriority, ToolChoice, ToolDefinition, sync,
 };
 

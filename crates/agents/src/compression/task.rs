@@ -10,9 +10,11 @@ use futures::future::BoxFuture;
 use tracing::Instrument;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard, compact_with};
-use troupe_runtime::sync::lock;
-use troupe_runtime::{ChatModel, EventBus, Reply, TraceContext};
+use troupe_protocol::sync::lock;
+use troupe_protocol::{ChatModel, TraceContext};
+use troupe_runtime::{EventBus, Reply};
 
+use crate::TracedModel;
 use crate::compression::config::{CompressionConfig, CompressorModel};
 use crate::compression::job::{CompactionRequest, ScopeSummaryError, ScopeSummaryRequest};
 use crate::compression::model_loop::ModelSteering;
@@ -20,7 +22,6 @@ use crate::compression::schedule::Urgency;
 use crate::compression::scope::summarize_scope;
 use crate::compression::summarizer::ModelSummarizer;
 use crate::compression::workers::Task;
-use crate::model::TracedModel;
 
 /// What every job of one compression agent shares.
 pub(crate) struct Compressor {

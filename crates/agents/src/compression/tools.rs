@@ -10,7 +10,7 @@ use troupe_compaction::session::{
     CompactionSession, CompressionMetadata, CompressionStrategy, Refusal, StepOutcome,
 };
 use troupe_compaction::summary::Summarizer;
-use troupe_runtime::{MessageId, ToolCall, ToolDefinition};
+use troupe_protocol::{MessageId, ToolCall, ToolDefinition};
 
 /// `get_compression_metadata`.
 pub const GET_METADATA: &str = "get_compression_metadata";

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use tokio::task::JoinSet;
-use troupe_runtime::sync::lock;
+use troupe_protocol::sync::lock;
 
 use crate::compression::schedule::{Schedule, Urgency};
 

@@ -12,10 +12,9 @@
 use std::time::Duration;
 
 use futures::future::join_all;
-use troupe_runtime::approval::{ApprovalDecision, ApprovalId};
-use troupe_runtime::{
-    AgentContext, AgentError, ChatMessage, Event, RequestWatch, ToolCall, TraceId,
-};
+use troupe_protocol::{ApprovalDecision, ApprovalId};
+use troupe_protocol::{ChatMessage, Event, ToolCall, TraceId};
+use troupe_runtime::{AgentContext, AgentError, RequestWatch};
 use troupe_tools::{ToolFailure, ToolResult};
 
 use super::LlmAgent;

@@ -3,14 +3,15 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use troupe_runtime::{AgentContext, MessageId, ToolCall, ToolDefinition};
+use troupe_protocol::{MessageId, ToolCall, ToolDefinition};
+use troupe_runtime::AgentContext;
 use troupe_tools::schema::parameters_schema;
 use troupe_tools::{ToolFailure, ToolResult, observe_call};
 
 use super::LlmAgent;
 use super::request::RequestContext;
 use super::tool_span::in_tool_span;
-use troupe_compaction::CompactTrigger;
+use troupe_protocol::CompactTrigger;
 
 /// The name of the agent-callable compaction tool.
 pub const COMPACT_TOOL: &str = "compact";

@@ -3,7 +3,7 @@
 //! routing, the span, the events, the tracker — is the compaction client's
 //! (`compression/client.rs`); working ahead of the trigger is `work_ahead.rs`.
 
-use troupe_compaction::CompactTrigger;
+use troupe_protocol::CompactTrigger;
 use troupe_runtime::AgentContext;
 
 use crate::compression::client::{AppliedCompaction, CompactError, can_compact};

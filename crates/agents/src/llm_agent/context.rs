@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TokenCache, TokenCounter};
-use troupe_compaction::{Archive, BudgetPolicy, Compaction, CompactionReport, Splice, SpliceError};
-use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind};
-use troupe_tools::{FileLedger, SharedLedger};
+use troupe_compaction::{Archive, BudgetPolicy, Compaction, Splice, SpliceError};
+use troupe_protocol::CompactionReport;
+use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind};
+use troupe_protocol::{FileLedger, SharedLedger};
 
 mod fit;
 mod stats;

@@ -22,9 +22,10 @@
 //! [`CompactionSettings::output_reserve_for`]: crate::CompactionSettings::output_reserve_for
 //! [`ContextCheck::decide`]: troupe_compaction::context_check::ContextCheck::decide
 
-use troupe_compaction::CompactTrigger;
 use troupe_compaction::context_check::{CheckPoint, ContextMeasure, ContextStep, Warning};
-use troupe_runtime::{AgentContext, ContextOverflow, Event};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::Event;
+use troupe_runtime::{AgentContext, ContextOverflow};
 
 use super::LlmAgent;
 use super::request::RequestContext;

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{AgentKind, AgentRef, AskError, ChatModel, MessageId, Reply};
+use troupe_protocol::{ChatModel, MessageId};
+use troupe_runtime::{AgentKind, AgentRef, AskError, Reply};
 
 use super::jobs::{
     CLOSE_SCOPE_TIMEOUT, CONTEXT_TIMEOUT, ClearError, CloseScope, LlmAgentJob, OPEN_SCOPE_TIMEOUT,

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{AskError, ChatModel, MessageId, Reply};
+use troupe_protocol::{ChatModel, MessageId};
+use troupe_runtime::{AskError, Reply};
 
 use crate::compression::ScopeSummaryError;
 use crate::compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};

@@ -49,13 +49,16 @@ pub use jobs::{ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, Switch
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use troupe_compaction::{Archive, BudgetPolicy, CompactionReport};
-use troupe_runtime::trace::semconv;
+use troupe_compaction::{Archive, BudgetPolicy};
+use troupe_protocol::CompactionReport;
+use troupe_protocol::FileLedger;
+use troupe_protocol::trace::semconv;
+use troupe_protocol::{Conversation, TraceContext};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
-    Checkpoint, Conversation, JobRequest, TraceContext,
+    Checkpoint, JobRequest,
 };
-use troupe_tools::{FileLedger, ToolRegistry};
+use troupe_tools::ToolRegistry;
 
 use crate::compression::client::CompactError;
 use crate::session::SessionClaim;
@@ -69,7 +72,7 @@ use session_link::SessionLink;
 pub use compact_tool::COMPACT_TOOL;
 pub use recall_tool::RECALL_TOOL;
 
-/// An agent whose answers come from a [`troupe_runtime::ChatModel`] and its tools.
+/// An agent whose answers come from a [`troupe_protocol::ChatModel`] and its tools.
 pub struct LlmAgent {
     spec: AgentSpec,
     tools: ToolRegistry,

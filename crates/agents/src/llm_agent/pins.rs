@@ -1,6 +1,6 @@
 //! Pinning a message of the live conversation ([`pin_message`](super::pin_message)).
 
-use troupe_runtime::MessageId;
+use troupe_protocol::MessageId;
 
 use super::LlmAgent;
 use super::jobs::PinError;

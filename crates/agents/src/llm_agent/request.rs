@@ -1,7 +1,7 @@
 //! What the request (or job) being handled carries down the agent's calls: built when it opens,
 //! dropped when it ends — never kept on the agent (codex's `TurnContext`).
 
-use troupe_runtime::{Conversation, ConversationMark, TraceContext};
+use troupe_protocol::{Conversation, ConversationMark, TraceContext};
 
 /// The request or job being handled.
 pub(super) struct RequestContext {

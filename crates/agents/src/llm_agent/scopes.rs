@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use troupe_runtime::{AgentContext, ChatMessage, ChatModel, MessageId, MessageKind};
+use troupe_protocol::{ChatMessage, ChatModel, MessageId, MessageKind};
+use troupe_runtime::AgentContext;
 
 use crate::compression::{COMPRESSION_AGENT, ScopeSummaryRequest, summarize_scope};
 

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use troupe_runtime::{AgentError, TraceContext};
+use troupe_protocol::TraceContext;
+use troupe_runtime::AgentError;
 
 use super::context::Context;
 use super::jobs::SwitchError;

@@ -52,7 +52,7 @@ impl LlmAgent {
         let rest = self.context.conversation.messages()[usize::from(now.is_some())..].to_vec();
         let mut messages = Vec::with_capacity(rest.len() + 1);
         if let Some(instructions) = wanted {
-            let mut prompt = troupe_runtime::ChatMessage::system(instructions);
+            let mut prompt = troupe_protocol::ChatMessage::system(instructions);
             prompt.id = self.context.conversation.allocate_id();
             messages.push(Arc::new(prompt));
         }

@@ -8,7 +8,8 @@
 //! meter watches ([`AgentBudget::raise`](crate::spend::AgentBudget::raise),
 //! [`TeamSpend::set_limit`](troupe_runtime::budget::TeamSpend::set_limit)).
 
-use troupe_runtime::{AgentContext, AgentError, Event, RequestWatch, TraceId};
+use troupe_protocol::{Event, TraceId};
+use troupe_runtime::{AgentContext, AgentError, RequestWatch};
 
 use crate::spend::{OnExceeded, SpendMeter};
 

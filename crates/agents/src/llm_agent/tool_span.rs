@@ -4,11 +4,11 @@
 use std::future::Future;
 
 use tracing::Instrument;
-use troupe_runtime::ToolCall;
-use troupe_runtime::trace::{self, semconv};
+use troupe_protocol::ToolCall;
+use troupe_protocol::trace::{self, semconv};
 use troupe_tools::{ToolOutcome, ToolResult};
 
-use crate::model::tool_span;
+use crate::tool_span;
 
 /// Run `serve`, the serving of `call` for `agent`, inside the call's `execute_tool` span, and
 /// record on it the result (when content is recorded) and the failure's kind.

@@ -13,8 +13,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
 use troupe_compaction::tokens::TokenCounter;
-use troupe_runtime::sync::lock;
-use troupe_runtime::{AgentContext, Event, ToolDefinition, TraceId};
+use troupe_protocol::sync::lock;
+use troupe_protocol::{Event, ToolDefinition, TraceId};
+use troupe_runtime::AgentContext;
 
 use super::LlmAgent;
 

@@ -5,15 +5,16 @@ use std::time::Instant;
 use futures::future::join_all;
 
 use futures::StreamExt;
-use troupe_runtime::typed::ResponseFormat;
-use troupe_runtime::{
-    AgentContext, AgentError, AgentRequest, ChatMessage, ChatRequest, ChatResponse, Event,
-    MessageId, ModelDelta, ModelError, RequestWatch, ResponseAssembler, ToolCall, TraceId,
+use troupe_protocol::ResponseFormat;
+use troupe_protocol::{
+    ChatMessage, ChatRequest, ChatResponse, Event, MessageId, ModelDelta, ModelError,
+    ResponseAssembler, ToolCall, TraceId,
 };
+use troupe_runtime::{AgentContext, AgentError, AgentRequest, RequestWatch};
 use troupe_tools::{ToolContext, ToolResult};
 
-use crate::model::metered_chat_stream;
-use troupe_compaction::CompactTrigger;
+use crate::traced::metered_chat_stream;
+use troupe_protocol::CompactTrigger;
 
 use super::LlmAgent;
 use super::compact_tool::COMPACT_TOOL;

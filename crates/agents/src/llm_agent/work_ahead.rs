@@ -43,7 +43,8 @@ use futures::FutureExt;
 use tokio::task::JoinHandle;
 use troupe_compaction::Compaction;
 use troupe_compaction::economics::Lead;
-use troupe_runtime::{AgentContext, ChatMessage, CompactionMode, ConversationMark, Role};
+use troupe_protocol::{ChatMessage, CompactionMode, ConversationMark, Role};
+use troupe_runtime::AgentContext;
 
 use super::context::Context;
 use super::context::InFlightCompaction;

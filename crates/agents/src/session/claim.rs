@@ -23,7 +23,7 @@ impl SessionClaim {
         agent: &str,
     ) -> Result<(SessionLog, Session), SessionError> {
         // A panic elsewhere while this was held leaves a valid `Option`: poison is moot.
-        let mut slot = troupe_runtime::sync::lock(&self.0);
+        let mut slot = troupe_protocol::sync::lock(&self.0);
         let lock = match slot.take() {
             Some(lock) if lock.log_path() == path => lock,
             _ => SessionLock::acquire(path)?,
@@ -36,7 +36,7 @@ impl SessionClaim {
     /// The log this claim holds now: after a [`super::SessionSync::switch`], not the one the
     /// agent's spec names, so a rebuilt agent reopens the log it last kept.
     pub(crate) fn held_path(&self) -> Option<PathBuf> {
-        troupe_runtime::sync::lock(&self.0)
+        troupe_protocol::sync::lock(&self.0)
             .as_ref()
             .map(|lock| lock.log_path().to_path_buf())
     }
@@ -49,7 +49,7 @@ impl SessionClaim {
         agent: &str,
         prepare: impl FnOnce(&mut SessionLog, &Session) -> Result<(), SessionError>,
     ) -> Result<(SessionLog, Session), SessionError> {
-        let mut slot = troupe_runtime::sync::lock(&self.0);
+        let mut slot = troupe_protocol::sync::lock(&self.0);
         if let Some(held) = slot.as_ref().filter(|lock| lock.log_path() == path) {
             let (mut log, session) = SessionLog::open_locked(held, Some(agent))?;
             prepare(&mut log, &session)?;

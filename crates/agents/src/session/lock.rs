@@ -59,7 +59,7 @@ static HELD: Mutex<Option<HashMap<FileKey, Weak<Held>>>> = Mutex::new(None);
 
 fn held_locks() -> MutexGuard<'static, Option<HashMap<FileKey, Weak<Held>>>> {
     // The map stays consistent under a panic (single inserts and removes), so poison is moot.
-    troupe_runtime::sync::lock(&HELD)
+    troupe_protocol::sync::lock(&HELD)
 }
 
 /// An `flock` this process holds on one log.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use troupe_runtime::{ChatMessage, StoredMessage};
+use troupe_protocol::{ChatMessage, StoredMessage};
 
 use super::error::SessionError;
 use super::files::{open_regular, sync_parent_dir};

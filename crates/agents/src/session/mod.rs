@@ -31,7 +31,7 @@
 //!
 //! ```no_run
 //! use troupe_agents::session::SessionLog;
-//! use troupe_runtime::ChatMessage;
+//! use troupe_protocol::ChatMessage;
 //! # fn main() -> Result<(), troupe_agents::session::SessionError> {
 //! let (mut log, session) = SessionLog::open("chat.jsonl".as_ref())?;
 //! for w in &session.warnings { eprintln!("warning: {w}"); }

@@ -1,9 +1,10 @@
 //! What a session log holds: its records, and the session they restore.
 
 use serde::{Deserialize, Serialize, Serializer};
-use troupe_compaction::{ArchiveEntry, CompactionReport};
-use troupe_runtime::{Conversation, MessageId, StoredMessage};
-use troupe_tools::FileLedger;
+use troupe_compaction::ArchiveEntry;
+use troupe_protocol::CompactionReport;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{Conversation, MessageId, StoredMessage};
 
 /// The log format's version, written in the header record.
 pub const SESSION_FORMAT_VERSION: u32 = 1;

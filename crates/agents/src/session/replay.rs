@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, Role, StoredMessage};
+use troupe_protocol::{ChatMessage, Conversation, MessageKind, Role, StoredMessage};
 
 use super::records::{PausedCall, Session, SessionRecord};
 

@@ -22,9 +22,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_compaction::{Archive, ArchiveEntry, CompactionReport};
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, StoredMessage};
-use troupe_tools::FileLedger;
+use troupe_compaction::{Archive, ArchiveEntry};
+use troupe_protocol::CompactionReport;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation, MessageKind, StoredMessage};
 
 use super::claim::SessionClaim;
 use super::error::SessionError;

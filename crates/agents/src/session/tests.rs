@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use troupe_compaction::ArchiveEntry;
-use troupe_runtime::{ChatMessage, Conversation, MessageId, StoredMessage};
-use troupe_tools::{FileAccess, FileLedger, LedgerEntry};
+use troupe_protocol::{ChatMessage, Conversation, MessageId, StoredMessage};
+use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
 
 use super::*;
 

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_runtime::approval::{ApprovalError, ApprovalId};
-use troupe_runtime::{ChatRequest, Event, EventRecord, Role, Team, TeamConfig};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::ApprovalId;
+use troupe_protocol::{ChatRequest, Event, EventRecord, Role};
+use troupe_runtime::approval::ApprovalError;
+use troupe_runtime::{Team, TeamConfig};
 use troupe_tools::ToolRegistry;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -428,15 +430,15 @@ struct PanicsOnce {
 }
 
 #[async_trait::async_trait]
-impl troupe_runtime::ChatModel for PanicsOnce {
-    fn info(&self) -> troupe_runtime::ModelInfo {
+impl troupe_protocol::ChatModel for PanicsOnce {
+    fn info(&self) -> troupe_protocol::ModelInfo {
         self.inner.info()
     }
 
     async fn chat_stream(
         &self,
         request: ChatRequest,
-    ) -> Result<troupe_runtime::ChatStream, troupe_runtime::ModelError> {
+    ) -> Result<troupe_protocol::ChatStream, troupe_protocol::ModelError> {
         let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         assert_ne!(n, self.panic_at, "the model broke");
         self.inner.chat_stream(request).await

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_runtime::{
-    AskItem, ChatModel, ChatRequest, ChatStream, DELTA_ROOM, Event, ModelDelta, ModelError,
-    ModelInfo, Team, TeamConfig,
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{
+    ChatModel, ChatRequest, ChatStream, Event, ModelDelta, ModelError, ModelInfo,
 };
+use troupe_runtime::{AskItem, DELTA_ROOM, Team, TeamConfig};
 
 use super::support::tools::shout_tools;
 

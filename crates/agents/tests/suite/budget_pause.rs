@@ -6,12 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::load;
 use troupe_agents::spend::{AgentBudget, OnExceeded};
 use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_runtime::budget::{BudgetExceeded, BudgetScope, SpendLimit, TeamSpend};
-use troupe_runtime::{AgentError, AgentRequest, AskError, AskItem, Event, Role, Team};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{BudgetExceeded, BudgetScope, SpendLimit};
+use troupe_protocol::{Event, Role};
+use troupe_runtime::budget::TeamSpend;
+use troupe_runtime::{AgentError, AgentRequest, AskError, AskItem, Team};
 use troupe_tools::ToolRegistry;
 
 use super::support::compression::team;
@@ -52,7 +54,7 @@ async fn spawn_reader(
 
 /// The next `BudgetPaused` on the team's bus.
 async fn paused(
-    events: &mut tokio::sync::broadcast::Receiver<troupe_runtime::EventRecord>,
+    events: &mut tokio::sync::broadcast::Receiver<troupe_protocol::EventRecord>,
 ) -> BudgetExceeded {
     loop {
         let record = tokio::time::timeout(Duration::from_secs(10), events.recv())

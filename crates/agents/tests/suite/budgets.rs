@@ -5,15 +5,17 @@
 use std::sync::Arc;
 
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::load;
 use troupe_agents::spend::AgentBudget;
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::budget::{BudgetScope, ModelPrice, SpendLimit, TeamSpend};
-use troupe_runtime::{AgentError, AskError, Role, Team, TeamConfig};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::Role;
+use troupe_protocol::{BudgetScope, ModelPrice, SpendLimit};
+use troupe_runtime::budget::TeamSpend;
+use troupe_runtime::{AgentError, AskError, Team, TeamConfig};
 use troupe_tools::ToolRegistry;
 
 use super::support::compression::team;
@@ -25,7 +27,7 @@ fn limit_input(n: u64) -> SpendLimit {
     }
 }
 
-fn exceeded(outcome: Result<String, AskError>) -> troupe_runtime::budget::BudgetExceeded {
+fn exceeded(outcome: Result<String, AskError>) -> troupe_protocol::BudgetExceeded {
     match outcome {
         Err(AskError::Agent {
             error: AgentError::BudgetExceeded(hit),

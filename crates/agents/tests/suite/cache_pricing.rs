@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use troupe_agents::model::{AnthropicConfig, AnthropicModel, RetryPolicy};
-use troupe_runtime::budget::{ModelPrice, Spend};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, Usage};
+use troupe_models::{AnthropicConfig, AnthropicModel, RetryPolicy};
+use troupe_protocol::{ChatMessage, ChatModel, ChatRequest, Usage};
+use troupe_protocol::{ModelPrice, Spend};
 
 use super::support::anthropic_server::{AnthropicServer, Reply};
 use super::support::model_fault_server::model as openai_model;

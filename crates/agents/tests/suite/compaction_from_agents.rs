@@ -7,13 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::compression::CompressionConfig;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactError, CompactionSettings, LlmAgent, ScopeError, WorkAhead, shared_counter,
     spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::{BudgetPolicy, CompactTrigger};
-use troupe_runtime::{ChatModel, Event, Team, TeamConfig};
+use troupe_compaction::BudgetPolicy;
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::{ChatModel, Event};
+use troupe_runtime::{Team, TeamConfig};
 
 use super::support::compression::{SUMMARY, big, policy, team_with_compressor};
 
@@ -155,14 +157,14 @@ struct SlowModel {
 
 #[async_trait::async_trait]
 impl ChatModel for SlowModel {
-    fn info(&self) -> troupe_runtime::ModelInfo {
+    fn info(&self) -> troupe_protocol::ModelInfo {
         self.inner.info()
     }
 
     async fn chat_stream(
         &self,
-        request: troupe_runtime::ChatRequest,
-    ) -> Result<troupe_runtime::ChatStream, troupe_runtime::ModelError> {
+        request: troupe_protocol::ChatRequest,
+    ) -> Result<troupe_protocol::ChatStream, troupe_protocol::ModelError> {
         tokio::time::sleep(self.delay).await;
         self.inner.chat_stream(request).await
     }
@@ -366,7 +368,7 @@ async fn a_context_length_error_compacts_and_retries_once() {
         .map(|_| ScriptedReply::call("read_big", "{}"))
         .chain([
             ScriptedReply::text("read them all"),
-            ScriptedReply::Error(troupe_runtime::ModelError::ContextLengthExceeded(
+            ScriptedReply::Error(troupe_protocol::ModelError::ContextLengthExceeded(
                 "this model's maximum context length is 4000 tokens".into(),
             )),
             ScriptedReply::text("recovered"),
@@ -403,7 +405,7 @@ async fn a_context_length_error_compacts_and_retries_once() {
     let failed = &requests[requests.len() - 2];
     let retried = &requests[requests.len() - 1];
     let size =
-        |r: &troupe_runtime::ChatRequest| r.messages.iter().map(|m| m.text().len()).sum::<usize>();
+        |r: &troupe_protocol::ChatRequest| r.messages.iter().map(|m| m.text().len()).sum::<usize>();
     assert!(
         size(retried) < size(failed) / 2,
         "{} vs {} bytes",
@@ -419,7 +421,7 @@ async fn a_context_length_error_without_a_compressor_is_a_clear_error() {
     let model = Arc::new(ScriptedModel::new(
         "coder",
         [ScriptedReply::Error(
-            troupe_runtime::ModelError::ContextLengthExceeded("too long".into()),
+            troupe_protocol::ModelError::ContextLengthExceeded("too long".into()),
         )],
     ));
     let team = Team::start(TeamConfig::default()).await.unwrap();
@@ -430,7 +432,7 @@ async fn a_context_length_error_without_a_compressor_is_a_clear_error() {
     // Still the provider's context overflow, to match on; its text says why compacting failed.
     let troupe_runtime::AskError::Agent {
         error:
-            troupe_runtime::AgentError::Model(troupe_runtime::ModelError::ContextLengthExceeded(why)),
+            troupe_runtime::AgentError::Model(troupe_protocol::ModelError::ContextLengthExceeded(why)),
         ..
     } = &err
     else {
@@ -509,7 +511,7 @@ async fn the_agent_compact_tool_appends_its_result_first_and_returns_the_outcome
         .messages()
         .iter()
         .rev()
-        .find(|m| m.role == troupe_runtime::Role::Tool)
+        .find(|m| m.role == troupe_protocol::Role::Tool)
         .unwrap();
     assert_eq!(last_result.text(), "no compaction needed");
     team.shutdown().await;
@@ -522,7 +524,7 @@ async fn a_model_error_after_the_compact_tool_rewrote_history_rolls_the_conversa
         .chain([
             ScriptedReply::text("read them"),
             ScriptedReply::call("compact", "{}"),
-            ScriptedReply::Error(troupe_runtime::ModelError::Unavailable("down".into())),
+            ScriptedReply::Error(troupe_protocol::ModelError::Unavailable("down".into())),
         ]);
     let model = Arc::new(ScriptedModel::new("coder", script));
     let team = team_with_compressor(None).await;

@@ -15,11 +15,12 @@ use troupe_agents::shared_counter;
 use troupe_agents::spawn_compression_agent;
 use troupe_compaction::session::MessageFate;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction};
-use troupe_runtime::{
-    ChatMessage, Conversation, HookNote, MessageId, MessageKind, Team, TeamConfig, ToolCall,
-    TraceContext,
+use troupe_compaction::{BudgetPolicy, Compaction};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::{
+    ChatMessage, Conversation, HookNote, MessageId, MessageKind, ToolCall, TraceContext,
 };
+use troupe_runtime::{Team, TeamConfig};
 
 /// A team whose compression agent summarizes mechanically.
 async fn team() -> Team {

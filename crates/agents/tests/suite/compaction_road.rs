@@ -11,15 +11,14 @@ use tokio::sync::broadcast;
 use troupe_agents::CancellationToken;
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::{
     AgentSpec, CompactError, CompactionSettings, LlmAgent, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::{
-    AgentRequest, AskError, Event, EventRecord, RemoteAgents, Team, TeamConfig, TraceContext,
-};
+use troupe_models::ScriptedModel;
+use troupe_protocol::{Event, EventRecord, TraceContext};
+use troupe_runtime::{AgentRequest, AskError, RemoteAgents, Team, TeamConfig};
 
 use super::support::gated::gated_team;
 

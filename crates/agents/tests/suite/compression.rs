@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use troupe_agents::compression::COMPRESSION_AGENT;
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::shared_counter;
 use troupe_compaction::invariants::validate;
-use troupe_compaction::{CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{ChatMessage, ChatModel, Conversation, Event, Team, ToolCall, TraceContext};
-use troupe_tools::FileLedger;
+use troupe_compaction::{Compaction, CompactionError};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, ChatModel, Conversation, Event, ToolCall, TraceContext};
+use troupe_runtime::Team;
 
 use super::support::compression::{
     SUMMARY, big, policy, talkative_conversation, team_with_compressor,
@@ -186,7 +188,7 @@ async fn nonsense_tool_calls_are_refused_and_the_planner_still_reaches_the_targe
         .flat_map(|r| {
             r.messages
                 .iter()
-                .filter(|m| m.role == troupe_runtime::Role::Tool)
+                .filter(|m| m.role == troupe_protocol::Role::Tool)
                 .map(|m| m.text())
         })
         .collect();
@@ -235,7 +237,7 @@ async fn a_summarizer_model_that_answers_with_an_empty_skeleton_is_replaced_by_t
     let summary = compaction
         .messages
         .iter()
-        .find(|m| m.kind == troupe_runtime::MessageKind::Summary)
+        .find(|m| m.kind == troupe_protocol::MessageKind::Summary)
         .expect("tier 3 wrote a summary")
         .text();
     // The mechanical summary quotes the user's requests; the skeleton never reached the history.

@@ -10,8 +10,10 @@ use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::{shared_counter, spawn_compression_agent};
 use troupe_compaction::invariants::validate;
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{ChatModel, Conversation, Team, TeamConfig, TraceContext};
+use troupe_compaction::{BudgetPolicy, Compaction, CompactionError};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::{ChatModel, Conversation, TraceContext};
+use troupe_runtime::{Team, TeamConfig};
 
 use super::support::local::model;
 

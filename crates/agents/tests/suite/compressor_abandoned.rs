@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use troupe_agents::compression::{COMPRESSION_AGENT, CompressorJob};
-use troupe_runtime::TraceContext;
+use troupe_protocol::TraceContext;
 
 use super::support::schedule::{GateModel, PATIENCE, compact, next_start, request, starts, team};
 

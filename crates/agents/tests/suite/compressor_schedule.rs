@@ -10,11 +10,13 @@ use troupe_agents::compression::{
     COMPRESSION_AGENT, CompactionRequest, CompressionConfig, CompressorJob, CompressorModel, Hurry,
 };
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, Directory, ModelError,
-    ModelInfo, RequestPriority, Team, TeamConfig, TraceContext,
+use troupe_compaction::{BudgetPolicy, Compaction, CompactionError};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::{
+    ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, ModelError, ModelInfo,
+    RequestPriority, TraceContext,
 };
+use troupe_runtime::{Directory, Team, TeamConfig};
 
 use super::support::schedule::{
     GateModel, PATIENCE, big, compact, conversation, next_start, request, starts, team,

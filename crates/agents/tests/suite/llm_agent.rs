@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
-use troupe_runtime::{AgentError, AskError, Event, ModelError, Role, Team, TeamConfig};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{Event, ModelError, Role};
+use troupe_runtime::{AgentError, AskError, Team, TeamConfig};
 
 use super::support::tools::shout_tools;
 

@@ -8,15 +8,14 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use troupe_agents::model::{
-    AnthropicConfig, AnthropicModel, RateLimit, RateLimitedModel, RetryPolicy, traced_chat,
-};
+use troupe_agents::traced_chat;
 use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_runtime::trace::semconv;
-use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, FinishReason, MessageKind, ModelDelta, ModelError, Team,
-    TeamConfig,
+use troupe_models::{AnthropicConfig, AnthropicModel, RateLimit, RateLimitedModel, RetryPolicy};
+use troupe_protocol::trace::semconv;
+use troupe_protocol::{
+    ChatMessage, ChatModel, ChatRequest, FinishReason, MessageKind, ModelDelta, ModelError,
 };
+use troupe_runtime::{Team, TeamConfig};
 
 use super::support::anthropic_server::{AnthropicServer, Reply, event};
 use super::support::tools::shout_tools;

@@ -7,8 +7,8 @@
 
 use futures::StreamExt;
 use serde_json::json;
-use troupe_agents::model::{AnthropicConfig, AnthropicModel};
-use troupe_runtime::{
+use troupe_models::{AnthropicConfig, AnthropicModel};
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ToolCall, ToolChoice,
     ToolDefinition,
 };

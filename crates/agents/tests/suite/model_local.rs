@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use troupe_agents::model::{LocalModel, LocalModelConfig};
-use troupe_runtime::{
+use troupe_models::{LocalModel, LocalModelConfig};
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ModelError, RequestPriority,
     ResponseAssembler, ToolChoice, ToolDefinition,
 };
@@ -128,7 +128,7 @@ fn assert_matches_schema(arguments: &str, schema: &Value) {
     }
 }
 
-async fn forced_call(choice: ToolChoice, question: &str) -> troupe_runtime::ToolCall {
+async fn forced_call(choice: ToolChoice, question: &str) -> troupe_protocol::ToolCall {
     let request = ChatRequest {
         messages: vec![
             ChatMessage::system("You are a helpful assistant.").into(),
@@ -400,7 +400,7 @@ async fn model_local_answer_is_the_same_whether_its_prefix_was_cached_or_not() {
     // in another order than decoding all 357 at once, and greedy decoding flips on a near-tie
     // a few tokens in (measured on this fresh 2,048-token context: identical for 7 words, then
     // apart; on the shared 8,192-token engine it depended on what other tests had run).
-    let words = |r: &troupe_runtime::ChatResponse| -> Vec<String> {
+    let words = |r: &troupe_protocol::ChatResponse| -> Vec<String> {
         r.message
             .text()
             .split_whitespace()

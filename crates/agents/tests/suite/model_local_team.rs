@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use troupe_runtime::{
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelDelta, ToolChoice, ToolDefinition,
 };
 
@@ -165,7 +165,7 @@ async fn model_local_tool_calls_decoded_together_each_follow_their_own_grammar()
         assert_eq!(response.finish_reason, FinishReason::ToolCalls);
         assert_eq!(response.message.calls()[0].function.name, name);
     }
-    let args = |r: &troupe_runtime::ChatResponse| -> serde_json::Value {
+    let args = |r: &troupe_protocol::ChatResponse| -> serde_json::Value {
         serde_json::from_str(&r.message.calls()[0].function.arguments).unwrap()
     };
     assert!(args(&a)["city"].is_string(), "{:?}", args(&a));

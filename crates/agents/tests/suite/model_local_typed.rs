@@ -4,8 +4,8 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use troupe_runtime::typed::ResponseFormat;
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelError};
+use troupe_protocol::ResponseFormat;
+use troupe_protocol::{ChatMessage, ChatModel, ChatRequest, ModelError};
 
 use super::support::local::model;
 

@@ -3,9 +3,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use troupe_agents::model::RetryPolicy;
-use troupe_agents::model::{OpenAiConfig, OpenAiModel};
-use troupe_runtime::{
+use troupe_models::RetryPolicy;
+use troupe_models::{OpenAiConfig, OpenAiModel};
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, FinishReason, ModelError, ToolChoice, ToolDefinition,
 };
 
@@ -40,7 +40,7 @@ async fn run(
     script: Vec<Fault>,
 ) -> (
     FaultServer,
-    Result<troupe_runtime::ChatResponse, ModelError>,
+    Result<troupe_protocol::ChatResponse, ModelError>,
 ) {
     let server = FaultServer::start(script).await;
     let messages = conversation();

@@ -4,8 +4,8 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use troupe_agents::model::{OpenAiConfig, OpenAiModel, RetryPolicy};
-use troupe_runtime::{
+use troupe_models::{OpenAiConfig, OpenAiModel, RetryPolicy};
+use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, FinishReason, ModelDelta, ModelError,
     ResponseAssembler, Usage, WireValue,
 };

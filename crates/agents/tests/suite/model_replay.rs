@@ -1,8 +1,10 @@
 //! Recording a model's calls to JSONL and serving them back.
 
 use serde_json::json;
-use troupe_agents::model::{RecordingModel, ReplayModel, ScriptedModel, ScriptedReply};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelError, ToolChoice, ToolDefinition};
+use troupe_models::{RecordingModel, ReplayModel, ScriptedModel, ScriptedReply};
+use troupe_protocol::{
+    ChatMessage, ChatModel, ChatRequest, ModelError, ToolChoice, ToolDefinition,
+};
 
 fn first_request() -> ChatRequest {
     ChatRequest {
@@ -22,7 +24,7 @@ fn first_request() -> ChatRequest {
     }
 }
 
-async fn record(path: &std::path::Path) -> Vec<Result<troupe_runtime::ChatResponse, ModelError>> {
+async fn record(path: &std::path::Path) -> Vec<Result<troupe_protocol::ChatResponse, ModelError>> {
     let scripted = ScriptedModel::new(
         "scripted",
         [

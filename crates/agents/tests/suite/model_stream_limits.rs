@@ -11,10 +11,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use troupe_agents::model::{
-    AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel, RetryPolicy,
-};
-use troupe_runtime::{ChatMessage, ChatModel, ChatRequest, ModelDelta, ModelError};
+use troupe_models::{AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel, RetryPolicy};
+use troupe_protocol::{ChatMessage, ChatModel, ChatRequest, ModelDelta, ModelError};
 
 use super::support::anthropic_server::{AnthropicServer, Reply, event};
 use super::support::model_fault_server::{

@@ -7,15 +7,13 @@ use std::sync::Arc;
 
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::tokens::TokenCounter;
-use troupe_runtime::{
-    AgentError, AskError, ChatMessage, ChatRequest, ContextOverflow, Event, MessageKind, Role,
-    Team, TeamConfig,
-};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{ChatMessage, ChatRequest, Event, MessageKind, Role};
+use troupe_runtime::{AgentError, AskError, ContextOverflow, Team, TeamConfig};
 
 /// A team whose compression agent uses the mechanical summary (no model of its own).
 async fn team() -> Team {
@@ -206,7 +204,7 @@ async fn a_big_answer_relayed_by_ask_agent_is_compacted_before_the_coordinator_s
     let relayed = requests[1]
         .messages
         .iter()
-        .find(|m| m.role == troupe_runtime::Role::Tool)
+        .find(|m| m.role == troupe_protocol::Role::Tool)
         .unwrap();
     assert!(
         counter.count_message(relayed) < 5_000,

@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::model::{
-    OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel, RetryPolicy, ScriptedModel,
-};
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::{ChatModel, Team, TeamConfig};
+use troupe_models::{
+    OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel, RetryPolicy, ScriptedModel,
+};
+use troupe_protocol::ChatModel;
+use troupe_runtime::{Team, TeamConfig};
 
 use super::support::compression::team;
 use super::support::rate_limit_server::LimitServer;

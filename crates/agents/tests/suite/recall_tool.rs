@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, RECALL_TOOL, WorkAhead, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
 use troupe_compaction::{Archive, BudgetPolicy, expand};
-use troupe_runtime::{
-    ChatModel, ChatRequest, ChatStream, Conversation, Event, MessageId, ModelError, ModelInfo,
-    Role, Team, TeamConfig,
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{
+    ChatModel, ChatRequest, ChatStream, Conversation, Event, MessageId, ModelError, ModelInfo, Role,
 };
+use troupe_runtime::{Team, TeamConfig};
 use troupe_tools::{ToolError, ToolRegistry};
 
 /// One scripted step: the reply to a request, chosen by reading it.

@@ -4,12 +4,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, WorkAhead, spawn_agent};
 use troupe_compaction::{Archive, BudgetPolicy, expand};
-use troupe_runtime::{Checkpoint, MessageKind, Team};
-use troupe_tools::{FileLedger, ToolRegistry};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::FileLedger;
+use troupe_protocol::MessageKind;
+use troupe_runtime::{Checkpoint, Team};
+use troupe_tools::ToolRegistry;
 
 use super::support::compression::team;
 
@@ -179,8 +181,8 @@ async fn compactions_are_logged_and_survive_a_restart() {
         .count();
     assert_eq!(full_results, 8, "every read's full result is back");
     // The report comes back (its float timing only to JSON precision).
-    let without_timing = |r: Option<troupe_compaction::CompactionReport>| {
-        r.map(|r| troupe_compaction::CompactionReport {
+    let without_timing = |r: Option<troupe_protocol::CompactionReport>| {
+        r.map(|r| troupe_protocol::CompactionReport {
             duration_ms: 0.0,
             ..r
         })
@@ -344,19 +346,19 @@ async fn a_log_written_before_typed_records_resumes_and_is_written_the_same() {
 struct PanickyModel(ScriptedModel);
 
 #[async_trait::async_trait]
-impl troupe_runtime::ChatModel for PanickyModel {
-    fn info(&self) -> troupe_runtime::ModelInfo {
-        troupe_runtime::ChatModel::info(&self.0)
+impl troupe_protocol::ChatModel for PanickyModel {
+    fn info(&self) -> troupe_protocol::ModelInfo {
+        troupe_protocol::ChatModel::info(&self.0)
     }
 
     async fn chat_stream(
         &self,
-        request: troupe_runtime::ChatRequest,
-    ) -> Result<troupe_runtime::ChatStream, troupe_runtime::ModelError> {
+        request: troupe_protocol::ChatRequest,
+    ) -> Result<troupe_protocol::ChatStream, troupe_protocol::ModelError> {
         if request.messages.iter().any(|m| m.text() == "boom") {
             panic!("the model blew up");
         }
-        troupe_runtime::ChatModel::chat_stream(&self.0, request).await
+        troupe_protocol::ChatModel::chat_stream(&self.0, request).await
     }
 }
 

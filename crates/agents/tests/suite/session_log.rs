@@ -6,7 +6,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use troupe_agents::session::{SessionLog, load};
-use troupe_runtime::{ChatMessage, Conversation};
+use troupe_protocol::{ChatMessage, Conversation};
 
 fn log_in(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("log.jsonl")

@@ -4,10 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent};
-use troupe_runtime::{Conversation, TeamError};
+use troupe_models::ScriptedModel;
+use troupe_protocol::Conversation;
+use troupe_runtime::TeamError;
 
 use super::support::compression::team;
 

@@ -9,16 +9,17 @@ use troupe_agents::compression::{
     COMPRESSION_AGENT, CompactionRequest, CompressionConfig, CompressorJob, CompressorModel,
     InProcess,
 };
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::{BudgetPolicy, CompactTrigger};
-use troupe_runtime::{
-    ChatMessage, ChatRequest, Conversation, Role, Team, TeamConfig, ToolCall, ToolChoice,
-    TraceContext,
+use troupe_compaction::BudgetPolicy;
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{
+    ChatMessage, ChatRequest, Conversation, Role, ToolCall, ToolChoice, TraceContext,
 };
-use troupe_tools::FileLedger;
+use troupe_runtime::{Team, TeamConfig};
 
 /// A summary grounded in the parts the agent was given (the trust checks must accept it).
 const SUMMARY: &str = "## Goal\nKeep in mind the text of each part the agent was given.\n\

@@ -8,18 +8,18 @@ use std::time::Duration;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess, ModelSummarizer};
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::{shared_counter, spawn_compression_agent};
+use troupe_compaction::BudgetPolicy;
 use troupe_compaction::summary::{
     MechanicalSummarizer, Summarizer, SummaryPrompt, SummaryRejection, vet_summary,
 };
 use troupe_compaction::summary::{normalize_summary, render_message, segment_prompt};
 use troupe_compaction::transcript::parse_transcript;
-use troupe_compaction::{BudgetPolicy, CompactTrigger};
-use troupe_runtime::{
-    ChatMessage, ChatModel, Conversation, MessageKind, Team, TeamConfig, ToolCall, TraceContext,
-};
-use troupe_tools::FileLedger;
+use troupe_models::ScriptedModel;
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, ChatModel, Conversation, MessageKind, ToolCall, TraceContext};
+use troupe_runtime::{Team, TeamConfig};
 
 use super::support::compression::talkative_conversation;
 

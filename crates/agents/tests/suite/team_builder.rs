@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::{AgentSpec, TeamBuildError, TeamBuilderExt, shared_counter};
+use troupe_models::ScriptedModel;
 use troupe_runtime::Team;
 
 fn spec(name: &str, answer: &str) -> AgentSpec {

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
 use troupe_compaction::tokens::TokenCounter;
-use troupe_runtime::{ChatMessage, ChatModel, Event, Team, TeamConfig};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{ChatMessage, ChatModel, Event};
+use troupe_runtime::{Team, TeamConfig};
 
 /// Instructions that alone are over the trigger: the system prompt is protected, so no
 /// compaction can reach the target.

@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use troupe_agents::compression::CompressionConfig;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::{Event, Team, TeamConfig};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::Event;
+use troupe_runtime::{Team, TeamConfig};
 use troupe_tools::{JsonTool, ToolContext, ToolError, ToolRegistry};
 
 /// A tool whose schema has `fields` described properties.

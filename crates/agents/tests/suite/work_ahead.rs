@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
 use troupe_compaction::expand;
-use troupe_runtime::{
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{
     ChatModel, ChatRequest, ChatStream, CompactionMode, Event, MessageKind, ModelError, ModelInfo,
     Role,
 };

@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use troupe_agents::{AgentSpec, AtLimit, CompactionSettings, LlmAgent, spawn_agent};
-use troupe_runtime::{CompactTrigger, CompactionMode, Event, Team};
+use troupe_protocol::{CompactTrigger, CompactionMode, Event};
+use troupe_runtime::Team;
 
 use super::support::events::drain;
 use super::support::gated::gated_team;

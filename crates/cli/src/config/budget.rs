@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use troupe_agents::spend::{AgentBudget, DEFAULT_PAUSE_TIMEOUT, OnExceeded, RaisedLimits};
-use troupe_runtime::budget::{ModelPrice, SpendLimit, TeamSpend};
+use troupe_protocol::{ModelPrice, SpendLimit};
+use troupe_runtime::budget::TeamSpend;
 
 use super::validate::Problem;
 
@@ -252,9 +253,9 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use troupe_agents::model::ScriptedModel;
-    use troupe_runtime::ChatModel;
-    use troupe_runtime::budget::{Spend, SpendLimit};
+    use troupe_models::ScriptedModel;
+    use troupe_protocol::ChatModel;
+    use troupe_protocol::{Spend, SpendLimit};
 
     use super::super::Config;
 

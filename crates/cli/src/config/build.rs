@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_agents::AgentSpec;
-use troupe_agents::model::{
+use troupe_models::{
     AnthropicConfig, AnthropicModel, OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel,
 };
-use troupe_runtime::ChatModel;
+use troupe_protocol::ChatModel;
 use troupe_tools::ToolRegistry;
 use troupe_tools::builtin::{
     EditFile, Grep, HttpGetConfig, ListDir, ReadFile, ShellConfig, WriteFile, http_get_tool,
@@ -112,11 +112,11 @@ async fn build_provider(
             let base = config
                 .base_url
                 .clone()
-                .unwrap_or_else(|| troupe_agents::model::OPENAI_BASE_URL.to_string());
+                .unwrap_or_else(|| troupe_models::OPENAI_BASE_URL.to_string());
             let model = config
                 .model
                 .clone()
-                .unwrap_or_else(|| troupe_agents::model::DEFAULT_OPENAI_MODEL.to_string());
+                .unwrap_or_else(|| troupe_models::DEFAULT_OPENAI_MODEL.to_string());
             let mut openai = OpenAiConfig::new(base, model);
             if let Some(key) = api_key(name, config, "OPENAI_API_KEY")? {
                 openai = openai.with_api_key(key);
@@ -138,7 +138,7 @@ async fn build_provider(
             let base = config
                 .base_url
                 .clone()
-                .unwrap_or_else(|| troupe_agents::model::ANTHROPIC_BASE_URL.to_string());
+                .unwrap_or_else(|| troupe_models::ANTHROPIC_BASE_URL.to_string());
             let mut anthropic = AnthropicConfig::new(base, model);
             if let Some(key) = api_key(name, config, "ANTHROPIC_API_KEY")? {
                 anthropic = anthropic.with_api_key(key);
@@ -179,7 +179,7 @@ fn api_key(
 }
 
 async fn local_model(config: &ModelConfig) -> Result<Arc<dyn ChatModel>, String> {
-    use troupe_agents::model::{LocalModel, LocalModelConfig};
+    use troupe_models::{LocalModel, LocalModelConfig};
     let mut local = LocalModelConfig {
         model_path: config.path.clone(),
         ..LocalModelConfig::default()

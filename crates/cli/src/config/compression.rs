@@ -1,12 +1,12 @@
 //! The compression agent a configuration asks for: its model chosen by the one rule
-//! ([`troupe_agents::model::compaction_model`]) that `troupe chat` and `troupe node` share.
+//! ([`troupe_models::compaction_model`]) that `troupe chat` and `troupe node` share.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::model::{CompactionModelSource, UnknownCompactionModel, compaction_model};
-use troupe_runtime::ChatModel;
+use troupe_models::{CompactionModelSource, UnknownCompactionModel, compaction_model};
+use troupe_protocol::ChatModel;
 
 use super::Config;
 
@@ -64,7 +64,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use troupe_agents::model::ScriptedModel;
+    use troupe_models::ScriptedModel;
 
     const MODELS: &str = r#"
 [models.big]

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use troupe_agents::AgentSpec;
 use troupe_mcp::{McpServer, McpServerConfig, RegisterMcp};
-use troupe_runtime::ChatModel;
+use troupe_protocol::ChatModel;
 use troupe_tools::ToolRegistry;
 
 use super::{AgentConfig, BuildError, Config};

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::ChatMessage;
+use troupe_protocol::ChatMessage;
 
 use super::BuildError;
 
@@ -64,8 +64,8 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use troupe_agents::model::ScriptedModel;
-    use troupe_runtime::{ChatModel, Role};
+    use troupe_models::ScriptedModel;
+    use troupe_protocol::{ChatModel, Role};
 
     use super::super::Config;
     use super::*;

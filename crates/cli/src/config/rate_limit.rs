@@ -1,6 +1,6 @@
 //! A model's shared rate limit in the configuration: `[models.NAME] rate_limit`, one limit for
 //! every agent and the compression agent calling that model (see
-//! [`troupe_agents::model::RateLimitedModel`]).
+//! [`troupe_models::RateLimitedModel`]).
 //!
 //! ```toml
 //! [models.gpt]
@@ -8,7 +8,7 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
-use troupe_agents::model::RateLimit;
+use troupe_models::RateLimit;
 
 use super::validate::Problem;
 
@@ -79,7 +79,7 @@ mod tests {
     use std::sync::Arc;
 
     use troupe_agents::compression::CompressorModel;
-    use troupe_runtime::ChatModel;
+    use troupe_protocol::ChatModel;
 
     use super::super::{Config, build_model};
 

@@ -4,7 +4,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::parse::TraceFileError;
-use troupe_runtime::trace::TraceLine;
+use troupe_protocol::trace::TraceLine;
 
 /// Reads the lines appended to a trace file since the last poll; a line still being written
 /// waits for its newline.

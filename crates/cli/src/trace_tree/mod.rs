@@ -1,4 +1,4 @@
-//! `troupe trace`: a trace file (lines as in [`troupe_runtime::trace::TraceLine`]) rendered as an
+//! `troupe trace`: a trace file (lines as in [`troupe_protocol::trace::TraceLine`]) rendered as an
 //! indented tree — agent → turn → model call / tool call / compaction — with durations, token
 //! counts and errors.
 //!

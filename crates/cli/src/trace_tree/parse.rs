@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::escape::escape_control;
-use troupe_runtime::trace::TraceLine;
+use troupe_protocol::trace::TraceLine;
 
 /// Why a trace file could not be read.
 #[derive(Debug, thiserror::Error)]

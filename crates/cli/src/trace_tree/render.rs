@@ -2,11 +2,11 @@
 
 use std::fmt::Write as _;
 
-use troupe_runtime::trace::semconv;
+use troupe_protocol::trace::semconv;
 
 use super::escape::escape_control;
 use super::tree::{SpanNode, TraceForest, TraceTree};
-use troupe_runtime::trace::EventLine;
+use troupe_protocol::trace::EventLine;
 
 /// A duration for people: `0.42 ms`, `12 ms`, `1.23 s`.
 pub fn format_duration(ms: f64) -> String {

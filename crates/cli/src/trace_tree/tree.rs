@@ -13,10 +13,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use troupe_runtime::trace::semconv;
+use troupe_protocol::trace::semconv;
 
 use super::escape::escape_control;
-use troupe_runtime::trace::{EventLine, SpanLine, TraceLine};
+use troupe_protocol::trace::{EventLine, SpanLine, TraceLine};
 
 /// A span with the indices of its children (in [`TraceTree::nodes`]), ordered by start time.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@ use std::fmt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use troupe_runtime::{ChatMessage, WireValue};
+use troupe_protocol::{ChatMessage, WireValue};
 
 /// The top-level keys of a transcript object other than `messages`, in file order.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use troupe_compaction::Archive;
-use troupe_runtime::MessageId;
+use troupe_protocol::MessageId;
 
 use super::TranscriptOpError;
 use crate::atomic_write::write_atomically;

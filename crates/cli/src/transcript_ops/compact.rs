@@ -4,8 +4,9 @@ use std::path::Path;
 
 use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{Archive, BudgetPolicy, CompactTrigger, CompactionReport};
-use troupe_runtime::Conversation;
+use troupe_compaction::{Archive, BudgetPolicy};
+use troupe_protocol::Conversation;
+use troupe_protocol::{CompactTrigger, CompactionReport};
 
 use super::archive_file::{ARCHIVE_FORMAT, ARCHIVE_VERSION, ArchiveHeader, write_archive_file};
 use super::compressor::Compressor;

@@ -10,7 +10,8 @@ use troupe_agents::compression::{CompactionCaller, CompactionRequest, Compressor
 use troupe_agents::{CompactError, spawn_compression_agent};
 use troupe_compaction::Compaction;
 use troupe_compaction::tokens::{TokenCache, TokenCounter};
-use troupe_runtime::{ChatModel, Team, TeamConfig, TraceContext};
+use troupe_protocol::{ChatModel, TraceContext};
+use troupe_runtime::{Team, TeamConfig};
 
 use super::TranscriptOpError;
 

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use troupe_compaction::{Archive, expand};
-use troupe_runtime::ChatMessage;
+use troupe_protocol::ChatMessage;
 
 use super::archive_file::{ArchiveHeader, read_archive_file};
 use super::distinct_paths::ensure_distinct_files;

@@ -28,7 +28,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, Role};
+use troupe_protocol::{ChatMessage, Role};
 
 /// What kind of name an artifact is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -22,9 +22,10 @@ use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::invariants::validate;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionReport};
-use troupe_runtime::{CompactionReceipt, TierCounts};
-use troupe_runtime::{Conversation, Role};
+use troupe_compaction::{BudgetPolicy, Compaction};
+use troupe_protocol::{CompactTrigger, CompactionReport};
+use troupe_protocol::{CompactionReceipt, TierCounts};
+use troupe_protocol::{Conversation, Role};
 
 use super::TranscriptOpError;
 use super::compact::TRANSCRIPT_AGENT;

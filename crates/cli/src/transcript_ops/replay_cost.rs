@@ -25,7 +25,7 @@ use troupe_compaction::economics::{
 };
 use troupe_compaction::summary::segment_prompt;
 use troupe_compaction::tokens::TokenCounter;
-use troupe_runtime::{ChatMessage, CompactionReceipt, Conversation, Role};
+use troupe_protocol::{ChatMessage, CompactionReceipt, Conversation, Role};
 
 use super::replay::{ReplayObserver, ReplayReport, ReplayedCompaction, SkippedTrigger, job_policy};
 
@@ -310,8 +310,9 @@ fn split(total: usize, calls: usize, call: usize) -> usize {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use troupe_compaction::tokens::CharEstimateCounter;
-    use troupe_compaction::{Archive, CompactTrigger, Compaction, CompactionReport};
-    use troupe_runtime::{SummarizerUsage, TierCounts};
+    use troupe_compaction::{Archive, Compaction};
+    use troupe_protocol::{CompactTrigger, CompactionReport};
+    use troupe_protocol::{SummarizerUsage, TierCounts};
 
     use super::*;
     use crate::transcript_ops::ReplayRow;

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use troupe_protocol::ResponseFormat;
 use troupe_runtime::AskError;
-use troupe_runtime::typed::ResponseFormat;
 
 use super::support::child::{ChildNode, ChildSpec};
 use super::support::plain_node;

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use serde_json::Value;
-use troupe_runtime::{ChatMessage, MessageKind, Role};
-use troupe_tools::FileAccess;
+use troupe_protocol::FileAccess;
+use troupe_protocol::{ChatMessage, MessageKind, Role};
 
 use super::ledger::{ArtifactLedger, Recent};
 use super::names::names_in_prose;
@@ -350,7 +350,7 @@ impl ArtifactLedger {
 mod tests {
     use super::*;
     use crate::artifacts::TestStatus;
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     #[test]
     fn shell_calls_become_commands_with_their_exit_code() {

@@ -31,7 +31,7 @@
 
 use std::collections::HashSet;
 
-use troupe_runtime::{ChatMessage, DroppedArtifact};
+use troupe_protocol::{ChatMessage, DroppedArtifact};
 
 use super::ledger::ArtifactLedger;
 use crate::counter::TokenCounter;
@@ -151,7 +151,7 @@ fn collapsed(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::counter::CharEstimateCounter;
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     fn call() -> ChatMessage {
         ChatMessage::assistant_tool_calls(

@@ -21,7 +21,7 @@
 //! always needs it. Manual and emergency
 //! compactions are never declined (the caller applies the rule to rate-limited triggers only).
 
-use troupe_runtime::{MessageKind, Role};
+use troupe_protocol::{MessageKind, Role};
 
 use super::Lead;
 use super::model::CostModel;
@@ -70,7 +70,7 @@ impl PlannedGain {
             .target
             .max(before.saturating_sub(session.freeable_tokens()))
             .min(before);
-        let untouched = |m: &&troupe_runtime::ChatMessage| {
+        let untouched = |m: &&troupe_protocol::ChatMessage| {
             protected.contains(m.id)
                 || m.kind == MessageKind::Summary
                 || (m.role == Role::Tool && is_masked(m))

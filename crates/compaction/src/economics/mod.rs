@@ -12,8 +12,9 @@
 //! - [`PromptCache`]: the provider's cache under a [`CostModel`] (OpenAI's automatic prefix
 //!   caching or Anthropic's explicit breakpoints, at configurable [`Rates`]); each
 //!   [`PromptCache::send`] returns a [`CallBill`], a session sums them in a [`Bill`].
-//! - [`receipt`]: a compaction's [`Receipt`] — tokens before and after, the cached prefix it
-//!   kept, the tokens it re-bills and its net saving over the expected turns.
+//! - [`receipt`]: a compaction's [`CompactionReceipt`](troupe_protocol::CompactionReceipt) —
+//!   tokens before and after, the cached prefix it kept, the tokens it re-bills and its net
+//!   saving over the expected turns.
 //!
 //! - The minimum-gain rule (`min_gain.rs`): an automatic compaction whose planned receipt
 //!   nets a loss is declined before it runs, unless the window needs it by the time its answer
@@ -42,7 +43,7 @@ pub use cache::{
 pub use lead::Lead;
 pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
 pub use prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
-pub use receipt::{Receipt, expected_turns, receipt, summarizer_billed};
+pub use receipt::{expected_turns, receipt, summarizer_billed};
 pub use summary_call::{
     SummaryCall, cheaper_summary_call, inline_call_billed, own_prompt_call_billed,
 };

@@ -2,7 +2,7 @@
 //! by a hash of what goes on the wire), where troupe puts its Anthropic cache breakpoints, when
 //! the call is sent and what kind of call it is.
 
-use troupe_runtime::{ChatMessage, Content, ContentSlot, MessageKind, Role, WireValue};
+use troupe_protocol::{ChatMessage, Content, ContentSlot, MessageKind, Role, WireValue};
 
 use crate::tokens::TokenCounter;
 
@@ -175,7 +175,7 @@ pub fn anthropic_breakpoints<M: std::borrow::Borrow<ChatMessage>>(messages: &[M]
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     use super::*;
     use crate::tokens::CharEstimateCounter;
@@ -184,7 +184,7 @@ mod tests {
     fn keys_follow_wire_content_not_troupe_metadata() {
         let a = ChatMessage::user("hello");
         let mut b = ChatMessage::user("hello").with_kind(MessageKind::Summary);
-        b.id = troupe_runtime::MessageId(7);
+        b.id = troupe_protocol::MessageId(7);
         assert_eq!(block_key(&a), block_key(&b));
         assert_ne!(block_key(&a), block_key(&ChatMessage::assistant("hello")));
         assert_ne!(block_key(&a), block_key(&ChatMessage::user("hello!")));

@@ -18,16 +18,14 @@
 
 use std::borrow::Borrow;
 
-use troupe_runtime::{ChatMessage, Role, SummarizerUsage};
+use troupe_protocol::{ChatMessage, CompactionReceipt, Role, SummarizerUsage};
 
 use super::model::CostModel;
 use super::prompt::block_key;
 use crate::tokens::TokenCounter;
 
-/// The receipt's data: a plain type of troupe_runtime, so a
-/// [`CompactionReport`](troupe_runtime::CompactionReport) (which lives below this crate) can
-/// carry it.
-pub use troupe_runtime::CompactionReceipt as Receipt;
+// The receipt's data is troupe_protocol's `CompactionReceipt`, so a `CompactionReport` (which
+// lives below this crate) can carry it.
 
 /// The receipt of a compaction from `before` to `after` under `model`: `summarizer_billed` is
 /// what its summarizer calls cost (see [`summarizer_billed`]), `expected_turns` how many calls
@@ -42,7 +40,7 @@ pub fn receipt<B: Borrow<ChatMessage>, A: Borrow<ChatMessage>>(
     model: &CostModel,
     summarizer_billed: f64,
     expected_turns: f64,
-) -> Receipt {
+) -> CompactionReceipt {
     let tokens = |messages: &mut dyn Iterator<Item = &ChatMessage>| -> usize {
         messages.map(|m| counter.count_message(m)).sum()
     };
@@ -62,7 +60,7 @@ pub fn receipt<B: Borrow<ChatMessage>, A: Borrow<ChatMessage>>(
     let net_saving = freed * rates.cached_read * expected_turns
         - rebilled_tokens as f64 * (model.fresh_prefix_rate() - rates.cached_read)
         - summarizer_billed;
-    Receipt {
+    CompactionReceipt {
         tokens_before,
         tokens_after,
         cached_prefix_kept,

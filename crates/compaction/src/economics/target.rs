@@ -31,15 +31,15 @@
 
 use std::borrow::Borrow;
 
-use troupe_runtime::{ChatMessage, Role};
+use troupe_protocol::{ChatMessage, Role};
 
 use super::model::CostModel;
 use super::summary_call::{inline_call_billed, own_prompt_call_billed};
-use crate::CompactTrigger;
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
 use crate::summary::Summarizer;
 use crate::tokens::TokenCounter;
+use troupe_protocol::CompactTrigger;
 
 /// The instruction of a summary on the agent's cached prompt, in tokens (the template, the
 /// summary format and the budget line; `summary/inline.rs`).

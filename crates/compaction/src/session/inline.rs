@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use troupe_runtime::MessageId;
+use troupe_protocol::MessageId;
 
 use super::CompactionSession;
 use crate::economics::{CostModel, SummaryCall, cheaper_summary_call};

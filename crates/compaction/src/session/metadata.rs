@@ -1,7 +1,7 @@
 //! `get_compression_metadata`: what the compression agent sees before it decides.
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{MessageId, MessageKind, Role};
+use troupe_protocol::{MessageId, MessageKind, Role};
 
 use super::{CompactionSession, is_masked, text_starts_with};
 use crate::pairing::{owners, tool_name};

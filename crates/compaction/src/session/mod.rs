@@ -20,11 +20,11 @@ use std::ops::RangeInclusive;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::RaisedAim;
-use troupe_runtime::{
+use troupe_protocol::FileLedger;
+use troupe_protocol::RaisedAim;
+use troupe_protocol::{
     ChatMessage, Content, ContentSlot, Conversation, MessageId, MessageKind, Role,
 };
-use troupe_tools::FileLedger;
 
 pub use metadata::{CompressionMetadata, LedgerSummary, MessageMetadata};
 pub use planner::{PlannedStep, PlannerOutcome};
@@ -43,9 +43,9 @@ use crate::mask::{STUB_PREFIX, is_stub};
 use crate::pairing::{check_pairing, owners};
 use crate::policy::BudgetPolicy;
 use crate::protection::ProtectedSet;
-use crate::report::{CompactionReport, DroppedArtifact, SummarizerUsage, TierCounts};
 use crate::token_cache::TokenCache;
 use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
+use troupe_protocol::{CompactionReport, DroppedArtifact, SummarizerUsage, TierCounts};
 
 /// How `compress_tool_result` shrinks a tool result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

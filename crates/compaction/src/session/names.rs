@@ -4,13 +4,13 @@
 
 use std::ops::RangeInclusive;
 
-use troupe_runtime::{ChatMessage, MessageId, ToolCall};
+use troupe_protocol::{ChatMessage, MessageId, ToolCall};
 
 use super::CompactionSession;
 use crate::artifacts::ArtifactLedger;
 use crate::artifacts::hidden::{Named, hidden_artifacts, name_within};
 use crate::pairing::owner_of;
-use crate::report::DroppedArtifact;
+use troupe_protocol::DroppedArtifact;
 
 /// The fewest tokens a replacement's list of hidden names may take, whatever its size.
 const NAMES_ROOM_FLOOR: usize = 32;

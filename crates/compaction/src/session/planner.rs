@@ -8,7 +8,7 @@
 use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{
     CompactionSession, CompressionStrategy, StepOutcome, is_masked, summarizable, text_starts_with,

@@ -8,13 +8,13 @@
 //! first, a better summary fits more), never touch a message the preview keeps.
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind, Role};
-use troupe_tools::FileLedger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role};
 
 use super::is_masked;
 use crate::archive::Archive;
 use crate::artifacts::ArtifactLedger;
-use crate::compact::{CompactOptions, CompactTrigger, Compaction, compact};
+use crate::compact::{CompactOptions, Compaction, compact};
 use crate::counter::TokenCounter;
 use crate::error::CompactionError;
 use crate::id_hash::{IdMap, IdSet};
@@ -22,6 +22,7 @@ use crate::pairing::owners;
 use crate::policy::BudgetPolicy;
 use crate::protection::{ProtectedSet, ProtectionReason};
 use crate::summary::MechanicalSummarizer;
+use troupe_protocol::CompactTrigger;
 
 /// What the compaction would make of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 //! Both name what they hide (`artifacts/hidden.rs`): a summary's ledger lists the artifacts of
 //! everything it replaces, a shortened message lists those its short text leaves out.
 
-use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{CompactionSession, StepOutcome};
 use crate::artifacts::ArtifactLedger;

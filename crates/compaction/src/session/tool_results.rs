@@ -3,7 +3,7 @@
 //! A truncated output and a stub name what they hide (`artifacts/hidden.rs`): the cut middle's
 //! and the masked output's error lines, error types and test names, listed after what is kept.
 
-use troupe_runtime::{ChatMessage, MessageId, MessageKind, Role};
+use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked};
 use crate::artifacts::hidden::{Named, with_names};

@@ -29,8 +29,8 @@ use crate::tagged::{block_items, strip_blocks};
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::MessageId;
-use troupe_tools::FileLedger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::MessageId;
 
 use super::prompt::{
     CONVERSATION_CLOSE, CONVERSATION_OPEN, MESSAGE_CLOSE, MESSAGE_OPEN, PREVIOUS_CLOSE,
@@ -365,7 +365,7 @@ pub fn parse_summary_message(text: &str) -> Option<ParsedSummary> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_tools::{FileAccess, LedgerEntry};
+    use troupe_protocol::{FileAccess, LedgerEntry};
 
     #[test]
     fn normalize_strips_model_file_lists_and_fills_sections() {

@@ -18,7 +18,7 @@
 //! beside the reserved answer, the prefix ending at the segment's last message is tried; when
 //! neither fits, the caller sends the separate prompt.
 
-use troupe_runtime::{ChatMessage, MessageKind, Role};
+use troupe_protocol::{ChatMessage, MessageKind, Role};
 
 use super::prompt::{FOCUS_PREFIX, SUMMARY_FORMAT, SummaryKind, SummaryPrompt, budget_line};
 use crate::counter::TokenCounter;
@@ -234,7 +234,7 @@ mod tests {
     use super::*;
     use crate::counter::CharEstimateCounter;
     use crate::summary::segment_prompt;
-    use troupe_runtime::ToolCall;
+    use troupe_protocol::ToolCall;
 
     /// system, task, a read and its result, a question, then the answer still being worked on:
     /// a read whose result the agent has not sent yet.

@@ -1,7 +1,7 @@
 //! Summary prompts, built from the templates in `prompts/`.
 
 use serde::{Deserialize, Serialize};
-use troupe_runtime::Role;
+use troupe_protocol::Role;
 
 use crate::counter::{TokenCounter, role_name};
 

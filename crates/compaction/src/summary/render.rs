@@ -4,7 +4,7 @@
 //! calls follow the text as `→ name {arguments}`. The header grammar is stable because the
 //! [`super::MechanicalSummarizer`] reads it back.
 
-use troupe_runtime::{ChatMessage, MessageId, Role};
+use troupe_protocol::{ChatMessage, MessageId, Role};
 
 use crate::counter::role_name;
 use crate::truncate::floor_boundary;
@@ -64,7 +64,7 @@ pub(crate) fn parse_header(line: &str) -> Option<(MessageId, Role, Option<&str>)
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::{Conversation, ToolCall};
+    use troupe_protocol::{Conversation, ToolCall};
 
     #[test]
     fn headers_round_trip() {

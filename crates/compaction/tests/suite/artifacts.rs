@@ -5,7 +5,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact};
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, coding_session, corpus_dir, visible_text};
 

@@ -10,7 +10,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, parse_summary_message};
 use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
-use troupe_runtime::{Conversation, MessageKind};
+use troupe_protocol::{Conversation, MessageKind};
 
 use super::support::{FixedSummarizer, artifacts, block_on, corpus_files, kept, visible_text};
 
@@ -130,7 +130,7 @@ fn a_huge_last_user_message_on(path: &std::path::Path) {
     let mut conversation = Conversation::from_messages(transcript.messages);
     let paste = big_paste(52_000);
     let paste_tokens = TiktokenCounter::default().count(&paste);
-    conversation.push(troupe_runtime::ChatMessage::user(paste));
+    conversation.push(troupe_protocol::ChatMessage::user(paste));
     let ledger = ledger_from_transcript(conversation.messages());
     let counter = TiktokenCounter::default();
     let policy = BudgetPolicy::for_window(64_000);

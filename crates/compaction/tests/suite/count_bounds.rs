@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use troupe_compaction::tokens::{BpeEncoding, CharEstimateCounter, TiktokenCounter, TokenCounter};
-use troupe_runtime::{ChatMessage, ToolCall};
+use troupe_protocol::{ChatMessage, ToolCall};
 
 use super::support::corpus_files;
 

@@ -3,11 +3,10 @@
 use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCache};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{
-    BudgetPolicy, CompactOptions, CompactTrigger, CompactionReport, ThrashGuard, compact,
-};
-use troupe_runtime::{ChatMessage, Conversation};
-use troupe_tools::FileLedger;
+use troupe_compaction::{BudgetPolicy, CompactOptions, ThrashGuard, compact};
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation};
+use troupe_protocol::{CompactTrigger, CompactionReport};
 
 use super::support::{block_on, coding_session};
 

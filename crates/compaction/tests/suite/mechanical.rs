@@ -5,8 +5,8 @@ use troupe_compaction::summary::{missing_sections, render_message, segment_promp
 use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::parse_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
-use troupe_runtime::{ChatMessage, Conversation, ToolCall};
-use troupe_tools::FileLedger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, corpus_files};
 

@@ -4,9 +4,10 @@
 
 use troupe_compaction::economics::CostModel;
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
-use troupe_compaction::{BudgetPolicy, CompactOptions, CompactTrigger, Compaction, compact};
-use troupe_runtime::{ChatMessage, Conversation, ToolCall};
-use troupe_tools::FileLedger;
+use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation, ToolCall};
 
 use super::support::block_on;
 

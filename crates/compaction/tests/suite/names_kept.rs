@@ -14,7 +14,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, artifacts, block_on, kept};
 

@@ -12,7 +12,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{Archive, BudgetPolicy, CompactOptions, compact, expand};
-use troupe_runtime::{ChatMessage, Conversation, ToolCall};
+use troupe_protocol::{ChatMessage, Conversation, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, lines};
 
@@ -301,7 +301,7 @@ fn a_target_the_pins_put_out_of_reach_is_reported_as_theirs() {
         &counter,
         Some(&MechanicalSummarizer::new()),
         CompactOptions {
-            trigger: troupe_compaction::CompactTrigger::Manual,
+            trigger: troupe_protocol::CompactTrigger::Manual,
             ..CompactOptions::default()
         },
     ))

@@ -4,8 +4,8 @@ use troupe_compaction::session::{CompactionSession, CompressionStrategy, Planned
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, expand};
-use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind, Role, ToolCall};
-use troupe_tools::FileLedger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role, ToolCall};
 
 use super::support::{FailingSummarizer, FixedSummarizer, block_on, lines};
 

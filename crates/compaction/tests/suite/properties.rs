@@ -12,7 +12,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, lines};
 

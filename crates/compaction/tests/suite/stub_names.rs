@@ -6,7 +6,7 @@ use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
-use troupe_runtime::{ChatMessage, Conversation, MessageId, MessageKind, ToolCall};
+use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, ToolCall};
 
 use super::support::{block_on, lines};
 

@@ -5,8 +5,8 @@ use troupe_compaction::summary::{missing_sections, parse_summary_message};
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
-use troupe_runtime::{ChatMessage, Conversation, MessageKind, Role, ToolCall};
-use troupe_tools::FileLedger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation, MessageKind, Role, ToolCall};
 
 use super::support::{
     EmptySummarizer, FailingSummarizer, FixedSummarizer, block_on, coding_session, lines,

@@ -10,8 +10,8 @@ use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::{InlineSummary, Summarizer, SummarizerError, SummaryPrompt};
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::{BudgetPolicy, CompactOptions};
-use troupe_runtime::Conversation;
-use troupe_tools::FileLedger;
+use troupe_protocol::Conversation;
+use troupe_protocol::FileLedger;
 
 use super::support::{FixedSummarizer, block_on, coding_session};
 

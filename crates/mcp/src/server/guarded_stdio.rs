@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::PollSender;
-use troupe_runtime::sync::lock;
+use troupe_protocol::sync::lock;
 
 use crate::line_scan::LineScan;
 

@@ -86,7 +86,7 @@ async fn bad_arguments_and_unknown_tools_become_results() {
     );
     let malformed = registry
         .dispatch(
-            &troupe_runtime::ToolCall::new("c", "everything__echo", "{not json"),
+            &troupe_protocol::ToolCall::new("c", "everything__echo", "{not json"),
             &super::support::ctx(),
         )
         .await;

@@ -11,7 +11,7 @@ use super::support::everything;
 /// The tool-call schema the local model constrains sampling with (`prompt::tool_call_schema`
 /// in `troupe-agents`): one `oneOf` branch per tool, `{"name": {"const": NAME}, "arguments":
 /// <parameters>}`. Its hoisting of `$defs` is not needed: the test checks there are none.
-fn tool_call_schema(tools: &[troupe_runtime::ToolDefinition]) -> Value {
+fn tool_call_schema(tools: &[troupe_protocol::ToolDefinition]) -> Value {
     let branches: Vec<Value> = tools
         .iter()
         .map(|tool| {

@@ -5,7 +5,7 @@
 //! test; elsewhere the test says it was skipped and returns.
 
 use troupe_mcp::McpServerConfig;
-use troupe_runtime::ToolCall;
+use troupe_protocol::ToolCall;
 use troupe_tools::{ToolContext, ToolRegistry, ToolResult};
 
 /// The server an environment variable names, or `None` (with a note) outside CI.

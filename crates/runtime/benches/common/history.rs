@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use troupe_protocol::{ChatMessage, Conversation, ConversationMark};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, BehaviorState,
-    ChatMessage, Checkpoint, Conversation, ConversationMark,
+    Checkpoint,
 };
 
 /// The corpus of real transcripts (never committed; see its README).

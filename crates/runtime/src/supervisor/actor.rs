@@ -9,13 +9,13 @@ use tracing::Instrument;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::event::Event;
 use crate::supervisor::behavior::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, Checkpoint,
 };
 use crate::supervisor::job::JobRequest;
-use crate::trace::semconv;
-use crate::trace_id::TraceId;
+use troupe_protocol::Event;
+use troupe_protocol::TraceId;
+use troupe_protocol::trace::semconv;
 
 /// A message to an agent actor.
 pub enum AgentMsg {
@@ -71,15 +71,15 @@ pub(crate) type CheckpointSlot = Arc<Mutex<Checkpoint>>;
 impl CheckpointStore {
     /// The slot for `name`, made empty on first use.
     pub(crate) fn slot(&self, name: &str) -> CheckpointSlot {
-        crate::sync::lock(&self.0)
+        troupe_protocol::sync::lock(&self.0)
             .entry(name.to_string())
             .or_default()
             .clone()
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<Checkpoint> {
-        let slot = crate::sync::lock(&self.0).get(name)?.clone();
-        let checkpoint = crate::sync::lock(&slot).clone();
+        let slot = troupe_protocol::sync::lock(&self.0).get(name)?.clone();
+        let checkpoint = troupe_protocol::sync::lock(&slot).clone();
         Some(checkpoint)
     }
 }
@@ -122,7 +122,7 @@ impl AgentState {
     /// Bring the stored checkpoint up to date (the behaviour copies only what changed).
     fn update_checkpoint(&self) {
         self.behavior
-            .update_checkpoint(&mut crate::sync::lock(&self.checkpoint));
+            .update_checkpoint(&mut troupe_protocol::sync::lock(&self.checkpoint));
     }
 }
 
@@ -181,7 +181,7 @@ impl Actor for AgentActor {
         args: Self::Arguments,
     ) -> Result<Self::State, ActorProcessingErr> {
         let checkpoint = args.checkpoints.slot(&args.ctx.name);
-        *crate::sync::lock(&checkpoint) = args.behavior.checkpoint();
+        *troupe_protocol::sync::lock(&checkpoint) = args.behavior.checkpoint();
         Ok(AgentState {
             ctx: args.ctx,
             behavior: args.behavior,

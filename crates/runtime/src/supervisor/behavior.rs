@@ -9,12 +9,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::TraceContext;
-use crate::conversation::Conversation;
-use crate::event::EventBus;
-use crate::model::ModelError;
+use crate::event_bus::EventBus;
 use crate::supervisor::directory::Directory;
 use crate::supervisor::job::JobRequest;
+use troupe_protocol::Conversation;
+use troupe_protocol::ModelError;
+use troupe_protocol::TraceContext;
 
 /// A request to an agent: text from a person or another agent, with the trace it belongs to.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,7 +28,7 @@ pub struct AgentRequest {
     /// The JSON Schema the answer must match, for a typed ask
     /// ([`Team::ask_typed`](crate::Team::ask_typed)); every model call of this request carries
     /// it. `None`: free text.
-    pub response_format: Option<crate::typed::ResponseFormat>,
+    pub response_format: Option<troupe_protocol::ResponseFormat>,
 }
 
 impl AgentRequest {
@@ -75,7 +75,7 @@ pub enum AgentError {
     /// A budget was spent: the request ended before its next model call. What it added so far
     /// (answers, tool results) stays in the conversation.
     #[error("{0}")]
-    BudgetExceeded(crate::budget::BudgetExceeded),
+    BudgetExceeded(troupe_protocol::BudgetExceeded),
 }
 
 impl AgentError {

@@ -14,11 +14,11 @@ use ractor::ActorRef;
 use ractor::rpc::CallResult;
 use tokio::sync::Notify;
 
-use crate::TraceContext;
 use crate::supervisor::actor::AgentMsg;
 use crate::supervisor::behavior::{AgentError, AgentRequest};
 use crate::supervisor::job::{JobRequest, Reply};
 use crate::supervisor::remote::RemoteAgents;
+use troupe_protocol::TraceContext;
 
 /// How long `ask` waits for the supervisor to settle an agent that just failed.
 const FAILURE_SETTLE: Duration = Duration::from_secs(2);
@@ -150,11 +150,11 @@ impl fmt::Debug for Directory {
 
 impl Directory {
     fn read<T>(&self, f: impl FnOnce(&Entries) -> T) -> T {
-        f(&crate::sync::read(&self.entries))
+        f(&troupe_protocol::sync::read(&self.entries))
     }
 
     fn write<T>(&self, f: impl FnOnce(&mut Entries) -> T) -> T {
-        let out = f(&mut crate::sync::write(&self.entries));
+        let out = f(&mut troupe_protocol::sync::write(&self.entries));
         self.changed.notify_waiters();
         out
     }
@@ -176,7 +176,7 @@ impl Directory {
     /// Teams use this for shared coordination state (e.g. which compactions are in flight)
     /// without the runtime knowing the types.
     pub fn extension<T: Any + Send + Sync>(&self, init: impl FnOnce() -> T) -> Arc<T> {
-        let mut map = crate::sync::lock(&self.extensions);
+        let mut map = troupe_protocol::sync::lock(&self.extensions);
         let key = std::any::TypeId::of::<T>();
         if let Some(existing) = map.get(&key).cloned()
             && let Ok(typed) = existing.downcast::<T>()

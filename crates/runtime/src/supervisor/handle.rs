@@ -19,11 +19,11 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::TraceContext;
 use crate::supervisor::behavior::AgentBehavior;
 use crate::supervisor::directory::AskError;
 use crate::supervisor::job::Reply;
 use crate::supervisor::team::Team;
+use troupe_protocol::TraceContext;
 
 /// A behaviour that typed handles address ([`Team::agent`]).
 pub trait AgentKind: AgentBehavior + Sized {

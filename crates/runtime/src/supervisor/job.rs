@@ -13,8 +13,8 @@ use std::fmt;
 
 use tokio::sync::oneshot;
 
-use crate::TraceContext;
 use crate::supervisor::behavior::AgentError;
+use troupe_protocol::TraceContext;
 
 /// The answer port of one job: the variant of a job enum carries it, the behaviour answers
 /// through it once. Dropping it unanswered tells the asker so (an error, never a hang).

@@ -1,8 +1,8 @@
 //! [`ContextOverflow`]: why a model call was not made — its request could not fit the model's
 //! context window with room for the answer, even after compaction.
 
-use crate::{MessageId, Role};
 use serde::{Deserialize, Serialize};
+use troupe_protocol::{MessageId, Role};
 
 /// A request the agent refused to send because it cannot fit the model's context window with
 /// the room kept for the answer (the output reserve). The agent answers it as

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::TraceContext;
 use crate::supervisor::behavior::AgentRequest;
 use crate::supervisor::directory::AskError;
+use troupe_protocol::TraceContext;
 
 /// Agents that live on other nodes, reachable by name.
 #[async_trait]

@@ -5,11 +5,12 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent};
 
-use crate::event::{Event, EventBus};
+use crate::event_bus::EventBus;
 use crate::supervisor::actor::{AgentActor, AgentActorArgs, CheckpointStore};
 use crate::supervisor::behavior::{AgentContext, BehaviorFactory, Checkpoint};
 use crate::supervisor::directory::Directory;
-use crate::trace::semconv;
+use troupe_protocol::Event;
+use troupe_protocol::trace::semconv;
 
 /// How often a failing agent is restarted before the supervisor gives up on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

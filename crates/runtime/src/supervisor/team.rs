@@ -8,15 +8,18 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::approval::{ApprovalDecision, ApprovalError, ApprovalId, Approvals};
-use crate::event::{EventBus, EventRecord};
+use crate::approval::{ApprovalError, Approvals};
+use crate::event_bus::EventBus;
 use crate::supervisor::actor::{AgentMsg, CheckpointStore};
 use crate::supervisor::behavior::{AgentBehavior, AgentRequest, BehaviorFactory, Checkpoint};
 use crate::supervisor::directory::{AskError, Directory};
 use crate::supervisor::supervisor::{
     RestartPolicy, SpawnError, Supervisor, SupervisorArgs, SupervisorMsg,
 };
-use crate::typed::{self, ResponseFormat, TypedAnswerError};
+use crate::typed::{self, TypedAnswerError};
+use troupe_protocol::EventRecord;
+use troupe_protocol::ResponseFormat;
+use troupe_protocol::{ApprovalDecision, ApprovalId};
 
 /// Answers a typed ask takes at most: the first, and one after the model saw its error.
 const TYPED_ATTEMPTS: u32 = 2;
@@ -192,7 +195,7 @@ impl Team {
     }
 
     /// Ask an agent for a value of type `T` instead of text: the request carries `T`'s JSON
-    /// Schema ([`ResponseFormat::of`](crate::typed::ResponseFormat::of)) to every model call it
+    /// Schema ([`ResponseFormat::of`](troupe_protocol::ResponseFormat::of)) to every model call it
     /// makes, and the answer is parsed into `T` and checked against the schema's rules. An
     /// answer that does not parse, or breaks a rule, is answered once with the error, in the
     /// same conversation, and the agent asked again.
@@ -234,7 +237,7 @@ impl Team {
             // The correction continues the same trace: one typed ask is one request to watch.
             request = AgentRequest {
                 from: None,
-                text: format.correction(field, message),
+                text: typed::correction(&format, field, message),
                 trace: trace.child(),
                 response_format: Some(format.clone()),
             };
@@ -252,7 +255,7 @@ impl Team {
     }
 
     /// Ask an agent and watch the request as it happens: the returned stream yields every event
-    /// of the request — [`Event::ModelDelta`](crate::Event::ModelDelta)s as the model generates
+    /// of the request — [`Event::ModelDelta`](troupe_protocol::Event::ModelDelta)s as the model generates
     /// text, tool calls, compactions, in the asked agent and in any agent it asks in turn — and
     /// ends with [`AskItem::Answer`](crate::AskItem::Answer) or the [`AskError`].
     ///
@@ -332,7 +335,7 @@ impl Team {
         &self.directory
     }
 
-    /// The team's open tool-approval requests (see [`Event::ApprovalRequested`](crate::Event)).
+    /// The team's open tool-approval requests (see [`Event::ApprovalRequested`](troupe_protocol::Event)).
     pub fn approvals(&self) -> &Approvals {
         &self.approvals
     }

@@ -15,10 +15,10 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::TraceContext;
 use crate::supervisor::behavior::AgentError;
 use crate::supervisor::directory::{AskError, Directory};
 use crate::supervisor::job::Reply;
+use troupe_protocol::TraceContext;
 
 /// A job whose request and reply can travel between nodes as JSON: the request's serde form
 /// travels, and the receiving node turns it into the variant of the behaviour's job enum
@@ -84,7 +84,7 @@ impl Directory {
             })
         });
         let jobs = self.extension(WireJobs::default);
-        crate::sync::lock(&jobs.0).insert(J::KIND, runner);
+        troupe_protocol::sync::lock(&jobs.0).insert(J::KIND, runner);
     }
 
     /// Run a job of kind `kind` that arrived from another node (its JSON in `payload`) on the
@@ -103,7 +103,7 @@ impl Directory {
     ) -> Result<String, AskError> {
         let runner = {
             let jobs = self.extension(WireJobs::default);
-            crate::sync::lock(&jobs.0).get(kind).cloned()
+            troupe_protocol::sync::lock(&jobs.0).get(kind).cloned()
         };
         let Some(runner) = runner else {
             return Err(AskError::Agent {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use troupe_runtime::{ChatMessage, Conversation};
+use troupe_protocol::{ChatMessage, Conversation};
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
+use troupe_protocol::{Event, EventRecord, ModelError, TraceId};
 use troupe_runtime::{
     AgentBehavior, AgentContext, AgentError, AgentRequest, AskError, BehaviorFactory, Checkpoint,
-    Event, EventRecord, ModelError, Team, TeamConfig, TraceId,
+    Team, TeamConfig,
 };
 
 /// Answers `ok`, fails with a rate limit on `limit`, panics on `panic`; publishes nothing.

@@ -1,9 +1,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use troupe_protocol::Event;
 use troupe_runtime::{
-    AgentError, AskError, BehaviorFactory, Checkpoint, Event, RestartPolicy, SpawnError, Team,
-    TeamConfig, TeamError,
+    AgentError, AskError, BehaviorFactory, Checkpoint, RestartPolicy, SpawnError, Team, TeamConfig,
+    TeamError,
 };
 
 use super::support::{Echo, echo_factory};

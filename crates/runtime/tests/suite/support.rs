@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use troupe_protocol::{ChatMessage, Conversation};
 use troupe_runtime::{
-    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, ChatMessage,
-    Checkpoint, Conversation,
+    AgentBehavior, AgentContext, AgentError, AgentRequest, BehaviorFactory, Checkpoint,
 };
 
 /// Echoes requests and keeps them in its conversation. Special requests:

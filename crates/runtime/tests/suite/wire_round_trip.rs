@@ -2,7 +2,7 @@
 //! `function`), `tool_calls: null`, numbers `serde_json::Value` cannot hold, the `developer` role.
 //! Each case is read and written back as text and must come out byte-for-byte.
 
-use troupe_runtime::{ChatMessage, Conversation, StoredMessage};
+use troupe_protocol::{ChatMessage, Conversation, StoredMessage};
 
 /// Parse `raw` as one message and write it back compactly.
 #[track_caller]

@@ -3,7 +3,7 @@
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::output::truncation_marker;
+use troupe_protocol::truncation_marker;
 
 /// Bytes read from the pipe per read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -118,7 +118,7 @@ mod tests {
         streamed.push(text.as_bytes());
         assert_eq!(
             streamed.finish(),
-            crate::output::cap_output(text, 300),
+            troupe_protocol::cap_output(text, 300),
             "one cap, one marker"
         );
     }

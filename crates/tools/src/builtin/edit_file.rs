@@ -10,9 +10,9 @@ use super::read_file::blocking;
 use super::text::{line_at, line_count, sha256_hex};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::ledger::FileAccess;
 use crate::tool::Tool;
 use crate::workspace::{FileError, RootDir, WorkspacePath, check_single_link};
+use troupe_protocol::FileAccess;
 
 /// How many match locations an "ambiguous" message lists.
 const LISTED_MATCHES: usize = 10;

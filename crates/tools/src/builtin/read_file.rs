@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::text::{line_count, sha256_hex};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::ledger::FileAccess;
 use crate::tool::Tool;
 use crate::workspace::{FileError, RootDir, WorkspacePath};
+use troupe_protocol::FileAccess;
 
 /// Files larger than this are refused rather than loaded whole into memory.
 const MAX_FILE_BYTES: u64 = 32 * 1024 * 1024;

@@ -8,9 +8,9 @@ use super::read_file::blocking;
 use super::text::{line_count, sha256_hex};
 use crate::context::ToolContext;
 use crate::error::ToolError;
-use crate::ledger::FileAccess;
 use crate::tool::Tool;
 use crate::workspace::{FileError, RootDir};
+use troupe_protocol::FileAccess;
 
 /// The `write_file` tool.
 #[derive(Debug, Clone, Copy, Default)]

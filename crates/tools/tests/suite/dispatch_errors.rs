@@ -5,7 +5,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use troupe_runtime::Event;
+use troupe_protocol::Event;
 use troupe_tools::{NoArgs, ToolError, ToolFailure, ToolOutcome, ToolRegistry};
 
 use super::support::{call, run, workspace};

@@ -1,8 +1,9 @@
 //! The file ledger records every built-in file operation, and custom tools can record too.
 
 use serde_json::json;
+use troupe_protocol::{FileAccess, FileLedger};
 use troupe_tools::builtin::{self, sha256_hex};
-use troupe_tools::{FileAccess, FileLedger, NoArgs, ToolContext, ToolError, ToolRegistry};
+use troupe_tools::{NoArgs, ToolContext, ToolError, ToolRegistry};
 
 use super::support::{run, workspace};
 
@@ -112,11 +113,11 @@ async fn custom_tools_can_record_into_the_ledger() {
 
 #[test]
 fn the_ledger_round_trips_through_json() {
-    let shared = troupe_tools::SharedLedger::new();
-    shared.record(troupe_tools::LedgerEntry::new("a.rs", FileAccess::Read).with_line_count(4));
+    let shared = troupe_protocol::SharedLedger::new();
+    shared.record(troupe_protocol::LedgerEntry::new("a.rs", FileAccess::Read).with_line_count(4));
     let json = serde_json::to_string(&shared.snapshot()).unwrap();
     let back: FileLedger = serde_json::from_str(&json).unwrap();
     assert_eq!(back, shared.snapshot());
-    let restored = troupe_tools::SharedLedger::from_ledger(back);
+    let restored = troupe_protocol::SharedLedger::from_ledger(back);
     assert_eq!(restored.len(), 1);
 }

@@ -183,9 +183,9 @@ async fn a_closure_tool_with_context_sees_the_call_id_and_root() {
 #[test]
 fn truncation_keeps_utf8_intact_and_leaves_short_output_alone() {
     let short = "héllo".to_string();
-    assert_eq!(troupe_tools::cap_output(short.clone(), 100), short);
+    assert_eq!(troupe_protocol::cap_output(short.clone(), 100), short);
     let long = "é".repeat(1000);
-    let cut = troupe_tools::cap_output(long, 101);
+    let cut = troupe_protocol::cap_output(long, 101);
     assert!(cut.contains("the original was 2000 bytes"), "{cut}");
     assert!(cut.starts_with('é') && cut.ends_with('é'));
 }

@@ -4,7 +4,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
-use troupe_runtime::ToolCall;
+use troupe_protocol::ToolCall;
 use troupe_tools::{ToolContext, ToolRegistry, ToolResult};
 
 /// A tool call with a fixed id.

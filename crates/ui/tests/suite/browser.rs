@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::Command;
-use troupe_runtime::{AgentRequest, Event};
+use troupe_protocol::Event;
+use troupe_runtime::AgentRequest;
 use troupe_ui::{UiConfig, serve, serve_session};
 
 use super::support::{Runs, WRITER_ANSWERS, session_log, team};

@@ -7,12 +7,12 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::Value;
 use std::sync::Arc;
-use troupe_runtime::approval::ApprovalId;
-use troupe_runtime::{Event, EventRecord};
+use troupe_protocol::ApprovalId;
+use troupe_protocol::{Event, EventRecord};
 
 use troupe_agents::AgentSpec;
 use troupe_agents::TeamBuilderExt as _;
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
+use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_ui::{UiConfig, serve, serve_session, serve_trace};
 
 use super::support::{
@@ -281,7 +281,7 @@ async fn approve_and_deny_act_and_the_agent_does_what_was_chosen() {
     let results: Vec<String> = last
         .messages
         .iter()
-        .filter(|m| m.role == troupe_runtime::Role::Tool)
+        .filter(|m| m.role == troupe_protocol::Role::Tool)
         .map(|m| m.text())
         .collect();
     assert!(

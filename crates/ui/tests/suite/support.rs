@@ -6,9 +6,10 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::model::{ScriptedModel, ScriptedReply};
 use troupe_agents::{AgentSpec, TeamBuilderExt as _, shared_counter};
-use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, Team, TeamConfig};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
+use troupe_runtime::{Team, TeamConfig};
 use troupe_tools::ToolRegistry;
 
 /// The commands the `run` tool ran.

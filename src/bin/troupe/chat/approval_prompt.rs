@@ -5,7 +5,8 @@
 
 use tokio::io::AsyncRead;
 use troupe::Team;
-use troupe::runtime::approval::{ApprovalError, ApprovalId};
+use troupe::protocol::ApprovalId;
+use troupe::runtime::approval::ApprovalError;
 
 use super::input::{Line, Lines};
 use super::interrupts::Interrupts;

@@ -57,7 +57,7 @@ pub(super) async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
     }
     let default = if models.is_empty() {
         let spinner = crate::progress::spinner("loading the default model");
-        let model = troupe::agents::model::default_model()
+        let model = troupe::models::default_model()
             .await
             .context("loading the default model")?;
         spinner.finish_and_clear();

@@ -6,7 +6,7 @@
 
 use tokio::io::AsyncRead;
 use troupe::agents::spend::AgentBudget;
-use troupe::runtime::budget::{BudgetExceeded, SpendLimit};
+use troupe::protocol::{BudgetExceeded, SpendLimit};
 
 use super::input::{Line, Lines};
 use super::interrupts::Interrupts;

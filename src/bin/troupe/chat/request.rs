@@ -2,7 +2,8 @@
 //! a Ctrl-C or a budget's pause.
 
 use futures::StreamExt as _;
-use troupe::runtime::{AskItem, MessageId, Role};
+use troupe::protocol::{MessageId, Role};
+use troupe::runtime::AskItem;
 use troupe::{Event, LlmAgent};
 
 use super::input::Lines;

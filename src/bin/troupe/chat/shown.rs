@@ -2,7 +2,7 @@
 //! as one-line notices (a background compaction quietly, once, when it lands) — everything from the model or a tool through [`super::terminal`].
 
 use troupe::Event;
-use troupe::runtime::CompactionMode;
+use troupe::protocol::CompactionMode;
 
 use super::terminal::{StreamedText, safe};
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use troupe::compaction::Archive;
-use troupe::runtime::ChatMessage;
+use troupe::protocol::ChatMessage;
 use troupe_cli::transcript_ops::ArchiveHeader;
 
 /// Archives kept at most.

@@ -1,9 +1,10 @@
 //! What a compaction shows: its `compaction` span and its three events, opened and published
 //! here only, on the asker's side, whatever route the compaction took.
 
-use troupe_compaction::{CompactTrigger, CompactionReport};
-use troupe_runtime::trace::semconv;
-use troupe_runtime::{CompactionMode, Event, EventBus, TraceId};
+use troupe_protocol::trace::semconv;
+use troupe_protocol::{CompactTrigger, CompactionReport};
+use troupe_protocol::{CompactionMode, Event, TraceId};
+use troupe_runtime::EventBus;
 
 use super::CompactError;
 

@@ -50,7 +50,7 @@ impl CompactionTracker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Receiver<Outcome>>> {
-        troupe_runtime::sync::lock(&self.in_flight)
+        troupe_protocol::sync::lock(&self.in_flight)
     }
 }
 

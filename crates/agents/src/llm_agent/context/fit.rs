@@ -14,7 +14,8 @@
 //! whole answer: only what the model sees again is cut.
 
 use troupe_compaction::invariants::ProtectedSet;
-use troupe_runtime::{ChatMessage, ContextOverflow, MessageId};
+use troupe_protocol::{ChatMessage, MessageId};
+use troupe_runtime::ContextOverflow;
 
 use super::Context;
 

@@ -1,7 +1,7 @@
 //! `/context`: where an agent's context stands.
 
 use serde::{Deserialize, Serialize};
-use troupe_compaction::CompactionReport;
+use troupe_protocol::CompactionReport;
 
 use super::Context;
 use crate::spend::SpendReport;

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use troupe_compaction::tokens::TokenCounter;
-use troupe_runtime::{MessageId, StoredMessage};
+use troupe_protocol::{MessageId, StoredMessage};
 
 use super::{FIRST_LINE_CHARS, RECALL_TOOL, Recall, clip, rendered};
 

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use troupe_runtime::StoredMessage;
+use troupe_protocol::StoredMessage;
 
 use super::{MAX_HITS, RECALL_TOOL, Recall, SNIPPET_CONTEXT_CHARS, rendered};
 

@@ -5,8 +5,9 @@ use super::*;
 use crate::compaction_settings::shared_counter;
 use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
-use troupe_runtime::{ChatMessage, Conversation};
-use troupe_tools::{FileLedger, ToolFailure, ToolOutcome, ToolResult};
+use troupe_protocol::FileLedger;
+use troupe_protocol::{ChatMessage, Conversation};
+use troupe_tools::{ToolFailure, ToolOutcome, ToolResult};
 
 fn recall_over(archive: Archive, tool_names: &[(&str, &str)], page_tokens: usize) -> Recall {
     Recall {

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use troupe_runtime::{Conversation, ToolCall};
+use troupe_protocol::{Conversation, ToolCall};
 
 use super::*;
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::{shared_counter, spawn_compression_agent};
 use troupe_compaction::BudgetPolicy;
-use troupe_runtime::{ChatMessage, ChatModel, Conversation, Team, TeamConfig};
+use troupe_protocol::{ChatMessage, ChatModel, Conversation};
+use troupe_runtime::{Team, TeamConfig};
 
 pub(crate) const SUMMARY: &str = "## Goal\nRead the files.\n## Constraints & Preferences\n- none\n## Progress\n### Done\n- read files\n### In Progress\n- none\n### Blocked\n- none\n## Key Decisions\n- none\n## Next Steps\n1. continue\n## Critical Context\n- none";
 

@@ -1,7 +1,7 @@
 //! Helpers over the events a team publishes.
 
 use tokio::sync::broadcast;
-use troupe_runtime::{Event, EventRecord};
+use troupe_protocol::{Event, EventRecord};
 
 /// Every event heard so far.
 pub(crate) fn drain(events: &mut broadcast::Receiver<EventRecord>) -> Vec<Event> {

@@ -5,9 +5,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::Semaphore;
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_runtime::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo, Team, TeamConfig};
+use troupe_models::ScriptedModel;
+use troupe_protocol::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
+use troupe_runtime::{Team, TeamConfig};
 
 /// A compression model that answers only once its gate is opened.
 struct GatedModel {

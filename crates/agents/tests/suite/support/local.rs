@@ -9,7 +9,7 @@
 //! the weights are loaded once per process, so each setup below is loaded once per binary.
 
 use tokio::sync::OnceCell;
-use troupe_agents::model::{LocalModel, LocalModelConfig};
+use troupe_models::{LocalModel, LocalModelConfig};
 
 /// The default weights on an engine of `max_context` cells serving `parallel` requests at once.
 /// A `max_context` of its own gives a test an engine of its own: what its cache holds is then

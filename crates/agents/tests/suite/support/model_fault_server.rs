@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
-use troupe_agents::model::{OpenAiConfig, OpenAiModel, RetryPolicy};
+use troupe_models::{OpenAiConfig, OpenAiModel, RetryPolicy};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]

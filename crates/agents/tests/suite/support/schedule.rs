@@ -12,13 +12,14 @@ use troupe_agents::compression::{
     InProcess,
 };
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_compaction::{BudgetPolicy, CompactTrigger, Compaction, CompactionError};
-use troupe_runtime::{
-    ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, Conversation, Directory,
-    FinishReason, ModelError, ModelInfo, RequestPriority, Team, TeamConfig, ToolCall, TraceContext,
-    Usage, stream_response,
+use troupe_compaction::{BudgetPolicy, Compaction, CompactionError};
+use troupe_protocol::CompactTrigger;
+use troupe_protocol::FileLedger;
+use troupe_protocol::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, Conversation, FinishReason,
+    ModelError, ModelInfo, RequestPriority, ToolCall, TraceContext, Usage, stream_response,
 };
-use troupe_tools::FileLedger;
+use troupe_runtime::{Directory, Team, TeamConfig};
 
 /// What the compression model's loop opens with; the agent's name follows in backticks.
 pub(crate) const LOOP_OPENING: &str = "Compress the conversation of agent `";

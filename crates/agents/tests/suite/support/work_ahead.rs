@@ -5,12 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::broadcast;
-use troupe_agents::model::ScriptedModel;
 use troupe_agents::{CompactionSettings, LlmAgentState, WorkAhead};
 use troupe_compaction::{BudgetPolicy, expand};
+use troupe_models::ScriptedModel;
 
 use super::events::drain;
-use troupe_runtime::{ChatMessage, CompactionMode, Event, EventRecord, Team};
+use troupe_protocol::{ChatMessage, CompactionMode, Event, EventRecord};
+use troupe_runtime::Team;
 
 pub(crate) fn big(n: usize) -> String {
     (0..n)

@@ -27,7 +27,7 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use troupe_runtime::{ChatMessage, Role};
+use troupe_protocol::{ChatMessage, Role};
 
 use super::{
     ArtifactCategory, Artifacts, RecallReport, argument_strings, compiled, fenced_first_lines,

@@ -140,8 +140,8 @@ fn the_floor_and_the_trigger_bound_the_choice() {
 
 /// system, task, 30 turns of a read and its ~600-token result, a last question: at the
 /// trigger of a 32k window.
-fn session() -> troupe_runtime::Conversation {
-    use troupe_runtime::ToolCall;
+fn session() -> troupe_protocol::Conversation {
+    use troupe_protocol::ToolCall;
     let mut messages = vec![
         ChatMessage::system("You are a coder."),
         ChatMessage::user("Read the files."),
@@ -155,7 +155,7 @@ fn session() -> troupe_runtime::Conversation {
         messages.push(ChatMessage::tool_result(format!("c{i}"), body));
     }
     messages.push(ChatMessage::user("and now?"));
-    troupe_runtime::Conversation::from_messages(messages)
+    troupe_protocol::Conversation::from_messages(messages)
 }
 
 /// `session()` under `policy`: the policy the rule chooses for an automatic compaction.
@@ -179,7 +179,7 @@ async fn compact_session(policy: &BudgetPolicy, trigger: CompactTrigger) -> Comp
         ..CompactOptions::default()
     };
     let summarizer = MechanicalSummarizer::new();
-    let ledger = troupe_tools::FileLedger::new();
+    let ledger = troupe_protocol::FileLedger::new();
     compact(
         &session(),
         &ledger,

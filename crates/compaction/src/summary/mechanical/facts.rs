@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use troupe_runtime::Role;
+use troupe_protocol::Role;
 
 use super::prose::{
     is_correction, prose_sentences, states_constraint, states_decision, states_intent,

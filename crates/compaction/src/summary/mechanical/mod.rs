@@ -85,7 +85,7 @@ impl Summarizer for MechanicalSummarizer {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use troupe_runtime::Role;
+    use troupe_protocol::Role;
 
     use crate::summary::format::missing_sections;
     use crate::summary::prompt::{per_message_prompt, segment_prompt};

@@ -1,7 +1,7 @@
 //! The strict extractor on small hand-written transcripts: each artifact kind, the bodies it
 //! leaves out, and what "at risk" and "kept" mean.
 
-use troupe_runtime::{ChatMessage, ToolCall};
+use troupe_protocol::{ChatMessage, ToolCall};
 
 use super::super::ArtifactCategory;
 use super::{extract_strict_artifacts, strict_artifact_recall};
