@@ -45,12 +45,12 @@ use troupe::{Event, EventRecord, TeamConfig};
 
 /// The files to read, relative to `crates/` (about 10k tokens in all).
 const FILES: [&str; 6] = [
-    "runtime/src/message.rs",
-    "runtime/src/event.rs",
-    "runtime/src/model.rs",
-    "runtime/src/trace.rs",
+    "protocol/src/message.rs",
+    "protocol/src/event.rs",
+    "protocol/src/model.rs",
+    "protocol/src/trace.rs",
     "tools/src/result.rs",
-    "tools/src/ledger.rs",
+    "protocol/src/ledger.rs",
 ];
 
 /// The agent's (pretend) context window in tokens: small, so compaction comes early.
@@ -105,12 +105,12 @@ async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, Compresso
     // answer without them is not trusted, and the mechanical summary would stand in).
     let summarizer = ScriptedModel::new("scripted-summarizer", []).with_fallback(
         "## Goal\n\
-         Read the runtime and tools source files with read_file and say what each is for.\n\
+         Read the protocol and tools source files with read_file and say what each is for.\n\
          ## Constraints & Preferences\n\
          Only read_file; one sentence per file.\n\
          ## Progress\n\
          ### Done\n\
-         Read runtime/src/message.rs and runtime/src/event.rs: each defines part of the troupe API.\n\
+         Read protocol/src/message.rs and protocol/src/event.rs: each defines part of the troupe API.\n\
          ### In Progress\n\
          Reading the next file with read_file.\n\
          ### Blocked\n\
@@ -118,7 +118,7 @@ async fn models(scripted: bool) -> anyhow::Result<(Arc<dyn ChatModel>, Compresso
          ## Key Decisions\n\
          Each file is read in its own request.\n\
          ## Next Steps\n\
-         Read the remaining runtime and tools files.\n\
+         Read the remaining protocol and tools files.\n\
          ## Critical Context\n\
          The files are under crates/.",
     );
