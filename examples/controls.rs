@@ -49,7 +49,7 @@ use troupe::agents::compression::{CompressionConfig, CompressorModel};
 use troupe::agents::session::load;
 use troupe::agents::spend::AgentBudget;
 use troupe::agents::{CompactionSettings, LlmAgent, WorkAhead};
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::compaction::session::{CompactionPreview, MessageFate};
 use troupe::models::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
@@ -179,9 +179,9 @@ fn coder_spec(model: Arc<dyn ChatModel>, log: &Path, saw: &HooksSaw) -> AgentSpe
         .session(log)
         .max_tokens(64)
         .compaction(CompactionSettings {
-            policy: Some(BudgetPolicy {
+            policy: Some(ContextPolicy {
                 protected_recent: 2,
-                ..BudgetPolicy::for_window(6_000)
+                ..ContextPolicy::for_window(6_000)
             }),
             work_ahead: WorkAhead::Off,
             hooks: saw.hooks(),

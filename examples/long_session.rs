@@ -36,7 +36,7 @@ use troupe::agents::compression::CompressionConfig;
 use troupe::agents::compression::CompressorModel;
 use troupe::agents::{CompactionSettings, LlmAgent};
 
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::protocol::MessageKind;
@@ -58,8 +58,8 @@ const WINDOW: usize = 6_000;
 
 const AGENT: &str = "reader";
 
-fn policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn policy() -> ContextPolicy {
+    ContextPolicy {
         context_window: WINDOW,
         target: 0.05,
         protected_recent: 4,
@@ -69,7 +69,7 @@ fn policy() -> BudgetPolicy {
         // The 5 % target as written: automatic compactions would otherwise aim at the
         // cost-aware target, somewhere between 20 % and 60 % of the window.
         cost_aware: false,
-        ..BudgetPolicy::default()
+        ..ContextPolicy::default()
     }
 }
 

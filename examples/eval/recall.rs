@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::compaction::invariants::ProtectedSet;
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::protocol::{ChatMessage, Conversation};
@@ -43,7 +43,7 @@ pub(super) async fn recall_row(
     model: &str,
     compressor: &Compressor,
 ) -> anyhow::Result<RecallRow> {
-    let defaults = BudgetPolicy::for_window(window);
+    let defaults = ContextPolicy::for_window(window);
     let request = CompactGoal {
         window,
         target: defaults.target,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use troupe::compaction::tokens::TokenCounter;
 use troupe::compaction::transcript::ledger_from_transcript;
-use troupe::compaction::{BudgetPolicy, CompactOptions, compact};
+use troupe::compaction::{CompactOptions, ContextPolicy, compact};
 use troupe::protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, MessageId, ModelError,
     ModelInfo, stream_response,
@@ -104,7 +104,7 @@ fn haystack(messages: &[ChatMessage]) -> String {
 async fn tier3_removed(
     conversation: &Conversation,
     result: &[ChatMessage],
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
 ) -> anyhow::Result<usize> {
     if result.len() >= conversation.len() {
@@ -196,7 +196,7 @@ pub(super) async fn replay(
     label: &str,
     model: Option<Arc<dyn ChatModel>>,
 ) -> anyhow::Result<Row> {
-    let policy = BudgetPolicy::for_window(window);
+    let policy = ContextPolicy::for_window(window);
     policy.validate()?;
     let counter = troupe::agents::shared_counter();
     let model_nanos = Arc::new(AtomicU64::new(0));

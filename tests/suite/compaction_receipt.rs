@@ -7,7 +7,7 @@ use troupe::agents::compression::{
     CompactionCaller, CompactionRequest, CompressionConfig, CompressorModel, compact,
 };
 use troupe::agents::spawn_compression_agent;
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::compaction::economics::CostModel;
 use troupe::compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe::protocol::CompactTrigger;
@@ -63,10 +63,10 @@ fn carries_its_receipt(pricing: Option<CostModel>, rebill_rate: f64, name: &str)
     let counter: Arc<dyn TokenCounter> = Arc::new(CharEstimateCounter);
     let conversation = long_conversation();
     let before = conversation.to_messages();
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         tool_output_limit_tokens: 100_000,
         pricing,
-        ..BudgetPolicy::for_window(5_000)
+        ..ContextPolicy::for_window(5_000)
     };
     assert!(counter.count_messages(&before) > policy.trigger_tokens());
     let dir = tempfile::tempdir().unwrap();

@@ -137,7 +137,7 @@ fn an_agent_compacts_through_the_compression_agent_of_another_node_and_alone_whe
 async fn compacts_through_another_node_then_alone() {
     use troupe::AgentSpec;
     use troupe::agents::{CompactionSettings, LlmAgent, spawn_agent};
-    use troupe::compaction::BudgetPolicy;
+    use troupe::compaction::ContextPolicy;
     use troupe::models::ScriptedModel;
 
     let dir = tempfile::tempdir().unwrap();
@@ -151,7 +151,7 @@ async fn compacts_through_another_node_then_alone() {
     let settings = CompactionSettings {
         // The target (40 % of the window less the answer's reserve) leaves the summary room
         // beside the protected messages.
-        policy: Some(BudgetPolicy::for_window(5_000)),
+        policy: Some(ContextPolicy::for_window(5_000)),
         auto: false,
         ..CompactionSettings::default()
     };

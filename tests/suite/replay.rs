@@ -2,7 +2,7 @@
 //! report (the evaluation example and `troupe replay` read a replay through it).
 
 use troupe::agents::{CompactionSettings, shared_counter};
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::compaction::tokens::TokenCounter;
 use troupe::protocol::{ChatMessage, Conversation, ToolCall};
 use troupe_cli::transcript_file::TranscriptFile;
@@ -137,7 +137,7 @@ fn untimed(report: &ReplayReport) -> ReplayReport {
 
 /// Replay `input` at a 4k window through a compression agent of its own.
 async fn replay(input: &TranscriptFile, observer: &mut dyn ReplayObserver) -> ReplayReport {
-    let policy = BudgetPolicy::for_window(4_000);
+    let policy = ContextPolicy::for_window(4_000);
     policy.validate().unwrap();
     let counter = shared_counter();
     let compressor = Compressor::start(None, counter.clone()).await.unwrap();
@@ -289,7 +289,7 @@ async fn every_corpus_replay_keeps_every_model_call_within_the_window() {
     for file in files {
         let input = TranscriptFile::read(&file).unwrap();
         for window in [32_000, 64_000, 128_000] {
-            let policy = BudgetPolicy::for_window(window);
+            let policy = ContextPolicy::for_window(window);
             let compressor = Compressor::start(None, counter.clone()).await.unwrap();
             let report = replay_transcript(&input, &policy, counter.as_ref(), &compressor, &mut ())
                 .await

@@ -38,7 +38,7 @@ fn a_compaction_still_working_ahead_at_shutdown_ends_cancelled_in_the_trace() {
         AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
-    use troupe::compaction::BudgetPolicy;
+    use troupe::compaction::ContextPolicy;
     use troupe::models::ScriptedModel;
     use troupe::protocol::{CompactionMode, Event};
     use troupe::runtime::{Team, TeamConfig};
@@ -56,10 +56,10 @@ fn a_compaction_still_working_ahead_at_shutdown_ends_cancelled_in_the_trace() {
             spawn_compression_agent(&team, config).await.unwrap();
             let model = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
             let spec = AgentSpec::new("coder", model).compaction(CompactionSettings {
-                policy: Some(BudgetPolicy {
+                policy: Some(ContextPolicy {
                     target: 0.1,
                     tool_output_limit_tokens: 100_000,
-                    ..BudgetPolicy::for_window(8_000)
+                    ..ContextPolicy::for_window(8_000)
                 }),
                 work_ahead: WorkAhead::AtWarning,
                 recall_tool: false,

@@ -38,7 +38,7 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
         AgentSpec, CompactionSettings, LlmAgent, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
-    use troupe::compaction::BudgetPolicy;
+    use troupe::compaction::ContextPolicy;
     use troupe::models::{ScriptedModel, ScriptedReply};
     use troupe::runtime::{Team, TeamConfig};
 
@@ -57,9 +57,9 @@ fn an_automatic_compaction_is_part_of_the_request_that_triggered_it() {
             let spec = AgentSpec::new("coder", Arc::new(ScriptedModel::new("coder", script)))
                 .tools(tools)
                 .compaction(CompactionSettings {
-                    policy: Some(BudgetPolicy {
+                    policy: Some(ContextPolicy {
                         tool_output_limit_tokens: 100_000,
-                        ..BudgetPolicy::for_window(4_000)
+                        ..ContextPolicy::for_window(4_000)
                     }),
                     // The blocking road: the trigger compacts within the request, waiting.
                     work_ahead: WorkAhead::Off,
@@ -116,7 +116,7 @@ fn a_background_compaction_is_a_span_of_the_request_that_started_it() {
         AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
         spawn_compression_agent,
     };
-    use troupe::compaction::BudgetPolicy;
+    use troupe::compaction::ContextPolicy;
     use troupe::models::ScriptedModel;
     use troupe::protocol::{CompactionMode, Event};
     use troupe::runtime::{Team, TeamConfig};
@@ -131,9 +131,9 @@ fn a_background_compaction_is_a_span_of_the_request_that_started_it() {
             spawn_compression_agent(&team, config).await.unwrap();
             let model = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
             let spec = AgentSpec::new("coder", model).compaction(CompactionSettings {
-                policy: Some(BudgetPolicy {
+                policy: Some(ContextPolicy {
                     tool_output_limit_tokens: 100_000,
-                    ..BudgetPolicy::for_window(8_000)
+                    ..ContextPolicy::for_window(8_000)
                 }),
                 work_ahead: WorkAhead::AtWarning,
                 ..CompactionSettings::default()
@@ -189,7 +189,7 @@ fn the_agents_compact_tool_is_an_execute_tool_span_with_its_events() {
     use std::sync::Arc;
     use troupe::agents::compression::{CompressionConfig, CompressorModel};
     use troupe::agents::{AgentSpec, CompactionSettings, spawn_agent, spawn_compression_agent};
-    use troupe::compaction::BudgetPolicy;
+    use troupe::compaction::ContextPolicy;
     use troupe::models::{ScriptedModel, ScriptedReply};
     use troupe::protocol::Event;
     use troupe::runtime::{Team, TeamConfig};
@@ -215,9 +215,9 @@ fn the_agents_compact_tool_is_an_execute_tool_span_with_its_events() {
                 .tools(tools)
                 .max_turns(10)
                 .compaction(CompactionSettings {
-                    policy: Some(BudgetPolicy {
+                    policy: Some(ContextPolicy {
                         tool_output_limit_tokens: 100_000,
-                        ..BudgetPolicy::for_window(4_000)
+                        ..ContextPolicy::for_window(4_000)
                     }),
                     auto: false,
                     agent_tool: true,

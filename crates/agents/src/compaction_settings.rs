@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TiktokenCounter, TokenCounter};
 
@@ -13,7 +13,7 @@ use crate::compression::hooks::CompactionHooks;
 #[derive(Clone)]
 pub struct CompactionSettings {
     /// The budget; `None` derives it from the model's context window with default thresholds.
-    pub policy: Option<BudgetPolicy>,
+    pub policy: Option<ContextPolicy>,
     /// Whether the trigger threshold compacts automatically.
     pub auto: bool,
     /// The token counter; `None` uses the shared o200k BPE counter.
@@ -28,7 +28,7 @@ pub struct CompactionSettings {
     /// Tokens kept free in the window for the model's answer: the warning, trigger and target
     /// are fractions of the window less this reserve (the usable window), and a request whose
     /// prompt plus this reserve cannot fit the window is refused. `None`: the agent's `max_tokens` when set, else
-    /// [`BudgetPolicy::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
+    /// [`ContextPolicy::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
     /// the window (see [`CompactionSettings::output_reserve_for`]).
     pub output_reserve: Option<usize>,
     /// When the agent asks for a compaction ahead of the trigger and goes on working while it
@@ -98,21 +98,21 @@ impl Default for CompactionSettings {
 impl CompactionSettings {
     /// The tokens a request to a model with `context_window` tokens keeps free for the answer:
     /// [`CompactionSettings::output_reserve`], else `max_tokens` (the agent's cap on an answer),
-    /// else [`BudgetPolicy::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
+    /// else [`ContextPolicy::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
     /// so that with the default trigger (80 %) and target (40 %) a compaction still leaves room
     /// for work before the next one (a small model's window is not given up to its answer).
     pub fn output_reserve_for(&self, max_tokens: Option<u32>, context_window: usize) -> usize {
         let wanted = self
             .output_reserve
             .or(max_tokens.map(|n| n as usize))
-            .unwrap_or(BudgetPolicy::DEFAULT_OUTPUT_RESERVE);
+            .unwrap_or(ContextPolicy::DEFAULT_OUTPUT_RESERVE);
         wanted.min(context_window / 4)
     }
 
     /// The context check of an agent under `policy` (its [`CompactionSettings::policy_for`]):
     /// its thresholds, whether it compacts automatically, where it works ahead ([`WorkAhead`],
     /// the trigger at the latest) and what it does at the limit ([`AtLimit`]).
-    pub(crate) fn context_check(&self, policy: &BudgetPolicy) -> ContextCheck {
+    pub(crate) fn context_check(&self, policy: &ContextPolicy) -> ContextCheck {
         let check = ContextCheck::new(policy, self.auto);
         let from = match self.work_ahead {
             WorkAhead::Off => return check,
@@ -128,12 +128,12 @@ impl CompactionSettings {
     /// `max_tokens`: the configured policy (else the window's default) with the output reserve
     /// ([`CompactionSettings::output_reserve_for`]) taken out of the base its thresholds are
     /// fractions of.
-    pub fn policy_for(&self, context_window: usize, max_tokens: Option<u32>) -> BudgetPolicy {
+    pub fn policy_for(&self, context_window: usize, max_tokens: Option<u32>) -> ContextPolicy {
         let policy = self
             .policy
             .clone()
-            .unwrap_or_else(|| BudgetPolicy::for_window(context_window));
-        BudgetPolicy {
+            .unwrap_or_else(|| ContextPolicy::for_window(context_window));
+        ContextPolicy {
             output_reserve: self.output_reserve_for(max_tokens, policy.context_window),
             ..policy
         }

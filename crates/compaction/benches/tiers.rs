@@ -11,7 +11,7 @@ use criterion::{BatchSize, Criterion};
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{TiktokenCounter, TokenCache};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 use troupe_protocol::Conversation;
 
 fn main() {
@@ -55,7 +55,7 @@ fn main() {
             token_cache: Some(warm.detached_copy()),
             ..CompactOptions::default()
         };
-        let policy = BudgetPolicy::for_window(window);
+        let policy = ContextPolicy::for_window(window);
         match runtime.block_on(compact(
             &conversation,
             &ledger,
@@ -92,7 +92,7 @@ fn main() {
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("pi_large_session");
     for (name, window, summarizer) in cases {
-        let policy = BudgetPolicy::for_window(window);
+        let policy = ContextPolicy::for_window(window);
         group.bench_function(name, |b| {
             b.iter_batched(
                 // A private copy per run: counts of stubs from earlier runs must not leak in.

@@ -16,7 +16,7 @@ use crate::economics::min_gain::PlannedGain;
 use crate::economics::target::cost_aware_policy;
 use crate::error::CompactionError;
 use crate::guard::ThrashGuard;
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use crate::session::CompactionSession;
 use crate::summary::Summarizer;
 use crate::token_cache::{CachedCounter, TokenCache};
@@ -92,7 +92,7 @@ impl Compaction {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), troupe_compaction::CompactionError> {
-/// use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
+/// use troupe_compaction::{ContextPolicy, CompactOptions, compact};
 /// use troupe_compaction::summary::MechanicalSummarizer;
 /// use troupe_compaction::tokens::TiktokenCounter;
 /// use troupe_protocol::Conversation;
@@ -102,7 +102,7 @@ impl Compaction {
 /// let result = compact(
 ///     &conversation,
 ///     &FileLedger::new(),
-///     &BudgetPolicy::for_window(32_000),
+///     &ContextPolicy::for_window(32_000),
 ///     &counter,
 ///     Some(&MechanicalSummarizer::new()),
 ///     CompactOptions::default(),
@@ -114,7 +114,7 @@ impl Compaction {
 pub async fn compact(
     conversation: &Conversation,
     ledger: &FileLedger,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
     options: CompactOptions,
@@ -153,7 +153,7 @@ impl Steering for NoSteering {
 ///
 /// An automatic or agent-tool trigger is skipped (the report says why, nothing changes) unless
 /// `options.guard` allows it: after an attempt, the next one waits until
-/// [`BudgetPolicy::min_freeable_tokens`] more tokens are freeable. It is also declined when its
+/// [`ContextPolicy::min_freeable_tokens`] more tokens are freeable. It is also declined when its
 /// planned receipt nets a loss under OpenAI's default rates (it would re-bill more than it saves
 /// over the turns until the next one), unless the window needs it: see
 /// [`economics`](crate::economics).
@@ -163,7 +163,7 @@ impl Steering for NoSteering {
 pub async fn compact_with(
     conversation: &Conversation,
     ledger: &FileLedger,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
     options: CompactOptions,

@@ -8,7 +8,7 @@
 //! step ([`ContextStep`]: go on, work ahead, join the job in flight, compact, make room) and what
 //! becomes of the warning ([`Warning`]). The agent only carries it out. Every threshold the
 //! decision compares with lives here, as tokens of the usable window (the window less the
-//! output reserve), taken once from the [`BudgetPolicy`]:
+//! output reserve), taken once from the [`ContextPolicy`]:
 //!
 //! - the **warning**: after a turn, a request past it is said once per crossing;
 //! - the **work-ahead threshold** (the warning by default, the trigger at the latest): with no
@@ -26,8 +26,8 @@
 //! exact count ([`ContextCheck::quiet_below`]): a caller may settle it with an upper bound
 //! without tokenizing.
 
-use crate::BudgetPolicy;
-pub use crate::policy::BudgetState;
+use crate::ContextPolicy;
+pub use crate::policy::ContextLevel;
 
 /// Where a check runs in a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub struct ContextAction {
 }
 
 /// The thresholds an agent's requests are checked against, and how it compacts; built once
-/// from its [`BudgetPolicy`] and settings.
+/// from its [`ContextPolicy`] and settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ContextCheck {
     warning: usize,
@@ -113,7 +113,7 @@ pub struct ContextCheck {
 
 impl ContextCheck {
     /// The blocking road: at the trigger the agent compacts (when `auto`) and waits.
-    pub fn new(policy: &BudgetPolicy, auto: bool) -> Self {
+    pub fn new(policy: &ContextPolicy, auto: bool) -> Self {
         ContextCheck {
             warning: policy.warning_tokens(),
             trigger: policy.trigger_tokens(),

@@ -4,7 +4,7 @@
 //! trigger; without a guard the next turn triggers again, frees nothing, and repeats (Codex
 //! #40213: 48 attempts in 76 minutes). The guard remembers how much was still freeable after
 //! the last attempt and allows the next automatic one only once at least
-//! [`BudgetPolicy::min_freeable_tokens`] more have accumulated.
+//! [`ContextPolicy::min_freeable_tokens`] more have accumulated.
 //!
 //! An attempt that reached its target leaves nothing to thrash on: the conversation is below
 //! the trigger (the target always is) and triggers again only once it has grown back. What it
@@ -14,7 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use troupe_protocol::CompactionReport;
 
 /// Memory of the last compaction attempt, kept by whoever triggers compactions.
@@ -32,7 +32,7 @@ impl ThrashGuard {
 
     /// Whether an automatic compaction may run now that `freeable_now` tokens are freeable;
     /// `Err` says why not.
-    pub fn allows(&self, freeable_now: usize, policy: &BudgetPolicy) -> Result<(), String> {
+    pub fn allows(&self, freeable_now: usize, policy: &ContextPolicy) -> Result<(), String> {
         let baseline = self.freeable_after_last.unwrap_or(0);
         let needed = baseline + policy.min_freeable_tokens;
         if freeable_now >= needed {
@@ -67,7 +67,7 @@ mod tests {
 
     #[test]
     fn waits_for_new_freeable_tokens_after_an_attempt() {
-        let policy = BudgetPolicy::default();
+        let policy = ContextPolicy::default();
         let mut guard = ThrashGuard::new();
         assert!(guard.allows(9_999, &policy).is_err());
         assert!(guard.allows(10_000, &policy).is_ok());
@@ -82,7 +82,7 @@ mod tests {
 
     #[test]
     fn an_attempt_that_reached_its_target_leaves_no_baseline() {
-        let policy = BudgetPolicy::default();
+        let policy = ContextPolicy::default();
         let mut guard = ThrashGuard::new();
         guard.record(&CompactionReport {
             freeable_tokens_after: 4_000,

@@ -1,7 +1,7 @@
 //! troupe's context compaction: a pure library that shrinks a conversation to its token budget.
 //!
 //! Given a [`Conversation`](troupe_protocol::Conversation), the agent's [`FileLedger`], a
-//! [`BudgetPolicy`], a [`TokenCounter`](tokens::TokenCounter) and optionally a
+//! [`ContextPolicy`], a [`TokenCounter`](tokens::TokenCounter) and optionally a
 //! [`Summarizer`](summary::Summarizer), [`compact`] returns a smaller conversation that is still valid for the chat API, still knows
 //! its task, and can be [`expand`]ed back to the exact original.
 //!
@@ -22,7 +22,7 @@
 //!   messages, the [`Archive`] of what they replaced and a
 //!   [`CompactionReport`](troupe_protocol::CompactionReport); or a
 //!   [`CompactionError`].
-//! - **Budget:** [`BudgetPolicy`] says when to compact and to what target ([`PolicyError`]);
+//! - **Budget:** [`ContextPolicy`] says when to compact and to what target ([`PolicyError`]);
 //!   [`ThrashGuard`] holds automatic compaction back until it can free enough new tokens.
 //! - [`context_check`]: what an agent does about its context before a model call and after a
 //!   turn — one pure decision, [`ContextCheck::decide`](context_check::ContextCheck::decide):
@@ -84,5 +84,5 @@ pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
 pub use compact::{CompactOptions, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
-pub use policy::{BudgetPolicy, PolicyError};
+pub use policy::{ContextPolicy, PolicyError};
 pub use splice::{Splice, SpliceError};

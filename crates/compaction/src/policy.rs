@@ -1,4 +1,4 @@
-//! The budget policy: how big the context is, when to warn, when to compact, how far to shrink.
+//! The context policy: how big the context is, when to warn, when to compact, how far to shrink.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,20 +16,20 @@ pub(crate) const UNREACHABLE_TARGET_MARGIN: f64 = 0.05;
 
 /// When compaction warns, triggers and where it aims, plus the knobs of its tiers.
 ///
-/// Fractions are of the usable window ([`BudgetPolicy::usable_tokens`]): the context window
-/// less the room every request keeps for the model's answer ([`BudgetPolicy::output_reserve`]),
+/// Fractions are of the usable window ([`ContextPolicy::usable_tokens`]): the context window
+/// less the room every request keeps for the model's answer ([`ContextPolicy::output_reserve`]),
 /// which is what the conversation can actually use (as Claude Code computes its effective
 /// window). The `[ctx: N%]` of `troupe chat`, `/context` and reports count on the same base.
 /// Defaults: a warning at 70 % (room to act
 /// before anything is compacted), the automatic trigger at 80 %, a target of 40 % (so one
 /// compaction buys half a window of work) for manual and emergency compactions while automatic
-/// ones take the cost-aware target ([`BudgetPolicy::cost_aware`]), the last 5 user/assistant
+/// ones take the cost-aware target ([`ContextPolicy::cost_aware`]), the last 5 user/assistant
 /// messages protected.
 /// Deserializing fills missing fields with defaults, so a config's `[compaction]` table may name
-/// only what it changes; call [`BudgetPolicy::validate`] afterwards.
+/// only what it changes; call [`ContextPolicy::validate`] afterwards.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct BudgetPolicy {
+pub struct ContextPolicy {
     /// The model's context window in tokens.
     pub context_window: usize,
     /// Tokens of the window every request keeps free for the model's answer; the thresholds
@@ -67,9 +67,9 @@ pub struct BudgetPolicy {
     pub pricing: Option<CostModel>,
 }
 
-impl Default for BudgetPolicy {
+impl Default for ContextPolicy {
     fn default() -> Self {
-        BudgetPolicy {
+        ContextPolicy {
             context_window: 128_000,
             output_reserve: 0,
             warning: 0.70,
@@ -90,7 +90,7 @@ impl Default for BudgetPolicy {
 /// Where a token count stands against the policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum BudgetState {
+pub enum ContextLevel {
     /// Below the warning threshold.
     Ok,
     /// At or above the warning threshold, below the trigger.
@@ -150,7 +150,7 @@ pub enum PolicyError {
     },
 }
 
-impl BudgetPolicy {
+impl ContextPolicy {
     /// The output reserve when neither the settings nor the agent's `max_tokens` give one: a
     /// long answer of a coding model (models rarely answer more in one call), and what the
     /// replay of a transcript keeps, which knows no model. A rate limit reserves it for a
@@ -163,8 +163,8 @@ impl BudgetPolicy {
     /// the trigger (80 %) and the target (40 %) lie only 0.4 × the window, so a fixed 10k would
     /// keep automatic compaction from ever running on an 8k or 16k model.
     pub fn for_window(context_window: usize) -> Self {
-        let defaults = BudgetPolicy::default();
-        BudgetPolicy {
+        let defaults = ContextPolicy::default();
+        ContextPolicy {
             context_window,
             min_freeable_tokens: defaults.min_freeable_tokens.min(context_window / 10),
             ..defaults
@@ -237,7 +237,7 @@ impl BudgetPolicy {
     }
 
     /// The tokens a conversation (with its tool definitions) can use: the window less the
-    /// output reserve. The base of every threshold and of [`BudgetPolicy::percent`].
+    /// output reserve. The base of every threshold and of [`ContextPolicy::percent`].
     pub fn usable_tokens(&self) -> usize {
         self.context_window.saturating_sub(self.output_reserve)
     }
@@ -264,7 +264,7 @@ impl BudgetPolicy {
     /// The room a summary and its artifact ledger take in a conversation whose target is within
     /// reach: the body's bound (`summary_max_tokens`, at most a third of the target) plus the
     /// ledger's share (half the target). It is the floor they keep when the target is not within
-    /// reach (see [`BudgetPolicy::aim_tokens`]).
+    /// reach (see [`ContextPolicy::aim_tokens`]).
     pub fn summary_room_tokens(&self) -> usize {
         let target = self.target_tokens();
         self.summary_max_tokens.min(target / 3) + target * ARTIFACT_SHARE_PERCENT / 100
@@ -291,12 +291,12 @@ impl BudgetPolicy {
     /// size of their mask stubs).
     ///
     /// The target, while it leaves a summary room to be written in
-    /// ([`BudgetPolicy::min_summary_room_tokens`]): a target within reach is met. Beyond that
+    /// ([`ContextPolicy::min_summary_room_tokens`]): a target within reach is met. Beyond that
     /// the target is a preference out of reach and the window is the limit: squeezing the
     /// summary to nothing would save tokens the window still has and lose the names an engineer
     /// resumes with. The aim is then `fixed_tokens` plus the room a summary and its ledger take
-    /// when the target is within reach ([`BudgetPolicy::summary_room_tokens`]), at most
-    /// [`BudgetPolicy::raised_aim_ceiling_tokens`].
+    /// when the target is within reach ([`ContextPolicy::summary_room_tokens`]), at most
+    /// [`ContextPolicy::raised_aim_ceiling_tokens`].
     pub fn aim_tokens(&self, fixed_tokens: usize) -> usize {
         let target = self.target_tokens();
         if fixed_tokens.saturating_add(self.min_summary_room_tokens()) <= target {
@@ -309,13 +309,13 @@ impl BudgetPolicy {
     }
 
     /// Where `tokens` stands against this policy.
-    pub fn state(&self, tokens: usize) -> BudgetState {
+    pub fn state(&self, tokens: usize) -> ContextLevel {
         if tokens >= self.trigger_tokens() {
-            BudgetState::Trigger
+            ContextLevel::Trigger
         } else if tokens >= self.warning_tokens() {
-            BudgetState::Warning
+            ContextLevel::Warning
         } else {
-            BudgetState::Ok
+            ContextLevel::Ok
         }
     }
 
@@ -334,9 +334,9 @@ mod tests {
     /// reserve: what the conversation can use (#42).
     #[test]
     fn thresholds_and_percent_are_of_the_usable_window() {
-        let policy = BudgetPolicy {
+        let policy = ContextPolicy {
             output_reserve: 4_000,
-            ..BudgetPolicy::for_window(32_000)
+            ..ContextPolicy::for_window(32_000)
         };
         policy.validate().unwrap();
         assert_eq!(policy.usable_tokens(), 28_000);
@@ -344,11 +344,11 @@ mod tests {
         assert_eq!(policy.trigger_tokens(), 22_400);
         assert_eq!(policy.target_tokens(), 11_200);
         assert_eq!(policy.percent(14_000), 50);
-        assert_eq!(policy.state(22_399), BudgetState::Warning);
-        assert_eq!(policy.state(22_400), BudgetState::Trigger);
-        let full = BudgetPolicy {
+        assert_eq!(policy.state(22_399), ContextLevel::Warning);
+        assert_eq!(policy.state(22_400), ContextLevel::Trigger);
+        let full = ContextPolicy {
             output_reserve: 32_000,
-            ..BudgetPolicy::for_window(32_000)
+            ..ContextPolicy::for_window(32_000)
         };
         assert_eq!(
             full.validate(),
@@ -361,44 +361,44 @@ mod tests {
 
     #[test]
     fn defaults_are_valid_and_states_follow_thresholds() {
-        let policy = BudgetPolicy::for_window(1_000);
+        let policy = ContextPolicy::for_window(1_000);
         policy.validate().unwrap();
         assert_eq!(policy.target_tokens(), 400);
-        assert_eq!(policy.state(699), BudgetState::Ok);
-        assert_eq!(policy.state(700), BudgetState::Warning);
-        assert_eq!(policy.state(800), BudgetState::Trigger);
+        assert_eq!(policy.state(699), ContextLevel::Ok);
+        assert_eq!(policy.state(700), ContextLevel::Warning);
+        assert_eq!(policy.state(800), ContextLevel::Trigger);
         assert_eq!(policy.percent(455), 46);
     }
 
     #[test]
     fn errors_name_the_field() {
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             target: 0.9,
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
             "target (0.9) must be below trigger (0.8)"
         );
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             trigger: 1.2,
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
             "trigger (1.2) must be a fraction strictly between 0 and 1"
         );
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             warning: 0.85,
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
             "warning (0.85) must be at most trigger (0.8)"
         );
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             target: f64::NAN,
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert!(
             bad.validate()
@@ -406,25 +406,25 @@ mod tests {
                 .to_string()
                 .starts_with("target (NaN)")
         );
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             context_window: 0,
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert_eq!(bad.validate().unwrap_err(), PolicyError::EmptyWindow);
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             pricing: Some(CostModel::anthropic().with_rates(Rates {
                 cached_read: -0.1,
                 ..Rates::ANTHROPIC
             })),
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert!(matches!(bad.validate(), Err(PolicyError::Unpriced(_))));
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             pricing: Some(CostModel::openai().with_rates(Rates {
                 input: f64::NAN,
                 ..Rates::OPENAI
             })),
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert!(
             bad.validate()
@@ -432,9 +432,9 @@ mod tests {
                 .to_string()
                 .starts_with("pricing rates must be non-negative numbers")
         );
-        let bad = BudgetPolicy {
+        let bad = ContextPolicy {
             tool_output_limit_tokens: 3,
-            ..BudgetPolicy::default()
+            ..ContextPolicy::default()
         };
         assert_eq!(
             bad.validate().unwrap_err().to_string(),
@@ -445,21 +445,21 @@ mod tests {
     #[test]
     fn the_anti_thrash_minimum_scales_with_small_windows() {
         assert_eq!(
-            BudgetPolicy::for_window(128_000).min_freeable_tokens,
+            ContextPolicy::for_window(128_000).min_freeable_tokens,
             10_000
         );
-        assert_eq!(BudgetPolicy::for_window(32_000).min_freeable_tokens, 3_200);
-        assert_eq!(BudgetPolicy::for_window(8_000).min_freeable_tokens, 800);
+        assert_eq!(ContextPolicy::for_window(32_000).min_freeable_tokens, 3_200);
+        assert_eq!(ContextPolicy::for_window(8_000).min_freeable_tokens, 800);
         // Always below what one compaction can free (trigger - target = 0.4 of the window).
         for window in [4_000, 8_000, 16_000, 32_000, 128_000, 1_000_000] {
-            let p = BudgetPolicy::for_window(window);
+            let p = ContextPolicy::for_window(window);
             assert!((p.min_freeable_tokens as f64) < (p.trigger - p.target) * window as f64);
         }
     }
 
     #[test]
     fn the_aim_rises_above_an_unreachable_target_up_to_the_trigger_less_the_margin() {
-        let policy = BudgetPolicy::for_window(64_000);
+        let policy = ContextPolicy::for_window(64_000);
         assert_eq!(policy.target_tokens(), 25_600);
         // Body bound 2k plus half the target for the ledger.
         assert_eq!(policy.summary_room_tokens(), 2_000 + 12_800);
@@ -475,16 +475,16 @@ mod tests {
         assert_eq!(policy.aim_tokens(27_800), 27_800 + 14_800);
         // Small windows: the smallest summary's room decides.
         assert_eq!(
-            BudgetPolicy::for_window(8_000).min_summary_room_tokens(),
+            ContextPolicy::for_window(8_000).min_summary_room_tokens(),
             224
         );
         // Never above the ceiling, whatever is fixed.
         assert_eq!(policy.aim_tokens(40_000), 48_000);
         assert_eq!(policy.aim_tokens(usize::MAX), 48_000);
         // A trigger close to the target: the ceiling never falls below the target.
-        let close = BudgetPolicy {
+        let close = ContextPolicy {
             target: 0.78,
-            ..BudgetPolicy::for_window(64_000)
+            ..ContextPolicy::for_window(64_000)
         };
         assert_eq!(close.raised_aim_ceiling_tokens(), close.target_tokens());
         assert_eq!(close.aim_tokens(60_000), close.target_tokens());
@@ -492,7 +492,7 @@ mod tests {
 
     #[test]
     fn partial_config_fills_defaults() {
-        let policy: BudgetPolicy =
+        let policy: ContextPolicy =
             serde_json::from_str(r#"{"context_window": 32000, "target": 0.5}"#).unwrap();
         assert_eq!(policy.context_window, 32_000);
         assert_eq!(policy.target, 0.5);

@@ -14,7 +14,7 @@ use troupe_protocol::{ChatMessage, MessageId};
 
 use crate::compact::Compaction;
 use crate::counter::TokenCounter;
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
 use crate::token_cache::TokenCache;
 use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
@@ -61,7 +61,7 @@ impl Splice<'_> {
     /// [`SpliceError::Invariant`] when the result breaks an invariant.
     pub fn apply(
         &self,
-        policy: &BudgetPolicy,
+        policy: &ContextPolicy,
         counter: &dyn TokenCounter,
         cache: &TokenCache,
     ) -> Result<Vec<Arc<ChatMessage>>, SpliceError> {
@@ -128,10 +128,10 @@ mod tests {
     use crate::tokens::TiktokenCounter;
     use crate::{CompactOptions, compact};
 
-    fn policy() -> BudgetPolicy {
-        BudgetPolicy {
+    fn policy() -> ContextPolicy {
+        ContextPolicy {
             protected_recent: 2,
-            ..BudgetPolicy::for_window(2_000)
+            ..ContextPolicy::for_window(2_000)
         }
     }
 

@@ -10,7 +10,7 @@ use crate::archive::{Archive, expand};
 use crate::counter::TokenCounter;
 use crate::id_hash::{IdMap, IdSet};
 use crate::pairing::{answered_calls, check_pairing};
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
 
 /// One broken invariant.
@@ -129,7 +129,7 @@ pub fn validate(
     before: &[ChatMessage],
     after: &[ChatMessage],
     archive: &Archive,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
 ) -> Result<(), InvariantViolation> {
     let protected = ProtectedSet::compute(before, policy.protected_recent);

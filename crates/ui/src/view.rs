@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 use troupe_agents::ContextStats;
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_protocol::ApprovalId;
 use troupe_protocol::BudgetExceeded;
 use troupe_protocol::{CompactTrigger, CompactionMode, CompactionReport, Event, EventRecord};
@@ -54,7 +54,7 @@ pub struct Marks {
 impl Default for Marks {
     fn default() -> Self {
         // The agents' own defaults, read from the one place they are set.
-        let policy = BudgetPolicy::for_window(1 << 16);
+        let policy = ContextPolicy::for_window(1 << 16);
         Marks {
             warning: policy.warning,
             trigger: policy.trigger,

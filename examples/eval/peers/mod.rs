@@ -37,7 +37,7 @@ mod tests;
 mod totals;
 mod troupe_road;
 
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe_cli::transcript_file::TranscriptFile;
 
@@ -116,7 +116,7 @@ async fn outcome(
     let env = Env {
         window,
         counter,
-        summary_tokens: BudgetPolicy::for_window(window).summary_max_tokens,
+        summary_tokens: ContextPolicy::for_window(window).summary_max_tokens,
     };
     let messages = &input.messages;
     let mut peer: Box<dyn Peer> = match strategy {

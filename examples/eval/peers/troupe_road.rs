@@ -14,7 +14,7 @@
 //! bills an inline call (the live conversation before the compaction, then troupe's summarizer
 //! instructions, through the emulated caches), on its own as `CostMeter` bills a separate one.
 
-use troupe::compaction::BudgetPolicy;
+use troupe::compaction::ContextPolicy;
 use troupe::compaction::economics::{
     CostModel, SummaryCall as TroupeSummaryCall, cheaper_summary_call,
 };
@@ -122,7 +122,7 @@ pub(super) async fn live_troupe(
     variant: TroupeVariant,
     counter: &dyn TokenCounter,
 ) -> anyhow::Result<Outcome> {
-    let mut policy = BudgetPolicy::for_window(window);
+    let mut policy = ContextPolicy::for_window(window);
     if let Some(target) = variant.target {
         policy.target = target;
     }

@@ -27,7 +27,7 @@ use troupe::agents::{
     AgentSpec, AtLimit, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
 };
 use troupe::compaction::invariants::validate;
-use troupe::compaction::{Archive, BudgetPolicy, expand};
+use troupe::compaction::{Archive, ContextPolicy, expand};
 use troupe::models::ScriptedModel;
 use troupe::protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, ChatStream, CompactionMode, Event,
@@ -167,7 +167,7 @@ pub(super) async fn run_road(
             failures: server_failures.clone(),
         }),
     };
-    let policy = BudgetPolicy::for_window(window);
+    let policy = ContextPolicy::for_window(window);
     let settings = CompactionSettings {
         policy: Some(policy.clone()),
         work_ahead,
@@ -323,7 +323,7 @@ pub(super) async fn run_road(
 /// had so far (the previous compaction's messages and the messages logged since) — nothing
 /// lost, nothing changed — and the compaction from it must pass `validate` (tool pairing,
 /// protected messages, system prompt, parallel calls, tokens, exact expansion).
-fn validate_log(log: &Path, policy: &BudgetPolicy) -> anyhow::Result<(usize, Vec<String>)> {
+fn validate_log(log: &Path, policy: &ContextPolicy) -> anyhow::Result<(usize, Vec<String>)> {
     let counter = shared_counter();
     let text = std::fs::read_to_string(log)?;
     let mut live: Vec<ChatMessage> = Vec::new();

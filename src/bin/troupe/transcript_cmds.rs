@@ -293,7 +293,7 @@ impl ReplayObserver for ReplayProgress<'_> {
 pub async fn replay(args: ReplayArgs) -> anyhow::Result<()> {
     check_window(args.window)?;
     let input = TranscriptFile::read(&args.input)?;
-    let policy = troupe::compaction::BudgetPolicy::for_window(args.window);
+    let policy = troupe::compaction::ContextPolicy::for_window(args.window);
     policy.validate()?;
     let counter = shared_counter();
     let compressor =

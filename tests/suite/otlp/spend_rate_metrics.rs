@@ -206,7 +206,7 @@ fn a_compactions_summarizer_cost_is_in_the_spend_metric_and_the_budget_once() {
     use troupe::agents::{
         CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
     };
-    use troupe::compaction::BudgetPolicy;
+    use troupe::compaction::ContextPolicy;
 
     let collector = start_collector();
     let (layer, export) = otlp_layer::<Registry>(&collector.config_with_metrics())
@@ -232,9 +232,9 @@ fn a_compactions_summarizer_cost_is_in_the_spend_metric_and_the_budget_once() {
                     let model = Arc::new(ScriptedModel::new("m", []).with_fallback("noted."));
                     let spec = AgentSpec::new("coder", model)
                         .compaction(CompactionSettings {
-                            policy: Some(BudgetPolicy {
+                            policy: Some(ContextPolicy {
                                 protected_recent: 2,
-                                ..BudgetPolicy::for_window(5_000)
+                                ..ContextPolicy::for_window(5_000)
                             }),
                             auto: false,
                             ..CompactionSettings::default()

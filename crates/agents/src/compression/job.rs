@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use troupe_compaction::economics::Lead;
 use troupe_compaction::tokens::TokenCache;
-use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, CompactionError};
+use troupe_compaction::{CompactOptions, Compaction, CompactionError, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, ChatModel, Conversation, ToolDefinition};
@@ -63,7 +63,7 @@ pub struct CompactionRequest {
     /// The agent's file ledger (stubs and summary file lists come from it).
     pub ledger: FileLedger,
     /// The window, thresholds and target the compaction works to.
-    pub policy: BudgetPolicy,
+    pub policy: ContextPolicy,
     /// What asked for it (automatic triggers are held back by the anti-thrash guard).
     pub trigger: CompactTrigger,
     /// What the summaries should keep in view (`/compact the parser bug`); not the agent's
@@ -89,7 +89,7 @@ impl CompactionRequest {
         agent: impl Into<String>,
         conversation: Conversation,
         ledger: FileLedger,
-        policy: BudgetPolicy,
+        policy: ContextPolicy,
         trigger: CompactTrigger,
     ) -> Self {
         CompactionRequest {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use troupe_compaction::context_check::ContextCheck;
 use troupe_compaction::tokens::{TokenCache, TokenCounter};
-use troupe_compaction::{Archive, BudgetPolicy, Compaction, Splice, SpliceError};
+use troupe_compaction::{Archive, Compaction, ContextPolicy, Splice, SpliceError};
 use troupe_protocol::CompactionReport;
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind};
 use troupe_protocol::{FileLedger, SharedLedger};
@@ -39,7 +39,7 @@ pub(super) struct Context {
     /// to, so a checkpoint's copy knows whether it may just take the new entries.
     pub(super) ledger_epoch: u64,
     pub(super) last_compaction: Option<CompactionReport>,
-    pub(super) policy: BudgetPolicy,
+    pub(super) policy: ContextPolicy,
     /// The thresholds the context is checked against, and how the agent compacts.
     pub(super) check: ContextCheck,
     pub(super) counter: Arc<dyn TokenCounter>,
@@ -61,7 +61,7 @@ impl Context {
     pub(super) fn new(
         conversation: Conversation,
         state: LlmAgentState,
-        policy: BudgetPolicy,
+        policy: ContextPolicy,
         check: ContextCheck,
         counter: Arc<dyn TokenCounter>,
     ) -> Self {

@@ -49,7 +49,7 @@ pub use jobs::{ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, Switch
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use troupe_compaction::{Archive, BudgetPolicy};
+use troupe_compaction::{Archive, ContextPolicy};
 use troupe_protocol::CompactionReport;
 use troupe_protocol::FileLedger;
 use troupe_protocol::trace::semconv;
@@ -214,8 +214,8 @@ impl LlmAgent {
         self.context.tokens()
     }
 
-    /// The budget policy in force.
-    pub fn policy(&self) -> &BudgetPolicy {
+    /// The context policy in force.
+    pub fn policy(&self) -> &ContextPolicy {
         &self.context.policy
     }
 }

@@ -333,7 +333,7 @@ impl LlmAgent {
 /// what was just recalled), and at most an eighth of the window, so a small window keeps
 /// room for the work a recall serves; never under [`MIN_PAGE_TOKENS`]. The header and footer
 /// ([`FRAME_TOKENS`]) come out of it.
-fn page_tokens(policy: &troupe_compaction::BudgetPolicy) -> usize {
+fn page_tokens(policy: &troupe_compaction::ContextPolicy) -> usize {
     policy
         .tool_output_limit_tokens
         .min(policy.context_window / 8)

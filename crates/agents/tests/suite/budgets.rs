@@ -10,7 +10,7 @@ use troupe_agents::spend::AgentBudget;
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::Role;
 use troupe_protocol::{BudgetScope, ModelPrice, SpendLimit};
@@ -134,9 +134,9 @@ async fn compaction_calls_count_against_the_agents_budget() {
     let model = Arc::new(ScriptedModel::new("m", []).with_fallback("noted."));
     let spec = AgentSpec::new("coder", model)
         .compaction(CompactionSettings {
-            policy: Some(BudgetPolicy {
+            policy: Some(ContextPolicy {
                 protected_recent: 2,
-                ..BudgetPolicy::for_window(5_000)
+                ..ContextPolicy::for_window(5_000)
             }),
             auto: false,
             ..CompactionSettings::default()

@@ -11,7 +11,7 @@ use troupe_agents::{
     AgentSpec, CompactError, CompactionSettings, LlmAgent, ScopeError, WorkAhead, shared_counter,
     spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::{ChatModel, Event};
@@ -171,8 +171,8 @@ impl ChatModel for SlowModel {
 }
 
 /// The policy of the agent whose automatic compaction a manual request joins.
-fn joining_policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn joining_policy() -> ContextPolicy {
+    ContextPolicy {
         trigger: 0.5,
         warning: 0.45,
         target: 0.3,

@@ -15,7 +15,7 @@ use troupe_agents::shared_counter;
 use troupe_agents::spawn_compression_agent;
 use troupe_compaction::session::MessageFate;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, Compaction};
+use troupe_compaction::{Compaction, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::{
     ChatMessage, Conversation, HookNote, MessageId, MessageKind, ToolCall, TraceContext,
@@ -77,9 +77,9 @@ fn request(conversation: &Conversation, trigger: CompactTrigger) -> CompactionRe
     let tokens = shared_counter().count_messages(&conversation.to_messages());
     // The conversation is past the trigger: the window needs the compaction, so the
     // minimum-gain rule never declines it.
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         protected_recent: 2,
-        ..BudgetPolicy::for_window(tokens * 10 / 9)
+        ..ContextPolicy::for_window(tokens * 10 / 9)
     };
     CompactionRequest::new(
         "coder",

@@ -15,7 +15,7 @@ use troupe_agents::{
     AgentSpec, CompactError, CompactionSettings, LlmAgent, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::ScriptedModel;
 use troupe_protocol::{Event, EventRecord, TraceContext};
 use troupe_runtime::{AgentRequest, AskError, RemoteAgents, Team, TeamConfig};
@@ -85,9 +85,9 @@ async fn team(cluster: Option<Cluster>) -> Team {
     }
     let model = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
     let settings = CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
+            ..ContextPolicy::for_window(8_000)
         }),
         ..CompactionSettings::default()
     };
@@ -168,10 +168,10 @@ async fn a_remote_compressor_that_fails_is_announced_as_one_failure() {
 async fn a_cancelled_compaction_is_announced_as_one_failure_and_lets_the_next_one_run() {
     let (team, gate) = gated_team().await;
     let settings = CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             target: 0.1,
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
+            ..ContextPolicy::for_window(8_000)
         }),
         auto: false,
         ..CompactionSettings::default()

@@ -10,7 +10,7 @@ use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess};
 use troupe_agents::{shared_counter, spawn_compression_agent};
 use troupe_compaction::invariants::validate;
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{BudgetPolicy, Compaction, CompactionError};
+use troupe_compaction::{Compaction, CompactionError, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::{ChatModel, Conversation, TraceContext};
 use troupe_runtime::{Team, TeamConfig};
@@ -30,9 +30,9 @@ async fn the_local_model_compacts_a_corpus_transcript_at_32k() {
     let messages: Vec<_> = transcript.messages.into_iter().take(120).collect();
     let conversation = Conversation::from_messages(messages);
     let ledger = ledger_from_transcript(conversation.messages());
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         summary_max_tokens: 300,
-        ..BudgetPolicy::for_window(32_000)
+        ..ContextPolicy::for_window(32_000)
     };
 
     let model: Arc<dyn ChatModel> = Arc::new(model().await.clone());

@@ -10,7 +10,7 @@ use troupe_agents::compression::{
     COMPRESSION_AGENT, CompactionRequest, CompressionConfig, CompressorJob, CompressorModel, Hurry,
 };
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_compaction::{BudgetPolicy, Compaction, CompactionError};
+use troupe_compaction::{Compaction, CompactionError, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, ModelError, ModelInfo,
@@ -189,11 +189,11 @@ fn unreachable(extra: &[ChatMessage]) -> CompactionRequest {
     messages.extend_from_slice(extra);
     CompactionRequest {
         conversation: Conversation::from_messages(messages),
-        policy: BudgetPolicy {
+        policy: ContextPolicy {
             tool_output_limit_tokens: 100_000,
             // The fixed target, out of reach (the cost-aware one would choose a reachable one).
             cost_aware: false,
-            ..BudgetPolicy::for_window(5_000)
+            ..ContextPolicy::for_window(5_000)
         },
         trigger: CompactTrigger::Automatic,
         ..request("coder", 0)

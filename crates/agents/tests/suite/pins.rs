@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, PinError, spawn_agent};
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::ScriptedModel;
 use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
@@ -21,9 +21,9 @@ fn coder(log: &Path) -> AgentSpec {
         .pin(ChatMessage::user(RULES))
         .session(log)
         .compaction(CompactionSettings {
-            policy: Some(BudgetPolicy {
+            policy: Some(ContextPolicy {
                 protected_recent: 2,
-                ..BudgetPolicy::for_window(6_000)
+                ..ContextPolicy::for_window(6_000)
             }),
             auto: false,
             ..CompactionSettings::default()

@@ -10,7 +10,7 @@ use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::{
     OpenAiConfig, OpenAiModel, RateLimit, RateLimitedModel, RetryPolicy, ScriptedModel,
 };
@@ -242,9 +242,9 @@ async fn the_compression_agents_calls_wait_in_the_same_line() {
     config.model = CompressorModel::Fixed(shared.clone());
     spawn_compression_agent(&team, config).await.unwrap();
     let spec = AgentSpec::new("coder", shared).compaction(CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             protected_recent: 2,
-            ..BudgetPolicy::for_window(5_000)
+            ..ContextPolicy::for_window(5_000)
         }),
         auto: false,
         ..CompactionSettings::default()

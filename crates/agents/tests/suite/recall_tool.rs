@@ -15,7 +15,7 @@ use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, RECALL_TOOL, WorkAhead, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
-use troupe_compaction::{Archive, BudgetPolicy, expand};
+use troupe_compaction::{Archive, ContextPolicy, expand};
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{
     ChatModel, ChatRequest, ChatStream, Conversation, Event, MessageId, ModelError, ModelInfo, Role,
@@ -150,10 +150,10 @@ fn tools() -> ToolRegistry {
 /// then at most an eighth of the window: a file of `file_body` takes two.
 fn settings(target: f64) -> CompactionSettings {
     CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             target,
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
+            ..ContextPolicy::for_window(8_000)
         }),
         auto: false,
         work_ahead: WorkAhead::Off,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, WorkAhead, spawn_agent};
-use troupe_compaction::{Archive, BudgetPolicy, expand};
+use troupe_compaction::{Archive, ContextPolicy, expand};
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::FileLedger;
 use troupe_protocol::MessageKind;
@@ -109,9 +109,9 @@ async fn compactions_are_logged_and_survive_a_restart() {
         .chain([ScriptedReply::text("done")]);
     let model = Arc::new(ScriptedModel::new("m", script));
     let settings = CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(4_000)
+            ..ContextPolicy::for_window(4_000)
         }),
         // The blocking road: every compaction is done when the request ends, so the checkpoint
         // and the log describe the same conversation, ids to hand out included (a job still in

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, broadcast};
 use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, CompactionSettings, WorkAhead, spawn_agent};
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::ScriptedModel;
 use troupe_protocol::{ChatMessage, CompactionMode, Event, EventRecord, MessageKind};
 use troupe_runtime::Team;
@@ -28,10 +28,10 @@ async fn gated_team(log: &Path) -> (Team, Arc<Semaphore>) {
     let spec = AgentSpec::new("coder", coder)
         .session(log)
         .compaction(CompactionSettings {
-            policy: Some(BudgetPolicy {
+            policy: Some(ContextPolicy {
                 target: 0.1,
                 tool_output_limit_tokens: 100_000,
-                ..BudgetPolicy::for_window(8_000)
+                ..ContextPolicy::for_window(8_000)
             }),
             work_ahead: WorkAhead::AtWarning,
             recall_tool: false,

@@ -12,7 +12,7 @@ use troupe_agents::compression::{
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
@@ -52,9 +52,9 @@ async fn the_summary_call_is_the_agents_last_request_plus_an_instruction() {
     spawn_compression_agent(&team, config).await.unwrap();
     let model = Arc::new(ScriptedModel::new("coder", []).with_fallback("noted."));
     let settings = CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(10_000)
+            ..ContextPolicy::for_window(10_000)
         }),
         // The agent sends a tool with every call (the `compact` tool): the summary call must too.
         agent_tool: true,
@@ -153,9 +153,9 @@ async fn each_request_of_the_four_tool_loop_extends_the_one_before() {
         agent: "coder".into(),
         conversation: reads(12),
         ledger: FileLedger::new(),
-        policy: BudgetPolicy {
+        policy: ContextPolicy {
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
+            ..ContextPolicy::for_window(8_000)
         },
         trigger: CompactTrigger::Manual,
         focus: None,

@@ -9,7 +9,7 @@ use troupe_agents::compression::CompressorModel;
 use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
 use troupe_agents::compression::{CompactionRequest, CompressorJob, InProcess, ModelSummarizer};
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_compaction::summary::{
     MechanicalSummarizer, Summarizer, SummaryPrompt, SummaryRejection, vet_summary,
 };
@@ -172,9 +172,9 @@ async fn the_compression_agent_reports_why_a_looping_answer_was_replaced() {
         agent: "coder".into(),
         conversation: talkative_conversation(),
         ledger: FileLedger::new(),
-        policy: BudgetPolicy {
+        policy: ContextPolicy {
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(4_000)
+            ..ContextPolicy::for_window(4_000)
         },
         trigger: CompactTrigger::Manual,
         focus: None,

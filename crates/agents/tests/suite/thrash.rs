@@ -1,6 +1,6 @@
 //! The compaction death spiral: an agent whose target cannot be reached must not recompact
 //! after every turn. The anti-thrash guard holds automatic triggers back until
-//! `BudgetPolicy::min_freeable_tokens` new tokens could be freed, on the live path too.
+//! `ContextPolicy::min_freeable_tokens` new tokens could be freed, on the live path too.
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use troupe_agents::compression::CompressorModel;
 use troupe_agents::{
     AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatMessage, ChatModel, Event};
@@ -68,7 +68,7 @@ async fn working_ahead_over_an_unreachable_target_is_held_back_the_same() {
 /// A compaction ran at most once per `min_freeable_tokens` of new material, and each cost at
 /// most its iteration budget.
 fn assert_held_back(spiral: &Spiral) {
-    let policy = BudgetPolicy::for_window(8_000);
+    let policy = ContextPolicy::for_window(8_000);
     let allowed = 1 + spiral.new_tokens / policy.min_freeable_tokens;
     assert!(
         spiral.compactions <= allowed,
@@ -87,7 +87,7 @@ fn assert_held_back(spiral: &Spiral) {
 
 async fn spiral(work_ahead: WorkAhead) -> Spiral {
     let counter = shared_counter();
-    let policy = BudgetPolicy::for_window(8_000);
+    let policy = ContextPolicy::for_window(8_000);
     assert_eq!(policy.min_freeable_tokens, 800);
     let team = Team::start(TeamConfig::default()).await.unwrap();
     // A compressor model that never stops working: every compaction it gets to run costs its

@@ -7,7 +7,7 @@ use troupe_agents::compression::CompressionConfig;
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::Event;
 use troupe_runtime::{Team, TeamConfig};
@@ -71,7 +71,7 @@ async fn a_big_tool_schema_uses_budget_before_any_message_and_is_warned_about() 
     let spec = AgentSpec::new("filler", model)
         .tools(tools)
         .compaction(CompactionSettings {
-            policy: Some(BudgetPolicy::for_window(10_000)),
+            policy: Some(ContextPolicy::for_window(10_000)),
             ..CompactionSettings::default()
         });
     spawn_agent(&team, spec).await.unwrap();

@@ -290,7 +290,7 @@ pub(crate) const MAX_CONCURRENT_COMPACTIONS: usize = 64;
 
 impl Default for CompactionConfig {
     fn default() -> Self {
-        let policy = troupe_compaction::BudgetPolicy::default();
+        let policy = troupe_compaction::ContextPolicy::default();
         CompactionConfig {
             model: None,
             auto: true,
@@ -311,9 +311,9 @@ impl Default for CompactionConfig {
 }
 
 impl CompactionConfig {
-    /// The budget policy for a model with `context_window` tokens.
-    pub fn policy(&self, context_window: usize) -> troupe_compaction::BudgetPolicy {
-        troupe_compaction::BudgetPolicy {
+    /// The context policy for a model with `context_window` tokens.
+    pub fn policy(&self, context_window: usize) -> troupe_compaction::ContextPolicy {
+        troupe_compaction::ContextPolicy {
             context_window,
             warning: self.warning,
             trigger: self.trigger,
@@ -323,7 +323,7 @@ impl CompactionConfig {
             protected_recent: self.protected_messages,
             // The window's own defaults: a fixed `min_freeable_tokens` of 10,000 would have the
             // anti-thrash guard skip every automatic compaction of a window under ~12k tokens.
-            ..troupe_compaction::BudgetPolicy::for_window(context_window)
+            ..troupe_compaction::ContextPolicy::for_window(context_window)
         }
     }
 

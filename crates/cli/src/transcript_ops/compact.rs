@@ -4,7 +4,7 @@ use std::path::Path;
 
 use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{Archive, BudgetPolicy};
+use troupe_compaction::{Archive, ContextPolicy};
 use troupe_protocol::Conversation;
 use troupe_protocol::{CompactTrigger, CompactionReport};
 
@@ -54,7 +54,7 @@ pub fn check_window(window: usize) -> Result<(), TranscriptOpError> {
 }
 
 impl CompactGoal {
-    /// The budget policy: the default thresholds with this window, target and protection.
+    /// The context policy: the default thresholds with this window, target and protection.
     ///
     /// A one-shot compaction never triggers, so only `0 < target < 1` is asked of the target;
     /// the trigger and warning move above a target at or over them, only to keep the policy
@@ -63,7 +63,7 @@ impl CompactGoal {
     /// # Errors
     /// [`TranscriptOpError::Options`] naming the value the caller passed: a window below
     /// [`MIN_CONTEXT_WINDOW`], a target that is not a fraction strictly between 0 and 1.
-    pub fn policy(&self) -> Result<BudgetPolicy, TranscriptOpError> {
+    pub fn policy(&self) -> Result<ContextPolicy, TranscriptOpError> {
         check_window(self.window)?;
         let target = self.target;
         if !(target.is_finite() && target > 0.0 && target < 1.0) {
@@ -72,7 +72,7 @@ impl CompactGoal {
                  e.g. 0.4 for 40 %"
             )));
         }
-        let mut policy = BudgetPolicy::for_window(self.window);
+        let mut policy = ContextPolicy::for_window(self.window);
         policy.target = target;
         policy.protected_recent = self.protected;
         if policy.trigger <= target {

@@ -22,7 +22,7 @@ use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::invariants::validate;
 use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, Compaction};
+use troupe_compaction::{Compaction, ContextPolicy};
 use troupe_protocol::{CompactTrigger, CompactionReport};
 use troupe_protocol::{CompactionReceipt, TierCounts};
 use troupe_protocol::{Conversation, Role};
@@ -174,7 +174,7 @@ impl ReplayObserver for () {}
 /// [`TranscriptOpError::Compaction`] when a compaction fails outright.
 pub async fn replay_transcript(
     input: &TranscriptFile,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     compressor: &Compressor,
     observer: &mut dyn ReplayObserver,
@@ -240,7 +240,7 @@ pub async fn replay_transcript(
 /// The policy a replay's compactions work against, and the output reserve it keeps: a
 /// transcript names no model, so the reserve is the one an agent without `max_tokens` keeps
 /// (`policy`'s own when it names one), and the thresholds are of the window less it.
-pub(crate) fn job_policy(policy: &BudgetPolicy) -> (BudgetPolicy, usize) {
+pub(crate) fn job_policy(policy: &ContextPolicy) -> (ContextPolicy, usize) {
     let settings = CompactionSettings {
         policy: Some(policy.clone()),
         output_reserve: (policy.output_reserve > 0).then_some(policy.output_reserve),
@@ -263,7 +263,7 @@ struct Point {
 async fn compact_at(
     at: Point,
     conversation: &mut Conversation,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     compressor: &Compressor,
     observer: &mut dyn ReplayObserver,

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_compaction::economics::{
     self, Bill, Block, CallKind, CostModel, Prompt, PromptCache, anthropic_breakpoints, block_key,
 };
@@ -100,7 +100,7 @@ impl<'a> CostMeter<'a> {
     /// with `model`; `counter` should be the replay's.
     pub fn new(
         input: &'a [ChatMessage],
-        policy: &BudgetPolicy,
+        policy: &ContextPolicy,
         counter: &'a dyn TokenCounter,
         model: CostModel,
         inner: &'a mut dyn ReplayObserver,
@@ -329,7 +329,7 @@ mod tests {
             ChatMessage::assistant("Done."),
         ];
         let counter = CharEstimateCounter;
-        let policy = BudgetPolicy::for_window(32_000);
+        let policy = ContextPolicy::for_window(32_000);
         let mut inner = ();
         let mut meter = CostMeter::new(&input, &policy, &counter, CostModel::openai(), &mut inner);
         for fed in 1..=6 {

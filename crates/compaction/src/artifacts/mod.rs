@@ -14,9 +14,9 @@
 mod extract;
 pub(crate) mod hidden;
 mod ledger;
+mod ledger_blocks;
 mod names;
 mod paths;
-mod render;
 mod scan;
 
 pub use ledger::{ArtifactLedger, TestStatus};

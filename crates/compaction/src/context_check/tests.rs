@@ -9,7 +9,7 @@ use super::*;
 #[derive(Debug, Clone)]
 struct Case {
     check: ContextCheck,
-    policy: BudgetPolicy,
+    policy: ContextPolicy,
     measure: ContextMeasure,
 }
 
@@ -48,12 +48,12 @@ fn case() -> impl Strategy<Value = Case> {
                 retry,
             )| {
                 let trigger = warning + (0.99 - warning) * span;
-                let policy = BudgetPolicy {
+                let policy = ContextPolicy {
                     context_window: window,
                     output_reserve: window * reserve / 100,
                     warning,
                     trigger,
-                    ..BudgetPolicy::default()
+                    ..ContextPolicy::default()
                 };
                 let usable = policy.usable_tokens() as f64;
                 let from = ahead.map_or(0, |share| (share * usable) as usize);
@@ -241,10 +241,10 @@ proptest! {
 
 /// The defaults at a 32k window with a 4k output reserve: usable 28k, warning 19.6k, trigger
 /// 22.4k.
-fn defaults() -> (BudgetPolicy, ContextMeasure) {
-    let policy = BudgetPolicy {
+fn defaults() -> (ContextPolicy, ContextMeasure) {
+    let policy = ContextPolicy {
         output_reserve: 4_000,
-        ..BudgetPolicy::for_window(32_000)
+        ..ContextPolicy::for_window(32_000)
     };
     let measure = ContextMeasure {
         point: CheckPoint::AfterTurn,

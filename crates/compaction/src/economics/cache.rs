@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::cached_prompt::{CallKind, Prompt, chain};
 use super::model::CostModel;
-use super::prompt::{CallKind, Prompt, chain};
 
 /// The fewest tokens a cached prefix has (both providers).
 pub const MIN_CACHED_TOKENS: usize = 1024;

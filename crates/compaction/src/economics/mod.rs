@@ -28,10 +28,10 @@
 //! Prices are in units of one uncached input token ("billed-equivalent input tokens").
 
 mod cache;
+mod cached_prompt;
 mod lead;
 pub(crate) mod min_gain;
 mod model;
-mod prompt;
 mod receipt;
 mod summary_call;
 pub(crate) mod target;
@@ -40,9 +40,9 @@ pub use cache::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_TTL_SECS, Bill, CallBill, MIN_CACHED_TOKENS,
     OPENAI_CACHE_STEP, PromptCache,
 };
+pub use cached_prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
 pub use lead::Lead;
 pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
-pub use prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
 pub use receipt::{expected_turns, receipt, summarizer_billed};
 pub use summary_call::{
     SummaryCall, cheaper_summary_call, inline_call_billed, own_prompt_call_billed,

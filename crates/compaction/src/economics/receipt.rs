@@ -20,8 +20,8 @@ use std::borrow::Borrow;
 
 use troupe_protocol::{ChatMessage, CompactionReceipt, Role, SummarizerUsage};
 
+use super::cached_prompt::block_key;
 use super::model::CostModel;
-use super::prompt::block_key;
 use crate::tokens::TokenCounter;
 
 // The receipt's data is troupe_protocol's `CompactionReceipt`, so a `CompactionReport` (which

@@ -35,7 +35,7 @@ use troupe_protocol::{ChatMessage, Role};
 
 use super::model::CostModel;
 use super::summary_call::{inline_call_billed, own_prompt_call_billed};
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
 use crate::summary::Summarizer;
 use crate::tokens::TokenCounter;
@@ -152,7 +152,7 @@ pub struct TargetInputs {
 pub fn target_inputs<M: Borrow<ChatMessage>>(
     messages: &[M],
     counter: &dyn TokenCounter,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     summary: SummaryRoad,
 ) -> TargetInputs {
     measure(messages, counter, policy, summary).0
@@ -162,7 +162,7 @@ pub fn target_inputs<M: Borrow<ChatMessage>>(
 fn measure<M: Borrow<ChatMessage>>(
     messages: &[M],
     counter: &dyn TokenCounter,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     summary: SummaryRoad,
 ) -> (TargetInputs, usize) {
     let messages: Vec<&ChatMessage> = messages.iter().map(Borrow::borrow).collect();
@@ -213,14 +213,14 @@ fn measure<M: Borrow<ChatMessage>>(
 }
 
 /// `policy` with the cost-aware target for `messages` when it asks for one
-/// ([`BudgetPolicy::cost_aware`]), priced at OpenAI's default rates; `None` when it does not.
+/// ([`ContextPolicy::cost_aware`]), priced at OpenAI's default rates; `None` when it does not.
 pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     messages: &[M],
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
     trigger: CompactTrigger,
-) -> Option<BudgetPolicy> {
+) -> Option<ContextPolicy> {
     if !policy.cost_aware {
         return None;
     }
@@ -250,7 +250,7 @@ pub(crate) fn cost_aware_policy<M: Borrow<ChatMessage>>(
     } else {
         target
     };
-    (target > 0.0).then(|| BudgetPolicy {
+    (target > 0.0).then(|| ContextPolicy {
         target,
         ..policy.clone()
     })

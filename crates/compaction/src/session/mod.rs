@@ -41,7 +41,7 @@ use crate::id_hash::{IdMap, IdSet};
 use crate::markers::parse_replaces;
 use crate::mask::{STUB_PREFIX, is_stub};
 use crate::pairing::{check_pairing, owners};
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
 use crate::token_cache::TokenCache;
 use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
@@ -81,7 +81,7 @@ pub struct TargetStatus {
     pub current: usize,
     /// The target this session works toward: the policy's target, or the raised aim when the
     /// messages it cannot take out leave a summary too little room under that target (see
-    /// [`BudgetPolicy::aim_tokens`]; the report's `raised_aim` says so).
+    /// [`ContextPolicy::aim_tokens`]; the report's `raised_aim` says so).
     pub target: usize,
     /// `current <= target`.
     pub reached: bool,
@@ -97,14 +97,14 @@ pub struct CompactionSession<'a> {
     tokens: Vec<usize>,
     total: usize,
     ledger: &'a FileLedger,
-    policy: BudgetPolicy,
+    policy: ContextPolicy,
     counter: &'a dyn TokenCounter,
     cache: TokenCache,
     archive: Archive,
     protected: ProtectedSet,
     /// Tokens no operation can take out: protected messages, and their results as stubs.
     fixed_tokens: usize,
-    /// What the session works toward: [`BudgetPolicy::aim_tokens`] of `fixed_tokens`.
+    /// What the session works toward: [`ContextPolicy::aim_tokens`] of `fixed_tokens`.
     aim: usize,
     next_id: u64,
     options: CompactOptions,
@@ -135,7 +135,7 @@ impl<'a> CompactionSession<'a> {
     pub fn new(
         conversation: &Conversation,
         ledger: &'a FileLedger,
-        policy: &BudgetPolicy,
+        policy: &ContextPolicy,
         counter: &'a dyn TokenCounter,
         options: CompactOptions,
     ) -> Result<Self, CompactionError> {
@@ -223,7 +223,7 @@ impl<'a> CompactionSession<'a> {
     }
 
     /// The policy in force.
-    pub fn policy(&self) -> &BudgetPolicy {
+    pub fn policy(&self) -> &ContextPolicy {
         &self.policy
     }
 

@@ -19,7 +19,7 @@ use crate::counter::TokenCounter;
 use crate::error::CompactionError;
 use crate::id_hash::{IdMap, IdSet};
 use crate::pairing::owners;
-use crate::policy::BudgetPolicy;
+use crate::policy::ContextPolicy;
 use crate::protection::{ProtectedSet, ProtectionReason};
 use crate::summary::MechanicalSummarizer;
 use troupe_protocol::CompactTrigger;
@@ -104,7 +104,7 @@ impl CompactionPreview {
 pub async fn preview(
     conversation: &Conversation,
     ledger: &FileLedger,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     options: CompactOptions,
 ) -> Result<CompactionPreview, CompactionError> {

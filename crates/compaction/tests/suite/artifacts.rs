@@ -4,16 +4,16 @@ use troupe_compaction::summary::parse_summary_message;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, coding_session, corpus_dir, visible_text};
 
 /// A policy whose target forces tier 3 on the session below.
-fn tight_policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn tight_policy() -> ContextPolicy {
+    ContextPolicy {
         summary_max_tokens: 400,
-        ..BudgetPolicy::for_window(2_500)
+        ..ContextPolicy::for_window(2_500)
     }
 }
 
@@ -199,7 +199,7 @@ fn pi_large_session_artifact_recall_after_one_mechanical_compaction() {
         let compaction = block_on(compact(
             &conversation,
             &ledger,
-            &BudgetPolicy::for_window(window),
+            &ContextPolicy::for_window(window),
             &counter,
             Some(&MechanicalSummarizer::default()),
             CompactOptions::default(),

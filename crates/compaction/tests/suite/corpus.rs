@@ -9,7 +9,7 @@ use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, parse_summary_message};
 use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{Conversation, MessageKind};
 
 use super::support::{FixedSummarizer, artifacts, block_on, corpus_files, kept, visible_text};
@@ -25,7 +25,7 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
         let ledger = ledger_from_transcript(conversation.messages());
         let cache = TokenCache::new();
         for window in [32_000, 128_000] {
-            let policy = BudgetPolicy::for_window(window);
+            let policy = ContextPolicy::for_window(window);
             // A summarizer with a small window of its own, so long segments must be folded.
             let summarizer =
                 FixedSummarizer::with_counter(8_000, Box::new(TiktokenCounter::default()));
@@ -133,7 +133,7 @@ fn a_huge_last_user_message_on(path: &std::path::Path) {
     conversation.push(troupe_protocol::ChatMessage::user(paste));
     let ledger = ledger_from_transcript(conversation.messages());
     let counter = TiktokenCounter::default();
-    let policy = BudgetPolicy::for_window(64_000);
+    let policy = ContextPolicy::for_window(64_000);
     let compaction = block_on(compact(
         &conversation,
         &ledger,
@@ -238,7 +238,7 @@ fn corpus_more_room_never_keeps_less_and_hidden_names_stay() {
         let cache = TokenCache::new();
         let mut previous: Option<(usize, BTreeSet<String>)> = None;
         for window in [16_000, 32_000, 64_000, 128_000] {
-            let policy = BudgetPolicy::for_window(window);
+            let policy = ContextPolicy::for_window(window);
             let summarizer = MechanicalSummarizer::new();
             let options = CompactOptions {
                 token_cache: Some(cache.clone()),

@@ -3,7 +3,7 @@
 use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCache};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, ThrashGuard, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, ThrashGuard, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation};
 use troupe_protocol::{CompactTrigger, CompactionReport};
@@ -13,7 +13,7 @@ use super::support::{block_on, coding_session};
 #[test]
 fn under_target_nothing_changes_and_the_report_says_so() {
     let conversation = coding_session(2, 5);
-    let policy = BudgetPolicy::for_window(1_000_000);
+    let policy = ContextPolicy::for_window(1_000_000);
     let compaction = block_on(compact(
         &conversation,
         &FileLedger::new(),
@@ -39,7 +39,7 @@ fn protected_messages_above_target_keep_the_summary_its_room_and_say_why() {
     for i in 0..5 {
         c.push(ChatMessage::user(format!("recent {i}")));
     }
-    let policy = BudgetPolicy::for_window(5_000);
+    let policy = ContextPolicy::for_window(5_000);
     let compaction = block_on(compact(
         &c,
         &FileLedger::new(),
@@ -78,7 +78,7 @@ fn a_conversation_already_within_the_raised_aim_is_left_as_it_is() {
     for i in 0..5 {
         c.push(ChatMessage::user(format!("recent {i}")));
     }
-    let policy = BudgetPolicy::for_window(4_000);
+    let policy = ContextPolicy::for_window(4_000);
     let compaction = block_on(compact(
         &c,
         &FileLedger::new(),
@@ -107,9 +107,9 @@ fn a_conversation_already_within_the_raised_aim_is_left_as_it_is() {
 fn automatic_trigger_waits_for_enough_freeable_tokens() {
     let conversation = coding_session(12, 40);
     let ledger = ledger_from_transcript(conversation.messages());
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         min_freeable_tokens: 1_000_000,
-        ..BudgetPolicy::for_window(2_500)
+        ..ContextPolicy::for_window(2_500)
     };
     let options = CompactOptions {
         trigger: CompactTrigger::Automatic,
@@ -136,10 +136,10 @@ fn automatic_trigger_waits_for_enough_freeable_tokens() {
 
     // After an unreachable attempt the guard holds off until new material accumulates (a
     // fixed target: the cost-aware one would choose a reachable one here).
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         min_freeable_tokens: 100,
         cost_aware: false,
-        ..BudgetPolicy::for_window(2_500)
+        ..ContextPolicy::for_window(2_500)
     };
     let manual = block_on(compact(
         &conversation,
@@ -189,7 +189,7 @@ fn warm_cache_counts_only_new_messages_and_result_applies_cleanly() {
         token_cache: Some(cache.clone()),
         ..CompactOptions::default()
     };
-    let policy = BudgetPolicy::for_window(2_500);
+    let policy = ContextPolicy::for_window(2_500);
     let compaction = block_on(compact(
         &conversation,
         &ledger,
@@ -232,7 +232,7 @@ fn compact_future_is_send() {
     fn assert_send<T: Send>(_: &T) {}
     let conversation = Conversation::new();
     let ledger = FileLedger::new();
-    let policy = BudgetPolicy::default();
+    let policy = ContextPolicy::default();
     let future = compact(
         &conversation,
         &ledger,

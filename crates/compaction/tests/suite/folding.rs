@@ -6,7 +6,7 @@ use troupe_compaction::summary::{SummarizerError, SummaryKind};
 use troupe_compaction::summary::{missing_sections, summarize_folded};
 use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 
 use super::support::{FixedSummarizer, block_on, coding_session, lines};
 
@@ -16,9 +16,9 @@ fn large_segment_is_folded_and_no_request_exceeds_the_window() {
     let ledger = ledger_from_transcript(conversation.messages());
     // Summaries only: a huge tool limit and no masking gain would still leave tier 3 the work,
     // but tiers 1–2 run first anyway; the point is the summarizer's tiny window.
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         summary_max_tokens: 300,
-        ..BudgetPolicy::for_window(3_000)
+        ..ContextPolicy::for_window(3_000)
     };
     let summarizer = FixedSummarizer::new(1_500);
     let compaction = block_on(compact(

@@ -4,7 +4,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::summary::{missing_sections, render_message, segment_prompt};
 use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::parse_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
 
@@ -265,7 +265,7 @@ fn crowded_session() -> Conversation {
 #[test]
 fn a_summary_sized_to_the_room_left_reaches_the_target() {
     let conversation = crowded_session();
-    let policy = BudgetPolicy::for_window(8_000);
+    let policy = ContextPolicy::for_window(8_000);
     let counter = CharEstimateCounter;
     let protected: usize = conversation.messages()[conversation.len() - 5..]
         .iter()
@@ -294,7 +294,7 @@ fn a_summary_sized_to_the_room_left_reaches_the_target() {
 #[test]
 fn the_summarizer_is_told_the_room_left_and_its_answer_is_fitted_to_it() {
     let conversation = crowded_session();
-    let policy = BudgetPolicy::for_window(8_000);
+    let policy = ContextPolicy::for_window(8_000);
     let counter = CharEstimateCounter;
     let staying: usize = conversation.messages()[conversation.len() - 5..]
         .iter()
@@ -385,7 +385,7 @@ fn shell_session(turns: usize) -> Conversation {
 fn a_big_artifact_block_does_not_make_the_planner_summarize_everything() {
     let conversation = shell_session(160);
     let counter = TiktokenCounter::default();
-    let policy = BudgetPolicy::for_window(32_000);
+    let policy = ContextPolicy::for_window(32_000);
     let total = counter.count_messages(&conversation.to_messages());
     assert!(total > policy.trigger_tokens(), "{total}");
     let result = block_on(compact(

@@ -4,7 +4,7 @@
 
 use troupe_compaction::economics::CostModel;
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
-use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
@@ -13,12 +13,12 @@ use super::support::block_on;
 
 /// A 32k window whose trigger is lowered as an agent's is for its answer's room (60 %), with
 /// the fixed 40 % target (a cost-aware target shrinks further here, and then compacting pays).
-fn policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn policy() -> ContextPolicy {
+    ContextPolicy {
         trigger: 0.6,
         warning: 0.5,
         cost_aware: false,
-        ..BudgetPolicy::for_window(32_000)
+        ..ContextPolicy::for_window(32_000)
     }
 }
 
@@ -64,7 +64,7 @@ fn run_priced(
     block_on(compact(
         conversation,
         &FileLedger::new(),
-        &BudgetPolicy {
+        &ContextPolicy {
             pricing,
             ..policy()
         },

@@ -13,7 +13,7 @@ use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, artifacts, block_on, kept};
@@ -190,18 +190,18 @@ fn build(case: &Case) -> Conversation {
     c
 }
 
-fn policy(case: &Case, tokens: usize, factor: f64) -> BudgetPolicy {
+fn policy(case: &Case, tokens: usize, factor: f64) -> ContextPolicy {
     let window = ((tokens as f64 * factor / 0.4) as usize).max(1);
-    BudgetPolicy {
+    ContextPolicy {
         context_window: window,
         protected_recent: case.protected_recent,
         tool_output_limit_tokens: case.tool_limit,
         summary_max_tokens: 200,
-        ..BudgetPolicy::for_window(window)
+        ..ContextPolicy::for_window(window)
     }
 }
 
-fn run(case: &Case, conversation: &Conversation, policy: &BudgetPolicy) -> Compaction {
+fn run(case: &Case, conversation: &Conversation, policy: &ContextPolicy) -> Compaction {
     let counter = CharEstimateCounter;
     let ledger = ledger_from_transcript(conversation.messages());
     let fixed = FixedSummarizer::new(4_000);

@@ -11,7 +11,7 @@ use troupe_compaction::invariants::{
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{Archive, BudgetPolicy, CompactOptions, compact, expand};
+use troupe_compaction::{Archive, CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, lines};
@@ -117,15 +117,15 @@ fn policy_for(
     case: &Case,
     conversation: &Conversation,
     counter: &dyn TokenCounter,
-) -> BudgetPolicy {
+) -> ContextPolicy {
     let tokens = counter.count_messages(&conversation.to_messages()) as f64;
     let window = ((tokens * case.target_factor / 0.4) as usize).max(1);
-    BudgetPolicy {
+    ContextPolicy {
         context_window: window,
         protected_recent: case.protected_recent,
         tool_output_limit_tokens: case.tool_limit,
         summary_max_tokens: 200,
-        ..BudgetPolicy::for_window(window)
+        ..ContextPolicy::for_window(window)
     }
 }
 
@@ -287,9 +287,9 @@ fn a_target_the_pins_put_out_of_reach_is_reported_as_theirs() {
     }
     let tokens = counter.count_messages(&c.to_messages());
     // The pinned rules alone are over the target.
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         protected_recent: 2,
-        ..BudgetPolicy::for_window(tokens)
+        ..ContextPolicy::for_window(tokens)
     };
     let rules_tokens = counter.count_message(&c.to_messages()[1]);
     assert!(rules_tokens > policy.target_tokens());

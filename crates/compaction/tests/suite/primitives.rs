@@ -3,7 +3,7 @@
 use troupe_compaction::session::{CompactionSession, CompressionStrategy, PlannedStep, Refusal};
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, expand};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role, ToolCall};
 
@@ -44,11 +44,11 @@ fn fixture() -> Conversation {
     ])
 }
 
-fn policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn policy() -> ContextPolicy {
+    ContextPolicy {
         tool_output_limit_tokens: 500,
         summary_max_tokens: 200,
-        ..BudgetPolicy::for_window(2_000)
+        ..ContextPolicy::for_window(2_000)
     }
 }
 
@@ -146,7 +146,7 @@ fn every_bad_call_is_refused_with_nothing_changed() {
 #[test]
 fn under_target_every_mutation_is_refused() {
     let conversation = fixture();
-    let policy = BudgetPolicy::for_window(1_000_000);
+    let policy = ContextPolicy::for_window(1_000_000);
     let counter = CharEstimateCounter;
     let ledger = FileLedger::new();
     let mut session = CompactionSession::new(

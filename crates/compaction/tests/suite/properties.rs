@@ -11,7 +11,7 @@ use troupe_compaction::session::{CompactionSession, CompressionStrategy};
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, lines};
@@ -138,15 +138,15 @@ fn policy_for(
     case: &Case,
     conversation: &Conversation,
     counter: &dyn TokenCounter,
-) -> BudgetPolicy {
+) -> ContextPolicy {
     let tokens = counter.count_messages(&conversation.to_messages()) as f64;
     let window = ((tokens * case.target_factor / 0.4) as usize).max(1);
-    BudgetPolicy {
+    ContextPolicy {
         context_window: window,
         protected_recent: case.protected_recent,
         tool_output_limit_tokens: case.tool_limit,
         summary_max_tokens: 200,
-        ..BudgetPolicy::for_window(window)
+        ..ContextPolicy::for_window(window)
     }
 }
 

@@ -5,7 +5,7 @@ use troupe_compaction::session::{CompactionSession, CompressionStrategy, Refusal
 use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, ToolCall};
 
 use super::support::{block_on, lines};
@@ -48,11 +48,11 @@ fn pytest_session() -> Conversation {
     ])
 }
 
-fn tight() -> BudgetPolicy {
-    BudgetPolicy {
+fn tight() -> ContextPolicy {
+    ContextPolicy {
         tool_output_limit_tokens: 100,
         protected_recent: 1,
-        ..BudgetPolicy::for_window(500)
+        ..ContextPolicy::for_window(500)
     }
 }
 
@@ -140,10 +140,10 @@ fn a_summary_over_an_earlier_stub_keeps_the_names_it_listed() {
     .unwrap();
     assert!(first.report.tiers.masked + first.report.tiers.truncated > 0);
     let stubbed = Conversation::from_messages(first.messages.clone());
-    let narrower = BudgetPolicy {
+    let narrower = ContextPolicy {
         summary_max_tokens: 100,
         protected_recent: 1,
-        ..BudgetPolicy::for_window(300)
+        ..ContextPolicy::for_window(300)
     };
     let second = block_on(compact(
         &stubbed,

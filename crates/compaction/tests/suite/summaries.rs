@@ -4,7 +4,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer, SummaryKind};
 use troupe_compaction::summary::{missing_sections, parse_summary_message};
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, Role, ToolCall};
 
@@ -13,17 +13,17 @@ use super::support::{
 };
 
 /// A policy whose target forces tier 3 on `coding_session(12, 40)`.
-fn tight_policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn tight_policy() -> ContextPolicy {
+    ContextPolicy {
         summary_max_tokens: 400,
-        ..BudgetPolicy::for_window(2_500)
+        ..ContextPolicy::for_window(2_500)
     }
 }
 
 fn run(
     conversation: &Conversation,
     ledger: &FileLedger,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     summarizer: Option<&dyn Summarizer>,
     options: CompactOptions,
 ) -> Compaction {
@@ -257,9 +257,9 @@ fn per_message_mode_bounds_user_and_assistant_messages() {
     for i in 0..5 {
         c.push(ChatMessage::user(format!("recent {i}")));
     }
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         summary_max_tokens: 400,
-        ..BudgetPolicy::for_window(10_000)
+        ..ContextPolicy::for_window(10_000)
     };
     let options = CompactOptions {
         per_message: true,

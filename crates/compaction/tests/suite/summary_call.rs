@@ -9,7 +9,7 @@ use troupe_compaction::economics::{CostModel, Rates};
 use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::{InlineSummary, Summarizer, SummarizerError, SummaryPrompt};
 use troupe_compaction::tokens::CharEstimateCounter;
-use troupe_compaction::{BudgetPolicy, CompactOptions};
+use troupe_compaction::{CompactOptions, ContextPolicy};
 use troupe_protocol::Conversation;
 use troupe_protocol::FileLedger;
 
@@ -62,7 +62,7 @@ impl Summarizer for EitherRoad {
 /// Summarize `conversation`'s messages `first..=last` (indices) under `policy` with `summarizer`.
 fn summarize_span(
     conversation: &Conversation,
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     first: usize,
     last: usize,
     summarizer: &EitherRoad,
@@ -81,10 +81,10 @@ fn summarize_span(
     block_on(session.compress_segment(ids[first], ids[last], None, summarizer)).unwrap();
 }
 
-fn policy() -> BudgetPolicy {
-    BudgetPolicy {
+fn policy() -> ContextPolicy {
+    ContextPolicy {
         summary_max_tokens: 400,
-        ..BudgetPolicy::for_window(24_000)
+        ..ContextPolicy::for_window(24_000)
     }
 }
 
@@ -106,7 +106,7 @@ fn a_small_segment_beside_a_long_conversation_is_summarized_on_its_own() {
 fn the_choice_follows_the_policys_pricing() {
     let conversation = coding_session(30, 40);
     // Cached reads at the full price: the large segment is cheaper on its own too.
-    let flat = BudgetPolicy {
+    let flat = ContextPolicy {
         pricing: Some(CostModel::openai().with_rates(Rates {
             cached_read: 1.0,
             ..Rates::OPENAI

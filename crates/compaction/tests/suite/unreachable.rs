@@ -8,7 +8,7 @@ use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer, parse_summary_message};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{BudgetPolicy, CompactOptions, Compaction, compact, expand};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on};
@@ -133,9 +133,9 @@ fn an_unreachable_target_keeps_the_summary_its_room_and_stays_under_the_trigger(
     let seen_capped = std::cell::Cell::new(0usize);
     let result = runner.run(&case(), |case| {
         let counter = CharEstimateCounter;
-        let policy = BudgetPolicy {
+        let policy = ContextPolicy {
             summary_max_tokens: case.summary_max_tokens,
-            ..BudgetPolicy::for_window(case.window)
+            ..ContextPolicy::for_window(case.window)
         };
         let paste = (case.window as f64 * case.paste) as usize;
         let conversation = session(case.turns, paste);

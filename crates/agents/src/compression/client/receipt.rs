@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use troupe_compaction::economics::{self, CostModel};
 use troupe_compaction::tokens::{CachedCounter, TokenCache, TokenCounter};
-use troupe_compaction::{BudgetPolicy, Compaction};
+use troupe_compaction::{Compaction, ContextPolicy};
 use troupe_protocol::ChatMessage;
 
 /// The cost model receipts are priced under: the policy's pricing (the agent's provider's
 /// cache), else OpenAI's automatic prefix caching at its default rates (cached input at a
 /// tenth). A receipt is an estimate for the trace; `troupe replay --cost` prices a whole
 /// session under either model.
-pub(crate) fn receipt_cost_model(policy: &BudgetPolicy) -> CostModel {
+pub(crate) fn receipt_cost_model(policy: &ContextPolicy) -> CostModel {
     policy.pricing.unwrap_or_else(CostModel::openai)
 }
 
@@ -24,7 +24,7 @@ pub(crate) fn receipt_cost_model(policy: &BudgetPolicy) -> CostModel {
 /// compaction left under the trigger over the mean tokens a turn of this conversation added.
 pub(crate) fn attach_receipt(
     before: &[Arc<ChatMessage>],
-    policy: &BudgetPolicy,
+    policy: &ContextPolicy,
     (counter, cache): (&dyn TokenCounter, Option<&TokenCache>),
     compaction: &mut Compaction,
 ) {

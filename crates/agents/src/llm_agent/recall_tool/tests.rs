@@ -4,7 +4,7 @@ use super::read::pages;
 use super::*;
 use crate::compaction_settings::shared_counter;
 use troupe_compaction::summary::MechanicalSummarizer;
-use troupe_compaction::{BudgetPolicy, CompactOptions, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation};
 use troupe_tools::{ToolFailure, ToolOutcome, ToolResult};
@@ -440,11 +440,11 @@ async fn every_id_a_stub_or_summary_names_is_recallable_across_compactions() {
     let mut checked = 0;
     for seed in 0..4 {
         for (window, target) in [(6_000, 0.4), (6_000, 0.15), (12_000, 0.1)] {
-            let policy = BudgetPolicy {
+            let policy = ContextPolicy {
                 target,
                 tool_output_limit_tokens: 400,
                 protected_recent: 2,
-                ..BudgetPolicy::for_window(window)
+                ..ContextPolicy::for_window(window)
             };
             let mut conversation = session(14 + seed, seed);
             let mut archive = Archive::new();

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_compaction::BudgetPolicy;
+use troupe_compaction::ContextPolicy;
 use troupe_protocol::{ChatMessage, ChatModel, Conversation};
 use troupe_runtime::{Team, TeamConfig};
 
@@ -17,10 +17,10 @@ pub(crate) fn big(n: usize) -> String {
         .collect()
 }
 
-pub(crate) fn policy() -> BudgetPolicy {
-    BudgetPolicy {
+pub(crate) fn policy() -> ContextPolicy {
+    ContextPolicy {
         tool_output_limit_tokens: 100_000,
-        ..BudgetPolicy::for_window(4_000)
+        ..ContextPolicy::for_window(4_000)
     }
 }
 

@@ -12,7 +12,7 @@ use troupe_agents::compression::{
     InProcess,
 };
 use troupe_agents::{shared_counter, spawn_compression_agent};
-use troupe_compaction::{BudgetPolicy, Compaction, CompactionError};
+use troupe_compaction::{Compaction, CompactionError, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{
@@ -133,9 +133,9 @@ pub(crate) fn conversation(files: usize) -> Conversation {
 /// A manual compaction (never held back by the anti-thrash guard) of `agent`'s conversation of
 /// `files` results in a 4,000-token window.
 pub(crate) fn request(agent: &str, files: usize) -> CompactionRequest {
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         tool_output_limit_tokens: 100_000,
-        ..BudgetPolicy::for_window(4_000)
+        ..ContextPolicy::for_window(4_000)
     };
     CompactionRequest {
         agent: agent.into(),

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 use troupe_agents::{CompactionSettings, LlmAgentState, WorkAhead};
-use troupe_compaction::{BudgetPolicy, expand};
+use troupe_compaction::{ContextPolicy, expand};
 use troupe_models::ScriptedModel;
 
 use super::events::drain;
@@ -22,10 +22,10 @@ pub(crate) fn big(n: usize) -> String {
 /// An 8k window compacted far down (target 10 %): every compaction has work for the model.
 pub(crate) fn settings() -> CompactionSettings {
     CompactionSettings {
-        policy: Some(BudgetPolicy {
+        policy: Some(ContextPolicy {
             target: 0.1,
             tool_output_limit_tokens: 100_000,
-            ..BudgetPolicy::for_window(8_000)
+            ..ContextPolicy::for_window(8_000)
         }),
         work_ahead: WorkAhead::AtWarning,
         // The sizes here sit just around the thresholds: no `recall` definition joins the

@@ -159,7 +159,7 @@ fn session() -> troupe_protocol::Conversation {
 }
 
 /// `session()` under `policy`: the policy the rule chooses for an automatic compaction.
-fn chosen_for_session(policy: &BudgetPolicy) -> Option<BudgetPolicy> {
+fn chosen_for_session(policy: &ContextPolicy) -> Option<ContextPolicy> {
     let summarizer = MechanicalSummarizer::new();
     let summarizer: &dyn Summarizer = &summarizer;
     let messages = session();
@@ -173,7 +173,7 @@ fn chosen_for_session(policy: &BudgetPolicy) -> Option<BudgetPolicy> {
 }
 
 /// `session()` compacted under `policy` as `trigger` asks, with the mechanical summarizer.
-async fn compact_session(policy: &BudgetPolicy, trigger: CompactTrigger) -> Compaction {
+async fn compact_session(policy: &ContextPolicy, trigger: CompactTrigger) -> Compaction {
     let options = CompactOptions {
         trigger,
         ..CompactOptions::default()
@@ -208,11 +208,11 @@ async fn an_automatic_compaction_never_aims_above_the_conversation() {
         .sum();
     // 15 % of the window, as a job worked ahead may find it: the rule's lowest aim (20 %) is
     // above the conversation, and would leave it as it is.
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         cost_aware: true,
         min_freeable_tokens: 0,
         target: 0.05,
-        ..BudgetPolicy::for_window(current * 100 / 15)
+        ..ContextPolicy::for_window(current * 100 / 15)
     };
     let chosen = chosen_for_session(&policy).unwrap();
     assert!(chosen.target_tokens() < current, "{}", chosen.target);
@@ -226,15 +226,15 @@ async fn an_automatic_compaction_never_aims_above_the_conversation() {
 
 #[tokio::test]
 async fn automatic_compactions_take_the_chosen_target_and_manual_ones_the_configured() {
-    let policy = BudgetPolicy {
+    let policy = ContextPolicy {
         cost_aware: true,
         min_freeable_tokens: 0,
-        ..BudgetPolicy::for_window(32_000)
+        ..ContextPolicy::for_window(32_000)
     };
     let chosen = chosen_for_session(&policy).unwrap();
     // Growth ~700 tokens a turn, re-fetches ~600: cost says compact as hard as allowed.
     assert!((chosen.target - 0.2).abs() < 1e-9, "{}", chosen.target);
-    let off = BudgetPolicy {
+    let off = ContextPolicy {
         cost_aware: false,
         ..policy.clone()
     };
