@@ -11,7 +11,7 @@ use crate::message::{ChatMessage, MessageId, StoredMessage};
 /// The messages of one agent's conversation, in order, each with a stable [`MessageId`].
 ///
 /// ```
-/// use crate::{ChatMessage, Conversation};
+/// use troupe_protocol::{ChatMessage, Conversation};
 /// let mut c = Conversation::new();
 /// let id = c.push(ChatMessage::user("hello"));
 /// assert_eq!(id.to_string(), "m1");

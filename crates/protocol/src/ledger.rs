@@ -97,7 +97,7 @@ impl LedgerEntry {
 /// Every file operation, in the order they happened.
 ///
 /// ```
-/// use crate::{FileAccess, FileLedger, LedgerEntry};
+/// use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
 /// let mut ledger = FileLedger::default();
 /// ledger.record(LedgerEntry::new("src/a.rs", FileAccess::Read));
 /// ledger.record(LedgerEntry::new("src/b.rs", FileAccess::Read));

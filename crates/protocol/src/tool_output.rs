@@ -30,7 +30,7 @@ pub fn cap_output(content: String, cap: usize) -> String {
 /// `detail` (e.g. lines and tokens cut) goes in parentheses after the dropped count.
 ///
 /// ```
-/// let line = crate::truncation_marker(100, 20, 10, None);
+/// let line = troupe_protocol::truncation_marker(100, 20, 10, None);
 /// assert_eq!(
 ///     line,
 ///     "[... output truncated: 70 bytes dropped; the original was 100 bytes, \
