@@ -3,15 +3,14 @@
 //! request (keeping it), a raised limit lets the paused request go on to its answer; two
 //! budgets spent by one call are asked about one after the other.
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::support::chat::spawn_chat;
+use super::support::chat::{completions_server, spawn_chat};
 use super::support::chat_live::Live;
-use super::support::chat_server::{ChatServer, read_request};
+use super::support::chat_server::ChatServer;
 
 /// Every answer of the server spends 2 output tokens: the agent's budget of 2 is spent after
 /// its first answer.
@@ -82,54 +81,25 @@ fn a_paused_request_is_ended_or_raised_from_the_chat() {
 /// An OpenAI-compatible server whose model reads `a.txt` when the last message is the user's,
 /// and otherwise answers `read N`; every answer spends 2 output tokens. Keeps the requests.
 fn reading_server() -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}/v1", listener.local_addr().unwrap());
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let seen = requests.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let Some(request) = read_request(&mut stream) else {
-                continue;
-            };
-            let from_user = request["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .is_some_and(|m| m["role"] == "user");
-            let n = {
-                let mut seen = seen.lock().unwrap();
-                seen.push(request);
-                seen.len()
-            };
-            let (message, finish) = if from_user {
-                let call = json!({
-                    "id": "call_read", "type": "function",
-                    "function": {"name": "read_file", "arguments": r#"{"path": "a.txt"}"#}
-                });
-                let message = json!({"role": "assistant", "content": null, "tool_calls": [call]});
-                (message, "tool_calls")
-            } else {
-                (
-                    json!({"role": "assistant", "content": format!("read {n}")}),
-                    "stop",
-                )
-            };
-            let body = json!({
-                "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1,
-                "model": "test-model",
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
-            })
-            .to_string();
-            use std::io::Write as _;
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                body.len()
-            );
+    completions_server(|request, n| {
+        let from_user = request["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .is_some_and(|m| m["role"] == "user");
+        if from_user {
+            let call = json!({
+                "id": "call_read", "type": "function",
+                "function": {"name": "read_file", "arguments": r#"{"path": "a.txt"}"#}
+            });
+            let message = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+            (message, "tool_calls")
+        } else {
+            (
+                json!({"role": "assistant", "content": format!("read {n}")}),
+                "stop",
+            )
         }
-    });
-    (url, requests)
+    })
 }
 
 #[test]

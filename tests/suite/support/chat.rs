@@ -57,6 +57,29 @@ instructions = "Be brief."
 /// (exactly as given: a hostile model's ids and arguments included), and anything else with
 /// `done N`. Keeps the request bodies.
 pub(crate) fn server_calling(tool_calls: Value) -> (String, Arc<Mutex<Vec<Value>>>) {
+    completions_server(move |request, n| {
+        let last = request["messages"]
+            .as_array()
+            .and_then(|m| m.last().cloned())
+            .unwrap_or_default();
+        if last["role"] == "user" && last["content"] == "clean up" {
+            let message = json!({"role": "assistant", "content": null, "tool_calls": tool_calls});
+            (message, "tool_calls")
+        } else {
+            (
+                json!({"role": "assistant", "content": format!("done {n}")}),
+                "stop",
+            )
+        }
+    })
+}
+
+/// An OpenAI-compatible (non-streaming) server answering the `n`-th request (from 1) with the
+/// assistant message and finish reason `answer` gives; every answer reports 10 prompt and 2
+/// completion tokens. Keeps the request bodies.
+pub(crate) fn completions_server(
+    answer: impl Fn(&Value, usize) -> (Value, &'static str) + Send + 'static,
+) -> (String, Arc<Mutex<Vec<Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let requests = Arc::new(Mutex::new(Vec::new()));
@@ -67,25 +90,12 @@ pub(crate) fn server_calling(tool_calls: Value) -> (String, Arc<Mutex<Vec<Value>
             let Some(request) = read_request(&mut stream) else {
                 continue;
             };
-            let last = request["messages"]
-                .as_array()
-                .and_then(|m| m.last().cloned())
-                .unwrap_or_default();
             let n = {
                 let mut seen = seen.lock().unwrap();
-                seen.push(request);
+                seen.push(request.clone());
                 seen.len()
             };
-            let message = if last["role"] == "user" && last["content"] == "clean up" {
-                json!({"role": "assistant", "content": null, "tool_calls": tool_calls})
-            } else {
-                json!({"role": "assistant", "content": format!("done {n}")})
-            };
-            let finish = if message.get("tool_calls").is_some() {
-                "tool_calls"
-            } else {
-                "stop"
-            };
+            let (message, finish) = answer(&request, n);
             let body = json!({
                 "id": format!("chatcmpl-{n}"), "object": "chat.completion", "created": 1,
                 "model": "test-model",

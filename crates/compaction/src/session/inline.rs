@@ -1,10 +1,6 @@
 //! A segment summary asked by continuing the agent's conversation, when the summarizer is the
 //! agent's own model (see [`crate::summary::inline_summary`] for why and what it looks like).
 
-use std::collections::HashMap;
-
-use troupe_protocol::MessageId;
-
 use super::CompactionSession;
 use crate::economics::{CostModel, SummaryCall, cheaper_summary_call};
 use crate::summary::{
@@ -85,12 +81,7 @@ impl CompactionSession<'_> {
     /// message it is or stands for (a stub or summary made in this session stands for its
     /// originals). `None` when none of them is an input message.
     fn span_in_input(&self, s: usize, e: usize) -> Option<(usize, usize)> {
-        let index: HashMap<MessageId, usize> = self
-            .before
-            .iter()
-            .enumerate()
-            .map(|(i, m)| (m.id, i))
-            .collect();
+        let index = &self.before_index;
         let found: Vec<usize> = self.messages[s..=e]
             .iter()
             .flat_map(|m| match index.get(&m.id) {
