@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use troupe::compaction::tokens::TokenCounter;
 use troupe::compaction::transcript::ledger_from_transcript;
-use troupe::compaction::{CompactOptions, ContextPolicy, compact};
+use troupe::compaction::{CompactRequest, ContextPolicy, compact};
 use troupe::protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, MessageId, ModelError,
     ModelInfo, stream_response,
@@ -117,7 +117,7 @@ async fn tier3_removed(
         policy,
         counter,
         None,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .await?;
     let kept: HashSet<MessageId> = result.iter().map(|m| m.id).collect();

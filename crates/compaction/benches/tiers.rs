@@ -11,7 +11,7 @@ use criterion::{BatchSize, Criterion};
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{TiktokenCounter, TokenCache};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{CompactOptions, ContextPolicy, compact};
+use troupe_compaction::{CompactRequest, ContextPolicy, compact};
 use troupe_protocol::Conversation;
 
 fn main() {
@@ -51,9 +51,9 @@ fn main() {
     // What each case does, once, so a change that should only be faster can be checked to
     // give the same result: the tier counts and a digest of the compacted messages.
     for (name, window, summarizer) in cases {
-        let options = CompactOptions {
+        let options = CompactRequest {
             token_cache: Some(warm.detached_copy()),
-            ..CompactOptions::default()
+            ..CompactRequest::default()
         };
         let policy = ContextPolicy::for_window(window);
         match runtime.block_on(compact(
@@ -98,9 +98,9 @@ fn main() {
                 // A private copy per run: counts of stubs from earlier runs must not leak in.
                 || warm.detached_copy(),
                 |cache| {
-                    let options = CompactOptions {
+                    let options = CompactRequest {
                         token_cache: Some(cache),
-                        ..CompactOptions::default()
+                        ..CompactRequest::default()
                     };
                     runtime.block_on(compact(
                         &conversation,

@@ -25,9 +25,13 @@ use troupe_protocol::CompactionReport;
 // Defined in the runtime, beside the report, so `Event::CompactionStarted` carries it typed.
 use troupe_protocol::CompactTrigger;
 
-/// Options of one compaction.
+/// What one compaction is asked, besides the conversation, its ledger and the
+/// [`ContextPolicy`] it works to: its focus, trigger, lead, the anti-thrash memory and the warm
+/// token cache. A request, not configuration: an agent's configuration is its
+/// `CompactionSettings`, and the compression agent builds one of these from each
+/// `CompactionRequest` it is sent (`troupe_agents::compression`).
 #[derive(Debug, Clone)]
-pub struct CompactOptions {
+pub struct CompactRequest {
     /// What the summaries should keep in view (`/compact the parser bug`): a line added to each
     /// summary prompt. Not the agent's instructions (its system prompt), which are a message.
     pub focus: Option<String>,
@@ -48,9 +52,9 @@ pub struct CompactOptions {
     pub lead: Lead,
 }
 
-impl Default for CompactOptions {
+impl Default for CompactRequest {
     fn default() -> Self {
-        CompactOptions {
+        CompactRequest {
             focus: None,
             per_message: false,
             detect_previous_summary: true,
@@ -92,7 +96,7 @@ impl Compaction {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), troupe_compaction::CompactionError> {
-/// use troupe_compaction::{ContextPolicy, CompactOptions, compact};
+/// use troupe_compaction::{ContextPolicy, CompactRequest, compact};
 /// use troupe_compaction::summary::MechanicalSummarizer;
 /// use troupe_compaction::tokens::TiktokenCounter;
 /// use troupe_protocol::Conversation;
@@ -105,7 +109,7 @@ impl Compaction {
 ///     &ContextPolicy::for_window(32_000),
 ///     &counter,
 ///     Some(&MechanicalSummarizer::new()),
-///     CompactOptions::default(),
+///     CompactRequest::default(),
 /// )
 /// .await?;
 /// println!("{} → {} tokens: {}", result.report.tokens_before, result.report.tokens_after, result.report.reason);
@@ -117,7 +121,7 @@ pub async fn compact(
     policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
-    options: CompactOptions,
+    request: CompactRequest,
 ) -> Result<Compaction, CompactionError> {
     compact_with(
         conversation,
@@ -125,7 +129,7 @@ pub async fn compact(
         policy,
         counter,
         summarizer,
-        options,
+        request,
         &NoSteering,
     )
     .await
@@ -152,7 +156,7 @@ impl Steering for NoSteering {
 /// agent runs for every compaction, whatever asked for it.
 ///
 /// An automatic or agent-tool trigger is skipped (the report says why, nothing changes) unless
-/// `options.guard` allows it: after an attempt, the next one waits until
+/// `request.guard` allows it: after an attempt, the next one waits until
 /// [`ContextPolicy::min_freeable_tokens`] more tokens are freeable. It is also declined when its
 /// planned receipt nets a loss under OpenAI's default rates (it would re-bill more than it saves
 /// over the turns until the next one), unless the window needs it: see
@@ -166,15 +170,15 @@ pub async fn compact_with(
     policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
-    options: CompactOptions,
+    request: CompactRequest,
     steering: &dyn Steering,
 ) -> Result<Compaction, CompactionError> {
-    let trigger = options.trigger;
-    let guard = options.guard;
-    let lead = options.lead;
+    let trigger = request.trigger;
+    let guard = request.guard;
+    let lead = request.lead;
     // The cost model's measures count whole conversations: from the warm cache when there is
     // one (a conversation of 100k tokens takes BPE tens of milliseconds).
-    let cache = options.token_cache.clone();
+    let cache = request.token_cache.clone();
     let measuring = CachedCounter::new(counter, cache.as_ref());
     // Automatic compactions shrink to the cost-aware target when the policy asks for it;
     // a person's `/compact` and an emergency keep the configured one.
@@ -191,7 +195,7 @@ pub async fn compact_with(
         })
         .flatten();
     let policy = chosen.as_ref().unwrap_or(policy);
-    let mut session = CompactionSession::new(conversation, ledger, policy, counter, options)?;
+    let mut session = CompactionSession::new(conversation, ledger, policy, counter, request)?;
     if session.verify_target().reached {
         return session.finish();
     }

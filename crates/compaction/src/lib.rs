@@ -17,7 +17,7 @@
 //! the rest lives in topic modules:
 //!
 //! - **Compacting:** [`compact`] (or [`compact_with`], which lets a [`Steering`] work the
-//!   session first) with [`CompactOptions`] and a
+//!   session first) with [`CompactRequest`] and a
 //!   [`CompactTrigger`](troupe_protocol::CompactTrigger) returns a [`Compaction`]: the new
 //!   messages, the [`Archive`] of what they replaced and a
 //!   [`CompactionReport`](troupe_protocol::CompactionReport); or a
@@ -81,7 +81,7 @@ mod truncate;
 mod validate;
 
 pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
-pub use compact::{CompactOptions, Compaction, Steering, compact, compact_with};
+pub use compact::{CompactRequest, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
 pub use policy::{ContextPolicy, PolicyError};

@@ -126,7 +126,7 @@ mod tests {
     use super::*;
     use crate::summary::MechanicalSummarizer;
     use crate::tokens::TiktokenCounter;
-    use crate::{CompactOptions, compact};
+    use crate::{CompactRequest, compact};
 
     fn policy() -> ContextPolicy {
         ContextPolicy {
@@ -162,7 +162,7 @@ mod tests {
             &policy(),
             counter,
             Some(&MechanicalSummarizer::new()),
-            CompactOptions::default(),
+            CompactRequest::default(),
         )
         .await
         .unwrap()

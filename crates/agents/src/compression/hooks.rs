@@ -196,13 +196,13 @@ pub(crate) async fn before(
     let Some(hook) = &hooks.before else {
         return Ok(Before::Proceed(Asked::default()));
     };
-    let options = request.options();
+    let compact_request = request.compact_request();
     let preview = preview(
         &request.conversation,
         &request.ledger,
         &request.policy,
         counter,
-        options.clone(),
+        compact_request.clone(),
     )
     .await
     .map_err(CompactError::Failed)?;
@@ -220,7 +220,7 @@ pub(crate) async fn before(
                 &request.ledger,
                 &request.policy,
                 counter,
-                options,
+                compact_request,
             )
             .and_then(|session| session.finish_skipped(note.to_string()))
             .map_err(CompactError::Failed)?;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use troupe_compaction::economics::Lead;
 use troupe_compaction::tokens::TokenCache;
-use troupe_compaction::{CompactOptions, Compaction, CompactionError, ContextPolicy};
+use troupe_compaction::{CompactRequest, Compaction, CompactionError, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, ChatModel, Conversation, ToolDefinition};
@@ -107,15 +107,15 @@ impl CompactionRequest {
 }
 
 impl CompactionRequest {
-    /// The options of the compaction this request asks for — its focus, trigger, the asker's
-    /// token cache and lead — on every road; the compression agent adds its anti-thrash memory.
-    pub(crate) fn options(&self) -> CompactOptions {
-        CompactOptions {
+    /// What this request asks of the compaction crate — its focus, trigger, the asker's token
+    /// cache and lead — on every road; the compression agent adds its anti-thrash memory.
+    pub(crate) fn compact_request(&self) -> CompactRequest {
+        CompactRequest {
             focus: self.focus.clone(),
             trigger: self.trigger,
             token_cache: self.in_process.token_cache.clone(),
             lead: self.lead,
-            ..CompactOptions::default()
+            ..CompactRequest::default()
         }
     }
 }

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tracing::Instrument;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard, compact_with};
+use troupe_compaction::{CompactRequest, Compaction, CompactionError, ThrashGuard, compact_with};
 use troupe_protocol::sync::lock;
 use troupe_protocol::{ChatModel, TraceContext};
 use troupe_runtime::{EventBus, Reply};
@@ -244,9 +244,9 @@ async fn compact(
         Some(s) => s,
         None => &mechanical,
     };
-    let options = CompactOptions {
+    let asked = CompactRequest {
         guard: lock(&compressor.guards).get(&request.agent).copied(),
-        ..request.options()
+        ..request.compact_request()
     };
     let steering = ModelSteering {
         model,
@@ -262,7 +262,7 @@ async fn compact(
         &request.policy,
         config.counter.as_ref(),
         Some(summarizer),
-        options,
+        asked,
         &steering,
     )
     .await;

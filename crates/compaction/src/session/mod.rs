@@ -34,7 +34,7 @@ pub use crate::error::Refusal;
 pub(crate) use planner::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
 
 use crate::archive::Archive;
-use crate::compact::{CompactOptions, Compaction};
+use crate::compact::{CompactRequest, Compaction};
 use crate::counter::TokenCounter;
 use crate::error::CompactionError;
 use crate::id_hash::{IdMap, IdSet};
@@ -107,7 +107,7 @@ pub struct CompactionSession<'a> {
     /// What the session works toward: [`ContextPolicy::aim_tokens`] of `fixed_tokens`.
     aim: usize,
     next_id: u64,
-    options: CompactOptions,
+    request: CompactRequest,
     /// For messages created in this session: the ids of the input messages they stand for.
     roots: IdMap<MessageId, Vec<MessageId>>,
     /// For messages created in this session: the messages of `before` they replace, however
@@ -137,7 +137,7 @@ impl<'a> CompactionSession<'a> {
         ledger: &'a FileLedger,
         policy: &ContextPolicy,
         counter: &'a dyn TokenCounter,
-        options: CompactOptions,
+        request: CompactRequest,
     ) -> Result<Self, CompactionError> {
         policy.validate()?;
         let messages = conversation.to_messages();
@@ -148,7 +148,7 @@ impl<'a> CompactionSession<'a> {
                 InvariantViolation::DuplicateId { id: dup.id },
             ));
         }
-        let cache = options.token_cache.clone().unwrap_or_default();
+        let cache = request.token_cache.clone().unwrap_or_default();
         let counted = cache.count_messages(counter, &messages);
         let protected = ProtectedSet::compute(&messages, policy.protected_recent);
         let before_index = messages
@@ -172,7 +172,7 @@ impl<'a> CompactionSession<'a> {
             fixed_tokens: 0,
             aim: 0,
             next_id: conversation.next_id().0,
-            options,
+            request,
             roots: IdMap::default(),
             sources: IdMap::default(),
             dropped: Vec::new(),

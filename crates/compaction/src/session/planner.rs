@@ -139,7 +139,7 @@ impl CompactionSession<'_> {
             return None;
         }
         let runs = self.summarizable_runs();
-        if self.options.per_message
+        if self.request.per_message
             && !self.per_message_done
             && let Some(&(s, e)) = runs.first()
         {
@@ -332,7 +332,7 @@ impl CompactionSession<'_> {
                 let Some(summarizer) = summarizer else {
                     return Ok(self.no_summarizer());
                 };
-                let focus = self.options.focus.clone();
+                let focus = self.request.focus.clone();
                 self.compress_segment(start, end, focus, summarizer).await?
             }
         };

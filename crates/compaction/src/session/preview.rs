@@ -14,7 +14,7 @@ use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role};
 use super::is_masked;
 use crate::archive::Archive;
 use crate::artifacts::ArtifactLedger;
-use crate::compact::{CompactOptions, Compaction, compact};
+use crate::compact::{CompactRequest, Compaction, compact};
 use crate::counter::TokenCounter;
 use crate::error::CompactionError;
 use crate::id_hash::{IdMap, IdSet};
@@ -106,10 +106,10 @@ pub async fn preview(
     ledger: &FileLedger,
     policy: &ContextPolicy,
     counter: &dyn TokenCounter,
-    options: CompactOptions,
+    request: CompactRequest,
 ) -> Result<CompactionPreview, CompactionError> {
-    let trigger = options.trigger;
-    let cache = options.token_cache.clone().unwrap_or_default();
+    let trigger = request.trigger;
+    let cache = request.token_cache.clone().unwrap_or_default();
     let mechanical = MechanicalSummarizer::new();
     let compaction = compact(
         conversation,
@@ -117,7 +117,7 @@ pub async fn preview(
         policy,
         counter,
         Some(&mechanical),
-        options,
+        request,
     )
     .await?;
     let before = conversation.to_messages();

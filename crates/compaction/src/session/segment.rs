@@ -123,7 +123,7 @@ impl CompactionSession<'_> {
         if blocks.is_empty() {
             return Err(Refusal::NothingToSummarize { start, end });
         }
-        let focus = focus.or_else(|| self.options.focus.clone());
+        let focus = focus.or_else(|| self.request.focus.clone());
         let summary_message = |body: &str| frame.message(body);
         // Sized to the room left under the target, measured on the message's own wrapping.
         let budget = self.summary_budget(s..=e, &summary_message(""));
@@ -184,7 +184,7 @@ impl CompactionSession<'_> {
     /// file lists, the artifact ledger and the ids it replaces.
     pub(crate) fn segment_frame(&self, s: usize, e: usize) -> SegmentFrame {
         let mut previous: Option<(usize, ParsedSummary)> = None;
-        if self.options.detect_previous_summary {
+        if self.request.detect_previous_summary {
             previous = (s..=e).find_map(|i| {
                 let m = &self.messages[i];
                 (m.role != Role::Tool)

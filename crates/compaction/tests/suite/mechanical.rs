@@ -4,7 +4,7 @@ use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::summary::{missing_sections, render_message, segment_prompt};
 use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::parse_transcript;
-use troupe_compaction::{CompactOptions, ContextPolicy, compact};
+use troupe_compaction::{CompactRequest, ContextPolicy, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
 
@@ -278,7 +278,7 @@ fn a_summary_sized_to_the_room_left_reaches_the_target() {
         &policy,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactOptions::default(),
+        CompactRequest::default(),
     ))
     .unwrap();
     let report = &compaction.report;
@@ -307,7 +307,7 @@ fn the_summarizer_is_told_the_room_left_and_its_answer_is_fitted_to_it() {
         &policy,
         &counter,
         Some(&summarizer),
-        CompactOptions::default(),
+        CompactRequest::default(),
     ))
     .unwrap();
     let prompts = summarizer.prompts();
@@ -394,7 +394,7 @@ fn a_big_artifact_block_does_not_make_the_planner_summarize_everything() {
         &policy,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactOptions::default(),
+        CompactRequest::default(),
     ))
     .unwrap();
     let report = &result.report;

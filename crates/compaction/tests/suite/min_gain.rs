@@ -4,7 +4,7 @@
 
 use troupe_compaction::economics::CostModel;
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
-use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact};
+use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
@@ -57,9 +57,9 @@ fn run_priced(
     trigger: CompactTrigger,
     pricing: Option<CostModel>,
 ) -> Compaction {
-    let options = CompactOptions {
+    let options = CompactRequest {
         trigger,
-        ..CompactOptions::default()
+        ..CompactRequest::default()
     };
     block_on(compact(
         conversation,

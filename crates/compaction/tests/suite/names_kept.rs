@@ -13,7 +13,7 @@ use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, artifacts, block_on, kept};
@@ -211,9 +211,9 @@ fn run(case: &Case, conversation: &Conversation, policy: &ContextPolicy) -> Comp
         1 => Some(&fixed),
         _ => Some(&mechanical),
     };
-    let options = CompactOptions {
+    let options = CompactRequest {
         per_message: case.per_message,
-        ..CompactOptions::default()
+        ..CompactRequest::default()
     };
     block_on(compact(
         conversation,

@@ -3,7 +3,7 @@
 use troupe_compaction::session::{CompactionSession, CompressionStrategy, PlannedStep, Refusal};
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactOptions, ContextPolicy, expand};
+use troupe_compaction::{CompactRequest, ContextPolicy, expand};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role, ToolCall};
 
@@ -68,7 +68,7 @@ fn every_bad_call_is_refused_with_nothing_changed() {
         &ledger,
         &policy,
         &counter,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .unwrap();
     let before = session.messages().to_vec();
@@ -154,7 +154,7 @@ fn under_target_every_mutation_is_refused() {
         &ledger,
         &policy,
         &counter,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .unwrap();
     let refusal = session
@@ -180,7 +180,7 @@ fn metadata_describes_the_working_conversation() {
         &ledger,
         &policy,
         &counter,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .unwrap();
     let meta = session.metadata();
@@ -221,7 +221,7 @@ fn planner_goes_cheapest_first_and_reaches_the_target() {
         &ledger,
         &policy,
         &counter,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .unwrap();
     let mut steps = Vec::new();

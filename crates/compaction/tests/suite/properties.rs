@@ -11,7 +11,7 @@ use troupe_compaction::session::{CompactionSession, CompressionStrategy};
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactRequest, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
 
 use super::support::{FixedSummarizer, block_on, lines};
@@ -188,9 +188,9 @@ fn compact_keeps_every_invariant_and_expands_back() {
             1 => Some(&fixed),
             _ => Some(&mechanical),
         };
-        let options = CompactOptions {
+        let options = CompactRequest {
             per_message: case.per_message,
-            ..CompactOptions::default()
+            ..CompactRequest::default()
         };
         let compaction = block_on(compact(
             &conversation,
@@ -304,7 +304,7 @@ fn random_primitive_calls_apply_or_refuse_cleanly() {
             &ledger,
             &policy,
             &counter,
-            CompactOptions::default(),
+            CompactRequest::default(),
         )
         .unwrap();
         for op in ops {

@@ -5,7 +5,7 @@ use troupe_compaction::session::{CompactionSession, CompressionStrategy, Refusal
 use troupe_compaction::summary::MechanicalSummarizer;
 use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactRequest, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, ToolCall};
 
 use super::support::{block_on, lines};
@@ -71,7 +71,7 @@ fn a_stub_and_a_cut_list_what_they_hide() {
             &ledger,
             &tight(),
             &counter,
-            CompactOptions::default(),
+            CompactRequest::default(),
         )
         .unwrap();
         session
@@ -109,7 +109,7 @@ fn an_output_of_names_keeps_them_where_they_are() {
         &ledger,
         &tight(),
         &counter,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .unwrap();
     let refusal = session
@@ -135,7 +135,7 @@ fn a_summary_over_an_earlier_stub_keeps_the_names_it_listed() {
         &tight(),
         &counter,
         None,
-        CompactOptions::default(),
+        CompactRequest::default(),
     ))
     .unwrap();
     assert!(first.report.tiers.masked + first.report.tiers.truncated > 0);
@@ -151,7 +151,7 @@ fn a_summary_over_an_earlier_stub_keeps_the_names_it_listed() {
         &narrower,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactOptions::default(),
+        CompactRequest::default(),
     ))
     .unwrap();
     assert!(

@@ -9,7 +9,7 @@ use troupe_compaction::economics::{CostModel, Rates};
 use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::{InlineSummary, Summarizer, SummarizerError, SummaryPrompt};
 use troupe_compaction::tokens::CharEstimateCounter;
-use troupe_compaction::{CompactOptions, ContextPolicy};
+use troupe_compaction::{CompactRequest, ContextPolicy};
 use troupe_protocol::Conversation;
 use troupe_protocol::FileLedger;
 
@@ -74,7 +74,7 @@ fn summarize_span(
         &ledger,
         policy,
         &counter,
-        CompactOptions::default(),
+        CompactRequest::default(),
     )
     .unwrap();
     let ids: Vec<_> = session.messages().iter().map(|m| m.id).collect();

@@ -56,7 +56,7 @@ async fn plan(
         &request.policy,
         counter,
         summarizer,
-        request.options(),
+        request.compact_request(),
     )
     .await
     .map_err(CompactError::Failed)

@@ -9,7 +9,7 @@ use super::*;
 use crate::economics::Rates;
 use crate::summary::MechanicalSummarizer;
 use crate::tokens::TiktokenCounter;
-use crate::{CompactOptions, Compaction, compact};
+use crate::{CompactRequest, Compaction, compact};
 
 fn inputs(window: usize, growth: f64, road: SummaryRoad) -> TargetInputs {
     TargetInputs {
@@ -174,9 +174,9 @@ fn chosen_for_session(policy: &ContextPolicy) -> Option<ContextPolicy> {
 
 /// `session()` compacted under `policy` as `trigger` asks, with the mechanical summarizer.
 async fn compact_session(policy: &ContextPolicy, trigger: CompactTrigger) -> Compaction {
-    let options = CompactOptions {
+    let options = CompactRequest {
         trigger,
-        ..CompactOptions::default()
+        ..CompactRequest::default()
     };
     let summarizer = MechanicalSummarizer::new();
     let ledger = troupe_protocol::FileLedger::new();
