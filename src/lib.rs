@@ -4,6 +4,7 @@
 //! binary). It re-exports the workspace crates:
 //! - [`protocol`]: the types every crate speaks: messages, conversations, the [`ChatModel`]
 //!   trait, events, compaction reports, trace ids;
+//! - [`host`]: credentials held out of the environment, the one TLS crypto provider;
 //! - [`runtime`]: the supervisor ([`Team`]), the event bus, the approval and spend desks;
 //! - [`tools`]: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools, the file ledger;
 //! - [`compaction`]: token budgets, compaction tiers, summaries, invariants, the archive;
@@ -45,6 +46,7 @@ pub mod telemetry;
 pub use troupe_agents as agents;
 pub use troupe_cluster as cluster;
 pub use troupe_compaction as compaction;
+pub use troupe_host as host;
 pub use troupe_models as models;
 pub use troupe_protocol as protocol;
 pub use troupe_runtime as runtime;

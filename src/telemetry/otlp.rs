@@ -135,7 +135,7 @@ where
         return Ok(None);
     }
     // The exporters' HTTP client (reqwest) has no crypto provider of its own.
-    troupe_runtime::tls::install_crypto_provider();
+    troupe_host::tls::install_crypto_provider();
     let export = OtlpExport {
         tracer: match config.otlp_endpoint.as_deref() {
             Some(endpoint) => Some((tracer_provider(config, endpoint)?, endpoint.to_string())),

@@ -3,6 +3,7 @@ mod chat_approval;
 mod chat_approval_hostile;
 mod chat_background;
 mod chat_budget;
+mod chat_durable;
 mod chat_paused;
 mod chat_truth;
 mod cli;
@@ -23,6 +24,7 @@ mod node_startup;
 mod node_typed;
 #[cfg(feature = "otlp")]
 mod otlp;
+mod pure_crates;
 mod readme;
 mod recall;
 mod redaction;

@@ -8,8 +8,9 @@
 //! `pub mod` and `pub use` lines, which is how every root in this workspace is written.
 
 /// The roots whose `pub use` lists are checked, relative to the workspace.
-const ROOTS: [&str; 6] = [
+const ROOTS: [&str; 7] = [
     "crates/protocol/src/lib.rs",
+    "crates/host/src/lib.rs",
     "crates/runtime/src/lib.rs",
     "crates/tools/src/lib.rs",
     "crates/models/src/lib.rs",
@@ -19,8 +20,9 @@ const ROOTS: [&str; 6] = [
 
 /// The workspace's library crates (the facade aside), whose every source file is read for
 /// re-exports of another workspace crate: a `pub use` in any module can make a second path.
-const LIBRARY_CRATES: [&str; 10] = [
+const LIBRARY_CRATES: [&str; 11] = [
     "crates/protocol",
+    "crates/host",
     "crates/runtime",
     "crates/tools",
     "crates/compaction",

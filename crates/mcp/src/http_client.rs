@@ -28,7 +28,7 @@ pub(crate) struct WatchedClient {
 
 impl WatchedClient {
     pub(crate) fn new(too_large: watch::Sender<u64>) -> Self {
-        troupe_runtime::tls::install_crypto_provider();
+        troupe_host::tls::install_crypto_provider();
         WatchedClient {
             inner: reqwest::Client::default(),
             too_large: Arc::new(too_large),

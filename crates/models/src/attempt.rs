@@ -222,7 +222,7 @@ pub(super) async fn first_delta<D: EventDecoder>(
 /// The HTTP client a provider sends its attempts with: the process's TLS provider installed,
 /// and a connect timeout of the attempt's timeout, at most 30 s.
 pub(super) fn http_client(request_timeout: Duration) -> Result<reqwest::Client, ModelError> {
-    troupe_runtime::tls::install_crypto_provider();
+    troupe_host::tls::install_crypto_provider();
     reqwest::Client::builder()
         .connect_timeout(request_timeout.min(Duration::from_secs(30)))
         .build()

@@ -80,7 +80,7 @@ pub fn openai_configured() -> bool {
     ["OPENAI_API_KEY", "OPENAI_BASE_URL"]
         .iter()
         // Through `credentials`: the `troupe` binary moves keys out of its environment.
-        .any(|v| troupe_runtime::credentials::var(v).is_some_and(|s| !s.trim().is_empty()))
+        .any(|v| troupe_host::credentials::var(v).is_some_and(|s| !s.trim().is_empty()))
 }
 
 /// The model examples and the CLI use unless told otherwise: the OpenAI-compatible provider

@@ -4,8 +4,10 @@
 //!   shape, with stable ids.
 //! - [`ChatModel`]: the one interface to any LLM, answering as a [`ChatStream`] of
 //!   [`ModelDelta`]s; a typed ask's [`ResponseFormat`] rides on its [`ChatRequest`].
-//! - [`Event`] and [`EventRecord`]: everything observable (the bus that carries them is the
-//!   runtime's); [`CompactionReport`] and [`CompactTrigger`]: what a compaction did and why.
+//! - [`Event`] and [`EventRecord`]: everything observable; [`EventSink`]: where code that only
+//!   publishes sends them (the bus that carries them to subscribers is the runtime's, and
+//!   [`NoEvents`] drops them); [`CompactionReport`] and [`CompactTrigger`]: what a compaction
+//!   did and why.
 //! - [`TraceId`] and [`TraceContext`]: the trace that travels inside actor messages.
 //! - [`Spend`], [`SpendLimit`], [`BudgetExceeded`]: what model calls cost and the limits on it;
 //!   [`ApprovalId`] and [`ApprovalDecision`]: a paused tool call and a person's answer.
@@ -26,6 +28,7 @@ mod approval;
 mod compaction_report;
 mod conversation;
 mod event;
+mod event_sink;
 mod ledger;
 mod message;
 mod model;
@@ -45,6 +48,7 @@ pub use compaction_report::{
 };
 pub use conversation::{Conversation, ConversationMark};
 pub use event::{CompactionMode, Event, EventRecord};
+pub use event_sink::{EventSink, NoEvents};
 pub use ledger::{FileAccess, FileLedger, LedgerEntry, SharedLedger};
 pub use message::{
     ChatMessage, Content, ContentSlot, FunctionCall, MessageId, MessageKind, ParseMessageIdError,

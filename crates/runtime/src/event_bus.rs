@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::broadcast;
-use troupe_protocol::{Event, EventRecord, TraceId};
+use troupe_protocol::{Event, EventRecord, EventSink, TraceId};
 
 use crate::ask_stream::{RequestWatch, WatchedRequest, Watches};
 
@@ -29,6 +29,14 @@ pub struct EventBus {
 impl Default for EventBus {
     fn default() -> Self {
         EventBus::new(1024)
+    }
+}
+
+/// Code that only publishes (a tool call, through its `ToolContext`) holds the bus as a sink.
+impl EventSink for EventBus {
+    fn publish(&self, trace_id: Option<TraceId>, event: Event) {
+        // The inherent method: one road for every publisher.
+        EventBus::publish(self, trace_id, event);
     }
 }
 

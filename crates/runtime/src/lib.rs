@@ -6,10 +6,12 @@
 //! - [`EventBus`]: every `troupe_protocol::Event`, in causal order, to broadcast subscribers and
 //!   to the stream of the request it belongs to ([`AskStream`]).
 //! - Topic modules, whose items have no other path: [`approval`] (the desk where tool calls wait
-//!   for a person's answer), [`budget`] (the team's spend, shared by its agents),
-//!   [`credentials`], [`redact`], [`tls`] (aws-lc-rs, the one crypto provider HTTPS clients use),
+//!   for a person's answer), [`budget`] (the team's spend, shared by its agents), [`redact`],
 //!   [`typed`] (answers asked for as a Rust type, checked against their schema); everything else
 //!   is at the root, once.
+//!
+//! Credentials and the TLS crypto provider are `troupe_host`'s: crates that need them and not the
+//! actors (the tools, the model providers) reach them without this crate.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
@@ -18,11 +20,9 @@
 pub mod approval;
 mod ask_stream;
 pub mod budget;
-pub mod credentials;
 mod event_bus;
 pub mod redact;
 mod supervisor;
-pub mod tls;
 pub mod typed;
 
 pub use ask_stream::{AskItem, AskStream, DELTA_ROOM, RequestWatch};

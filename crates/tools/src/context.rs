@@ -1,16 +1,14 @@
 //! What a tool call knows about its caller: agent, workspace root, cancellation, events, ledger.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
-use troupe_protocol::TraceId;
-use troupe_runtime::EventBus;
-
-use troupe_protocol::{FileAccess, LedgerEntry, SharedLedger};
+use troupe_protocol::{EventSink, FileAccess, LedgerEntry, NoEvents, SharedLedger, TraceId};
 
 /// The context every tool call receives.
 ///
-/// Cheap to clone: the token, the bus and the ledger are shared handles.
+/// Cheap to clone: the token, the event sink and the ledger are shared handles.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
     /// The calling agent's name.
@@ -23,8 +21,8 @@ pub struct ToolContext {
     /// a child of the caller's token, cancelled when the call's future is dropped): work a tool
     /// moved to another thread or task must watch it, since dropping the future cannot stop it.
     pub cancel: CancellationToken,
-    /// Where tool-call events are published.
-    pub events: EventBus,
+    /// Where tool-call events are published: in a team, the runtime's event bus.
+    pub events: Arc<dyn EventSink>,
     /// The agent's file ledger; built-in file tools record into it, custom tools may too.
     pub ledger: SharedLedger,
     /// The trace the current request belongs to, attached to published events.
@@ -32,32 +30,33 @@ pub struct ToolContext {
 }
 
 impl ToolContext {
-    /// A context with a fresh token, bus and ledger, an empty call id and no trace.
+    /// A context with a fresh token and ledger, an empty call id, no trace, and events that
+    /// nobody hears ([`NoEvents`]).
     pub fn new(agent: impl Into<String>, root: impl Into<PathBuf>) -> Self {
-        Self::new_with_events(agent, root, EventBus::default())
+        Self::new_with_events(agent, root, NoEvents)
     }
 
-    /// [`ToolContext::new`] publishing on `events`: an agent's turn builds its tools' context
-    /// this way, without first allocating a bus of its own to throw away.
+    /// [`ToolContext::new`] publishing to `events`: an agent's turn builds its tools' context
+    /// this way, with its team's event bus.
     pub fn new_with_events(
         agent: impl Into<String>,
         root: impl Into<PathBuf>,
-        events: EventBus,
+        events: impl EventSink + 'static,
     ) -> Self {
         ToolContext {
             agent: agent.into(),
             root: root.into(),
             tool_call_id: String::new(),
             cancel: CancellationToken::new(),
-            events,
+            events: Arc::new(events),
             ledger: SharedLedger::new(),
             trace_id: None,
         }
     }
 
-    /// With this event bus.
-    pub fn with_events(mut self, events: EventBus) -> Self {
-        self.events = events;
+    /// Publishing to `events`.
+    pub fn with_events(mut self, events: impl EventSink + 'static) -> Self {
+        self.events = Arc::new(events);
         self
     }
 

@@ -13,7 +13,7 @@ use crate::cli::NodeArgs;
 
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
     // Moved out of the environment at start (secrets.rs), like every credential.
-    let cookie = troupe::runtime::credentials::var(&args.cookie_env)
+    let cookie = troupe::host::credentials::var(&args.cookie_env)
         .filter(|c| !c.is_empty())
         .with_context(|| {
             format!(

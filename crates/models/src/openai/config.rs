@@ -155,7 +155,7 @@ impl OpenAiConfig {
         let mut config = OpenAiConfig::new(base_url, model);
         // The `troupe` binary moves keys out of its environment into `credentials`.
         config.api_key =
-            troupe_runtime::credentials::var("OPENAI_API_KEY").filter(|v| !v.trim().is_empty());
+            troupe_host::credentials::var("OPENAI_API_KEY").filter(|v| !v.trim().is_empty());
         config.organization = var("OPENAI_ORG_ID");
         config.project = var("OPENAI_PROJECT_ID");
         if let Some(window) = var("OPENAI_CONTEXT_WINDOW").and_then(|v| v.parse().ok()) {

@@ -128,7 +128,7 @@ impl HttpGet {
     async fn client(&self) -> Result<&reqwest::Client, ToolError> {
         self.client
             .get_or_try_init(|| async {
-                troupe_runtime::tls::install_crypto_provider();
+                troupe_host::tls::install_crypto_provider();
                 let rules = Arc::clone(&self.rules);
                 let mut builder = reqwest::Client::builder()
                     .timeout(self.config.timeout)

@@ -163,7 +163,7 @@ impl Shell {
             .chain(self.config.env_allowlist.iter().map(String::as_str))
             // A credential the `troupe` binary moved out of its environment is still passed.
             .filter_map(|name| {
-                troupe_runtime::credentials::var_os(name).map(|value| (name.to_string(), value))
+                troupe_host::credentials::var_os(name).map(|value| (name.to_string(), value))
             })
             .collect()
     }

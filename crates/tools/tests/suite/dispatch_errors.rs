@@ -8,7 +8,7 @@ use serde_json::json;
 use troupe_protocol::Event;
 use troupe_tools::{NoArgs, ToolError, ToolFailure, ToolOutcome, ToolRegistry};
 
-use super::support::{call, run, workspace};
+use super::support::{Recorded, call, run, workspace};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[allow(dead_code)]
@@ -283,18 +283,20 @@ async fn respond_to_model_continues_and_fatal_aborts() {
 #[tokio::test]
 async fn dispatch_publishes_started_and_finished_events() {
     let (_dir, ctx) = workspace();
-    let mut events = ctx.events.subscribe();
+    let events = Recorded::default();
+    let ctx = ctx.with_events(events.clone());
     let _ = run(&registry(), &ctx, "refuse", json!({})).await;
-    let started = events.recv().await.unwrap().event;
+    let published = events.take();
+    assert_eq!(published.len(), 2, "{published:?}");
     assert_eq!(
-        started,
+        published[0],
         Event::ToolCallStarted {
             agent: "tester".into(),
             tool: "refuse".into(),
             call_id: "call_1".into()
         }
     );
-    match events.recv().await.unwrap().event {
+    match &published[1] {
         Event::ToolCallFinished {
             tool,
             call_id,
@@ -302,7 +304,7 @@ async fn dispatch_publishes_started_and_finished_events() {
             ..
         } => {
             assert_eq!(
-                (tool.as_str(), call_id.as_str(), is_error),
+                (tool.as_str(), call_id.as_str(), *is_error),
                 ("refuse", "call_1", true)
             );
         }

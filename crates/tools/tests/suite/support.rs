@@ -2,14 +2,32 @@
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use tempfile::TempDir;
-use troupe_protocol::ToolCall;
+use troupe_protocol::{Event, EventSink, ToolCall, TraceId};
 use troupe_tools::{ToolContext, ToolRegistry, ToolResult};
 
 /// A tool call with a fixed id.
 pub fn call(name: &str, arguments: &str) -> ToolCall {
     ToolCall::new("call_1", name, arguments)
+}
+
+/// An event sink that keeps what a tool call published, in order (clones share the list).
+#[derive(Debug, Clone, Default)]
+pub struct Recorded(Arc<Mutex<Vec<Event>>>);
+
+impl Recorded {
+    /// The events published so far; the list starts empty again.
+    pub fn take(&self) -> Vec<Event> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+impl EventSink for Recorded {
+    fn publish(&self, _trace_id: Option<TraceId>, event: Event) {
+        self.0.lock().unwrap().push(event);
+    }
 }
 
 /// A temporary workspace and a context rooted in it.

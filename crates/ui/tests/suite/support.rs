@@ -125,7 +125,7 @@ pub async fn team(runs: &Runs) -> (Team, Arc<ScriptedModel>) {
 
 /// An HTTP client (the process's TLS provider installed first, as troupe does).
 pub fn client() -> reqwest::Client {
-    troupe_runtime::tls::install_crypto_provider();
+    troupe_host::tls::install_crypto_provider();
     reqwest::Client::new()
 }
 

@@ -1,0 +1,16 @@
+//! troupe-host: what a troupe process sets up once for talking to the outside, shared by every
+//! crate that holds a key or opens an HTTPS connection (the runtime, the tools, the model
+//! providers, MCP over HTTP, the binary) without making any of them depend on the actor runtime.
+//!
+//! - [`credentials`]: credentials moved out of the environment; every key lookup goes through
+//!   [`credentials::var`].
+//! - [`tls`]: aws-lc-rs, the one crypto provider every HTTPS client uses.
+//!
+//! No actors, no network of its own.
+
+// Every `pub` item is reachable from the crate root: a public item with no public path is a
+// mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
+#![deny(unreachable_pub)]
+
+pub mod credentials;
+pub mod tls;
