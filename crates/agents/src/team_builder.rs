@@ -19,9 +19,10 @@
 //! # Ok(()) }
 //! ```
 
+use troupe_models::{Cassettes, ReplayError};
 use troupe_runtime::{SpawnError, Team, TeamConfig, TeamError};
 
-use crate::compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
+use crate::compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig, CompressorModel};
 use crate::llm_agent::LlmAgent;
 use crate::spec::AgentSpec;
 
@@ -31,6 +32,7 @@ pub struct TeamBuilder {
     config: TeamConfig,
     compression: Option<CompressionConfig>,
     agents: Vec<AgentSpec>,
+    cassettes: Option<Cassettes>,
 }
 
 /// Why [`TeamBuilder::start`] gave no team; a team that was started is shut down again.
@@ -48,6 +50,10 @@ pub enum TeamBuildError {
         /// The supervisor's refusal (duplicate name, failing factory, locked session log).
         cause: SpawnError,
     },
+    /// The run's cassettes could not be opened (recording: not created; replaying: missing,
+    /// corrupt or of another format version, and left as they were). No agent was started.
+    #[error(transparent)]
+    Cassettes(#[from] ReplayError),
 }
 
 impl TeamBuilder {
@@ -70,12 +76,30 @@ impl TeamBuilder {
         self
     }
 
+    /// Record every model call of the run to `cassettes`, or serve them from it: one cassette
+    /// per agent (see [`Cassettes`]). Without this, the builder follows
+    /// [`TROUPE_CASSETTES`](troupe_models::CASSETTES_ENV) (`record:DIR` or `replay:DIR`), so
+    /// any program built on it records and replays with no change to its code; keep a clone
+    /// to [`Cassettes::verify`] the replay after the run.
+    pub fn cassettes(mut self, cassettes: Cassettes) -> Self {
+        self.cassettes = Some(cassettes);
+        self
+    }
+
     /// Start the supervisor and spawn the compression agent and every agent in one supervisor
     /// message.
     ///
     /// # Errors
-    /// [`TeamBuildError`]: the first agent that could not be spawned (the team is shut down).
-    pub async fn start(self) -> Result<Team, TeamBuildError> {
+    /// [`TeamBuildError`]: the cassettes could not be opened (nothing was started), or the
+    /// first agent that could not be spawned (the team is shut down).
+    pub async fn start(mut self) -> Result<Team, TeamBuildError> {
+        let cassettes = match self.cassettes.take() {
+            Some(cassettes) => Some(cassettes),
+            None => Cassettes::from_env()?,
+        };
+        if let Some(cassettes) = &cassettes {
+            self.put_on(cassettes)?;
+        }
         let team = Team::start(self.config).await?;
         let mut names = Vec::new();
         let mut factories = Vec::new();
@@ -107,6 +131,30 @@ impl TeamBuilder {
             return Err(TeamBuildError::Agent { name, cause });
         }
         Ok(team)
+    }
+}
+
+impl TeamBuilder {
+    /// Give every agent's model its cassette, and the compression agent's own model (when it
+    /// has one) the compressor's: all of them before anything starts, so a cassette that does
+    /// not open starts nothing.
+    fn put_on(&mut self, cassettes: &Cassettes) -> Result<(), ReplayError> {
+        for spec in &mut self.agents {
+            spec.model = cassettes.wrap(&spec.name, spec.model.clone())?;
+        }
+        if let Some(config) = &mut self.compression {
+            config.model = match &config.model {
+                CompressorModel::AgentsOwnOr(model) => {
+                    CompressorModel::AgentsOwnOr(cassettes.wrap(COMPRESSION_AGENT, model.clone())?)
+                }
+                CompressorModel::Fixed(model) => {
+                    CompressorModel::Fixed(cassettes.wrap(COMPRESSION_AGENT, model.clone())?)
+                }
+                // The agents' own models carry their cassettes already.
+                other @ (CompressorModel::None | CompressorModel::AgentsOwn) => other.clone(),
+            };
+        }
+        Ok(())
     }
 }
 

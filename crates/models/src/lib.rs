@@ -7,7 +7,7 @@
 //! - [`LocalModel`] (feature `local`, on by default): llama.cpp in process, the offline default;
 //!   [`fetch`] finds or downloads its GGUF;
 //! - [`RecordingModel`] and [`ReplayModel`]: record any provider's calls to JSONL and serve them
-//!   back in tests;
+//!   back in tests; [`Cassettes`] does it for a whole team, one cassette per agent;
 //! - [`ScriptedModel`]: a fixed script, for tests and demos;
 //! - [`RateLimitedModel`]: any model under a [`RateLimit`] shared by all its callers;
 //! - [`compaction_model`]: which model compaction uses, and [`default_model`].
@@ -44,7 +44,10 @@ pub use openai::{
     known_context_window,
 };
 pub use rate_limit::{RateLimit, RateLimitError, RateLimitStats, RateLimitedModel};
-pub use replay::{REPLAY_CHUNK_CHARS, RecordingModel, ReplayError, ReplayModel};
+pub use replay::{
+    CASSETTE_VERSION, CASSETTES_ENV, CassetteMode, Cassettes, DivergenceKind, REPLAY_CHUNK_CHARS,
+    RecordingModel, ReplayDivergence, ReplayError, ReplayModel,
+};
 pub use retry::RetryPolicy;
 pub use scripted::{SCRIPTED_CHUNK_CHARS, ScriptedModel, ScriptedReply};
 pub use select::{

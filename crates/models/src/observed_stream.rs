@@ -13,6 +13,10 @@ pub trait StreamObserver: Send + 'static {
     /// The first delta arrived (called once, before it is passed on).
     fn first_delta(&mut self) {}
 
+    /// A delta arrived (called for each, after [`StreamObserver::first_delta`], before it is
+    /// passed on): what a recorder needs to keep how the answer was cut.
+    fn delta(&mut self, _delta: &ModelDelta) {}
+
     /// The stream ended: with the response its deltas add up to, or its first error (or the
     /// assembler's, for deltas that do not add up). Called at most once.
     fn finished(self: Box<Self>, outcome: &Result<ChatResponse, ModelError>);
@@ -72,6 +76,9 @@ impl Stream for ObservedStream {
                     if let Some(observer) = this.observer.as_mut() {
                         observer.first_delta();
                     }
+                }
+                if let Some(observer) = this.observer.as_mut() {
+                    observer.delta(delta);
                 }
                 if let Some(assembler) = this.assembler.as_mut()
                     && let Err(e) = assembler.push(delta)
