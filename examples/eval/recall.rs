@@ -8,8 +8,8 @@ use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::protocol::{ChatMessage, Conversation};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
-    ArtifactCategory, CompactGoal, Compressor, RecallReport, TranscriptOpError, artifact_recall,
-    compact_transcript, strict_artifact_recall,
+    ArtifactCategory, Compressor, RecallReport, TranscriptOpError, artifact_recall,
+    compact_transcript, strict_artifact_recall, transcript_policy,
 };
 
 /// The categories in the strict table's order.
@@ -44,12 +44,7 @@ pub(super) async fn recall_row(
     compressor: &Compressor,
 ) -> anyhow::Result<RecallRow> {
     let defaults = ContextPolicy::for_window(window);
-    let request = CompactGoal {
-        window,
-        target: defaults.target,
-        protected: defaults.protected_recent,
-        focus: None,
-    };
+    let policy = transcript_policy(window, defaults.target, defaults.protected_recent)?;
     let mut row = RecallRow {
         transcript: name.to_string(),
         window,
@@ -59,12 +54,12 @@ pub(super) async fn recall_row(
         recall: Err(String::new()),
     };
     let original_text = input.to_text()?;
-    match compact_transcript(input, &original_text, &request, compressor).await {
+    match compact_transcript(input, &original_text, &policy, None, compressor).await {
         Ok(compacted) => {
             // The messages `compact_transcript` keeps verbatim whatever it does.
             let messages =
                 Conversation::from_messages(input.messages.iter().cloned()).to_messages();
-            let protected_ids = ProtectedSet::compute(&messages, request.protected);
+            let protected_ids = ProtectedSet::compute(&messages, policy.protected_recent);
             let protected: Vec<ChatMessage> = messages
                 .into_iter()
                 .filter(|m| protected_ids.contains(m.id))

@@ -22,8 +22,8 @@ use troupe::protocol::sync::lock;
 use troupe::tools::{ToolContext, ToolError, ToolRegistry};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
-    ArchiveHeader, CompactGoal, Compressor, TranscriptOpError, compact_transcript, messages_sha256,
-    restore_messages,
+    ArchiveHeader, Compressor, TranscriptOpError, compact_transcript, messages_sha256,
+    restore_messages, transcript_policy,
 };
 use troupe_mcp::RegistryServer;
 
@@ -186,15 +186,16 @@ async fn compact(
             ));
         }
     };
-    let goal = CompactGoal {
-        window: args.window,
-        target: args.target.unwrap_or(0.4),
-        protected: args.protected.unwrap_or(5),
-        focus: args.instructions,
-    };
-    let compacted = compact_transcript(&input, &text, &goal, compressor)
+    let respond = |e: TranscriptOpError| ToolError::respond(e.to_string());
+    let policy = transcript_policy(
+        args.window,
+        args.target.unwrap_or(0.4),
+        args.protected.unwrap_or(5),
+    )
+    .map_err(respond)?;
+    let compacted = compact_transcript(&input, &text, &policy, args.instructions, compressor)
         .await
-        .map_err(|e| ToolError::respond(e.to_string()))?;
+        .map_err(respond)?;
     let messages = messages_json(&compacted.file.messages)?;
     let report = serde_json::to_value(&compacted.report)
         .map_err(|e| ToolError::respond(format!("cannot serialize the report: {e}")))?;

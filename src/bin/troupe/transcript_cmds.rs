@@ -11,9 +11,9 @@ use troupe::protocol::TierCounts;
 use troupe::protocol::trace::semconv;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
-    CompactGoal, Compressor, CostMeter, ReplayCost, ReplayObserver, ReplayReport, RestoredMatch,
-    check_window, compact_transcript, ensure_distinct_files, expand_transcript_file,
-    replay_transcript,
+    Compressor, CostMeter, ReplayCost, ReplayObserver, ReplayReport, RestoredMatch, check_window,
+    compact_transcript, ensure_distinct_files, expand_transcript_file, replay_transcript,
+    transcript_policy,
 };
 
 use crate::cli::{CompactArgs, ExpandArgs, ReplayArgs};
@@ -98,13 +98,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.input)
         .with_context(|| format!("reading {}", args.input.display()))?;
     let input = TranscriptFile::parse(&args.input, &text)?;
-    let request = CompactGoal {
-        window: args.window,
-        target: args.target,
-        protected: args.protected,
-        focus: args.focus.clone(),
-    };
-    request.policy()?;
+    let policy = transcript_policy(args.window, args.target, args.protected)?;
     let compressor =
         Compressor::start(compaction_model(args.model).await?, shared_counter()).await?;
     let spinner = crate::progress::spinner("compacting");
@@ -114,7 +108,7 @@ pub async fn compact(args: CompactArgs) -> anyhow::Result<()> {
         { semconv::INPUT } = %args.input.display(),
         { semconv::WINDOW } = args.window,
     );
-    let result = compact_transcript(&input, &text, &request, &compressor)
+    let result = compact_transcript(&input, &text, &policy, args.focus.clone(), &compressor)
         .instrument(span)
         .await;
     spinner.finish_and_clear();

@@ -19,19 +19,6 @@ use crate::transcript_file::TranscriptFile;
 /// The name a transcript's conversation has in the compression agent's reports and events.
 pub(super) const TRANSCRIPT_AGENT: &str = "transcript";
 
-/// What to compact to.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompactGoal {
-    /// The context window in tokens.
-    pub window: usize,
-    /// Target fraction of the window.
-    pub target: f64,
-    /// Recent user/assistant messages never touched.
-    pub protected: usize,
-    /// What the summaries should keep in view.
-    pub focus: Option<String>,
-}
-
 /// The smallest context window `troupe compact` and `troupe replay` work with, in tokens.
 ///
 /// A window must hold the system prompt, the protected recent messages and a summary; below
@@ -53,39 +40,42 @@ pub fn check_window(window: usize) -> Result<(), TranscriptOpError> {
     Ok(())
 }
 
-impl CompactGoal {
-    /// The context policy: the default thresholds with this window, target and protection.
-    ///
-    /// A one-shot compaction never triggers, so only `0 < target < 1` is asked of the target;
-    /// the trigger and warning move above a target at or over them, only to keep the policy
-    /// consistent.
-    ///
-    /// # Errors
-    /// [`TranscriptOpError::Options`] naming the value the caller passed: a window below
-    /// [`MIN_CONTEXT_WINDOW`], a target that is not a fraction strictly between 0 and 1.
-    pub fn policy(&self) -> Result<ContextPolicy, TranscriptOpError> {
-        check_window(self.window)?;
-        let target = self.target;
-        if !(target.is_finite() && target > 0.0 && target < 1.0) {
-            return Err(TranscriptOpError::Options(format!(
-                "target ({target}) must be a share of the window strictly between 0 and 1, \
-                 e.g. 0.4 for 40 %"
-            )));
-        }
-        let mut policy = ContextPolicy::for_window(self.window);
-        policy.target = target;
-        policy.protected_recent = self.protected;
-        if policy.trigger <= target {
-            // Halfway to 1 is above the target and below 1 for every target below 1 but the
-            // very last float before it, which no one means.
-            policy.trigger = (target + 1.0) / 2.0;
-        }
-        policy.warning = policy.warning.min(policy.trigger);
-        policy
-            .validate()
-            .map_err(|e| TranscriptOpError::Options(e.to_string()))?;
-        Ok(policy)
+/// The context policy `troupe compact` (and the MCP `compact_transcript` tool) compacts a
+/// transcript to: the defaults of a `window`-token window with this `target` and `protected`
+/// recent user/assistant messages.
+///
+/// A one-shot compaction never triggers, so only `0 < target < 1` is asked of the target;
+/// the trigger and warning move above a target at or over them, only to keep the policy
+/// consistent.
+///
+/// # Errors
+/// [`TranscriptOpError::Options`] naming the value the caller passed: a window below
+/// [`MIN_CONTEXT_WINDOW`], a target that is not a fraction strictly between 0 and 1.
+pub fn transcript_policy(
+    window: usize,
+    target: f64,
+    protected: usize,
+) -> Result<ContextPolicy, TranscriptOpError> {
+    check_window(window)?;
+    if !(target.is_finite() && target > 0.0 && target < 1.0) {
+        return Err(TranscriptOpError::Options(format!(
+            "target ({target}) must be a share of the window strictly between 0 and 1, \
+             e.g. 0.4 for 40 %"
+        )));
     }
+    let mut policy = ContextPolicy::for_window(window);
+    policy.target = target;
+    policy.protected_recent = protected;
+    if policy.trigger <= target {
+        // Halfway to 1 is above the target and below 1 for every target below 1 but the
+        // very last float before it, which no one means.
+        policy.trigger = (target + 1.0) / 2.0;
+    }
+    policy.warning = policy.warning.min(policy.trigger);
+    policy
+        .validate()
+        .map_err(|e| TranscriptOpError::Options(e.to_string()))?;
+    Ok(policy)
 }
 
 /// A compacted transcript with its archive, ready to write.
@@ -129,28 +119,29 @@ impl CompactedTranscript {
     }
 }
 
-/// Compact a transcript through `compressor`'s compression agent, as a manual compaction.
-/// `original_text` is the input file's exact text (for its checksum).
+/// Compact a transcript through `compressor`'s compression agent, as a manual compaction to
+/// `policy` ([`transcript_policy`]) keeping `focus` in view. `original_text` is the input
+/// file's exact text (for its checksum).
 ///
 /// The file ledger is rebuilt from the transcript's own tool calls. Nothing is written: see
 /// [`CompactedTranscript::write_files`].
 ///
 /// # Errors
-/// [`TranscriptOpError`] for bad options or a failed compaction, and
-/// [`TranscriptOpError::DoesNotFit`] when even the compacted transcript exceeds the window
-/// (the protected messages alone are too big for it).
+/// [`TranscriptOpError`] for a failed compaction, and [`TranscriptOpError::DoesNotFit`] when
+/// even the compacted transcript exceeds the window (the protected messages alone are too big
+/// for it).
 pub async fn compact_transcript(
     input: &TranscriptFile,
     original_text: &str,
-    request: &CompactGoal,
+    policy: &ContextPolicy,
+    focus: Option<String>,
     compressor: &Compressor,
 ) -> Result<CompactedTranscript, TranscriptOpError> {
-    let policy = request.policy()?;
     let conversation = Conversation::from_messages(input.messages.iter().cloned());
     let ledger = ledger_from_transcript(conversation.messages());
     let compaction = compressor
         .compact(CompactionRequest {
-            focus: request.focus.clone(),
+            focus,
             ..CompactionRequest::new(
                 TRANSCRIPT_AGENT,
                 conversation,

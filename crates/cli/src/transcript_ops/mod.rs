@@ -22,7 +22,7 @@ mod replay_cost;
 
 pub use archive_file::{ARCHIVE_VERSION, ArchiveHeader, read_archive_file, write_archive_file};
 pub use compact::{
-    CompactGoal, CompactedTranscript, MIN_CONTEXT_WINDOW, check_window, compact_transcript,
+    CompactedTranscript, MIN_CONTEXT_WINDOW, check_window, compact_transcript, transcript_policy,
 };
 pub use compressor::Compressor;
 pub use distinct_paths::ensure_distinct_files;
