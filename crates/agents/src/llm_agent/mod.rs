@@ -177,6 +177,11 @@ impl LlmAgent {
         })
     }
 
+    /// The instructions it was built with (its system prompt from its first request on).
+    pub fn instructions(&self) -> &str {
+        &self.spec.instructions
+    }
+
     /// The conversation so far.
     pub fn conversation(&self) -> &Conversation {
         &self.context.conversation

@@ -263,17 +263,35 @@ impl Team {
     /// conversations back to where the request found them. A reader slower than the model holds
     /// at most [`DELTA_ROOM`](crate::DELTA_ROOM) unread deltas; the model then waits for it.
     pub fn ask_stream(&self, name: &str, text: impl Into<String>) -> crate::AskStream {
-        let request = AgentRequest::from_user(text);
-        let watched = self.events.watch(request.trace.id());
-        let finish = watched.finisher();
+        self.ask_stream_with(name, AgentRequest::from_user(text))
+    }
+
+    /// [`ask_stream`](Self::ask_stream) with an explicit request (sender, trace): a request that
+    /// came from elsewhere (an A2A caller's `traceparent`) keeps the trace it arrived in.
+    pub fn ask_stream_with(&self, name: &str, request: AgentRequest) -> crate::AskStream {
+        (self.stream_asker())(name, request)
+    }
+
+    /// [`ask_stream_with`](Self::ask_stream_with) as a function a server can keep beyond a borrow
+    /// of the team (troupe-a2a's): it holds the directory and the bus, not the supervisor, so the
+    /// team's owner still shuts it down, after which its asks fail with [`AskError::ShutDown`].
+    pub fn stream_asker(
+        &self,
+    ) -> impl Fn(&str, AgentRequest) -> crate::AskStream + Clone + Send + Sync + 'static {
         let directory = self.directory.clone();
-        let name = name.to_string();
+        let events = self.events.clone();
         let timeout = self.config.ask_timeout;
-        tokio::spawn(async move {
-            let answer = directory.ask(&name, request, timeout).await;
-            finish(answer.map(crate::AskItem::Answer));
-        });
-        crate::AskStream::new(watched)
+        move |name: &str, request: AgentRequest| {
+            let watched = events.watch(request.trace.id());
+            let finish = watched.finisher();
+            let directory = directory.clone();
+            let name = name.to_string();
+            tokio::spawn(async move {
+                let answer = directory.ask(&name, request, timeout).await;
+                finish(answer.map(crate::AskItem::Answer));
+            });
+            crate::AskStream::new(watched)
+        }
     }
 
     /// Send an agent a request without waiting for the answer.

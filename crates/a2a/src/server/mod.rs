@@ -1,0 +1,175 @@
+//! A team's agents served over A2A 1.0 (JSON-RPC): each chosen agent at
+//! `{base}/agents/{name}`, its card at `{base}/agents/{name}/.well-known/agent-card.json`.
+//!
+//! A served request goes the team's one road (`Team::ask_stream_with`): the agent's events,
+//! budgets, approvals and traces are those of any request, and the caller's `traceparent` is the
+//! parent of its trace. A troupe agent is one conversation: every A2A context sent to it shares
+//! that conversation, and its tasks are listed per context (`ListTasks`' `contextId`).
+
+mod auth;
+mod card;
+mod rpc;
+mod tasks;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use troupe_runtime::Team;
+
+pub use auth::ServerAuth;
+pub use card::ServedAgent;
+
+use crate::error::ServeError;
+use crate::limits::DEFAULT_MAX_REQUEST_BYTES;
+use crate::wire::CARD_PATH;
+
+/// How long a stopping server waits for open streams before it drops them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// What to serve, where, and to whom.
+#[derive(Debug, Clone)]
+pub struct A2aServeConfig {
+    /// Where to listen (loopback unless the agents are meant for other machines).
+    pub listen: SocketAddr,
+    /// The agents to serve.
+    pub agents: Vec<ServedAgent>,
+    /// The key callers need; `None` serves anyone who can connect.
+    pub auth: Option<ServerAuth>,
+    /// The largest request body read; a larger one is refused unread.
+    pub max_request_bytes: usize,
+    /// The base URL the cards give (e.g. behind a proxy); default `http://{listen address}`.
+    pub public_url: Option<String>,
+}
+
+impl A2aServeConfig {
+    /// Serve `agents` on `listen`, without auth, with the default body limit.
+    pub fn new(listen: SocketAddr, agents: Vec<ServedAgent>) -> Self {
+        A2aServeConfig {
+            listen,
+            agents,
+            auth: None,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            public_url: None,
+        }
+    }
+}
+
+/// A running A2A server.
+#[derive(Debug)]
+pub struct A2aServer {
+    addr: SocketAddr,
+    base: String,
+    names: Vec<String>,
+    closing: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+}
+
+/// Serve `config.agents` of `team` over A2A until [`A2aServer::shutdown`] (or drop).
+///
+/// # Errors
+/// No agents, an agent the team does not have, an address that cannot be bound.
+pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, ServeError> {
+    if config.agents.is_empty() {
+        return Err(ServeError::NoAgents);
+    }
+    for agent in &config.agents {
+        if !team.directory().is_live(&agent.name) {
+            return Err(ServeError::UnknownAgent(agent.name.clone()));
+        }
+    }
+    let bind_error = |source| ServeError::Bind {
+        addr: config.listen,
+        source,
+    };
+    let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    let base = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"))
+        .trim_end_matches('/')
+        .to_string();
+    let cards = config
+        .agents
+        .iter()
+        .map(|agent| {
+            let url = format!("{base}/agents/{}", agent.name);
+            (agent.name.clone(), agent.card(&url, config.auth.as_ref()))
+        })
+        .collect::<HashMap<_, _>>();
+    let names = config.agents.iter().map(|a| a.name.clone()).collect();
+    let served = Arc::new(rpc::Served {
+        ask: Arc::new(team.stream_asker()),
+        cards,
+        auth: config.auth,
+        max_request_bytes: config.max_request_bytes,
+        tasks: tasks::TaskStore::default(),
+    });
+    let app = rpc::router(served);
+    let (closing, mut closed) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = closed.wait_for(|closed| *closed).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            tracing::warn!(error = %e, "the A2A server stopped serving");
+        }
+    });
+    Ok(A2aServer {
+        addr,
+        base,
+        names,
+        closing,
+        task: Some(task),
+    })
+}
+
+impl A2aServer {
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The served agents' names.
+    pub fn agents(&self) -> &[String] {
+        &self.names
+    }
+
+    /// An agent's base URL (what an A2A client is given; its card is beneath it).
+    pub fn agent_url(&self, name: &str) -> String {
+        format!("{}/agents/{name}", self.base)
+    }
+
+    /// An agent's card URL.
+    pub fn card_url(&self, name: &str) -> String {
+        format!("{}/{CARD_PATH}", self.agent_url(name))
+    }
+
+    /// Stop listening; open streams get [`SHUTDOWN_GRACE`] to end, then are dropped.
+    pub async fn shutdown(mut self) {
+        let _ = self.closing.send(true);
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_GRACE, task).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for A2aServer {
+    fn drop(&mut self) {
+        let _ = self.closing.send(true);
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}

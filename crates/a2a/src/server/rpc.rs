@@ -1,0 +1,356 @@
+//! The served agents' HTTP routes: each agent's card, and its JSON-RPC endpoint (send, stream,
+//! get, list, cancel, subscribe) behind the body limit, the version check and the auth.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::broadcast;
+use troupe_protocol::TraceContext;
+
+use crate::server::auth::ServerAuth;
+use crate::server::tasks::{Asker, TaskRefusal, TaskStore};
+use crate::wire::{
+    AgentCard, CARD_PATH, GetTaskRequest, ListTasksRequest, ListTasksResponse, RpcRequest,
+    RpcResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskIdRequest,
+    TaskState, VERSION_HEADER, code, method,
+};
+
+/// Tasks a `ListTasks` page holds by default, and at most.
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 100;
+
+/// What every route reads.
+pub(crate) struct Served {
+    pub(crate) ask: Asker,
+    pub(crate) cards: HashMap<String, AgentCard>,
+    pub(crate) auth: Option<ServerAuth>,
+    pub(crate) max_request_bytes: usize,
+    pub(crate) tasks: TaskStore,
+}
+
+pub(crate) fn router(served: Arc<Served>) -> Router {
+    Router::new()
+        .route(&format!("/agents/{{name}}/{CARD_PATH}"), get(card))
+        .route("/agents/{name}", post(rpc))
+        .route("/agents/{name}/", post(rpc))
+        .with_state(served)
+}
+
+async fn card(State(served): State<Arc<Served>>, Path(name): Path<String>) -> Response {
+    match served.cards.get(&name) {
+        Some(card) => axum::Json(card).into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no agent `{name}` is served here"),
+        )
+            .into_response(),
+    }
+}
+
+/// A JSON-RPC answer with an HTTP status (200 but for transport-level refusals).
+fn answer(status: StatusCode, response: RpcResponse) -> Response {
+    (status, axum::Json(response)).into_response()
+}
+
+fn refuse(id: Value, code: i64, message: impl Into<String>) -> Response {
+    answer(StatusCode::OK, RpcResponse::error(id, code, message))
+}
+
+async fn rpc(
+    State(served): State<Arc<Served>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if !served.cards.contains_key(&name) {
+        return answer(
+            StatusCode::NOT_FOUND,
+            RpcResponse::error(
+                Value::Null,
+                code::METHOD_NOT_FOUND,
+                format!("no agent `{name}` is served here"),
+            ),
+        );
+    }
+    if let Some(auth) = &served.auth
+        && !auth.admits(&headers)
+    {
+        // Before the body is read: a caller without the key costs nothing more.
+        return answer(
+            StatusCode::UNAUTHORIZED,
+            RpcResponse::error(
+                Value::Null,
+                code::INVALID_REQUEST,
+                "missing or wrong credentials: this agent's card names the scheme",
+            ),
+        );
+    }
+    let cap = served.max_request_bytes;
+    let too_large = || {
+        answer(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            RpcResponse::error(
+                Value::Null,
+                code::INVALID_REQUEST,
+                format!("the request body is over the server's {cap}-byte limit: refused unread"),
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > cap as u64) {
+        return too_large();
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, cap).await else {
+        return too_large();
+    };
+    let request: RpcRequest = match serde_json::from_slice(&bytes) {
+        Ok(request) => request,
+        Err(e) => {
+            let code = if serde_json::from_slice::<Value>(&bytes).is_ok() {
+                code::INVALID_REQUEST
+            } else {
+                code::PARSE_ERROR
+            };
+            return refuse(
+                Value::Null,
+                code,
+                format!("not a JSON-RPC 2.0 request: {e}"),
+            );
+        }
+    };
+    let id = request.id.clone();
+    if request.jsonrpc != "2.0" {
+        return refuse(id, code::INVALID_REQUEST, "`jsonrpc` must be \"2.0\"");
+    }
+    if let Some(version) = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok())
+        && version.split('.').next() != Some("1")
+    {
+        return refuse(
+            id,
+            code::VERSION_NOT_SUPPORTED,
+            format!("A2A version {version} is not spoken here: troupe speaks A2A 1.0"),
+        );
+    }
+    let trace = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .and_then(TraceContext::from_traceparent)
+        .map(|parent| parent.child())
+        .unwrap_or_else(TraceContext::new_root);
+    dispatch(&served, &name, request, trace).await
+}
+
+async fn dispatch(
+    served: &Served,
+    agent: &str,
+    request: RpcRequest,
+    trace: TraceContext,
+) -> Response {
+    let id = request.id.clone();
+    match request.method.as_str() {
+        method::SEND_MESSAGE => {
+            let params: SendMessageRequest = match params(&request) {
+                Ok(p) => p,
+                Err(message) => return refuse(id, code::INVALID_PARAMS, message),
+            };
+            let (task, mut events) =
+                match served
+                    .tasks
+                    .start(&served.ask, agent, params.message, trace)
+                {
+                    Ok(started) => started,
+                    Err(refusal) => return refused_task(id, &refusal),
+                };
+            // A send answers once the task is over (the events close when it is).
+            while let Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) = events.recv().await {}
+            let history = params.configuration.and_then(|c| c.history_length);
+            let task = served.tasks.get(agent, &task.id, history).unwrap_or(task);
+            result(id, &SendMessageResponse::Task(task))
+        }
+        method::SEND_STREAMING_MESSAGE => {
+            let params: SendMessageRequest = match params(&request) {
+                Ok(p) => p,
+                Err(message) => return refuse(id, code::INVALID_PARAMS, message),
+            };
+            match served
+                .tasks
+                .start(&served.ask, agent, params.message, trace)
+            {
+                Ok((task, events)) => stream(id, task, events),
+                Err(refusal) => refused_task(id, &refusal),
+            }
+        }
+        method::SUBSCRIBE_TO_TASK => {
+            let params: TaskIdRequest = match params(&request) {
+                Ok(p) => p,
+                Err(message) => return refuse(id, code::INVALID_PARAMS, message),
+            };
+            match served.tasks.subscribe(agent, &params.id) {
+                Ok((task, events)) => stream(id, task, events),
+                Err(TaskRefusal::Finished(state)) => refuse(
+                    id,
+                    code::UNSUPPORTED_OPERATION,
+                    format!(
+                        "task `{}` is finished ({state:?}): GetTask has it",
+                        params.id
+                    ),
+                ),
+                Err(refusal) => refused_task(id, &refusal),
+            }
+        }
+        method::GET_TASK => {
+            let params: GetTaskRequest = match params(&request) {
+                Ok(p) => p,
+                Err(message) => return refuse(id, code::INVALID_PARAMS, message),
+            };
+            match served.tasks.get(agent, &params.id, params.history_length) {
+                Some(task) => result(id, &task),
+                None => refused_task(id, &TaskRefusal::NotFound),
+            }
+        }
+        method::CANCEL_TASK => {
+            let params: TaskIdRequest = match params(&request) {
+                Ok(p) => p,
+                Err(message) => return refuse(id, code::INVALID_PARAMS, message),
+            };
+            match served.tasks.cancel(agent, &params.id).await {
+                Ok(task) => result(id, &task),
+                Err(refusal) => refused_task(id, &refusal),
+            }
+        }
+        method::LIST_TASKS => {
+            let params: ListTasksRequest = match params(&request) {
+                Ok(p) => p,
+                Err(message) => return refuse(id, code::INVALID_PARAMS, message),
+            };
+            let page_size = params
+                .page_size
+                .and_then(|s| usize::try_from(s).ok())
+                .filter(|s| *s > 0)
+                .map_or(DEFAULT_PAGE, |s| s.min(MAX_PAGE));
+            let offset = match params.page_token.as_deref().filter(|t| !t.is_empty()) {
+                None => 0,
+                Some(token) => match token.parse::<usize>() {
+                    Ok(offset) => offset,
+                    Err(_) => {
+                        return refuse(
+                            id,
+                            code::INVALID_PARAMS,
+                            format!("`{token}` is not a page token of this server"),
+                        );
+                    }
+                },
+            };
+            let (tasks, total) = served.tasks.list(
+                agent,
+                params.context_id.as_deref(),
+                params.status.filter(|s| *s != TaskState::Unspecified),
+                offset,
+                page_size,
+                params.include_artifacts.unwrap_or(false),
+            );
+            let next = offset + tasks.len();
+            let response = ListTasksResponse {
+                tasks,
+                next_page_token: if next < total {
+                    next.to_string()
+                } else {
+                    String::new()
+                },
+                page_size: i32::try_from(page_size).unwrap_or(i32::MAX),
+                total_size: i32::try_from(total).unwrap_or(i32::MAX),
+            };
+            result(id, &response)
+        }
+        other => {
+            let hint = if other.contains('/') {
+                " (an A2A 0.3 name: troupe speaks A2A 1.0 — SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask)"
+            } else {
+                ""
+            };
+            refuse(
+                id,
+                code::METHOD_NOT_FOUND,
+                format!("no method `{other}`{hint}"),
+            )
+        }
+    }
+}
+
+/// The request's params as `T`, or why they are not.
+fn params<T: DeserializeOwned>(request: &RpcRequest) -> Result<T, String> {
+    serde_json::from_value(request.params.clone())
+        .map_err(|e| format!("params of {}: {e}", request.method))
+}
+
+fn result<T: Serialize>(id: Value, value: &T) -> Response {
+    match serde_json::to_value(value) {
+        Ok(value) => answer(StatusCode::OK, RpcResponse::result(id, value)),
+        Err(e) => refuse(id, code::INTERNAL_ERROR, e.to_string()),
+    }
+}
+
+fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
+    match refusal {
+        TaskRefusal::NotFound => refuse(id, code::TASK_NOT_FOUND, "no such task for this agent"),
+        TaskRefusal::Finished(state) => refuse(
+            id,
+            code::TASK_NOT_CANCELABLE,
+            format!("the task is {state:?}: it takes no more messages and cannot be cancelled"),
+        ),
+    }
+}
+
+/// A task's events as SSE: the task first, then every event until it is over.
+fn stream(id: Value, task: Task, events: broadcast::Receiver<StreamResponse>) -> Response {
+    let first = RpcResponse::result(
+        id.clone(),
+        serde_json::to_value(StreamResponse::Task(task)).unwrap_or(Value::Null),
+    );
+    let rest = futures::stream::unfold((events, id, false), |(mut events, id, over)| async move {
+        if over {
+            return None;
+        }
+        match events.recv().await {
+            Ok(event) => {
+                let value = serde_json::to_value(&event).unwrap_or(Value::Null);
+                Some((RpcResponse::result(id.clone(), value), (events, id, false)))
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => Some((
+                RpcResponse::error(
+                    id.clone(),
+                    code::INTERNAL_ERROR,
+                    format!(
+                        "this stream fell {missed} events behind and was ended; the task goes on (GetTask)"
+                    ),
+                ),
+                (events, id, true),
+            )),
+            Err(broadcast::error::RecvError::Closed) => None,
+        }
+    });
+    let all = futures::stream::once(async move { first })
+        .chain(rest)
+        .map(|response| {
+            let data = serde_json::to_string(&response).unwrap_or_default();
+            Ok::<_, Infallible>(SseEvent::default().data(data))
+        });
+    Sse::new(all)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}

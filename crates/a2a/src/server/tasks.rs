@@ -1,0 +1,457 @@
+//! The server's tasks: one per message sent (or per answer to a waiting task), each kept by id
+//! with the agent it was sent to and its conversation (`contextId`), run through the team's one
+//! ask road (`Team::ask_stream_with`), its events broadcast to whoever streams it.
+//!
+//! Bounded: at most [`MAX_TASKS`] are kept, the oldest finished ones dropped first; a stream that
+//! falls [`EVENT_ROOM`] events behind is told so and ended (the task goes on; `GetTask` has it).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt as _;
+use tokio::sync::{broadcast, oneshot};
+use troupe_protocol::sync::lock;
+use troupe_protocol::{Event, TraceContext};
+use troupe_runtime::{AgentRequest, AskItem, AskStream};
+
+use crate::ids::new_id;
+use crate::wire::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
+};
+
+/// How the server asks the team's agents: `Team::stream_asker`, the team's one ask road.
+pub(crate) type Asker = Arc<dyn Fn(&str, AgentRequest) -> AskStream + Send + Sync>;
+
+/// How many tasks the server keeps.
+pub(crate) const MAX_TASKS: usize = 1000;
+/// How many events a streaming caller may fall behind.
+pub(crate) const EVENT_ROOM: usize = 1024;
+/// The artifact every answer is written to.
+const ANSWER_ARTIFACT: &str = "answer";
+
+struct Entry {
+    agent: String,
+    task: Task,
+    /// When it was created, for eviction and listing (newest first).
+    seq: u64,
+    /// While it runs: its events, and the switch that cancels it.
+    running: Option<Running>,
+}
+
+struct Running {
+    events: broadcast::Sender<StreamResponse>,
+    cancel: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    tasks: HashMap<String, Entry>,
+    next_seq: u64,
+}
+
+/// Why a task operation was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TaskRefusal {
+    /// No such task for this agent.
+    NotFound,
+    /// It is finished.
+    Finished(TaskState),
+}
+
+/// The tasks of one server.
+#[derive(Clone, Default)]
+pub(crate) struct TaskStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl TaskStore {
+    /// Start a task for `agent` on `message`: the task as created, and its events from the
+    /// start. `task_id` continues a task (it must be this agent's and not finished).
+    pub(crate) fn start(
+        &self,
+        ask: &Asker,
+        agent: &str,
+        message: Message,
+        trace: TraceContext,
+    ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
+        let text = message.text_content();
+        let context_id = message.context_id.clone().unwrap_or_else(new_id);
+        let (events, receiver) = broadcast::channel(EVENT_ROOM);
+        let (cancel, cancelled) = oneshot::channel();
+        let task = {
+            let mut inner = lock(&self.inner);
+            if let Some(id) = &message.task_id {
+                let entry = inner
+                    .tasks
+                    .get(id)
+                    .filter(|e| e.agent == agent)
+                    .ok_or(TaskRefusal::NotFound)?;
+                if entry.task.status.state.is_terminal() || entry.running.is_some() {
+                    return Err(TaskRefusal::Finished(entry.task.status.state));
+                }
+            }
+            let id = message.task_id.clone().unwrap_or_else(new_id);
+            let mut message = message;
+            message.task_id = Some(id.clone());
+            message.context_id = Some(context_id.clone());
+            let task = Task {
+                id: id.clone(),
+                context_id,
+                status: TaskStatus {
+                    state: TaskState::Submitted,
+                    message: None,
+                    timestamp: Some(now()),
+                },
+                artifacts: Vec::new(),
+                history: vec![message],
+            };
+            inner.next_seq += 1;
+            let seq = inner.next_seq;
+            inner.tasks.insert(
+                id,
+                Entry {
+                    agent: agent.to_string(),
+                    task: task.clone(),
+                    seq,
+                    running: Some(Running {
+                        events,
+                        cancel: Some(cancel),
+                    }),
+                },
+            );
+            evict(&mut inner);
+            task
+        };
+        let request = AgentRequest {
+            from: None,
+            text,
+            trace,
+            response_format: None,
+        };
+        let stream = ask(agent, request);
+        let worker = Worker {
+            store: self.clone(),
+            task_id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            agent: agent.to_string(),
+            streamed: String::new(),
+        };
+        tokio::spawn(worker.run(stream, cancelled));
+        Ok((task, receiver))
+    }
+
+    /// The task `id` of `agent`, with at most `history` of its last messages.
+    pub(crate) fn get(&self, agent: &str, id: &str, history: Option<i32>) -> Option<Task> {
+        let inner = lock(&self.inner);
+        let entry = inner.tasks.get(id).filter(|e| e.agent == agent)?;
+        Some(trim_history(entry.task.clone(), history))
+    }
+
+    /// Subscribe to a running task: its state now and its events from now.
+    pub(crate) fn subscribe(
+        &self,
+        agent: &str,
+        id: &str,
+    ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
+        let inner = lock(&self.inner);
+        let entry = inner
+            .tasks
+            .get(id)
+            .filter(|e| e.agent == agent)
+            .ok_or(TaskRefusal::NotFound)?;
+        match &entry.running {
+            Some(running) => Ok((entry.task.clone(), running.events.subscribe())),
+            None => Err(TaskRefusal::Finished(entry.task.status.state)),
+        }
+    }
+
+    /// Cancel a running task; its state once cancelled.
+    pub(crate) async fn cancel(&self, agent: &str, id: &str) -> Result<Task, TaskRefusal> {
+        let (cancel, mut events) = {
+            let mut inner = lock(&self.inner);
+            let entry = inner
+                .tasks
+                .get_mut(id)
+                .filter(|e| e.agent == agent)
+                .ok_or(TaskRefusal::NotFound)?;
+            let state = entry.task.status.state;
+            let Some(running) = entry.running.as_mut() else {
+                return Err(TaskRefusal::Finished(state));
+            };
+            (running.cancel.take(), running.events.subscribe())
+        };
+        if let Some(cancel) = cancel {
+            let _ = cancel.send(());
+        }
+        // The worker ends the task (cancelled, or finished first) and closes its events.
+        while let Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) = events.recv().await {}
+        self.get(agent, id, None).ok_or(TaskRefusal::NotFound)
+    }
+
+    /// `agent`'s tasks, newest first, filtered, one page.
+    pub(crate) fn list(
+        &self,
+        agent: &str,
+        context_id: Option<&str>,
+        state: Option<TaskState>,
+        offset: usize,
+        page_size: usize,
+        include_artifacts: bool,
+    ) -> (Vec<Task>, usize) {
+        let inner = lock(&self.inner);
+        let mut matching: Vec<&Entry> = inner
+            .tasks
+            .values()
+            .filter(|e| e.agent == agent)
+            .filter(|e| context_id.is_none_or(|c| e.task.context_id == c))
+            .filter(|e| state.is_none_or(|s| e.task.status.state == s))
+            .collect();
+        matching.sort_by_key(|e| std::cmp::Reverse(e.seq));
+        let total = matching.len();
+        let page = matching
+            .into_iter()
+            .skip(offset)
+            .take(page_size)
+            .map(|e| {
+                let mut task = e.task.clone();
+                if !include_artifacts {
+                    task.artifacts.clear();
+                }
+                task
+            })
+            .collect();
+        (page, total)
+    }
+
+    /// Change a task and tell its streams, in one step (a subscriber sees the task before or
+    /// after an event, never in between).
+    fn update(&self, id: &str, change: impl FnOnce(&mut Task) -> Option<StreamResponse>) {
+        let mut inner = lock(&self.inner);
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        if let Some(event) = change(&mut entry.task)
+            && let Some(running) = &entry.running
+        {
+            // No subscriber is fine: the task is kept for GetTask.
+            let _ = running.events.send(event);
+        }
+    }
+
+    /// The task is over: its events close.
+    fn finish(&self, id: &str) {
+        if let Some(entry) = lock(&self.inner).tasks.get_mut(id) {
+            entry.running = None;
+        }
+    }
+}
+
+/// Drop the oldest finished tasks past [`MAX_TASKS`] (running ones are never dropped).
+fn evict(inner: &mut Inner) {
+    if inner.tasks.len() <= MAX_TASKS {
+        return;
+    }
+    let mut finished: Vec<(u64, String)> = inner
+        .tasks
+        .iter()
+        .filter(|(_, e)| e.running.is_none())
+        .map(|(id, e)| (e.seq, id.clone()))
+        .collect();
+    finished.sort();
+    let excess = inner.tasks.len() - MAX_TASKS;
+    for (_, id) in finished.into_iter().take(excess) {
+        inner.tasks.remove(&id);
+    }
+}
+
+fn trim_history(mut task: Task, history: Option<i32>) -> Task {
+    if let Some(keep) = history.and_then(|h| usize::try_from(h).ok()) {
+        let drop = task.history.len().saturating_sub(keep);
+        task.history.drain(..drop);
+    }
+    task
+}
+
+/// RFC 3339 in UTC, to the second.
+fn now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Howard Hinnant's days-to-civil: the date `days` after 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Runs one task: the agent's request, its text as artifact chunks, its end as the status.
+struct Worker {
+    store: TaskStore,
+    task_id: String,
+    context_id: String,
+    agent: String,
+    /// The text streamed so far (the agent's deltas).
+    streamed: String,
+}
+
+impl Worker {
+    async fn run(mut self, mut stream: AskStream, cancelled: oneshot::Receiver<()>) {
+        self.status(TaskState::Working, None);
+        let mut cancelled = std::pin::pin!(cancelled);
+        let end = loop {
+            let item = tokio::select! {
+                item = stream.next() => item,
+                // Dropping the stream (below) abandons the request: the agent stops and rolls
+                // its conversation back.
+                Ok(()) = &mut cancelled => break End::Cancelled,
+            };
+            match item {
+                Some(Ok(AskItem::Event(Event::ModelDelta { agent, text })))
+                    if agent == self.agent =>
+                {
+                    self.delta(text);
+                }
+                Some(Ok(AskItem::Event(_))) => {}
+                Some(Ok(AskItem::Answer(answer))) => break End::Answer(answer),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => break End::Failed(e.to_string()),
+                None => break End::Failed("the agent's request ended without an answer".into()),
+            }
+        };
+        drop(stream);
+        match end {
+            End::Answer(answer) => {
+                self.answer(answer);
+                self.status(TaskState::Completed, None);
+            }
+            End::Cancelled => self.status(TaskState::Canceled, Some("cancelled by the caller")),
+            End::Failed(reason) => self.status(TaskState::Failed, Some(&reason)),
+        }
+        self.store.finish(&self.task_id);
+    }
+
+    fn status(&self, state: TaskState, text: Option<&str>) {
+        let message = text.map(|t| Message {
+            context_id: Some(self.context_id.clone()),
+            task_id: Some(self.task_id.clone()),
+            ..Message::text(Role::Agent, t)
+        });
+        let status = TaskStatus {
+            state,
+            message,
+            timestamp: Some(now()),
+        };
+        let (task_id, context_id) = (self.task_id.clone(), self.context_id.clone());
+        self.store.update(&self.task_id, move |task| {
+            task.status = status.clone();
+            if let Some(message) = &status.message {
+                task.history.push(message.clone());
+            }
+            Some(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id,
+                context_id,
+                status,
+            }))
+        });
+    }
+
+    /// A piece of the answer as it is generated: appended to the answer artifact.
+    fn delta(&mut self, text: String) {
+        let append = !self.streamed.is_empty();
+        self.streamed.push_str(&text);
+        let streamed = self.streamed.clone();
+        let event = self.artifact_event(text, append, false);
+        self.store.update(&self.task_id, move |task| {
+            task.artifacts = vec![answer_artifact(streamed)];
+            Some(event)
+        });
+    }
+
+    /// The answer: the artifact's final text. Streamed readers get only what the deltas did not
+    /// already give them — nothing when they match, the whole answer again (replacing the
+    /// artifact) when the deltas were not the answer (a turn that called tools first).
+    fn answer(&mut self, answer: String) {
+        let event = if self.streamed.is_empty() {
+            Some(self.artifact_event(answer.clone(), false, true))
+        } else if self.streamed == answer {
+            Some(self.artifact_event(String::new(), true, true))
+        } else {
+            Some(self.artifact_event(answer.clone(), false, true))
+        };
+        let (task_id, context_id) = (self.task_id.clone(), self.context_id.clone());
+        self.store.update(&self.task_id, move |task| {
+            task.artifacts = vec![answer_artifact(answer.clone())];
+            task.history.push(Message {
+                context_id: Some(context_id),
+                task_id: Some(task_id),
+                ..Message::text(Role::Agent, answer)
+            });
+            event
+        });
+    }
+
+    fn artifact_event(&self, text: String, append: bool, last_chunk: bool) -> StreamResponse {
+        let parts = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Part::text(text)]
+        };
+        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+            task_id: self.task_id.clone(),
+            context_id: self.context_id.clone(),
+            artifact: Artifact {
+                artifact_id: ANSWER_ARTIFACT.into(),
+                name: Some(ANSWER_ARTIFACT.into()),
+                parts,
+            },
+            append,
+            last_chunk,
+        })
+    }
+}
+
+fn answer_artifact(text: String) -> Artifact {
+    Artifact {
+        artifact_id: ANSWER_ARTIFACT.into(),
+        name: Some(ANSWER_ARTIFACT.into()),
+        parts: vec![Part::text(text)],
+    }
+}
+
+enum End {
+    Answer(String),
+    Cancelled,
+    Failed(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc_3339_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_785), (2026, 11, 28));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+}

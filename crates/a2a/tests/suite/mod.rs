@@ -1,0 +1,5 @@
+mod hostile;
+mod sdk;
+mod server;
+mod support;
+mod teammate;

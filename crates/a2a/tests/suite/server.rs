@@ -1,0 +1,263 @@
+//! `serve`: cards, the JSON-RPC methods, auth, and the body limit, driven over plain HTTP.
+
+use futures::StreamExt as _;
+use serde_json::json;
+use troupe_a2a::{A2aServeConfig, ServedAgent, ServerAuth, serve};
+
+use super::support::{http, rpc, team_answering, team_stuck, user_message};
+
+fn config(agents: Vec<ServedAgent>) -> A2aServeConfig {
+    A2aServeConfig::new("127.0.0.1:0".parse().unwrap(), agents)
+}
+
+#[tokio::test]
+async fn a_served_agent_has_a_card_and_answers_send_get_and_list() {
+    let team = team_answering("42").await;
+    let coder = ServedAgent::from_team(&team, "coder").await.unwrap();
+    let server = serve(&team, config(vec![coder])).await.unwrap();
+    let card: serde_json::Value = http()
+        .get(server.card_url("coder"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["name"], "coder");
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        server.agent_url("coder")
+    );
+    assert_eq!(card["supportedInterfaces"][0]["protocolVersion"], "1.0");
+    assert!(
+        card["skills"][0]["description"]
+            .as_str()
+            .unwrap()
+            .contains("Rust code")
+    );
+
+    let url = server.agent_url("coder");
+    let (status, sent) = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": user_message("answer?")}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "42");
+    let id = task["id"].as_str().unwrap();
+    let (_, got) = rpc(&url, "GetTask", json!({"id": id}), &[]).await;
+    assert_eq!(got["result"]["id"], id);
+    assert_eq!(
+        got["result"]["history"].as_array().unwrap().len(),
+        2,
+        "{got}"
+    );
+    let (_, listed) = rpc(
+        &url,
+        "ListTasks",
+        json!({"contextId": task["contextId"]}),
+        &[],
+    )
+    .await;
+    assert_eq!(listed["result"]["totalSize"], 1);
+    // Another agent's endpoint does not own the task; an unknown one is not found.
+    let (_, missing) = rpc(&url, "GetTask", json!({"id": "nope"}), &[]).await;
+    assert_eq!(missing["error"]["code"], -32001);
+    // A finished task cannot be cancelled.
+    let (_, cancel) = rpc(&url, "CancelTask", json!({"id": id}), &[]).await;
+    assert_eq!(cancel["error"]["code"], -32002, "{cancel}");
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
+    let team = team_stuck().await;
+    let server = serve(
+        &team,
+        config(vec![ServedAgent::new("sleeper", "never answers")]),
+    )
+    .await
+    .unwrap();
+    let url = server.agent_url("sleeper");
+    // Streamed, so the task id comes back at once.
+    let response = http()
+        .post(&url)
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": user_message("sleep")}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
+    let data: serde_json::Value = serde_json::from_str(
+        first
+            .trim()
+            .strip_prefix("data: ")
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let id = data["result"]["task"]["id"].as_str().unwrap().to_string();
+    let (_, cancelled) = rpc(&url, "CancelTask", json!({"id": id}), &[]).await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    // The stream ends with the cancellation.
+    let mut rest = String::new();
+    while let Some(chunk) = body.next().await {
+        rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(rest.contains("TASK_STATE_CANCELED"), "{rest}");
+    assert!(!team.is_responding("sleeper"));
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn without_the_key_a_request_is_refused_and_with_it_served() {
+    let team = team_answering("ok").await;
+    let auth = ServerAuth::Bearer {
+        key: "s3cret-key-for-tests".into(),
+    };
+    assert!(!format!("{auth:?}").contains("s3cret"));
+    let mut config = config(vec![ServedAgent::new("coder", "codes")]);
+    config.auth = Some(auth);
+    let server = serve(&team, config).await.unwrap();
+    let card: serde_json::Value = http()
+        .get(server.card_url("coder"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+    let url = server.agent_url("coder");
+    let params = json!({"message": user_message("hi")});
+    let (status, refused) = rpc(&url, "SendMessage", params.clone(), &[]).await;
+    assert_eq!(status, 401, "{refused}");
+    let (status, _) = rpc(
+        &url,
+        "SendMessage",
+        params.clone(),
+        &[("authorization", "Bearer wrong")],
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, served) = rpc(
+        &url,
+        "SendMessage",
+        params,
+        &[("authorization", "Bearer s3cret-key-for-tests")],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        served["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_100_mb_message_is_refused_unread_with_a_clear_error() {
+    let team = team_answering("ok").await;
+    let server = serve(&team, config(vec![ServedAgent::new("coder", "codes")]))
+        .await
+        .unwrap();
+    let url = server.agent_url("coder");
+    let hundred_mb: u64 = 100 * 1024 * 1024;
+    // Declared: refused on its Content-Length, before a byte of it is read.
+    let chunk = bytes_chunk();
+    let chunks = (hundred_mb / chunk.len() as u64) as usize;
+    let body = futures::stream::iter(
+        std::iter::repeat_n(chunk.clone(), chunks).map(Ok::<_, std::io::Error>),
+    );
+    let response = http()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("content-length", hundred_mb)
+        .body(reqwest::Body::wrap_stream(body))
+        .send()
+        .await;
+    // The server answers at once; the client may see the answer or a reset mid-upload.
+    if let Ok(response) = response {
+        assert_eq!(response.status(), 413);
+        let answer: serde_json::Value = response.json().await.unwrap();
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("over the server's 8388608-byte limit"),
+            "{answer}"
+        );
+    }
+    // Undeclared (chunked): read up to the limit, then refused.
+    let body =
+        futures::stream::iter(std::iter::repeat_n(chunk, chunks).map(Ok::<_, std::io::Error>));
+    let response = http()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(body))
+        .send()
+        .await;
+    if let Ok(response) = response {
+        assert_eq!(response.status(), 413);
+    }
+    // The server is still serving.
+    let (_, answer) = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": user_message("still there?")}),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        answer["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+fn bytes_chunk() -> Vec<u8> {
+    vec![b' '; 1024 * 1024]
+}
+
+#[tokio::test]
+async fn a2a_0_3_is_refused_naming_the_version_troupe_speaks() {
+    let team = team_answering("ok").await;
+    let server = serve(&team, config(vec![ServedAgent::new("coder", "codes")]))
+        .await
+        .unwrap();
+    let url = server.agent_url("coder");
+    let (_, old) = rpc(&url, "message/send", json!({}), &[]).await;
+    assert_eq!(old["error"]["code"], -32601);
+    assert!(
+        old["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("troupe speaks A2A 1.0"),
+        "{old}"
+    );
+    let (_, version) = rpc(&url, "SendMessage", json!({}), &[("A2A-Version", "0.3")]).await;
+    assert_eq!(version["error"]["code"], -32009, "{version}");
+    server.shutdown().await;
+    team.shutdown().await;
+}
