@@ -1,5 +1,6 @@
-//! An agent's compaction settings (the `[compaction]` section of the config) and the shared
-//! token counter they default to.
+//! An agent's compaction settings — the one type that configures how an agent compacts; a
+//! config file's `[compaction]` table is its file form (`troupe_cli`'s `CompactionSection`) —
+//! and the shared token counter they default to.
 
 use std::sync::{Arc, OnceLock};
 
@@ -9,10 +10,17 @@ use troupe_compaction::tokens::{TiktokenCounter, TokenCounter};
 
 use crate::compression::hooks::CompactionHooks;
 
-/// An agent's compaction settings (the `[compaction]` section of the config).
+/// An agent's compaction settings: the one type that configures how an agent compacts. What
+/// one compaction is asked is a request ([`CompactionRequest`]); the compression agent's own
+/// setup is [`CompressionConfig`]. A config file's `[compaction]` table is its file form, whose
+/// defaults are these.
+///
+/// [`CompactionRequest`]: crate::compression::CompactionRequest
+/// [`CompressionConfig`]: crate::compression::CompressionConfig
 #[derive(Clone)]
 pub struct CompactionSettings {
-    /// The budget; `None` derives it from the model's context window with default thresholds.
+    /// The context policy; `None` derives it from the model's context window with default
+    /// thresholds.
     pub policy: Option<ContextPolicy>,
     /// Whether the trigger threshold compacts automatically.
     pub auto: bool,

@@ -60,14 +60,15 @@ impl fmt::Debug for CompressorModel {
     }
 }
 
-/// How the compression agent is set up. The default: the asking agent's own model, the
-/// process-wide token counter ([`shared_counter`]), [`DEFAULT_MAX_ITERATIONS`] and
-/// [`DEFAULT_MAX_CONCURRENT`].
+/// How the compression agent is set up: the one type that configures it (a config file's
+/// `[compaction] model` and `max_concurrent` are its file form). The default: the asking
+/// agent's own model, the process-wide token counter ([`shared_counter`]),
+/// [`DEFAULT_MAX_ITERATIONS`] and [`DEFAULT_MAX_CONCURRENT`].
 #[derive(Clone)]
 pub struct CompressionConfig {
     /// The model it summarises with.
     pub model: CompressorModel,
-    /// Token counter for budgets.
+    /// The token counter it measures conversations with.
     pub counter: Arc<dyn TokenCounter>,
     /// Model tool-loop iterations before the deterministic planner finishes.
     pub max_iterations: u32,
