@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 /// Every example under `examples/` but `eval` (a directory: the lead's compaction eval, which
 /// needs the corpus and has no scripted form), with lines its `--scripted` run must print.
-const EXAMPLES: [(&str, &[&str]); 9] = [
+const EXAMPLES: [(&str, &[&str]); 10] = [
     (
         "controls",
         &[
@@ -54,6 +54,13 @@ const EXAMPLES: [(&str, &[&str]); 9] = [
         &[
             "tool call: everything__get-sum (ok)",
             "tool result: The sum of 1234 and 4321 is 5555.",
+        ],
+    ),
+    (
+        "replay_team",
+        &[
+            "replay: identical — 3 answers, 2 tool calls, ",
+            "changed program: agent `tester`, model call 2: the request differs from the recorded one: messages[3] (tool) content differs",
         ],
     ),
     (

@@ -93,6 +93,16 @@ fn team(
     coder_suffix: &'static str,
     log: &ToolLog,
 ) -> troupe_agents::TeamBuilder {
+    team_with(models, coder_suffix, "You review code.", log)
+}
+
+/// [`team`] with the reviewer's system prompt.
+fn team_with(
+    models: [Arc<dyn ChatModel>; 3],
+    coder_suffix: &'static str,
+    reviewer_prompt: &str,
+    log: &ToolLog,
+) -> troupe_agents::TeamBuilder {
     let [lead, coder, reviewer] = models;
     Team::builder()
         .agent(
@@ -107,7 +117,7 @@ fn team(
         )
         .agent(
             AgentSpec::new("reviewer", reviewer)
-                .instructions("You review code.")
+                .instructions(reviewer_prompt)
                 .tools(shout("reviewer", "", log)),
         )
 }
@@ -280,6 +290,34 @@ async fn team_replay_names_the_agent_and_model_call_where_the_program_changed() 
         "{later:?}"
     );
     assert!(replayed.answer.is_err(), "{:?}", replayed.answer);
+}
+
+#[tokio::test]
+async fn team_replay_of_a_changed_prompt_names_the_agent_and_its_first_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = ToolLog::default();
+    run(
+        team(scripted(), "", &log).cassettes(Cassettes::record(dir.path())),
+        &log,
+    )
+    .await;
+
+    let replaying = Cassettes::replay(dir.path());
+    let log = ToolLog::default();
+    let program = team_with(unreachable_models(), "", "You review code strictly.", &log);
+    let replayed = run(program.cassettes(replaying.clone()), &log).await;
+    let first = replaying.verify().unwrap_err();
+    assert_eq!(
+        first.to_string(),
+        "agent `reviewer`, model call 1: the request differs from the recorded one: \
+         messages[0] (system) content differs: at byte 15: \
+         expected \"You review code.\", got \"You review code strictly.\""
+    );
+    // Its tool never ran: the replay stopped at the call that would have asked for it.
+    assert_eq!(
+        replayed.tool_calls,
+        [("coder".to_string(), "hello".to_string())]
+    );
 }
 
 #[tokio::test]
