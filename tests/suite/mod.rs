@@ -1,3 +1,4 @@
+mod a2a_serve;
 mod chat;
 mod chat_approval;
 mod chat_approval_hostile;

@@ -20,7 +20,7 @@ const ROOTS: [&str; 7] = [
 
 /// The workspace's library crates (the facade aside), whose every source file is read for
 /// re-exports of another workspace crate: a `pub use` in any module can make a second path.
-const LIBRARY_CRATES: [&str; 11] = [
+const LIBRARY_CRATES: [&str; 12] = [
     "crates/protocol",
     "crates/host",
     "crates/runtime",
@@ -32,6 +32,7 @@ const LIBRARY_CRATES: [&str; 11] = [
     "crates/cluster",
     "crates/cli",
     "crates/ui",
+    "crates/a2a",
 ];
 
 /// What a user of `compact` sees at troupe_compaction's root, at most (25 until #31 added the

@@ -49,6 +49,11 @@ pub enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
+    /// The Agent2Agent protocol (A2A 1.0): a config's agents served as A2A agents.
+    A2a {
+        #[command(subcommand)]
+        command: A2aCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -297,4 +302,40 @@ fn parse_rates(spec: &str) -> Result<String, String> {
         .with_overrides(spec)
         .map(|_| spec.to_string())
         .map_err(|e| e.to_string())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum A2aCommand {
+    /// Serve a config's agents over A2A 1.0 (JSON-RPC): one agent card and endpoint each.
+    Serve(A2aServeArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe a2a serve --config troupe.toml                       # every agent, no auth, loopback
+  TROUPE_A2A_KEY=s3cret troupe a2a serve --config troupe.toml --agent coder --key-env TROUPE_A2A_KEY
+
+Each agent is at http://ADDRESS/agents/NAME (its card: .../.well-known/agent-card.json).
+Prints `READY ADDRESS` and each agent's URL once it listens; runs until Ctrl-C or SIGTERM.")]
+pub struct A2aServeArgs {
+    /// The config whose agents are served (with a compression agent for them).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// An agent to serve (repeatable); default: every agent of the config.
+    #[arg(long = "agent")]
+    pub agents: Vec<String>,
+    /// Where to listen. Loopback unless told otherwise.
+    #[arg(long, default_value = "127.0.0.1:8470")]
+    pub listen: std::net::SocketAddr,
+    /// The environment variable holding the key callers must send (HTTP Bearer, or the header
+    /// --api-key-header names); without it anyone who can connect is served.
+    #[arg(long)]
+    pub key_env: Option<String>,
+    /// Take the key in this header (an A2A API-key scheme) instead of `Authorization: Bearer`.
+    #[arg(long, requires = "key_env")]
+    pub api_key_header: Option<String>,
+    /// The base URL the cards give, when callers reach the server through another address.
+    #[arg(long)]
+    pub public_url: Option<String>,
 }

@@ -19,6 +19,7 @@ macro_rules! println {
     };
 }
 
+mod a2a_cmd;
 mod chat;
 mod cli;
 mod mcp_cmd;
@@ -114,6 +115,9 @@ fn main() -> std::process::ExitCode {
             Command::Mcp {
                 command: McpCommand::Serve(args),
             } => mcp_cmd::serve(args).await,
+            Command::A2a {
+                command: cli::A2aCommand::Serve(args),
+            } => a2a_cmd::serve(args).await,
         }
     });
     // A read of stdin in flight (chat waiting for a line) cannot be cancelled and would hold a

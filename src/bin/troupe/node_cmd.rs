@@ -75,7 +75,7 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
 }
 
 /// The config's agents (each with the model it names) and a compression agent for them.
-async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
+pub(crate) async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
     let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
     for (name, model_config) in &config.models {
         models.insert(name.clone(), build_model(name, model_config).await?);
@@ -106,7 +106,7 @@ async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
 }
 
 /// Resolves on Ctrl-C or (on Unix) SIGTERM.
-async fn stopped() {
+pub(crate) async fn stopped() {
     #[cfg(unix)]
     {
         let term = async {

@@ -52,6 +52,9 @@ fn named_by_the_command(cli: &Cli) -> Vec<OsString> {
     let (config, cookie_env) = match &cli.command {
         Command::Chat(args) => (args.config.as_deref(), None),
         Command::Node(args) => (args.config.as_deref(), Some(&args.cookie_env)),
+        Command::A2a {
+            command: crate::cli::A2aCommand::Serve(args),
+        } => (args.config.as_deref(), args.key_env.as_ref()),
         _ => (None, None),
     };
     let mut names: Vec<OsString> = cookie_env.map(OsString::from).into_iter().collect();
