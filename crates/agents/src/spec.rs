@@ -56,6 +56,10 @@ pub struct AgentSpec {
     pub pinned: Vec<ChatMessage>,
     /// What a request, the agent and its team may spend (see [`AgentSpec::budget`]).
     pub budget: AgentBudget,
+    /// Whether the session log commits every step of a request (a model answer, a tool result)
+    /// as it completes, so a restart resumes the request from its last step (default), or only
+    /// the request's end (see [`AgentSpec::request_commits_only`]).
+    pub durable_steps: bool,
 }
 
 impl std::fmt::Debug for AgentSpec {
@@ -88,6 +92,7 @@ impl AgentSpec {
             approval: ApprovalPolicy::default(),
             pinned: Vec::new(),
             budget: AgentBudget::default(),
+            durable_steps: true,
         }
     }
 
@@ -150,6 +155,16 @@ impl AgentSpec {
     /// compaction from the log. One log belongs to one agent at a time.
     pub fn session(mut self, path: impl Into<PathBuf>) -> Self {
         self.session = Some(path.into());
+        self
+    }
+
+    /// Commit to the session log only at a request's end, not at every step: one fsync per
+    /// request instead of about two per model call and tool call, and a process killed
+    /// mid-request loses the whole request (its model calls are made, its tools run, again when
+    /// it is sent again). By default every model answer and tool result is committed as it
+    /// completes and a restarted agent resumes the request in flight from its last step.
+    pub fn request_commits_only(mut self) -> Self {
+        self.durable_steps = false;
         self
     }
 

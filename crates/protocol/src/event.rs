@@ -73,6 +73,17 @@ pub enum Event {
         /// The error, if the request failed.
         error: Option<String>,
     },
+    /// A request a restart left in flight was finished from its session log's last committed
+    /// step (durable steps): its caller is gone, so its answer is told here (and kept in the
+    /// log).
+    RequestResumed {
+        /// The name of the agent it happened in.
+        agent: String,
+        /// The final answer, when the request was answered.
+        answer: Option<String>,
+        /// The error, if the request failed.
+        error: Option<String>,
+    },
     /// The agent's context passed the warning threshold.
     ContextWarning {
         /// The name of the agent it happened in.
@@ -200,6 +211,7 @@ impl Event {
             | Event::ToolCallStarted { agent, .. }
             | Event::ToolCallFinished { agent, .. }
             | Event::RequestFinished { agent, .. }
+            | Event::RequestResumed { agent, .. }
             | Event::ContextWarning { agent, .. }
             | Event::CompactionStarted { agent, .. }
             | Event::CompactionProgress { agent, .. }

@@ -68,6 +68,7 @@ impl LlmAgent {
                         .zip(&permissions)
                         .any(|(k, p)| k.id == c.id && *p == Permission::Ask),
                     started: false,
+                    result: None,
                 })
                 .collect();
             self.persist_with(vec![SessionRecord::Paused { calls: record }]);
@@ -91,7 +92,13 @@ impl LlmAgent {
         let paused = self.session.paused.clone();
         let mut interrupted = Vec::new();
         let mut work = Vec::new();
+        let mut logged = Vec::new();
         for p in &paused {
+            // Finished before the process stopped (durable steps): its result is in the log.
+            if let Some(result) = &p.result {
+                logged.push((p.call_id.clone(), result.clone()));
+                continue;
+            }
             let compact = self.spec.compaction.agent_tool && p.tool == COMPACT_TOOL;
             if p.started || compact {
                 interrupted.push(p.call_id.clone());
@@ -117,6 +124,7 @@ impl LlmAgent {
             .into_iter()
             .zip(results.into_iter().map(|r| r.content))
             .collect();
+        by_id.extend(logged);
         for id in &interrupted {
             by_id.insert(
                 id.clone(),
@@ -219,7 +227,8 @@ impl LlmAgent {
                 )))),
             }
         }
-        if logged && !to_run.is_empty() {
+        // With durable steps every run is recorded as started, so a restart never runs it twice.
+        if (logged || self.spec.durable_steps) && !to_run.is_empty() {
             let call_ids: Vec<String> = to_run.iter().map(|c| c.id.clone()).collect();
             // A resumed turn abandoned while these run is not asked about again either.
             for p in self

@@ -11,12 +11,12 @@ use troupe_runtime::{AgentKind, AgentRef, AskError, Reply};
 
 use super::jobs::{
     CLOSE_SCOPE_TIMEOUT, CONTEXT_TIMEOUT, ClearError, CloseScope, LlmAgentJob, OPEN_SCOPE_TIMEOUT,
-    PinError, SESSION_TIMEOUT, ScopeError, SwitchError,
+    PinError, RESUME_TIMEOUT, SESSION_TIMEOUT, ScopeError, SwitchError,
 };
 use crate::compression::client::{
     AppliedCompaction, COMPACTION_TIMEOUT, CompactError, can_compact, join_running,
 };
-use crate::llm_agent::{ContextStats, LlmAgent};
+use crate::llm_agent::{ContextStats, ConversationCopy, LlmAgent};
 use crate::session::health::SessionBehind;
 
 impl AgentKind for LlmAgent {
@@ -155,6 +155,15 @@ impl LlmAgentHandle<'_> {
         self.ask(LlmAgentJob::ContextStats, CONTEXT_TIMEOUT).await
     }
 
+    /// The conversation and the archive as they stand (see [`LlmAgentJob::Conversation`]),
+    /// answered between requests.
+    ///
+    /// # Errors
+    /// [`AskError`] when the agent cannot be reached.
+    pub async fn conversation(&self) -> Result<ConversationCopy, AskError> {
+        self.ask(LlmAgentJob::Conversation, CONTEXT_TIMEOUT).await
+    }
+
     /// Whether the session log is behind the conversation, and since how many commit points
     /// (see [`SessionBehind`]). Ask after a request or a compaction: a failed write is then
     /// known at once, not only from a log line.
@@ -163,5 +172,19 @@ impl LlmAgentHandle<'_> {
     /// [`AskError`] when the agent cannot be reached.
     pub async fn session_health(&self) -> Result<Option<SessionBehind>, AskError> {
         self.ask(LlmAgentJob::SessionHealth, SESSION_TIMEOUT).await
+    }
+
+    /// Finish the request the session log showed in flight when the agent was built (a process
+    /// or the agent stopped mid-request, with durable steps): from its last committed step, no
+    /// model call made again and no finished tool run again. Its answer (also committed to the
+    /// log and published as [`troupe_protocol::Event::RequestResumed`]), or `None` when no
+    /// request was in flight.
+    ///
+    /// # Errors
+    /// [`AskError`] when the agent cannot be reached; the inner error is the request's.
+    pub async fn resume_request(
+        &self,
+    ) -> Result<Option<Result<String, troupe_runtime::AgentError>>, AskError> {
+        self.ask(LlmAgentJob::ResumeRequest, RESUME_TIMEOUT).await
     }
 }

@@ -28,6 +28,9 @@ pub(super) const CLOSE_SCOPE_TIMEOUT: Duration = COMPACTION_TIMEOUT;
 /// one session log (a long one loads in seconds), after the request they wait behind.
 pub(super) const SESSION_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long finishing a request in flight may take: the model calls and tool runs it has left.
+pub(super) const RESUME_TIMEOUT: Duration = Duration::from_secs(3600);
+
 /// How long `/context` may take: it counts the conversation's tokens (cached per message),
 /// after the request it waits behind.
 pub(super) const CONTEXT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -73,15 +76,33 @@ pub enum LlmAgentJob {
     /// `/context` ([`LlmAgentHandle::context_stats`](crate::LlmAgentHandle::context_stats)):
     /// tokens, percent, per-kind breakdown and the last compaction.
     ContextStats(Reply<ContextStats>),
+    /// The conversation and the archive as they stand between requests
+    /// ([`LlmAgentHandle::conversation`](crate::LlmAgentHandle::conversation)): what a live
+    /// view shows of the agent, and reads archived originals from.
+    Conversation(Reply<ConversationCopy>),
     /// Whether the session log is behind the conversation
     /// ([`LlmAgentHandle::session_health`](crate::LlmAgentHandle::session_health)): `None` when it
     /// is in step (or the agent keeps no log).
     SessionHealth(Reply<Option<SessionBehind>>),
+    /// Finish the request the session log showed in flight (durable steps), from its last
+    /// committed step ([`LlmAgentHandle::resume_request`](crate::LlmAgentHandle::resume_request)):
+    /// its answer, `None` when no request was in flight. The next request does the same first.
+    ResumeRequest(Reply<Option<Result<String, troupe_runtime::AgentError>>>),
     /// Pin (`true`) or unpin a message of the conversation
     /// ([`LlmAgentHandle::pin`](crate::LlmAgentHandle::pin)): compaction keeps a pinned message
     /// byte-identical. Written to the session log at once; a compaction working ahead on a copy
     /// from before is dropped when it lands.
     Pin(MessageId, bool, Reply<Result<(), PinError>>),
+}
+
+/// An agent's conversation and archive, as [`LlmAgentJob::Conversation`] answers them: copies
+/// that share their messages and entries with the agent's (O(1) each, per message at most).
+#[derive(Debug, Clone)]
+pub struct ConversationCopy {
+    /// The conversation, summaries and stubs where compaction put them.
+    pub conversation: troupe_protocol::Conversation,
+    /// Every original compaction replaced (what `recall` reads back).
+    pub archive: troupe_compaction::Archive,
 }
 
 /// What [`LlmAgentJob::CloseScope`] asks for.

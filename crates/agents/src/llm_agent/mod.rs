@@ -38,6 +38,7 @@ mod scopes;
 mod session_link;
 mod session_ops;
 mod spend_pause;
+mod steps;
 mod tool_span;
 mod tool_tokens;
 mod turn;
@@ -45,7 +46,9 @@ mod work_ahead;
 
 pub use context::{ContextShare, ContextStats, InFlightCompaction};
 pub use handle::LlmAgentHandle;
-pub use jobs::{ClearError, CloseScope, LlmAgentJob, PinError, ScopeError, SwitchError};
+pub use jobs::{
+    ClearError, CloseScope, ConversationCopy, LlmAgentJob, PinError, ScopeError, SwitchError,
+};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -154,7 +157,7 @@ impl LlmAgent {
         let check = spec.compaction.context_check(&policy);
         let counter = spec.compaction.counter();
         let spend = crate::spend::SpendMeter::new(spec.budget.clone());
-        Ok(LlmAgent {
+        let mut agent = LlmAgent {
             spec,
             tools,
             link,
@@ -164,7 +167,9 @@ impl LlmAgent {
             last_trace: TraceContext::new_root(),
             ahead: work_ahead::WorkAheadState::default(),
             spend,
-        })
+        };
+        agent.close_failed_in_flight();
+        Ok(agent)
     }
 
     /// A factory the supervisor uses to build (and rebuild) this agent. The factory holds the
@@ -247,34 +252,16 @@ impl AgentBehavior for LlmAgent {
         // A turn paused before a restart is finished first, outside what a rollback of this
         // request undoes: its calls may have run.
         self.finish_paused(ctx, req.trace.id()).await?;
+        // So is a request a restart left in flight (durable steps): its caller is gone, so its
+        // answer goes to the log and the bus (`steps.rs`).
+        self.resume_in_flight(ctx, request.trace).await;
         req.mark(&self.context.conversation);
-        // O(1) copies: a request refused before its model call puts them back too.
-        let archive_before = self.context.archive.clone();
-        let report_before = self.context.last_compaction.clone();
+        let before = self.before_request();
         self.start_request(&request);
+        req.set_log(request::RequestInLog::Opening);
         let format = request.response_format.as_ref();
         let outcome = self.run_turns(ctx, &mut req, format).await;
-        if let Err(
-            AgentError::Model(_)
-            | AgentError::Cancelled
-            | AgentError::Refused(_)
-            | AgentError::ContextOverflow(_),
-        ) = &outcome
-        {
-            // A provider fault loses nothing and adds nothing: the caller may simply retry. An
-            // abandoned request leaves the conversation as it found it too, and so does one
-            // refused before its model call (`ContextOverflow`): the caller may send less.
-            req.roll_back(&mut self.context.conversation, &self.spec.name);
-        }
-        if let Err(AgentError::Refused(_) | AgentError::ContextOverflow(_)) = &outcome {
-            // A compaction before the refusal is undone whole, so the session log stays as the
-            // request found it (new archive entries would be written as a compaction).
-            self.context.archive = archive_before;
-            self.context.last_compaction = report_before;
-        }
-        // The actor publishes the request's finish once this returns: after the session log.
-        self.persist();
-        outcome
+        self.close_request(outcome, &mut req, before)
     }
 
     async fn handle_job(&mut self, job: JobRequest, ctx: &AgentContext) -> Result<(), AgentError> {
@@ -312,9 +299,16 @@ impl AgentBehavior for LlmAgent {
                 let (in_flight, spend) = (self.ahead.in_flight(), self.spend.report());
                 reply.send(self.context.stats(tool_tokens, in_flight, spend));
             }
+            LlmAgentJob::Conversation(reply) => reply.send(ConversationCopy {
+                conversation: self.context.conversation.clone(),
+                archive: self.context.archive.clone(),
+            }),
             LlmAgentJob::Pin(id, pinned, reply) => reply.send(self.set_pinned(id, pinned)),
             LlmAgentJob::SessionHealth(reply) => {
                 reply.send(self.session.behind());
+            }
+            LlmAgentJob::ResumeRequest(reply) => {
+                reply.send(self.resume_in_flight(ctx, req.trace).await);
             }
         }
         Ok(())

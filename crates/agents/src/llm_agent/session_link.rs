@@ -24,6 +24,12 @@ pub(super) struct SessionLink {
     /// The open calls of a turn the session log shows paused for approval (`approval.rs`):
     /// answered before the next request.
     pub(super) paused: Vec<PausedCall>,
+    /// Whether the log ends with a request in flight (durable steps): the agent resumes it
+    /// before anything else (`in_flight.rs`).
+    pub(super) in_flight: bool,
+    /// Whether the log ends with a request in flight that failed (the agent was restarted from
+    /// its checkpoint): closed as rolled back once the agent is built.
+    pub(super) failed_in_flight: bool,
 }
 
 impl SessionLink {
@@ -39,6 +45,8 @@ impl SessionLink {
             sync: None,
             conversation_id: String::new(),
             paused: Vec::new(),
+            in_flight: false,
+            failed_in_flight: false,
         };
         let mut restored = None;
         // After a `/resume`, the claim holds the log the agent switched to: a rebuild keeps it.
@@ -52,11 +60,19 @@ impl SessionLink {
                 tracing::warn!(agent = %spec.name, "{warning}");
             }
             // A turn paused for approval was written to the log mid-request, after the last
-            // checkpoint: the log is newer then, and the agent resumes from it.
-            if !has_checkpoint || !logged.paused.is_empty() {
+            // checkpoint: the log is newer then, and the agent resumes from it. So does a new
+            // process from a request's steps (durable steps). After a supervisor restart
+            // (a checkpoint) the request in flight failed and its caller was told so: the
+            // checkpoint wins, and the log closes the request as rolled back
+            // (`LlmAgent::build`) instead of running into the same failure again.
+            let asked = logged.paused.iter().any(|p| p.ask);
+            if !has_checkpoint || asked {
                 let r = restore(&logged);
                 link.paused.clone_from(&r.paused);
+                link.in_flight = logged.in_flight;
                 restored = Some(r);
+            } else if logged.in_flight {
+                link.failed_in_flight = true;
             }
             // Written only once the log has restored: a log refused above stays as it was (apart
             // from a torn last line, which opening cuts off).
@@ -66,6 +82,11 @@ impl SessionLink {
         }
         link.conversation_id = conversation_id(&spec.name, path.as_deref());
         Ok((link, restored))
+    }
+
+    /// The first message id the log has not used (`None`: no log).
+    pub(super) fn next_logged_id(&self) -> Option<u64> {
+        self.sync.as_ref().map(SessionSync::next_id)
     }
 
     /// Whether the log is behind the conversation (`None`: in step, or no log).
@@ -81,6 +102,7 @@ impl SessionLink {
         }
         let dropped = self.paused.len();
         self.paused.clear();
+        self.in_flight = false;
         Ok(dropped)
     }
 
@@ -103,6 +125,7 @@ impl SessionLink {
         // Paused calls belong to their log: this log's own are the ones to finish (the old
         // log keeps its own, pending, for whoever resumes it).
         self.paused.clone_from(&restored.paused);
+        self.in_flight = logged.in_flight;
         self.sync = Some(sync);
         self.conversation_id = conversation_id(agent, Some(path));
         Ok(restored)

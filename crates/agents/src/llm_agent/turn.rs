@@ -2,13 +2,12 @@
 
 use std::time::Instant;
 
-use futures::future::join_all;
-
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use troupe_protocol::ResponseFormat;
 use troupe_protocol::{
     ChatMessage, ChatRequest, ChatResponse, Event, MessageId, ModelDelta, ModelError,
-    ResponseAssembler, ToolCall, TraceId,
+    ResponseAssembler, ToolCall, TraceId, Usage,
 };
 use troupe_runtime::{AgentContext, AgentError, AgentRequest, RequestWatch};
 use troupe_tools::{ToolContext, ToolResult};
@@ -22,6 +21,7 @@ use super::recall_tool::RECALL_TOOL;
 use super::request::RequestContext;
 use super::spend_pause::within_budget;
 use super::tool_span::in_tool_span;
+use crate::session::SessionRecord;
 
 impl LlmAgent {
     pub(super) fn start_request(&mut self, request: &AgentRequest) {
@@ -79,7 +79,7 @@ impl LlmAgent {
         trace_id: TraceId,
         watch: Option<&RequestWatch>,
         format: Option<&ResponseFormat>,
-    ) -> Result<ChatMessage, ModelError> {
+    ) -> Result<(ChatMessage, Usage), ModelError> {
         let info = self.spec.model.info();
         let tools = self.tool_definitions();
         self.warn_if_tools_crowd_the_context(&tools, ctx, trace_id);
@@ -115,7 +115,7 @@ impl LlmAgent {
                         error: None,
                     },
                 );
-                Ok(response.message)
+                Ok((response.message, response.usage))
             }
             Err(e) => {
                 ctx.events.publish(
@@ -135,8 +135,11 @@ impl LlmAgent {
     }
 
     /// Run one assistant message's tool calls concurrently; results come back in call order.
+    /// With durable steps each result is committed to the session log as it completes (a
+    /// `call_result`), before the rest of the batch: a restart answers it from the log and
+    /// never runs it again.
     pub(super) async fn run_tools(
-        &self,
+        &mut self,
         calls: &[ToolCall],
         ctx: &AgentContext,
         trace_id: TraceId,
@@ -144,17 +147,49 @@ impl LlmAgent {
         let base = self.tool_context(ctx, trace_id);
         // `recall` reads the agent's own archive: served beside the registry's tools.
         let recall = self.recall_registry(calls);
-        let runs = calls.iter().map(|call| {
-            let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
-            let registry = match &recall {
-                Some(recall) if call.function.name == RECALL_TOOL => recall,
-                _ => &self.tools,
-            };
-            in_tool_span(call, &ctx.name, async move {
-                registry.dispatch(call, &tool_ctx).await
+        let tools = &self.tools;
+        let mut runs: FuturesUnordered<_> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| {
+                let tool_ctx = base.clone().with_tool_call_id(call.id.clone());
+                let registry = match &recall {
+                    Some(recall) if call.function.name == RECALL_TOOL => recall,
+                    _ => tools,
+                };
+                let served = in_tool_span(call, &ctx.name, async move {
+                    registry.dispatch(call, &tool_ctx).await
+                });
+                async move { (i, served.await) }
             })
-        });
-        join_all(runs).await
+            .collect();
+        let mut results: Vec<Option<ToolResult>> = calls.iter().map(|_| None).collect();
+        while let Some((i, result)) = runs.next().await {
+            if self.spec.durable_steps
+                && let Some(call) = calls.get(i)
+            {
+                let record = SessionRecord::CallResult {
+                    call_id: call.id.clone(),
+                    content: result.content.clone(),
+                };
+                self.session
+                    .persist(&self.context, vec![record], &self.spec.name);
+            }
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(result);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    ToolResult::error(
+                        troupe_tools::ToolFailure::Refused,
+                        "the call produced no result".to_string(),
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The context this agent's tool calls get in the request `trace_id`.
@@ -192,9 +227,11 @@ impl LlmAgent {
             self.prepare_call(ctx, req)
                 .await
                 .map_err(AgentError::ContextOverflow)?;
+            // A compaction on the way, and the request's opening, committed before the call.
+            self.commit_before_call(req);
             // A compaction on the way may have spent the rest.
             within_budget(&self.spend, ctx, trace_id, watch).await?;
-            let reply = match self.call_model(ctx, trace_id, watch, format).await {
+            let (reply, usage) = match self.call_model(ctx, trace_id, watch, format).await {
                 Ok(reply) => reply,
                 Err(ModelError::Cancelled) if watch.is_some_and(RequestWatch::is_abandoned) => {
                     return Err(AgentError::Cancelled);
@@ -226,6 +263,8 @@ impl LlmAgent {
             let tool_tokens = self.request_tool_tokens();
             self.context
                 .push_answer(reply, tool_tokens, &self.spec.name);
+            // Committed before the agent acts on it: a restart never makes this call again.
+            self.commit_answer(usage, &calls);
             if calls.is_empty() {
                 self.check_context(ctx, req).await;
                 return Ok(text);
@@ -270,6 +309,8 @@ impl LlmAgent {
             if let Some((result_id, call)) = compact_result {
                 self.answer_compact_tool(result_id, call, ctx, req).await;
             }
+            // The batch's results as messages: its calls are answered in the log.
+            self.commit_step(Vec::new());
             if let Some(reason) = fatal {
                 return Err(AgentError::Failed(reason));
             }

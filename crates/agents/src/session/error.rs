@@ -53,6 +53,25 @@ pub enum SessionError {
         /// What it is instead ("a directory", "a FIFO", …).
         kind: &'static str,
     },
+    /// A fork was asked for a step the log does not have (`troupe session show` lists them).
+    #[error(
+        "session log {path} has no step {step} (its steps are 0 to {}; `troupe session show` lists them)",
+        .steps.saturating_sub(1)
+    )]
+    UnknownStep {
+        /// The log.
+        path: PathBuf,
+        /// The step asked for, as given.
+        step: String,
+        /// How many steps the log has.
+        steps: usize,
+    },
+    /// A fork's new log would replace a log that exists.
+    #[error("session log {path} exists already; a fork writes a new log")]
+    Exists {
+        /// The existing log.
+        path: PathBuf,
+    },
     /// Another open log holds the session's lock: another process, or another owner in this
     /// one.
     #[error("session {path} is in use by {}", holder(*.pid))]

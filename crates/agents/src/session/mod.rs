@@ -24,8 +24,15 @@
 //! is refused at its line). They are written as JSON values were (keys sorted), so a log keeps the
 //! bytes of format 1 (`tests/fixtures/session_format_1.jsonl`).
 //!
+//! Format 2 commits a request step by step (durable steps: a `request_opened`, each model answer
+//! with its usage, each tool result as it completes, the request's close; see
+//! `crate::llm_agent`'s `steps.rs`); a format 1 log holds whole requests and loads as before
+//! (`tests/fixtures/session_format_1.jsonl`, `session_format_2.jsonl`). Every commit is a step
+//! with an id ([`steps`]), and [`Session::fork`] writes a new log ending at one (time travel).
+//!
 //! Files: the records (`records.rs`), writing (`log.rs`), reading and replay
-//! (`scan.rs`, `replay.rs`), the lock and file checks (`lock.rs`, `files.rs`); keeping an
+//! (`scan.rs`, `replay.rs`), steps and forks (`steps.rs`, `fork.rs`), the lock and file checks
+//! (`lock.rs`, `files.rs`); keeping an
 //! [`crate::LlmAgent`]'s log in step with its conversation (`sync.rs`, under the agent's
 //! `claim.rs`) and asking whether it is behind (`health.rs`).
 //!
@@ -45,12 +52,14 @@
 mod claim;
 mod error;
 mod files;
+mod fork;
 pub(crate) mod health;
 mod lock;
 mod log;
 mod records;
 mod replay;
 mod scan;
+mod steps;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -59,6 +68,9 @@ pub(crate) use claim::SessionClaim;
 pub use error::SessionError;
 pub use lock::{SessionLock, lock_path};
 pub use log::SessionLog;
-pub use records::{CompactionRecord, PausedCall, SESSION_FORMAT_VERSION, Session, SessionRecord};
+pub use records::{
+    CompactionRecord, PausedCall, RequestOutcome, SESSION_FORMAT_VERSION, Session, SessionRecord,
+};
 pub use scan::load;
+pub use steps::{Step, StepKind, steps};
 pub(crate) use sync::{Restored, SessionSync, restore};

@@ -4,10 +4,12 @@ use serde::{Deserialize, Serialize, Serializer};
 use troupe_compaction::ArchiveEntry;
 use troupe_protocol::CompactionReport;
 use troupe_protocol::FileLedger;
-use troupe_protocol::{Conversation, MessageId, StoredMessage};
+use troupe_protocol::{Conversation, MessageId, StoredMessage, Usage};
 
-/// The log format's version, written in the header record.
-pub const SESSION_FORMAT_VERSION: u32 = 1;
+/// The log format's version, written in the header record. Format 2 adds the step records
+/// (`request_opened`, `model_answer`, `call_result`, `request_closed`) that commit a request
+/// step by step; a format 1 log holds none of them and loads as it did.
+pub const SESSION_FORMAT_VERSION: u32 = 2;
 
 /// One line of a session log. The agent state it carries — the file ledger, archive entries, the
 /// compaction report — is typed: a record of the wrong shape is refused at its line when the log
@@ -57,8 +59,46 @@ pub enum SessionRecord {
         /// Their tool call ids.
         call_ids: Vec<String>,
     },
+    /// A request began (format 2, durable steps): its user message is the last message before
+    /// this record. Until its [`SessionRecord::RequestClosed`] the request is in flight, and an
+    /// agent that loads the log resumes it from its last committed step.
+    RequestOpened,
+    /// The assistant message just before this record is a model's whole answer, which cost
+    /// `usage` (format 2). Its tool calls are open ([`SessionRecord::Paused`] with `ask: false`)
+    /// until their results.
+    ModelAnswer {
+        /// The call's token usage.
+        usage: Usage,
+    },
+    /// A started call finished with this result (format 2): committed as it completes, before
+    /// the rest of its batch; on resume it is answered with `content` and not run again.
+    CallResult {
+        /// The tool call's id.
+        call_id: String,
+        /// What the tool answered the model.
+        content: String,
+    },
+    /// The request in flight ended (format 2): answered, failed, or rolled back (then the
+    /// conversation was written back as it was before the request, in the same commit).
+    RequestClosed {
+        /// How it ended.
+        outcome: RequestOutcome,
+    },
     /// The records since the previous commit form a complete turn.
     Commit,
+}
+
+/// How a request in flight ended ([`SessionRecord::RequestClosed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RequestOutcome {
+    /// The model gave its final answer.
+    Answered,
+    /// The request failed and kept what it did (a fatal tool, too many turns, a spent budget).
+    Failed,
+    /// The request failed and its conversation went back to where the request found it.
+    RolledBack,
 }
 
 impl SessionRecord {
@@ -73,6 +113,10 @@ impl SessionRecord {
             SessionRecord::Clear => "clear",
             SessionRecord::Paused { .. } => "paused",
             SessionRecord::CallsStarted { .. } => "calls_started",
+            SessionRecord::RequestOpened => "request_opened",
+            SessionRecord::ModelAnswer { .. } => "model_answer",
+            SessionRecord::CallResult { .. } => "call_result",
+            SessionRecord::RequestClosed { .. } => "request_closed",
             SessionRecord::Commit => "commit",
         }
     }
@@ -134,6 +178,10 @@ pub struct PausedCall {
     /// Whether it began to run ([`SessionRecord::CallsStarted`]); set on replay, not written.
     #[serde(default, skip_serializing)]
     pub started: bool,
+    /// What it answered, when it finished before the log ended ([`SessionRecord::CallResult`]);
+    /// set on replay, not written.
+    #[serde(default, skip_serializing)]
+    pub result: Option<String>,
 }
 
 /// A conversation restored from its log.
@@ -162,6 +210,9 @@ pub struct Session {
     /// The calls of a turn that paused for approval and never finished, in call order (empty
     /// when the last turn finished).
     pub paused: Vec<PausedCall>,
+    /// Whether a request was in flight when the log ended (opened and not closed: the process
+    /// stopped mid-request); the agent resumes it from its last committed step.
+    pub in_flight: bool,
     /// Compactions applied.
     pub compactions: usize,
     /// Committed records applied.

@@ -188,6 +188,7 @@ impl Replayer {
                 self.session.modified_files.clear();
                 self.session.ledger = None;
                 self.session.last_report = None;
+                self.session.in_flight = false;
             }
             SessionRecord::Paused { calls } => {
                 if let Some(stray) = calls
@@ -211,6 +212,19 @@ impl Replayer {
                     };
                     call.started = true;
                 }
+            }
+            SessionRecord::RequestOpened => self.session.in_flight = true,
+            SessionRecord::RequestClosed { .. } => self.session.in_flight = false,
+            // The answer is the message before it; its usage is for `session show`.
+            SessionRecord::ModelAnswer { .. } => {}
+            SessionRecord::CallResult { call_id, content } => {
+                let Some(call) = self.paused.iter_mut().find(|p| p.call_id == call_id) else {
+                    return Err((
+                        line,
+                        format!("result of call `{call_id}`, which is not an open call"),
+                    ));
+                };
+                call.result = Some(content);
             }
             SessionRecord::Commit => {}
         }

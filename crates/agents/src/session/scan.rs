@@ -25,6 +25,16 @@ fn is_commit(line: &[u8]) -> bool {
 }
 
 pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, SessionError> {
+    scan_commits(path, bytes, &mut |_, _| {})
+}
+
+/// [`scan`], showing `on_commit` each commit's records (with their lines) and where the commit
+/// ends in `bytes`, before they are applied.
+pub(super) fn scan_commits(
+    path: &Path,
+    bytes: &[u8],
+    on_commit: &mut dyn FnMut(&[(SessionRecord, usize)], u64),
+) -> Result<Scan, SessionError> {
     let mut replayer = Replayer::default();
     let mut pending: Vec<(SessionRecord, usize)> = Vec::new();
     let mut committed_len = 0u64;
@@ -76,6 +86,7 @@ pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, SessionError> {
                 line,
                 reason,
             };
+            on_commit(&pending, offset as u64);
             for (r, line) in pending.drain(..) {
                 replayer.apply(r, line).map_err(invalid)?;
             }

@@ -81,6 +81,9 @@ pub(crate) struct SessionSync {
     ledger_persisted: Option<FileLedger>,
     /// Set while the log is behind: the last write failed.
     behind: Option<SessionBehind>,
+    /// Past every message id the log holds: a rolled-back request's ids were logged (durable
+    /// steps), and a log never takes an id twice.
+    next_id: u64,
 }
 
 impl std::fmt::Debug for SessionSync {
@@ -113,6 +116,7 @@ impl SessionSync {
             archive_persisted: session.archive_entries.len(),
             ledger_persisted: session.ledger.clone(),
             behind: None,
+            next_id: session.conversation.next_id().0,
         };
         Ok((sync, session))
     }
@@ -151,6 +155,7 @@ impl SessionSync {
             archive_persisted: session.archive_entries.len(),
             ledger_persisted: session.ledger.clone(),
             behind: None,
+            next_id: session.conversation.next_id().0,
         };
         Ok((sync, session))
     }
@@ -261,6 +266,12 @@ impl SessionSync {
         self.archive_persisted = archive.len();
         self.ledger_persisted = ledger_now;
         self.behind = None;
+        self.next_id = self.next_id.max(conversation.next_id().0);
         Ok(())
+    }
+
+    /// The first message id the log has not used.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id
     }
 }

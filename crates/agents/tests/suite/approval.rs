@@ -245,10 +245,14 @@ async fn start_on_log(
     tokio::task::JoinHandle<Result<String, troupe_runtime::AskError>>,
 ) {
     let team = team().await;
+    // Request-level commits: the pause is the commit inside the request (the road of an agent
+    // that opts out of durable steps); a paused request with durable steps resumes whole
+    // (`durable_steps.rs`).
     let spec = AgentSpec::new("coder", model)
         .tools(tools)
         .approval(ask_rm())
-        .session(log);
+        .session(log)
+        .request_commits_only();
     spawn_agent(&team, spec).await.unwrap();
     let directory = team.directory().clone();
     let request = troupe_runtime::AgentRequest::from_user(text);
@@ -465,7 +469,8 @@ async fn an_agent_restarted_after_its_approved_call_started_does_not_run_it_agai
     let spec = AgentSpec::new("coder", model)
         .tools(tools(&runs, false))
         .approval(ask_rm())
-        .session(&log);
+        .session(&log)
+        .request_commits_only();
     spawn_agent(&team, spec).await.unwrap();
     let mut events = team.subscribe();
     let directory = team.directory().clone();
@@ -514,7 +519,8 @@ async fn a_resumed_turn_abandoned_while_its_call_runs_does_not_run_it_again() {
     let spec = AgentSpec::new("coder", second.clone())
         .tools(tools(&runs, true))
         .approval(ask_rm())
-        .session(&log);
+        .session(&log)
+        .request_commits_only();
     spawn_agent(&team2, spec).await.unwrap();
     let mut stream = team2.ask_stream("coder", "go on");
     let id = loop {

@@ -11,6 +11,7 @@ mod compression;
 mod compression_local;
 mod compressor_abandoned;
 mod compressor_schedule;
+mod durable_steps;
 mod llm_agent;
 mod model_anthropic;
 mod model_anthropic_live;

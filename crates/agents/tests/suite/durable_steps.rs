@@ -1,0 +1,513 @@
+//! Durable steps and time travel (#46): every model answer and tool result is committed as it
+//! completes; a request the log shows in flight resumes from its last step (no model call made
+//! again, no finished tool run again, a started one answered as interrupted); a fork ends a new
+//! log at any step, the original untouched.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use troupe_agents::session::{Session, SessionError, SessionRecord, StepKind, load, steps};
+use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, WorkAhead, spawn_agent};
+use troupe_compaction::ContextPolicy;
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{Event, MessageKind, Role};
+use troupe_runtime::{Team, TeamConfig};
+use troupe_tools::ToolRegistry;
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct RunArgs {
+    command: String,
+}
+
+/// What the `run` tool ran, one entry per run.
+type Runs = Arc<std::sync::Mutex<Vec<String>>>;
+
+fn run_tool(runs: &Runs) -> ToolRegistry {
+    let runs = runs.clone();
+    let mut tools = ToolRegistry::new();
+    tools
+        .register_fn("run", "Run a command.", move |args: RunArgs| {
+            let runs = runs.clone();
+            async move {
+                runs.lock().unwrap().push(args.command.clone());
+                Ok(format!("ran {}", args.command))
+            }
+        })
+        .unwrap();
+    tools
+}
+
+/// The request's model answers: two tool calls, then the final answer.
+fn script() -> Vec<ScriptedReply> {
+    vec![
+        ScriptedReply::call("run", r#"{"command": "a"}"#),
+        ScriptedReply::call("run", r#"{"command": "b"}"#),
+        ScriptedReply::text("done"),
+    ]
+}
+
+async fn team() -> Team {
+    let config = TeamConfig {
+        shutdown_grace: Duration::from_millis(200),
+        ..TeamConfig::default()
+    };
+    Team::start(config).await.unwrap()
+}
+
+fn spec(model: Arc<ScriptedModel>, runs: &Runs, log: &Path) -> AgentSpec {
+    AgentSpec::new("coder", model)
+        .tools(run_tool(runs))
+        .session(log)
+}
+
+/// The records of the log at `path`, in order.
+fn records(path: &Path) -> Vec<SessionRecord> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// One request, run whole, with durable steps: its log.
+async fn logged_request(dir: &Path) -> std::path::PathBuf {
+    let log = dir.join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new("m", script()));
+    let team = team().await;
+    spawn_agent(&team, spec(model, &runs, &log)).await.unwrap();
+    assert_eq!(team.ask("coder", "run a then b").await.unwrap(), "done");
+    team.shutdown().await;
+    log
+}
+
+#[tokio::test]
+async fn every_model_answer_and_tool_result_is_its_own_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = logged_request(dir.path()).await;
+    let kinds: Vec<StepKind> = steps(&log).unwrap().iter().map(|s| s.kind).collect();
+    use StepKind::*;
+    assert_eq!(
+        kinds,
+        [
+            Start,
+            Other, // the model's name
+            Request,
+            ModelCall,
+            ToolsStarted,
+            ToolCall,
+            ToolResults,
+            ModelCall,
+            ToolsStarted,
+            ToolCall,
+            ToolResults,
+            ModelCall,
+            RequestEnd
+        ]
+    );
+    // The answer's usage is in the log, beside the answer.
+    let usages = records(&log)
+        .iter()
+        .filter(|r| matches!(r, SessionRecord::ModelAnswer { usage } if usage.output_tokens > 0))
+        .count();
+    assert_eq!(usages, 3);
+    let session = load(&log).unwrap();
+    assert!(!session.in_flight);
+    assert!(session.paused.is_empty());
+}
+
+#[tokio::test]
+async fn request_level_commits_write_one_commit_per_request_and_no_step_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new("m", script()));
+    let team = team().await;
+    spawn_agent(&team, spec(model, &runs, &log).request_commits_only())
+        .await
+        .unwrap();
+    assert_eq!(team.ask("coder", "run a then b").await.unwrap(), "done");
+    team.shutdown().await;
+    let records = records(&log);
+    let commits = records
+        .iter()
+        .filter(|r| matches!(r, SessionRecord::Commit))
+        .count();
+    // The header, the model's name, the request.
+    assert_eq!(commits, 3);
+    assert!(
+        !records.iter().any(|r| matches!(
+            r,
+            SessionRecord::RequestOpened
+                | SessionRecord::ModelAnswer { .. }
+                | SessionRecord::CallResult { .. }
+                | SessionRecord::RequestClosed { .. }
+                | SessionRecord::CallsStarted { .. }
+                | SessionRecord::Paused { .. }
+        )),
+        "{records:?}"
+    );
+}
+
+/// The log cut at every step (a process killed there) resumes the request from that step: the
+/// model is asked only for the answers the log does not hold, a tool whose result is logged
+/// never runs again, one that started without a result is answered as interrupted, and the
+/// request ends with the same answer, published for its gone caller.
+#[tokio::test]
+async fn a_request_cut_at_any_step_resumes_from_it_without_redoing_a_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = logged_request(dir.path()).await;
+    let all = steps(&log).unwrap();
+    for step in &all {
+        let cut = dir.path().join(format!("cut{}.jsonl", step.id));
+        Session::fork(&log, step.id, &cut).unwrap();
+        let cut_records = records(&cut);
+        let answered = cut_records
+            .iter()
+            .filter(|r| matches!(r, SessionRecord::ModelAnswer { .. }))
+            .count();
+        let started: Vec<String> = cut_records
+            .iter()
+            .filter_map(|r| match r {
+                SessionRecord::CallsStarted { call_ids } => Some(call_ids.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let finished = cut_records
+            .iter()
+            .filter(|r| matches!(r, SessionRecord::CallResult { .. }))
+            .count();
+        let in_flight = load(&cut).unwrap().in_flight;
+
+        let runs = Runs::default();
+        let model = Arc::new(ScriptedModel::new("m", script().into_iter().skip(answered)));
+        let team = team().await;
+        let mut events = team.subscribe();
+        spawn_agent(&team, spec(model.clone(), &runs, &cut))
+            .await
+            .unwrap();
+        let resumed = team
+            .agent::<LlmAgent>("coder")
+            .resume_request()
+            .await
+            .unwrap();
+        let conversation = team.checkpoint("coder").unwrap().conversation;
+        team.shutdown().await;
+        let what = format!("cut at step {} ({:?})", step.id, step.kind);
+        if !in_flight {
+            assert!(resumed.is_none(), "{what}");
+            assert!(model.requests().is_empty(), "{what}");
+            continue;
+        }
+        assert_eq!(resumed.unwrap().unwrap(), "done", "{what}");
+        assert_eq!(
+            model.requests().len(),
+            3 - answered,
+            "{what}: a logged answer was asked for again"
+        );
+        // Only calls that had not started run ("a" then "b"): a call the log shows started
+        // never runs again, finished or not.
+        let expected: Vec<String> = ["a", "b"]
+            .iter()
+            .skip(started.len())
+            .map(|c| c.to_string())
+            .collect();
+        assert_eq!(*runs.lock().unwrap(), expected, "{what}");
+        let interrupted = conversation
+            .messages()
+            .iter()
+            .filter(|m| m.role == Role::Tool && m.text().contains("not run again"))
+            .count();
+        assert_eq!(
+            interrupted,
+            started.len() - finished,
+            "{what}: a started call without a result is answered as interrupted"
+        );
+        let mut told = None;
+        while let Ok(record) = events.try_recv() {
+            if let Event::RequestResumed { answer, .. } = record.event {
+                told = answer;
+            }
+        }
+        assert_eq!(told.as_deref(), Some("done"), "{what}: no RequestResumed");
+        let reloaded = load(&cut).unwrap();
+        assert!(!reloaded.in_flight, "{what}");
+        assert!(reloaded.warnings.is_empty(), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_fork_leaves_its_original_alone_and_refuses_an_unknown_step_or_an_existing_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = logged_request(dir.path()).await;
+    let original = std::fs::read(&log).unwrap();
+    let count = steps(&log).unwrap().len();
+
+    let out = dir.path().join("fork.jsonl");
+    let err = Session::fork(&log, count + 5, &out).unwrap_err();
+    assert!(matches!(err, SessionError::UnknownStep { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("has no step {}", count + 5)),
+        "{err}"
+    );
+    assert!(!out.exists() || std::fs::read(&out).unwrap().is_empty());
+
+    let forked = Session::fork(&log, 3, &out).unwrap();
+    assert!(forked.in_flight, "step 3 is the model's first answer");
+    assert_eq!(steps(&out).unwrap().len(), 4);
+    let err = Session::fork(&log, 2, &out).unwrap_err();
+    assert!(matches!(err, SessionError::Exists { .. }), "{err}");
+    assert_eq!(std::fs::read(&log).unwrap(), original);
+
+    // A log its agent holds is not read mid-commit: the fork is refused.
+    let team = team().await;
+    let runs = Runs::default();
+    let idle = Arc::new(ScriptedModel::new("m", []));
+    spawn_agent(&team, spec(idle, &runs, &log)).await.unwrap();
+    let err = Session::fork(&log, 2, &dir.path().join("other.jsonl")).unwrap_err();
+    assert!(matches!(err, SessionError::InUse { .. }), "{err}");
+    team.shutdown().await;
+}
+
+fn big(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i}: some file content with several words in it\n"))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_fork_before_a_compaction_holds_the_conversation_as_it_was_then() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..8 {
+        std::fs::write(dir.path().join(format!("f{i}.txt")), big(40)).unwrap();
+    }
+    let log = dir.path().join("coder.jsonl");
+    let script = (0..8)
+        .map(|i| ScriptedReply::call("read_file", format!(r#"{{"path": "f{i}.txt"}}"#)))
+        .chain([ScriptedReply::text("done")]);
+    let model = Arc::new(ScriptedModel::new("m", script));
+    let settings = CompactionSettings {
+        policy: Some(ContextPolicy {
+            tool_output_limit_tokens: 100_000,
+            ..ContextPolicy::for_window(4_000)
+        }),
+        work_ahead: WorkAhead::Off,
+        ..CompactionSettings::default()
+    };
+    let team = super::support::compression::team().await;
+    let coder = AgentSpec::new("coder", model.clone())
+        .tools(ToolRegistry::with_file_tools())
+        .workspace_root(dir.path())
+        .session(&log)
+        .compaction(settings)
+        .max_turns(12);
+    spawn_agent(&team, coder).await.unwrap();
+    assert_eq!(team.ask("coder", "read them all").await.unwrap(), "done");
+    team.shutdown().await;
+
+    let all = steps(&log).unwrap();
+    let compaction = all
+        .iter()
+        .find(|s| s.kind == StepKind::Compaction)
+        .expect("a compaction step");
+    let out = dir.path().join("before.jsonl");
+    let forked = Session::fork(&log, compaction.id - 1, &out).unwrap();
+    assert_eq!(forked.compactions, 0);
+    assert!(forked.in_flight);
+    let messages = forked.conversation.messages();
+    assert!(
+        messages.iter().all(|m| m.kind == MessageKind::Normal),
+        "no summary or stub before the compaction"
+    );
+    // Exactly what the model was sent at its last call before the compaction, with that call's
+    // answer and its tool result.
+    let answers = std::fs::read_to_string(&out)
+        .unwrap()
+        .matches(r#""type":"model_answer""#)
+        .count();
+    let sent = &model.requests()[answers - 1].messages;
+    assert_eq!(messages.len(), sent.len() + 2);
+    for (kept, sent) in messages.iter().zip(sent) {
+        assert_eq!((kept.role, kept.text()), (sent.role, sent.text()));
+    }
+    assert!(load(&log).unwrap().compactions >= 1);
+}
+
+/// A log of format 2, cut while the second tool call ran: the request is in flight, the first
+/// call answered from the log, the second started without a result.
+const FORMAT_2_LOG: &str = include_str!("../fixtures/session_format_2.jsonl");
+
+#[tokio::test]
+async fn a_log_of_format_2_loads_is_written_the_same_and_resumes_its_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    std::fs::write(&log, FORMAT_2_LOG).unwrap();
+    let logged = load(&log).unwrap();
+    assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
+    assert!(logged.in_flight);
+    assert_eq!(logged.paused.len(), 1);
+    assert!(logged.paused[0].started && logged.paused[0].result.is_none());
+    for (i, line) in FORMAT_2_LOG.lines().enumerate() {
+        let record: SessionRecord = serde_json::from_str(line).unwrap();
+        let written = serde_json::to_string(&record).unwrap();
+        assert!(
+            written == line,
+            "line {} changed:\n{line}\n{written}",
+            i + 1
+        );
+    }
+
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("done")]));
+    let team = team().await;
+    spawn_agent(&team, spec(model.clone(), &runs, &log))
+        .await
+        .unwrap();
+    let resumed = team.agent::<LlmAgent>("coder").resume_request().await;
+    team.shutdown().await;
+    assert_eq!(resumed.unwrap().unwrap().unwrap(), "done");
+    assert_eq!(model.requests().len(), 1);
+    assert!(runs.lock().unwrap().is_empty(), "a started call ran again");
+    let sent = &model.requests()[0].messages;
+    let results: Vec<String> = sent
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(results[0], "ran a");
+    assert!(results[1].contains("not run again"), "{results:?}");
+    assert!(!load(&log).unwrap().in_flight);
+}
+
+/// The next approval request on the bus.
+async fn requested(
+    events: &mut tokio::sync::broadcast::Receiver<troupe_protocol::EventRecord>,
+) -> troupe_protocol::ApprovalId {
+    loop {
+        let record = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("an approval request within 30 s")
+            .unwrap();
+        if let Event::ApprovalRequested { id, .. } = record.event {
+            return id;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_request_paused_for_approval_survives_the_process_and_finishes_before_the_next() {
+    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let ask = || {
+        ApprovalPolicy::new([ApprovalRule::argument_prefix(
+            "run",
+            "command",
+            "rm ",
+            Permission::Ask,
+        )])
+    };
+    let first = Arc::new(ScriptedModel::new(
+        "m",
+        [ScriptedReply::call("run", r#"{"command": "rm a"}"#)],
+    ));
+    let team1 = team().await;
+    let mut events = team1.subscribe();
+    spawn_agent(&team1, spec(first, &runs, &log).approval(ask()))
+        .await
+        .unwrap();
+    let directory = team1.directory().clone();
+    let asking = tokio::spawn(async move {
+        let request = troupe_runtime::AgentRequest::from_user("tidy");
+        directory
+            .ask("coder", request, Duration::from_secs(60))
+            .await
+    });
+    requested(&mut events).await;
+    asking.abort();
+    team1.shutdown().await;
+    assert!(load(&log).unwrap().in_flight);
+
+    // The next process: its next request asks again, runs the call once, finishes the request
+    // in flight (its answer told on the bus), then answers the new one.
+    let second = Arc::new(ScriptedModel::new(
+        "m",
+        [ScriptedReply::text("tidied"), ScriptedReply::text("fine")],
+    ));
+    let team2 = team().await;
+    let mut events = team2.subscribe();
+    spawn_agent(&team2, spec(second.clone(), &runs, &log).approval(ask()))
+        .await
+        .unwrap();
+    let directory = team2.directory().clone();
+    let asking = tokio::spawn(async move {
+        let request = troupe_runtime::AgentRequest::from_user("status?");
+        directory
+            .ask("coder", request, Duration::from_secs(60))
+            .await
+    });
+    let id = requested(&mut events).await;
+    team2.approve(&id).unwrap();
+    assert_eq!(asking.await.unwrap().unwrap(), "fine");
+    let mut told = None;
+    while let Ok(record) = events.try_recv() {
+        if let Event::RequestResumed { answer, .. } = record.event {
+            told = answer;
+        }
+    }
+    assert_eq!(told.as_deref(), Some("tidied"));
+    assert_eq!(*runs.lock().unwrap(), ["rm a"]);
+    let sent = second.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].messages.last().unwrap().role, Role::Tool);
+    assert_eq!(sent[1].messages.last().unwrap().text(), "status?");
+    team2.shutdown().await;
+    assert!(!load(&log).unwrap().in_flight);
+}
+
+#[tokio::test]
+async fn a_rolled_back_request_leaves_a_log_that_loads_as_the_conversation_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::text("one"),
+            ScriptedReply::call("run", r#"{"command": "a"}"#),
+            ScriptedReply::Error(troupe_protocol::ModelError::Unavailable(
+                "the provider is down".to_string(),
+            )),
+            ScriptedReply::text("two"),
+        ],
+    ));
+    let team = team().await;
+    spawn_agent(&team, spec(model, &runs, &log)).await.unwrap();
+    team.ask("coder", "first").await.unwrap();
+    // Its steps are committed, then the provider fails: the request is rolled back.
+    assert!(team.ask("coder", "run a").await.is_err());
+    assert_eq!(team.ask("coder", "second").await.unwrap(), "two");
+    let after = team.checkpoint("coder").unwrap().conversation;
+    team.shutdown().await;
+    let logged = load(&log).unwrap();
+    assert_eq!(logged.conversation, after);
+    let texts: Vec<String> = logged
+        .conversation
+        .messages()
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(texts, ["first", "one", "second", "two"]);
+    assert!(!logged.in_flight);
+    assert!(
+        steps(&log)
+            .unwrap()
+            .iter()
+            .any(|s| s.kind == StepKind::RolledBack)
+    );
+}
