@@ -22,7 +22,7 @@
 //!   messages, the [`Archive`] of what they replaced and a
 //!   [`CompactionReport`](troupe_protocol::CompactionReport); or a
 //!   [`CompactionError`].
-//! - **Budget:** [`ContextPolicy`] says when to compact and to what target ([`PolicyError`]);
+//! - **Context:** [`ContextPolicy`] says when to compact and to what target ([`PolicyError`]);
 //!   [`ThrashGuard`] holds automatic compaction back until it can free enough new tokens.
 //! - [`context_check`]: what an agent does about its context before a model call and after a
 //!   turn — one pure decision, [`ContextCheck::decide`](context_check::ContextCheck::decide):

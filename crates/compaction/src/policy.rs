@@ -25,8 +25,10 @@ pub(crate) const UNREACHABLE_TARGET_MARGIN: f64 = 0.05;
 /// compaction buys half a window of work) for manual and emergency compactions while automatic
 /// ones take the cost-aware target ([`ContextPolicy::cost_aware`]), the last 5 user/assistant
 /// messages protected.
-/// Deserializing fills missing fields with defaults, so a config's `[compaction]` table may name
-/// only what it changes; call [`ContextPolicy::validate`] afterwards.
+/// Deserializing fills missing fields with defaults, so a serialized policy (a compaction
+/// request from a peer of another version) may lack fields; call [`ContextPolicy::validate`]
+/// afterwards. A config file's `[compaction]` table is not this form: it names the thresholds
+/// of every agent's policy, each agent's window its model's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ContextPolicy {

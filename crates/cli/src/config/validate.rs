@@ -1,5 +1,6 @@
 //! Checks that a well-typed configuration makes sense; each failure names its key.
 
+use troupe_compaction::{ContextPolicy, PolicyError};
 use troupe_tools::builtin::AllowedHost;
 
 use super::{
@@ -90,14 +91,27 @@ fn check_model(name: &str, m: &ModelConfig) -> Result<(), Problem> {
     Ok(())
 }
 
-fn check_fraction(key: &str, value: f64) -> Result<(), Problem> {
-    if value.is_finite() && value > 0.0 && value < 1.0 {
-        Ok(())
-    } else {
-        Err(problem(
-            key,
+/// A problem of the policy the `[compaction]` thresholds make, named by the table's key: the
+/// thresholds are checked by [`ContextPolicy::validate`], the one check every policy passes.
+fn policy_problem(e: PolicyError) -> Problem {
+    match e {
+        PolicyError::NotAFraction { field, value } => problem(
+            format!("compaction.{field}"),
             format!("must be a fraction between 0 and 1 (exclusive), got {value}"),
-        ))
+        ),
+        PolicyError::Misordered {
+            field,
+            value,
+            relation,
+            other,
+            other_value,
+        } => problem(
+            format!("compaction.{field}"),
+            format!("must be {relation} compaction.{other} ({other_value}), got {value}"),
+        ),
+        // The table sets no window, reserve or tier limit, and an unreadable `pricing` or
+        // `rates` is named below; kept for a policy check added later.
+        other => problem("compaction", other.to_string()),
     }
 }
 
@@ -230,27 +244,9 @@ impl Config {
                 ),
             ));
         }
-        check_fraction("compaction.warning", c.warning)?;
-        check_fraction("compaction.trigger", c.trigger)?;
-        check_fraction("compaction.target", c.target)?;
-        if c.target >= c.trigger {
-            return Err(problem(
-                "compaction.target",
-                format!(
-                    "must be below compaction.trigger ({}), got {}",
-                    c.trigger, c.target
-                ),
-            ));
-        }
-        if c.warning > c.trigger {
-            return Err(problem(
-                "compaction.warning",
-                format!(
-                    "must be at most compaction.trigger ({}), got {}",
-                    c.trigger, c.warning
-                ),
-            ));
-        }
+        c.policy(ContextPolicy::default().context_window)
+            .validate()
+            .map_err(policy_problem)?;
         if let Some(name) = &c.pricing {
             let model: troupe_compaction::economics::CostModel =
                 name.parse()
