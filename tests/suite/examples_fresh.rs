@@ -19,7 +19,15 @@ use std::time::{Duration, Instant};
 
 /// Every example under `examples/` but `eval` (a directory: the lead's compaction eval, which
 /// needs the corpus and has no scripted form), with lines its `--scripted` run must print.
-const EXAMPLES: [(&str, &[&str]); 10] = [
+const EXAMPLES: [(&str, &[&str]); 11] = [
+    (
+        "a2a",
+        &[
+            "weather (over A2A): Lisbon tomorrow: sunny, 24 °C, a light wind from the sea.",
+            "coordinator: Sunny and 24 °C: pack light clothes",
+            "trip-planner: Sunny and 24 °C: pack light clothes",
+        ],
+    ),
     (
         "controls",
         &[
