@@ -1,5 +1,7 @@
-//! Recording a model's calls to JSONL and serving them back; `team` replays a whole team run.
+//! Recording a model's calls to JSONL and serving them back; `team` replays a whole team run,
+//! `compaction` the compressor's calls on an agent's cassette.
 
+mod compaction;
 mod team;
 
 use async_trait::async_trait;

@@ -203,3 +203,40 @@ impl ChatModel for Shared {
         self.0.chat_stream(request).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_switch_reads_record_replay_or_off_and_names_a_bad_value() {
+        let record = Cassettes::parse("record:tests/cassettes").unwrap().unwrap();
+        assert_eq!(
+            (record.mode(), record.dir()),
+            (CassetteMode::Record, Path::new("tests/cassettes"))
+        );
+        let replay = Cassettes::parse(" replay:C:\\runs\\a ").unwrap().unwrap();
+        assert_eq!(
+            (replay.mode(), replay.dir()),
+            (CassetteMode::Replay, Path::new("C:\\runs\\a"))
+        );
+        assert!(Cassettes::parse("").unwrap().is_none());
+        assert!(Cassettes::parse("off").unwrap().is_none());
+        for (bad, why) in [
+            ("replay", "expected `record:DIR` or `replay:DIR`"),
+            ("replay:", "the directory is missing"),
+            ("rewind:dir", "the mode is `record` or `replay`"),
+        ] {
+            let err = Cassettes::parse(bad).err().unwrap().to_string();
+            assert_eq!(err, format!("TROUPE_CASSETTES={bad:?}: {why}"));
+        }
+    }
+
+    #[test]
+    fn an_agent_name_never_leaves_the_directory() {
+        let cassettes = Cassettes::record("dir");
+        assert_eq!(cassettes.path("coder-2"), Path::new("dir/coder-2.jsonl"));
+        assert_eq!(cassettes.path("../x"), Path::new("dir/%2E.%2Fx.jsonl"));
+        assert_eq!(cassettes.path("a/b:c"), Path::new("dir/a%2Fb%3Ac.jsonl"));
+    }
+}
