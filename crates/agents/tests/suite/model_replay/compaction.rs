@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig};
+use troupe_agents::compression::{COMPRESSION_AGENT, CompressionConfig, CompressorModel};
 use troupe_agents::{AgentSpec, CompactionSettings, TeamBuilderExt, WorkAhead, shared_counter};
 use troupe_models::{Cassettes, ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatModel, ChatRequest, ChatStream, Event, ModelError, ModelInfo};
@@ -50,6 +50,15 @@ fn coder_model() -> Arc<dyn ChatModel> {
 /// coder's own model (the default). Blocking compaction: a compaction in the background lands
 /// between turns when it is done, which is a matter of timing, not of model answers.
 async fn run(model: Arc<dyn ChatModel>, cassettes: &Cassettes) -> (String, Vec<Value>) {
+    run_with(model, CompressorModel::AgentsOwn, cassettes).await
+}
+
+/// [`run`] with the compressor summarising with `compressor`.
+async fn run_with(
+    model: Arc<dyn ChatModel>,
+    compressor: CompressorModel,
+    cassettes: &Cassettes,
+) -> (String, Vec<Value>) {
     let mut tools = ToolRegistry::new();
     tools
         .register_fn("read_big", "Read a big file.", |_: NoArgs| async move {
@@ -62,7 +71,10 @@ async fn run(model: Arc<dyn ChatModel>, cassettes: &Cassettes) -> (String, Vec<V
         ..CompactionSettings::default()
     };
     let team = Team::builder()
-        .compression(CompressionConfig::new(shared_counter()))
+        .compression(CompressionConfig {
+            model: compressor,
+            ..CompressionConfig::new(shared_counter())
+        })
         .agent(
             AgentSpec::new("coder", model)
                 .tools(tools)
@@ -127,6 +139,39 @@ async fn team_replay_serves_the_compressors_calls_on_the_agents_cassette() {
     let replaying = Cassettes::replay(dir.path());
     let unreachable: Arc<dyn ChatModel> = Arc::new(ScriptedModel::new("none", []));
     let replayed = run(unreachable, &replaying).await;
+    replaying.verify().unwrap();
+    assert_eq!(replayed, recorded);
+}
+
+/// A compression model of its own records to `compressor.jsonl`, and replays from it.
+#[tokio::test]
+async fn team_replay_gives_a_compression_model_of_its_own_the_compressors_cassette() {
+    let dir = tempfile::tempdir().unwrap();
+    let summaries = || {
+        let model = ScriptedModel::new("summarizer", []).with_fallback(SUMMARY);
+        CompressorModel::Fixed(Arc::new(model))
+    };
+    let recording = Cassettes::record(dir.path());
+    let recorded = run_with(coder_model(), summaries(), &recording).await;
+    let compressor = std::fs::read_to_string(recording.path(COMPRESSION_AGENT)).unwrap();
+    let calls: Vec<Value> = compressor
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!calls.is_empty());
+    assert!(calls.iter().all(|c| c["agent"] == COMPRESSION_AGENT));
+    let coder = std::fs::read_to_string(recording.path("coder")).unwrap();
+    assert!(!coder.contains("\"agent\":\"compressor\""), "{coder}");
+
+    let replaying = Cassettes::replay(dir.path());
+    let unreachable = || Arc::new(ScriptedModel::new("none", [])) as Arc<dyn ChatModel>;
+    let replayed = run_with(
+        unreachable(),
+        CompressorModel::Fixed(unreachable()),
+        &replaying,
+    )
+    .await;
     replaying.verify().unwrap();
     assert_eq!(replayed, recorded);
 }
