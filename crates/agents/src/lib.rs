@@ -24,8 +24,9 @@ mod traced;
 pub use compaction_settings::{AtLimit, CompactionSettings, WorkAhead, shared_counter};
 pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
 pub use llm_agent::{
-    COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, InFlightCompaction, LlmAgent,
-    LlmAgentHandle, LlmAgentJob, LlmAgentState, PinError, RECALL_TOOL, ScopeError, SwitchError,
+    COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, ConversationCopy,
+    InFlightCompaction, LlmAgent, LlmAgentHandle, LlmAgentJob, LlmAgentState, PinError,
+    RECALL_TOOL, ScopeError, SwitchError,
 };
 pub use session::health::SessionBehind;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};

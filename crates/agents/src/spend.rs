@@ -114,6 +114,17 @@ impl AgentBudget {
         }
         Ok(())
     }
+
+    /// The limit of `scope` in force now: as last raised ([`AgentBudget::raise`]), else the
+    /// budget's own; `None` for the team's when there is no team budget.
+    pub fn limit(&self, scope: BudgetScope) -> Option<SpendLimit> {
+        let raised = *self.raised.0.borrow();
+        match scope {
+            BudgetScope::Request => Some(raised.request.unwrap_or(self.request)),
+            BudgetScope::Agent => Some(raised.agent.unwrap_or(self.agent)),
+            BudgetScope::Team => self.team.as_ref().map(TeamSpend::limit),
+        }
+    }
 }
 
 /// What an agent has spent, for `/context`.
@@ -196,24 +207,15 @@ impl SpendMeter {
             let spent = self.spent();
             (spent.request, spent.agent)
         };
-        let team = self.budget.team.as_ref().map(|t| (t.spent(), t.limit()));
-        let raised = *self.budget.raised.0.borrow();
+        let team = self.budget.team.as_ref().map(TeamSpend::spent);
         let scopes = [
-            Some((
-                BudgetScope::Request,
-                request,
-                raised.request.unwrap_or(self.budget.request),
-            )),
-            Some((
-                BudgetScope::Agent,
-                agent,
-                raised.agent.unwrap_or(self.budget.agent),
-            )),
-            team.map(|(spent, limit)| (BudgetScope::Team, spent, limit)),
+            (BudgetScope::Request, Some(request)),
+            (BudgetScope::Agent, Some(agent)),
+            (BudgetScope::Team, team),
         ];
         scopes
             .into_iter()
-            .flatten()
+            .filter_map(|(scope, spent)| Some((scope, spent?, self.budget.limit(scope)?)))
             .filter(|(_, spent, limit)| limit.reached_by(spent))
             .map(|(scope, spent, limit)| BudgetExceeded {
                 spent,

@@ -22,6 +22,16 @@ pub struct ContextStats {
     /// Percent used of the usable window (the window less the output reserve): the base of
     /// the warning, the trigger and the target, as `[ctx: N%]` shows.
     pub percent: usize,
+    /// The policy's warning mark, a fraction of the usable window (a live view draws it on the
+    /// context meter; reading it here spares the view from guessing the agent's policy).
+    #[serde(default = "default_warning")]
+    pub warning: f64,
+    /// The policy's automatic compaction trigger, a fraction of the usable window.
+    #[serde(default = "default_trigger")]
+    pub trigger: f64,
+    /// The policy's compaction target, a fraction of the usable window.
+    #[serde(default = "default_target")]
+    pub target: f64,
     /// Messages and tokens by kind (`normal`, `summary`, `compressed_stub`, `display_only`).
     pub by_kind: Vec<ContextShare>,
     /// Messages and tokens by role (`system`, `user`, `assistant`, `tool`).
@@ -34,6 +44,20 @@ pub struct ContextStats {
     /// What the agent spent: the current (or last) request, the agent, its team.
     #[serde(default)]
     pub spend: SpendReport,
+}
+
+// Stats written before the marks were: the defaults, which is what such an agent ran under
+// unless told otherwise.
+fn default_warning() -> f64 {
+    troupe_compaction::ContextPolicy::default().warning
+}
+
+fn default_trigger() -> f64 {
+    troupe_compaction::ContextPolicy::default().trigger
+}
+
+fn default_target() -> f64 {
+    troupe_compaction::ContextPolicy::default().target
 }
 
 /// A compaction running in the background: a snapshot of the conversation that the compression
@@ -104,6 +128,9 @@ impl Context {
             window: self.policy.context_window,
             output_reserve: self.policy.output_reserve,
             percent: self.policy.percent(tokens),
+            warning: self.policy.warning,
+            trigger: self.policy.trigger,
+            target: self.policy.target,
             by_kind: shares(by_kind),
             by_role: shares(by_role),
             last_compaction: self.last_compaction.clone(),
