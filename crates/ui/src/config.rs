@@ -2,10 +2,13 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use troupe_agents::spend::AgentBudget;
+use troupe_models::RateLimitedModel;
+
 use crate::view::Marks;
 
 /// How the live view is served.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct UiConfig {
     /// Where to listen; loopback on a random port by default. Any other address is served
     /// with a warning: the token is then all that stands between the network and the team.
@@ -15,9 +18,33 @@ pub struct UiConfig {
     pub viewer_queue: usize,
     /// Events kept for a viewer that opens the page later (the page's event log).
     pub history: usize,
-    /// The context meter's marks, as fractions of the usable window (the agents' defaults
-    /// unless told otherwise: the view cannot read an agent's own policy from its events).
+    /// The context meter's marks, as fractions of the usable window, for an agent whose own
+    /// have not been read yet (its `/context` gives those from its context policy; the
+    /// agents' defaults unless told otherwise).
     pub marks: Marks,
+    /// The budgets the page shows spend against and may raise (a paused agent goes on), by
+    /// agent: the same `AgentBudget` the agent's spec was given (clones share their raises).
+    /// A team's agents do not hand theirs out, so an agent left out here cannot be raised.
+    pub budgets: Vec<(String, AgentBudget)>,
+    /// The rate-limited models whose waits the page shows, by name.
+    pub rate_limits: Vec<(String, RateLimitedModel)>,
+}
+
+impl std::fmt::Debug for UiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |list: Vec<&String>| list.into_iter().cloned().collect::<Vec<_>>();
+        f.debug_struct("UiConfig")
+            .field("bind", &self.bind)
+            .field("viewer_queue", &self.viewer_queue)
+            .field("history", &self.history)
+            .field("marks", &self.marks)
+            .field("budgets", &self.budgets)
+            .field(
+                "rate_limits",
+                &names(self.rate_limits.iter().map(|(n, _)| n).collect()),
+            )
+            .finish()
+    }
 }
 
 impl Default for UiConfig {
@@ -27,6 +54,8 @@ impl Default for UiConfig {
             viewer_queue: 1024,
             history: 10_000,
             marks: Marks::default(),
+            budgets: Vec::new(),
+            rate_limits: Vec::new(),
         }
     }
 }

@@ -12,7 +12,10 @@
 //! tool text only ever leaves the server inside JSON, which the page renders as text: a model's
 //! output is hostile input.
 
+mod actions;
+mod budgets;
 mod config;
+mod conversation;
 mod error;
 mod feed;
 mod guard;
@@ -23,8 +26,10 @@ mod page;
 mod routes;
 mod server;
 mod session;
+mod source;
 mod token;
 mod view;
+mod waterfall;
 
 pub use config::UiConfig;
 pub use error::UiError;

@@ -14,6 +14,7 @@ use crate::config::UiConfig;
 use crate::error::UiError;
 use crate::feed::Feed;
 use crate::server::UiServer;
+use crate::source::{Live, Source};
 use crate::view::View;
 
 /// How long a `/context` question may wait for an agent (it is asked when the agent falls
@@ -36,8 +37,19 @@ pub async fn serve(team: &Team, config: UiConfig) -> Result<UiServer, UiError> {
     for name in &names {
         feed.update(|view| view.add_agent(name));
     }
-    let server = UiServer::start(&config, feed.clone(), Some(team.approvals().clone())).await?;
     let directory = team.directory().clone();
+    let source = Source::Live(Live {
+        directory: directory.clone(),
+        budgets: config.budgets.iter().cloned().collect(),
+        rate_limits: config.rate_limits.clone(),
+    });
+    let server = UiServer::start(
+        &config,
+        feed.clone(),
+        Some(team.approvals().clone()),
+        source,
+    )
+    .await?;
     for name in names {
         tokio::spawn(ask_context(directory.clone(), feed.clone(), name));
     }

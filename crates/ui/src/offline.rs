@@ -14,6 +14,7 @@ use crate::config::UiConfig;
 use crate::error::UiError;
 use crate::feed::Feed;
 use crate::server::UiServer;
+use crate::source::Source;
 use crate::view::View;
 
 /// Serve a finished run's trace file (`TROUPE_TRACE=FILE`) read-only: its agents, their model
@@ -37,7 +38,7 @@ pub async fn serve_trace(path: &Path, config: UiConfig) -> Result<UiServer, UiEr
     for record in records {
         feed.update(|view| view.apply(record));
     }
-    UiServer::start(&config, feed, None).await
+    UiServer::start(&config, feed, None, Source::Finished(None)).await
 }
 
 /// The events a trace file's spans stand for, in time order.

@@ -1,9 +1,10 @@
-//! The routes: the page and its assets, the snapshot, the live feed, the approval answers.
+//! The routes: the page and its assets, the snapshot, the live feed, the approval answers;
+//! an agent's conversation and archive, the traces, the spend; the actions (`actions.rs`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -12,11 +13,16 @@ use axum::{Json, Router};
 use futures::StreamExt as _;
 use serde::Deserialize;
 use tokio::sync::watch;
-use troupe_protocol::{ApprovalDecision, ApprovalId};
+use troupe_protocol::{ApprovalDecision, ApprovalId, MessageId};
 use troupe_runtime::approval::Approvals;
 
+use crate::actions::{self, json_ok};
+use crate::budgets;
+use crate::conversation::{self, ConversationView};
 use crate::feed::{Feed, Out};
+use crate::json::to_safe_json;
 use crate::page;
+use crate::source::Source;
 
 /// What the routes act on.
 #[derive(Debug, Clone)]
@@ -25,6 +31,8 @@ pub(crate) struct Routes {
     /// The team's approval desk; `None` for a finished run (read-only).
     pub(crate) approvals: Option<Approvals>,
     pub(crate) token: String,
+    /// Where conversations are read, and what actions act on.
+    pub(crate) source: Arc<Source>,
     /// Turns `true` when the server shuts down: live feeds end then.
     pub(crate) closing: watch::Receiver<bool>,
 }
@@ -38,6 +46,13 @@ pub(crate) fn router(routes: Routes) -> Router {
         .route("/api/events", get(events))
         .route("/api/approvals/approve", post(approve))
         .route("/api/approvals/deny", post(deny))
+        .route("/api/conversation", get(conversation))
+        .route("/api/archive", get(archive))
+        .route("/api/traces", get(traces))
+        .route("/api/traces/{id}", get(trace))
+        .route("/api/spend", get(spend))
+        .route("/api/agents/compact", post(actions::compact))
+        .route("/api/budgets/raise", post(actions::raise))
         .with_state(routes)
 }
 
@@ -126,5 +141,79 @@ fn decide(routes: &Routes, id: &ApprovalId, decision: ApprovalDecision) -> Respo
             StatusCode::NO_CONTENT.into_response()
         }
         Err(e) => (StatusCode::CONFLICT, e.to_string()).into_response(),
+    }
+}
+
+/// Which agent, and for the archive which id (`m12` or `12`).
+#[derive(Debug, Deserialize)]
+struct Which {
+    agent: String,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// An agent's conversation, summaries and stubs where they sit, with what each stands for.
+async fn conversation(State(routes): State<Routes>, Query(which): Query<Which>) -> Response {
+    match routes.source.copy(&which.agent).await {
+        Ok(copy) => json_ok(to_safe_json(&ConversationView::of(&which.agent, &copy))),
+        Err(refusal) => refusal.into_response(),
+    }
+}
+
+/// The agent's archive: its newest originals, or the one `id` names as `recall` reads it.
+async fn archive(State(routes): State<Routes>, Query(which): Query<Which>) -> Response {
+    let copy = match routes.source.copy(&which.agent).await {
+        Ok(copy) => copy,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let Some(id) = which.id else {
+        return json_ok(to_safe_json(&conversation::listing(
+            &which.agent,
+            &copy.archive,
+        )));
+    };
+    let digits = id.trim().trim_start_matches('m');
+    let Ok(n) = digits.parse::<u64>() else {
+        return (StatusCode::BAD_REQUEST, "an id is m12 or 12").into_response();
+    };
+    match conversation::original(&which.agent, &copy.archive, MessageId(n)) {
+        Some(found) => json_ok(to_safe_json(&found)),
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("m{n} is not archived by {}", which.agent),
+        )
+            .into_response(),
+    }
+}
+
+/// The newest traces, one line each.
+async fn traces(State(routes): State<Routes>) -> Response {
+    json_ok(
+        routes
+            .feed
+            .read(|view| to_safe_json(&view.traces().lines())),
+    )
+}
+
+/// One trace's spans, for its waterfall.
+async fn trace(State(routes): State<Routes>, Path(id): Path<String>) -> Response {
+    let found = routes
+        .feed
+        .read(|view| view.traces().get(&id).map(to_safe_json));
+    match found {
+        Some(json) => json_ok(json),
+        None => (StatusCode::NOT_FOUND, "no such trace (or no longer kept)").into_response(),
+    }
+}
+
+/// Spend against budgets, and the rate limiters' waits (a finished run has none to show).
+async fn spend(State(routes): State<Routes>) -> Response {
+    match routes.source.live() {
+        Ok(live) => json_ok(
+            routes
+                .feed
+                .read(|view| to_safe_json(&budgets::spend(live, view))),
+        ),
+        Err(_) => json_ok(r#"{"agents":[],"rate_limits":[]}"#.to_string()),
     }
 }

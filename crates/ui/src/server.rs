@@ -13,6 +13,7 @@ use crate::error::UiError;
 use crate::feed::Feed;
 use crate::guard::{Guard, check};
 use crate::routes::{Routes, router};
+use crate::source::Source;
 use crate::token::Token;
 
 /// A view being served. Dropping it stops the server (as [`UiServer::shutdown`] does, without
@@ -27,11 +28,13 @@ pub struct UiServer {
 }
 
 impl UiServer {
-    /// Bind and serve `feed`; `approvals` `None` serves it read-only.
+    /// Bind and serve `feed`, reading conversations from `source`; `approvals` `None` serves it
+    /// read-only.
     pub(crate) async fn start(
         config: &UiConfig,
         feed: Arc<Feed>,
         approvals: Option<Approvals>,
+        source: Source,
     ) -> Result<Self, UiError> {
         if let Some(warning) = config.exposure_warning() {
             tracing::warn!("{warning}");
@@ -53,6 +56,7 @@ impl UiServer {
             feed: feed.clone(),
             approvals,
             token: token.as_str().to_string(),
+            source: Arc::new(source),
             closing: closed.clone(),
         };
         let guard = Arc::new(Guard { token, origins });

@@ -3,14 +3,18 @@
 
 use std::path::Path;
 
+use troupe_agents::ConversationCopy;
 use troupe_agents::session::load;
-use troupe_protocol::{ChatMessage, Event, EventRecord};
+use troupe_compaction::Archive;
+use troupe_protocol::{Event, EventRecord};
 
 use crate::config::UiConfig;
+use crate::conversation::ConversationView;
 use crate::error::UiError;
 use crate::feed::Feed;
 use crate::server::UiServer;
-use crate::view::{ConversationView, MessageView, View};
+use crate::source::Source;
+use crate::view::View;
 
 /// Serve a session log (`troupe chat`'s, or an agent's `AgentSpec::session`) read-only.
 ///
@@ -46,32 +50,12 @@ pub async fn serve_session(path: &Path, config: UiConfig) -> Result<UiServer, Ui
         };
         feed.update(|view| view.apply(record));
     }
-    let conversation = ConversationView {
-        agent,
-        messages: session
-            .conversation
-            .messages()
-            .iter()
-            .map(|m| message(m))
-            .collect(),
+    let copy = ConversationCopy {
+        conversation: session.conversation,
+        archive: Archive::from(session.archive_entries),
     };
+    let conversation = ConversationView::of(&agent, &copy);
     let model = session.model.clone();
     feed.update(|view| view.set_conversation(conversation, model));
-    UiServer::start(&config, feed, None).await
-}
-
-fn message(m: &ChatMessage) -> MessageView {
-    MessageView {
-        id: m.id.0,
-        role: serde_json::to_value(m.role).unwrap_or_default(),
-        kind: serde_json::to_value(m.kind).unwrap_or_default(),
-        text: m.text(),
-        tool_calls: m
-            .tool_calls
-            .as_slice()
-            .iter()
-            .map(|c| (c.function.name.clone(), c.function.arguments.clone()))
-            .collect(),
-        pinned: m.pinned,
-    }
+    UiServer::start(&config, feed, None, Source::Finished(Some((agent, copy)))).await
 }

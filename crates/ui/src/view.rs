@@ -5,10 +5,14 @@ use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 use troupe_agents::ContextStats;
+use troupe_agents::spend::SpendReport;
 use troupe_compaction::ContextPolicy;
 use troupe_protocol::ApprovalId;
 use troupe_protocol::BudgetExceeded;
 use troupe_protocol::{CompactTrigger, CompactionMode, CompactionReport, Event, EventRecord};
+
+use crate::conversation::ConversationView;
+use crate::waterfall::Traces;
 
 /// The most characters of an agent's latest model answer kept (the rest scrolled off the front).
 pub(crate) const SAID_CAP: usize = 32 * 1024;
@@ -40,7 +44,7 @@ pub enum AgentState {
 }
 
 /// The context meter's marks: fractions of the usable window (the window less the output
-/// reserve), as the agents' budget policy reads them.
+/// reserve), as the agent's context policy reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Marks {
     /// Where the context warning is raised.
@@ -88,6 +92,9 @@ pub(crate) struct AgentView {
     tokens: Option<usize>,
     window: Option<usize>,
     output_reserve: usize,
+    /// The agent's own marks, from its context policy (`None` until its `/context` answered:
+    /// the page then draws the view's default marks).
+    marks: Option<Marks>,
     meter: VecDeque<MeterPoint>,
     /// The tool running now.
     tool: Option<String>,
@@ -99,6 +106,11 @@ pub(crate) struct AgentView {
     model_calls: u64,
     /// The last error its requests or model calls reported.
     error: Option<String>,
+    /// What it spent, as its last `/context` said.
+    spend: Option<SpendReport>,
+    /// Counts its `/context` answers: each one is a moment between requests when its
+    /// conversation may have changed (the page then reads it again, if it shows it).
+    revision: u64,
     #[serde(skip)]
     in_request: bool,
     /// Whether it calls a model (so it answers `/context`).
@@ -115,6 +127,7 @@ impl AgentView {
             tokens: None,
             window: None,
             output_reserve: 0,
+            marks: None,
             meter: VecDeque::new(),
             tool: None,
             paused: None,
@@ -122,9 +135,21 @@ impl AgentView {
             said: String::new(),
             model_calls: 0,
             error: None,
+            spend: None,
+            revision: 0,
             in_request: false,
             llm: false,
         }
+    }
+
+    /// What it spent, as its last `/context` said.
+    pub(crate) fn spend(&self) -> Option<SpendReport> {
+        self.spend
+    }
+
+    /// The budget that paused it, while it waits.
+    pub(crate) fn paused(&self) -> Option<&BudgetExceeded> {
+        self.paused.as_ref()
     }
 
     fn read(&mut self, at_ms: u64, tokens: usize) {
@@ -170,25 +195,6 @@ pub(crate) struct CompactionView {
     applied: Option<bool>,
     waited_ms: Option<u64>,
     reason: Option<String>,
-}
-
-/// One message of a conversation, as the page shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct MessageView {
-    pub(crate) id: u64,
-    pub(crate) role: serde_json::Value,
-    pub(crate) kind: serde_json::Value,
-    pub(crate) text: String,
-    /// `(tool, arguments)` of each tool call it makes.
-    pub(crate) tool_calls: Vec<(String, String)>,
-    pub(crate) pinned: bool,
-}
-
-/// An agent's conversation (a finished run's session log).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct ConversationView {
-    pub(crate) agent: String,
-    pub(crate) messages: Vec<MessageView>,
 }
 
 /// What changed: the page replaces each part it names.
@@ -238,6 +244,7 @@ pub(crate) struct View {
     events: VecDeque<EventRecord>,
     missed: u64,
     conversation: Option<ConversationView>,
+    traces: Traces,
 }
 
 /// What a change touched, to build its patch from.
@@ -262,6 +269,7 @@ impl View {
             events: VecDeque::new(),
             missed: 0,
             conversation: None,
+            traces: Traces::default(),
         }
     }
 
@@ -294,6 +302,11 @@ impl View {
             missed: self.missed,
             conversation: self.conversation.as_ref(),
         }
+    }
+
+    /// The requests' traces.
+    pub(crate) fn traces(&self) -> &Traces {
+        &self.traces
     }
 
     /// The agent named so (added when first seen).
@@ -355,6 +368,13 @@ impl View {
         let view = self.agent_mut(agent);
         view.window = Some(stats.window);
         view.output_reserve = stats.output_reserve;
+        view.marks = Some(Marks {
+            warning: stats.warning,
+            trigger: stats.trigger,
+            target: stats.target,
+        });
+        view.spend = Some(stats.spend);
+        view.revision += 1;
         view.read(at_ms, stats.tokens);
         self.version += 1;
         self.patch(
@@ -559,6 +579,7 @@ impl View {
             // A new kind of event: shown in the log, nothing else known about it.
             _ => touched.agent = false,
         }
+        self.traces.apply(&record);
         if self.events.len() >= self.history.max(1) {
             self.events.pop_front();
         }

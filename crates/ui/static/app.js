@@ -8,7 +8,7 @@ const LOG_ROWS = 200;
 
 const state = {
   version: -1, readOnly: false, marks: null, saidCap: 32768, missed: 0, lagged: 0,
-  agents: new Map(), approvals: [], compactions: new Map(), events: [], conversation: null,
+  agents: new Map(), approvals: [], compactions: new Map(), events: [],
 };
 // Longer texts are folded: their first characters show, the rest opens on a click.
 const FOLD = 600;
@@ -52,7 +52,10 @@ function applySnapshot(s) {
   state.approvals = s.approvals;
   state.compactions = new Map(s.compactions.map(c => [c.n, c]));
   state.events = s.events.slice();
-  state.conversation = s.conversation || null;
+  if (s.conversation) {
+    conv.agent = s.conversation.agent;
+    conv.data = s.conversation;
+  }
   stats.snapshots++;
   stats.applyMs += performance.now() - t0;
   dirty.all = true;
@@ -67,7 +70,11 @@ function applyPatch(p) {
     state.events.push(p.record);
     if (state.events.length > 10000) state.events.splice(0, state.events.length - 10000);
   }
-  if (p.agent) { state.agents.set(p.agent.name, p.agent); dirty.agents.add(p.agent.name); }
+  if (p.agent) {
+    state.agents.set(p.agent.name, p.agent);
+    dirty.agents.add(p.agent.name);
+    conversationMaybeStale(p.agent);
+  }
   if (p.append !== undefined && p.record) {
     const a = state.agents.get(p.record.event.agent);
     if (a) {
@@ -109,6 +116,7 @@ function render() {
   if (d.all || d.compactions) renderCompactions();
   if (d.all || d.log) renderLog();
   if (d.all) renderConversation();
+  if (d.all || d.log) refreshTraces();
   const ms = performance.now() - t0;
   stats.renders++;
   stats.renderMs += ms;
@@ -134,7 +142,8 @@ function agentCard(a) {
   }
   if (a.paused) {
     const p = a.paused;
-    card.append(el('div', 'detail paused', `paused: ${p.scope} budget spent (${JSON.stringify(p.spent)} of ${JSON.stringify(p.limit)})`));
+    card.append(el('div', 'detail paused', `paused: ${p.scope} budget spent (${spendText(p.spent, p.limit)})`));
+    if (!state.readOnly) card.append(raiseForm(a));
   }
   if (a.error) card.append(el('div', 'detail error', `error: ${a.error}`));
   card.append(el('div', 'detail', `model calls: ${a.model_calls}`));
@@ -142,27 +151,57 @@ function agentCard(a) {
     const said = el('pre', 'said', a.said);
     card.append(said);
   }
+  const actions = el('div', 'actions');
+  if (a.revision > 0 || state.readOnly) {
+    const show = el('button', 'show-conversation', 'Conversation');
+    show.addEventListener('click', () => openConversation(a.name));
+    actions.append(show);
+  }
+  if (!state.readOnly && a.revision > 0) {
+    const compact = el('button', 'compact-now', '/compact');
+    compact.addEventListener('click', () => compactNow(a.name));
+    actions.append(compact);
+  }
+  if (actions.childElementCount) card.append(actions);
+  if (notes.has(a.name)) card.append(el('div', 'detail note', notes.get(a.name)));
   return card;
 }
 
 function usable(a) { return a.window ? Math.max(1, a.window - (a.output_reserve || 0)) : null; }
 
+// The agent's own marks (from its context policy, once its /context answered), else the view's.
+function marksOf(a) { return a.marks || state.marks; }
+
+const MARKS = ['warning', 'trigger', 'target'];
+
+function peakOf(a) { return Math.max(a.tokens || 0, ...(a.meter || []).map(p => p.tokens)); }
+
 function meter(a) {
   const box = el('div');
   const bar = el('div', 'meter');
   const use = usable(a);
+  const marks = marksOf(a);
   const text = el('div', 'detail meter-text');
   if (use && a.tokens !== null) {
     const fill = el('div', 'fill');
     fill.style.width = `${Math.min(100, 100 * a.tokens / a.window)}%`;
     bar.append(fill);
-    for (const kind of ['warning', 'trigger', 'target']) {
+    for (const kind of MARKS) {
       const m = el('div', `mark ${kind}`);
-      m.style.left = `${100 * use * state.marks[kind] / a.window}%`;
-      m.title = `${kind}: ${fmt(Math.round(use * state.marks[kind]))} tokens`;
+      const at = Math.round(use * marks[kind]);
+      m.dataset.tokens = String(at);
+      m.style.left = `${100 * at / a.window}%`;
+      m.title = `${kind}: ${fmt(at)} tokens (${Math.round(100 * marks[kind])}% of ${fmt(use)} usable)`;
       bar.append(m);
     }
-    text.textContent = `context: ${fmt(a.tokens)} / ${fmt(a.window)} tokens (${Math.round(100 * a.tokens / use)}% of usable; trigger at ${fmt(Math.round(use * state.marks.trigger))})`;
+    const trigger = Math.round(use * marks.trigger);
+    const peak = peakOf(a);
+    // For a reader (and the browser test): whether the context ever reached the trigger.
+    bar.dataset.peak = String(peak);
+    bar.dataset.trigger = String(trigger);
+    bar.classList.toggle('crossed', peak >= trigger);
+    text.textContent = `context: ${fmt(a.tokens)} / ${fmt(a.window)} tokens (${Math.round(100 * a.tokens / use)}% of usable; ` +
+      `warning ${fmt(Math.round(use * marks.warning))}, trigger ${fmt(trigger)}, target ${fmt(Math.round(use * marks.target))}; peak ${fmt(peak)})`;
   } else {
     text.textContent = a.tokens !== null ? `context: ${fmt(a.tokens)} tokens` : 'context: not measured yet';
   }
@@ -171,27 +210,35 @@ function meter(a) {
 }
 
 const SVG = 'http://www.w3.org/2000/svg';
+const CHART_W = 240, CHART_H = 40;
+function svgEl(tag, attrs) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  return e;
+}
+
+// Tokens over the session, by time, with the three marks as lines.
 function chart(a) {
-  const svg = document.createElementNS(SVG, 'svg');
-  svg.setAttribute('class', 'chart');
-  svg.setAttribute('viewBox', '0 0 240 36');
-  svg.setAttribute('preserveAspectRatio', 'none');
+  const svg = svgEl('svg', { class: 'chart', viewBox: `0 0 ${CHART_W} ${CHART_H}`, preserveAspectRatio: 'none' });
   const pts = a.meter || [];
   const top = Math.max(a.window || 0, ...pts.map(p => p.tokens), 1);
-  if (pts.length > 1) {
-    const line = document.createElementNS(SVG, 'polyline');
-    line.setAttribute('points', pts.map((p, i) =>
-      `${(240 * i / (pts.length - 1)).toFixed(1)},${(36 - 34 * p.tokens / top).toFixed(1)}`).join(' '));
-    svg.append(line);
-  }
+  const y = t => (CHART_H - 1 - (CHART_H - 2) * t / top).toFixed(1);
   const use = usable(a);
   if (use) {
-    const y = (36 - 34 * use * state.marks.trigger / top).toFixed(1);
-    const t = document.createElementNS(SVG, 'line');
-    t.setAttribute('class', 'trigger');
-    t.setAttribute('x1', '0'); t.setAttribute('x2', '240'); t.setAttribute('y1', y); t.setAttribute('y2', y);
-    svg.append(t);
+    const marks = marksOf(a);
+    for (const kind of MARKS) {
+      const at = y(use * marks[kind]);
+      svg.append(svgEl('line', { class: kind, x1: 0, x2: CHART_W, y1: at, y2: at }));
+    }
   }
+  if (pts.length > 1) {
+    const t0 = pts[0].at_ms, span = Math.max(1, pts[pts.length - 1].at_ms - t0);
+    const x = p => (CHART_W * (p.at_ms - t0) / span).toFixed(1);
+    svg.append(svgEl('polyline', { points: pts.map(p => `${x(p)},${y(p.tokens)}`).join(' ') }));
+  }
+  const title = svgEl('title', {});
+  title.textContent = `${pts.length} readings of ${a.name}'s context over the session`;
+  svg.append(title);
   return svg;
 }
 
@@ -259,6 +306,11 @@ function renderCompactions() {
       }
       if (r.reason) row.append(el('div', 'detail', r.reason));
     }
+    if (r && r.archived) {
+      const b = el('button', 'show-archive', `what went to the archive (${fmt(r.archived)})`);
+      b.addEventListener('click', () => openArchive(c.agent));
+      row.append(b);
+    }
     if (c.applied !== null && c.applied !== undefined) {
       row.append(el('div', 'detail applied',
         c.applied ? `applied; the agent waited ${fmt(c.waited_ms)} ms` : `dropped: ${c.reason || ''}`));
@@ -275,24 +327,326 @@ function folded(cls, text) {
   return box;
 }
 
+// ---- An agent's conversation: the newest CONV_PAGE messages drawn, older ones on demand, so a
+// conversation of thousands keeps the DOM (and each render) small.
+const CONV_PAGE = 200;
+const conv = { agent: null, data: null, shown: CONV_PAGE, revision: -1, loading: false };
+
+async function api(path) {
+  const r = await fetch(path, { headers: { 'x-troupe-token': token } });
+  if (!r.ok) throw new Error(`${r.status}: ${await r.text()}`);
+  return r.json();
+}
+
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-troupe-token': token },
+    body: JSON.stringify(body),
+  });
+  const text = await r.text();
+  return { ok: r.ok, status: r.status, text };
+}
+
+async function openConversation(agent) {
+  conv.agent = agent;
+  conv.shown = CONV_PAGE;
+  await loadConversation();
+}
+
+async function loadConversation() {
+  if (!conv.agent || conv.loading) return;
+  conv.loading = true;
+  const a = state.agents.get(conv.agent);
+  const revision = a ? a.revision : 0;
+  try {
+    conv.data = await api(`api/conversation?agent=${encodeURIComponent(conv.agent)}`);
+    conv.revision = revision;
+  } catch (e) {
+    conv.data = { agent: conv.agent, messages: [], archived: 0, error: String(e) };
+  } finally {
+    conv.loading = false;
+  }
+  renderConversation();
+}
+
+// A live agent's conversation is read again when it is between requests once more.
+function conversationMaybeStale(a) {
+  if (conv.agent === a.name && !state.readOnly && a.revision !== conv.revision) loadConversation();
+}
+
+function messageItem(c, m) {
+  const li = el('li', `${m.kind}${m.pinned ? ' pinned' : ''}`);
+  li.dataset.id = String(m.id);
+  const head = el('div');
+  head.append(el('span', 'role', m.role), el('span', 'detail',
+    `m${m.id}${m.kind !== 'normal' ? ` · ${m.kind}` : ''}${m.pinned ? ' · pinned' : ''}${m.answers ? ` · result of ${m.answers}` : ''}`));
+  li.append(head);
+  if (m.text) li.append(folded(m.role === 'tool' ? 'text tool-result' : 'text', m.text));
+  for (const [tool, args] of m.tool_calls) li.append(folded('tool-call', `${tool}(${args})`));
+  if (m.replaces && m.replaces.length) {
+    const box = el('div', 'replaces');
+    box.append(el('span', 'detail', `stands for ${m.replaces.length} archived: `));
+    for (const id of m.replaces) {
+      const b = el('button', 'original', `m${id}`);
+      b.dataset.id = String(id);
+      b.addEventListener('click', () => openOriginal(c.agent, id));
+      box.append(b);
+    }
+    li.append(box);
+  }
+  return li;
+}
+
 function renderConversation() {
   const section = document.getElementById('conversation-section');
-  const c = state.conversation;
+  const c = conv.data;
   section.classList.toggle('hidden', !c);
   if (!c) return;
   const t0 = performance.now();
-  document.getElementById('conversation-agent').textContent = `(${c.agent}, ${fmt(c.messages.length)} messages)`;
-  document.getElementById('conversation').replaceChildren(...c.messages.map(m => {
-    const li = el('li', `${m.kind}${m.pinned ? ' pinned' : ''}`);
-    li.dataset.id = String(m.id);
-    const head = el('div');
-    head.append(el('span', 'role', m.role), el('span', 'detail', `m${m.id}${m.kind !== 'normal' ? ` · ${m.kind}` : ''}${m.pinned ? ' · pinned' : ''}`));
-    li.append(head);
-    if (m.text) li.append(folded('text', m.text));
-    for (const [tool, args] of m.tool_calls) li.append(folded('tool-call', `${tool}(${args})`));
+  const total = c.messages.length;
+  const shown = Math.min(total, conv.shown);
+  document.getElementById('conversation-agent').textContent =
+    `(${c.agent}, ${fmt(total)} messages, ${fmt(c.archived || 0)} archived${c.error ? `; ${c.error}` : ''})`;
+  const older = document.getElementById('conversation-older');
+  older.classList.toggle('hidden', shown >= total);
+  older.textContent = `show ${fmt(Math.min(CONV_PAGE, total - shown))} earlier (${fmt(total - shown)} not drawn)`;
+  document.getElementById('conversation').replaceChildren(
+    ...c.messages.slice(total - shown).map(m => messageItem(c, m)));
+  stats.conversationMs = performance.now() - t0;
+  stats.conversationNodes = document.getElementById('conversation').getElementsByTagName('*').length;
+}
+
+function showOlder() {
+  conv.shown += CONV_PAGE;
+  renderConversation();
+}
+
+// ---- The archive: what compaction replaced, read back by id as `recall` reads it.
+async function openArchive(agent) {
+  const box = document.getElementById('archive');
+  document.getElementById('archive-section').classList.remove('hidden');
+  document.getElementById('archive-agent').textContent = `(${agent})`;
+  let listing;
+  try {
+    listing = await api(`api/archive?agent=${encodeURIComponent(agent)}`);
+  } catch (e) {
+    box.replaceChildren(el('p', 'detail error', `cannot read the archive: ${e}`));
+    return;
+  }
+  const list = el('ol', 'archive-list');
+  for (const e of listing.entries) {
+    const li = el('li');
+    li.dataset.id = String(e.id);
+    const b = el('button', 'original', `m${e.id}`);
+    b.addEventListener('click', () => openOriginal(agent, e.id));
+    li.append(b, el('span', 'detail', `${e.role}${e.replaced_by !== null ? ` → m${e.replaced_by}` : ' (removed)'} · ${fmt(e.chars)} chars: `),
+      el('span', 'first-line', e.first_line));
+    list.append(li);
+  }
+  box.replaceChildren(el('p', 'detail', `${fmt(listing.total)} originals archived${listing.total > listing.entries.length ? ` (newest ${fmt(listing.entries.length)} listed)` : ''}`), list,
+    el('div', 'archived-original'));
+}
+
+async function openOriginal(agent, id) {
+  const section = document.getElementById('archive-section');
+  section.classList.remove('hidden');
+  if (!document.querySelector('#archive .archived-original')) {
+    document.getElementById('archive').replaceChildren(el('div', 'archived-original'));
+    document.getElementById('archive-agent').textContent = `(${agent})`;
+  }
+  const box = document.querySelector('#archive .archived-original');
+  box.dataset.id = String(id);
+  let found;
+  try {
+    found = await api(`api/archive?agent=${encodeURIComponent(agent)}&id=m${id}`);
+  } catch (e) {
+    box.replaceChildren(el('p', 'detail error', `m${id}: ${e}`));
+    return;
+  }
+  const parts = [el('h3', null, `m${id}, as ${agent}'s recall reads it back`)];
+  const one = m => {
+    const d = el('div', 'original-message');
+    d.dataset.id = String(m.id);
+    d.append(el('div', 'detail', `m${m.id} · ${m.role} · ${m.kind}${m.pinned ? ' · pinned' : ''}`));
+    if (m.text) d.append(el('pre', 'original-text', m.text));
+    for (const [tool, args] of m.tool_calls) d.append(el('pre', 'tool-call', `${tool}(${args})`));
+    return d;
+  };
+  if (found.original) parts.push(one(found.original));
+  if (found.replaced.length) {
+    parts.push(el('div', 'detail', `m${id} stands for ${found.replaced.length} originals:`));
+    for (const m of found.replaced) parts.push(one(m));
+  }
+  box.replaceChildren(...parts);
+  box.scrollIntoView({ block: 'nearest' });
+}
+
+// ---- Requests: each trace as a waterfall, across the agents it asked.
+const traces = { open: null, listedAt: -1, busy: false, at: 0 };
+const TRACES_EVERY_MS = 400;
+
+async function refreshTraces() {
+  if (traces.busy || traces.listedAt === state.version) return;
+  // At most every TRACES_EVERY_MS, however fast events come; the last change is always read.
+  const wait = traces.at + TRACES_EVERY_MS - performance.now();
+  if (wait > 0) {
+    if (!traces.timer) traces.timer = setTimeout(() => { traces.timer = null; refreshTraces(); }, wait);
+    return;
+  }
+  traces.at = performance.now();
+  traces.busy = true;
+  const version = state.version;
+  try {
+    const lines = await api('api/traces');
+    traces.listedAt = version;
+    renderTraceList(lines);
+    if (traces.open) await openTrace(traces.open);
+  } catch (e) {
+    // The next tick tries again.
+  } finally {
+    traces.busy = false;
+  }
+}
+
+function renderTraceList(lines) {
+  document.getElementById('no-requests').classList.toggle('hidden', lines.length > 0);
+  document.getElementById('requests').replaceChildren(...lines.slice(0, 50).map(t => {
+    const li = el('li', t.id === traces.open ? 'trace open' : 'trace');
+    li.dataset.trace = t.id;
+    const b = el('button', 'show-trace', `${t.agent}`);
+    b.addEventListener('click', () => { traces.open = t.id; openTrace(t.id); });
+    li.append(b, el('span', 'detail',
+      ` ${new Date(t.start_ms).toLocaleTimeString()} · ${fmt(t.ms)} ms · ${t.spans} spans · ${t.agents.join(' → ')} · ${fmt(t.input_tokens)} in / ${fmt(t.output_tokens)} out${t.open ? ' · running' : ''}`));
     return li;
   }));
-  stats.conversationMs = performance.now() - t0;
+}
+
+const KIND_TEXT = { request: 'request', model_call: 'model call', tool_call: 'tool call', compaction: 'compaction' };
+
+async function openTrace(id) {
+  let t;
+  try {
+    t = await api(`api/traces/${encodeURIComponent(id)}`);
+  } catch (e) {
+    document.getElementById('waterfall').replaceChildren(el('p', 'detail error', String(e)));
+    return;
+  }
+  const t0 = performance.now();
+  const end = Math.max(t.end_ms, ...t.spans.map(s => s.end_ms || t.end_ms));
+  const span = Math.max(1, end - t.start_ms);
+  const box = document.getElementById('waterfall');
+  box.dataset.trace = t.id;
+  const rows = t.spans.map(s => {
+    const row = el('div', `bar-row ${s.kind}`);
+    row.dataset.kind = s.kind;
+    row.dataset.agent = s.agent;
+    const ms = (s.end_ms === null ? end : s.end_ms) - s.start_ms;
+    row.dataset.ms = String(ms);
+    let tokens = '';
+    if (s.input_tokens !== undefined) tokens = ` · ${fmt(s.input_tokens)} in / ${fmt(s.output_tokens)} out`;
+    if (s.tokens) tokens = ` · ${fmt(s.tokens[0])} → ${fmt(s.tokens[1])} tokens`;
+    if (s.waited_ms !== undefined) tokens += ` · waited ${fmt(s.waited_ms)} ms`;
+    const label = el('div', 'bar-label', `${s.agent} · ${KIND_TEXT[s.kind] || s.kind}${s.kind === 'request' ? '' : ` ${s.name}`}`);
+    label.style.paddingLeft = `${0.9 * s.depth}em`;
+    const track = el('div', 'bar-track');
+    const bar = el('div', 'bar');
+    bar.style.left = `${100 * (s.start_ms - t.start_ms) / span}%`;
+    bar.style.width = `${Math.max(0.4, 100 * ms / span)}%`;
+    track.append(bar);
+    const info = el('div', 'bar-info', `${fmt(ms)} ms${s.end_ms === null ? ' (running)' : ''}${tokens}${s.error ? ` · error: ${s.error}` : ''}`);
+    row.append(label, track, info);
+    return row;
+  });
+  box.replaceChildren(el('div', 'detail waterfall-head', `trace ${t.id} · ${t.agent} · ${fmt(span)} ms`), ...rows);
+  for (const li of document.querySelectorAll('#requests li')) li.classList.toggle('open', li.dataset.trace === id);
+  stats.waterfallMs = performance.now() - t0;
+}
+
+// ---- Spend against budgets, and the rate limiters' waits.
+function spendText(spent, limit) {
+  const parts = [];
+  const s = spent || { input_tokens: 0, output_tokens: 0, cost_micros: 0 };
+  const of = (v, l) => l === undefined || l === null ? fmt(v) : `${fmt(v)} of ${fmt(l)}`;
+  parts.push(`${of(s.input_tokens, limit && limit.input_tokens)} in`);
+  parts.push(`${of(s.output_tokens, limit && limit.output_tokens)} out`);
+  const cost = v => `$${(v / 1e6).toFixed(4)}`;
+  parts.push(limit && limit.cost_micros !== undefined ? `${cost(s.cost_micros)} of ${cost(limit.cost_micros)}` : cost(s.cost_micros));
+  return parts.join(', ');
+}
+
+async function refreshSpend() {
+  if (state.readOnly) return;
+  let s;
+  try { s = await api('api/spend'); } catch (e) { return; }
+  document.getElementById('spend-section').classList.toggle('hidden', !s.agents.length && !s.rate_limits.length);
+  const rows = [];
+  for (const a of s.agents) {
+    const row = el('div', a.paused ? 'spend-row paused' : 'spend-row');
+    row.dataset.agent = a.agent;
+    row.append(el('div', 'who', a.agent));
+    const sp = a.spent || {};
+    row.append(el('div', 'detail', `request: ${spendText(a.paused && a.paused.scope === 'request' ? a.paused.spent : sp.request, a.request)}`));
+    row.append(el('div', 'detail', `agent: ${spendText(a.paused && a.paused.scope === 'agent' ? a.paused.spent : sp.agent, a.agent_limit)}`));
+    if (a.team) row.append(el('div', 'detail', `team: ${spendText(a.team_spent, a.team)}`));
+    if (a.paused) row.append(el('div', 'detail paused', `paused on its ${a.paused.scope} budget`));
+    rows.push(row);
+  }
+  for (const r of s.rate_limits) {
+    const row = el('div', 'spend-row rate-limit');
+    row.dataset.limiter = r.name;
+    row.append(el('div', 'who', `rate limit: ${r.name}`),
+      el('div', 'detail', `${fmt(r.requests)} requests, ${fmt(r.waited)} waited (longest ${fmt(r.longest_wait_ms)} ms), ${fmt(r.holds)} Retry-After holds`));
+    rows.push(row);
+  }
+  document.getElementById('spend').replaceChildren(...rows);
+}
+
+// ---- Actions on a live agent: /compact, and raising the budget that paused it.
+const notes = new Map();
+
+function note(agent, text) {
+  notes.set(agent, text);
+  dirty.agents.add(agent);
+  schedule();
+}
+
+async function compactNow(agent) {
+  note(agent, 'compacting…');
+  const r = await post('api/agents/compact', { agent });
+  if (r.ok) {
+    const b = JSON.parse(r.text);
+    note(agent, `compacted: ${fmt(b.tokens_before)} → ${fmt(b.tokens_after)} tokens`);
+  } else {
+    note(agent, `not compacted: ${r.text}`);
+  }
+}
+
+function raiseForm(a) {
+  const p = a.paused;
+  const form = el('div', 'raise');
+  const inputs = {};
+  for (const [key, label] of [['input_tokens', 'input tokens'], ['output_tokens', 'output tokens'], ['cost_micros', 'cost (micro-$)']]) {
+    const input = el('input');
+    input.type = 'number';
+    input.min = '0';
+    input.name = key;
+    input.title = label;
+    input.placeholder = label;
+    const now = p.limit[key];
+    if (now !== undefined && now !== null) input.value = String(now * 2);
+    inputs[key] = input;
+    form.append(input);
+  }
+  const b = el('button', 'raise-budget', `Raise the ${p.scope} budget`);
+  b.addEventListener('click', async () => {
+    const limit = {};
+    for (const [key, input] of Object.entries(inputs)) if (input.value !== '') limit[key] = Number(input.value);
+    const r = await post('api/budgets/raise', { agent: a.name, scope: p.scope, limit });
+    note(a.name, r.ok ? `${p.scope} budget raised` : `not raised: ${r.text}`);
+  });
+  form.append(b);
+  return form;
 }
 
 function describe(ev) {
@@ -323,4 +677,8 @@ function connect() {
   es.addEventListener('error', () => setStatus('disconnected (retrying)'));
 }
 
+document.getElementById('conversation-older').addEventListener('click', showOlder);
 connect();
+// Spend and the limiters change without events of their own.
+setInterval(refreshSpend, 1500);
+refreshSpend();

@@ -126,6 +126,23 @@ try:
     check("/ 16,384 tokens" in meter, f"the writer's context meter reads its window: {meter}")
     check(len(driver.find_elements(By.CSS_SELECTOR, ".card[data-agent=writer] .meter .mark")) == 3,
           "the meter marks warning, trigger and target")
+    # The writer's own policy (support.rs WRITER_MARKS: 0.25, 0.35, 0.15 of the usable window,
+    # 16,384 less its 256-token answer reserve), not the view's defaults.
+    usable = 16384 - 256
+    own = {k: str(round(usable * f)) for k, f in (("warning", 0.25), ("trigger", 0.35), ("target", 0.15))}
+
+    def writer_marks():
+        return {k: driver.find_element(By.CSS_SELECTOR, f".card[data-agent=writer] .meter .mark.{k}")
+                .get_attribute("data-tokens") for k in own}
+    wait_for("the writer's own marks on its meter", lambda: writer_marks() == own)
+    bar = driver.find_element(By.CSS_SELECTOR, ".card[data-agent=writer] .meter")
+    peak, trigger = int(bar.get_attribute("data-peak")), int(bar.get_attribute("data-trigger"))
+    check(peak >= trigger and "crossed" in bar.get_attribute("class"),
+          f"the writer's meter crossed its trigger: peak {peak}, trigger {trigger}")
+    chart = driver.find_element(By.CSS_SELECTOR, ".card[data-agent=writer] svg.chart")
+    check(len(chart.find_elements(By.CSS_SELECTOR, "line")) == 3 and chart.find_elements(By.CSS_SELECTOR, "polyline"),
+          "the chart draws tokens over the session with the three marks")
+    shot("meter")
 
     # The coder asks for two calls.
     wait_for("two waiting calls", lambda: len(driver.find_elements(By.CSS_SELECTOR, ".approval")) == 2)
@@ -166,10 +183,12 @@ try:
     driver.switch_to.new_window("tab")
     driver.get(f"http://127.0.0.1:{evil.server_address[1]}/")
     WebDriverWait(driver, 30).until(lambda d: d.title == "sent")
-    time.sleep(0.5)
     # (The view's own tab keeps its feed open meanwhile: only the evil page's two requests.)
-    refused = statuses("/api/snapshot", "/api/approvals/")
-    check(refused == [403, 403],
+    # Polled, not slept on: the log is read until both answers are in it.
+    refused = []
+    WebDriverWait(driver, 30, poll_frequency=0.05).until(
+        lambda d: refused.extend(statuses("/api/snapshot", "/api/approvals/")) or len(refused) >= 2)
+    check(sorted(refused) == [403, 403],
           f"another origin is refused: {refused}")
     driver.close()
     driver.switch_to.window(view_tab)
@@ -198,6 +217,77 @@ try:
     check(coder.index("waiting_for_approval") < len(coder) - 1 and coder[-1] == "idle",
           f"the coder changed state on the page: {coder}")
     shot("answered")
+
+    # The writer's conversation, live: its messages, the pin, the compaction's summary where it
+    # sits with what it stands for, long answers folded, the hostile answer as text.
+    def open_conversation(agent):
+        driver.find_element(By.CSS_SELECTOR, f".card[data-agent={agent}] button.show-conversation").click()
+        # textContent: the heading is upper-cased on screen.
+        wait_for(f"{agent}'s conversation", lambda: f"({agent}," in
+                 driver.find_element(By.ID, "conversation-agent").get_attribute("textContent")
+                 and driver.find_elements(By.CSS_SELECTOR, "#conversation li"))
+    open_conversation("writer")
+    items = driver.find_elements(By.CSS_SELECTOR, "#conversation li")
+    pinned = driver.find_elements(By.CSS_SELECTOR, "#conversation li.pinned")
+    check(len(pinned) == 1 and "part 0, please" in pinned[0].text and "pinned" in pinned[0].text,
+          "the pinned message is marked")
+    summaries = driver.find_elements(By.CSS_SELECTOR, "#conversation li.summary")
+    check(summaries and summaries[0].find_elements(By.CSS_SELECTOR, ".replaces button.original"),
+          "the compaction's summary sits in the conversation with what it stands for")
+    check(driver.find_elements(By.CSS_SELECTOR, "#conversation li details"), "long answers are folded")
+    last_text = items[-1].find_element(By.CSS_SELECTOR, "pre.text").text
+    check(last_text == HOSTILE, f"the writer's last answer reads as text: {last_text!r}")
+    check(not driver.find_elements(By.CSS_SELECTOR, "#conversation script, #conversation img")
+          and driver.execute_script("return window.__pwned") is None, "its markup never ran")
+    shot("conversation-live")
+
+    # An archived original, opened from the summary as recall reads it back.
+    first = summaries[0].find_element(By.CSS_SELECTOR, ".replaces button.original")
+    wanted = first.get_attribute("data-id")
+    first.click()
+    wait_for("the archived original", lambda: driver.find_elements(
+        By.CSS_SELECTOR, f"#archive .archived-original[data-id='{wanted}'] .original-message[data-id='{wanted}']"))
+    text = driver.find_element(By.CSS_SELECTOR, f"#archive .original-message[data-id='{wanted}'] pre.original-text").text
+    check(text.startswith("part ") or text.startswith("w"), f"m{wanted} reads back verbatim: {text[:60]!r}")
+    # And from the compaction: what went to the archive, each original opens.
+    driver.find_element(By.CSS_SELECTOR, ".compaction[data-agent=writer] button.show-archive").click()
+    wait_for("the archive listing", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#archive .archive-list li")) > 1)
+    entry = driver.find_elements(By.CSS_SELECTOR, "#archive .archive-list li")[-1]
+    entry_id = entry.get_attribute("data-id")
+    entry.find_element(By.CSS_SELECTOR, "button.original").click()
+    wait_for("an original from the listing", lambda: driver.find_elements(
+        By.CSS_SELECTOR, f"#archive .original-message[data-id='{entry_id}'] pre.original-text"))
+    check(not driver.find_elements(By.CSS_SELECTOR, "#archive script, #archive img"), "the archive renders as text")
+    shot("archive")
+
+    # The coder's conversation: its tool calls and their results.
+    open_conversation("coder")
+    calls = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#conversation .tool-call")]
+    check('run({"command": "rm -rf build"})' in calls and 'run({"command": "rm -rf /data"})' in calls,
+          f"the coder's tool calls are shown: {calls}")
+    results = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#conversation pre.tool-result")]
+    check(any("ran rm -rf build" in r for r in results) and any("denied" in r for r in results),
+          f"and their results: {results}")
+
+    # A request's waterfall: the coder's, from its request to its model and tool calls.
+    def coder_trace():
+        rows = driver.find_elements(By.CSS_SELECTOR, "#requests li")
+        return next((r for r in rows if r.find_element(By.CSS_SELECTOR, "button.show-trace").text == "coder"), None)
+    wait_for("the coder's request in the list", lambda: coder_trace() is not None)
+    coder_trace().find_element(By.CSS_SELECTOR, "button.show-trace").click()
+    wait_for("the coder's waterfall", lambda: driver.find_elements(By.CSS_SELECTOR, "#waterfall .bar-row.model_call"))
+    bars = driver.execute_script(
+        "return [...document.querySelectorAll('#waterfall .bar-row')].map(r => "
+        "[r.dataset.kind, r.dataset.agent, Number(r.dataset.ms), r.querySelector('.bar-info').textContent, "
+        "parseFloat(r.querySelector('.bar-label').style.paddingLeft) || 0]);")
+    kinds = [b[0] for b in bars]
+    check(kinds[0] == "request" and kinds.count("model_call") == 2 and "tool_call" in kinds,
+          f"the waterfall reads request → model calls and tool calls: {kinds}")
+    check(all(b[1] == "coder" for b in bars) and all(b[2] >= 0 for b in bars), "each bar has its agent and duration")
+    model_info = [b[3] for b in bars if b[0] == "model_call"]
+    check(all(" in / " in i and " ms" in i for i in model_info), f"model calls show tokens and time: {model_info}")
+    check(all(b[4] > 0 for b in bars[1:]), "calls nest under their request")
+    shot("waterfall")
 
     # Load: 10,000 events while the page stays live.
     loaded = f"return state.events.filter(r => r.event.agent.startsWith('load')).length"
@@ -234,11 +324,28 @@ try:
     # A finished run of 1,000 messages, read-only.
     start = time.monotonic()
     driver.get(SESSION_URL)
-    wait_for("the conversation", lambda: len(driver.find_elements(By.CSS_SELECTOR, "#conversation li")) == 1000)
+    driver.execute_script(
+        "window.__long = []; new PerformanceObserver(l => window.__long.push("
+        "...l.getEntries().map(e => e.duration))).observe({type: 'longtask', buffered: true});")
+    drawn = "return document.querySelectorAll('#conversation li').length"
+    wait_for("the conversation", lambda: driver.execute_script(drawn) > 0)
     took = time.monotonic() - start
     check(driver.find_element(By.ID, "mode").text == "finished run (read-only)", "the page says read-only")
+    check("1,000 messages" in driver.find_element(By.ID, "conversation-agent").get_attribute("textContent"),
+          "all 1,000 messages are counted")
+    first_draw = {"li": driver.execute_script(drawn),
+                  "ms": driver.execute_script("return troupeStats.conversationMs"),
+                  "nodes": driver.execute_script("return troupeStats.conversationNodes")}
+    check(first_draw["li"] == 200, f"the newest 200 are drawn, the rest on demand: {first_draw}")
     last = driver.find_elements(By.CSS_SELECTOR, "#conversation li")[-1]
     check(last.find_element(By.CSS_SELECTOR, "pre.text").text == HOSTILE, "the last answer reads as text")
+    # Every message is reachable: the older ones are drawn a page at a time.
+    older = driver.find_element(By.ID, "conversation-older")
+    steps = []
+    while older.is_displayed():
+        t = driver.execute_script("const t = performance.now(); showOlder(); return performance.now() - t;")
+        steps.append(round(t, 1))
+    check(driver.execute_script(drawn) == 1000, "all 1,000 messages drawn once asked for")
     check(not driver.find_elements(By.CSS_SELECTOR, "#conversation script, #conversation img")
           and driver.execute_script("return window.__pwned") is None, "its markup never ran")
     check(len(driver.find_elements(By.CSS_SELECTOR, "#conversation details")) > 0, "long messages are folded")
@@ -246,7 +353,9 @@ try:
         "const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime;")
     say("MEASURE " + json.dumps({
         "messages": 1000, "seconds_until_shown": round(took, 2),
-        "conversation_render_ms": round(driver.execute_script("return troupeStats.conversationMs"), 1),
+        "first_render_ms": round(first_draw["ms"], 1), "first_render_dom_nodes": first_draw["nodes"],
+        "show_older_render_ms": steps,
+        "all_drawn_dom_nodes": driver.execute_script("return troupeStats.conversationNodes"),
         "page_load_ms": round(nav, 1),
         "longest_task_ms": round(max(driver.execute_script("return window.__long || []"), default=0), 1),
     }))

@@ -2,8 +2,10 @@
 //! `selenium` package: `tests/browser/view_check.py`), against a scripted team: it sees an agent
 //! change state, a compaction appear with its receipt, approves one waiting call and denies
 //! another (the agent does what was chosen), renders a model answer with `<script>` and
-//! `<img onerror>` as text, and is refused without the token or from another origin. Then it
-//! times the page taking in 10,000 events, and opening a finished run of 1,000 messages.
+//! `<img onerror>` as text, and is refused without the token or from another origin; it sees a
+//! context meter cross its trigger, opens an agent's conversation (the pin, the summary where
+//! it sits, tool calls and results) and an archived original, and reads a request's waterfall.
+//! Then it times the page taking in 10,000 events, and opening a finished run of 1,000 messages.
 //!
 //! The python is `TROUPE_SELENIUM_PYTHON` (`.ci/run` sets it to its venv's), else that venv's
 //! when it exists, else `python3`.
@@ -124,11 +126,18 @@ async fn the_page_in_a_real_browser() {
             .await
             .unwrap();
     }
-    let compacted = team
-        .agent::<troupe_agents::LlmAgent>("writer")
-        .compact(None)
-        .await
-        .unwrap();
+    // The first question is pinned: compaction keeps it, and the page marks it.
+    let writer = team.agent::<troupe_agents::LlmAgent>("writer");
+    let copy = writer.conversation().await.unwrap();
+    let first = copy
+        .conversation
+        .messages()
+        .iter()
+        .find(|m| m.role == troupe_protocol::Role::User)
+        .unwrap()
+        .id;
+    writer.pin(first, true).await.unwrap();
+    let compacted = writer.compact(None).await.unwrap();
     assert!(compacted.report.receipt.is_some());
     team.ask("writer", "and the last part").await.unwrap();
     let coder = {

@@ -1,3 +1,4 @@
+mod actions;
 mod browser;
 mod server;
 mod support;

@@ -16,7 +16,7 @@ use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_ui::{UiConfig, serve, serve_session, serve_trace};
 
 use super::support::{
-    HOSTILE, Runs, base_of, client, run_tool, sse_events, sse_until, team, token_of,
+    HOSTILE, Runs, WRITER_ANSWERS, base_of, client, run_tool, sse_events, sse_until, team, token_of,
 };
 
 #[tokio::test]
@@ -569,4 +569,101 @@ async fn a_session_log_opens_read_only_with_its_conversation_as_text() {
     assert_eq!(messages[2]["text"], "ran ls");
     assert_eq!(messages[3]["text"], HOSTILE);
     ui.shutdown().await;
+}
+
+/// GET `path` of the view with its token, as JSON (panics on a status other than 200).
+async fn get_json(ui: &troupe_ui::UiServer, path: &str) -> Value {
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let response = client()
+        .get(format!("{base}{path}"))
+        .header("x-troupe-token", token)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.text().await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{path}: {body}");
+    assert!(!body.contains('<'), "markup escaped in what is served");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[tokio::test]
+async fn an_agents_conversation_shows_pins_and_where_each_summary_sits_and_its_archive_reads_back()
+{
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    for i in 0..WRITER_ANSWERS {
+        team.ask("writer", format!("part {i}, please"))
+            .await
+            .unwrap();
+    }
+    let writer = team.agent::<troupe_agents::LlmAgent>("writer");
+    let copy = writer.conversation().await.unwrap();
+    let first = copy.conversation.messages()[0].clone();
+    writer.pin(first.id, true).await.unwrap();
+    writer.compact(None).await.unwrap();
+    team.ask("writer", "and the last part").await.unwrap();
+
+    let conversation = get_json(&ui, "api/conversation?agent=writer").await;
+    assert_eq!(conversation["agent"], "writer");
+    let messages = conversation["messages"].as_array().unwrap();
+    let pinned: Vec<&Value> = messages.iter().filter(|m| m["pinned"] == true).collect();
+    assert_eq!(pinned.len(), 1);
+    assert_eq!(pinned[0]["text"], "part 0, please");
+    // The summary sits where compaction put it, after the pinned question, naming what it
+    // stands for; the answer after it is the hostile one, as text.
+    let summary = messages
+        .iter()
+        .position(|m| m["kind"] == "summary")
+        .expect("a summary in the conversation");
+    assert!(summary > 0);
+    let replaces = messages[summary]["replaces"].as_array().unwrap();
+    assert!(!replaces.is_empty());
+    assert_eq!(messages.last().unwrap()["text"], HOSTILE);
+    let archive = writer.conversation().await.unwrap().archive;
+    assert_eq!(
+        conversation["archived"].as_u64().unwrap() as usize,
+        archive.len()
+    );
+
+    // The archive: every original, newest first, and one read back verbatim by its id.
+    let listing = get_json(&ui, "api/archive?agent=writer").await;
+    let entries = listing["entries"].as_array().unwrap();
+    assert_eq!(listing["total"].as_u64().unwrap() as usize, entries.len());
+    let id = replaces[0].as_u64().unwrap();
+    assert!(entries.iter().any(|e| e["id"] == id));
+    let read = get_json(&ui, &format!("api/archive?agent=writer&id=m{id}")).await;
+    let original = archive
+        .original(troupe_protocol::MessageId(id))
+        .unwrap()
+        .message
+        .text();
+    assert_eq!(read["original"]["text"], original.as_str());
+    // The summary's id reads back as the originals it stands for, as `recall` answers it.
+    let summary_id = messages[summary]["id"].as_u64().unwrap();
+    let stands_for = get_json(&ui, &format!("api/archive?agent=writer&id={summary_id}")).await;
+    let ids: Vec<&Value> = stands_for["replaced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["id"])
+        .collect();
+    assert_eq!(ids, replaces.iter().collect::<Vec<_>>());
+    // An id that names nothing archived is not found, and an unknown agent neither.
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    for path in [
+        "api/archive?agent=writer&id=m99999",
+        "api/conversation?agent=nobody",
+    ] {
+        let status = client()
+            .get(format!("{base}{path}&token={token}"))
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
+    }
+    ui.shutdown().await;
+    team.shutdown().await;
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::{AgentSpec, TeamBuilderExt as _, shared_counter};
+use troupe_agents::{AgentSpec, CompactionSettings, TeamBuilderExt as _, shared_counter};
+use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
 use troupe_runtime::{Team, TeamConfig};
@@ -70,7 +71,12 @@ pub fn words(tag: &str, n: usize) -> String {
 /// How many answers the writer gives before its hostile one.
 pub const WRITER_ANSWERS: usize = 8;
 
-/// A scripted team: `writer` answers long texts and then [`HOSTILE`]; `coder` asks to run
+/// The writer's own marks (not the defaults, so the page shows that it read the agent's policy):
+/// its answers cross the trigger; it compacts only when asked.
+pub const WRITER_MARKS: (f64, f64, f64) = (0.25, 0.35, 0.15);
+
+/// A scripted team: `writer` answers long texts and then [`HOSTILE`] (under [`WRITER_MARKS`],
+/// without automatic compaction); `coder` asks to run
 /// `rm -rf build` and `rm -rf /data` at once (its policy asks about `rm `), then says `done`.
 /// A compression agent with mechanical summaries serves both.
 pub async fn team(runs: &Runs) -> (Team, Arc<ScriptedModel>) {
@@ -104,22 +110,34 @@ pub async fn team(runs: &Runs) -> (Team, Arc<ScriptedModel>) {
         shutdown_grace: Duration::from_millis(500),
         ..TeamConfig::default()
     };
-    let team = troupe_runtime::Team::builder()
-        .config(config)
-        // Mechanical summaries: the scripted models answer the agents only.
-        .compression(CompressionConfig {
-            model: CompressorModel::None,
-            ..CompressionConfig::new(shared_counter())
-        })
-        .agent(AgentSpec::new("writer", writer).max_tokens(256))
-        .agent(
-            AgentSpec::new("coder", coder.clone())
-                .tools(run_tool(runs))
-                .approval(policy),
-        )
-        .start()
-        .await
-        .unwrap();
+    let team =
+        troupe_runtime::Team::builder()
+            .config(config)
+            // Mechanical summaries: the scripted models answer the agents only.
+            .compression(CompressionConfig {
+                model: CompressorModel::None,
+                ..CompressionConfig::new(shared_counter())
+            })
+            .agent(AgentSpec::new("writer", writer).max_tokens(256).compaction(
+                CompactionSettings {
+                    policy: Some(ContextPolicy {
+                        warning: WRITER_MARKS.0,
+                        trigger: WRITER_MARKS.1,
+                        target: WRITER_MARKS.2,
+                        ..ContextPolicy::for_window(16_384)
+                    }),
+                    auto: false,
+                    ..CompactionSettings::default()
+                },
+            ))
+            .agent(
+                AgentSpec::new("coder", coder.clone())
+                    .tools(run_tool(runs))
+                    .approval(policy),
+            )
+            .start()
+            .await
+            .unwrap();
     (team, coder)
 }
 

@@ -1,0 +1,112 @@
+//! What the page may do to a live team besides answering approvals: `/compact` an agent, raise
+//! the budget that paused it. Like every request they pass the guard (the token, no other
+//! origin); a finished run refuses them.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use troupe_agents::{COMPACTION_TIMEOUT, CancellationToken, LlmAgentJob};
+use troupe_protocol::{BudgetScope, SpendLimit, TraceContext};
+
+use crate::json::to_safe_json;
+use crate::routes::Routes;
+
+/// `/compact [focus]` of one agent.
+#[derive(Debug, Deserialize)]
+pub(crate) struct CompactAsk {
+    agent: String,
+    #[serde(default)]
+    focus: Option<String>,
+}
+
+/// A new limit for one of an agent's budgets.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RaiseAsk {
+    agent: String,
+    scope: BudgetScope,
+    limit: SpendLimit,
+}
+
+/// Compact an agent between its requests, as `/compact` does; answers its before and after
+/// tokens. Refused while the agent is responding: the page says so rather than wait.
+pub(crate) async fn compact(State(routes): State<Routes>, Json(ask): Json<CompactAsk>) -> Response {
+    let live = match routes.source.live() {
+        Ok(live) => live,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if live.directory.is_responding(&ask.agent) {
+        return (
+            StatusCode::CONFLICT,
+            format!("{} is responding: compact it between requests", ask.agent),
+        )
+            .into_response();
+    }
+    let CompactAsk { agent, focus } = ask;
+    let asked = live
+        .directory
+        .ask_job(
+            &agent,
+            |reply| LlmAgentJob::Compact(focus, CancellationToken::new(), reply),
+            TraceContext::new_root(),
+            COMPACTION_TIMEOUT,
+        )
+        .await;
+    match asked {
+        Ok(Ok(applied)) => {
+            let body = serde_json::json!({
+                "agent": agent,
+                "tokens_before": applied.report.tokens_before,
+                "tokens_after": applied.report.tokens_after,
+            });
+            json_ok(to_safe_json(&body))
+        }
+        Ok(Err(e)) => (StatusCode::CONFLICT, e.to_string()).into_response(),
+        Err(e) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+    }
+}
+
+/// Raise one of an agent's budgets (the one that paused it, say): it goes on from its next
+/// check. Only budgets the view was given ([`crate::UiConfig::budgets`]) can be raised.
+pub(crate) async fn raise(State(routes): State<Routes>, Json(ask): Json<RaiseAsk>) -> Response {
+    let live = match routes.source.live() {
+        Ok(live) => live,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let Some(budget) = live.budgets.get(&ask.agent) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("the view was given no budget of {}", ask.agent),
+        )
+            .into_response();
+    };
+    // A limit the spend still reaches would leave the agent waiting with nothing asked.
+    let spent = routes.feed.read(|view| {
+        view.agent(&ask.agent)
+            .and_then(|a| a.paused())
+            .filter(|p| p.scope == ask.scope)
+            .map(|p| p.spent)
+    });
+    if let Some(spent) = spent
+        && ask.limit.reached_by(&spent)
+    {
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("spent {spent}: a limit of {} is still reached", ask.limit),
+        )
+            .into_response();
+    }
+    match budget.raise(ask.scope, ask.limit) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => (StatusCode::CONFLICT, e.to_string()).into_response(),
+    }
+}
+
+pub(crate) fn json_ok(body: String) -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}

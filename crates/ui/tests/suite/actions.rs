@@ -1,0 +1,217 @@
+//! The page's actions on a live team: `/compact` an agent and raise the budget that paused
+//! another. Refused without the token and from another origin (nothing done then); with them,
+//! done, and the spend shows the raised limit.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use troupe_agents::spend::{AgentBudget, OnExceeded};
+use troupe_agents::{AgentSpec, spawn_agent};
+use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_protocol::{BudgetScope, Event, SpendLimit};
+use troupe_runtime::AgentRequest;
+use troupe_ui::{UiConfig, serve, serve_trace};
+
+use super::support::{Runs, WRITER_ANSWERS, base_of, client, run_tool, team, token_of};
+
+fn input_limit(n: u64) -> SpendLimit {
+    SpendLimit {
+        input_tokens: Some(n),
+        ..SpendLimit::default()
+    }
+}
+
+/// How a request is sent: with or without the token, from the page or from elsewhere.
+#[derive(Debug, Clone, Copy)]
+enum From {
+    NoToken,
+    OtherOrigin,
+    CrossSite,
+    ThePage,
+}
+
+async fn act(
+    ui: &troupe_ui::UiServer,
+    path: &str,
+    body: &Value,
+    from: From,
+) -> (StatusCode, String) {
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let mut request = client().post(format!("{base}{path}")).json(body);
+    request = match from {
+        From::NoToken => request.header("origin", format!("http://{}", ui.addr())),
+        From::OtherOrigin => request
+            .header("x-troupe-token", &token)
+            .header("origin", "http://evil.example"),
+        From::CrossSite => request
+            .header("x-troupe-token", &token)
+            .header("sec-fetch-site", "cross-site"),
+        From::ThePage => request
+            .header("x-troupe-token", &token)
+            .header("origin", format!("http://{}", ui.addr())),
+    };
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    (status, response.text().await.unwrap())
+}
+
+async fn snapshot(ui: &troupe_ui::UiServer) -> Value {
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    client()
+        .get(format!("{base}api/snapshot?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    // `spender` spends its one-token request budget on its first call, then pauses.
+    let budget = AgentBudget {
+        request: input_limit(1),
+        on_exceeded: OnExceeded::pause(),
+        ..AgentBudget::default()
+    };
+    let model = Arc::new(ScriptedModel::new(
+        "scripted-spender",
+        [
+            ScriptedReply::call("run", r#"{"command": "ls"}"#),
+            ScriptedReply::text("spent"),
+        ],
+    ));
+    spawn_agent(
+        &team,
+        AgentSpec::new("spender", model)
+            .tools(run_tool(&runs))
+            .budget(budget.clone()),
+    )
+    .await
+    .unwrap();
+    let config = UiConfig {
+        budgets: vec![("spender".to_string(), budget.clone())],
+        ..UiConfig::default()
+    };
+    let ui = serve(&team, config).await.unwrap();
+    for i in 0..WRITER_ANSWERS {
+        team.ask("writer", format!("part {i}, please"))
+            .await
+            .unwrap();
+    }
+    let mut events = team.subscribe();
+    let spending = {
+        let directory = team.directory().clone();
+        tokio::spawn(async move {
+            directory
+                .ask(
+                    "spender",
+                    AgentRequest::from_user("list"),
+                    Duration::from_secs(60),
+                )
+                .await
+        })
+    };
+    loop {
+        let record = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if matches!(record.event, Event::BudgetPaused { .. }) {
+            break;
+        }
+    }
+    let compact = json!({ "agent": "writer" });
+    let raise = json!({ "agent": "spender", "scope": "request",
+                        "limit": { "input_tokens": 1_000_000 } });
+    for from in [From::NoToken, From::OtherOrigin, From::CrossSite] {
+        let want = match from {
+            From::NoToken => StatusCode::UNAUTHORIZED,
+            _ => StatusCode::FORBIDDEN,
+        };
+        for (path, body) in [
+            ("api/agents/compact", &compact),
+            ("api/budgets/raise", &raise),
+        ] {
+            let (status, text) = act(&ui, path, body, from).await;
+            assert_eq!(status, want, "{path} {from:?}: {text}");
+        }
+    }
+    // Nothing was done: the spender still waits, the writer was not compacted.
+    assert_eq!(budget.limit(BudgetScope::Request), Some(input_limit(1)));
+    assert!(!spending.is_finished());
+    let before = snapshot(&ui).await;
+    assert!(before["compactions"].as_array().unwrap().is_empty());
+    let spender = before["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "spender")
+        .unwrap();
+    assert_eq!(spender["state"], "paused_by_budget");
+    while let Ok(record) = events.try_recv() {
+        assert!(
+            !matches!(record.event, Event::CompactionStarted { .. }),
+            "a refused /compact compacted"
+        );
+    }
+
+    // From the page, with the token: a limit the spend still reaches is refused, a higher one
+    // lets the spender go on, and the writer is compacted.
+    let too_low = json!({ "agent": "spender", "scope": "request", "limit": { "input_tokens": 1 } });
+    let (status, text) = act(&ui, "api/budgets/raise", &too_low, From::ThePage).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{text}");
+    let (status, text) = act(&ui, "api/budgets/raise", &raise, From::ThePage).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+    let answer = tokio::time::timeout(Duration::from_secs(30), spending)
+        .await
+        .expect("the raised request finishes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, "spent");
+    let (status, text) = act(&ui, "api/agents/compact", &compact, From::ThePage).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let done: Value = serde_json::from_str(&text).unwrap();
+    assert!(done["tokens_after"].as_u64().unwrap() < done["tokens_before"].as_u64().unwrap());
+    let after = snapshot(&ui).await;
+    assert_eq!(after["compactions"][0]["agent"], "writer");
+    // An agent the view was given no budget of cannot be raised; the spend shows the new limit.
+    let other = json!({ "agent": "writer", "scope": "request", "limit": { "input_tokens": 5 } });
+    let (status, _) = act(&ui, "api/budgets/raise", &other, From::ThePage).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let spend: Value = client()
+        .get(format!("{base}api/spend?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(spend["agents"][0]["agent"], "spender");
+    assert_eq!(spend["agents"][0]["request"]["input_tokens"], 1_000_000);
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_finished_run_refuses_every_action() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    std::fs::write(&path, "").unwrap();
+    let ui = serve_trace(&path, UiConfig::default()).await.unwrap();
+    let raise = json!({ "agent": "a", "scope": "request", "limit": {} });
+    for (path, body) in [
+        ("api/agents/compact", json!({ "agent": "a" })),
+        ("api/budgets/raise", raise),
+    ] {
+        let (status, text) = act(&ui, path, &body, From::ThePage).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{path}: {text}");
+    }
+    ui.shutdown().await;
+}
