@@ -56,6 +56,7 @@ fn an_approval_pending_at_sigkill_is_asked_again_after_resume_and_runs_once() {
     let asked = second.wait_for("approve? > ");
     assert!(asked.contains("runs.txt"), "{asked}");
     second.send(b"y");
+    second.wait_for("the request in flight before the restart answered: done");
     second.wait_for("done");
     second.send(b"/exit");
     let (_, stderr, status) = second.finish();
@@ -65,12 +66,16 @@ fn an_approval_pending_at_sigkill_is_asked_again_after_resume_and_runs_once() {
         "ran\n",
         "the approved command ran exactly once"
     );
-    // The model saw the command's output before the new message.
-    let last = requests.lock().unwrap().last().cloned().unwrap();
-    let messages = last["messages"].as_array().unwrap();
+    // The model saw the command's output, finishing the request in flight (durable steps),
+    // before the new message.
+    let sent = requests.lock().unwrap().clone();
+    let resumed = sent[sent.len() - 2]["messages"].as_array().unwrap();
+    let result = resumed.last().unwrap();
+    assert_eq!(result["role"], "tool");
+    assert!(result["content"].to_string().contains("once"));
+    let messages = sent.last().unwrap()["messages"].as_array().unwrap();
     let n = messages.len();
-    assert_eq!(messages[n - 2]["role"], "tool");
-    assert!(messages[n - 2]["content"].to_string().contains("once"));
+    assert_eq!(messages[n - 2]["role"], "assistant");
     assert_eq!(messages[n - 1]["content"], "go on");
 
     // A third chat finds nothing paused and runs nothing again.

@@ -111,9 +111,12 @@ async fn session_writer_child() {
         auto: false,
         ..CompactionSettings::default()
     };
+    // Request-level commits: one commit per turn, so a turn is whole or absent (a request cut
+    // with durable steps resumes instead: `chat_durable.rs`).
     let spec = AgentSpec::new("writer", model)
         .compaction(settings)
-        .session(path);
+        .session(path)
+        .request_commits_only();
     spawn_agent(&team, spec).await.unwrap();
     let done = team.checkpoint("writer").unwrap().conversation.len() / 2;
     for turn in done + 1.. {

@@ -77,25 +77,74 @@ impl Chat {
             requests: 0,
             unsaved: Unsaved::default(),
         };
-        chat.tell_paused().await;
+        if !chat.tell_paused().await {
+            chat.resume_in_flight().await;
+        }
         chat.adopt_instructions().await;
         Ok(chat)
     }
 
-    /// Say so when the log the agent continues from ends in a turn paused for approval.
-    async fn tell_paused(&self) {
+    /// Say so when the log the agent continues from ends in a turn paused for approval; answers
+    /// whether it does.
+    async fn tell_paused(&self) -> bool {
         let paused = self
             .team
-            .with_agent::<LlmAgent, _, _>(&self.name(), |a| a.paused_calls().len())
+            .with_agent::<LlmAgent, _, _>(&self.name(), |a| {
+                let calls = a.paused_calls();
+                // Calls a step left open (durable steps) wait for no one: the resumed request
+                // settles them.
+                if calls.iter().any(|c| c.ask) {
+                    calls.len()
+                } else {
+                    0
+                }
+            })
             .await
             .ok()
             .flatten()
             .unwrap_or(0);
-        if paused > 0 {
+        let told = paused > 0;
+        if told {
             println!(
                 "the last turn paused for approval ({paused} tool call(s)); your next message \
                  asks again before it goes on"
             );
+        }
+        told
+    }
+
+    /// A request the log shows in flight (the chat before this one stopped in the middle of
+    /// it) is finished first, from its last committed step: no model answer in the log is asked
+    /// for again, no finished tool runs again.
+    async fn resume_in_flight(&mut self) {
+        let in_flight = self
+            .team
+            .with_agent::<LlmAgent, _, _>(&self.name(), |a| a.request_in_flight())
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(false);
+        if !in_flight {
+            return;
+        }
+        println!("resuming the request in flight from its last committed step…");
+        match self
+            .team
+            .agent::<LlmAgent>(&self.name())
+            .resume_request()
+            .await
+        {
+            Ok(Some(Ok(answer))) => {
+                println!("{}", safe(&answer));
+                self.check_saved(Some("the resumed request".to_string()))
+                    .await;
+            }
+            Ok(Some(Err(e))) => println!(
+                "error: the resumed request failed: {}",
+                safe(&e.to_string())
+            ),
+            Ok(None) => {}
+            Err(e) => println!("error: cannot resume the request: {}", safe(&e.to_string())),
         }
     }
 

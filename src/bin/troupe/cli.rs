@@ -54,6 +54,44 @@ pub enum Command {
         #[command(subcommand)]
         command: A2aCommand,
     },
+    /// A session log's steps, and forks of it at a step (time travel).
+    Session {
+        #[command(subcommand)]
+        command: SessionCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// List a session log's steps (request, model call, tool call, compaction…) with their ids.
+    Show(SessionShowArgs),
+    /// Write a new log ending at a step; `troupe chat --session NEW` continues from there.
+    Fork(SessionForkArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe session show chat.jsonl")]
+pub struct SessionShowArgs {
+    /// The session log.
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  troupe session fork chat.jsonl --at 12 --out retry.jsonl
+  troupe chat --session retry.jsonl     # continues from step 12 (a request in flight resumes)")]
+pub struct SessionForkArgs {
+    /// The session log (left untouched).
+    pub log: PathBuf,
+    /// The step the new log ends at (an id `troupe session show` lists).
+    #[arg(long)]
+    pub at: String,
+    /// The new log (must not exist).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

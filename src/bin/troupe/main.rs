@@ -28,6 +28,7 @@ mod node_cmd;
 mod out;
 mod progress;
 mod secrets;
+mod session_cmd;
 mod summarizer;
 mod trace_cmd;
 mod transcript_cmds;
@@ -37,7 +38,7 @@ use clap::Parser;
 use tracing::Instrument;
 use troupe::telemetry::redact::redact_value;
 
-use cli::{Cli, Command, McpCommand, ModelCommand};
+use cli::{Cli, Command, McpCommand, ModelCommand, SessionCommand};
 
 /// How long the runtime's blocking threads get to finish once the command is over.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
@@ -118,6 +119,12 @@ fn main() -> std::process::ExitCode {
             Command::A2a {
                 command: cli::A2aCommand::Serve(args),
             } => a2a_cmd::serve(args).await,
+            Command::Session {
+                command: SessionCommand::Show(args),
+            } => session_cmd::show(&args),
+            Command::Session {
+                command: SessionCommand::Fork(args),
+            } => session_cmd::fork(&args),
         }
     });
     // A read of stdin in flight (chat waiting for a line) cannot be cancelled and would hold a

@@ -133,7 +133,9 @@ impl Chat {
             Ok(restored) => {
                 println!("resumed {} ({restored} messages)", target.display());
                 self.path = target;
-                self.tell_paused().await;
+                if !self.tell_paused().await {
+                    self.resume_in_flight().await;
+                }
                 self.adopt_instructions().await;
             }
             Err(e) => println!(

@@ -34,6 +34,14 @@ impl Shown {
                 self.print(&out);
             }
             Event::ToolCallStarted { tool, .. } => self.notice(&format!("[tool {}]", safe(tool))),
+            // The request a restart left in flight, finished before this one (durable steps).
+            Event::RequestResumed {
+                answer: Some(answer),
+                ..
+            } => self.notice(&format!(
+                "[the request in flight before the restart answered: {}]",
+                safe(answer)
+            )),
             Event::ToolCallFinished {
                 tool,
                 is_error: true,

@@ -1,0 +1,61 @@
+//! `troupe session show LOG` and `troupe session fork LOG --at STEP --out NEW`: a session log's
+//! steps, and a new log ending at one of them (time travel; `troupe::agents::session`).
+
+use anyhow::Context as _;
+use troupe::agents::session::{Session, steps};
+
+use troupe::telemetry::redact::redact_value;
+use troupe_cli::trace_tree::escape_control;
+
+use crate::cli::{SessionForkArgs, SessionShowArgs};
+
+/// Text from a log (a model's or a tool's words) redacted and escaped for the terminal.
+fn safe_text(text: &str) -> String {
+    escape_control(&redact_value(text)).to_string()
+}
+
+/// One line per step: its id, kind, line in the log and what it recorded.
+pub fn show(args: &SessionShowArgs) -> anyhow::Result<()> {
+    let steps = steps(&args.log)?;
+    let session = troupe::agents::session::load(&args.log)?;
+    for warning in &session.warnings {
+        println!("warning: {}", safe_text(warning));
+    }
+    println!("{:>5}  {:<13} {:>6}  detail", "step", "kind", "line");
+    for step in &steps {
+        println!(
+            "{:>5}  {:<13} {:>6}  {}",
+            step.id,
+            step.kind.as_str(),
+            step.line,
+            safe_text(&step.detail)
+        );
+    }
+    if session.in_flight {
+        println!("(a request is in flight: `troupe chat --session` resumes it from its last step)");
+    }
+    Ok(())
+}
+
+/// The new log, ending at the step asked for; the original is left as it was.
+pub fn fork(args: &SessionForkArgs) -> anyhow::Result<()> {
+    let at: usize = args.at.trim().parse().with_context(|| {
+        format!(
+            "step id `{}` is not a step id: `troupe session show {}` lists them",
+            safe_text(&args.at),
+            args.log.display()
+        )
+    })?;
+    let forked = Session::fork(&args.log, at, &args.out)?;
+    println!(
+        "wrote {} ({} messages, ending at step {at}{})",
+        args.out.display(),
+        forked.conversation.len(),
+        if forked.in_flight {
+            "; a request is in flight there, which `troupe chat --session` resumes"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}
