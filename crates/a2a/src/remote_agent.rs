@@ -199,7 +199,9 @@ struct RemoteCall {
     task_id: Option<String>,
     context_id: Option<String>,
     state: TaskState,
-    /// The artifacts' text, capped.
+    /// The artifacts' text by artifact id, in the order they came; their sum capped.
+    artifacts: Vec<(String, String)>,
+    /// A direct answer's text.
     text: String,
     /// The last status message's text (a question, a failure's reason).
     status_text: String,
@@ -214,6 +216,7 @@ impl RemoteCall {
             task_id,
             context_id: None,
             state: TaskState::Unspecified,
+            artifacts: Vec::new(),
             text: String::new(),
             status_text: String::new(),
             direct: false,
@@ -270,13 +273,11 @@ impl RemoteCall {
                 self.own(&task.id)?;
                 self.context_id = Some(task.context_id);
                 self.status(task.status.state, task.status.message.as_ref());
-                if self.text.is_empty() {
-                    let text: Vec<String> = task
-                        .artifacts
-                        .iter()
-                        .map(|a| parts_text(&a.parts))
-                        .collect();
-                    self.add_text(&text.concat())?;
+                // A task's artifacts are whole: they stand for what chunks said, if any came.
+                if self.artifacts.is_empty() {
+                    for artifact in &task.artifacts {
+                        self.artifact(&artifact.artifact_id, &parts_text(&artifact.parts), true)?;
+                    }
                 }
                 Ok(None)
             }
@@ -285,7 +286,9 @@ impl RemoteCall {
                     self.context_id = message.context_id.clone();
                 }
                 self.direct = true;
-                self.add_text(&message.text_content())?;
+                let text = message.text_content();
+                self.check_room(text.len())?;
+                self.text = text;
                 Ok(None)
             }
             StreamResponse::StatusUpdate(update) => {
@@ -297,8 +300,10 @@ impl RemoteCall {
             StreamResponse::ArtifactUpdate(update) => {
                 self.own(&update.task_id)?;
                 let chunk = parts_text(&update.artifact.parts);
-                self.add_text(&chunk)?;
-                Ok(Some(chunk).filter(|c| !c.is_empty()))
+                let appended =
+                    self.artifact(&update.artifact.artifact_id, &chunk, update.append)?;
+                // A replacement is not new text to a reader who followed the chunks.
+                Ok(Some(chunk).filter(|c| appended && !c.is_empty()))
             }
         }
     }
@@ -325,16 +330,44 @@ impl RemoteCall {
         }
     }
 
-    fn add_text(&mut self, text: &str) -> Result<(), A2aError> {
+    /// Take in an artifact's chunk: appended to the artifact of its id, or replacing it (A2A's
+    /// `append: false`); whether it was appended (or is a new artifact).
+    fn artifact(&mut self, id: &str, chunk: &str, append: bool) -> Result<bool, A2aError> {
+        let index = self.artifacts.iter().position(|(a, _)| a == id);
+        let growth = match (index, append) {
+            (Some(i), false) => chunk.len().saturating_sub(self.artifacts[i].1.len()),
+            _ => chunk.len(),
+        };
+        self.check_room(growth)?;
+        match (index, append) {
+            (Some(i), true) => self.artifacts[i].1.push_str(chunk),
+            (Some(i), false) => {
+                self.artifacts[i].1 = chunk.to_string();
+                return Ok(false);
+            }
+            (None, _) => self.artifacts.push((id.to_string(), chunk.to_string())),
+        }
+        Ok(true)
+    }
+
+    /// Refuse text past the answer cap.
+    fn check_room(&self, more: usize) -> Result<(), A2aError> {
         let cap = self.client.limits().answer_bytes;
-        if self.text.len() + text.len() > cap {
+        let held: usize =
+            self.artifacts.iter().map(|(_, t)| t.len()).sum::<usize>() + self.text.len();
+        if held + more > cap {
             return Err(A2aError::TooLarge {
                 what: "the agent's answer".into(),
                 cap,
             });
         }
-        self.text.push_str(text);
         Ok(())
+    }
+
+    /// The artifacts' text, one after another (separate artifacts on separate lines).
+    fn artifacts_text(&self) -> String {
+        let texts: Vec<&str> = self.artifacts.iter().map(|(_, t)| t.as_str()).collect();
+        texts.join("\n")
     }
 
     fn outcome(&self, name: &str) -> Result<Answer, AgentError> {
@@ -342,11 +375,14 @@ impl RemoteCall {
             return Ok(Answer::Done(self.text.clone()));
         }
         match self.state {
-            TaskState::Completed => Ok(Answer::Done(if self.text.is_empty() {
-                self.status_text.clone()
-            } else {
-                self.text.clone()
-            })),
+            TaskState::Completed => {
+                let text = self.artifacts_text();
+                Ok(Answer::Done(if text.is_empty() {
+                    self.status_text.clone()
+                } else {
+                    text
+                }))
+            }
             TaskState::InputRequired => Ok(Answer::Question(self.status_text.clone())),
             TaskState::AuthRequired => Err(AgentError::Failed(format!(
                 "A2A agent `{name}` needs credentials for this task: {}",

@@ -86,6 +86,8 @@ pub enum PeerScript {
     HugeAnswer(usize),
     /// Asks for input on `t1`; completes it with the answer's text.
     InputRequired,
+    /// Streams a draft in chunks, then replaces the artifact with the final text.
+    Replacing,
 }
 
 /// What the fake peer saw.
@@ -172,7 +174,11 @@ fn status(id: &str, state: &str, text: Option<&str>) -> Value {
 }
 
 fn artifact(id: &str, text: &str) -> Value {
-    json!({"artifactUpdate": {"taskId": id, "contextId": "ctx", "append": true,
+    chunk(id, text, true)
+}
+
+fn chunk(id: &str, text: &str, append: bool) -> Value {
+    json!({"artifactUpdate": {"taskId": id, "contextId": "ctx", "append": append,
         "artifact": {"artifactId": "a", "parts": [{"text": text}]}}})
 }
 
@@ -215,6 +221,13 @@ fn peer_rpc(
         ("SendStreamingMessage", PeerScript::ForeignTask) => sse(futures::stream::iter([
             task("t1", "TASK_STATE_WORKING"),
             status("t2", "TASK_STATE_COMPLETED", Some("not yours")),
+        ])),
+        ("SendStreamingMessage", PeerScript::Replacing) => sse(futures::stream::iter([
+            task("t1", "TASK_STATE_WORKING"),
+            chunk("t1", "draft ", false),
+            chunk("t1", "more", true),
+            chunk("t1", "final answer", false),
+            status("t1", "TASK_STATE_COMPLETED", None),
         ])),
         ("SendStreamingMessage", PeerScript::InputRequired) => {
             let answering = params["message"]["taskId"].as_str() == Some("t1");

@@ -97,3 +97,25 @@ async fn input_required_is_a_question_to_the_asker_whose_next_request_answers_th
     );
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_replaced_artifact_is_the_answer_and_only_appended_text_streams() {
+    let (base, _) = fake_peer(PeerScript::Replacing, true).await;
+    let team = empty_team().await;
+    join_team(&team, "drafter", &A2aRemote::new(base))
+        .await
+        .unwrap();
+    let mut stream = team.ask_stream("drafter", "write");
+    let mut deltas = String::new();
+    let mut answer = None;
+    while let Some(item) = stream.next().await {
+        match item.unwrap() {
+            AskItem::Event(Event::ModelDelta { text, .. }) => deltas.push_str(&text),
+            AskItem::Answer(text) => answer = Some(text),
+            _ => {}
+        }
+    }
+    assert_eq!(deltas, "draft more");
+    assert_eq!(answer.as_deref(), Some("final answer"));
+    team.shutdown().await;
+}
