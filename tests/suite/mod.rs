@@ -41,3 +41,4 @@ mod trace_tree;
 mod trace_tree_robust;
 mod transcript_unknowns;
 mod typed_answer;
+mod ui_flags;

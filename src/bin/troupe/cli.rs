@@ -325,6 +325,11 @@ pub struct NodeArgs {
     /// TLS: the name the other nodes' certificates are issued for.
     #[arg(long, requires = "tls_cert")]
     pub tls_name: Option<String>,
+    /// Also serve a live view of the agents this node hosts in the browser (its URL, with a
+    /// one-time token, is printed before READY): states, context meters, compactions,
+    /// approvals, conversations, requests.
+    #[arg(long)]
+    pub ui: bool,
 }
 
 /// `--cost`: a cost model's name.

@@ -1,4 +1,5 @@
-//! `troupe node`: a cluster node hosting the agents of a config, until Ctrl-C or SIGTERM.
+//! `troupe node`: a cluster node hosting the agents of a config, until Ctrl-C or SIGTERM; with
+//! `--ui`, a live view of them in the browser.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -67,8 +68,20 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
         node.name(),
         team.directory().names().join(", ")
     );
+    // Before READY, so whoever waits for READY has the view's URL too.
+    let view = match crate::ui_cmd::live(&team, args.ui).await {
+        Ok(view) => view,
+        Err(e) => {
+            node.shutdown().await;
+            team.shutdown().await;
+            return Err(e);
+        }
+    };
     println!("READY {}", node.listen_addr());
     stopped().await;
+    if let Some(view) = view {
+        view.shutdown().await;
+    }
     node.shutdown().await;
     team.shutdown().await;
     Ok(())

@@ -1,5 +1,5 @@
 //! The team's view in the browser: `troupe ui --trace FILE` / `--session LOG` (a finished run,
-//! read-only) and `troupe chat --ui` (the chat's team, live).
+//! read-only), `troupe chat --ui` and `troupe node --ui` (the team, live).
 
 use anyhow::Context as _;
 use troupe::Team;
@@ -27,7 +27,7 @@ pub async fn run(args: UiArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The live view of the chat's team, when asked for (`--ui`); its URL is printed.
+/// The live view of the chat's or the node's team, when asked for (`--ui`); its URL is printed.
 pub async fn live(team: &Team, wanted: bool) -> anyhow::Result<Option<UiServer>> {
     if !wanted {
         return Ok(None);

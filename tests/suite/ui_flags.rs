@@ -1,0 +1,138 @@
+//! `--ui` on the binary: `troupe node --ui` and `troupe chat --ui` print the live view's URL,
+//! and that URL serves the page (its token in it; without it, refused).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use super::support::chat::{chat_command, write_config as chat_config};
+use super::support::node_process::{
+    COOKIE, NodeProcess, one_node_at_a_time, write_config as node_config,
+};
+
+/// The status line and body of a GET of `url` (`http://HOST:PORT/PATH`), over a plain socket.
+fn get(url: &str) -> (String, String) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').unwrap();
+    let mut stream = TcpStream::connect(host).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer.lines().next().unwrap_or_default().to_string();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Lines of `stdout`, read on a thread so the test can give up after a while.
+fn lines(stdout: ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The URL of the `live view: URL` line, among the lines before `until` (if given).
+fn view_url(lines: &mpsc::Receiver<String>, until: Option<&str>) -> String {
+    let mut url = None;
+    let mut seen = Vec::new();
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no live view URL within 60 s; printed: {seen:?}"));
+        if let Some(u) = line.strip_prefix("live view: ") {
+            url = Some(u.to_string());
+            if until.is_none() {
+                break;
+            }
+        }
+        if until.is_some_and(|u| line.starts_with(u)) {
+            break;
+        }
+        seen.push(line);
+    }
+    url.unwrap_or_else(|| panic!("no live view URL before {until:?}; printed: {seen:?}"))
+}
+
+/// The URL serves the page with its token, and nothing without it.
+fn serves_the_page(url: &str) {
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(url.contains("/?token="), "{url}");
+    let (status, body) = get(url);
+    assert!(status.contains("200"), "{status}");
+    assert!(body.contains("<title>troupe</title>"), "{body}");
+    let base = url.split('?').next().unwrap();
+    let (refused, _) = get(base);
+    assert!(refused.contains("401"), "{refused}");
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn troupe_node_ui_prints_a_url_that_serves_the_page_before_ready() {
+    let _one = one_node_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let config = node_config(dir.path(), "http://127.0.0.1:9/v1");
+    let mut node = NodeProcess(
+        Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .args([
+                "node",
+                "--name",
+                "remote",
+                "--listen",
+                "127.0.0.1:0",
+                "--ui",
+            ])
+            .arg("--config")
+            .arg(&config)
+            .env("TROUPE_COOKIE", COOKIE)
+            .env("TEST_NODE_KEY", "sk-test")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = lines(node.0.stdout.take().unwrap());
+    let url = view_url(&lines, Some("READY "));
+    serves_the_page(&url);
+    kill(&mut node.0);
+}
+
+#[test]
+fn troupe_chat_ui_prints_a_url_that_serves_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = chat_config(dir.path(), "http://127.0.0.1:9/v1");
+    let mut chat = chat_command(&config, &dir.path().join("chat.jsonl"))
+        .arg("--ui")
+        .spawn()
+        .unwrap();
+    let mut stdin = chat.stdin.take().unwrap();
+    let lines = lines(chat.stdout.take().unwrap());
+    let url = view_url(&lines, None);
+    serves_the_page(&url);
+    writeln!(stdin, "/exit").unwrap();
+    drop(stdin);
+    let status = chat.wait().unwrap();
+    assert!(status.success(), "{status}");
+    kill(&mut chat);
+}
