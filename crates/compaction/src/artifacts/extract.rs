@@ -6,6 +6,7 @@ use serde_json::Value;
 use troupe_protocol::FileAccess;
 use troupe_protocol::{ChatMessage, MessageKind, Role};
 
+use super::containing::first_containing;
 use super::ledger::{ArtifactLedger, Recent};
 use super::names::names_in_prose;
 use super::paths::{Where, heredoc_bodies, path_in, paths_in_command, paths_in_prose, record_path};
@@ -139,11 +140,15 @@ fn record_seen<'a, V: Clone>(
     names: impl IntoIterator<Item = &'a str>,
     covered: &[&Recent<V>],
 ) {
-    for name in names {
-        let listed = covered
+    let names: Vec<&str> = names.into_iter().collect();
+    let listed = first_containing(
+        &names,
+        covered
             .iter()
-            .any(|items| items.oldest_first().any(|(k, _)| k.contains(name)));
-        if !listed {
+            .flat_map(|items| items.oldest_first().map(|(k, _)| k)),
+    );
+    for (name, listed) in names.into_iter().zip(listed) {
+        if listed.is_none() {
             seen.record(name, ());
         }
     }
@@ -266,9 +271,11 @@ impl ArtifactLedger {
             names.iter().copied(),
             &[&self.errors, &self.named],
         );
+        let in_tests = first_containing(&names, self.tests.oldest_first().map(|(k, _)| k));
         let tests: Vec<&str> = names
             .into_iter()
-            .filter(|n| self.tests.oldest_first().any(|(k, _)| k.contains(n)))
+            .zip(in_tests)
+            .filter_map(|(n, listed)| listed.map(|_| n))
             .collect();
         self.seen.retain(|k| !tests.contains(&k));
     }

@@ -45,6 +45,7 @@
 //! few tokens instead of a line of up to 160 characters, and what a search for the command
 //! starts with.
 
+use super::block_lines::BlockLines;
 use super::ledger::{ArtifactLedger, Recent, TestStatus};
 use crate::counter::TokenCounter;
 use crate::tagged;
@@ -160,21 +161,26 @@ impl Caps {
 /// short names first, so the room lists as many as it can; long command lines last.
 const FILL_ORDER: [usize; BLOCKS] = [6, 7, 4, 5, 2, 3, 1, 0];
 
-const EXIT_OPEN: &str = " (exit ";
+pub(super) const EXIT_OPEN: &str = " (exit ";
 
-fn capped(tag: &str, mut lines: Vec<String>, cap: usize) -> Option<String> {
+/// A block listing the first `cap` of `lines`, then `+N more` for the rest; `None` when empty.
+pub(super) fn capped(tag: &str, lines: &[String], cap: usize) -> Option<String> {
     if lines.is_empty() {
         return None;
     }
     let more = lines.len().saturating_sub(cap);
-    lines.truncate(cap);
+    let mut listed: Vec<&str> = lines.iter().take(cap).map(String::as_str).collect();
+    let more_line = format!("+{more} more");
     if more > 0 {
-        lines.push(format!("+{more} more"));
+        listed.push(&more_line);
     }
-    Some(format!("<{tag}>\n{}\n</{tag}>", lines.join("\n")))
+    Some(format!("<{tag}>\n{}\n</{tag}>", listed.join("\n")))
 }
 
-fn newest_first<V: Clone>(items: &Recent<V>, line: impl Fn(&str, &V) -> String) -> Vec<String> {
+pub(super) fn newest_first<V: Clone>(
+    items: &Recent<V>,
+    line: impl Fn(&str, &V) -> String,
+) -> Vec<String> {
     items
         .oldest_first()
         .rev()
@@ -198,11 +204,13 @@ impl ArtifactLedger {
     pub fn render_within(&self, max_tokens: usize, counter: &dyn TokenCounter) -> String {
         let lens = self.block_lens();
         let longest = lens.iter().copied().max().unwrap_or(0);
-        if counter.count(&self.render_capped(Caps::all(longest.max(MIN_CAP)))) <= max_tokens {
-            return self.render_capped(Caps::all(longest.max(MIN_CAP)));
+        let lines = BlockLines::new(self);
+        let everything = lines.render(Caps::all(longest.max(MIN_CAP)));
+        if counter.count(&everything) <= max_tokens {
+            return everything;
         }
         let fits = |caps: [usize; BLOCKS]| {
-            counter.count(&self.render_lines(Caps::from_array(caps))) <= max_tokens
+            counter.count(&lines.render(Caps::from_array(caps))) <= max_tokens
         };
         // The largest common cap in [MIN_CAP, longest) that fits; `lo` always fits or is the
         // floor.
@@ -232,7 +240,7 @@ impl ArtifactLedger {
                 caps[block] = low;
             }
         }
-        self.render_lines(Caps::from_array(caps))
+        lines.render(Caps::from_array(caps))
     }
 
     /// How many items each block has (at most), in [`BLOCK_TAGS`] order.
@@ -251,70 +259,7 @@ impl ArtifactLedger {
 
     /// The blocks with at most `caps` items each.
     pub fn render_capped(&self, caps: Caps) -> String {
-        self.render_lines(caps)
-    }
-
-    /// The blocks with at most `caps` items each. A path or a seen name that a listed command,
-    /// error, test or symbol line already spells out is not listed again (it is named once).
-    fn render_lines(&self, caps: Caps) -> String {
-        let commands = newest_first(&self.commands, |command, exit| match exit {
-            Some(code) => format!("{command}{EXIT_OPEN}{code})"),
-            None => command.to_string(),
-        });
-        let mut more_commands: Vec<String> = Vec::new();
-        for (command, _) in self.commands.oldest_first().rev().skip(caps.commands) {
-            let short = short_form(command);
-            let said = commands
-                .iter()
-                .take(caps.commands)
-                .any(|l| short_form(l) == short);
-            if !said && !more_commands.contains(&short) {
-                more_commands.push(short);
-            }
-        }
-        let errors = newest_first(&self.errors, |error, ()| error.to_string());
-        let mut tests = newest_first(&self.tests, |name, status| {
-            format!("{} {name}", status.as_str())
-        });
-        // Failures are what the next turn has to act on: list them first.
-        tests.sort_by_key(|line| !line.starts_with(TestStatus::Failed.as_str()));
-        let symbols = newest_first(&self.symbols, |symbol, path| match path {
-            Some(path) => format!("{symbol} ({path})"),
-            None => symbol.to_string(),
-        });
-        let named = newest_first(&self.named, |name, ()| name.to_string());
-        let shown: Vec<&String> = [
-            (&commands, caps.commands),
-            (&errors, caps.errors),
-            (&tests, caps.tests),
-            (&symbols, caps.symbols),
-        ]
-        .into_iter()
-        .flat_map(|(lines, cap)| lines.iter().take(cap))
-        .collect();
-        let unsaid = |name: &str| !shown.iter().any(|line| line.contains(name));
-        let paths: Vec<String> = newest_first(&self.paths, |path, ()| path.to_string())
-            .into_iter()
-            .filter(|p| unsaid(p))
-            .collect();
-        let seen: Vec<String> = newest_first(&self.seen, |name, ()| name.to_string())
-            .into_iter()
-            .filter(|n| unsaid(n))
-            .collect();
-        [
-            capped("commands", commands, caps.commands),
-            capped("more-commands", more_commands, caps.more_commands),
-            capped("errors", errors, caps.errors),
-            capped("tests", tests, caps.tests),
-            capped("symbols", symbols, caps.symbols),
-            capped("named", named, caps.named),
-            capped("paths", paths, caps.paths),
-            capped("seen", seen, caps.seen),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join("\n\n")
+        BlockLines::new(self).render(caps)
     }
 
     /// The ledger written in `text`'s blocks (as [`ArtifactLedger::render`] writes them).
@@ -383,7 +328,7 @@ impl ArtifactLedger {
 }
 
 /// A command's short form: the program and its first argument (`grep -rn`, `cat setup.py`).
-fn short_form(command: &str) -> String {
+pub(super) fn short_form(command: &str) -> String {
     command
         .split_whitespace()
         .take(2)

@@ -11,6 +11,8 @@
 //! Every operation that takes text out of the context names what it hides with this ledger,
 //! a stub as well as a summary: the one rule is in `hidden.rs`.
 
+mod block_lines;
+mod containing;
 mod extract;
 pub(crate) mod hidden;
 mod ledger;
