@@ -28,12 +28,15 @@ pub(super) fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, SessionError> {
     scan_commits(path, bytes, &mut |_, _| {})
 }
 
+/// The records of one commit, each with its 1-based line.
+pub(super) type CommitRecords = [(SessionRecord, usize)];
+
 /// [`scan`], showing `on_commit` each commit's records (with their lines) and where the commit
 /// ends in `bytes`, before they are applied.
 pub(super) fn scan_commits(
     path: &Path,
     bytes: &[u8],
-    on_commit: &mut dyn FnMut(&[(SessionRecord, usize)], u64),
+    on_commit: &mut dyn FnMut(&CommitRecords, u64),
 ) -> Result<Scan, SessionError> {
     let mut replayer = Replayer::default();
     let mut pending: Vec<(SessionRecord, usize)> = Vec::new();
