@@ -289,6 +289,19 @@ try:
     check(all(b[4] > 0 for b in bars[1:]), "calls nest under their request")
     shot("waterfall")
 
+    # The /compact button: the writer is compacted again from the page (token and origin
+    # checked like an approval), and the new compaction appears.
+    before = len(driver.find_elements(By.CSS_SELECTOR, ".compaction[data-agent=writer]"))
+    driver.find_element(By.CSS_SELECTOR, ".card[data-agent=writer] button.compact-now").click()
+
+    def compact_note():
+        notes = driver.find_elements(By.CSS_SELECTOR, ".card[data-agent=writer] .note")
+        return notes and notes[0].text.startswith(("compacted:", "not compacted:")) and notes[0].text
+    note = wait_for("the /compact answer", compact_note)
+    check(note.startswith("compacted:"), f"the page compacted the writer: {note}")
+    wait_for("the new compaction on the page", lambda: len(
+        driver.find_elements(By.CSS_SELECTOR, ".compaction[data-agent=writer]")) == before + 1)
+
     # Load: 10,000 events while the page stays live.
     loaded = f"return state.events.filter(r => r.event.agent.startsWith('load')).length"
     driver.execute_script("window.__long = []; troupeStats.maxRenderMs = 0;"
