@@ -108,7 +108,7 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
         cards,
         auth: config.auth,
         max_request_bytes: config.max_request_bytes,
-        tasks: tasks::TaskStore::default(),
+        tasks: tasks::TaskStore::new(team.approvals().clone()),
     });
     let app = rpc::router(served);
     let (closing, mut closed) = watch::channel(false);

@@ -176,8 +176,19 @@ async fn dispatch(
                     Ok(started) => started,
                     Err(refusal) => return refused_task(id, &refusal),
                 };
-            // A send answers once the task is over (the events close when it is).
-            while let Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) = events.recv().await {}
+            // A send answers once the task is over (its events close) or waits for the caller.
+            loop {
+                match events.recv().await {
+                    Ok(StreamResponse::StatusUpdate(update))
+                        if update.status.state.is_terminal()
+                            || update.status.state.is_interrupted() =>
+                    {
+                        break;
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
             let history = params.configuration.and_then(|c| c.history_length);
             let task = served.tasks.get(agent, &task.id, history).unwrap_or(task);
             result(id, &SendMessageResponse::Task(task))
@@ -328,8 +339,12 @@ fn stream(id: Value, task: Task, events: broadcast::Receiver<StreamResponse>) ->
         }
         match events.recv().await {
             Ok(event) => {
+                // A task that finished or waits for its caller ends the stream, as A2A has it:
+                // the caller answers with a new message on the task.
+                let last = matches!(&event, StreamResponse::StatusUpdate(update)
+                    if update.status.state.is_terminal() || update.status.state.is_interrupted());
                 let value = serde_json::to_value(&event).unwrap_or(Value::Null);
-                Some((RpcResponse::result(id.clone(), value), (events, id, false)))
+                Some((RpcResponse::result(id.clone(), value), (events, id, last)))
             }
             Err(broadcast::error::RecvError::Lagged(missed)) => Some((
                 RpcResponse::error(

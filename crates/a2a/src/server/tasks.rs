@@ -5,13 +5,14 @@
 //! Bounded: at most [`MAX_TASKS`] are kept, the oldest finished ones dropped first; a stream that
 //! falls [`EVENT_ROOM`] events behind is told so and ended (the task goes on; `GetTask` has it).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
 use tokio::sync::{broadcast, oneshot};
 use troupe_protocol::sync::lock;
-use troupe_protocol::{Event, TraceContext};
+use troupe_protocol::{ApprovalDecision, ApprovalId, Event, TraceContext};
+use troupe_runtime::approval::Approvals;
 use troupe_runtime::{AgentRequest, AskItem, AskStream};
 
 use crate::ids::new_id;
@@ -37,6 +38,10 @@ struct Entry {
     seq: u64,
     /// While it runs: its events, and the switch that cancels it.
     running: Option<Running>,
+    /// Tool calls of its request waiting for approval, oldest first, each with its question:
+    /// the task is `input-required` while there is one, and the caller's next message on the
+    /// task answers the first.
+    waiting: VecDeque<(ApprovalId, String)>,
 }
 
 struct Running {
@@ -60,12 +65,22 @@ pub(crate) enum TaskRefusal {
 }
 
 /// The tasks of one server.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct TaskStore {
     inner: Arc<Mutex<Inner>>,
+    /// The team's approval desk: a caller's answer to an `input-required` task goes there.
+    approvals: Approvals,
 }
 
 impl TaskStore {
+    /// The tasks of a team with this approval desk.
+    pub(crate) fn new(approvals: Approvals) -> Self {
+        TaskStore {
+            inner: Arc::default(),
+            approvals,
+        }
+    }
+
     /// Start a task for `agent` on `message`: the task as created, and its events from the
     /// start. `task_id` continues a task (it must be this agent's and not finished).
     pub(crate) fn start(
@@ -84,12 +99,10 @@ impl TaskStore {
             if let Some(id) = &message.task_id {
                 let entry = inner
                     .tasks
-                    .get(id)
+                    .get_mut(id)
                     .filter(|e| e.agent == agent)
                     .ok_or(TaskRefusal::NotFound)?;
-                if entry.task.status.state.is_terminal() || entry.running.is_some() {
-                    return Err(TaskRefusal::Finished(entry.task.status.state));
-                }
+                return self.answer(entry, message);
             }
             let id = message.task_id.clone().unwrap_or_else(new_id);
             let mut message = message;
@@ -118,6 +131,7 @@ impl TaskStore {
                         events,
                         cancel: Some(cancel),
                     }),
+                    waiting: VecDeque::new(),
                 },
             );
             evict(&mut inner);
@@ -139,6 +153,63 @@ impl TaskStore {
         };
         tokio::spawn(worker.run(stream, cancelled));
         Ok((task, receiver))
+    }
+
+    /// The caller's answer to a task waiting for an approval: `yes` (or `y`, `approve`, `ok`)
+    /// runs the call, anything else denies it with that text as the reason the model sees. The
+    /// task works on (or asks about the next waiting call); its events go on from here.
+    fn answer(
+        &self,
+        entry: &mut Entry,
+        message: Message,
+    ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
+        let state = entry.task.status.state;
+        let (Some(running), Some((approval, _))) = (&entry.running, entry.waiting.front()) else {
+            return Err(TaskRefusal::Finished(state));
+        };
+        let text = message.text_content();
+        let decision = match text.trim().to_ascii_lowercase().as_str() {
+            "yes" | "y" | "approve" | "approved" | "ok" => {
+                ApprovalDecision::Approve { arguments: None }
+            }
+            _ => ApprovalDecision::Deny {
+                reason: text.trim().to_string(),
+            },
+        };
+        // An approval that timed out meanwhile is answered already: the task goes on without it.
+        if let Err(e) = self.approvals.decide(approval, decision) {
+            tracing::debug!(task = %entry.task.id, "an A2A answer came for a closed approval: {e}");
+        }
+        let receiver = running.events.subscribe();
+        let events = running.events.clone();
+        entry.waiting.pop_front();
+        entry.task.history.push(message);
+        let (state, question) = match entry.waiting.front() {
+            Some((_, question)) => (TaskState::InputRequired, Some(question.clone())),
+            None => (TaskState::Working, None),
+        };
+        let update = status_update(&entry.task, state, question.as_deref());
+        apply_status(&mut entry.task, &update);
+        let _ = events.send(StreamResponse::StatusUpdate(update));
+        Ok((entry.task.clone(), receiver))
+    }
+
+    /// A tool call of the task's request waits for approval: the task asks its caller.
+    fn request_approval(&self, id: &str, approval: ApprovalId, question: String) {
+        let mut inner = lock(&self.inner);
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        let first = entry.waiting.is_empty();
+        entry.waiting.push_back((approval, question.clone()));
+        if !first {
+            return;
+        }
+        let update = status_update(&entry.task, TaskState::InputRequired, Some(&question));
+        apply_status(&mut entry.task, &update);
+        if let Some(running) = &entry.running {
+            let _ = running.events.send(StreamResponse::StatusUpdate(update));
+        }
     }
 
     /// The task `id` of `agent`, with at most `history` of its last messages.
@@ -243,7 +314,34 @@ impl TaskStore {
     fn finish(&self, id: &str) {
         if let Some(entry) = lock(&self.inner).tasks.get_mut(id) {
             entry.running = None;
+            entry.waiting.clear();
         }
+    }
+}
+
+/// A status update of `task` to `state`, with the agent's `text`.
+fn status_update(task: &Task, state: TaskState, text: Option<&str>) -> TaskStatusUpdateEvent {
+    let message = text.map(|t| Message {
+        context_id: Some(task.context_id.clone()),
+        task_id: Some(task.id.clone()),
+        ..Message::text(Role::Agent, t)
+    });
+    TaskStatusUpdateEvent {
+        task_id: task.id.clone(),
+        context_id: task.context_id.clone(),
+        status: TaskStatus {
+            state,
+            message,
+            timestamp: Some(now()),
+        },
+    }
+}
+
+/// `update` applied to its task: the status, and its message in the history.
+fn apply_status(task: &mut Task, update: &TaskStatusUpdateEvent) {
+    task.status = update.status.clone();
+    if let Some(message) = &update.status.message {
+        task.history.push(message.clone());
     }
 }
 
@@ -331,6 +429,17 @@ impl Worker {
                 {
                     self.delta(text);
                 }
+                Some(Ok(AskItem::Event(Event::ApprovalRequested {
+                    id,
+                    agent,
+                    tool,
+                    arguments,
+                }))) => {
+                    let question = format!(
+                        "`{agent}` asks to run `{tool}` with {arguments}: answer `yes` to run it, or anything else to refuse it (your words are the reason its model sees)"
+                    );
+                    self.store.request_approval(&self.task_id, id, question);
+                }
                 Some(Ok(AskItem::Event(_))) => {}
                 Some(Ok(AskItem::Answer(answer))) => break End::Answer(answer),
                 Some(Ok(_)) => {}
@@ -351,27 +460,11 @@ impl Worker {
     }
 
     fn status(&self, state: TaskState, text: Option<&str>) {
-        let message = text.map(|t| Message {
-            context_id: Some(self.context_id.clone()),
-            task_id: Some(self.task_id.clone()),
-            ..Message::text(Role::Agent, t)
-        });
-        let status = TaskStatus {
-            state,
-            message,
-            timestamp: Some(now()),
-        };
-        let (task_id, context_id) = (self.task_id.clone(), self.context_id.clone());
+        let text = text.map(str::to_string);
         self.store.update(&self.task_id, move |task| {
-            task.status = status.clone();
-            if let Some(message) = &status.message {
-                task.history.push(message.clone());
-            }
-            Some(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                task_id,
-                context_id,
-                status,
-            }))
+            let update = status_update(task, state, text.as_deref());
+            apply_status(task, &update);
+            Some(StreamResponse::StatusUpdate(update))
         });
     }
 

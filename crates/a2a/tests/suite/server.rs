@@ -4,7 +4,9 @@ use futures::StreamExt as _;
 use serde_json::json;
 use troupe_a2a::{A2aServeConfig, ServedAgent, ServerAuth, serve};
 
-use super::support::{http, rpc, team_answering, team_stuck, user_message};
+use super::support::{
+    Runs, http, rpc, team_answering, team_asking_approval, team_stuck, user_message,
+};
 
 fn config(agents: Vec<ServedAgent>) -> A2aServeConfig {
     A2aServeConfig::new("127.0.0.1:0".parse().unwrap(), agents)
@@ -109,6 +111,23 @@ async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
     )
     .unwrap();
     let id = data["result"]["task"]["id"].as_str().unwrap().to_string();
+    // A second caller subscribes to the running task (0.3's tasks/resubscribe).
+    let subscribed = http()
+        .post(&url)
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask",
+            "params": {"id": id}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut subscriber = subscribed.bytes_stream();
+    let snapshot = String::from_utf8(subscriber.next().await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(
+        snapshot.contains(&id) && snapshot.contains("TASK_STATE_WORKING"),
+        "{snapshot}"
+    );
     let (_, cancelled) = rpc(&url, "CancelTask", json!({"id": id}), &[]).await;
     assert_eq!(
         cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
@@ -120,6 +139,14 @@ async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
         rest.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
     }
     assert!(rest.contains("TASK_STATE_CANCELED"), "{rest}");
+    let mut seen = String::new();
+    while let Some(chunk) = subscriber.next().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    assert!(seen.contains("TASK_STATE_CANCELED"), "{seen}");
+    // A finished task has nothing to subscribe to.
+    let (_, late) = rpc(&url, "SubscribeToTask", json!({"id": id}), &[]).await;
+    assert_eq!(late["error"]["code"], -32004, "{late}");
     assert!(!team.is_responding("sleeper"));
     server.shutdown().await;
     team.shutdown().await;
@@ -258,6 +285,46 @@ async fn a2a_0_3_is_refused_naming_the_version_troupe_speaks() {
     );
     let (_, version) = rpc(&url, "SendMessage", json!({}), &[("A2A-Version", "0.3")]).await;
     assert_eq!(version["error"]["code"], -32009, "{version}");
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tool_call_waiting_for_approval_is_input_required_and_the_callers_yes_runs_it() {
+    let runs = Runs::default();
+    let team = team_asking_approval(&runs).await;
+    let server = serve(
+        &team,
+        config(vec![ServedAgent::new("ops", "runs commands")]),
+    )
+    .await
+    .unwrap();
+    let url = server.agent_url("ops");
+    let (_, asked) = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": user_message("clean up")}),
+        &[],
+    )
+    .await;
+    let task = &asked["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{asked}"
+    );
+    let question = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(question.contains("`ops` asks to run `run`"), "{question}");
+    assert!(question.contains("rm -rf build"), "{question}");
+    assert!(runs.lock().unwrap().is_empty());
+    let answer = json!({"messageId": "m-yes", "role": "ROLE_USER", "taskId": task["id"],
+        "contextId": task["contextId"], "parts": [{"text": "yes"}]});
+    let (_, done) = rpc(&url, "SendMessage", json!({"message": answer}), &[]).await;
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "removed");
+    assert_eq!(*runs.lock().unwrap(), ["rm -rf build"]);
     server.shutdown().await;
     team.shutdown().await;
 }

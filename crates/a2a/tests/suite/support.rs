@@ -302,3 +302,54 @@ pub async fn team_stuck() -> Team {
         .await
         .unwrap()
 }
+
+/// The commands the `run` tool ran.
+pub type Runs = Arc<Mutex<Vec<String>>>;
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct RunArgs {
+    command: String,
+}
+
+/// A team whose `ops` runs `rm -rf build` through a `run` tool its policy asks about, then
+/// answers `removed`; the commands run are recorded in `runs`.
+pub async fn team_asking_approval(runs: &Runs) -> Team {
+    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+    use troupe_models::ScriptedReply;
+    let runs = runs.clone();
+    let mut tools = troupe_tools::ToolRegistry::new();
+    tools
+        .register_fn("run", "Run a command.", move |args: RunArgs| {
+            let runs = runs.clone();
+            async move {
+                runs.lock().unwrap().push(args.command.clone());
+                Ok(format!("ran {}", args.command))
+            }
+        })
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(
+        "scripted-ops",
+        [
+            ScriptedReply::ToolCalls(vec![(
+                "run".into(),
+                r#"{"command": "rm -rf build"}"#.into(),
+            )]),
+            ScriptedReply::text("removed"),
+        ],
+    ));
+    let policy = ApprovalPolicy::new([ApprovalRule::argument_prefix(
+        "run",
+        "command",
+        "rm ",
+        Permission::Ask,
+    )]);
+    Team::builder()
+        .compression(CompressionConfig {
+            model: CompressorModel::None,
+            ..CompressionConfig::new(shared_counter())
+        })
+        .agent(AgentSpec::new("ops", model).tools(tools).approval(policy))
+        .start()
+        .await
+        .unwrap()
+}

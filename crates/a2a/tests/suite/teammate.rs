@@ -119,3 +119,33 @@ async fn a_replaced_artifact_is_the_answer_and_only_appended_text_streams() {
     assert_eq!(answer.as_deref(), Some("final answer"));
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_served_agents_approval_reaches_a_troupe_asker_as_a_question_and_a_no_refuses_the_call() {
+    let runs = super::support::Runs::default();
+    let served_team = super::support::team_asking_approval(&runs).await;
+    let server = serve(
+        &served_team,
+        A2aServeConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            vec![ServedAgent::new("ops", "runs commands")],
+        ),
+    )
+    .await
+    .unwrap();
+    let team = empty_team().await;
+    join_team(&team, "ops", &A2aRemote::new(server.agent_url("ops")))
+        .await
+        .unwrap();
+    let question = team.ask("ops", "clean up").await.unwrap();
+    assert!(question.starts_with(INPUT_REQUIRED_PREFIX), "{question}");
+    assert!(question.contains("rm -rf build"), "{question}");
+    assert_eq!(
+        team.ask("ops", "no, keep the build").await.unwrap(),
+        "removed"
+    );
+    assert!(runs.lock().unwrap().is_empty(), "a refused call ran");
+    team.shutdown().await;
+    server.shutdown().await;
+    served_team.shutdown().await;
+}
