@@ -85,8 +85,8 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
 /// while the next is under way — a model call in flight (odd steps), a tool running (even
 /// steps), or, at 10, after the answer.
 fn kill_at(step: usize, dir: &Path, config: &Path, session: &Path, calls: &Calls) {
-    let tool = (step % 2 == 0 && step < 10).then_some(step / 2);
-    if step % 2 == 1 {
+    let tool = (step.is_multiple_of(2) && step < 10).then_some(step / 2);
+    if !step.is_multiple_of(2) {
         calls.hold.store(step.div_ceil(2), Ordering::SeqCst);
     }
     if let Some(j) = tool {
@@ -141,7 +141,7 @@ fn a_request_killed_at_each_step_finishes_after_a_restart_with_no_step_done_twic
         let ran = runs(dir.path());
         let expected: String = (1..CALLS).map(|j| format!("t{j}\n")).collect();
         assert_eq!(ran, expected, "step {step}: each tool ran once");
-        if step % 2 == 0 && step < 10 {
+        if step.is_multiple_of(2) && step < 10 {
             // The tool killed mid-run is answered as interrupted in the next model call.
             let j = step / 2;
             let sent = requests.lock().unwrap();
