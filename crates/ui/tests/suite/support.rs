@@ -80,6 +80,12 @@ pub const WRITER_MARKS: (f64, f64, f64) = (0.25, 0.35, 0.15);
 /// `rm -rf build` and `rm -rf /data` at once (its policy asks about `rm `), then says `done`.
 /// A compression agent with mechanical summaries serves both.
 pub async fn team(runs: &Runs) -> (Team, Arc<ScriptedModel>) {
+    team_buffering(runs, TeamConfig::default().event_capacity).await
+}
+
+/// [`team`], its bus buffering `events` per subscriber (a test that publishes in bulk sizes it
+/// so the view is not made to miss what it is measured on).
+pub async fn team_buffering(runs: &Runs, events: usize) -> (Team, Arc<ScriptedModel>) {
     let mut writer_script: Vec<ScriptedReply> = (0..WRITER_ANSWERS)
         .map(|i| ScriptedReply::text(words(&format!("w{i}x"), 300)))
         .collect();
@@ -108,6 +114,7 @@ pub async fn team(runs: &Runs) -> (Team, Arc<ScriptedModel>) {
     )]);
     let config = TeamConfig {
         shutdown_grace: Duration::from_millis(500),
+        event_capacity: events,
         ..TeamConfig::default()
     };
     let team =
