@@ -2,3 +2,4 @@ mod actions;
 mod browser;
 mod server;
 mod support;
+mod waterfall;
