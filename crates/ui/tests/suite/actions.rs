@@ -9,7 +9,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use troupe_agents::spend::{AgentBudget, OnExceeded};
 use troupe_agents::{AgentSpec, spawn_agent};
-use troupe_models::{ScriptedModel, ScriptedReply};
+use troupe_models::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
 use troupe_protocol::{BudgetScope, Event, SpendLimit};
 use troupe_runtime::AgentRequest;
 use troupe_ui::{UiConfig, serve, serve_trace};
@@ -86,9 +86,11 @@ async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
             ScriptedReply::text("spent"),
         ],
     ));
+    // Its model is rate-limited: the view reports the limiter's requests and waits.
+    let limited = RateLimitedModel::new(model, RateLimit::per_minute(Some(600), None).unwrap());
     spawn_agent(
         &team,
-        AgentSpec::new("spender", model)
+        AgentSpec::new("spender", Arc::new(limited.clone()))
             .tools(run_tool(&runs))
             .budget(budget.clone()),
     )
@@ -96,6 +98,7 @@ async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
     .unwrap();
     let config = UiConfig {
         budgets: vec![("spender".to_string(), budget.clone())],
+        rate_limits: vec![("spender's endpoint".to_string(), limited)],
         ..UiConfig::default()
     };
     let ui = serve(&team, config).await.unwrap();
@@ -195,6 +198,12 @@ async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
         .unwrap();
     assert_eq!(spend["agents"][0]["agent"], "spender");
     assert_eq!(spend["agents"][0]["request"]["input_tokens"], 1_000_000);
+    let limiter = &spend["rate_limits"][0];
+    assert_eq!(limiter["name"], "spender's endpoint");
+    assert_eq!(
+        limiter["requests"], 2,
+        "both of the spender's model calls went through it"
+    );
     ui.shutdown().await;
     team.shutdown().await;
 }
