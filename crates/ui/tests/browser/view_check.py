@@ -301,6 +301,11 @@ try:
     check(note.startswith("compacted:"), f"the page compacted the writer: {note}")
     wait_for("the new compaction on the page", lambda: len(
         driver.find_elements(By.CSS_SELECTOR, ".compaction[data-agent=writer]")) == before + 1)
+    # Every view open at once (cards, compactions, conversation, archive, waterfall, log): the
+    # hostile answer made no element anywhere and ran nothing.
+    check(driver.execute_script("return document.querySelectorAll('body script, body img, body iframe').length") == 0
+          and driver.execute_script("return window.__pwned") is None,
+          "no view made an element of model text")
 
     # Load: 10,000 events while the page stays live.
     loaded = f"return state.events.filter(r => r.event.agent.startsWith('load')).length"
