@@ -150,7 +150,9 @@ impl AgentSpec {
     /// At every commit point (a request answered or failed, a compaction, a closed scope) the
     /// agent writes what changed — new messages, a compaction (the new history, its summary, file
     /// lists, archived originals and report), the file ledger — as one commit (records, a
-    /// `commit` line, an fsync), so a killed process loses at most the request in flight. When the
+    /// `commit` line, an fsync) — and, with durable steps (the default), every model answer and
+    /// tool result as it completes, so a killed process loses at most the step in flight and the
+    /// agent resumes the request from there (see [`AgentSpec::request_commits_only`]). When the
     /// agent is built with no checkpoint it restores conversation, ledger, archive and last
     /// compaction from the log. One log belongs to one agent at a time.
     pub fn session(mut self, path: impl Into<PathBuf>) -> Self {
@@ -159,7 +161,7 @@ impl AgentSpec {
     }
 
     /// Commit to the session log only at a request's end, not at every step: one fsync per
-    /// request instead of about two per model call and tool call, and a process killed
+    /// request instead of four per model call and its tool call, and a process killed
     /// mid-request loses the whole request (its model calls are made, its tools run, again when
     /// it is sent again). By default every model answer and tool result is committed as it
     /// completes and a restarted agent resumes the request in flight from its last step.

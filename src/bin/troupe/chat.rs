@@ -1,10 +1,12 @@
 //! `troupe chat`: a REPL with one agent and the compression agent, persisted to a session log.
 //!
-//! The agent keeps its own session log ([`AgentSpec::session`]): every answer and every
-//! compaction is one committed record group. Each line the user types is one request, streamed
-//! (`Team::ask_stream`): text as the model generates it, tool calls and compactions as one-line
-//! notices; Ctrl-C drops the stream, which cancels the request — the agent rolls its
-//! conversation back and its log never sees it. `/clear` is a job the agent handles (it records
+//! The agent keeps its own session log ([`AgentSpec::session`]): every step of a request (each
+//! model answer, each tool result) and every compaction is one committed record group, and a
+//! request the last chat left in flight is resumed at start from its last step. Each line the
+//! user types is one request, streamed (`Team::ask_stream`): text as the model generates it,
+//! tool calls and compactions as one-line notices; Ctrl-C drops the stream, which cancels the
+//! request — the agent rolls its conversation back and its log loads as before it (its
+//! committed steps are closed as rolled back). `/clear` is a job the agent handles (it records
 //! the fresh start in its own log), and so is `/resume` (the agent moves to the other log and
 //! lets go of its own; a log it cannot take changes nothing).
 //!

@@ -15,7 +15,7 @@ use super::{Chat, approval_prompt, budget_prompt};
 impl Chat {
     /// One request, printed as it happens: the agent's text as the model generates it, its tool
     /// calls and compactions as one-line notices. Ctrl-C drops the stream, which cancels the
-    /// request: the agent rolls its conversation back and its log never sees it — unless the
+    /// request: the agent rolls its conversation back and its log loads as before it — unless the
     /// request was committed before the agent heard of it, which the chat then says.
     pub(super) async fn request(
         &mut self,
