@@ -109,6 +109,14 @@ pub enum ServeError {
     /// Nothing to serve.
     #[error("no agent to serve: name at least one")]
     NoAgents,
+    /// The task journal could not be read or written.
+    #[error("the A2A task journal {}: {source}", path.display())]
+    Journal {
+        /// Its path.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// Auth was asked for without a key.
     #[error("A2A auth is on but ${0} is unset or empty: set the key there")]
     MissingKey(String),

@@ -62,6 +62,7 @@ async fn run(
         A2aServeConfig {
             auth,
             public_url: args.public_url.clone(),
+            tasks_file: args.tasks.clone(),
             ..A2aServeConfig::new(args.listen, agents)
         },
     )

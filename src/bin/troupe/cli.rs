@@ -381,4 +381,8 @@ pub struct A2aServeArgs {
     /// The base URL the cards give, when callers reach the server through another address.
     #[arg(long)]
     pub public_url: Option<String>,
+    /// A file keeping finished tasks across restarts (JSON lines); without it they live as long
+    /// as the server. Conversations resume through the agents' session logs.
+    #[arg(long, value_name = "FILE")]
+    pub tasks: Option<PathBuf>,
 }

@@ -8,6 +8,7 @@
 
 mod auth;
 mod card;
+mod journal;
 mod rpc;
 mod tasks;
 
@@ -44,6 +45,9 @@ pub struct A2aServeConfig {
     pub max_request_bytes: usize,
     /// The base URL the cards give (e.g. behind a proxy); default `http://{listen address}`.
     pub public_url: Option<String>,
+    /// A file keeping finished tasks across restarts (JSON lines, the newest 1,000); `None`:
+    /// tasks live as long as the server.
+    pub tasks_file: Option<std::path::PathBuf>,
 }
 
 impl A2aServeConfig {
@@ -55,6 +59,7 @@ impl A2aServeConfig {
             auth: None,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             public_url: None,
+            tasks_file: None,
         }
     }
 }
@@ -82,6 +87,10 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
             return Err(ServeError::UnknownAgent(agent.name.clone()));
         }
     }
+    let journal = match &config.tasks_file {
+        Some(path) => Some(journal::TaskJournal::open(path)?),
+        None => None,
+    };
     let bind_error = |source| ServeError::Bind {
         addr: config.listen,
         source,
@@ -108,7 +117,7 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
         cards,
         auth: config.auth,
         max_request_bytes: config.max_request_bytes,
-        tasks: tasks::TaskStore::new(team.approvals().clone()),
+        tasks: tasks::TaskStore::new(team.approvals().clone(), journal),
     });
     let app = rpc::router(served);
     let (closing, mut closed) = watch::channel(false);

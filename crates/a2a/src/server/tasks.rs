@@ -16,6 +16,7 @@ use troupe_runtime::approval::Approvals;
 use troupe_runtime::{AgentRequest, AskItem, AskStream};
 
 use crate::ids::new_id;
+use crate::server::journal::{JournalLine, TaskJournal};
 use crate::wire::{
     Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
     TaskStatus, TaskStatusUpdateEvent,
@@ -70,14 +71,35 @@ pub(crate) struct TaskStore {
     inner: Arc<Mutex<Inner>>,
     /// The team's approval desk: a caller's answer to an `input-required` task goes there.
     approvals: Approvals,
+    /// Where finished tasks are kept across restarts, if anywhere.
+    journal: Option<Arc<TaskJournal>>,
 }
 
 impl TaskStore {
     /// The tasks of a team with this approval desk.
-    pub(crate) fn new(approvals: Approvals) -> Self {
+    pub(crate) fn new(
+        approvals: Approvals,
+        journal: Option<(TaskJournal, Vec<JournalLine>)>,
+    ) -> Self {
+        let mut inner = Inner::default();
+        let journal = journal.map(|(journal, restored)| {
+            for line in restored {
+                inner.next_seq += 1;
+                let entry = Entry {
+                    agent: line.agent,
+                    task: line.task,
+                    seq: inner.next_seq,
+                    running: None,
+                    waiting: VecDeque::new(),
+                };
+                inner.tasks.insert(entry.task.id.clone(), entry);
+            }
+            Arc::new(journal)
+        });
         TaskStore {
-            inner: Arc::default(),
+            inner: Arc::new(Mutex::new(inner)),
             approvals,
+            journal,
         }
     }
 
@@ -312,9 +334,17 @@ impl TaskStore {
 
     /// The task is over: its events close.
     fn finish(&self, id: &str) {
-        if let Some(entry) = lock(&self.inner).tasks.get_mut(id) {
+        let finished = {
+            let mut inner = lock(&self.inner);
+            let Some(entry) = inner.tasks.get_mut(id) else {
+                return;
+            };
             entry.running = None;
             entry.waiting.clear();
+            (entry.agent.clone(), entry.task.clone())
+        };
+        if let Some(journal) = &self.journal {
+            journal.record(&finished.0, &finished.1);
         }
     }
 }

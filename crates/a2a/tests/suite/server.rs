@@ -328,3 +328,44 @@ async fn a_tool_call_waiting_for_approval_is_input_required_and_the_callers_yes_
     server.shutdown().await;
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn finished_tasks_outlive_a_server_restart_through_the_tasks_file() {
+    let team = team_answering("kept").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.jsonl");
+    let serve_with_file = || {
+        let mut config = config(vec![ServedAgent::new("coder", "codes")]);
+        config.tasks_file = Some(file.clone());
+        config
+    };
+    let server = serve(&team, serve_with_file()).await.unwrap();
+    let (_, sent) = rpc(
+        &server.agent_url("coder"),
+        "SendMessage",
+        json!({"message": user_message("remember")}),
+        &[],
+    )
+    .await;
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    server.shutdown().await;
+    // A torn last line (a write cut short) is skipped, not fatal.
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("{\"agent\": \"coder\", \"task\": {\"id\": ");
+    std::fs::write(&file, text).unwrap();
+
+    let server = serve(&team, serve_with_file()).await.unwrap();
+    let url = server.agent_url("coder");
+    let (_, got) = rpc(&url, "GetTask", json!({"id": id}), &[]).await;
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "kept");
+    let (_, listed) = rpc(&url, "ListTasks", json!({}), &[]).await;
+    assert_eq!(listed["result"]["totalSize"], 1, "{listed}");
+    // The file was rewritten with what was kept: the torn line is gone.
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 1);
+    server.shutdown().await;
+    team.shutdown().await;
+}
