@@ -126,7 +126,8 @@ impl AgentBehavior for A2aAgent {
             error.type = tracing::field::Empty,
         );
         let watch = ctx.events.watch_of(request.trace.id());
-        let mut call = RemoteCall::new(self.client.clone(), self.conversation.waiting_task.take());
+        let answering = self.conversation.waiting_task.take();
+        let mut call = RemoteCall::new(self.client.clone(), answering.clone());
         let mut message = Message::text(Role::User, request.text);
         message.context_id = self.conversation.context_id.clone();
         message.task_id = call.task_id.clone();
@@ -159,8 +160,14 @@ impl AgentBehavior for A2aAgent {
             Ok(()) => call.outcome(&ctx.name),
             Err(e) => Err(AgentError::Failed(format!("A2A agent `{}`: {e}", ctx.name))),
         };
-        if let Ok(Answer::Question(_)) = &outcome {
-            self.conversation.waiting_task = call.task_id.clone();
+        match &outcome {
+            Ok(Answer::Question(_)) => self.conversation.waiting_task = call.task_id.clone(),
+            // An answer that never reached the task (the peer unreachable): the task still
+            // waits, and the asker's next request answers it again.
+            Err(_) if call.state == TaskState::Unspecified => {
+                self.conversation.waiting_task = answering;
+            }
+            _ => {}
         }
         if let Err(e) = &outcome {
             span.record("error.type", tracing::field::display(e));
@@ -402,7 +409,9 @@ impl RemoteCall {
 
 impl Drop for RemoteCall {
     fn drop(&mut self) {
-        if self.settled() {
+        // Settled, or never acknowledged by the peer in this call (an answer to a waiting task
+        // that did not get through leaves the task waiting, not cancelled).
+        if self.settled() || self.state == TaskState::Unspecified {
             return;
         }
         let Some(task_id) = self.task_id.clone() else {

@@ -319,10 +319,17 @@ fn result<T: Serialize>(id: Value, value: &T) -> Response {
 fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
     match refusal {
         TaskRefusal::NotFound => refuse(id, code::TASK_NOT_FOUND, "no such task for this agent"),
-        TaskRefusal::Finished(state) => refuse(
+        TaskRefusal::Finished(state) if state.is_terminal() => refuse(
             id,
             code::TASK_NOT_CANCELABLE,
             format!("the task is {state:?}: it takes no more messages and cannot be cancelled"),
+        ),
+        TaskRefusal::Finished(state) => refuse(
+            id,
+            code::INVALID_PARAMS,
+            format!(
+                "the task is {state:?} and waits for no answer: send without its taskId to start another"
+            ),
         ),
     }
 }

@@ -16,7 +16,8 @@ fn config(agents: Vec<ServedAgent>) -> A2aServeConfig {
 async fn a_served_agent_has_a_card_and_answers_send_get_and_list() {
     let team = team_answering("42").await;
     let coder = ServedAgent::from_team(&team, "coder").await.unwrap();
-    let server = serve(&team, config(vec![coder])).await.unwrap();
+    let sleeper = ServedAgent::new("sleeper", "never answers");
+    let server = serve(&team, config(vec![coder, sleeper])).await.unwrap();
     let card: serde_json::Value = http()
         .get(server.card_url("coder"))
         .send()
@@ -68,6 +69,13 @@ async fn a_served_agent_has_a_card_and_answers_send_get_and_list() {
     .await;
     assert_eq!(listed["result"]["totalSize"], 1);
     // Another agent's endpoint does not own the task; an unknown one is not found.
+    let other = server.agent_url("sleeper");
+    for method in ["GetTask", "CancelTask", "SubscribeToTask"] {
+        let (_, foreign) = rpc(&other, method, json!({"id": id}), &[]).await;
+        assert_eq!(foreign["error"]["code"], -32001, "{method}: {foreign}");
+    }
+    let (_, listed) = rpc(&other, "ListTasks", json!({}), &[]).await;
+    assert_eq!(listed["result"]["totalSize"], 0, "{listed}");
     let (_, missing) = rpc(&url, "GetTask", json!({"id": "nope"}), &[]).await;
     assert_eq!(missing["error"]["code"], -32001);
     // A finished task cannot be cancelled.

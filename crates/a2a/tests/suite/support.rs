@@ -88,6 +88,8 @@ pub enum PeerScript {
     InputRequired,
     /// Streams a draft in chunks, then replaces the artifact with the final text.
     Replacing,
+    /// As `InputRequired`, but the first answer on `t1` gets an HTTP 503.
+    InputRequiredFlaky,
 }
 
 /// What the fake peer saw.
@@ -229,7 +231,13 @@ fn peer_rpc(
             chunk("t1", "final answer", false),
             status("t1", "TASK_STATE_COMPLETED", None),
         ])),
-        ("SendStreamingMessage", PeerScript::InputRequired) => {
+        ("SendStreamingMessage", PeerScript::InputRequiredFlaky)
+            if params["message"]["taskId"].as_str() == Some("t1")
+                && log.lock().unwrap().methods.len() == 2 =>
+        {
+            (StatusCode::SERVICE_UNAVAILABLE, "try again").into_response()
+        }
+        ("SendStreamingMessage", PeerScript::InputRequired | PeerScript::InputRequiredFlaky) => {
             let answering = params["message"]["taskId"].as_str() == Some("t1");
             if answering {
                 let city = params["message"]["parts"][0]["text"]

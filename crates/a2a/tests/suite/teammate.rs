@@ -149,3 +149,24 @@ async fn a_served_agents_approval_reaches_a_troupe_asker_as_a_question_and_a_no_
     server.shutdown().await;
     served_team.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_answer_that_never_reached_a_waiting_task_is_sent_to_it_again() {
+    let (base, log) = fake_peer(PeerScript::InputRequiredFlaky, true).await;
+    let team = empty_team().await;
+    join_team(&team, "weather", &A2aRemote::new(base))
+        .await
+        .unwrap();
+    let question = team.ask("weather", "what is the weather?").await.unwrap();
+    assert_eq!(question, format!("{INPUT_REQUIRED_PREFIX}Which city?"));
+    let err = team.ask("weather", "Paris").await.unwrap_err();
+    assert!(err.to_string().contains("HTTP 503"), "{err}");
+    assert_eq!(
+        team.ask("weather", "Paris").await.unwrap(),
+        "sunny in Paris"
+    );
+    let log = std::mem::take(&mut *log.lock().unwrap());
+    assert_eq!(log.params[1]["message"]["taskId"], "t1");
+    assert_eq!(log.params[2]["message"]["taskId"], "t1");
+    team.shutdown().await;
+}
