@@ -470,6 +470,13 @@ impl Worker {
                     );
                     self.store.request_approval(&self.task_id, id, question);
                 }
+                // The caller cannot raise the operator's budget; it is told why the task waits.
+                Some(Ok(AskItem::Event(Event::BudgetPaused { agent, exceeded }))) => {
+                    let note = format!(
+                        "`{agent}` is paused: {exceeded}; it goes on if its operator raises the limit, else the task fails"
+                    );
+                    self.status(TaskState::Working, Some(&note));
+                }
                 Some(Ok(AskItem::Event(_))) => {}
                 Some(Ok(AskItem::Answer(answer))) => break End::Answer(answer),
                 Some(Ok(_)) => {}

@@ -5,7 +5,8 @@ use serde_json::json;
 use troupe_a2a::{A2aServeConfig, ServedAgent, ServerAuth, serve};
 
 use super::support::{
-    Runs, http, rpc, team_answering, team_asking_approval, team_stuck, user_message,
+    Runs, http, rpc, team_answering, team_asking_approval, team_over_budget, team_stuck,
+    user_message,
 };
 
 fn config(agents: Vec<ServedAgent>) -> A2aServeConfig {
@@ -374,6 +375,34 @@ async fn finished_tasks_outlive_a_server_restart_through_the_tasks_file() {
     assert_eq!(listed["result"]["totalSize"], 1, "{listed}");
     // The file was rewritten with what was kept: the torn line is gone.
     assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 1);
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_budget_pause_is_told_to_the_caller_and_its_end_fails_the_task() {
+    let team = team_over_budget(std::time::Duration::from_millis(200)).await;
+    let server = serve(&team, config(vec![ServedAgent::new("spender", "spends")]))
+        .await
+        .unwrap();
+    let response = http()
+        .post(server.agent_url("spender"))
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": user_message("list")}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let body = response.text().await.unwrap();
+    let paused = body
+        .find("`spender` is paused: ")
+        .unwrap_or_else(|| panic!("{body}"));
+    let failed = body
+        .find("TASK_STATE_FAILED")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(paused < failed, "{body}");
     server.shutdown().await;
     team.shutdown().await;
 }

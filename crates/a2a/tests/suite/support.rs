@@ -361,3 +361,40 @@ pub async fn team_asking_approval(runs: &Runs) -> Team {
         .await
         .unwrap()
 }
+
+/// A team whose `spender` calls `run`, then would answer — but its one-token request budget
+/// pauses it before the second model call, for `pause` before it ends.
+pub async fn team_over_budget(pause: std::time::Duration) -> Team {
+    use troupe_agents::spend::{AgentBudget, OnExceeded};
+    use troupe_models::ScriptedReply;
+    let mut tools = troupe_tools::ToolRegistry::new();
+    tools
+        .register_fn("run", "Run a command.", |args: RunArgs| async move {
+            Ok(format!("ran {}", args.command))
+        })
+        .unwrap();
+    let model = Arc::new(ScriptedModel::new(
+        "scripted-spender",
+        [
+            ScriptedReply::ToolCalls(vec![("run".into(), r#"{"command": "ls"}"#.into())]),
+            ScriptedReply::text("listed"),
+        ],
+    ));
+    let budget = AgentBudget {
+        request: troupe_protocol::SpendLimit {
+            input_tokens: Some(1),
+            ..troupe_protocol::SpendLimit::default()
+        },
+        on_exceeded: OnExceeded::Pause { timeout: pause },
+        ..AgentBudget::default()
+    };
+    Team::builder()
+        .compression(CompressionConfig {
+            model: CompressorModel::None,
+            ..CompressionConfig::new(shared_counter())
+        })
+        .agent(AgentSpec::new("spender", model).tools(tools).budget(budget))
+        .start()
+        .await
+        .unwrap()
+}
