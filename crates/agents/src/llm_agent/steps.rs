@@ -190,6 +190,9 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace: TraceContext,
     ) -> Result<String, AgentError> {
+        // A request of its own for the budgets: what it spent before the restart was never
+        // counted in this process.
+        self.spend.start_request();
         self.finish_paused(ctx, trace.id()).await?;
         let mut req = RequestContext::new(trace);
         req.set_log(RequestInLog::Open);
@@ -200,6 +203,7 @@ impl LlmAgent {
         let outcome = match self.final_answer_in_log() {
             // The final answer was committed, its close was not: no model call is made again.
             Some(answer) => Ok(answer),
+            // A typed ask's schema is not in the log: the resumed calls go without it.
             None => self.run_turns(ctx, &mut req, None).await,
         };
         self.close_request(outcome, &mut req, before)
