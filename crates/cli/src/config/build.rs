@@ -297,6 +297,9 @@ impl Config {
         if let Some(n) = agent.max_turns {
             spec = spec.max_turns(n);
         }
+        if agent.durable_steps == Some(false) {
+            spec = spec.request_commits_only();
+        }
         if let Some(t) = agent.temperature {
             spec = spec.temperature(t);
         }
@@ -339,6 +342,19 @@ mod tests {
             price: None,
             rate_limit: None,
         }
+    }
+
+    #[test]
+    fn durable_steps_are_the_default_and_false_keeps_to_request_commits() {
+        let config = Config::parse(
+            "[models.m]\nprovider = \"openai\"\n[agents.coder]\n[agents.plain]\ndurable_steps = false\n",
+        )
+        .unwrap();
+        let model: Arc<dyn ChatModel> = Arc::new(troupe_models::ScriptedModel::new("m", []));
+        let models = BTreeMap::from([("m".to_string(), model)]);
+        let spec = |name| config.agent_spec(name, &models, None).unwrap();
+        assert!(spec("coder").durable_steps);
+        assert!(!spec("plain").durable_steps);
     }
 
     #[test]

@@ -162,6 +162,9 @@ pub struct AgentConfig {
     pub tools: Vec<String>,
     /// Model calls allowed per request.
     pub max_turns: Option<u32>,
+    /// `false`: commit to the session log only at a request's end, not at every step (see
+    /// `AgentSpec::request_commits_only`); default `true`.
+    pub durable_steps: Option<bool>,
     /// Sampling temperature, 0 to 2.
     pub temperature: Option<f32>,
     /// Cap on tokens generated per model call.
