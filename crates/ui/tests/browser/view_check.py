@@ -18,6 +18,7 @@ import time
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.support.ui import WebDriverWait
 
 URL, SHOTS, LOAD, SESSION_URL = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -62,7 +63,9 @@ def wait_for(what, cond, secs=90):
         poll_states()
         return cond()
     try:
-        return WebDriverWait(driver, secs, poll_frequency=0.05).until(step)
+        # A patch may re-draw what a condition found before it reads it: look again.
+        return WebDriverWait(driver, secs, poll_frequency=0.05,
+                             ignored_exceptions=[StaleElementReferenceException]).until(step)
     except Exception as e:
         driver.save_screenshot(os.path.join(SHOTS, "failure.png"))
         raise AssertionError(f"timed out waiting for {what}") from e
@@ -167,6 +170,10 @@ try:
     </script>""".encode()
 
     class Evil(http.server.BaseHTTPRequestHandler):
+        # A socket chromium opened ahead (a preconnect) and never sends on must not hold the
+        # server: with one thread it blocked shutdown() until chromium dropped it, a minute on.
+        timeout = 5
+
         def do_GET(self):
             self.send_response(200)
             self.send_header("content-type", "text/html")
@@ -176,7 +183,8 @@ try:
         def log_message(self, *args):
             pass
 
-    evil = http.server.HTTPServer(("127.0.0.1", 0), Evil)
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    evil.daemon_threads = True
     threading.Thread(target=evil.serve_forever, daemon=True).start()
     view_tab = driver.current_window_handle
     driver.get_log("performance")  # only what follows
@@ -221,7 +229,8 @@ try:
     # The writer's conversation, live: its messages, the pin, the compaction's summary where it
     # sits with what it stands for, long answers folded, the hostile answer as text.
     def open_conversation(agent):
-        driver.find_element(By.CSS_SELECTOR, f".card[data-agent={agent}] button.show-conversation").click()
+        wait_for(f"{agent}'s conversation button, clicked", lambda: driver.find_element(
+            By.CSS_SELECTOR, f".card[data-agent={agent}] button.show-conversation").click() or True)
         # textContent: the heading is upper-cased on screen.
         wait_for(f"{agent}'s conversation", lambda: f"({agent}," in
                  driver.find_element(By.ID, "conversation-agent").get_attribute("textContent")
@@ -273,8 +282,13 @@ try:
     def coder_trace():
         rows = driver.find_elements(By.CSS_SELECTOR, "#requests li")
         return next((r for r in rows if r.find_element(By.CSS_SELECTOR, "button.show-trace").text == "coder"), None)
-    wait_for("the coder's request in the list", lambda: coder_trace() is not None)
-    coder_trace().find_element(By.CSS_SELECTOR, "button.show-trace").click()
+    def open_coder_trace():
+        row = coder_trace()
+        if row is None:
+            return False
+        row.find_element(By.CSS_SELECTOR, "button.show-trace").click()
+        return True
+    wait_for("the coder's request in the list, opened", open_coder_trace)
     wait_for("the coder's waterfall", lambda: driver.find_elements(By.CSS_SELECTOR, "#waterfall .bar-row.model_call"))
     bars = driver.execute_script(
         "return [...document.querySelectorAll('#waterfall .bar-row')].map(r => "
@@ -292,11 +306,15 @@ try:
     # The /compact button: the writer is compacted again from the page (token and origin
     # checked like an approval), and the new compaction appears.
     before = len(driver.find_elements(By.CSS_SELECTOR, ".compaction[data-agent=writer]"))
-    driver.find_element(By.CSS_SELECTOR, ".card[data-agent=writer] button.compact-now").click()
+    wait_for("the /compact button, clicked", lambda: driver.find_element(
+        By.CSS_SELECTOR, ".card[data-agent=writer] button.compact-now").click() or True)
 
     def compact_note():
-        notes = driver.find_elements(By.CSS_SELECTOR, ".card[data-agent=writer] .note")
-        return notes and notes[0].text.startswith(("compacted:", "not compacted:")) and notes[0].text
+        # Read in one script: the card is re-drawn by every patch, an element found first may be
+        # gone when its text is asked for.
+        text = driver.execute_script(
+            "const n = document.querySelector('.card[data-agent=writer] .note'); return n && n.textContent;")
+        return text and text.startswith(("compacted:", "not compacted:")) and text
     note = wait_for("the /compact answer", compact_note)
     check(note.startswith("compacted:"), f"the page compacted the writer: {note}")
     wait_for("the new compaction on the page", lambda: len(
