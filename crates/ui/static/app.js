@@ -355,7 +355,8 @@ async function openConversation(agent) {
 }
 
 async function loadConversation() {
-  if (!conv.agent || conv.loading) return;
+  if (!conv.agent) return;
+  if (conv.loading) { conv.again = true; return; }
   conv.loading = true;
   const a = state.agents.get(conv.agent);
   const revision = a ? a.revision : 0;
@@ -368,6 +369,7 @@ async function loadConversation() {
     conv.loading = false;
   }
   renderConversation();
+  if (conv.again) { conv.again = false; loadConversation(); }
 }
 
 // A live agent's conversation is read again when it is between requests once more.
@@ -487,7 +489,9 @@ const traces = { open: null, listedAt: -1, busy: false, at: 0 };
 const TRACES_EVERY_MS = 400;
 
 async function refreshTraces() {
-  if (traces.busy || traces.listedAt === state.version) return;
+  if (traces.listedAt === state.version) return;
+  // Asked while a read is under way: read again once it is done (it may predate the change).
+  if (traces.busy) { traces.again = true; return; }
   // At most every TRACES_EVERY_MS, however fast events come; the last change is always read.
   const wait = traces.at + TRACES_EVERY_MS - performance.now();
   if (wait > 0) {
@@ -503,10 +507,11 @@ async function refreshTraces() {
     renderTraceList(lines);
     if (traces.open) await openTrace(traces.open);
   } catch (e) {
-    // The next tick tries again.
+    // The next change tries again.
   } finally {
     traces.busy = false;
   }
+  if (traces.again) { traces.again = false; refreshTraces(); }
 }
 
 function renderTraceList(lines) {
