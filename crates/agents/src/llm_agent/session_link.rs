@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use troupe_protocol::TraceContext;
+use troupe_protocol::{ResponseFormat, TraceContext};
 use troupe_runtime::AgentError;
 
 use super::context::Context;
@@ -27,6 +27,9 @@ pub(super) struct SessionLink {
     /// Whether the log ends with a request in flight (durable steps): the agent resumes it
     /// before anything else (`in_flight.rs`).
     pub(super) in_flight: bool,
+    /// The answer format of that request (a typed ask's schema), which its resumed model
+    /// calls carry as its first ones did.
+    pub(super) in_flight_format: Option<ResponseFormat>,
     /// Whether the log ends with a request in flight that failed (the agent was restarted from
     /// its checkpoint): closed as rolled back once the agent is built.
     pub(super) failed_in_flight: bool,
@@ -46,6 +49,7 @@ impl SessionLink {
             conversation_id: String::new(),
             paused: Vec::new(),
             in_flight: false,
+            in_flight_format: None,
             failed_in_flight: false,
         };
         let mut restored = None;
@@ -70,6 +74,7 @@ impl SessionLink {
                 let r = restore(&logged);
                 link.paused.clone_from(&r.paused);
                 link.in_flight = logged.in_flight;
+                link.in_flight_format.clone_from(&logged.in_flight_format);
                 restored = Some(r);
             } else if logged.in_flight {
                 link.failed_in_flight = true;
@@ -103,6 +108,7 @@ impl SessionLink {
         let dropped = self.paused.len();
         self.paused.clear();
         self.in_flight = false;
+        self.in_flight_format = None;
         Ok(dropped)
     }
 
@@ -126,6 +132,7 @@ impl SessionLink {
         // log keeps its own, pending, for whoever resumes it).
         self.paused.clone_from(&restored.paused);
         self.in_flight = logged.in_flight;
+        self.in_flight_format.clone_from(&logged.in_flight_format);
         self.sync = Some(sync);
         self.conversation_id = conversation_id(agent, Some(path));
         Ok(restored)

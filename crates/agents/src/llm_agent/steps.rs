@@ -15,12 +15,12 @@
 //! The request's caller is gone after a restart: the resumed request's answer is in the log and
 //! on the bus ([`Event::RequestResumed`]).
 
-use troupe_protocol::{Event, Role, ToolCall, TraceContext, Usage};
+use troupe_protocol::{Event, ResponseFormat, Role, ToolCall, TraceContext, Usage};
 use troupe_runtime::{AgentContext, AgentError};
 
 use super::LlmAgent;
 use super::request::{RequestContext, RequestInLog};
-use crate::session::{PausedCall, RequestOutcome, SessionRecord};
+use crate::session::{LoggedFormat, PausedCall, RequestOutcome, SessionRecord};
 
 /// What a request's rollback puts back besides the conversation.
 pub(super) struct BeforeRequest {
@@ -38,16 +38,23 @@ impl LlmAgent {
     }
 
     /// Before a model call: what changed (a compaction on the way), and the request's opening
-    /// when this is its first commit (its user message with a `request_opened`). Opened only
-    /// once its first call is about to go out, so a request refused before (a message larger
-    /// than the window) leaves the log as it was.
-    pub(super) fn commit_before_call(&mut self, req: &mut RequestContext) {
+    /// when this is its first commit (its user message with a `request_opened` holding
+    /// `format`, the answer format its calls carry, so a resumed request asks as it did). Opened
+    /// only once its first call is about to go out, so a request refused before (a message
+    /// larger than the window) leaves the log as it was.
+    pub(super) fn commit_before_call(
+        &mut self,
+        req: &mut RequestContext,
+        format: Option<&ResponseFormat>,
+    ) {
         if !self.spec.durable_steps {
             return;
         }
         let mut records = Vec::new();
         if req.log() == RequestInLog::Opening {
-            records.push(SessionRecord::RequestOpened);
+            records.push(SessionRecord::RequestOpened {
+                response_format: format.map(LoggedFormat::from),
+            });
             req.set_log(RequestInLog::Open);
         }
         self.persist_with(records);
@@ -173,7 +180,8 @@ impl LlmAgent {
             return None;
         }
         self.session.in_flight = false;
-        let outcome = self.finish_in_flight(ctx, trace).await;
+        let format = self.session.in_flight_format.take();
+        let outcome = self.finish_in_flight(ctx, trace, format.as_ref()).await;
         ctx.events.publish(
             Some(trace.id()),
             Event::RequestResumed {
@@ -189,6 +197,7 @@ impl LlmAgent {
         &mut self,
         ctx: &AgentContext,
         trace: TraceContext,
+        format: Option<&ResponseFormat>,
     ) -> Result<String, AgentError> {
         // A request of its own for the budgets: what it spent before the restart was never
         // counted in this process.
@@ -203,8 +212,8 @@ impl LlmAgent {
         let outcome = match self.final_answer_in_log() {
             // The final answer was committed, its close was not: no model call is made again.
             Some(answer) => Ok(answer),
-            // A typed ask's schema is not in the log: the resumed calls go without it.
-            None => self.run_turns(ctx, &mut req, None).await,
+            // A typed ask's calls carry its schema, resumed as when first asked.
+            None => self.run_turns(ctx, &mut req, format).await,
         };
         self.close_request(outcome, &mut req, before)
     }

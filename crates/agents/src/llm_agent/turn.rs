@@ -228,7 +228,7 @@ impl LlmAgent {
                 .await
                 .map_err(AgentError::ContextOverflow)?;
             // A compaction on the way, and the request's opening, committed before the call.
-            self.commit_before_call(req);
+            self.commit_before_call(req, format);
             // A compaction on the way may have spent the rest.
             within_budget(&self.spend, ctx, trace_id, watch).await?;
             let (reply, usage) = match self.call_model(ctx, trace_id, watch, format).await {

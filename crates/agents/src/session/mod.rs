@@ -69,7 +69,8 @@ pub use error::SessionError;
 pub use lock::{SessionLock, lock_path};
 pub use log::SessionLog;
 pub use records::{
-    CompactionRecord, PausedCall, RequestOutcome, SESSION_FORMAT_VERSION, Session, SessionRecord,
+    CompactionRecord, LoggedFormat, PausedCall, RequestOutcome, SESSION_FORMAT_VERSION, Session,
+    SessionRecord,
 };
 pub use scan::load;
 pub use steps::{Step, StepKind, steps};

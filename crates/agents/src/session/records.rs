@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use troupe_compaction::ArchiveEntry;
 use troupe_protocol::CompactionReport;
 use troupe_protocol::FileLedger;
-use troupe_protocol::{Conversation, MessageId, StoredMessage, Usage};
+use troupe_protocol::{Conversation, MessageId, ResponseFormat, StoredMessage, Usage};
 
 /// The log format's version, written in the header record. Format 2 adds the step records
 /// (`request_opened`, `model_answer`, `call_result`, `request_closed`) that commit a request
@@ -61,8 +61,15 @@ pub enum SessionRecord {
     },
     /// A request began (format 2, durable steps): its user message is the last message before
     /// this record. Until its [`SessionRecord::RequestClosed`] the request is in flight, and an
-    /// agent that loads the log resumes it from its last committed step.
-    RequestOpened,
+    /// agent that loads the log resumes it from its last committed step — as it was asked:
+    /// a typed ask's answer format is recorded here, so the resumed model calls carry it too.
+    /// (`{"type":"request_opened"}`, a request with no format, is the record format 2 began
+    /// with.)
+    RequestOpened {
+        /// The answer format the request's model calls carry (a typed ask's schema).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_format: Option<LoggedFormat>,
+    },
     /// The assistant message just before this record is a model's whole answer, which cost
     /// `usage` (format 2). Its tool calls are open ([`SessionRecord::Paused`] with `ask: false`)
     /// until their results.
@@ -113,11 +120,44 @@ impl SessionRecord {
             SessionRecord::Clear => "clear",
             SessionRecord::Paused { .. } => "paused",
             SessionRecord::CallsStarted { .. } => "calls_started",
-            SessionRecord::RequestOpened => "request_opened",
+            SessionRecord::RequestOpened { .. } => "request_opened",
             SessionRecord::ModelAnswer { .. } => "model_answer",
             SessionRecord::CallResult { .. } => "call_result",
             SessionRecord::RequestClosed { .. } => "request_closed",
             SessionRecord::Commit => "commit",
+        }
+    }
+}
+
+/// A typed ask's answer format as the log keeps it ([`ResponseFormat`], which has no serde
+/// form of its own).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoggedFormat {
+    /// The schema's name.
+    pub name: String,
+    /// The JSON Schema of the answer.
+    pub schema: serde_json::Value,
+    /// Whether a provider with a strict mode uses it.
+    #[serde(default)]
+    pub strict: bool,
+}
+
+impl From<&ResponseFormat> for LoggedFormat {
+    fn from(format: &ResponseFormat) -> Self {
+        LoggedFormat {
+            name: format.name.clone(),
+            schema: format.schema.clone(),
+            strict: format.strict,
+        }
+    }
+}
+
+impl From<LoggedFormat> for ResponseFormat {
+    fn from(format: LoggedFormat) -> Self {
+        ResponseFormat {
+            name: format.name,
+            schema: format.schema,
+            strict: format.strict,
         }
     }
 }
@@ -213,6 +253,9 @@ pub struct Session {
     /// Whether a request was in flight when the log ended (opened and not closed: the process
     /// stopped mid-request); the agent resumes it from its last committed step.
     pub in_flight: bool,
+    /// The answer format of the request in flight (a typed ask's schema), which its resumed
+    /// model calls carry.
+    pub in_flight_format: Option<ResponseFormat>,
     /// Compactions applied.
     pub compactions: usize,
     /// Committed records applied.

@@ -189,6 +189,7 @@ impl Replayer {
                 self.session.ledger = None;
                 self.session.last_report = None;
                 self.session.in_flight = false;
+                self.session.in_flight_format = None;
             }
             SessionRecord::Paused { calls } => {
                 if let Some(stray) = calls
@@ -213,8 +214,14 @@ impl Replayer {
                     call.started = true;
                 }
             }
-            SessionRecord::RequestOpened => self.session.in_flight = true,
-            SessionRecord::RequestClosed { .. } => self.session.in_flight = false,
+            SessionRecord::RequestOpened { response_format } => {
+                self.session.in_flight = true;
+                self.session.in_flight_format = response_format.map(Into::into);
+            }
+            SessionRecord::RequestClosed { .. } => {
+                self.session.in_flight = false;
+                self.session.in_flight_format = None;
+            }
             // The answer is the message before it; its usage is for `session show`.
             SessionRecord::ModelAnswer { .. } => {}
             SessionRecord::CallResult { call_id, content } => {

@@ -151,7 +151,7 @@ fn describe<'a>(records: impl Iterator<Item = &'a SessionRecord> + Clone) -> (St
     }
     let user = last_of(Role::User).map(|m| excerpt(&m.text()));
     let compacted = has(|r| matches!(r, SessionRecord::Compaction(_)));
-    if has(|r| matches!(r, SessionRecord::RequestOpened)) {
+    if has(|r| matches!(r, SessionRecord::RequestOpened { .. })) {
         let mut detail = user.unwrap_or_default();
         if compacted {
             detail.push_str(" (after a compaction)");

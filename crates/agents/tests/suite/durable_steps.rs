@@ -140,7 +140,7 @@ async fn request_level_commits_write_one_commit_per_request_and_no_step_records(
     assert!(
         !records.iter().any(|r| matches!(
             r,
-            SessionRecord::RequestOpened
+            SessionRecord::RequestOpened { .. }
                 | SessionRecord::ModelAnswer { .. }
                 | SessionRecord::CallResult { .. }
                 | SessionRecord::RequestClosed { .. }
@@ -509,5 +509,76 @@ async fn a_rolled_back_request_leaves_a_log_that_loads_as_the_conversation_befor
             .unwrap()
             .iter()
             .any(|s| s.kind == StepKind::RolledBack)
+    );
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)] // only its schema is used
+struct Verdict {
+    ok: bool,
+}
+
+/// A typed ask cut after its first model answer resumes with its schema: every model call of
+/// the resumed request carries the answer format the first ones did (it is in the log's
+/// `request_opened`), not free text.
+#[tokio::test]
+async fn a_resumed_typed_ask_keeps_its_answer_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let format = troupe_protocol::ResponseFormat::of::<Verdict>();
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("run", r#"{"command": "a"}"#),
+            ScriptedReply::text(r#"{"ok": true}"#),
+        ],
+    ));
+    let first = team().await;
+    spawn_agent(&first, spec(model.clone(), &runs, &log))
+        .await
+        .unwrap();
+    let request = troupe_runtime::AgentRequest {
+        response_format: Some(format.clone()),
+        ..troupe_runtime::AgentRequest::from_user("check a")
+    };
+    first
+        .directory()
+        .ask("coder", request, Duration::from_secs(60))
+        .await
+        .unwrap();
+    first.shutdown().await;
+    assert!(
+        model
+            .requests()
+            .iter()
+            .all(|r| r.response_format.as_ref() == Some(&format))
+    );
+
+    // Cut after the model's first answer: the resumed request makes the second call.
+    let first_answer = steps(&log)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.kind == StepKind::ModelCall)
+        .unwrap();
+    let cut = dir.path().join("cut.jsonl");
+    Session::fork(&log, first_answer.id, &cut).unwrap();
+    let resumed_model = Arc::new(ScriptedModel::new(
+        "m",
+        [ScriptedReply::text(r#"{"ok": true}"#)],
+    ));
+    let team = team().await;
+    spawn_agent(&team, spec(resumed_model.clone(), &runs, &cut))
+        .await
+        .unwrap();
+    let resumed = team.agent::<LlmAgent>("coder").resume_request().await;
+    team.shutdown().await;
+    assert_eq!(resumed.unwrap().unwrap().unwrap(), r#"{"ok": true}"#);
+    let sent = resumed_model.requests();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        sent[0].response_format.as_ref(),
+        Some(&format),
+        "the resumed call went without the typed ask's schema"
     );
 }
