@@ -85,8 +85,18 @@ pub enum SessionRecord {
         /// What the tool answered the model.
         content: String,
     },
+    /// A failed request's conversation went back to where the request found it (format 2):
+    /// `messages` replace the conversation, as a compaction's do, but nothing was summarized or
+    /// archived — it is not counted as a compaction. Written in the commit of the request's
+    /// `request_closed` (rolled back). Logs written before this record said the same with a
+    /// `compaction` record, and still load (counting it as one).
+    RolledBack {
+        /// The conversation as the request found it.
+        messages: Vec<StoredMessage>,
+    },
     /// The request in flight ended (format 2): answered, failed, or rolled back (then the
-    /// conversation was written back as it was before the request, in the same commit).
+    /// conversation was written back as it was before the request, in the same commit, as a
+    /// `rolled_back` record).
     RequestClosed {
         /// How it ended.
         outcome: RequestOutcome,
@@ -123,6 +133,7 @@ impl SessionRecord {
             SessionRecord::RequestOpened { .. } => "request_opened",
             SessionRecord::ModelAnswer { .. } => "model_answer",
             SessionRecord::CallResult { .. } => "call_result",
+            SessionRecord::RolledBack { .. } => "rolled_back",
             SessionRecord::RequestClosed { .. } => "request_closed",
             SessionRecord::Commit => "commit",
         }

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use troupe_protocol::{ChatMessage, Conversation, MessageKind, Role, StoredMessage};
+use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role, StoredMessage};
 
 use super::records::{PausedCall, Session, SessionRecord};
 
@@ -137,30 +137,7 @@ impl Replayer {
             }
             SessionRecord::Compaction(c) => {
                 let c = *c;
-                let messages: Vec<ChatMessage> =
-                    c.messages.into_iter().map(ChatMessage::from).collect();
-                let mut ids = HashSet::new();
-                let mut pairing = Pairing::default();
-                for m in &messages {
-                    if !ids.insert(m.id.0) {
-                        return Err((
-                            line,
-                            format!("the compacted conversation holds message id {} twice", m.id),
-                        ));
-                    }
-                    pairing.push(m, line)?;
-                }
-                for id in messages
-                    .iter()
-                    .map(|m| m.id.0)
-                    .chain(c.archived.iter().map(|id| id.0))
-                {
-                    self.seen.entry(id).or_insert(line);
-                    self.max_id = self.max_id.max(id);
-                }
-                self.messages = messages;
-                self.paused.retain(|p| pairing.open.contains(&p.call_id));
-                self.pairing = pairing;
+                self.replace_messages(c.messages, &c.archived, line)?;
                 if c.summary.is_some() {
                     self.session.previous_summary = c.summary;
                 }
@@ -176,6 +153,8 @@ impl Replayer {
                 }
                 self.session.compactions += 1;
             }
+            // A rewind, not a compaction: the summary state and the archive stay as they were.
+            SessionRecord::RolledBack { messages } => self.replace_messages(messages, &[], line)?,
             SessionRecord::ModelChange { model } => self.session.model = Some(model),
             SessionRecord::Ledger { ledger } => self.session.ledger = Some(ledger),
             SessionRecord::Clear => {
@@ -235,6 +214,41 @@ impl Replayer {
             }
             SessionRecord::Commit => {}
         }
+        Ok(())
+    }
+
+    /// `stored` replace the conversation (a compaction, with the ids it `archived`, or a
+    /// rollback): checked as a conversation of its own, its ids and the archived ones never
+    /// handed out again.
+    fn replace_messages(
+        &mut self,
+        stored: Vec<StoredMessage>,
+        archived: &[MessageId],
+        line: usize,
+    ) -> Result<(), Invalid> {
+        let messages: Vec<ChatMessage> = stored.into_iter().map(ChatMessage::from).collect();
+        let mut ids = HashSet::new();
+        let mut pairing = Pairing::default();
+        for m in &messages {
+            if !ids.insert(m.id.0) {
+                return Err((
+                    line,
+                    format!("the compacted conversation holds message id {} twice", m.id),
+                ));
+            }
+            pairing.push(m, line)?;
+        }
+        for id in messages
+            .iter()
+            .map(|m| m.id.0)
+            .chain(archived.iter().map(|id| id.0))
+        {
+            self.seen.entry(id).or_insert(line);
+            self.max_id = self.max_id.max(id);
+        }
+        self.messages = messages;
+        self.paused.retain(|p| pairing.open.contains(&p.call_id));
+        self.pairing = pairing;
         Ok(())
     }
 

@@ -31,7 +31,7 @@ use super::claim::SessionClaim;
 use super::error::SessionError;
 use super::health::SessionBehind;
 use super::log::SessionLog;
-use super::records::{CompactionRecord, PausedCall, Session, SessionRecord};
+use super::records::{CompactionRecord, PausedCall, RequestOutcome, Session, SessionRecord};
 
 /// What an agent resumes with.
 pub(crate) struct Restored {
@@ -226,11 +226,24 @@ impl SessionSync {
             .entries()
             .get(self.archive_persisted..)
             .unwrap_or_default();
+        // A request's rollback is written as what it is, not as a compaction.
+        let rolled_back = extra.iter().any(|r| {
+            matches!(
+                r,
+                SessionRecord::RequestClosed {
+                    outcome: RequestOutcome::RolledBack
+                }
+            )
+        });
         // New archive entries mean the history was rewritten, even if it still looks extended.
         if extends && fresh.is_empty() {
             for m in &now[self.persisted.len()..] {
                 self.log.append_message(m);
             }
+        } else if rolled_back && fresh.is_empty() {
+            self.log.append(SessionRecord::RolledBack {
+                messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
+            });
         } else {
             let summary = now
                 .iter()

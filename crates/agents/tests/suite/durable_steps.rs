@@ -504,6 +504,22 @@ async fn a_rolled_back_request_leaves_a_log_that_loads_as_the_conversation_befor
         .collect();
     assert_eq!(texts, ["first", "one", "second", "two"]);
     assert!(!logged.in_flight);
+    // A rollback is no compaction: it is written as what it is.
+    assert_eq!(
+        logged.compactions, 0,
+        "the rollback counted as a compaction"
+    );
+    let written = records(&log);
+    assert!(
+        written
+            .iter()
+            .any(|r| matches!(r, SessionRecord::RolledBack { .. }))
+    );
+    assert!(
+        !written
+            .iter()
+            .any(|r| matches!(r, SessionRecord::Compaction(_)))
+    );
     assert!(
         steps(&log)
             .unwrap()
