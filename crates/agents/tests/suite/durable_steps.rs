@@ -598,3 +598,92 @@ async fn a_resumed_typed_ask_keeps_its_answer_format() {
         "the resumed call went without the typed ask's schema"
     );
 }
+
+/// A log cut at every byte offset (a process or disk that stopped anywhere, not only between
+/// commits) loads: the torn tail is dropped with a warning, every step committed before the
+/// cut is kept, and the conversation is the one the fork at the last kept step holds. Opening
+/// it for writing cuts the tail off, and the next commit follows the last whole one.
+#[tokio::test]
+async fn a_log_cut_at_any_byte_loads_with_every_step_committed_before_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("run", r#"{"command": "é → ✓"}"#),
+            ScriptedReply::call("run", r#"{"command": "b"}"#),
+            ScriptedReply::text("done: ünïcode ✓"),
+        ],
+    ));
+    let team = team().await;
+    spawn_agent(&team, spec(model, &runs, &log)).await.unwrap();
+    team.ask("coder", "run é then b — 🚀").await.unwrap();
+    team.shutdown().await;
+    let bytes = std::fs::read(&log).unwrap();
+    let all = steps(&log).unwrap();
+    assert!(all.len() > 10, "{all:?}");
+    // The conversation each whole step leaves, by its fork.
+    let at_step: Vec<Session> = all
+        .iter()
+        .map(|s| Session::fork(&log, s.id, &dir.path().join(format!("s{}.jsonl", s.id))).unwrap())
+        .collect();
+    // Where each step's commit ends: its commit line's newline.
+    let ends: Vec<usize> = bytes
+        .split_inclusive(|b| *b == b'\n')
+        .scan(0, |at, line| {
+            *at += line.len();
+            Some((*at, line))
+        })
+        .filter(|(_, line)| line.starts_with(br#"{"type":"commit"}"#))
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(ends.len(), all.len());
+    let cut = dir.path().join("cut.jsonl");
+    for len in 0..=bytes.len() {
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        let what = format!("cut at byte {len} of {}", bytes.len());
+        let loaded = load(&cut).unwrap_or_else(|e| panic!("{what}: {e}"));
+        // A commit line missing only its newline still counts.
+        let kept = ends
+            .iter()
+            .filter(|end| **end <= len || (**end - 1 == len))
+            .count();
+        if len % 7 == 0 {
+            let listed = steps(&cut).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(listed.len(), kept, "{what}: a committed step was lost");
+        }
+        if kept > 0 {
+            let expected = &at_step[kept - 1];
+            assert_eq!(
+                loaded.records, expected.records,
+                "{what}: a committed record was lost"
+            );
+            assert_eq!(loaded.conversation, expected.conversation, "{what}");
+            assert_eq!(loaded.in_flight, expected.in_flight, "{what}");
+            assert_eq!(loaded.paused, expected.paused, "{what}");
+        }
+        let whole = ends.contains(&len) || ends.contains(&(len + 1)) || len == 0;
+        assert_eq!(
+            loaded.warnings.is_empty(),
+            whole,
+            "{what}: {:?}",
+            loaded.warnings
+        );
+    }
+    // Opened for writing, a torn log is cut back to its last commit and goes on from there.
+    for len in [ends[3] + 1, ends[6] + 17, bytes.len() - 3] {
+        std::fs::write(&cut, &bytes[..len]).unwrap();
+        let (mut open, session) = troupe_agents::session::SessionLog::open(&cut).unwrap();
+        assert!(!session.warnings.is_empty());
+        open.append(SessionRecord::ModelChange {
+            model: "other".to_string(),
+        });
+        open.flush().unwrap();
+        drop(open);
+        let reloaded = load(&cut).unwrap();
+        assert!(reloaded.warnings.is_empty(), "{:?}", reloaded.warnings);
+        assert_eq!(reloaded.conversation, session.conversation);
+        assert_eq!(reloaded.model.as_deref(), Some("other"));
+    }
+}
