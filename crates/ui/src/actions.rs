@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use troupe_agents::{COMPACTION_TIMEOUT, CancellationToken, LlmAgentJob};
-use troupe_protocol::{BudgetScope, SpendLimit, TraceContext};
+use troupe_agents::{CompactError, LlmAgent};
+use troupe_protocol::{BudgetScope, SpendLimit};
 
 use crate::json::to_safe_json;
 use crate::routes::Routes;
@@ -29,32 +29,24 @@ pub(crate) struct RaiseAsk {
     limit: SpendLimit,
 }
 
-/// Compact an agent between its requests, as `/compact` does; answers its before and after
-/// tokens. Refused while the agent is responding: the page says so rather than wait.
+/// `/compact` an agent as `troupe chat` does: through its handle
+/// ([`LlmAgentHandle::compact`](troupe_agents::LlmAgentHandle::compact)), built from the team's
+/// directory — refused when the team has no compression agent, joining the compaction already
+/// running when the agent is mid-request, refused while it responds without one. Answers its
+/// before and after tokens.
 pub(crate) async fn compact(State(routes): State<Routes>, Json(ask): Json<CompactAsk>) -> Response {
     let live = match routes.source.live() {
         Ok(live) => live,
         Err(refusal) => return refusal.into_response(),
     };
-    if live.directory.is_responding(&ask.agent) {
-        return (
-            StatusCode::CONFLICT,
-            format!("{} is responding: compact it between requests", ask.agent),
-        )
-            .into_response();
-    }
     let CompactAsk { agent, focus } = ask;
-    let asked = live
+    match live
         .directory
-        .ask_job(
-            &agent,
-            |reply| LlmAgentJob::Compact(focus, CancellationToken::new(), reply),
-            TraceContext::new_root(),
-            COMPACTION_TIMEOUT,
-        )
-        .await;
-    match asked {
-        Ok(Ok(applied)) => {
+        .agent::<LlmAgent>(&agent)
+        .compact(focus)
+        .await
+    {
+        Ok(applied) => {
             let body = serde_json::json!({
                 "agent": agent,
                 "tokens_before": applied.report.tokens_before,
@@ -62,8 +54,8 @@ pub(crate) async fn compact(State(routes): State<Routes>, Json(ask): Json<Compac
             });
             json_ok(to_safe_json(&body))
         }
-        Ok(Err(e)) => (StatusCode::CONFLICT, e.to_string()).into_response(),
-        Err(e) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+        Err(CompactError::Ask(e)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+        Err(e) => (StatusCode::CONFLICT, format!("{agent}: {e}")).into_response(),
     }
 }
 

@@ -74,13 +74,13 @@ impl LlmAgentHandle<'_> {
         focus: Option<String>,
         cancel: tokio_util::sync::CancellationToken,
     ) -> Result<AppliedCompaction, CompactError> {
-        let team = self.agent.team();
-        if !can_compact(team.directory()) {
+        let directory = self.agent.directory();
+        if !can_compact(directory) {
             return Err(CompactError::NoCompressionAgent);
         }
-        if team.is_responding(self.name()) {
+        if directory.is_responding(self.name()) {
             // Join the compaction already under way instead of starting a second one.
-            return join_running(team.directory(), self.name())
+            return join_running(directory, self.name())
                 .await
                 .unwrap_or(Err(CompactError::Responding));
         }

@@ -20,7 +20,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::supervisor::behavior::AgentBehavior;
-use crate::supervisor::directory::AskError;
+use crate::supervisor::directory::{AskError, Directory};
 use crate::supervisor::job::Reply;
 use crate::supervisor::team::Team;
 use troupe_protocol::TraceContext;
@@ -36,9 +36,11 @@ pub trait AgentKind: AgentBehavior + Sized {
     fn typed_handle(agent: AgentRef<'_, Self>) -> Self::Handle<'_>;
 }
 
-/// An agent of `team` by name, known to run behaviour `B`: it sends `B`'s jobs only.
+/// An agent of a team by name, known to run behaviour `B`: it sends `B`'s jobs only. It holds
+/// the team's [`Directory`], so a server that keeps a clone of the directory (not the team)
+/// builds the same handles ([`Directory::agent`]).
 pub struct AgentRef<'t, B> {
-    team: &'t Team,
+    directory: &'t Directory,
     name: String,
     behavior: PhantomData<fn() -> B>,
 }
@@ -55,7 +57,7 @@ impl<B> std::fmt::Debug for AgentRef<'_, B> {
 impl<B> Clone for AgentRef<'_, B> {
     fn clone(&self) -> Self {
         AgentRef {
-            team: self.team,
+            directory: self.directory,
             name: self.name.clone(),
             behavior: PhantomData,
         }
@@ -68,9 +70,9 @@ impl<'t, B: AgentKind> AgentRef<'t, B> {
         &self.name
     }
 
-    /// The team the agent belongs to.
-    pub fn team(&self) -> &'t Team {
-        self.team
+    /// The directory of the team the agent belongs to.
+    pub fn directory(&self) -> &'t Directory {
+        self.directory
     }
 
     /// Give the agent the job `job` builds around a fresh answer port, as a new trace, and
@@ -84,8 +86,7 @@ impl<'t, B: AgentKind> AgentRef<'t, B> {
         job: impl FnOnce(Reply<T>) -> B::Job,
         timeout: Duration,
     ) -> Result<T, AskError> {
-        self.team
-            .directory()
+        self.directory
             .ask_job(&self.name, job, TraceContext::new_root(), timeout)
             .await
     }
@@ -97,8 +98,16 @@ impl Team {
     /// called; an agent that is not in the team, or runs another behaviour, answers that
     /// call with an error.
     pub fn agent<B: AgentKind>(&self, name: impl Into<String>) -> B::Handle<'_> {
+        self.directory().agent::<B>(name)
+    }
+}
+
+impl Directory {
+    /// [`Team::agent`] from the team's directory: the same handle, for a holder of a clone of
+    /// the directory that cannot hold the team (a server answering a page).
+    pub fn agent<B: AgentKind>(&self, name: impl Into<String>) -> B::Handle<'_> {
         B::typed_handle(AgentRef {
-            team: self,
+            directory: self,
             name: name.into(),
             behavior: PhantomData,
         })

@@ -7,14 +7,22 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::spend::{AgentBudget, OnExceeded};
-use troupe_agents::{AgentSpec, spawn_agent};
+use troupe_agents::{
+    AgentSpec, CompactionSettings, TeamBuilderExt as _, WorkAhead, shared_counter, spawn_agent,
+};
+use troupe_compaction::ContextPolicy;
 use troupe_models::{RateLimit, RateLimitedModel, ScriptedModel, ScriptedReply};
-use troupe_protocol::{BudgetScope, Event, SpendLimit};
-use troupe_runtime::AgentRequest;
+use troupe_protocol::{
+    BudgetScope, ChatModel, ChatRequest, ChatStream, CompactTrigger, Event, ModelError, ModelInfo,
+    SpendLimit,
+};
+use troupe_runtime::{AgentRequest, Team};
+use troupe_tools::{NoArgs, ToolError, ToolRegistry};
 use troupe_ui::{UiConfig, serve, serve_trace};
 
-use super::support::{Runs, WRITER_ANSWERS, base_of, client, run_tool, team, token_of};
+use super::support::{Runs, WRITER_ANSWERS, base_of, client, run_tool, team, token_of, words};
 
 fn input_limit(n: u64) -> SpendLimit {
     SpendLimit {
@@ -223,4 +231,152 @@ async fn a_finished_run_refuses_every_action() {
         assert_eq!(status, StatusCode::CONFLICT, "{path}: {text}");
     }
     ui.shutdown().await;
+}
+
+/// A compressor that answers only when the test lets it: the automatic compaction it serves is
+/// still running when the page asks for one.
+struct Gated {
+    model: ScriptedModel,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+#[async_trait::async_trait]
+impl ChatModel for Gated {
+    fn info(&self) -> ModelInfo {
+        self.model.info()
+    }
+
+    async fn chat_stream(&self, request: ChatRequest) -> Result<ChatStream, ModelError> {
+        self.gate.acquire().await.unwrap().forget();
+        self.model.chat_stream(request).await
+    }
+}
+
+/// A summary in the shape the compression agent asks for.
+const SUMMARY: &str = "## Goal\nRead the files.\n## Constraints & Preferences\n- none\n## Progress\n### Done\n- read files\n### In Progress\n- none\n### Blocked\n- none\n## Key Decisions\n- none\n## Next Steps\n1. continue\n## Critical Context\n- none";
+
+#[tokio::test]
+async fn compact_from_the_page_mid_request_joins_the_running_compaction_as_the_chat_does() {
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let compressor: Arc<dyn ChatModel> = Arc::new(Gated {
+        model: ScriptedModel::new("gated-compressor", []).with_fallback(SUMMARY),
+        gate: gate.clone(),
+    });
+    let mut reader = ToolRegistry::new();
+    reader
+        .register_fn("read_big", "Read a big file.", |_: NoArgs| async move {
+            Ok::<_, ToolError>(words("line", 400))
+        })
+        .unwrap();
+    let script = (0..6)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([ScriptedReply::text("done")]);
+    let policy = ContextPolicy {
+        trigger: 0.5,
+        warning: 0.45,
+        target: 0.3,
+        tool_output_limit_tokens: 100_000,
+        ..ContextPolicy::for_window(4_000)
+    };
+    // The blocking road: the compaction at the trigger runs inside the request, which waits.
+    let settings = CompactionSettings {
+        policy: Some(policy.clone()),
+        work_ahead: WorkAhead::Off,
+        ..CompactionSettings::default()
+    };
+    let target = settings
+        .policy_for(policy.context_window, None)
+        .target_tokens();
+    let team = Team::builder()
+        .compression(CompressionConfig {
+            model: CompressorModel::Fixed(compressor),
+            ..CompressionConfig::new(shared_counter())
+        })
+        .agent(
+            AgentSpec::new("reader", Arc::new(ScriptedModel::new("reader", script)))
+                .tools(reader)
+                .compaction(settings)
+                .max_turns(10),
+        )
+        .start()
+        .await
+        .unwrap();
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let mut events = team.subscribe();
+    let reading = {
+        let directory = team.directory().clone();
+        tokio::spawn(async move {
+            directory
+                .ask(
+                    "reader",
+                    AgentRequest::from_user("read"),
+                    Duration::from_secs(60),
+                )
+                .await
+        })
+    };
+    // An automatic compaction with something to do has started and waits on its compressor.
+    loop {
+        let record = events.recv().await.unwrap();
+        if matches!(record.event, Event::CompactionStarted { tokens, .. } if tokens > target) {
+            break;
+        }
+    }
+    assert!(team.is_responding("reader"));
+    let page = {
+        let (base, token, origin) = (
+            base_of(ui.url()),
+            token_of(ui.url()),
+            format!("http://{}", ui.addr()),
+        );
+        tokio::spawn(async move {
+            let response = client()
+                .post(format!("{base}api/agents/compact"))
+                .header("x-troupe-token", token)
+                .header("origin", origin)
+                .json(&json!({ "agent": "reader" }))
+                .send()
+                .await
+                .unwrap();
+            (response.status(), response.text().await.unwrap())
+        })
+    };
+    // Time for the page's request to arrive (the chat's /compact would be waiting on the
+    // running compaction by now); it is not refused for the agent responding.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gate.add_permits(1_000);
+    let (status, text) = page.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let joined: Value = serde_json::from_str(&text).unwrap();
+    // The first compaction to finish is the automatic one the page joined; the page started
+    // none of its own.
+    let report = loop {
+        let record = events.recv().await.unwrap();
+        match record.event {
+            Event::CompactionFinished { report, .. } => break report,
+            Event::CompactionStarted { trigger, .. } => {
+                panic!("a second compaction ({trigger}) started")
+            }
+            _ => {}
+        }
+    };
+    assert_eq!(joined["tokens_before"], report.tokens_before);
+    assert_eq!(joined["tokens_after"], report.tokens_after);
+    assert_eq!(reading.await.unwrap().unwrap(), "done");
+    while let Ok(record) = events.try_recv() {
+        if let Event::CompactionStarted { trigger, .. } = record.event {
+            assert_ne!(trigger, CompactTrigger::Manual, "the page compacted again");
+        }
+    }
+    // An agent the team does not hold is not found.
+    let (status, text) = act(
+        &ui,
+        "api/agents/compact",
+        &json!({ "agent": "nobody" }),
+        From::ThePage,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{text}");
+    ui.shutdown().await;
+    team.shutdown().await;
 }
