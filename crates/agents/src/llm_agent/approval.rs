@@ -104,16 +104,22 @@ impl LlmAgent {
                 interrupted.push(p.call_id.clone());
                 continue;
             }
-            // Asked before stays asked; a rule that denies it now still denies it.
-            let permission = match self.spec.approval.permission(&p.tool, &p.arguments) {
-                Permission::Deny => Permission::Deny,
-                _ if p.ask => Permission::Ask,
-                now => now,
-            };
+            // What runs is the call of the logged assistant message, so that is what this
+            // process's rules judge (not the pause record's copy of it).
             let call = self.logged_call(&p.call_id).map_or_else(
                 || ToolCall::new(&p.call_id, &p.tool, &p.arguments),
                 |c| as_read(&c),
             );
+            // Asked before stays asked; a rule that denies it now still denies it.
+            let now = self
+                .spec
+                .approval
+                .permission(&call.function.name, &call.function.arguments);
+            let permission = match now {
+                Permission::Deny => Permission::Deny,
+                _ if p.ask => Permission::Ask,
+                now => now,
+            };
             work.push((call, permission));
         }
         let ids: Vec<String> = work.iter().map(|(c, _)| c.id.clone()).collect();
@@ -177,6 +183,7 @@ impl LlmAgent {
         )
         .await?;
         let mut answers = answers.into_iter();
+        let work_ids: Vec<String> = work.iter().map(|(c, _)| c.id.clone()).collect();
         let mut to_run = Vec::new();
         let mut outcome: Vec<Result<(usize, Option<String>), ToolResult>> =
             Vec::with_capacity(work.len());
@@ -227,19 +234,41 @@ impl LlmAgent {
                 )))),
             }
         }
-        // With durable steps every run is recorded as started, so a restart never runs it twice.
-        if (logged || self.spec.durable_steps) && !to_run.is_empty() {
+        // With durable steps every run is recorded as started, so a restart never runs it twice;
+        // and every call refused (denied, by a person or a rule, or unanswered in time) is
+        // recorded answered in the same commit, so a restart never asks about it again — a
+        // denial stands across a crash.
+        if logged || self.spec.durable_steps {
+            let mut records: Vec<SessionRecord> = work_ids
+                .iter()
+                .zip(&outcome)
+                .filter_map(|(call_id, o)| match o {
+                    Err(refused) => Some(SessionRecord::CallResult {
+                        call_id: call_id.clone(),
+                        content: refused.content.clone(),
+                    }),
+                    Ok(_) => None,
+                })
+                .collect();
             let call_ids: Vec<String> = to_run.iter().map(|c| c.id.clone()).collect();
             // A resumed turn abandoned while these run is not asked about again either.
-            for p in self
-                .session
-                .paused
-                .iter_mut()
-                .filter(|p| call_ids.contains(&p.call_id))
-            {
-                p.started = true;
+            for p in self.session.paused.iter_mut() {
+                if call_ids.contains(&p.call_id) {
+                    p.started = true;
+                }
+                if let Some(SessionRecord::CallResult { content, .. }) = records
+                    .iter()
+                    .find(|r| matches!(r, SessionRecord::CallResult { call_id, .. } if *call_id == p.call_id))
+                {
+                    p.result = Some(content.clone());
+                }
             }
-            self.persist_with(vec![SessionRecord::CallsStarted { call_ids }]);
+            if !call_ids.is_empty() {
+                records.insert(0, SessionRecord::CallsStarted { call_ids });
+            }
+            if !records.is_empty() {
+                self.persist_with(records);
+            }
         }
         let ran = until_abandoned(
             watch,

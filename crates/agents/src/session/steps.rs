@@ -190,6 +190,14 @@ fn describe<'a>(records: impl Iterator<Item = &'a SessionRecord> + Clone) -> (St
             );
         }
     }
+    // Calls starting, with the refused ones of their batch answered in the same commit.
+    if user.is_none() {
+        for record in records.clone() {
+            if let SessionRecord::CallsStarted { call_ids } = record {
+                return (StepKind::ToolsStarted, call_ids.join(", "));
+            }
+        }
+    }
     for record in records.clone() {
         if let SessionRecord::CallResult { call_id, content } = record {
             return (
@@ -200,11 +208,6 @@ fn describe<'a>(records: impl Iterator<Item = &'a SessionRecord> + Clone) -> (St
     }
     if let Some(user) = user {
         return (StepKind::Request, user);
-    }
-    for record in records.clone() {
-        if let SessionRecord::CallsStarted { call_ids } = record {
-            return (StepKind::ToolsStarted, call_ids.join(", "));
-        }
     }
     if has(|r| matches!(r, SessionRecord::Paused { .. })) {
         return (StepKind::Paused, String::new());

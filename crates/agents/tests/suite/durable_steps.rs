@@ -687,3 +687,240 @@ async fn a_log_cut_at_any_byte_loads_with_every_step_committed_before_the_cut() 
         assert_eq!(reloaded.model.as_deref(), Some("other"));
     }
 }
+
+/// Answers every approval request on `team`'s bus with `decide(arguments)` (`Err`: deny with
+/// that reason, `Ok(Some)`: approve with edited arguments, `Ok(None)`: approve as written);
+/// counts the requests.
+fn approver(
+    team: &Team,
+    decide: impl Fn(&str) -> Result<Option<String>, String> + Send + 'static,
+) -> (
+    tokio::task::JoinHandle<()>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use troupe_protocol::ApprovalDecision;
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = asked.clone();
+    let approvals = team.approvals().clone();
+    let mut events = team.subscribe();
+    let task = tokio::spawn(async move {
+        while let Ok(record) = events.recv().await {
+            if let Event::ApprovalRequested { id, arguments, .. } = record.event {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let decision = match decide(&arguments) {
+                    Ok(arguments) => ApprovalDecision::Approve { arguments },
+                    Err(reason) => ApprovalDecision::Deny { reason },
+                };
+                let _ = approvals.decide(&id, decision);
+            }
+        }
+    });
+    (task, asked)
+}
+
+fn ask_about_rm() -> troupe_agents::approval::ApprovalPolicy {
+    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+    ApprovalPolicy::new([ApprovalRule::argument_prefix(
+        "run",
+        "command",
+        "rm ",
+        Permission::Ask,
+    )])
+}
+
+/// One request whose answer calls `rm a` and `rm b` (both asked about), answered by `decide`;
+/// its log, and what ran.
+async fn asked_batch(
+    dir: &Path,
+    decide: impl Fn(&str) -> Result<Option<String>, String> + Send + 'static,
+) -> (std::path::PathBuf, Vec<String>) {
+    let log = dir.join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::ToolCalls(vec![
+                ("run".to_string(), r#"{"command": "rm a"}"#.to_string()),
+                ("run".to_string(), r#"{"command": "rm b"}"#.to_string()),
+            ]),
+            ScriptedReply::text("done"),
+        ],
+    ));
+    let team = team().await;
+    let (answering, _) = approver(&team, decide);
+    spawn_agent(&team, spec(model, &runs, &log).approval(ask_about_rm()))
+        .await
+        .unwrap();
+    assert_eq!(team.ask("coder", "tidy").await.unwrap(), "done");
+    answering.abort();
+    team.shutdown().await;
+    let ran = runs.lock().unwrap().clone();
+    (log, ran)
+}
+
+/// The log cut right after its batch's calls were recorded started (the process died as they
+/// began), resumed in a new process whose approver says yes to everything: what ran there,
+/// how many approvals it asked, and the tool results the model was sent.
+async fn resumed_after_start(dir: &Path, log: &Path) -> (Vec<String>, usize, Vec<String>) {
+    let started = steps(log)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.kind == StepKind::ToolsStarted)
+        .expect("a tools-started step");
+    let cut = dir.join("cut.jsonl");
+    Session::fork(log, started.id, &cut).unwrap();
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("done")]));
+    let team = team().await;
+    let (answering, asked) = approver(&team, |_| Ok(None));
+    spawn_agent(
+        &team,
+        spec(model.clone(), &runs, &cut).approval(ask_about_rm()),
+    )
+    .await
+    .unwrap();
+    let resumed = team.agent::<LlmAgent>("coder").resume_request().await;
+    answering.abort();
+    team.shutdown().await;
+    assert_eq!(resumed.unwrap().unwrap().unwrap(), "done");
+    let sent = model.requests()[0]
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Tool)
+        .map(|m| m.text())
+        .collect();
+    let ran = runs.lock().unwrap().clone();
+    (ran, asked.load(std::sync::atomic::Ordering::SeqCst), sent)
+}
+
+/// A call a person denied before the process died stays denied after the restart: it is
+/// answered from the log (the denial is committed with the batch's start), never asked about
+/// again — so an approver of the new process cannot let it run — and never run.
+#[tokio::test]
+async fn a_call_denied_before_a_crash_never_runs_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, ran) = asked_batch(dir.path(), |arguments| {
+        if arguments.contains("rm a") {
+            Err("not that one".to_string())
+        } else {
+            Ok(None)
+        }
+    })
+    .await;
+    assert_eq!(ran, ["rm b"]);
+    let (ran, asked, sent) = resumed_after_start(dir.path(), &log).await;
+    assert!(ran.is_empty(), "ran after the restart: {ran:?}");
+    assert_eq!(
+        asked, 0,
+        "a call answered before the crash was asked about again"
+    );
+    assert!(sent[0].contains("not that one"), "{sent:?}");
+    assert!(sent[1].contains("not run again"), "{sent:?}");
+}
+
+/// A call approved with edited arguments whose process died as it started is never run after
+/// the restart — neither as edited nor as the model wrote it: it is answered as interrupted.
+/// Cut before the batch started (the approvals not yet committed), each call is asked about
+/// again and runs exactly as the new answer says.
+#[tokio::test]
+async fn a_call_approved_before_a_crash_runs_as_approved_or_is_asked_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, ran) = asked_batch(dir.path(), |arguments| {
+        Ok(Some(arguments.replace("rm ", "rm -i ")))
+    })
+    .await;
+    assert_eq!(ran, ["rm -i a", "rm -i b"]);
+    let (ran, asked, sent) = resumed_after_start(dir.path(), &log).await;
+    assert!(ran.is_empty(), "ran after the restart: {ran:?}");
+    assert_eq!(asked, 0);
+    assert!(sent.iter().all(|s| s.contains("not run again")), "{sent:?}");
+
+    // Cut at the pause: nothing was approved in the log, so both are asked again, and run as
+    // this process's approver answers (here: as the model wrote them).
+    let paused = steps(&log)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.kind == StepKind::Paused)
+        .last()
+        .expect("a paused step");
+    let cut = dir.path().join("paused.jsonl");
+    Session::fork(&log, paused.id, &cut).unwrap();
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("done")]));
+    let team = team().await;
+    let (answering, asked) = approver(&team, |_| Ok(None));
+    spawn_agent(&team, spec(model, &runs, &cut).approval(ask_about_rm()))
+        .await
+        .unwrap();
+    let resumed = team.agent::<LlmAgent>("coder").resume_request().await;
+    answering.abort();
+    team.shutdown().await;
+    assert_eq!(resumed.unwrap().unwrap().unwrap(), "done");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(*runs.lock().unwrap(), ["rm a", "rm b"]);
+}
+
+/// A request paused for approval and resumed by another process is judged by that process's
+/// deny rules on exactly the call that runs — the logged assistant message's — even when the
+/// pause record's copy of the arguments says something else (a log edited or damaged there).
+#[tokio::test]
+async fn a_resumed_pause_is_judged_by_the_deny_rules_on_the_call_that_runs() {
+    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("run", r#"{"command": "sudo rm -rf /"}"#),
+            ScriptedReply::text("done"),
+        ],
+    ));
+    // The first process allows everything.
+    let team1 = team().await;
+    spawn_agent(&team1, spec(model, &runs, &log)).await.unwrap();
+    team1.ask("coder", "go").await.unwrap();
+    team1.shutdown().await;
+    let answer = steps(&log)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.kind == StepKind::ModelCall)
+        .unwrap();
+    let cut = dir.path().join("cut.jsonl");
+    Session::fork(&log, answer.id, &cut).unwrap();
+    // The pause record's copy of the call says something harmless.
+    let text = std::fs::read_to_string(&cut).unwrap();
+    let edited = text.replace(
+        r#""arguments":"{\"command\": \"sudo rm -rf /\"}","ask":false"#,
+        r#""arguments":"{\"command\": \"ls\"}","ask":false"#,
+    );
+    assert_ne!(edited, text, "the pause record was not found");
+    std::fs::write(&cut, edited).unwrap();
+
+    let runs = Runs::default();
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("done")]));
+    let deny_sudo = ApprovalPolicy::new([ApprovalRule::argument_prefix(
+        "run",
+        "command",
+        "sudo",
+        Permission::Deny,
+    )]);
+    let team2 = team().await;
+    spawn_agent(&team2, spec(model.clone(), &runs, &cut).approval(deny_sudo))
+        .await
+        .unwrap();
+    let resumed = team2.agent::<LlmAgent>("coder").resume_request().await;
+    team2.shutdown().await;
+    assert_eq!(resumed.unwrap().unwrap().unwrap(), "done");
+    assert!(
+        runs.lock().unwrap().is_empty(),
+        "{:?}",
+        runs.lock().unwrap()
+    );
+    let sent = &model.requests()[0].messages;
+    assert!(
+        sent.last().unwrap().text().contains("denies"),
+        "{:?}",
+        sent.last()
+    );
+}
