@@ -29,4 +29,7 @@ pub use client::{A2aClient, A2aEventStream, A2aRemote};
 pub use error::{A2aError, ServeError};
 pub use limits::{ClientLimits, DEFAULT_MAX_REQUEST_BYTES};
 pub use remote_agent::{A2aAgent, INPUT_REQUIRED_PREFIX, JoinError, RemoteConversation, join_team};
-pub use server::{A2aServeConfig, A2aServer, ServedAgent, ServerAuth, serve};
+pub use server::{
+    A2aServeConfig, A2aServer, DEFAULT_CONTEXT_IDLE, DEFAULT_MAX_CONTEXTS, ServedAgent, ServerAuth,
+    serve,
+};

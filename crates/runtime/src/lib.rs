@@ -38,5 +38,5 @@ pub use supervisor::job::{JobRequest, Reply};
 pub use supervisor::overflow::ContextOverflow;
 pub use supervisor::remote::RemoteAgents;
 pub use supervisor::supervisor::{RestartPolicy, SpawnError};
-pub use supervisor::team::{Team, TeamConfig, TeamError};
+pub use supervisor::team::{Team, TeamConfig, TeamError, TeamSpawner};
 pub use supervisor::wire_job::WireJob;

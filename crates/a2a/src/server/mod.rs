@@ -3,11 +3,13 @@
 //!
 //! A served request goes the team's one road (`Team::ask_stream_with`): the agent's events,
 //! budgets, approvals and traces are those of any request, and the caller's `traceparent` is the
-//! parent of its trace. A troupe agent is one conversation: every A2A context sent to it shares
-//! that conversation, and its tasks are listed per context (`ListTasks`' `contextId`).
+//! parent of its trace. Each A2A context of a served LLM agent is a conversation of its own (an
+//! agent built from the served one's spec: `contexts.rs`), and its tasks are listed per context
+//! (`ListTasks`' `contextId`).
 
 mod auth;
 mod card;
+mod contexts;
 mod journal;
 mod rpc;
 mod tasks;
@@ -20,6 +22,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use troupe_agents::LlmAgent;
 use troupe_runtime::Team;
 
 pub use auth::ServerAuth;
@@ -31,6 +34,11 @@ use crate::wire::CARD_PATH;
 
 /// How long a stopping server waits for open streams before it drops them.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+/// How many A2A conversations served agents hold at once by default.
+pub const DEFAULT_MAX_CONTEXTS: usize = 64;
+/// How long a conversation's agent sits idle before it is let go, by default.
+pub const DEFAULT_CONTEXT_IDLE: Duration = Duration::from_secs(15 * 60);
 
 /// What to serve, where, and to whom.
 #[derive(Debug, Clone)]
@@ -48,6 +56,13 @@ pub struct A2aServeConfig {
     /// A file keeping finished tasks across restarts (JSON lines, the newest 1,000); `None`:
     /// tasks live as long as the server.
     pub tasks_file: Option<std::path::PathBuf>,
+    /// The most A2A contexts (conversations) served LLM agents hold at once, each an agent of
+    /// its own; past it the least recently used idle one is let go, and with none idle a new
+    /// context is refused.
+    pub max_contexts: usize,
+    /// How long a context's agent may sit idle before it is let go (its session log, when the
+    /// served agent keeps one, brings it back at the context's next message).
+    pub context_idle: Duration,
 }
 
 impl A2aServeConfig {
@@ -60,6 +75,8 @@ impl A2aServeConfig {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             public_url: None,
             tasks_file: None,
+            max_contexts: DEFAULT_MAX_CONTEXTS,
+            context_idle: DEFAULT_CONTEXT_IDLE,
         }
     }
 }
@@ -112,12 +129,28 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
         })
         .collect::<HashMap<_, _>>();
     let names = config.agents.iter().map(|a| a.name.clone()).collect();
+    let mut specs = HashMap::new();
+    for agent in &config.agents {
+        // An LLM agent's contexts each get an agent built like it; another behaviour is shared.
+        if let Ok(Some(spec)) = team
+            .with_agent::<LlmAgent, _, _>(&agent.name, |a| a.spec().clone())
+            .await
+        {
+            specs.insert(agent.name.clone(), spec);
+        }
+    }
+    let conversations = contexts::Conversations::new(
+        team.spawner(),
+        specs,
+        config.max_contexts,
+        config.context_idle,
+    );
     let served = Arc::new(rpc::Served {
         ask: Arc::new(team.stream_asker()),
         cards,
         auth: config.auth,
         max_request_bytes: config.max_request_bytes,
-        tasks: tasks::TaskStore::new(team.approvals().clone(), journal),
+        tasks: tasks::TaskStore::new(team.approvals().clone(), journal, conversations),
     });
     let app = rpc::router(served);
     let (closing, mut closed) = watch::channel(false);

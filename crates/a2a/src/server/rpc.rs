@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 use troupe_protocol::TraceContext;
 
 use crate::server::auth::ServerAuth;
+use crate::server::contexts::ContextRefusal;
 use crate::server::tasks::{Asker, TaskRefusal, TaskStore};
 use crate::wire::{
     AgentCard, CARD_PATH, GetTaskRequest, ListTasksRequest, ListTasksResponse, RpcRequest,
@@ -168,14 +169,14 @@ async fn dispatch(
                 Ok(p) => p,
                 Err(message) => return refuse(id, code::INVALID_PARAMS, message),
             };
-            let (task, mut events) =
-                match served
-                    .tasks
-                    .start(&served.ask, agent, params.message, trace)
-                {
-                    Ok(started) => started,
-                    Err(refusal) => return refused_task(id, &refusal),
-                };
+            let (task, mut events) = match served
+                .tasks
+                .start(&served.ask, agent, params.message, trace)
+                .await
+            {
+                Ok(started) => started,
+                Err(refusal) => return refused_task(id, &refusal),
+            };
             // A send answers once the task is over (its events close) or waits for the caller.
             loop {
                 match events.recv().await {
@@ -201,6 +202,7 @@ async fn dispatch(
             match served
                 .tasks
                 .start(&served.ask, agent, params.message, trace)
+                .await
             {
                 Ok((task, events)) => stream(id, task, events),
                 Err(refusal) => refused_task(id, &refusal),
@@ -318,6 +320,10 @@ fn result<T: Serialize>(id: Value, value: &T) -> Response {
 
 fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
     match refusal {
+        TaskRefusal::Context(why @ (ContextRefusal::Busy { .. } | ContextRefusal::Spawn(_))) => {
+            refuse(id, code::INTERNAL_ERROR, why.to_string())
+        }
+        TaskRefusal::Context(why) => refuse(id, code::INVALID_PARAMS, why.to_string()),
         TaskRefusal::NotFound => refuse(id, code::TASK_NOT_FOUND, "no such task for this agent"),
         TaskRefusal::Finished(state) if state.is_terminal() => refuse(
             id,

@@ -16,6 +16,7 @@ use troupe_runtime::approval::Approvals;
 use troupe_runtime::{AgentRequest, AskItem, AskStream};
 
 use crate::ids::new_id;
+use crate::server::contexts::{ContextRefusal, Conversations, Lease};
 use crate::server::journal::{JournalLine, TaskJournal};
 use crate::wire::{
     Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
@@ -63,6 +64,8 @@ pub(crate) enum TaskRefusal {
     NotFound,
     /// It is finished.
     Finished(TaskState),
+    /// Its context got no conversation.
+    Context(ContextRefusal),
 }
 
 /// The tasks of one server.
@@ -73,6 +76,8 @@ pub(crate) struct TaskStore {
     approvals: Approvals,
     /// Where finished tasks are kept across restarts, if anywhere.
     journal: Option<Arc<TaskJournal>>,
+    /// The agent each context is asked through.
+    conversations: Arc<Conversations>,
 }
 
 impl TaskStore {
@@ -80,6 +85,7 @@ impl TaskStore {
     pub(crate) fn new(
         approvals: Approvals,
         journal: Option<(TaskJournal, Vec<JournalLine>)>,
+        conversations: Conversations,
     ) -> Self {
         let mut inner = Inner::default();
         let journal = journal.map(|(journal, restored)| {
@@ -100,12 +106,14 @@ impl TaskStore {
             inner: Arc::new(Mutex::new(inner)),
             approvals,
             journal,
+            conversations: Arc::new(conversations),
         }
     }
 
     /// Start a task for `agent` on `message`: the task as created, and its events from the
-    /// start. `task_id` continues a task (it must be this agent's and not finished).
-    pub(crate) fn start(
+    /// start. `task_id` continues a task (it must be this agent's and not finished). A new task
+    /// is asked of its context's own conversation ([`Conversations`]).
+    pub(crate) async fn start(
         &self,
         ask: &Asker,
         agent: &str,
@@ -113,20 +121,31 @@ impl TaskStore {
         trace: TraceContext,
     ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
         let text = message.text_content();
+        if let Some(id) = &message.task_id {
+            let mut inner = lock(&self.inner);
+            let entry = inner
+                .tasks
+                .get_mut(id)
+                .filter(|e| e.agent == agent)
+                .ok_or(TaskRefusal::NotFound)?;
+            return self.answer(entry, message);
+        }
         let context_id = message.context_id.clone().unwrap_or_else(new_id);
+        let known = message.context_id.is_some()
+            && lock(&self.inner)
+                .tasks
+                .values()
+                .any(|e| e.agent == agent && e.task.context_id == context_id);
+        let lease = self
+            .conversations
+            .lease(agent, &context_id, known)
+            .await
+            .map_err(TaskRefusal::Context)?;
         let (events, receiver) = broadcast::channel(EVENT_ROOM);
         let (cancel, cancelled) = oneshot::channel();
         let task = {
             let mut inner = lock(&self.inner);
-            if let Some(id) = &message.task_id {
-                let entry = inner
-                    .tasks
-                    .get_mut(id)
-                    .filter(|e| e.agent == agent)
-                    .ok_or(TaskRefusal::NotFound)?;
-                return self.answer(entry, message);
-            }
-            let id = message.task_id.clone().unwrap_or_else(new_id);
+            let id = new_id();
             let mut message = message;
             message.task_id = Some(id.clone());
             message.context_id = Some(context_id.clone());
@@ -165,12 +184,13 @@ impl TaskStore {
             trace,
             response_format: None,
         };
-        let stream = ask(agent, request);
+        let stream = ask(&lease.agent, request);
         let worker = Worker {
             store: self.clone(),
             task_id: task.id.clone(),
             context_id: task.context_id.clone(),
             agent: agent.to_string(),
+            lease,
             streamed: String::new(),
         };
         tokio::spawn(worker.run(stream, cancelled));
@@ -437,7 +457,10 @@ struct Worker {
     store: TaskStore,
     task_id: String,
     context_id: String,
+    /// The served agent (what the caller addressed, and what its questions name).
     agent: String,
+    /// The agent asked: the context's own, held until the task ends.
+    lease: Lease,
     /// The text streamed so far (the agent's deltas).
     streamed: String,
 }
@@ -455,7 +478,7 @@ impl Worker {
             };
             match item {
                 Some(Ok(AskItem::Event(Event::ModelDelta { agent, text })))
-                    if agent == self.agent =>
+                    if agent == self.lease.agent =>
                 {
                     self.delta(text);
                 }
@@ -465,6 +488,7 @@ impl Worker {
                     tool,
                     arguments,
                 }))) => {
+                    let agent = self.shown(agent);
                     let question = format!(
                         "`{agent}` asks to run `{tool}` with {arguments}: answer `yes` to run it, or anything else to refuse it (your words are the reason its model sees)"
                     );
@@ -472,6 +496,7 @@ impl Worker {
                 }
                 // The caller cannot raise the operator's budget; it is told why the task waits.
                 Some(Ok(AskItem::Event(Event::BudgetPaused { agent, exceeded }))) => {
+                    let agent = self.shown(agent);
                     let note = format!(
                         "`{agent}` is paused: {exceeded}; it goes on if its operator raises the limit, else the task fails"
                     );
@@ -494,6 +519,15 @@ impl Worker {
             End::Failed(reason) => self.status(TaskState::Failed, Some(&reason)),
         }
         self.store.finish(&self.task_id);
+    }
+
+    /// An agent's name as the caller knows it: the context's own agent is the served one.
+    fn shown(&self, agent: String) -> String {
+        if agent == self.lease.agent {
+            self.agent.clone()
+        } else {
+            agent
+        }
     }
 
     fn status(&self, state: TaskState, text: Option<&str>) {

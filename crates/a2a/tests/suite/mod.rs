@@ -1,3 +1,4 @@
+mod contexts;
 mod hostile;
 mod sdk;
 mod server;

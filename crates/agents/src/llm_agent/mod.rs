@@ -182,6 +182,12 @@ impl LlmAgent {
         })
     }
 
+    /// The spec it was built from: what builds another agent like it (troupe-a2a's agent per
+    /// conversation).
+    pub fn spec(&self) -> &AgentSpec {
+        &self.spec
+    }
+
     /// The instructions it was built with (its system prompt from its first request on).
     pub fn instructions(&self) -> &str {
         &self.spec.instructions

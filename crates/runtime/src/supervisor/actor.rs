@@ -77,6 +77,11 @@ impl CheckpointStore {
             .clone()
     }
 
+    /// Drop a retired agent's checkpoint.
+    pub(crate) fn forget(&self, name: &str) {
+        troupe_protocol::sync::lock(&self.0).remove(name);
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<Checkpoint> {
         let slot = troupe_protocol::sync::lock(&self.0).get(name)?.clone();
         let checkpoint = troupe_protocol::sync::lock(&slot).clone();

@@ -209,6 +209,15 @@ impl Directory {
         self.write(|e| e.slots.insert(name.to_string(), Slot::Stopped(reason)));
     }
 
+    /// Forget a retired agent: its name is free again, and nothing about it is kept.
+    pub(crate) fn forget(&self, name: &str) {
+        self.write(|e| {
+            e.slots.remove(name);
+            e.failures.remove(name);
+            e.responding.remove(name);
+        });
+    }
+
     pub(crate) fn record_failure(&self, name: &str, reason: String) {
         self.write(|e| {
             let entry = e

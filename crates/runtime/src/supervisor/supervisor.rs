@@ -77,6 +77,12 @@ pub(crate) enum SupervisorMsg {
         reply: RpcReplyPort<Vec<Result<(), SpawnError>>>,
     },
     StopAll(RpcReplyPort<()>),
+    /// Stop one agent for good and forget it (its name, checkpoint and failures), as a team
+    /// shutdown stops each agent; answers whether the team had it.
+    Retire {
+        name: String,
+        reply: RpcReplyPort<bool>,
+    },
 }
 
 // In-process only: the default `serializable() == false` keeps it off the wire.
@@ -316,6 +322,24 @@ impl Actor for Supervisor {
                     }
                 }
                 let _ = reply.send(());
+            }
+            SupervisorMsg::Retire { name, reply } => {
+                let Some(child) = state.children.remove(&name) else {
+                    let _ = reply.send(false);
+                    return Ok(());
+                };
+                // Forgotten first: its termination is then no failure to restart it for.
+                state.by_id.remove(&child.actor.get_id());
+                let stopped = child
+                    .actor
+                    .stop_and_wait(Some("retired".into()), Some(state.args.shutdown_grace))
+                    .await;
+                if stopped.is_err() {
+                    child.actor.kill();
+                }
+                state.args.directory.forget(&name);
+                state.args.checkpoints.forget(&name);
+                let _ = reply.send(true);
             }
         }
         Ok(())

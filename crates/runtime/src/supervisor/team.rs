@@ -129,10 +129,7 @@ impl Team {
         name: impl Into<String>,
         factory: BehaviorFactory,
     ) -> Result<(), TeamError> {
-        let result = self.spawn_many([(name.into(), factory)]).await?.pop();
-        result
-            .unwrap_or(Err(SpawnError::ShutDown))
-            .map_err(TeamError::from)
+        self.spawner().spawn(name, factory).await
     }
 
     /// Spawn many agents in one supervisor message — for large teams, much cheaper than one
@@ -145,46 +142,18 @@ impl Team {
         &self,
         agents: impl IntoIterator<Item = (String, BehaviorFactory)>,
     ) -> Result<Vec<Result<(), SpawnError>>, TeamError> {
-        let mut results: Vec<Option<Result<(), SpawnError>>> = Vec::new();
-        let mut valid = Vec::new();
-        for (name, factory) in agents {
-            let checked =
-                check_name(&name).and_then(|()| match self.directory.remote_node_of(&name) {
-                    Some(node) => Err(SpawnError::NameTakenOnNode {
-                        name: name.clone(),
-                        node,
-                    }),
-                    None => Ok(()),
-                });
-            match checked {
-                Ok(()) => {
-                    results.push(None);
-                    valid.push((name, factory));
-                }
-                Err(e) => results.push(Some(Err(e))),
-            }
+        self.spawner().spawn_many(agents).await
+    }
+
+    /// [`Team::spawn`] and [`TeamSpawner::retire`] as a handle a server can keep beyond a
+    /// borrow of the team (troupe-a2a's agents per conversation): it holds the supervisor's
+    /// address, not the supervisor, so the team's owner still shuts it down, after which its
+    /// spawns fail with [`SpawnError::ShutDown`].
+    pub fn spawner(&self) -> TeamSpawner {
+        TeamSpawner {
+            supervisor: self.supervisor.clone(),
+            directory: self.directory.clone(),
         }
-        let reply = self
-            .supervisor
-            .call(
-                |reply| SupervisorMsg::SpawnMany {
-                    agents: valid,
-                    reply,
-                },
-                None,
-            )
-            .await;
-        let Ok(CallResult::Success(spawned)) = reply else {
-            return Err(SpawnError::ShutDown.into());
-        };
-        let mut spawned = spawned.into_iter();
-        Ok(results
-            .into_iter()
-            .map(|r| match r {
-                Some(invalid) => invalid,
-                None => spawned.next().unwrap_or(Err(SpawnError::ShutDown)),
-            })
-            .collect())
     }
 
     /// Ask an agent and wait for its answer (default timeout from [`TeamConfig::ask_timeout`]).
@@ -398,6 +367,107 @@ impl Team {
         let _ = self.supervisor.call(SupervisorMsg::StopAll, None).await;
         self.supervisor.stop(Some("team shutdown".into()));
         let _ = self.supervisor_task.await;
+    }
+}
+
+/// Spawns and retires agents of a team without a borrow of it ([`Team::spawner`]).
+#[derive(Clone)]
+pub struct TeamSpawner {
+    supervisor: ActorRef<SupervisorMsg>,
+    directory: Directory,
+}
+
+impl std::fmt::Debug for TeamSpawner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TeamSpawner").finish_non_exhaustive()
+    }
+}
+
+impl TeamSpawner {
+    /// [`Team::spawn`].
+    ///
+    /// # Errors
+    /// As [`Team::spawn`].
+    pub async fn spawn(
+        &self,
+        name: impl Into<String>,
+        factory: BehaviorFactory,
+    ) -> Result<(), TeamError> {
+        let result = self.spawn_many([(name.into(), factory)]).await?.pop();
+        result
+            .unwrap_or(Err(SpawnError::ShutDown))
+            .map_err(TeamError::from)
+    }
+
+    /// Spawn many agents in one supervisor message — for large teams, much cheaper than one
+    /// [`Team::spawn`] each. Returns one result per agent, in order; an agent that cannot be
+    /// spawned (bad or duplicate name, failing factory) does not stop the others.
+    ///
+    /// # Errors
+    /// [`SpawnError::ShutDown`] when the supervisor is gone (then no agent was spawned).
+    pub async fn spawn_many(
+        &self,
+        agents: impl IntoIterator<Item = (String, BehaviorFactory)>,
+    ) -> Result<Vec<Result<(), SpawnError>>, TeamError> {
+        let mut results: Vec<Option<Result<(), SpawnError>>> = Vec::new();
+        let mut valid = Vec::new();
+        for (name, factory) in agents {
+            let checked =
+                check_name(&name).and_then(|()| match self.directory.remote_node_of(&name) {
+                    Some(node) => Err(SpawnError::NameTakenOnNode {
+                        name: name.clone(),
+                        node,
+                    }),
+                    None => Ok(()),
+                });
+            match checked {
+                Ok(()) => {
+                    results.push(None);
+                    valid.push((name, factory));
+                }
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let reply = self
+            .supervisor
+            .call(
+                |reply| SupervisorMsg::SpawnMany {
+                    agents: valid,
+                    reply,
+                },
+                None,
+            )
+            .await;
+        let Ok(CallResult::Success(spawned)) = reply else {
+            return Err(SpawnError::ShutDown.into());
+        };
+        let mut spawned = spawned.into_iter();
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Some(invalid) => invalid,
+                None => spawned.next().unwrap_or(Err(SpawnError::ShutDown)),
+            })
+            .collect())
+    }
+
+    /// Stop agent `name` for good, as a team shutdown stops it (it finishes the request it is
+    /// handling, within the shutdown grace, and ends the work it runs outside requests), and
+    /// forget it: its name is free again and its checkpoint is dropped — a later agent of that
+    /// name starts from what its factory builds. Answers whether the team had it.
+    ///
+    /// # Errors
+    /// [`SpawnError::ShutDown`] when the supervisor is gone.
+    pub async fn retire(&self, name: &str) -> Result<bool, TeamError> {
+        let name = name.to_string();
+        let reply = self
+            .supervisor
+            .call(|reply| SupervisorMsg::Retire { name, reply }, None)
+            .await;
+        match reply {
+            Ok(CallResult::Success(had)) => Ok(had),
+            _ => Err(SpawnError::ShutDown.into()),
+        }
     }
 }
 

@@ -316,3 +316,32 @@ async fn with_agent_gives_typed_access_and_shutdown_refuses_new_work() {
         .await;
     assert_eq!(err.unwrap_err(), AskError::ShutDown);
 }
+
+#[tokio::test]
+async fn a_retired_agent_is_stopped_and_forgotten_and_its_name_is_free_again() {
+    let team = team_with(RestartPolicy::default()).await;
+    let spawner = team.spawner();
+    spawner.spawn("echo", echo_factory()).await.unwrap();
+    team.ask("echo", "one").await.unwrap();
+    assert!(team.checkpoint("echo").is_some());
+
+    assert_eq!(spawner.retire("echo").await, Ok(true));
+    // Gone, not failed: no restart, no checkpoint, no name.
+    assert!(matches!(
+        team.ask("echo", "two").await,
+        Err(AskError::NoSuchAgent { .. })
+    ));
+    assert!(team.checkpoint("echo").is_none());
+    assert!(!team.directory().names().contains(&"echo".to_string()));
+    assert_eq!(spawner.retire("echo").await, Ok(false));
+
+    // The name spawns again, from nothing: the old conversation is not restored.
+    spawner.spawn("echo", echo_factory()).await.unwrap();
+    team.ask("echo", "three").await.unwrap();
+    assert_eq!(team.ask("echo", "history").await.unwrap(), "three");
+    team.shutdown().await;
+    assert!(matches!(
+        spawner.spawn("late", echo_factory()).await,
+        Err(TeamError::Spawn(SpawnError::ShutDown))
+    ));
+}

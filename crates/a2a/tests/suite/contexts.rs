@@ -1,0 +1,254 @@
+//! One conversation per A2A context: two callers of one served agent never see each other's
+//! messages, a context's conversation outlives a server restart through its session log, and
+//! the cap on live conversations lets idle ones go and refuses when every one is working.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use serde_json::{Value, json};
+use troupe_a2a::{A2aServeConfig, ServedAgent, serve};
+use troupe_agents::compression::{CompressionConfig, CompressorModel};
+use troupe_agents::{AgentSpec, TeamBuilderExt as _, shared_counter};
+use troupe_models::ScriptedModel;
+use troupe_runtime::{Team, TeamConfig};
+
+use super::support::{Stuck, http, rpc};
+
+async fn team_of(spec: AgentSpec) -> Team {
+    Team::builder()
+        .config(TeamConfig::default())
+        .compression(CompressionConfig {
+            model: CompressorModel::None,
+            ..CompressionConfig::new(shared_counter())
+        })
+        .agent(spec)
+        .start()
+        .await
+        .unwrap()
+}
+
+fn config(name: &str) -> A2aServeConfig {
+    A2aServeConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        vec![ServedAgent::new(name, "helps")],
+    )
+}
+
+/// A user message of `text` in context `context`.
+fn in_context(context: &str, text: &str) -> Value {
+    json!({"messageId": format!("m-{context}-{text}"), "role": "ROLE_USER",
+        "contextId": context, "parts": [{"text": text}]})
+}
+
+/// What the model was sent in the request whose last message is `text`: every message's text.
+fn sent_with(model: &ScriptedModel, text: &str) -> Vec<String> {
+    model
+        .requests()
+        .into_iter()
+        .find(|r| r.messages.last().is_some_and(|m| m.text() == text))
+        .unwrap_or_else(|| panic!("no request ended with {text:?}"))
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .collect()
+}
+
+async fn send(url: &str, context: &str, text: &str) -> Value {
+    let (status, answer) = rpc(
+        url,
+        "SendMessage",
+        json!({"message": in_context(context, text)}),
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+fn state(answer: &Value) -> &str {
+    answer["result"]["task"]["status"]["state"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {answer}"))
+}
+
+#[tokio::test]
+async fn two_contexts_of_one_served_agent_do_not_see_each_others_messages() {
+    let model = Arc::new(ScriptedModel::new("scripted", []).with_fallback("noted"));
+    let team = team_of(AgentSpec::new("helper", model.clone()).instructions("Help.")).await;
+    let server = serve(&team, config("helper")).await.unwrap();
+    let url = server.agent_url("helper");
+
+    let told = send(&url, "alice", "my secret is 1234").await;
+    assert_eq!(state(&told), "TASK_STATE_COMPLETED", "{told}");
+    let asked = send(&url, "bob", "what is the secret?").await;
+    assert_eq!(state(&asked), "TASK_STATE_COMPLETED", "{asked}");
+    let bob_saw = sent_with(&model, "what is the secret?");
+    assert!(
+        !bob_saw.iter().any(|m| m.contains("1234")),
+        "another context's message reached the model: {bob_saw:?}"
+    );
+    assert_eq!(bob_saw, ["Help.", "what is the secret?"]);
+    // Each context keeps its own conversation.
+    send(&url, "alice", "and again?").await;
+    let alice_saw = sent_with(&model, "and again?");
+    assert!(
+        alice_saw.iter().any(|m| m == "my secret is 1234"),
+        "{alice_saw:?}"
+    );
+    assert!(
+        !alice_saw.iter().any(|m| m.contains("secret?")),
+        "{alice_saw:?}"
+    );
+    // The served agent itself was asked nothing.
+    assert!(team.checkpoint("helper").unwrap().conversation.is_empty());
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_restarted_server_continues_a_contexts_conversation_from_its_session_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("helper.jsonl");
+    let spec = |model: Arc<ScriptedModel>| AgentSpec::new("helper", model).session(&log);
+
+    let before = Arc::new(ScriptedModel::new("scripted", []).with_fallback("noted"));
+    let team = team_of(spec(before.clone())).await;
+    let server = serve(&team, config("helper")).await.unwrap();
+    send(&server.agent_url("helper"), "c1", "my colour is blue").await;
+    server.shutdown().await;
+    team.shutdown().await;
+
+    let after = Arc::new(ScriptedModel::new("scripted", []).with_fallback("blue"));
+    let team = team_of(spec(after.clone())).await;
+    let server = serve(&team, config("helper")).await.unwrap();
+    let url = server.agent_url("helper");
+    let answer = send(&url, "c1", "what is my colour?").await;
+    assert_eq!(state(&answer), "TASK_STATE_COMPLETED", "{answer}");
+    let resumed = sent_with(&after, "what is my colour?");
+    assert!(
+        resumed.iter().any(|m| m == "my colour is blue"),
+        "{resumed:?}"
+    );
+    // Another context starts afresh, and the served agent's own log holds neither.
+    send(&url, "c2", "hello").await;
+    assert_eq!(sent_with(&after, "hello"), ["hello"]);
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("blue")
+    );
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn past_the_cap_an_idle_conversation_is_let_go_and_a_working_one_refuses_a_new_context() {
+    // Idle ones go, least recently used first; without a log, a let-go context has ended.
+    let model = Arc::new(ScriptedModel::new("scripted", []).with_fallback("ok"));
+    let team = team_of(AgentSpec::new("helper", model.clone())).await;
+    let mut one = config("helper");
+    one.max_contexts = 1;
+    let server = serve(&team, one.clone()).await.unwrap();
+    let url = server.agent_url("helper");
+    assert_eq!(
+        state(&send(&url, "a", "first").await),
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(
+        state(&send(&url, "b", "second").await),
+        "TASK_STATE_COMPLETED"
+    );
+    let ended = send(&url, "a", "back again").await;
+    assert_eq!(ended["error"]["code"], -32602, "{ended}");
+    let why = ended["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("context `a` has ended") && why.contains("without a contextId"),
+        "{why}"
+    );
+    // One agent per live context, the served one besides: the let-go one is gone from the team.
+    let helpers = team.directory().names();
+    assert_eq!(
+        helpers
+            .iter()
+            .filter(|n| n.starts_with("helper.a2a-"))
+            .count(),
+        1,
+        "{helpers:?}"
+    );
+    server.shutdown().await;
+    team.shutdown().await;
+
+    // A working conversation is never let go: a new context is refused while it works.
+    let team = team_of(AgentSpec::new("sleeper", Arc::new(Stuck))).await;
+    let mut one = config("sleeper");
+    one.max_contexts = 1;
+    let server = serve(&team, one).await.unwrap();
+    let url = server.agent_url("sleeper");
+    let response = http()
+        .post(&url)
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": in_context("a", "sleep")}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
+    let data: Value = serde_json::from_str(
+        first
+            .trim()
+            .strip_prefix("data: ")
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let id = data["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert_eq!(data["result"]["task"]["contextId"], "a", "{data}");
+    let refused = send(&url, "b", "hello").await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1 conversations at once and every one is working"),
+        "{refused}"
+    );
+    // Once it is over, its agent is idle and makes room.
+    let (_, cancelled) = rpc(&url, "CancelTask", json!({"id": id}), &[]).await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    drop(body);
+    let response = http()
+        .post(&url)
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": in_context("b", "sleep")}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut body = response.bytes_stream();
+    let first = String::from_utf8(body.next().await.unwrap().unwrap().to_vec()).unwrap();
+    let data: Value = serde_json::from_str(
+        first
+            .trim()
+            .strip_prefix("data: ")
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(data["result"]["task"]["contextId"], "b", "{data}");
+    let id = data["result"]["task"]["id"].as_str().unwrap().to_string();
+    rpc(&url, "CancelTask", json!({"id": id}), &[]).await;
+    server.shutdown().await;
+    team.shutdown().await;
+}
