@@ -53,6 +53,8 @@ pub async fn spawn_compression_agent(
 
 /// Spawn an LLM agent described by `spec` into `team` under the team's supervisor.
 pub async fn spawn_agent(team: &Team, spec: AgentSpec) -> Result<(), TeamError> {
-    let name = spec.name.clone();
-    team.spawn(name, LlmAgent::factory(spec)).await
+    let (name, budget) = (spec.name.clone(), spec.budget.clone());
+    team.spawn(name.clone(), LlmAgent::factory(spec)).await?;
+    spend::TeamBudgets::of(team.directory()).put(&name, &budget);
+    Ok(())
 }

@@ -9,6 +9,7 @@
 //! What happens once a budget is spent is the budget's [`OnExceeded`]: the request ends, or it
 //! pauses until a limit is raised ([`AgentBudget::raise`], [`TeamSpend::set_limit`]).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use troupe_protocol::Usage;
 use troupe_protocol::{BudgetExceeded, BudgetScope, ModelPrice, Spend, SpendLimit};
+use troupe_runtime::Directory;
 use troupe_runtime::budget::TeamSpend;
 
 /// How long a paused request waits for a raised limit by default before it ends: under the
@@ -124,6 +126,29 @@ impl AgentBudget {
             BudgetScope::Agent => Some(raised.agent.unwrap_or(self.agent)),
             BudgetScope::Team => self.team.as_ref().map(TeamSpend::limit),
         }
+    }
+}
+
+/// The budgets of a team's LLM agents by name (a directory extension: one per team), put there
+/// when [`crate::spawn_agent`] or [`crate::TeamBuilder`] spawns an agent: a paused agent waits
+/// inside its request, so a holder of the team's directory (the live view) reads the budget to
+/// raise here ([`crate::LlmAgentHandle::budget`]), not from the agent.
+#[derive(Debug, Default)]
+pub(crate) struct TeamBudgets(Mutex<HashMap<String, AgentBudget>>);
+
+impl TeamBudgets {
+    pub(crate) fn of(directory: &Directory) -> Arc<TeamBudgets> {
+        directory.extension(TeamBudgets::default)
+    }
+
+    /// `agent` was spawned with `budget` (a clone: raises reach the agent's).
+    pub(crate) fn put(&self, agent: &str, budget: &AgentBudget) {
+        troupe_protocol::sync::lock(&self.0).insert(agent.to_string(), budget.clone());
+    }
+
+    /// The budget `agent` was spawned with, shared with it.
+    pub(crate) fn get(&self, agent: &str) -> Option<AgentBudget> {
+        troupe_protocol::sync::lock(&self.0).get(agent).cloned()
     }
 }
 

@@ -111,8 +111,10 @@ impl TeamBuilder {
                 CompressionAgent::factory(config),
             ));
         }
+        let mut budgets = Vec::new();
         for spec in self.agents {
             names.push(spec.name.clone());
+            budgets.push((spec.name.clone(), spec.budget.clone()));
             factories.push((spec.name.clone(), LlmAgent::factory(spec)));
         }
         let results = match team.spawn_many(factories).await {
@@ -129,6 +131,10 @@ impl TeamBuilder {
         {
             team.shutdown().await;
             return Err(TeamBuildError::Agent { name, cause });
+        }
+        let team_budgets = crate::spend::TeamBudgets::of(team.directory());
+        for (name, budget) in &budgets {
+            team_budgets.put(name, budget);
         }
         Ok(team)
     }

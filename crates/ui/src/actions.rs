@@ -60,16 +60,17 @@ pub(crate) async fn compact(State(routes): State<Routes>, Json(ask): Json<Compac
 }
 
 /// Raise one of an agent's budgets (the one that paused it, say): it goes on from its next
-/// check. Only budgets the view was given ([`crate::UiConfig::budgets`]) can be raised.
+/// check. The budget is the one the team holds for the agent
+/// ([`LlmAgentHandle::budget`](troupe_agents::LlmAgentHandle::budget)), whoever served the view.
 pub(crate) async fn raise(State(routes): State<Routes>, Json(ask): Json<RaiseAsk>) -> Response {
     let live = match routes.source.live() {
         Ok(live) => live,
         Err(refusal) => return refusal.into_response(),
     };
-    let Some(budget) = live.budgets.get(&ask.agent) else {
+    let Some(budget) = live.directory.agent::<LlmAgent>(&ask.agent).budget() else {
         return (
             StatusCode::NOT_FOUND,
-            format!("the view was given no budget of {}", ask.agent),
+            format!("the team holds no budget of {}", ask.agent),
         )
             .into_response();
     };

@@ -2,6 +2,7 @@
 //! and the team's spend change without an event to say so).
 
 use serde::Serialize;
+use troupe_agents::LlmAgent;
 use troupe_agents::spend::SpendReport;
 use troupe_protocol::{BudgetExceeded, BudgetScope, Spend, SpendLimit};
 
@@ -40,15 +41,20 @@ pub(crate) struct SpendView {
     rate_limits: Vec<RateLimitLine>,
 }
 
-/// The spend of every agent the view was given a budget of, and every limiter's waits.
+/// The spend of every agent the team holds a budget of, and every limiter's waits.
 pub(crate) fn spend(live: &Live, view: &View) -> SpendView {
     let agents = live
-        .budgets
-        .iter()
+        .directory
+        .names()
+        .into_iter()
+        .filter_map(|agent| {
+            let budget = live.directory.agent::<LlmAgent>(&agent).budget()?;
+            Some((agent, budget))
+        })
         .map(|(agent, budget)| {
-            let seen = view.agent(agent);
+            let seen = view.agent(&agent);
             AgentSpend {
-                agent: agent.clone(),
+                agent,
                 spent: seen.and_then(|a| a.spend()),
                 team_spent: budget.team.as_ref().map(|t| t.spent()),
                 request: budget.limit(BudgetScope::Request),

@@ -2,7 +2,6 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
-use troupe_agents::spend::AgentBudget;
 use troupe_models::RateLimitedModel;
 
 use crate::view::Marks;
@@ -22,10 +21,6 @@ pub struct UiConfig {
     /// have not been read yet (its `/context` gives those from its context policy; the
     /// agents' defaults unless told otherwise).
     pub marks: Marks,
-    /// The budgets the page shows spend against and may raise (a paused agent goes on), by
-    /// agent: the same `AgentBudget` the agent's spec was given (clones share their raises).
-    /// A team's agents do not hand theirs out, so an agent left out here cannot be raised.
-    pub budgets: Vec<(String, AgentBudget)>,
     /// The rate-limited models whose waits the page shows, by name.
     pub rate_limits: Vec<(String, RateLimitedModel)>,
 }
@@ -38,7 +33,6 @@ impl std::fmt::Debug for UiConfig {
             .field("viewer_queue", &self.viewer_queue)
             .field("history", &self.history)
             .field("marks", &self.marks)
-            .field("budgets", &self.budgets)
             .field(
                 "rate_limits",
                 &names(self.rate_limits.iter().map(|(n, _)| n).collect()),
@@ -54,7 +48,6 @@ impl Default for UiConfig {
             viewer_queue: 1024,
             history: 10_000,
             marks: Marks::default(),
-            budgets: Vec::new(),
             rate_limits: Vec::new(),
         }
     }

@@ -40,7 +40,6 @@ pub async fn serve(team: &Team, config: UiConfig) -> Result<UiServer, UiError> {
     let directory = team.directory().clone();
     let source = Source::Live(Live {
         directory: directory.clone(),
-        budgets: config.budgets.iter().cloned().collect(),
         rate_limits: config.rate_limits.clone(),
     });
     let server = UiServer::start(

@@ -1,11 +1,10 @@
 //! Where the view reads what its events do not carry: a live team's agents (their conversation
-//! and archive, their budgets, the rate limiters of their models), or a finished run's log.
+//! and archive; their budgets through their handles), the rate limiters of their models, or a
+//! finished run's log.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use troupe_agents::spend::AgentBudget;
 use troupe_agents::{ConversationCopy, LlmAgentJob};
 use troupe_models::RateLimitedModel;
 use troupe_protocol::TraceContext;
@@ -18,8 +17,6 @@ const CONVERSATION_TIMEOUT: Duration = Duration::from_secs(60);
 /// A live team.
 pub(crate) struct Live {
     pub(crate) directory: Directory,
-    /// The budgets the view may raise and reports spend against, by agent.
-    pub(crate) budgets: BTreeMap<String, AgentBudget>,
     /// The rate limiters whose waits the view reports, by name.
     pub(crate) rate_limits: Vec<(String, RateLimitedModel)>,
 }
@@ -27,7 +24,6 @@ pub(crate) struct Live {
 impl std::fmt::Debug for Live {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Live")
-            .field("budgets", &self.budgets)
             .field("rate_limits", &self.rate_limits.len())
             .finish_non_exhaustive()
     }

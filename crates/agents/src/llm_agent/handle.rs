@@ -18,6 +18,7 @@ use crate::compression::client::{
 };
 use crate::llm_agent::{ContextStats, ConversationCopy, LlmAgent};
 use crate::session::health::SessionBehind;
+use crate::spend::{AgentBudget, TeamBudgets};
 
 impl AgentKind for LlmAgent {
     type Job = LlmAgentJob;
@@ -86,6 +87,14 @@ impl LlmAgentHandle<'_> {
         }
         let job = |reply| LlmAgentJob::Compact(focus, cancel, reply);
         self.ask(job, COMPACTION_TIMEOUT).await?
+    }
+
+    /// The budget the agent was spawned with ([`crate::spawn_agent`], [`crate::TeamBuilder`]),
+    /// shared with it: [`AgentBudget::raise`] lets a request its budget paused go on. Read from
+    /// the team, not asked of the agent (a paused agent waits inside its request). `None` for
+    /// an agent spawned another way, or not in the team.
+    pub fn budget(&self) -> Option<AgentBudget> {
+        TeamBudgets::of(self.agent.directory()).get(self.name())
     }
 
     /// Open a scope (seed 000's scoped compression).

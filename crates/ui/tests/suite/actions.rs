@@ -104,8 +104,8 @@ async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
     )
     .await
     .unwrap();
+    // No budgets given: the view finds the spender's from the team.
     let config = UiConfig {
-        budgets: vec![("spender".to_string(), budget.clone())],
         rate_limits: vec![("spender's endpoint".to_string(), limited)],
         ..UiConfig::default()
     };
@@ -191,8 +191,8 @@ async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
     assert!(done["tokens_after"].as_u64().unwrap() < done["tokens_before"].as_u64().unwrap());
     let after = snapshot(&ui).await;
     assert_eq!(after["compactions"][0]["agent"], "writer");
-    // An agent the view was given no budget of cannot be raised; the spend shows the new limit.
-    let other = json!({ "agent": "writer", "scope": "request", "limit": { "input_tokens": 5 } });
+    // An agent the team does not hold has no budget to raise; the spend shows the new limit.
+    let other = json!({ "agent": "nobody", "scope": "request", "limit": { "input_tokens": 5 } });
     let (status, _) = act(&ui, "api/budgets/raise", &other, From::ThePage).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (base, token) = (base_of(ui.url()), token_of(ui.url()));
@@ -204,8 +204,13 @@ async fn compact_and_raise_act_only_with_the_token_from_the_pages_origin() {
         .json()
         .await
         .unwrap();
-    assert_eq!(spend["agents"][0]["agent"], "spender");
-    assert_eq!(spend["agents"][0]["request"]["input_tokens"], 1_000_000);
+    let spender = spend["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["agent"] == "spender")
+        .unwrap();
+    assert_eq!(spender["request"]["input_tokens"], 1_000_000);
     let limiter = &spend["rate_limits"][0];
     assert_eq!(limiter["name"], "spender's endpoint");
     assert_eq!(
@@ -377,6 +382,69 @@ async fn compact_from_the_page_mid_request_joins_the_running_compaction_as_the_c
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{text}");
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+/// The example's road (`Team::builder`, `UiConfig::default()`, as `cargo run --example team --
+/// --ui` serves it): nobody hands the view a budget, and a paused agent is raised from the page.
+#[tokio::test]
+async fn a_paused_agent_of_a_team_served_with_no_budgets_is_raised_from_the_page() {
+    let runs = Runs::default();
+    let budget = AgentBudget {
+        request: input_limit(1),
+        on_exceeded: OnExceeded::pause(),
+        ..AgentBudget::default()
+    };
+    let model = Arc::new(ScriptedModel::new(
+        "scripted-spender",
+        [
+            ScriptedReply::call("run", r#"{"command": "ls"}"#),
+            ScriptedReply::text("spent"),
+        ],
+    ));
+    let team = Team::builder()
+        .agent(
+            AgentSpec::new("spender", model)
+                .tools(run_tool(&runs))
+                .budget(budget),
+        )
+        .start()
+        .await
+        .unwrap();
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let mut events = team.subscribe();
+    let spending = {
+        let directory = team.directory().clone();
+        tokio::spawn(async move {
+            directory
+                .ask(
+                    "spender",
+                    AgentRequest::from_user("list"),
+                    Duration::from_secs(60),
+                )
+                .await
+        })
+    };
+    loop {
+        let record = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if matches!(record.event, Event::BudgetPaused { .. }) {
+            break;
+        }
+    }
+    let raise = json!({ "agent": "spender", "scope": "request",
+                        "limit": { "input_tokens": 1_000_000 } });
+    let (status, text) = act(&ui, "api/budgets/raise", &raise, From::ThePage).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{text}");
+    let answer = tokio::time::timeout(Duration::from_secs(30), spending)
+        .await
+        .expect("the raised request finishes")
+        .unwrap()
+        .unwrap();
+    assert_eq!(answer, "spent");
     ui.shutdown().await;
     team.shutdown().await;
 }
