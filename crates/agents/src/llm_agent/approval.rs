@@ -270,9 +270,19 @@ impl LlmAgent {
                 self.persist_with(records);
             }
         }
+        // The assistant message keeps the model's arguments: an edited call's result says what
+        // really ran (in the log's `call_result` too, so a resumed turn tells the model the same).
+        let mut edits: Vec<Option<String>> = vec![None; to_run.len()];
+        for (i, edited) in outcome.iter().filter_map(|o| o.as_ref().ok()) {
+            if let (Some(slot), Some(arguments)) = (edits.get_mut(*i), edited) {
+                *slot = Some(format!(
+                    "(run with arguments edited by the person approving: {arguments})\n"
+                ));
+            }
+        }
         let ran = until_abandoned(
             watch,
-            async { Ok(self.run_tools(&to_run, ctx, trace_id).await) },
+            async { Ok(self.run_tools(&to_run, &edits, ctx, trace_id).await) },
             AgentError::Cancelled,
         )
         .await?;
@@ -280,20 +290,10 @@ impl LlmAgent {
         Ok(outcome
             .into_iter()
             .map(|o| match o {
-                Ok((i, edited)) => {
-                    let mut result = ran
-                        .get_mut(i)
-                        .and_then(Option::take)
-                        .unwrap_or_else(|| refused("the call produced no result".to_string()));
-                    // The assistant message keeps the model's arguments: say what really ran.
-                    if let Some(arguments) = edited {
-                        result.content = format!(
-                            "(run with arguments edited by the person approving: {arguments})\n{}",
-                            result.content
-                        );
-                    }
-                    result
-                }
+                Ok((i, _)) => ran
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .unwrap_or_else(|| refused("the call produced no result".to_string())),
                 Err(result) => result,
             })
             .collect())

@@ -134,13 +134,15 @@ impl LlmAgent {
         }
     }
 
-    /// Run one assistant message's tool calls concurrently; results come back in call order.
+    /// Run one assistant message's tool calls concurrently; results come back in call order,
+    /// each after its note in `notes` (same order; a call run with edited arguments says so).
     /// With durable steps each result is committed to the session log as it completes (a
     /// `call_result`), before the rest of the batch: a restart answers it from the log and
     /// never runs it again.
     pub(super) async fn run_tools(
         &mut self,
         calls: &[ToolCall],
+        notes: &[Option<String>],
         ctx: &AgentContext,
         trace_id: TraceId,
     ) -> Vec<ToolResult> {
@@ -164,7 +166,10 @@ impl LlmAgent {
             })
             .collect();
         let mut results: Vec<Option<ToolResult>> = calls.iter().map(|_| None).collect();
-        while let Some((i, result)) = runs.next().await {
+        while let Some((i, mut result)) = runs.next().await {
+            if let Some(Some(note)) = notes.get(i) {
+                result.content.insert_str(0, note);
+            }
             if self.spec.durable_steps
                 && let Some(call) = calls.get(i)
             {

@@ -847,17 +847,48 @@ async fn a_call_approved_before_a_crash_runs_as_approved_or_is_asked_again() {
     Session::fork(&log, paused.id, &cut).unwrap();
     let runs = Runs::default();
     let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("done")]));
-    let team = team().await;
-    let (answering, asked) = approver(&team, |_| Ok(None));
-    spawn_agent(&team, spec(model, &runs, &cut).approval(ask_about_rm()))
+    let asking = team().await;
+    let (answering, asked) = approver(&asking, |_| Ok(None));
+    spawn_agent(&asking, spec(model, &runs, &cut).approval(ask_about_rm()))
         .await
         .unwrap();
-    let resumed = team.agent::<LlmAgent>("coder").resume_request().await;
+    let resumed = asking.agent::<LlmAgent>("coder").resume_request().await;
     answering.abort();
-    team.shutdown().await;
+    asking.shutdown().await;
     assert_eq!(resumed.unwrap().unwrap().unwrap(), "done");
     assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
     assert_eq!(*runs.lock().unwrap(), ["rm a", "rm b"]);
+
+    // Cut after the first edited call's result: the resumed model is told, as the live one
+    // was, that it ran with the person's arguments, not its own.
+    let result = steps(&log)
+        .unwrap()
+        .into_iter()
+        .find(|s| s.kind == StepKind::ToolCall)
+        .expect("a tool call step");
+    let cut = dir.path().join("result.jsonl");
+    Session::fork(&log, result.id, &cut).unwrap();
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("done")]));
+    let team = team().await;
+    spawn_agent(
+        &team,
+        spec(model.clone(), &runs, &cut).approval(ask_about_rm()),
+    )
+    .await
+    .unwrap();
+    let resumed = team.agent::<LlmAgent>("coder").resume_request().await;
+    team.shutdown().await;
+    assert_eq!(resumed.unwrap().unwrap().unwrap(), "done");
+    let answered = model.requests()[0]
+        .messages
+        .iter()
+        .find(|m| m.role == Role::Tool && m.text().contains("ran rm -i"))
+        .map(|m| m.text())
+        .expect("the logged result");
+    assert!(
+        answered.contains("edited by the person approving"),
+        "{answered}"
+    );
 }
 
 /// A request paused for approval and resumed by another process is judged by that process's
