@@ -13,12 +13,12 @@ use troupe_protocol::TraceContext;
 use crate::body::read_capped;
 use crate::error::A2aError;
 use crate::limits::ClientLimits;
-use crate::sse::SseDecoder;
 use crate::wire::{
     AgentCard, CARD_PATH, JSONRPC_BINDING, PROTOCOL_VERSION, RpcRequest, RpcResponse,
     SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskIdRequest, VERSION_HEADER,
     method,
 };
+use troupe_host::sse::{SseDecoder, SseError, SseEvent, SseLimits};
 
 /// Where a remote A2A agent is and how to talk to it.
 #[derive(Debug, Clone, PartialEq)]
@@ -181,7 +181,11 @@ impl A2aClient {
         }
         Ok(A2aEventStream {
             response,
-            decoder: SseDecoder::new(self.limits.event_bytes),
+            // One cap for a line and an event: an event of one `data:` line is that line.
+            decoder: SseDecoder::new(SseLimits {
+                line: self.limits.event_bytes,
+                event: self.limits.event_bytes,
+            }),
             queue: VecDeque::new(),
             idle: self.limits.idle,
             ended: false,
@@ -264,7 +268,7 @@ impl A2aClient {
 pub struct A2aEventStream {
     response: reqwest::Response,
     decoder: SseDecoder,
-    queue: VecDeque<String>,
+    queue: VecDeque<SseEvent>,
     idle: Duration,
     ended: bool,
 }
@@ -273,8 +277,16 @@ impl A2aEventStream {
     /// The next event; `None` when the peer ended the stream.
     pub async fn next(&mut self) -> Option<Result<StreamResponse, A2aError>> {
         loop {
-            if let Some(data) = self.queue.pop_front() {
-                return Some(stream_event(&data));
+            match self.queue.pop_front() {
+                Some(SseEvent::Data(data)) => return Some(stream_event(&data)),
+                // OpenAI's end marker is no JSON-RPC response: a peer sending it is not A2A.
+                Some(SseEvent::Done) => {
+                    return Some(Err(A2aError::Malformed {
+                        what: "a streamed event".into(),
+                        reason: "`[DONE]` is not a JSON-RPC response".into(),
+                    }));
+                }
+                None => {}
             }
             if self.ended {
                 return None;
@@ -304,10 +316,28 @@ impl A2aEventStream {
                 Ok(events) => self.queue.extend(events),
                 Err(e) => {
                     self.ended = true;
-                    return Some(Err(e));
+                    return Some(Err(sse_error(e)));
                 }
             }
         }
+    }
+}
+
+/// The decoder's refusal as the client's error: a cap passed is [`A2aError::TooLarge`].
+fn sse_error(error: SseError) -> A2aError {
+    match error {
+        SseError::LineTooLong { cap } => A2aError::TooLarge {
+            what: "a streamed line".into(),
+            cap,
+        },
+        SseError::EventTooLarge { cap } => A2aError::TooLarge {
+            what: "a streamed event".into(),
+            cap,
+        },
+        other => A2aError::Malformed {
+            what: "a streamed line".into(),
+            reason: other.to_string(),
+        },
     }
 }
 

@@ -22,7 +22,6 @@ mod ids;
 mod limits;
 mod remote_agent;
 mod server;
-mod sse;
 pub mod wire;
 
 pub use client::{A2aClient, A2aEventStream, A2aRemote};

@@ -5,6 +5,8 @@
 //! - [`credentials`]: credentials moved out of the environment; every key lookup goes through
 //!   [`credentials::var`].
 //! - [`tls`]: aws-lc-rs, the one crypto provider every HTTPS client uses.
+//! - [`sse`]: server-sent events decoded from a body's bytes within caps, the one decoder of the
+//!   model providers' streamed answers and A2A agents' streams.
 //!
 //! No actors, no network of its own.
 
@@ -13,4 +15,5 @@
 #![deny(unreachable_pub)]
 
 pub mod credentials;
+pub mod sse;
 pub mod tls;

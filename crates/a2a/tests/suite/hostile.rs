@@ -124,3 +124,24 @@ async fn a_100_mb_answer_is_refused_at_the_body_cap() {
     );
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_streamed_event_past_its_cap_ends_the_request_naming_it() {
+    // One `data:` line of 128 KiB against a 64 KiB cap on a streamed event (and its line).
+    let (base, _log) = fake_peer(PeerScript::HugeEvent(128 * 1024), true).await;
+    let team = empty_team().await;
+    let limits = ClientLimits {
+        event_bytes: 64 * 1024,
+        ..small_limits()
+    };
+    join_team(&team, "shouter", &A2aRemote::new(base).limits(limits))
+        .await
+        .unwrap();
+    let err = team.ask("shouter", "speak").await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("a streamed line is over the 65536-byte limit"),
+        "{err}"
+    );
+    team.shutdown().await;
+}

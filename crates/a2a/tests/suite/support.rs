@@ -90,6 +90,8 @@ pub enum PeerScript {
     Replacing,
     /// As `InputRequired`, but the first answer on `t1` gets an HTTP 503.
     InputRequiredFlaky,
+    /// Starts task `t1`, then streams one artifact event of this many bytes of text.
+    HugeEvent(usize),
 }
 
 /// What the fake peer saw.
@@ -220,6 +222,10 @@ fn peer_rpc(
             sse(futures::stream::iter([task("t1", "TASK_STATE_WORKING")])
                 .chain(futures::stream::pending()))
         }
+        ("SendStreamingMessage", PeerScript::HugeEvent(bytes)) => sse(futures::stream::iter([
+            task("t1", "TASK_STATE_WORKING"),
+            artifact("t1", &"x".repeat(bytes)),
+        ])),
         ("SendStreamingMessage", PeerScript::ForeignTask) => sse(futures::stream::iter([
             task("t1", "TASK_STATE_WORKING"),
             status("t2", "TASK_STATE_COMPLETED", Some("not yours")),
