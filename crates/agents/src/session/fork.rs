@@ -26,9 +26,33 @@ impl Session {
     ///
     /// # Errors
     /// [`SessionError::UnknownStep`] when the log has no step `at`; [`SessionError::Exists`]
-    /// when `out` holds a log already; [`SessionError::InUse`] when either log is held by
+    /// when `out` holds a log already (the original itself, by any name, included);
+    /// [`SessionError::Io`] when `log` does not exist or `out`'s directory does not (neither is
+    /// created); [`SessionError::InUse`] when either log is held by
     /// another owner; otherwise as [`super::load`].
     pub fn fork(log: &Path, at: usize, out: &Path) -> Result<Session, SessionError> {
+        // Locking creates a missing log and the directories of a missing new one: a fork
+        // makes neither (a mistyped path is an error, not a new empty session or a new tree).
+        std::fs::metadata(log).map_err(|cause| SessionError::Io {
+            path: log.to_path_buf(),
+            cause,
+        })?;
+        let out_dir = out
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        if !out_dir.is_dir() {
+            return Err(SessionError::Io {
+                path: out.to_path_buf(),
+                cause: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!(
+                        "its directory {} does not exist; a fork creates no directories",
+                        out_dir.display()
+                    ),
+                ),
+            });
+        }
         let _source = SessionLock::acquire(log)?;
         let mut bytes = Vec::new();
         open_regular(log, OpenOptions::new().read(true))?

@@ -955,3 +955,72 @@ async fn a_resumed_pause_is_judged_by_the_deny_rules_on_the_call_that_runs() {
         sent.last()
     );
 }
+
+/// Hostile forks are clear errors that leave the original byte for byte as it was and create
+/// nothing: a new log that is the original (by its path, a symbolic link or a hard link), one
+/// in a directory that does not exist, a log that does not exist, a step only a torn tail
+/// holds, or a step past the log's end (an id of another, longer log).
+#[tokio::test]
+async fn a_hostile_fork_is_a_clear_error_and_leaves_the_original_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = logged_request(dir.path()).await;
+    let count = steps(&log).unwrap().len();
+    // A torn tail: the next commit was being written when the process died.
+    let whole = std::fs::read(&log).unwrap();
+    let mut torn = whole.clone();
+    torn.extend_from_slice(br#"{"type":"message","id":99,"role":"user","content":"half"#);
+    std::fs::write(&log, &torn).unwrap();
+    let original = std::fs::read(&log).unwrap();
+    let unchanged = || {
+        assert_eq!(
+            std::fs::read(&log).unwrap(),
+            original,
+            "the original changed"
+        )
+    };
+
+    let symlink = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&log, &symlink).unwrap();
+    let hard = dir.path().join("hard.jsonl");
+    std::fs::hard_link(&log, &hard).unwrap();
+    for out in [&log, &symlink, &hard] {
+        let err = Session::fork(&log, 2, out).unwrap_err();
+        assert!(matches!(err, SessionError::Exists { .. }), "{err}");
+        unchanged();
+    }
+
+    let missing_dir = dir.path().join("no/such/dir/fork.jsonl");
+    let err = Session::fork(&log, 2, &missing_dir).unwrap_err();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+    assert!(
+        !dir.path().join("no").exists(),
+        "a fork created directories"
+    );
+    unchanged();
+
+    let missing_log = dir.path().join("gone.jsonl");
+    let err = Session::fork(&missing_log, 1, &dir.path().join("f.jsonl")).unwrap_err();
+    assert!(matches!(err, SessionError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("gone.jsonl"), "{err}");
+    assert!(!missing_log.exists(), "forking a missing log created it");
+    assert!(!dir.path().join("f.jsonl").exists());
+
+    // The torn tail holds no step: its id is past the end, as is one of a longer log.
+    let out = dir.path().join("fork.jsonl");
+    for at in [count, count + 40] {
+        let err = Session::fork(&log, at, &out).unwrap_err();
+        assert!(matches!(err, SessionError::UnknownStep { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("its steps are 0 to {}", count - 1)),
+            "{err}"
+        );
+        unchanged();
+    }
+    assert!(!out.exists() || std::fs::read(&out).unwrap().is_empty());
+    // The last whole step forks without the torn bytes.
+    let forked = Session::fork(&log, count - 1, &out).unwrap();
+    assert!(forked.warnings.is_empty(), "{:?}", forked.warnings);
+    assert_eq!(std::fs::read(&out).unwrap(), whole);
+    unchanged();
+}
