@@ -104,21 +104,10 @@ fn silent_server() -> String {
     url
 }
 
-/// The Python with a2a-sdk (`.ci/run` installs it), or `None` (with a note) outside CI.
-fn sdk_python() -> Option<std::path::PathBuf> {
-    match std::env::var_os("TROUPE_A2A_PYTHON") {
-        Some(python) if std::path::Path::new(&python).exists() => Some(python.into()),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-            panic!(
-                "TROUPE_A2A_PYTHON is not set: under CI the A2A SDK must be installed by .ci/run"
-            )
-        }
-        _ => {
-            eprintln!("skipped: TROUPE_A2A_PYTHON is not set; run .ci/run to install a2a-sdk");
-            None
-        }
-    }
-}
+/// The SDK's Python: the one helper troupe-a2a's suite uses too.
+#[path = "../../crates/a2a/tests/suite/sdk_python.rs"]
+mod sdk_python;
+use sdk_python::sdk_python;
 
 #[test]
 fn the_a2a_sdks_client_drives_troupe_a2a_serve() {

@@ -1,6 +1,7 @@
 mod contexts;
 mod hostile;
 mod sdk;
+mod sdk_python;
 mod server;
 mod support;
 mod teammate;

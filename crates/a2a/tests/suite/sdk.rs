@@ -14,23 +14,8 @@ use troupe_a2a::{
 use troupe_protocol::Event;
 use troupe_runtime::AskItem;
 
+use super::sdk_python::sdk_python;
 use super::support::{empty_team, team_answering};
-
-/// The Python with a2a-sdk, or `None` (with a note) outside CI.
-fn sdk_python() -> Option<PathBuf> {
-    match std::env::var_os("TROUPE_A2A_PYTHON") {
-        Some(python) if Path::new(&python).exists() => Some(PathBuf::from(python)),
-        _ if std::env::var("CI").is_ok_and(|v| v == "true" || v == "1") => {
-            panic!(
-                "TROUPE_A2A_PYTHON is not set: under CI the A2A SDK must be installed by .ci/run"
-            )
-        }
-        _ => {
-            eprintln!("skipped: TROUPE_A2A_PYTHON is not set; run .ci/run to install a2a-sdk");
-            None
-        }
-    }
-}
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
