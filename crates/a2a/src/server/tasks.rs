@@ -218,17 +218,29 @@ impl TaskStore {
                 reason: text.trim().to_string(),
             },
         };
-        // An approval that timed out meanwhile is answered already: the task goes on without it.
-        if let Err(e) = self.approvals.decide(approval, decision) {
-            tracing::debug!(task = %entry.task.id, "an A2A answer came for a closed approval: {e}");
-        }
+        // The answer is to the call the task's status shows, the first waiting: the status moves
+        // to the next only here, so an answer never reaches a call its caller was not shown. One
+        // decided meanwhile (by the operator, or its wait ran out) is decided already: the
+        // answer decides nothing, and the caller is told so.
+        let late = match self.approvals.decide(approval, decision) {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::debug!(task = %entry.task.id, "an A2A answer came for a closed approval: {e}");
+                Some(
+                    "That call was already decided (by its operator, or its wait ran out): your answer decided nothing.",
+                )
+            }
+        };
         let receiver = running.events.subscribe();
         let events = running.events.clone();
         entry.waiting.pop_front();
         entry.task.history.push(message);
-        let (state, question) = match entry.waiting.front() {
-            Some((_, question)) => (TaskState::InputRequired, Some(question.clone())),
-            None => (TaskState::Working, None),
+        let (state, question) = match (entry.waiting.front(), late) {
+            (Some((_, question)), Some(late)) => {
+                (TaskState::InputRequired, Some(format!("{late} {question}")))
+            }
+            (Some((_, question)), None) => (TaskState::InputRequired, Some(question.clone())),
+            (None, late) => (TaskState::Working, late.map(str::to_string)),
         };
         let update = status_update(&entry.task, state, question.as_deref());
         apply_status(&mut entry.task, &update);

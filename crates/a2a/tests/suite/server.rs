@@ -5,8 +5,8 @@ use serde_json::json;
 use troupe_a2a::{A2aServeConfig, ServedAgent, ServerAuth, serve};
 
 use super::support::{
-    Runs, http, rpc, team_answering, team_asking_approval, team_over_budget, team_stuck,
-    user_message,
+    Runs, http, rpc, team_answering, team_asking_approval, team_asking_approval_for,
+    team_over_budget, team_stuck, user_message,
 };
 
 fn config(agents: Vec<ServedAgent>) -> A2aServeConfig {
@@ -403,6 +403,83 @@ async fn a_budget_pause_is_told_to_the_caller_and_its_end_fails_the_task() {
         .find("TASK_STATE_FAILED")
         .unwrap_or_else(|| panic!("{body}"));
     assert!(paused < failed, "{body}");
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+/// The next approval the team's agents ask for: its id and arguments.
+async fn next_approval(
+    events: &mut tokio::sync::broadcast::Receiver<troupe_protocol::EventRecord>,
+) -> (troupe_protocol::ApprovalId, String) {
+    loop {
+        if let troupe_protocol::Event::ApprovalRequested { id, arguments, .. } =
+            events.recv().await.unwrap().event
+        {
+            return (id, arguments);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_callers_yes_decides_only_the_call_it_was_shown_never_one_waiting_after_it() {
+    let runs = Runs::default();
+    let team = team_asking_approval_for(&runs, &["rm -rf build", "rm -rf dist"]).await;
+    let mut events = team.subscribe();
+    let server = serve(
+        &team,
+        config(vec![ServedAgent::new("ops", "runs commands")]),
+    )
+    .await
+    .unwrap();
+    let url = server.agent_url("ops");
+    let (_, asked) = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": user_message("clean up")}),
+        &[],
+    )
+    .await;
+    let task = asked["result"]["task"].clone();
+    let shown = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(shown.contains("rm -rf build"), "{shown}");
+    // The operator approves the shown call first; the agent runs it and asks about the next.
+    let (first, _) = next_approval(&mut events).await;
+    team.approve(&first).unwrap();
+    let (_, second) = next_approval(&mut events).await;
+    assert!(second.contains("rm -rf dist"), "{second}");
+    // The caller's yes, sent for the call it was shown, decides nothing else.
+    let yes = json!({"messageId": "m-yes", "role": "ROLE_USER", "taskId": task["id"],
+        "contextId": task["contextId"], "parts": [{"text": "yes"}]});
+    let (_, after) = rpc(&url, "SendMessage", json!({"message": yes}), &[]).await;
+    let status = &after["result"]["task"]["status"];
+    assert_eq!(status["state"], "TASK_STATE_INPUT_REQUIRED", "{after}");
+    let now = status["message"]["parts"][0]["text"].as_str().unwrap();
+    assert!(now.contains("rm -rf dist"), "{now}");
+    assert_eq!(*runs.lock().unwrap(), ["rm -rf build"]);
+    // And it is told its answer decided nothing (with the next question, or just before it
+    // when the answer came before the agent's next call reached the task).
+    let told = after["result"]["task"]["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| {
+            m["parts"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("already decided"))
+        });
+    assert!(told, "{after}");
+    // Its answer to the call it is shown now is that call's.
+    let no = json!({"messageId": "m-no", "role": "ROLE_USER", "taskId": task["id"],
+        "contextId": task["contextId"], "parts": [{"text": "not that one"}]});
+    let (_, done) = rpc(&url, "SendMessage", json!({"message": no}), &[]).await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    assert_eq!(*runs.lock().unwrap(), ["rm -rf build"]);
     server.shutdown().await;
     team.shutdown().await;
 }

@@ -328,6 +328,11 @@ struct RunArgs {
 /// A team whose `ops` runs `rm -rf build` through a `run` tool its policy asks about, then
 /// answers `removed`; the commands run are recorded in `runs`.
 pub async fn team_asking_approval(runs: &Runs) -> Team {
+    team_asking_approval_for(runs, &["rm -rf build"]).await
+}
+
+/// As [`team_asking_approval`], with one `run` call per command, one after the other.
+pub async fn team_asking_approval_for(runs: &Runs, commands: &[&str]) -> Team {
     use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
     use troupe_models::ScriptedReply;
     let runs = runs.clone();
@@ -343,13 +348,15 @@ pub async fn team_asking_approval(runs: &Runs) -> Team {
         .unwrap();
     let model = Arc::new(ScriptedModel::new(
         "scripted-ops",
-        [
-            ScriptedReply::ToolCalls(vec![(
-                "run".into(),
-                r#"{"command": "rm -rf build"}"#.into(),
-            )]),
-            ScriptedReply::text("removed"),
-        ],
+        commands
+            .iter()
+            .map(|command| {
+                ScriptedReply::ToolCalls(vec![(
+                    "run".into(),
+                    json!({ "command": command }).to_string(),
+                )])
+            })
+            .chain([ScriptedReply::text("removed")]),
     ));
     let policy = ApprovalPolicy::new([ApprovalRule::argument_prefix(
         "run",
