@@ -225,10 +225,38 @@ fn a_fork_at_a_step_continues_in_chat_and_a_bad_step_is_a_clear_error() {
     let said = String::from_utf8_lossy(&bad.stderr);
     assert!(said.contains("`m2` is not a step id"), "{said}");
 
+    // A new log that is the original — by its path, a symbolic link, a hard link — or one in
+    // a directory that does not exist is refused, and nothing is written.
+    let symlink = dir.path().join("link.jsonl");
+    std::os::unix::fs::symlink(&session, &symlink).unwrap();
+    let hard = dir.path().join("hard.jsonl");
+    std::fs::hard_link(&session, &hard).unwrap();
+    for out in [&session, &symlink, &hard] {
+        let bad = troupe(
+            &["fork", "--at", "2", "--out", out.to_str().unwrap()],
+            &session,
+        );
+        assert!(!bad.status.success());
+        let said = String::from_utf8_lossy(&bad.stderr);
+        assert!(said.contains("exists already"), "{said}");
+        assert_eq!(std::fs::read(&session).unwrap(), original);
+    }
+    let nowhere = dir.path().join("no/such/fork.jsonl");
+    let bad = troupe(
+        &["fork", "--at", "2", "--out", nowhere.to_str().unwrap()],
+        &session,
+    );
+    assert!(!bad.status.success());
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(said.contains("does not exist"), "{said}");
+    assert!(!dir.path().join("no").exists());
+
     let forked = troupe(&["fork", "--at", &second_call, "--out", fork_arg], &session);
     let said = String::from_utf8_lossy(&forked.stdout);
     assert!(forked.status.success(), "{said}");
     assert!(said.contains("in flight"), "{said}");
+    // The step it ends at is named, as `show` lists it.
+    assert!(said.contains("(model call: calls"), "{said}");
     let again = troupe(&["fork", "--at", "1", "--out", fork_arg], &session);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"));

@@ -47,8 +47,14 @@ pub fn fork(args: &SessionForkArgs) -> anyhow::Result<()> {
         )
     })?;
     let forked = Session::fork(&args.log, at, &args.out)?;
+    // Step ids are places in a log: say which step this one is, so an id read off another
+    // log's listing shows for what it is here.
+    let step = steps(&args.out)?
+        .pop()
+        .map(|s| format!("{}: {}", s.kind.as_str(), safe_text(&s.detail)))
+        .unwrap_or_default();
     println!(
-        "wrote {} ({} messages, ending at step {at}{})",
+        "wrote {} ({} messages, ending at step {at} ({step}){})",
         args.out.display(),
         forked.conversation.len(),
         if forked.in_flight {
