@@ -28,6 +28,10 @@ pub enum ApprovalError {
     /// No tool call waits under this id (never asked, answered already, or timed out).
     #[error("no tool call waits for approval under `{0}`")]
     Unknown(ApprovalId),
+    /// The call waiting under this id is not the one the answer was given for (its arguments
+    /// changed, the id names another call now, or it was opened without one); it still waits.
+    #[error("the call waiting under `{0}` is not the one that was shown")]
+    NotAsShown(ApprovalId),
     /// Edited arguments that are not a JSON object; the call still waits.
     #[error("the edited arguments for `{id}` are not a JSON object: {reason}")]
     InvalidArguments {
@@ -46,10 +50,12 @@ pub struct Approvals {
     opened: Arc<AtomicU64>,
 }
 
-/// The open end of one request: its number and the channel to its waiter.
+/// The open end of one request: its number, what it asks and the channel to its waiter.
 #[derive(Debug)]
 struct Waiter {
     number: u64,
+    /// The tool and its arguments, as the person is shown them (`None`: opened without a call).
+    call: Option<(String, String)>,
     answer: oneshot::Sender<ApprovalDecision>,
 }
 
@@ -57,9 +63,25 @@ impl Approvals {
     /// Open a request under `id` (a request already open under it is replaced: its waiter sees
     /// the desk closed). Dropping the returned [`PendingApproval`] withdraws it.
     pub fn open(&self, id: ApprovalId) -> PendingApproval {
+        self.open_waiter(id, None)
+    }
+
+    /// [`Approvals::open`] for a tool call, keeping what it asks — `tool` and its `arguments`
+    /// as the person is shown them — so that an answer can name what it was given for
+    /// ([`Approvals::decide_shown`]).
+    pub fn open_call(&self, id: ApprovalId, tool: &str, arguments: &str) -> PendingApproval {
+        self.open_waiter(id, Some((tool.to_string(), arguments.to_string())))
+    }
+
+    fn open_waiter(&self, id: ApprovalId, call: Option<(String, String)>) -> PendingApproval {
         let (tx, rx) = oneshot::channel();
         let number = self.opened.fetch_add(1, Ordering::Relaxed);
-        lock(&self.waiting).insert(id.clone(), Waiter { number, answer: tx });
+        let waiter = Waiter {
+            number,
+            call,
+            answer: tx,
+        };
+        lock(&self.waiting).insert(id.clone(), waiter);
         PendingApproval {
             id,
             number,
@@ -75,15 +97,57 @@ impl Approvals {
     /// [`ApprovalError::InvalidArguments`] when edited arguments are not a JSON object (the
     /// request then still waits).
     pub fn decide(&self, id: &ApprovalId, decision: ApprovalDecision) -> Result<(), ApprovalError> {
+        self.answer(id, |_| true, decision)
+    }
+
+    /// Answer the request `id` only if it asks what the person was shown: `shown` is given the
+    /// tool and arguments of the call waiting under `id` ([`Approvals::open_call`]), under the
+    /// desk's lock, so the call answered is the one `shown` accepted — an id that names another
+    /// call by now, with other arguments, is not answered.
+    ///
+    /// # Errors
+    /// As [`Approvals::decide`], and [`ApprovalError::NotAsShown`] when `shown` refuses the
+    /// waiting call (or it was opened without one); it then still waits.
+    pub fn decide_shown(
+        &self,
+        id: &ApprovalId,
+        shown: impl FnOnce(&str, &str) -> bool,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalError> {
+        let asks = |waiter: &Waiter| {
+            waiter
+                .call
+                .as_ref()
+                .is_some_and(|(tool, arguments)| shown(tool, arguments))
+        };
+        self.answer(id, asks, decision)
+    }
+
+    /// Answer `id` when `matches` accepts its waiter (checked and taken under one lock).
+    fn answer(
+        &self,
+        id: &ApprovalId,
+        matches: impl FnOnce(&Waiter) -> bool,
+        decision: ApprovalDecision,
+    ) -> Result<(), ApprovalError> {
         if let ApprovalDecision::Approve {
             arguments: Some(arguments),
         } = &decision
         {
             check_arguments(id, arguments)?;
         }
-        let waiter = lock(&self.waiting)
-            .remove(id)
-            .ok_or_else(|| ApprovalError::Unknown(id.clone()))?;
+        let waiter = {
+            let mut waiting = lock(&self.waiting);
+            let found = waiting
+                .get(id)
+                .ok_or_else(|| ApprovalError::Unknown(id.clone()))?;
+            if !matches(found) {
+                return Err(ApprovalError::NotAsShown(id.clone()));
+            }
+            waiting
+                .remove(id)
+                .ok_or_else(|| ApprovalError::Unknown(id.clone()))?
+        };
         // The waiter gone between the lookup and the send (its turn was abandoned) is the same
         // as it having been withdrawn a moment earlier.
         waiter
@@ -169,6 +233,28 @@ mod tests {
         );
         assert_eq!(pending.answer().await, Some(deny));
         assert!(desk.waiting().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_answer_naming_another_call_is_refused_and_the_call_still_waits() {
+        let desk = Approvals::default();
+        let pending = desk.open_call(id(), "run", r#"{"command":"ls"}"#);
+        let approve = ApprovalDecision::Approve { arguments: None };
+        let other = |tool: &str, arguments: &str| tool == "run" && arguments.contains("rm");
+        assert_eq!(
+            desk.decide_shown(&id(), other, approve.clone()),
+            Err(ApprovalError::NotAsShown(id()))
+        );
+        assert_eq!(desk.waiting(), vec![id()]);
+        let same = |tool: &str, arguments: &str| tool == "run" && arguments.contains("ls");
+        desk.decide_shown(&id(), same, approve.clone()).unwrap();
+        assert_eq!(pending.answer().await, Some(approve.clone()));
+        // A request opened without a call cannot be answered as shown.
+        let _bare = desk.open(id());
+        assert_eq!(
+            desk.decide_shown(&id(), |_, _| true, approve),
+            Err(ApprovalError::NotAsShown(id()))
+        );
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod page;
 mod routes;
 mod server;
 mod session;
+mod shown;
 mod source;
 mod token;
 mod view;

@@ -22,6 +22,7 @@ use crate::conversation::{self, ConversationView};
 use crate::feed::{Feed, Out};
 use crate::json::to_safe_json;
 use crate::page;
+use crate::shown;
 use crate::source::Source;
 
 /// What the routes act on.
@@ -106,10 +107,13 @@ async fn events(State(routes): State<Routes>) -> impl IntoResponse {
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
-/// An answer to a waiting tool call.
+/// An answer to a waiting tool call: which call, and what the page showed of it.
 #[derive(Debug, Deserialize)]
 struct Answer {
     id: ApprovalId,
+    /// The digest of the tool and arguments shown (the snapshot's): the call is answered only
+    /// if it is still the one waiting under `id`.
+    digest: String,
     /// Why, for a denial (the model sees it as the call's result).
     #[serde(default)]
     reason: Option<String>,
@@ -118,7 +122,7 @@ struct Answer {
 async fn approve(State(routes): State<Routes>, Json(answer): Json<Answer>) -> Response {
     decide(
         &routes,
-        &answer.id,
+        &answer,
         ApprovalDecision::Approve { arguments: None },
     )
 }
@@ -126,18 +130,22 @@ async fn approve(State(routes): State<Routes>, Json(answer): Json<Answer>) -> Re
 async fn deny(State(routes): State<Routes>, Json(answer): Json<Answer>) -> Response {
     let reason = answer
         .reason
+        .clone()
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| "denied in the troupe view".to_string());
-    decide(&routes, &answer.id, ApprovalDecision::Deny { reason })
+    decide(&routes, &answer, ApprovalDecision::Deny { reason })
 }
 
-fn decide(routes: &Routes, id: &ApprovalId, decision: ApprovalDecision) -> Response {
+/// Answer the call `answer` names if it is what the page showed; else nothing is answered
+/// (409) and the call still waits.
+fn decide(routes: &Routes, answer: &Answer, decision: ApprovalDecision) -> Response {
     let Some(approvals) = &routes.approvals else {
         return (StatusCode::CONFLICT, "a finished run is read-only").into_response();
     };
-    match approvals.decide(id, decision) {
+    let shown = |tool: &str, arguments: &str| shown::digest(tool, arguments) == answer.digest;
+    match approvals.decide_shown(&answer.id, shown, decision) {
         Ok(()) => {
-            routes.feed.update(|view| view.answered(id));
+            routes.feed.update(|view| view.answered(&answer.id));
             StatusCode::NO_CONTENT.into_response()
         }
         Err(e) => (StatusCode::CONFLICT, e.to_string()).into_response(),

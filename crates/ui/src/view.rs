@@ -179,6 +179,9 @@ pub(crate) struct ApprovalView {
     tool: String,
     /// The arguments exactly as the model wrote them.
     arguments: String,
+    /// What the page shows, digested: an answer names it, and is refused when the call
+    /// waiting under `id` is another.
+    digest: String,
     at_ms: u64,
 }
 
@@ -558,6 +561,7 @@ impl View {
                     agent: name.clone(),
                     tool: tool.clone(),
                     arguments: arguments.clone(),
+                    digest: crate::shown::digest(tool, arguments),
                     at_ms: at,
                 });
                 touched.approvals = true;

@@ -252,9 +252,9 @@ function renderApprovals() {
     row.append(el('pre', 'arguments', ap.arguments));
     if (!state.readOnly) {
       const yes = el('button', 'approve', 'Approve');
-      yes.addEventListener('click', () => answer('approve', ap.id, row));
+      yes.addEventListener('click', () => answer('approve', ap, row));
       const no = el('button', 'deny', 'Deny');
-      no.addEventListener('click', () => answer('deny', ap.id, row));
+      no.addEventListener('click', () => answer('deny', ap, row));
       row.append(yes, no);
     }
     row.append(el('span', 'detail outcome'));
@@ -262,9 +262,12 @@ function renderApprovals() {
   }));
 }
 
-async function answer(decision, id, row) {
+// The answer names the call and what was shown of it (its digest): the server answers only
+// that call, so a call that changed under the same id since it was drawn is not answered.
+async function answer(decision, ap, row) {
   for (const b of row.querySelectorAll('button')) b.disabled = true;
-  const body = decision === 'deny' ? { id, reason: 'denied in the troupe view' } : { id };
+  const body = { id: ap.id, digest: ap.digest };
+  if (decision === 'deny') body.reason = 'denied in the troupe view';
   try {
     const r = await fetch(`api/approvals/${decision}`, {
       method: 'POST',

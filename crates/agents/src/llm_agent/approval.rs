@@ -302,8 +302,11 @@ impl LlmAgent {
     /// Ask the team about `call` and wait for the answer or the policy's timeout.
     async fn ask(&self, call: &ToolCall, ctx: &AgentContext, trace_id: TraceId) -> Answer {
         let id = ApprovalId::of_call(&ctx.name, &call.id);
-        // Opened before the event goes out: an answer can never come before its question.
-        let pending = ctx.approvals.open(id.clone());
+        // Opened before the event goes out: an answer can never come before its question. The
+        // desk keeps what is shown, so an answer given for another call under this id is refused.
+        let pending =
+            ctx.approvals
+                .open_call(id.clone(), &call.function.name, &call.function.arguments);
         ctx.events.publish(
             Some(trace_id),
             Event::ApprovalRequested {

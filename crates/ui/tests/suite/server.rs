@@ -19,6 +19,27 @@ use super::support::{
     HOSTILE, Runs, WRITER_ANSWERS, base_of, client, run_tool, sse_events, sse_until, team, token_of,
 };
 
+/// The waiting calls the snapshot shows: id, arguments and the digest an answer names.
+async fn shown_calls(base: &str, token: &str) -> Vec<(String, String, String)> {
+    let snapshot: Value = client()
+        .get(format!("{base}api/snapshot?token={token}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    snapshot["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let text = |key: &str| a[key].as_str().unwrap().to_string();
+            (text("id"), text("arguments"), text("digest"))
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn it_binds_loopback_on_a_random_port_with_a_fresh_token_and_warns_elsewhere() {
     let runs = Runs::default();
@@ -171,12 +192,12 @@ async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
     assert_eq!(still, waiting, "nothing was answered");
     // The page's own origin is served.
     let own = format!("http://{}", ui.addr());
-    for id in &waiting {
+    for (id, _, digest) in shown_calls(&base, &token).await {
         let deny = http
             .post(format!("{base}api/approvals/deny"))
             .header("origin", &own)
             .header("x-troupe-token", &token)
-            .json(&serde_json::json!({ "id": id }))
+            .json(&serde_json::json!({ "id": id, "digest": digest }))
             .send()
             .await
             .unwrap();
@@ -189,7 +210,7 @@ async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
 }
 
 #[tokio::test]
-async fn approve_and_deny_act_and_the_agent_does_what_was_chosen() {
+async fn approve_and_deny_answer_only_the_call_shown_and_the_agent_does_what_was_chosen() {
     let runs = Runs::default();
     let (team, coder) = team(&runs).await;
     let ui = serve(&team, UiConfig::default()).await.unwrap();
@@ -247,34 +268,63 @@ async fn approve_and_deny_act_and_the_agent_does_what_was_chosen() {
         .find(|a| a["name"] == "coder")
         .unwrap();
     assert_eq!(coder_view["state"], "waiting_for_approval");
-    let id_of = |needle: &str| -> ApprovalId {
-        waiting
+    let calls = shown_calls(&base, &token).await;
+    let call_of = |needle: &str| -> (ApprovalId, String) {
+        let (id, _, digest) = calls
             .iter()
-            .find(|(_, args)| args.contains(needle))
-            .unwrap()
-            .0
-            .clone()
+            .find(|(_, args, _)| args.contains(needle))
+            .unwrap();
+        (ApprovalId(id.clone()), digest.clone())
     };
-    let post = |decision: &'static str, id: ApprovalId| {
+    let post = |decision: &'static str, id: ApprovalId, digest: String| {
         let http = http.clone();
         let (base, token) = (base.clone(), token.clone());
         async move {
             http.post(format!("{base}api/approvals/{decision}"))
                 .header("x-troupe-token", token)
-                .json(&serde_json::json!({ "id": id, "reason": "not that one" }))
+                .json(&serde_json::json!({ "id": id, "digest": digest, "reason": "not that one" }))
                 .send()
                 .await
                 .unwrap()
                 .status()
         }
     };
+    let ((build, build_shown), (data, data_shown)) = (call_of("build"), call_of("/data"));
+    // An answer that names a call with what was shown of another (or of nothing) answers
+    // nothing: both calls still wait, nothing ran.
+    for decision in ["approve", "deny"] {
+        for (id, digest) in [
+            (build.clone(), data_shown.clone()),
+            (data.clone(), build_shown.clone()),
+            (build.clone(), "0".repeat(64)),
+        ] {
+            assert_eq!(
+                post(decision, id.clone(), digest).await,
+                StatusCode::CONFLICT,
+                "{decision} {id}"
+            );
+        }
+    }
+    let mut still = team.approvals().waiting();
+    still.sort();
+    let mut both = vec![build.clone(), data.clone()];
+    both.sort();
+    assert_eq!(still, both, "a mismatched answer answered a call");
+    assert!(runs.lock().unwrap().is_empty());
     assert_eq!(
-        post("approve", id_of("build")).await,
+        post("approve", build.clone(), build_shown.clone()).await,
         StatusCode::NO_CONTENT
     );
-    assert_eq!(post("deny", id_of("/data")).await, StatusCode::NO_CONTENT);
+    assert_eq!(
+        post("deny", data.clone(), data_shown.clone()).await,
+        StatusCode::NO_CONTENT
+    );
     // Answered once: a second answer names nothing waiting.
-    assert_eq!(post("deny", id_of("/data")).await, StatusCode::CONFLICT);
+    assert_eq!(post("deny", data, data_shown).await, StatusCode::CONFLICT);
+    assert_eq!(
+        post("approve", build, build_shown).await,
+        StatusCode::CONFLICT
+    );
     assert_eq!(asking.await.unwrap().unwrap(), "done");
     assert_eq!(*runs.lock().unwrap(), ["rm -rf build"]);
     let last = coder.requests().last().unwrap().clone();
@@ -511,7 +561,7 @@ async fn a_finished_run_opens_read_only_from_its_trace_file() {
     let act = http
         .post(format!("{base}api/approvals/approve"))
         .header("x-troupe-token", &token)
-        .json(&serde_json::json!({ "id": "coder:c1" }))
+        .json(&serde_json::json!({ "id": "coder:c1", "digest": "0".repeat(64) }))
         .send()
         .await
         .unwrap();
@@ -664,6 +714,84 @@ async fn an_agents_conversation_shows_pins_and_where_each_summary_sits_and_its_a
             .status();
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}");
     }
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+/// The window between the desk opening a call and its event reaching the view: the id the
+/// page shows may name another call by then (a model reuses call ids across turns). An answer
+/// given for what the page showed does not answer it.
+#[tokio::test]
+async fn an_id_that_names_another_call_by_now_is_not_answered() {
+    let team = troupe_runtime::Team::start(troupe_runtime::TeamConfig::default())
+        .await
+        .unwrap();
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let id = ApprovalId::of_call("coder", "call_0");
+    let ask = |arguments: &str| {
+        team.events().publish(
+            None,
+            Event::ApprovalRequested {
+                id: id.clone(),
+                agent: "coder".into(),
+                tool: "run".into(),
+                arguments: arguments.into(),
+            },
+        );
+    };
+    let first = team
+        .approvals()
+        .open_call(id.clone(), "run", r#"{"command":"ls"}"#);
+    ask(r#"{"command":"ls"}"#);
+    let shown = loop {
+        if let Some(call) = shown_calls(&base, &token).await.pop() {
+            break call;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(shown.1, r#"{"command":"ls"}"#);
+    // The call is answered elsewhere; the next turn asks under the same id, its event not yet
+    // out.
+    drop(first);
+    let second = team
+        .approvals()
+        .open_call(id.clone(), "run", r#"{"command":"rm -rf /"}"#);
+    let http = client();
+    for decision in ["approve", "deny"] {
+        let answer = http
+            .post(format!("{base}api/approvals/{decision}"))
+            .header("x-troupe-token", &token)
+            .json(&serde_json::json!({ "id": id, "digest": shown.2 }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::CONFLICT, "{decision}");
+        assert_eq!(team.approvals().waiting(), vec![id.clone()]);
+    }
+    // Once shown, it is answered: exactly that call, as the model wrote it.
+    ask(r#"{"command":"rm -rf /"}"#);
+    let now = loop {
+        let calls = shown_calls(&base, &token).await;
+        if let Some(call) = calls.into_iter().find(|c| c.1.contains("rm")) {
+            break call;
+        }
+        tokio::task::yield_now().await;
+    };
+    let answer = http
+        .post(format!("{base}api/approvals/deny"))
+        .header("x-troupe-token", &token)
+        .json(&serde_json::json!({ "id": id, "digest": now.2, "reason": "no" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::NO_CONTENT);
+    assert_eq!(
+        second.answer().await,
+        Some(troupe_protocol::ApprovalDecision::Deny {
+            reason: "no".into()
+        })
+    );
     ui.shutdown().await;
     team.shutdown().await;
 }
