@@ -164,3 +164,71 @@ fn compaction_clear_and_model_change_are_restored() {
     assert_eq!(session.previous_summary, None);
     assert_eq!(session.archived.len(), 2, "the archive survives a clear");
 }
+
+/// A request refused after a compaction it committed is rolled back (`rolled_back`) to the
+/// messages the compaction had archived: the log loads with those messages back, their
+/// archive entries kept — harmless, since an entry is the original under its own id, so
+/// recalling it gives the message the conversation holds — and the rollback counted as no
+/// compaction of its own.
+#[test]
+fn a_rollback_past_a_committed_compaction_keeps_its_archive_entries_harmlessly() {
+    let path = temp_path("rollback-past-compaction");
+    let before = write_three_turns(&path);
+    let (mut log, _) = SessionLog::open(&path).unwrap();
+    let mut summary = ChatMessage::user("<summary>q1 a1 q2</summary>");
+    summary.id = MessageId(7);
+    let kept = [summary, ChatMessage::clone(&before.messages()[3])];
+    log.append(SessionRecord::RequestOpened {
+        response_format: None,
+    });
+    log.append(SessionRecord::Compaction(Box::new(CompactionRecord {
+        messages: kept.iter().map(StoredMessage::from).collect(),
+        summary: Some("q1 a1 q2".into()),
+        archived: vec![MessageId(1), MessageId(2), MessageId(3)],
+        archive_entries: before.messages()[..3]
+            .iter()
+            .map(|m| ArchiveEntry {
+                replaced_by: Some(MessageId(7)),
+                after: None,
+                original: StoredMessage::from(&**m),
+            })
+            .collect(),
+        ..CompactionRecord::default()
+    })));
+    log.flush().unwrap();
+    log.append(SessionRecord::RolledBack {
+        messages: before
+            .messages()
+            .iter()
+            .map(|m| StoredMessage::from(&**m))
+            .collect(),
+    });
+    log.append(SessionRecord::RequestClosed {
+        outcome: RequestOutcome::RolledBack,
+    });
+    log.flush().unwrap();
+    // The next request's message takes an id no record used.
+    log.append_message(&{
+        let mut next = ChatMessage::user("again");
+        next.id = MessageId(8);
+        next
+    });
+    log.flush().unwrap();
+    drop(log);
+
+    let session = load(&path).unwrap();
+    let texts: Vec<String> = session
+        .conversation
+        .messages()
+        .iter()
+        .map(|m| m.text())
+        .collect();
+    assert_eq!(texts, ["q1", "a1", "q2", "a2", "q3", "a3", "again"]);
+    assert_eq!(session.compactions, 1, "the rollback is no compaction");
+    assert!(!session.in_flight);
+    let archive = troupe_compaction::Archive::from(session.archive_entries.clone());
+    for message in &before.messages()[..3] {
+        let original = archive.original(message.id).expect("its entry");
+        assert_eq!(ChatMessage::from(original.clone()).text(), message.text());
+    }
+}
