@@ -252,3 +252,40 @@ async fn past_the_cap_an_idle_conversation_is_let_go_and_a_working_one_refuses_a
     server.shutdown().await;
     team.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_conversation_idle_past_its_limit_is_let_go_when_the_next_context_starts() {
+    let model = Arc::new(ScriptedModel::new("scripted", []).with_fallback("ok"));
+    let team = team_of(AgentSpec::new("helper", model)).await;
+    let mut config = config("helper");
+    // Idle at all is idle past the limit: no clock is waited on.
+    config.context_idle = std::time::Duration::ZERO;
+    let server = serve(&team, config).await.unwrap();
+    let url = server.agent_url("helper");
+    assert_eq!(
+        state(&send(&url, "a", "first").await),
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(
+        state(&send(&url, "b", "second").await),
+        "TASK_STATE_COMPLETED"
+    );
+    let names = team.directory().names();
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("helper.a2a-"))
+            .count(),
+        1,
+        "{names:?}"
+    );
+    // The context being asked is never let go under its own message.
+    assert_eq!(
+        state(&send(&url, "b", "still here?").await),
+        "TASK_STATE_COMPLETED"
+    );
+    let ended = send(&url, "a", "back again").await;
+    assert_eq!(ended["error"]["code"], -32602, "{ended}");
+    server.shutdown().await;
+    team.shutdown().await;
+}

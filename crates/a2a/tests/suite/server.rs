@@ -156,7 +156,13 @@ async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
     // A finished task has nothing to subscribe to.
     let (_, late) = rpc(&url, "SubscribeToTask", json!({"id": id}), &[]).await;
     assert_eq!(late["error"]["code"], -32004, "{late}");
-    assert!(!team.is_responding("sleeper"));
+    // Every agent of the team is free, the context's own included.
+    let names = team.directory().names();
+    assert!(
+        names.iter().any(|n| n.starts_with("sleeper.a2a-")),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| !team.is_responding(n)), "{names:?}");
     server.shutdown().await;
     team.shutdown().await;
 }
