@@ -840,8 +840,7 @@ async fn a_call_approved_before_a_crash_runs_as_approved_or_is_asked_again() {
     let paused = steps(&log)
         .unwrap()
         .into_iter()
-        .filter(|s| s.kind == StepKind::Paused)
-        .last()
+        .rfind(|s| s.kind == StepKind::Paused)
         .expect("a paused step");
     let cut = dir.path().join("paused.jsonl");
     Session::fork(&log, paused.id, &cut).unwrap();
