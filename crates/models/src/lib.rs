@@ -10,7 +10,9 @@
 //!   back in tests; [`Cassettes`] does it for a whole team, one cassette per agent;
 //! - [`ScriptedModel`]: a fixed script, for tests and demos;
 //! - [`RateLimitedModel`]: any model under a [`RateLimit`] shared by all its callers;
-//! - [`compaction_model`]: which model compaction uses, and [`default_model`].
+//! - [`compaction_model`]: which model compaction uses, and [`default_model`];
+//! - [`schema_to_grammar`]: JSON Schema → GBNF, the local model's tool-call and typed-answer
+//!   grammar (a port of llama.cpp's converter, equal to it text for text).
 //!
 //! Every item has one path, `troupe_models::Name`: the provider modules are private. The spans
 //! every call goes through (`TracedModel`) are the agents crate's: they meter an agent's spend.
@@ -19,6 +21,7 @@ mod answer_limits;
 mod anthropic;
 mod attempt;
 mod deadlines;
+mod grammar;
 #[cfg(feature = "local")]
 mod local;
 mod observed_stream;
@@ -35,6 +38,7 @@ mod sse_answer;
 pub use local::{AutoToolCalls, LocalModel, LocalModelConfig, LocalModelError, fetch};
 // The benches' raw llama.cpp baseline: public for them, not part of the documented surface.
 pub use anthropic::{ANTHROPIC_BASE_URL, ANTHROPIC_VERSION, AnthropicConfig, AnthropicModel};
+pub use grammar::{SchemaGrammarError, schema_to_grammar};
 #[cfg(feature = "local")]
 #[doc(hidden)]
 pub use local::baseline;

@@ -17,7 +17,10 @@
 //! [`ModelDelta::ToolCallArguments`](troupe_protocol::ModelDelta::ToolCallArguments).
 
 mod engine;
+// The JSON Schema → GBNF port against llama.cpp's converter, while that still links.
 pub mod fetch;
+#[cfg(test)]
+mod grammar_oracle;
 mod prompt;
 mod text_stream;
 
