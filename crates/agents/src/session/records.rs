@@ -86,13 +86,22 @@ pub enum SessionRecord {
         content: String,
     },
     /// A failed request's conversation went back to where the request found it (format 2):
-    /// `messages` replace the conversation, as a compaction's do, but nothing was summarized or
-    /// archived — it is not counted as a compaction. Written in the commit of the request's
+    /// `messages` replace the conversation, as a compaction's do, but nothing is summarized —
+    /// it is not counted as a compaction. Written in the commit of the request's
     /// `request_closed` (rolled back). Logs written before this record said the same with a
     /// `compaction` record, and still load (counting it as one).
     RolledBack {
         /// The conversation as the request found it.
         messages: Vec<StoredMessage>,
+        /// Archive entries a compaction of the request made and the agent keeps (the
+        /// originals of messages now back in the conversation), when they were not logged
+        /// yet: an emergency compaction is not committed before its retried call.
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            serialize_with = "as_json_value"
+        )]
+        archive_entries: Vec<ArchiveEntry>,
     },
     /// The request in flight ended (format 2): answered, failed, or rolled back (then the
     /// conversation was written back as it was before the request, in the same commit, as a

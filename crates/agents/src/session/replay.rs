@@ -153,8 +153,18 @@ impl Replayer {
                 }
                 self.session.compactions += 1;
             }
-            // A rewind, not a compaction: the summary state and the archive stay as they were.
-            SessionRecord::RolledBack { messages } => self.replace_messages(messages, &[], line)?,
+            // A rewind, not a compaction: the summary state stays as it was; the archive keeps
+            // what the agent keeps.
+            SessionRecord::RolledBack {
+                messages,
+                archive_entries,
+            } => {
+                let archived: Vec<MessageId> =
+                    archive_entries.iter().map(|e| e.original.id).collect();
+                self.replace_messages(messages, &archived, line)?;
+                self.session.archived.extend(archived);
+                self.session.archive_entries.extend(archive_entries);
+            }
             SessionRecord::ModelChange { model } => self.session.model = Some(model),
             SessionRecord::Ledger { ledger } => self.session.ledger = Some(ledger),
             SessionRecord::Clear => {

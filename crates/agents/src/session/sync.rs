@@ -240,9 +240,10 @@ impl SessionSync {
             for m in &now[self.persisted.len()..] {
                 self.log.append_message(m);
             }
-        } else if rolled_back && fresh.is_empty() {
+        } else if rolled_back {
             self.log.append(SessionRecord::RolledBack {
                 messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
+                archive_entries: fresh.to_vec(),
             });
         } else {
             let summary = now

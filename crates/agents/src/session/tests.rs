@@ -202,6 +202,7 @@ fn a_rollback_past_a_committed_compaction_keeps_its_archive_entries_harmlessly()
             .iter()
             .map(|m| StoredMessage::from(&**m))
             .collect(),
+        archive_entries: Vec::new(),
     });
     log.append(SessionRecord::RequestClosed {
         outcome: RequestOutcome::RolledBack,

@@ -1023,3 +1023,63 @@ async fn a_hostile_fork_is_a_clear_error_and_leaves_the_original_alone() {
     assert_eq!(std::fs::read(&out).unwrap(), whole);
     unchanged();
 }
+
+/// A request whose emergency compaction (the provider refused the context) is followed by a
+/// failed retry is rolled back: the log writes the rollback as a `rolled_back` record (not a
+/// compaction, though the compaction's archive entries, which the agent keeps, go with it) and
+/// loads as the live agent holds it.
+#[tokio::test]
+async fn a_rollback_after_an_emergency_compaction_is_no_compaction_and_keeps_its_archive() {
+    use super::support::compression::{big, policy, team_with_compressor};
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("coder.jsonl");
+    let mut reader = ToolRegistry::new();
+    reader
+        .register_fn(
+            "read_big",
+            "Read a big file.",
+            |_: troupe_tools::NoArgs| async move { Ok::<_, troupe_tools::ToolError>(big(40)) },
+        )
+        .unwrap();
+    let script = (0..6)
+        .map(|_| ScriptedReply::call("read_big", "{}"))
+        .chain([
+            ScriptedReply::text("read them all"),
+            ScriptedReply::Error(troupe_protocol::ModelError::ContextLengthExceeded(
+                "this model's maximum context length is 4000 tokens".into(),
+            )),
+            ScriptedReply::Error(troupe_protocol::ModelError::Unavailable(
+                "the provider is down".into(),
+            )),
+        ]);
+    let model = Arc::new(ScriptedModel::new("coder", script));
+    let team = team_with_compressor(None).await;
+    let settings = CompactionSettings {
+        auto: false,
+        output_reserve: Some(0),
+        policy: Some(policy()),
+        ..CompactionSettings::default()
+    };
+    let coder = AgentSpec::new("coder", model)
+        .tools(reader)
+        .compaction(settings)
+        .max_turns(10)
+        .session(&log);
+    spawn_agent(&team, coder).await.unwrap();
+    team.ask("coder", "read everything").await.unwrap();
+    assert!(team.ask("coder", "and now?").await.is_err());
+    let live = team
+        .agent::<LlmAgent>("coder")
+        .conversation()
+        .await
+        .unwrap();
+    team.shutdown().await;
+    assert!(!live.archive.is_empty(), "the emergency compaction ran");
+    let logged = load(&log).unwrap();
+    assert_eq!(
+        logged.compactions, 0,
+        "the rollback counted as a compaction"
+    );
+    assert_eq!(logged.conversation, live.conversation);
+    assert_eq!(logged.archive_entries, live.archive.entries());
+}
