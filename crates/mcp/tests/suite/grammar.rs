@@ -1,5 +1,6 @@
-//! The schemas `server-everything` serves pass through llama.cpp's JSON Schema → GBNF converter,
-//! which the local model (`troupe-agents`' `LocalModel`) builds its tool-call grammar with —
+//! The schemas `server-everything` serves pass through the JSON Schema → GBNF converter
+//! (`troupe_models::schema_to_grammar`, llama.cpp's ported), which the local model
+//! (`troupe_models::LocalModel`) builds its tool-call grammar with —
 //! so a local model can call them under the exact grammar, not the looser fallback.
 
 use serde_json::{Value, json};
@@ -9,7 +10,7 @@ use troupe_tools::ToolRegistry;
 use super::support::everything;
 
 /// The tool-call schema the local model constrains sampling with (`prompt::tool_call_schema`
-/// in `troupe-agents`): one `oneOf` branch per tool, `{"name": {"const": NAME}, "arguments":
+/// in `troupe-models`): one `oneOf` branch per tool, `{"name": {"const": NAME}, "arguments":
 /// <parameters>}`. Its hoisting of `$defs` is not needed: the test checks there are none.
 fn tool_call_schema(tools: &[troupe_protocol::ToolDefinition]) -> Value {
     let branches: Vec<Value> = tools
@@ -40,12 +41,12 @@ async fn everything_schemas_become_a_tool_call_grammar() {
             "{}: {text}",
             tool.name
         );
-        let grammar = llama_cpp_2::json_schema_to_grammar(&text)
+        let grammar = troupe_models::schema_to_grammar(&tool.parameters)
             .unwrap_or_else(|e| panic!("{}: {e}\n{text}", tool.name));
         assert!(grammar.contains("root"), "{}: {grammar}", tool.name);
     }
-    let all = tool_call_schema(&tools).to_string();
-    let grammar = llama_cpp_2::json_schema_to_grammar(&all).unwrap_or_else(|e| panic!("{e}"));
+    let grammar = troupe_models::schema_to_grammar(&tool_call_schema(&tools))
+        .unwrap_or_else(|e| panic!("{e}"));
     for tool in &tools {
         assert!(grammar.contains(&tool.name), "{} missing", tool.name);
     }

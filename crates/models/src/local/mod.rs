@@ -6,8 +6,9 @@
 //! - `engine`: llama.cpp itself (the only module that knows it).
 //!
 //! Tool calls always parse: when a call is wanted (see [`AutoToolCalls`]) sampling is
-//! constrained by a grammar built with llama.cpp's `json_schema_to_grammar` from a `oneOf`
-//! schema, one branch per tool (`{"name": {"const": NAME}, "arguments": <parameters>}`).
+//! constrained by a grammar built by [`crate::schema_to_grammar`] (troupe's port of llama.cpp's
+//! `json_schema_to_grammar`, text for text) from a `oneOf` schema, one branch per tool
+//! (`{"name": {"const": NAME}, "arguments": <parameters>}`).
 //!
 //! Streaming: a text answer's tokens are passed on as they are sampled (`text_stream`), in
 //! whole UTF-8 pieces, without the leading and trailing whitespace the model wrapped them in.
@@ -17,10 +18,7 @@
 //! [`ModelDelta::ToolCallArguments`](troupe_protocol::ModelDelta::ToolCallArguments).
 
 mod engine;
-// The JSON Schema → GBNF port against llama.cpp's converter, while that still links.
 pub mod fetch;
-#[cfg(test)]
-mod grammar_oracle;
 mod prompt;
 mod text_stream;
 
@@ -255,19 +253,19 @@ impl LocalModel {
     }
 
     /// Build the grammar for a tool call, falling back to a looser one (tool name constrained,
-    /// arguments any object) when a tool's schema is beyond llama.cpp's converter.
+    /// arguments any object) when a tool's schema is beyond the grammar converter.
     fn tool_grammar(tools: &[&troupe_protocol::ToolDefinition]) -> Result<String, ModelError> {
-        engine::schema_to_grammar(&prompt::tool_call_schema(tools)).or_else(|e| {
+        schema_grammar(&prompt::tool_call_schema(tools)).or_else(|e| {
             tracing::warn!(error = %e, "tool schema not convertible to a grammar; using a looser one");
-            engine::schema_to_grammar(&prompt::loose_tool_call_schema(tools)).map_err(ModelError::from)
+            schema_grammar(&prompt::loose_tool_call_schema(tools)).map_err(ModelError::from)
         })
     }
 
-    /// Build the grammar of a typed answer from its response format. A schema beyond
-    /// llama.cpp's converter is refused: unlike a tool call's arguments, there is no looser
+    /// Build the grammar of a typed answer from its response format. A schema beyond the
+    /// grammar converter is refused: unlike a tool call's arguments, there is no looser
     /// grammar whose output would still be a value of the asked type.
     fn answer_grammar(format: &troupe_protocol::ResponseFormat) -> Result<String, ModelError> {
-        engine::schema_to_grammar(&format.schema).map_err(|e| {
+        schema_grammar(&format.schema).map_err(|e| {
             ModelError::InvalidRequest(format!(
                 "the response format `{}` cannot be expressed as a grammar for the local model: {e}",
                 format.name
@@ -445,6 +443,12 @@ const CUT_OFF_RETRY_TEMPERATURE: f32 = 0.7;
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The GBNF grammar of a JSON schema (`crate::grammar`, llama.cpp's converter ported).
+fn schema_grammar(schema: &serde_json::Value) -> Result<String, LocalModelError> {
+    crate::schema_to_grammar(schema)
+        .map_err(|e| LocalModelError::Inference(format!("tool schema → grammar: {e}")))
 }
 
 #[cfg(test)]

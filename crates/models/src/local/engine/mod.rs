@@ -285,12 +285,6 @@ impl Engine {
     }
 }
 
-/// Convert a JSON schema into a GBNF grammar with llama.cpp's own converter.
-pub(crate) fn schema_to_grammar(schema: &serde_json::Value) -> Result<String, LocalModelError> {
-    llama_cpp_2::json_schema_to_grammar(&schema.to_string())
-        .map_err(|e| LocalModelError::Inference(format!("tool schema → grammar: {e}")))
-}
-
 fn context_params(n_ctx: u32, threads: i32) -> LlamaContextParams {
     LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(n_ctx))
