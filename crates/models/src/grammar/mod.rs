@@ -2,8 +2,9 @@
 //! answers. A port of llama.cpp's `json_schema_to_grammar` (`common/json-schema.cpp` and
 //! `common/json-schema-to-grammar.cpp` of the llama.cpp llama-cpp-sys-2 0.1.161 vendors), kept
 //! text-for-text equal to it — the golden fixtures under `tests/fixtures/grammar/` are its
-//! output — so that troupe need not build llama.cpp's `common` library (~40 % of llama.cpp's
-//! build) for this one function.
+//! output — so that troupe does not need llama.cpp's `common` library (~40 % of llama.cpp's
+//! build) for this one function. (llama-cpp-2 0.1.160 still compiles it: it takes llama-cpp-sys-2
+//! with its default features; see the root Cargo.toml.)
 //!
 //! - `schema.rs` reads the JSON into typed nodes (and refuses what llama.cpp refuses);
 //! - `convert.rs` walks them into named rules, `objects.rs` writes object rules;
