@@ -117,6 +117,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// A bound on conversations set to zero, which would serve nothing.
+    #[error("`{0}` must be at least 1")]
+    ZeroBound(&'static str),
     /// Auth was asked for without a key.
     #[error("A2A auth is on but ${0} is unset or empty: set the key there")]
     MissingKey(String),

@@ -29,6 +29,6 @@ pub use error::{A2aError, ServeError};
 pub use limits::{ClientLimits, DEFAULT_MAX_REQUEST_BYTES};
 pub use remote_agent::{A2aAgent, INPUT_REQUIRED_PREFIX, JoinError, RemoteConversation, join_team};
 pub use server::{
-    A2aServeConfig, A2aServer, DEFAULT_CONTEXT_IDLE, DEFAULT_MAX_CONTEXTS, ServedAgent, ServerAuth,
-    serve,
+    A2aServeConfig, A2aServer, DEFAULT_CONTEXT_IDLE, DEFAULT_MAX_CONTEXT_LOG_BYTES,
+    DEFAULT_MAX_CONTEXT_LOGS, DEFAULT_MAX_CONTEXTS, ServedAgent, ServerAuth, serve,
 };

@@ -14,7 +14,6 @@
 //! it is: its contexts share it.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,6 +21,8 @@ use tokio::time::Instant;
 use troupe_agents::{AgentSpec, LlmAgent};
 use troupe_protocol::sync::lock;
 use troupe_runtime::TeamSpawner;
+
+use crate::server::context_logs::ContextLogs;
 
 /// The longest `contextId` a served LLM agent takes: its session log is named after it (hex,
 /// within a file name's 255 bytes).
@@ -40,6 +41,25 @@ pub(crate) enum ContextRefusal {
         "the conversation of context `{context}` has ended (it was idle and `{agent}` keeps no session log): send without a contextId to start another"
     )]
     Ended { agent: String, context: String },
+    /// The context's session log was removed to keep the served agent's logs within their cap.
+    #[error(
+        "the conversation of context `{context}` has ended: its log was removed to make room (`{agent}` keeps at most {max} conversations' logs): send without a contextId to start another"
+    )]
+    Removed {
+        agent: String,
+        context: String,
+        max: usize,
+    },
+    /// The context's session log reached its byte cap.
+    #[error(
+        "the conversation of context `{context}` is full: its log has reached the server's {max_bytes}-byte cap: start another context"
+    )]
+    Full { context: String, max_bytes: u64 },
+    /// Every kept log belongs to a live conversation and there is no room for another.
+    #[error(
+        "`{agent}` keeps at most {max} conversations' logs and every one is live: try again when one is let go"
+    )]
+    NoLogRoom { agent: String, max: usize },
     /// The context id is too long to name a session log after.
     #[error("a contextId is at most {MAX_CONTEXT_ID_BYTES} bytes")]
     TooLong,
@@ -81,6 +101,21 @@ struct Live {
 struct State {
     live: HashMap<Key, Live>,
     spawned: u64,
+    /// The context logs of each served agent that keeps a session log.
+    logs: HashMap<String, ContextLogs>,
+}
+
+/// How many conversations, and how much of them, a server keeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ContextBounds {
+    /// Live agents, all served agents together.
+    pub(crate) max_live: usize,
+    /// How long one may sit idle before it is retired.
+    pub(crate) idle_after: Duration,
+    /// Context logs kept on disk per served agent.
+    pub(crate) max_logs: usize,
+    /// The size at which a context's log takes no more tasks.
+    pub(crate) max_log_bytes: u64,
 }
 
 /// The served agents' conversations, one agent per context.
@@ -99,16 +134,22 @@ impl Conversations {
     pub(crate) fn new(
         spawner: TeamSpawner,
         specs: HashMap<String, AgentSpec>,
-        max_live: usize,
-        idle_after: Duration,
+        bounds: ContextBounds,
     ) -> Self {
+        let mut state = State::default();
+        for (name, spec) in &specs {
+            if let Some(session) = &spec.session {
+                let logs = ContextLogs::open(session, bounds.max_logs, bounds.max_log_bytes);
+                state.logs.insert(name.clone(), logs);
+            }
+        }
         Conversations {
             spawner,
             specs,
-            max_live: max_live.max(1),
-            idle_after,
+            max_live: bounds.max_live.max(1),
+            idle_after: bounds.idle_after,
             starting: tokio::sync::Mutex::new(()),
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(Mutex::new(state)),
         }
     }
 
@@ -141,7 +182,10 @@ impl Conversations {
         };
         if let Some(agent) = taken {
             self.retire(retire).await;
-            return Ok(self.held(agent, key));
+            let lease = self.held(agent, key);
+            // A full log refuses the task; the lease, dropped, frees the agent again.
+            self.log_has_room(served, context)?;
+            return Ok(lease);
         }
         if known && spec.session.is_none() {
             self.retire(retire).await;
@@ -149,6 +193,10 @@ impl Conversations {
                 agent: served.to_string(),
                 context: context.to_string(),
             });
+        }
+        if let Err(refusal) = self.resumable(served, context, known) {
+            self.retire(retire).await;
+            return Err(refusal);
         }
         let (live_after, lru) = {
             let state = lock(&self.state);
@@ -170,6 +218,7 @@ impl Conversations {
             }
         }
         self.retire(retire).await;
+        let log = self.keep_log(served, context)?;
         let agent = {
             let mut state = lock(&self.state);
             state.spawned += 1;
@@ -177,7 +226,7 @@ impl Conversations {
         };
         let mut spec = spec.clone();
         spec.name.clone_from(&agent);
-        if let Some(log) = spec.session.as_deref().map(|s| context_log(s, context)) {
+        if let Some(log) = log {
             if let Some(dir) = log.parent() {
                 std::fs::create_dir_all(dir).map_err(|e| {
                     ContextRefusal::Spawn(format!("creating {}: {e}", dir.display()))
@@ -198,6 +247,77 @@ impl Conversations {
             },
         );
         Ok(self.held(agent, key))
+    }
+
+    /// `Err` when the live context's log has reached its byte cap; else it was used now.
+    fn log_has_room(&self, served: &str, context: &str) -> Result<(), ContextRefusal> {
+        let mut state = lock(&self.state);
+        let Some(logs) = state.logs.get_mut(served) else {
+            return Ok(());
+        };
+        let log = logs.path(context);
+        if logs.full(&log) {
+            return Err(ContextRefusal::Full {
+                context: context.to_string(),
+                max_bytes: logs.max_bytes(),
+            });
+        }
+        logs.touch(&log);
+        Ok(())
+    }
+
+    /// Whether a context with no live agent may be started (again) from its log: not when the
+    /// server had tasks of it (`known`) and its log was removed, nor when the log is full.
+    fn resumable(&self, served: &str, context: &str, known: bool) -> Result<(), ContextRefusal> {
+        let state = lock(&self.state);
+        let Some(logs) = state.logs.get(served) else {
+            return Ok(());
+        };
+        let log = logs.path(context);
+        if known && !logs.kept(&log) {
+            return Err(ContextRefusal::Removed {
+                agent: served.to_string(),
+                context: context.to_string(),
+                max: logs.max(),
+            });
+        }
+        if logs.full(&log) {
+            return Err(ContextRefusal::Full {
+                context: context.to_string(),
+                max_bytes: logs.max_bytes(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The log the context's new agent keeps (`None` when the served agent keeps none), room
+    /// made for it among the served agent's logs when it is new.
+    fn keep_log(
+        &self,
+        served: &str,
+        context: &str,
+    ) -> Result<Option<std::path::PathBuf>, ContextRefusal> {
+        let mut state = lock(&self.state);
+        let State { live, logs, .. } = &mut *state;
+        let Some(logs) = logs.get_mut(served) else {
+            return Ok(None);
+        };
+        let log = logs.path(context);
+        if !logs.kept(&log) {
+            let live: Vec<_> = live
+                .keys()
+                .filter(|(agent, _)| agent == served)
+                .map(|(_, context)| logs.path(context))
+                .collect();
+            if !logs.make_room(|path| live.iter().any(|l| l == path)) {
+                return Err(ContextRefusal::NoLogRoom {
+                    agent: served.to_string(),
+                    max: logs.max(),
+                });
+            }
+        }
+        logs.touch(&log);
+        Ok(Some(log))
     }
 
     fn held(&self, agent: String, key: Key) -> Lease {
@@ -240,32 +360,5 @@ impl Conversations {
                 }
             }
         }
-    }
-}
-
-/// The session log of `context` beside the served agent's log `session`:
-/// `{dir}/{stem}.a2a/{context as hex}.jsonl` (hex: any id, no path in it, no two ids alike).
-fn context_log(session: &Path, context: &str) -> PathBuf {
-    let stem = session
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "agent".into());
-    let name: String = context.bytes().map(|b| format!("{b:02x}")).collect();
-    session
-        .with_file_name(format!("{stem}.a2a"))
-        .join(format!("{name}.jsonl"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_contexts_log_is_beside_the_agents_and_named_without_a_path_in_it() {
-        let log = context_log(Path::new("/s/helper.jsonl"), "../x");
-        assert_eq!(log, PathBuf::from("/s/helper.a2a/2e2e2f78.jsonl"));
-        let longest = "x".repeat(MAX_CONTEXT_ID_BYTES);
-        let name = context_log(Path::new("h.jsonl"), &longest);
-        assert!(name.file_name().unwrap().len() <= 255);
     }
 }

@@ -9,6 +9,7 @@
 
 mod auth;
 mod card;
+mod context_logs;
 mod contexts;
 mod journal;
 mod rpc;
@@ -39,6 +40,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 pub const DEFAULT_MAX_CONTEXTS: usize = 64;
 /// How long a conversation's agent sits idle before it is let go, by default.
 pub const DEFAULT_CONTEXT_IDLE: Duration = Duration::from_secs(15 * 60);
+/// How many contexts' session logs a served agent keeps on disk by default.
+pub const DEFAULT_MAX_CONTEXT_LOGS: usize = 1000;
+/// How large one context's session log may grow by default (16 MiB): with the default count,
+/// a served agent's contexts use at most about 16 GiB.
+pub const DEFAULT_MAX_CONTEXT_LOG_BYTES: u64 = 16 * 1024 * 1024;
 
 /// What to serve, where, and to whom.
 #[derive(Debug, Clone)]
@@ -63,6 +69,13 @@ pub struct A2aServeConfig {
     /// How long a context's agent may sit idle before it is let go (its session log, when the
     /// served agent keeps one, brings it back at the context's next message).
     pub context_idle: Duration,
+    /// The most contexts' session logs each served agent keeps on disk (`{stem}.a2a/`); a new
+    /// context past it removes the least recently used one not live, and a message to that
+    /// context is told it has ended.
+    pub max_context_logs: usize,
+    /// The size at which a context's session log takes no more tasks (the caller is told to
+    /// start another context).
+    pub max_context_log_bytes: u64,
 }
 
 impl A2aServeConfig {
@@ -77,6 +90,8 @@ impl A2aServeConfig {
             tasks_file: None,
             max_contexts: DEFAULT_MAX_CONTEXTS,
             context_idle: DEFAULT_CONTEXT_IDLE,
+            max_context_logs: DEFAULT_MAX_CONTEXT_LOGS,
+            max_context_log_bytes: DEFAULT_MAX_CONTEXT_LOG_BYTES,
         }
     }
 }
@@ -98,6 +113,15 @@ pub struct A2aServer {
 pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, ServeError> {
     if config.agents.is_empty() {
         return Err(ServeError::NoAgents);
+    }
+    for (name, value) in [
+        ("max_contexts", config.max_contexts as u64),
+        ("max_context_logs", config.max_context_logs as u64),
+        ("max_context_log_bytes", config.max_context_log_bytes),
+    ] {
+        if value == 0 {
+            return Err(ServeError::ZeroBound(name));
+        }
     }
     for agent in &config.agents {
         if !team.directory().is_live(&agent.name) {
@@ -142,8 +166,12 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
     let conversations = contexts::Conversations::new(
         team.spawner(),
         specs,
-        config.max_contexts,
-        config.context_idle,
+        contexts::ContextBounds {
+            max_live: config.max_contexts,
+            idle_after: config.context_idle,
+            max_logs: config.max_context_logs,
+            max_log_bytes: config.max_context_log_bytes,
+        },
     );
     let served = Arc::new(rpc::Served {
         ask: Arc::new(team.stream_asker()),

@@ -320,9 +320,11 @@ fn result<T: Serialize>(id: Value, value: &T) -> Response {
 
 fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
     match refusal {
-        TaskRefusal::Context(why @ (ContextRefusal::Busy { .. } | ContextRefusal::Spawn(_))) => {
-            refuse(id, code::INTERNAL_ERROR, why.to_string())
-        }
+        TaskRefusal::Context(
+            why @ (ContextRefusal::Busy { .. }
+            | ContextRefusal::NoLogRoom { .. }
+            | ContextRefusal::Spawn(_)),
+        ) => refuse(id, code::INTERNAL_ERROR, why.to_string()),
         TaskRefusal::Context(why) => refuse(id, code::INVALID_PARAMS, why.to_string()),
         TaskRefusal::NotFound => refuse(id, code::TASK_NOT_FOUND, "no such task for this agent"),
         TaskRefusal::Finished(state) if state.is_terminal() => refuse(

@@ -289,3 +289,91 @@ async fn a_conversation_idle_past_its_limit_is_let_go_when_the_next_context_star
     server.shutdown().await;
     team.shutdown().await;
 }
+
+/// The context logs on disk beside `log` (file names, sorted).
+fn context_logs(log: &std::path::Path) -> Vec<String> {
+    let dir = log.with_file_name("helper.a2a");
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_caller_inventing_contexts_keeps_at_most_the_cap_of_logs_the_oldest_idle_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("helper.jsonl");
+    let model = Arc::new(ScriptedModel::new("scripted", []).with_fallback("ok"));
+    let team = team_of(AgentSpec::new("helper", model).session(&log)).await;
+    let mut capped = config("helper");
+    capped.max_context_logs = 2;
+    capped.max_contexts = 1;
+    let server = serve(&team, capped.clone()).await.unwrap();
+    let url = server.agent_url("helper");
+    for context in ["a", "b", "c", "d"] {
+        let answer = send(&url, context, "hello").await;
+        assert_eq!(state(&answer), "TASK_STATE_COMPLETED", "{answer}");
+    }
+    // "c" and "d" (hex 63, 64) are kept; "a" and "b" were removed, lock notes and all.
+    assert_eq!(context_logs(&log), ["63.jsonl", "64.jsonl"]);
+    let left: Vec<_> = std::fs::read_dir(log.with_file_name("helper.a2a"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("61") || n.starts_with("62"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A removed context has ended, and says why; a kept one goes on from its log.
+    let ended = send(&url, "a", "back again").await;
+    assert_eq!(ended["error"]["code"], -32602, "{ended}");
+    let why = ended["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("context `a` has ended") && why.contains("at most 2"),
+        "{why}"
+    );
+    let back = send(&url, "c", "still there?").await;
+    assert_eq!(state(&back), "TASK_STATE_COMPLETED", "{back}");
+    server.shutdown().await;
+    team.shutdown().await;
+
+    // A restarted server with a lower cap keeps only the newest logs.
+    let model = Arc::new(ScriptedModel::new("scripted", []).with_fallback("ok"));
+    let team = team_of(AgentSpec::new("helper", model).session(&log)).await;
+    capped.max_context_logs = 1;
+    let server = serve(&team, capped).await.unwrap();
+    assert_eq!(context_logs(&log), ["63.jsonl"]);
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_contexts_log_past_its_byte_cap_takes_no_more_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("helper.jsonl");
+    let model = Arc::new(ScriptedModel::new("scripted", []).with_fallback("ok"));
+    let team = team_of(AgentSpec::new("helper", model).session(&log)).await;
+    let mut capped = config("helper");
+    capped.max_context_log_bytes = 1;
+    let server = serve(&team, capped).await.unwrap();
+    let url = server.agent_url("helper");
+    let first = send(&url, "a", "hello").await;
+    assert_eq!(state(&first), "TASK_STATE_COMPLETED", "{first}");
+    let full = send(&url, "a", "more").await;
+    assert_eq!(full["error"]["code"], -32602, "{full}");
+    let why = full["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("context `a`") && why.contains("1-byte") && why.contains("another context"),
+        "{why}"
+    );
+    // Another context is not held to the first one's size.
+    let other = send(&url, "b", "hello").await;
+    assert_eq!(state(&other), "TASK_STATE_COMPLETED", "{other}");
+    server.shutdown().await;
+    team.shutdown().await;
+}
