@@ -207,3 +207,115 @@ model = "silent"
         );
     }
 }
+
+/// `troupe a2a serve` with `args` on a config whose `assistant` answers `done N`: the server
+/// and its address.
+fn serve_with(dir: &std::path::Path, args: &[&str]) -> (Served, String) {
+    let (url, _) = completions_server(|_, n| {
+        (
+            serde_json::json!({"role": "assistant", "content": format!("done {n}")}),
+            "stop",
+        )
+    });
+    let config = write_config(dir, &url);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["a2a", "serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .args(args)
+        .env("TEST_CHAT_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let served = Served(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("READY ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_string();
+    (served, addr)
+}
+
+#[test]
+fn a2a_serve_refuses_zero_or_absurd_conversation_bounds_and_documents_them() {
+    let help = Command::new(env!("CARGO_BIN_EXE_troupe"))
+        .args(["a2a", "serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--max-contexts",
+        "--context-idle",
+        "--max-context-logs",
+        "--max-context-log-bytes",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    for (flag, value) in [
+        ("--max-contexts", "0"),
+        ("--max-contexts", "10000000"),
+        ("--context-idle", "0"),
+        ("--context-idle", "99999999999"),
+        ("--max-context-logs", "0"),
+        ("--max-context-log-bytes", "0"),
+        ("--max-context-log-bytes", "999999999999999"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_troupe"))
+            .args(["a2a", "serve", flag, value])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flag} {value} was taken");
+        assert!(
+            said.contains(flag) && said.contains(value) && said.contains("is not in"),
+            "{flag} {value}: {said}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a2a_serve_max_contexts_lets_an_idle_conversation_go_for_a_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_served, addr) = serve_with(
+        dir.path(),
+        &[
+            "--max-contexts",
+            "1",
+            "--context-idle",
+            "600",
+            "--max-context-logs",
+            "10",
+            "--max-context-log-bytes",
+            "1048576",
+        ],
+    );
+    let client = A2aClient::connect(&A2aRemote::new(format!("http://{addr}/agents/assistant")))
+        .await
+        .unwrap();
+    let in_context = |context: &str| SendMessageRequest {
+        message: Message {
+            context_id: Some(context.to_string()),
+            ..Message::text(Role::User, "hello")
+        },
+        configuration: None,
+    };
+    for context in ["a", "b"] {
+        let SendMessageResponse::Task(task) =
+            client.send(&in_context(context), None).await.unwrap()
+        else {
+            panic!("not a task");
+        };
+        assert_eq!(task.status.state, TaskState::Completed, "{task:?}");
+    }
+    // One conversation at once: `a` was let go for `b`, and (no session log) it has ended.
+    let err = client.send(&in_context("a"), None).await.unwrap_err();
+    assert!(
+        matches!(&err, A2aError::Rpc { code: -32602, message } if message.contains("context `a` has ended")),
+        "{err}"
+    );
+}

@@ -63,6 +63,11 @@ async fn run(
             auth,
             public_url: args.public_url.clone(),
             tasks_file: args.tasks.clone(),
+            // clap bounds them (1..=10,000 and 1..=1,000,000): they fit any usize troupe runs on.
+            max_contexts: usize::try_from(args.max_contexts)?,
+            context_idle: std::time::Duration::from_secs(args.context_idle),
+            max_context_logs: usize::try_from(args.max_context_logs)?,
+            max_context_log_bytes: args.max_context_log_bytes,
             ..A2aServeConfig::new(args.listen, agents)
         },
     )

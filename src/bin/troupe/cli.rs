@@ -385,4 +385,24 @@ pub struct A2aServeArgs {
     /// as the server. Conversations resume through the agents' session logs.
     #[arg(long, value_name = "FILE")]
     pub tasks: Option<PathBuf>,
+    /// The most A2A conversations (contexts) held at once, each an agent of its own; past it
+    /// the least recently used idle one is let go, and with every one working a new context is
+    /// refused.
+    #[arg(long, value_name = "N", default_value_t = troupe_a2a::DEFAULT_MAX_CONTEXTS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub max_contexts: u64,
+    /// Seconds a conversation's agent may sit idle before it is let go.
+    #[arg(long, value_name = "SECS", default_value_t = troupe_a2a::DEFAULT_CONTEXT_IDLE.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
+    pub context_idle: u64,
+    /// The most conversations' session logs each served agent keeps on disk, for agents that
+    /// keep a session log; past it the least recently used one not live is removed.
+    #[arg(long, value_name = "N", default_value_t = troupe_a2a::DEFAULT_MAX_CONTEXT_LOGS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_context_logs: u64,
+    /// The size at which a conversation's session log takes no more tasks (the caller is told
+    /// to start another context).
+    #[arg(long, value_name = "BYTES", default_value_t = troupe_a2a::DEFAULT_MAX_CONTEXT_LOG_BYTES,
+        value_parser = clap::value_parser!(u64).range(4096..=1 << 30))]
+    pub max_context_log_bytes: u64,
 }
