@@ -153,17 +153,19 @@ impl Replayer {
                 }
                 self.session.compactions += 1;
             }
-            // A rewind, not a compaction: the summary state stays as it was; the archive keeps
-            // what the agent keeps.
+            // A rewind, not a compaction: the summary state stays as it was; the archive and
+            // the last report are what the agent keeps.
             SessionRecord::RolledBack {
                 messages,
                 archive_entries,
+                report,
             } => {
                 let archived: Vec<MessageId> =
                     archive_entries.iter().map(|e| e.original.id).collect();
                 self.replace_messages(messages, &archived, line)?;
                 self.session.archived.extend(archived);
                 self.session.archive_entries.extend(archive_entries);
+                self.session.last_report = report;
             }
             SessionRecord::ModelChange { model } => self.session.model = Some(model),
             SessionRecord::Ledger { ledger } => self.session.ledger = Some(ledger),

@@ -244,6 +244,7 @@ impl SessionSync {
             self.log.append(SessionRecord::RolledBack {
                 messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
                 archive_entries: fresh.to_vec(),
+                report: report.cloned(),
             });
         } else {
             let summary = now

@@ -203,6 +203,7 @@ fn a_rollback_past_a_committed_compaction_keeps_its_archive_entries_harmlessly()
             .map(|m| StoredMessage::from(&**m))
             .collect(),
         archive_entries: Vec::new(),
+        report: None,
     });
     log.append(SessionRecord::RequestClosed {
         outcome: RequestOutcome::RolledBack,

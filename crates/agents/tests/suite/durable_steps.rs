@@ -1073,8 +1073,14 @@ async fn a_rollback_after_an_emergency_compaction_is_no_compaction_and_keeps_its
         .conversation()
         .await
         .unwrap();
+    let stats = team
+        .agent::<LlmAgent>("coder")
+        .context_stats()
+        .await
+        .unwrap();
     team.shutdown().await;
     assert!(!live.archive.is_empty(), "the emergency compaction ran");
+    assert!(stats.last_compaction.is_some());
     let logged = load(&log).unwrap();
     assert_eq!(
         logged.compactions, 0,
@@ -1082,4 +1088,5 @@ async fn a_rollback_after_an_emergency_compaction_is_no_compaction_and_keeps_its
     );
     assert_eq!(logged.conversation, live.conversation);
     assert_eq!(logged.archive_entries, live.archive.entries());
+    assert_eq!(logged.last_report, stats.last_compaction);
 }
