@@ -103,13 +103,14 @@ pub enum SessionRecord {
         )]
         archive_entries: Vec<ArchiveEntry>,
         /// The latest compaction's report as the agent keeps it after the rollback (none:
-        /// none), so a resumed agent reports the compaction the live one does.
+        /// none), so a resumed agent reports the compaction the live one does (boxed: a report
+        /// is large beside most records).
         #[serde(
             default,
             skip_serializing_if = "Option::is_none",
             serialize_with = "as_json_value"
         )]
-        report: Option<CompactionReport>,
+        report: Option<Box<CompactionReport>>,
     },
     /// The request in flight ended (format 2): answered, failed, or rolled back (then the
     /// conversation was written back as it was before the request, in the same commit, as a

@@ -165,7 +165,7 @@ impl Replayer {
                 self.replace_messages(messages, &archived, line)?;
                 self.session.archived.extend(archived);
                 self.session.archive_entries.extend(archive_entries);
-                self.session.last_report = report;
+                self.session.last_report = report.map(|r| *r);
             }
             SessionRecord::ModelChange { model } => self.session.model = Some(model),
             SessionRecord::Ledger { ledger } => self.session.ledger = Some(ledger),

@@ -244,7 +244,7 @@ impl SessionSync {
             self.log.append(SessionRecord::RolledBack {
                 messages: now.iter().map(|m| StoredMessage::from(&**m)).collect(),
                 archive_entries: fresh.to_vec(),
-                report: report.cloned(),
+                report: report.cloned().map(Box::new),
             });
         } else {
             let summary = now
