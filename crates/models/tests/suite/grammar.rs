@@ -70,3 +70,27 @@ fn edge_cases_convert_as_llama_cpp_does() {
 fn random_schemas_convert_as_llama_cpp_does() {
     check("random.jsonl", 400);
 }
+
+/// An `allOf` that comes back to itself through `$ref`s and properties alone has no finite
+/// grammar walk: llama.cpp's converter overflows its stack on it (so no fixture holds one); the
+/// port refuses it.
+#[test]
+fn a_self_referential_all_of_is_refused() {
+    let through_a_property = serde_json::json!({
+        "$ref": "#/$defs/A",
+        "$defs": {"A": {"type": "object", "properties": {"p": {"allOf": [{"$ref": "#/$defs/A"}]}}}}
+    });
+    let through_refs = serde_json::json!({
+        "allOf": [{"$ref": "#/$defs/A"}],
+        "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}
+    });
+    for schema in [through_a_property, through_refs] {
+        assert!(
+            matches!(
+                schema_to_grammar(&schema),
+                Err(troupe_models::SchemaGrammarError::RefCycle(_))
+            ),
+            "{schema}"
+        );
+    }
+}
