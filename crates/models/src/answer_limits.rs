@@ -10,7 +10,7 @@
 //! The tokens are the request's `max_tokens`, or, without one, the model's context window
 //! (no answer is longer than the window).
 
-use super::sse::SseLimits;
+use troupe_host::sse::SseLimits;
 
 /// Bytes of answer one token may stand for. Generous: a token of prose is about four bytes,
 /// and the longest tokens of the common vocabularies (runs of spaces or dashes) are rare, so

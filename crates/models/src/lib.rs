@@ -31,7 +31,6 @@ mod replay;
 mod retry;
 mod scripted;
 mod select;
-mod sse;
 mod sse_answer;
 
 #[cfg(feature = "local")]

@@ -18,7 +18,7 @@ use troupe_protocol::{ModelDelta, ModelError};
 
 use super::answer_limits::AnswerLimits;
 use super::deadlines::{Deadlines, Wait};
-use super::sse::{SseDecoder, SseEvent};
+use troupe_host::sse::{SseDecoder, SseEvent};
 
 /// Why a streamed answer failed, as far as another attempt is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
