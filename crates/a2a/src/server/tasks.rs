@@ -44,6 +44,9 @@ struct Entry {
     /// the task is `input-required` while there is one, and the caller's next message on the
     /// task answers the first.
     waiting: VecDeque<(ApprovalId, String)>,
+    /// The budget its agent is paused by, in words (`its request budget (spent …; limit …)`),
+    /// while it is: the task is `input-required`, and only the operator can end it.
+    paused: Option<String>,
 }
 
 struct Running {
@@ -97,6 +100,7 @@ impl TaskStore {
                     seq: inner.next_seq,
                     running: None,
                     waiting: VecDeque::new(),
+                    paused: None,
                 };
                 inner.tasks.insert(entry.task.id.clone(), entry);
             }
@@ -173,6 +177,7 @@ impl TaskStore {
                         cancel: Some(cancel),
                     }),
                     waiting: VecDeque::new(),
+                    paused: None,
                 },
             );
             evict(&mut inner);
@@ -192,6 +197,7 @@ impl TaskStore {
             agent: agent.to_string(),
             lease,
             streamed: String::new(),
+            paused: false,
         };
         tokio::spawn(worker.run(stream, cancelled));
         Ok((task, receiver))
@@ -206,8 +212,14 @@ impl TaskStore {
         message: Message,
     ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
         let state = entry.task.status.state;
-        let (Some(running), Some((approval, _))) = (&entry.running, entry.waiting.front()) else {
+        let Some(running) = &entry.running else {
             return Err(TaskRefusal::Finished(state));
+        };
+        let Some((approval, _)) = entry.waiting.front() else {
+            return match &entry.paused {
+                Some(budget) => Ok(still_paused(entry, budget.clone(), message)),
+                None => Err(TaskRefusal::Finished(state)),
+            };
         };
         let text = message.text_content();
         let decision = match text.trim().to_ascii_lowercase().as_str() {
@@ -260,6 +272,43 @@ impl TaskStore {
             return;
         }
         let update = status_update(&entry.task, TaskState::InputRequired, Some(&question));
+        apply_status(&mut entry.task, &update);
+        if let Some(running) = &entry.running {
+            let _ = running.events.send(StreamResponse::StatusUpdate(update));
+        }
+    }
+
+    /// The task's agent is paused by a spent budget (`budget`, in words): the task asks its
+    /// caller to wait for the operator — a caller cannot raise the operator's budget.
+    fn pause(&self, id: &str, agent: &str, budget: String) {
+        let mut inner = lock(&self.inner);
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        let question = format!(
+            "`{agent}` is paused by {budget}: only its operator can raise that budget (the team's budget raise, or its live view); the task goes on when they do, and fails if the pause runs out. A reply here cannot raise it."
+        );
+        entry.paused = Some(format!("`{agent}` is still paused by {budget}"));
+        if !entry.waiting.is_empty() {
+            return;
+        }
+        let update = status_update(&entry.task, TaskState::InputRequired, Some(&question));
+        apply_status(&mut entry.task, &update);
+        if let Some(running) = &entry.running {
+            let _ = running.events.send(StreamResponse::StatusUpdate(update));
+        }
+    }
+
+    /// The task's agent went on after a budget pause (the operator raised it): it works again.
+    fn resume(&self, id: &str) {
+        let mut inner = lock(&self.inner);
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        if entry.paused.take().is_none() || !entry.waiting.is_empty() {
+            return;
+        }
+        let update = status_update(&entry.task, TaskState::Working, None);
         apply_status(&mut entry.task, &update);
         if let Some(running) = &entry.running {
             let _ = running.events.send(StreamResponse::StatusUpdate(update));
@@ -373,12 +422,35 @@ impl TaskStore {
             };
             entry.running = None;
             entry.waiting.clear();
+            entry.paused = None;
             (entry.agent.clone(), entry.task.clone())
         };
         if let Some(journal) = &self.journal {
             journal.record(&finished.0, &finished.1);
         }
     }
+}
+
+/// A caller's reply to a task its agent's budget paused: kept in the history, answered that only
+/// the operator can raise the budget; the task stays `input-required`.
+fn still_paused(
+    entry: &mut Entry,
+    paused: String,
+    message: Message,
+) -> (Task, broadcast::Receiver<StreamResponse>) {
+    let (events, receiver) = match &entry.running {
+        Some(running) => (Some(running.events.clone()), running.events.subscribe()),
+        // Not reached: a paused task runs. A closed channel ends the caller's wait at once.
+        None => (None, broadcast::channel(1).1),
+    };
+    entry.task.history.push(message);
+    let told = format!("{paused}; the operator must raise it (a reply here cannot)");
+    let update = status_update(&entry.task, TaskState::InputRequired, Some(&told));
+    apply_status(&mut entry.task, &update);
+    if let Some(events) = events {
+        let _ = events.send(StreamResponse::StatusUpdate(update));
+    }
+    (entry.task.clone(), receiver)
 }
 
 /// A status update of `task` to `state`, with the agent's `text`.
@@ -475,6 +547,8 @@ struct Worker {
     lease: Lease,
     /// The text streamed so far (the agent's deltas).
     streamed: String,
+    /// Its agent is paused by a budget.
+    paused: bool,
 }
 
 impl Worker {
@@ -506,15 +580,23 @@ impl Worker {
                     );
                     self.store.request_approval(&self.task_id, id, question);
                 }
-                // The caller cannot raise the operator's budget; it is told why the task waits.
+                // The caller is asked to wait: only the operator can raise the budget.
                 Some(Ok(AskItem::Event(Event::BudgetPaused { agent, exceeded }))) => {
                     let agent = self.shown(agent);
-                    let note = format!(
-                        "`{agent}` is paused: {exceeded}; it goes on if its operator raises the limit, else the task fails"
+                    let budget = format!(
+                        "its {} budget (spent {}; limit {})",
+                        exceeded.scope, exceeded.spent, exceeded.limit
                     );
-                    self.status(TaskState::Working, Some(&note));
+                    self.paused = true;
+                    self.store.pause(&self.task_id, &agent, budget);
                 }
-                Some(Ok(AskItem::Event(_))) => {}
+                // Anything else the paused agent does means it went on: the budget was raised.
+                Some(Ok(AskItem::Event(event))) => {
+                    if self.paused && event.agent() == self.lease.agent {
+                        self.paused = false;
+                        self.store.resume(&self.task_id);
+                    }
+                }
                 Some(Ok(AskItem::Answer(answer))) => break End::Answer(answer),
                 Some(Ok(_)) => {}
                 Some(Err(e)) => break End::Failed(e.to_string()),

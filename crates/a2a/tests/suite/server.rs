@@ -386,7 +386,7 @@ async fn finished_tasks_outlive_a_server_restart_through_the_tasks_file() {
 }
 
 #[tokio::test]
-async fn a_budget_pause_is_told_to_the_caller_and_its_end_fails_the_task() {
+async fn a_budget_pause_that_runs_out_fails_the_input_required_task() {
     let team = team_over_budget(std::time::Duration::from_millis(200)).await;
     let server = serve(&team, config(vec![ServedAgent::new("spender", "spends")]))
         .await
@@ -401,14 +401,136 @@ async fn a_budget_pause_is_told_to_the_caller_and_its_end_fails_the_task() {
         .send()
         .await
         .unwrap();
+    // The stream ends where the task waits for its caller (as A2A has it)...
     let body = response.text().await.unwrap();
-    let paused = body
-        .find("`spender` is paused: ")
+    assert!(body.contains("TASK_STATE_INPUT_REQUIRED"), "{body}");
+    assert!(
+        body.contains("`spender` is paused by its request budget"),
+        "{body}"
+    );
+    let id = body
+        .split("\"taskId\":\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("{body}"))
+        .to_string();
+    // ...and with no raise, the pause runs out and the task fails.
+    let mut state = String::new();
+    for _ in 0..400 {
+        let (_, got) = rpc(
+            &server.agent_url("spender"),
+            "GetTask",
+            json!({"id": id}),
+            &[],
+        )
+        .await;
+        state = got["result"]["status"]["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if state == "TASK_STATE_FAILED" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(state, "TASK_STATE_FAILED");
+    server.shutdown().await;
+    team.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_budget_pause_is_input_required_a_reply_cannot_raise_it_and_the_operators_raise_goes_on()
+{
+    use troupe_agents::LlmAgent;
+    use troupe_protocol::{BudgetScope, SpendLimit};
+    // The pause outlasts the test: only the operator's raise ends it.
+    let team = team_over_budget(std::time::Duration::from_secs(600)).await;
+    let server = serve(&team, config(vec![ServedAgent::new("spender", "spends")]))
+        .await
+        .unwrap();
+    let url = server.agent_url("spender");
+    let (_, paused) = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": user_message("list")}),
+        &[],
+    )
+    .await;
+    let task = &paused["result"]["task"];
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{paused}"
+    );
+    let asked = task["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{paused}"));
+    assert!(
+        asked.contains("`spender`")
+            && asked.contains("request budget")
+            && asked.contains("spent ")
+            && asked.contains("limit 1 input tokens")
+            && asked.contains("operator"),
+        "{asked}"
+    );
+    // The caller's reply, however worded, raises nothing: it is told so and the task waits on.
+    let reply = json!({"messageId": "m-raise", "role": "ROLE_USER", "taskId": task["id"],
+        "parts": [{"text": "yes"}]});
+    let (_, still) = rpc(&url, "SendMessage", json!({"message": reply}), &[]).await;
+    let still = &still["result"]["task"];
+    assert_eq!(
+        still["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{still}"
+    );
+    let told = still["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        told.contains("still paused by its request budget")
+            && told.contains("the operator must raise it"),
+        "{told}"
+    );
+    let budget = team
+        .directory()
+        .agent::<LlmAgent>("spender")
+        .budget()
+        .unwrap();
+    assert_eq!(
+        budget.limit(BudgetScope::Request).unwrap().input_tokens,
+        Some(1)
+    );
+    // The operator raises it: the task goes on to its answer.
+    let watched = http()
+        .post(&url)
+        .header("A2A-Version", "1.0")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
+            "params": {"id": task["id"]}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    budget
+        .raise(
+            BudgetScope::Request,
+            SpendLimit {
+                input_tokens: Some(1_000_000),
+                ..SpendLimit::default()
+            },
+        )
+        .unwrap();
+    let body = watched.text().await.unwrap();
+    let working = body
+        .find("TASK_STATE_WORKING")
         .unwrap_or_else(|| panic!("{body}"));
-    let failed = body
-        .find("TASK_STATE_FAILED")
+    let done = body
+        .find("TASK_STATE_COMPLETED")
         .unwrap_or_else(|| panic!("{body}"));
-    assert!(paused < failed, "{body}");
+    assert!(working < done, "{body}");
+    let (_, got) = rpc(&url, "GetTask", json!({"id": task["id"]}), &[]).await;
+    assert_eq!(
+        got["result"]["artifacts"][0]["parts"][0]["text"], "listed",
+        "{got}"
+    );
     server.shutdown().await;
     team.shutdown().await;
 }
