@@ -10,8 +10,12 @@
 //! one is retired for a new context, and when every one is working the new context is refused.
 //! A retired context with a log comes back from it; one without a log has ended, and says so.
 //!
-//! A served agent that is not an `LlmAgent` (a behaviour troupe cannot build again) is asked as
-//! it is: its contexts share it.
+//! A served agent that is not an `LlmAgent` (a behaviour troupe cannot build again) is one
+//! conversation: it serves the first context it is asked in, and another context (or a send
+//! without one) is refused rather than let into that conversation. Sharing is not safe in
+//! general: such a behaviour may keep what it was told (an A2A teammate served onward keeps its
+//! remote `contextId`, a custom behaviour its own state), and troupe cannot tell one that does
+//! not.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -60,6 +64,11 @@ pub(crate) enum ContextRefusal {
         "`{agent}` keeps at most {max} conversations' logs and every one is live: try again when one is let go"
     )]
     NoLogRoom { agent: String, max: usize },
+    /// The served behaviour is one conversation and already holds another context's.
+    #[error(
+        "`{agent}` is one conversation (it is not an LLM agent, so troupe cannot give each context its own) and it holds another caller's: this server takes no other context for it"
+    )]
+    Shared { agent: String },
     /// The context id is too long to name a session log after.
     #[error("a contextId is at most {MAX_CONTEXT_ID_BYTES} bytes")]
     TooLong,
@@ -103,6 +112,8 @@ struct State {
     spawned: u64,
     /// The context logs of each served agent that keeps a session log.
     logs: HashMap<String, ContextLogs>,
+    /// The one context of each served behaviour that is not an LLM agent, once asked.
+    shared: HashMap<String, String>,
 }
 
 /// How many conversations, and how much of them, a server keeps.
@@ -162,6 +173,7 @@ impl Conversations {
         known: bool,
     ) -> Result<Lease, ContextRefusal> {
         let Some(spec) = self.specs.get(served) else {
+            self.bind_shared(served, context)?;
             return Ok(Lease {
                 agent: served.to_string(),
                 held: None,
@@ -247,6 +259,26 @@ impl Conversations {
             },
         );
         Ok(self.held(agent, key))
+    }
+
+    /// Bind the served behaviour `served` (not an LLM agent) to `context`, its one conversation:
+    /// `Err` when it is bound to another. Restored tasks bind it too, oldest first.
+    pub(crate) fn bind_shared(&self, served: &str, context: &str) -> Result<(), ContextRefusal> {
+        if self.specs.contains_key(served) {
+            return Ok(());
+        }
+        let mut state = lock(&self.state);
+        let bound = state
+            .shared
+            .entry(served.to_string())
+            .or_insert_with(|| context.to_string());
+        if bound == context {
+            Ok(())
+        } else {
+            Err(ContextRefusal::Shared {
+                agent: served.to_string(),
+            })
+        }
     }
 
     /// `Err` when the live context's log has reached its byte cap; else it was used now.

@@ -325,6 +325,9 @@ fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
             | ContextRefusal::NoLogRoom { .. }
             | ContextRefusal::Spawn(_)),
         ) => refuse(id, code::INTERNAL_ERROR, why.to_string()),
+        TaskRefusal::Context(why @ ContextRefusal::Shared { .. }) => {
+            refuse(id, code::UNSUPPORTED_OPERATION, why.to_string())
+        }
         TaskRefusal::Context(why) => refuse(id, code::INVALID_PARAMS, why.to_string()),
         TaskRefusal::NotFound => refuse(id, code::TASK_NOT_FOUND, "no such task for this agent"),
         TaskRefusal::Finished(state) if state.is_terminal() => refuse(

@@ -93,6 +93,8 @@ impl TaskStore {
         let mut inner = Inner::default();
         let journal = journal.map(|(journal, restored)| {
             for line in restored {
+                // A served behaviour's one conversation outlives the restart with its tasks.
+                let _ = conversations.bind_shared(&line.agent, &line.task.context_id);
                 inner.next_seq += 1;
                 let entry = Entry {
                     agent: line.agent,

@@ -377,3 +377,60 @@ async fn a_contexts_log_past_its_byte_cap_takes_no_more_tasks() {
     server.shutdown().await;
     team.shutdown().await;
 }
+
+/// A behaviour troupe cannot build again per context: it answers with every text it was told.
+struct Remembers(Vec<String>);
+
+#[async_trait::async_trait]
+impl troupe_runtime::AgentBehavior for Remembers {
+    async fn handle(
+        &mut self,
+        request: troupe_runtime::AgentRequest,
+        _ctx: &troupe_runtime::AgentContext,
+    ) -> Result<String, troupe_runtime::AgentError> {
+        self.0.push(request.text);
+        Ok(self.0.join("|"))
+    }
+
+    fn checkpoint(&self) -> troupe_runtime::Checkpoint {
+        troupe_runtime::Checkpoint::default()
+    }
+}
+
+#[tokio::test]
+async fn a_served_behaviour_that_is_not_an_llm_agent_keeps_one_context_and_refuses_another() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    team.spawn(
+        "memo",
+        Arc::new(|_| Ok(Box::new(Remembers(Vec::new())) as Box<dyn troupe_runtime::AgentBehavior>)),
+    )
+    .await
+    .unwrap();
+    let server = serve(&team, config("memo")).await.unwrap();
+    let url = server.agent_url("memo");
+    let first = send(&url, "alice", "my secret is 1234").await;
+    assert_eq!(state(&first), "TASK_STATE_COMPLETED", "{first}");
+    // Another caller's context would share its one conversation: refused, the secret unseen.
+    let other = send(&url, "bob", "what is the secret?").await;
+    assert_eq!(other["error"]["code"], -32004, "{other}");
+    let why = other["error"]["message"].as_str().unwrap();
+    assert!(
+        why.contains("`memo`") && why.contains("one conversation") && !why.contains("alice"),
+        "{why}"
+    );
+    assert!(!other.to_string().contains("1234"), "{other}");
+    // So is a send without a contextId (a new conversation it cannot give).
+    let (_, fresh) = rpc(
+        &url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-x", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}),
+        &[],
+    )
+    .await;
+    assert_eq!(fresh["error"]["code"], -32004, "{fresh}");
+    // Its own context goes on.
+    let again = send(&url, "alice", "again").await;
+    assert_eq!(state(&again), "TASK_STATE_COMPLETED", "{again}");
+    server.shutdown().await;
+    team.shutdown().await;
+}
