@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::support::chat::{runs, server_calling, spawn_chat, write_config_with};
+use super::support::chat::{
+    completions_server, runs, server_calling, spawn_chat, write_config_with,
+};
 use super::support::chat_live::Live;
 
 /// The command the model asks to run: it leaves one line in `runs.txt` per run.
@@ -111,4 +113,63 @@ fn a_denial_in_the_chat_reaches_the_model_and_runs_nothing() {
     let last = requests.lock().unwrap().last().cloned().unwrap();
     let seen = last["messages"].to_string();
     assert!(seen.contains("keep the files"), "{seen}");
+}
+
+/// Models reuse call ids across turns (many number each answer's calls from `call_0`). The
+/// person's `y` to a question whose call timed out meanwhile must not approve the next call,
+/// which the same model call id names: the chat says the answer decided nothing, then asks about
+/// the next call.
+#[test]
+fn a_yes_typed_after_its_call_timed_out_never_approves_the_next_call_under_the_same_model_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let call = |command: &str| {
+        json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_0", "type": "function",
+            "function": {"name": "shell", "arguments": json!({"command": command}).to_string()}
+        }]})
+    };
+    let (first, second) = ("echo first >> runs.txt", "echo second >> runs.txt");
+    let (url, _) = completions_server(move |_, n| match n {
+        1 => (call(first), "tool_calls"),
+        2 => (call(second), "tool_calls"),
+        n => (
+            json!({"role": "assistant", "content": format!("done {n}")}),
+            "stop",
+        ),
+    });
+    // The first call's wait runs out while the person still reads its question.
+    let config = write_config_with(
+        dir.path(),
+        &url,
+        "[{ tool = \"shell\", argument = \"command\", prefix = \"echo \", policy = \"ask\" }]\n\
+         approve_timeout_secs = 2",
+    );
+    let session = dir.path().join("s.jsonl");
+    let mut live = Live::start(spawn_chat(&config, &session));
+    live.send(b"clean up");
+    let asked = live.wait_for("approve? > ");
+    assert!(asked.contains("echo first"), "{asked}");
+    // The second call waits once the log shows its pause (written just before it is asked).
+    let deadline = std::time::Instant::now() + super::support::chat_live::DEADLINE;
+    while std::fs::read_to_string(&session)
+        .unwrap_or_default()
+        .matches(r#""ask":true"#)
+        .count()
+        < 2
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the second call was never asked"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    live.send(b"y");
+    let refused = live.wait_for("approve? > ");
+    assert!(refused.contains("no tool call waits"), "{refused}");
+    assert!(refused.contains("echo second"), "{refused}");
+    live.send(b"n not that either");
+    live.wait_for("done 3");
+    let (_, stderr, status) = live.finish();
+    assert!(status.success(), "{stderr}");
+    assert_eq!(runs(dir.path()), "", "neither call was approved");
 }

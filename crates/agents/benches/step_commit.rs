@@ -75,6 +75,7 @@ fn tool_step(
         tool: "read_file".to_string(),
         arguments,
         ask: false,
+        approval: None,
         started: false,
         result: None,
     };

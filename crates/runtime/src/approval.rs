@@ -1,5 +1,10 @@
 //! Tool approval: a tool call whose policy says "ask" waits here for a person's answer.
 //!
+//! The desk numbers the requests: [`Approvals::mint`] gives each opening an [`ApprovalId`] of its
+//! own (`AGENT:CALL_ID#N`), the id the event, the session log and every surface then show and
+//! take. The model's call id alone would not do: models reuse call ids across turns, and an
+//! answer given late for one call must never decide a later call under the same model id.
+//!
 //! The agent that wants an answer opens a [`PendingApproval`] on its team's [`Approvals`] (before
 //! it publishes [`Event::ApprovalRequested`](troupe_protocol::Event::ApprovalRequested), so an answer can
 //! never arrive before there is something to answer) and awaits it; [`Team::approve`],
@@ -48,6 +53,8 @@ pub struct Approvals {
     waiting: Arc<Mutex<HashMap<ApprovalId, Waiter>>>,
     /// Numbers each opened request, so a withdrawn one removes only itself.
     opened: Arc<AtomicU64>,
+    /// The last opening number an id was given ([`Approvals::mint`]) or reopened with.
+    minted: Arc<AtomicU64>,
 }
 
 /// The open end of one request: its number, what it asks and the channel to its waiter.
@@ -60,6 +67,14 @@ struct Waiter {
 }
 
 impl Approvals {
+    /// A new id for asking about `agent`'s tool call `call_id`: no id minted before, nor one
+    /// opened on this desk before (a paused call asked again under its logged id), is given
+    /// again — so an answer for an earlier request never names this one.
+    pub fn mint(&self, agent: &str, call_id: &str) -> ApprovalId {
+        let opening = self.minted.fetch_add(1, Ordering::Relaxed) + 1;
+        ApprovalId::of_opening(agent, call_id, opening)
+    }
+
     /// Open a request under `id` (a request already open under it is replaced: its waiter sees
     /// the desk closed). Dropping the returned [`PendingApproval`] withdraws it.
     pub fn open(&self, id: ApprovalId) -> PendingApproval {
@@ -74,6 +89,10 @@ impl Approvals {
     }
 
     fn open_waiter(&self, id: ApprovalId, call: Option<(String, String)>) -> PendingApproval {
+        // An id from an earlier process (a session log's pause) is never minted here again.
+        if let Some(opening) = id.opening() {
+            self.minted.fetch_max(opening, Ordering::Relaxed);
+        }
         let (tx, rx) = oneshot::channel();
         let number = self.opened.fetch_add(1, Ordering::Relaxed);
         let waiter = Waiter {
@@ -215,7 +234,7 @@ mod tests {
     use super::*;
 
     fn id() -> ApprovalId {
-        ApprovalId::of_call("coder", "call_1")
+        ApprovalId::of_opening("coder", "call_1", 1)
     }
 
     #[tokio::test]
@@ -307,7 +326,10 @@ mod tests {
                 .collect();
             sequences.extend(longer);
         }
-        let ids = [ApprovalId::of_call("a", "1"), ApprovalId::of_call("a", "2")];
+        let ids = [
+            ApprovalId::of_opening("a", "1", 1),
+            ApprovalId::of_opening("a", "2", 1),
+        ];
         for sequence in &sequences {
             let desk = Approvals::default();
             // Per id: the waiters opened so far (None once withdrawn), which one the desk
@@ -367,6 +389,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_opening_gets_an_id_of_its_own_even_for_a_reused_model_call_id() {
+        let desk = Approvals::default();
+        let first = desk.mint("coder", "call_0");
+        let second = desk.mint("coder", "call_0");
+        assert_ne!(first, second);
+        assert!(first.is_of_call("coder", "call_0") && second.is_of_call("coder", "call_0"));
+        // A logged id asked again in a new process: the desk never mints it afterwards.
+        let fresh = Approvals::default();
+        let logged = ApprovalId::of_opening("coder", "call_0", 5);
+        let _resumed = fresh.open_call(logged.clone(), "run", "{}");
+        let later = fresh.mint("coder", "call_0");
+        assert_eq!(later.opening(), Some(6));
+        // A withdrawn request's id names nothing afterwards, even with the same call waiting
+        // again.
+        let withdrawn = desk.open_call(first.clone(), "run", "{}");
+        drop(withdrawn);
+        let _next = desk.open_call(desk.mint("coder", "call_0"), "run", "{}");
+        let approve = ApprovalDecision::Approve { arguments: None };
+        assert_eq!(
+            desk.decide(&first, approve),
+            Err(ApprovalError::Unknown(first.clone()))
+        );
     }
 
     #[test]

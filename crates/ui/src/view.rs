@@ -447,9 +447,10 @@ impl View {
             Event::ToolCallStarted { tool, call_id, .. } => {
                 view.state = AgentState::RunningTool;
                 view.tool = Some(tool.clone());
-                let id = ApprovalId::of_call(&name, call_id);
                 let before = self.approvals.len();
-                self.approvals.retain(|a| a.id != id);
+                // Any opening of this call: the event names the model's call id, and the
+                // opening's number is the desk's.
+                self.approvals.retain(|a| !a.id.is_of_call(&name, call_id));
                 touched.approvals = self.approvals.len() != before;
             }
             Event::ToolCallFinished { .. } => view.resume(),

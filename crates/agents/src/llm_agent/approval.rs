@@ -23,6 +23,13 @@ use super::turn::until_abandoned;
 use crate::approval::Permission;
 use crate::session::{PausedCall, SessionRecord};
 
+/// What the policy makes of one call; one asked about carries the id it is asked under.
+enum Verdict {
+    Allow,
+    Deny,
+    Ask(ApprovalId),
+}
+
 /// How a call that was asked about came out.
 enum Answer {
     Run(Option<String>),
@@ -55,25 +62,39 @@ impl LlmAgent {
             })
             .collect();
         let paused = permissions.contains(&Permission::Ask);
+        // Each asked call gets its id from the desk now, before the pause is logged with it.
+        let verdicts: Vec<Verdict> = calls
+            .iter()
+            .zip(permissions)
+            .map(|(call, permission)| match permission {
+                Permission::Allow => Verdict::Allow,
+                Permission::Deny => Verdict::Deny,
+                Permission::Ask => Verdict::Ask(ctx.approvals.mint(&ctx.name, &call.id)),
+            })
+            .collect();
         if paused {
             let record = open
                 .iter()
                 .map(as_read)
-                .map(|c| PausedCall {
-                    call_id: c.id.clone(),
-                    tool: c.function.name.clone(),
-                    arguments: c.function.arguments.clone(),
-                    ask: calls
-                        .iter()
-                        .zip(&permissions)
-                        .any(|(k, p)| k.id == c.id && *p == Permission::Ask),
-                    started: false,
-                    result: None,
+                .map(|c| {
+                    let approval = calls.iter().zip(&verdicts).find_map(|(k, v)| match v {
+                        Verdict::Ask(id) if k.id == c.id => Some(id.clone()),
+                        _ => None,
+                    });
+                    PausedCall {
+                        call_id: c.id.clone(),
+                        tool: c.function.name.clone(),
+                        arguments: c.function.arguments.clone(),
+                        ask: approval.is_some(),
+                        approval,
+                        started: false,
+                        result: None,
+                    }
                 })
                 .collect();
             self.persist_with(vec![SessionRecord::Paused { calls: record }]);
         }
-        let work: Vec<(ToolCall, Permission)> = calls.iter().cloned().zip(permissions).collect();
+        let work: Vec<(ToolCall, Verdict)> = calls.iter().cloned().zip(verdicts).collect();
         self.settle(work, paused, ctx, trace_id, watch).await
     }
 
@@ -115,12 +136,18 @@ impl LlmAgent {
                 .spec
                 .approval
                 .permission(&call.function.name, &call.function.arguments);
-            let permission = match now {
-                Permission::Deny => Permission::Deny,
-                _ if p.ask => Permission::Ask,
-                now => now,
+            // Asked again under the id it was shown with; a log from before pauses recorded
+            // their ids gets a new one.
+            let ask = || {
+                let id = p.approval.clone();
+                Verdict::Ask(id.unwrap_or_else(|| ctx.approvals.mint(&ctx.name, &p.call_id)))
             };
-            work.push((call, permission));
+            let verdict = match now {
+                Permission::Deny => Verdict::Deny,
+                Permission::Allow if !p.ask => Verdict::Allow,
+                _ => ask(),
+            };
+            work.push((call, verdict));
         }
         let ids: Vec<String> = work.iter().map(|(c, _)| c.id.clone()).collect();
         let results = self
@@ -166,16 +193,16 @@ impl LlmAgent {
     /// recorded as started first).
     async fn settle(
         &mut self,
-        work: Vec<(ToolCall, Permission)>,
+        work: Vec<(ToolCall, Verdict)>,
         logged: bool,
         ctx: &AgentContext,
         trace_id: TraceId,
         watch: Option<&RequestWatch>,
     ) -> Result<Vec<ToolResult>, AgentError> {
-        let asked = work
-            .iter()
-            .filter(|(_, p)| *p == Permission::Ask)
-            .map(|(call, _)| self.ask(call, ctx, trace_id));
+        let asked = work.iter().filter_map(|(call, verdict)| match verdict {
+            Verdict::Ask(id) => Some(self.ask(call, id.clone(), ctx, trace_id)),
+            _ => None,
+        });
         let answers = until_abandoned(
             watch,
             async { Ok(join_all(asked).await) },
@@ -187,10 +214,10 @@ impl LlmAgent {
         let mut to_run = Vec::new();
         let mut outcome: Vec<Result<(usize, Option<String>), ToolResult>> =
             Vec::with_capacity(work.len());
-        for (call, permission) in work {
-            let answer = match permission {
-                Permission::Allow => Answer::Run(None),
-                Permission::Deny => {
+        for (call, verdict) in work {
+            let answer = match verdict {
+                Verdict::Allow => Answer::Run(None),
+                Verdict::Deny => {
                     outcome.push(Err(refused(format!(
                         "the approval policy denies `{}` with these arguments; the call was not \
                          run",
@@ -198,7 +225,7 @@ impl LlmAgent {
                     ))));
                     continue;
                 }
-                Permission::Ask => answers
+                Verdict::Ask(_) => answers
                     .next()
                     .unwrap_or(Answer::Denied("no answer".to_string())),
             };
@@ -299,9 +326,15 @@ impl LlmAgent {
             .collect())
     }
 
-    /// Ask the team about `call` and wait for the answer or the policy's timeout.
-    async fn ask(&self, call: &ToolCall, ctx: &AgentContext, trace_id: TraceId) -> Answer {
-        let id = ApprovalId::of_call(&ctx.name, &call.id);
+    /// Ask the team about `call` under `id` (the desk's) and wait for the answer or the
+    /// policy's timeout.
+    async fn ask(
+        &self,
+        call: &ToolCall,
+        id: ApprovalId,
+        ctx: &AgentContext,
+        trace_id: TraceId,
+    ) -> Answer {
         // Opened before the event goes out: an answer can never come before its question. The
         // desk keeps what is shown, so an answer given for another call under this id is refused.
         let pending =

@@ -72,6 +72,7 @@ impl LlmAgent {
                     tool: c.function.name.clone(),
                     arguments: c.function.arguments.clone(),
                     ask: false,
+                    approval: None,
                     started: false,
                     result: None,
                 })

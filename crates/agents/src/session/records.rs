@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 use troupe_compaction::ArchiveEntry;
-use troupe_protocol::CompactionReport;
 use troupe_protocol::FileLedger;
+use troupe_protocol::{ApprovalId, CompactionReport};
 use troupe_protocol::{Conversation, MessageId, ResponseFormat, StoredMessage, Usage};
 
 /// The log format's version, written in the header record. Format 2 adds the step records
@@ -244,6 +244,11 @@ pub struct PausedCall {
     /// Whether it waits for a person's answer (otherwise it was allowed and waits only for
     /// the asked calls of its message).
     pub ask: bool,
+    /// The id a person was asked under (`ask` calls; `Approvals::mint`), so a resumed turn asks
+    /// again under the id that was shown. Logs written before it was recorded have none: the
+    /// call is then asked under a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalId>,
     /// Whether it began to run ([`SessionRecord::CallsStarted`]); set on replay, not written.
     #[serde(default, skip_serializing)]
     pub started: bool,

@@ -719,7 +719,7 @@ async fn an_agents_conversation_shows_pins_and_where_each_summary_sits_and_its_a
 }
 
 /// The window between the desk opening a call and its event reaching the view: the id the
-/// page shows may name another call by then (a model reuses call ids across turns). An answer
+/// page shows may name another call by then (a request opened again under it). An answer
 /// given for what the page showed does not answer it.
 #[tokio::test]
 async fn an_id_that_names_another_call_by_now_is_not_answered() {
@@ -728,7 +728,7 @@ async fn an_id_that_names_another_call_by_now_is_not_answered() {
         .unwrap();
     let ui = serve(&team, UiConfig::default()).await.unwrap();
     let (base, token) = (base_of(ui.url()), token_of(ui.url()));
-    let id = ApprovalId::of_call("coder", "call_0");
+    let id = team.approvals().mint("coder", "call_0");
     let ask = |arguments: &str| {
         team.events().publish(
             None,
