@@ -1,3 +1,4 @@
+mod approval_ids;
 mod contexts;
 mod hostile;
 mod sdk;
