@@ -117,6 +117,7 @@ impl Context {
             archive: self.archive.clone(),
             last_compaction: self.last_compaction.clone(),
             ledger_epoch: self.ledger_epoch,
+            before_in_flight: None,
         }
     }
 

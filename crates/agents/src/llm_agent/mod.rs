@@ -109,6 +109,10 @@ pub struct LlmAgentState {
     pub last_compaction: Option<CompactionReport>,
     /// The context's `ledger_epoch` when `ledger` was copied.
     ledger_epoch: u64,
+    /// The conversation as the request in flight found it, while that request is resumed
+    /// after the agent failed in it: where a second failure rolls it back to (the checkpoint's
+    /// conversation is the resumed one by then).
+    before_in_flight: Option<Conversation>,
 }
 
 impl LlmAgent {
@@ -131,11 +135,20 @@ impl LlmAgent {
                 .register(AskAgentTool { link: link.clone() })
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
         }
-        let (session, restored) = SessionLink::open(&spec, checkpoint.is_some(), claim)?;
+        let (mut session, restored) = SessionLink::open(&spec, checkpoint.is_some(), claim)?;
+        // A request resumed after a failure rolls back, if it fails again, to where the
+        // checkpoint of the first failure says the request found the conversation.
+        if session.resume_after_failure {
+            session.before_in_flight = checkpoint.as_ref().map(|c| c.conversation.clone());
+        }
         let (conversation, state) = match (checkpoint, restored) {
             (Some(c), None) => {
-                let state = c.state.get::<LlmAgentState>().cloned().unwrap_or_default();
-                (c.conversation, state)
+                let mut state = c.state.get::<LlmAgentState>().cloned().unwrap_or_default();
+                let conversation = match state.before_in_flight.take() {
+                    Some(before) if session.failed_in_flight => before,
+                    _ => c.conversation,
+                };
+                (conversation, state)
             }
             (_, Some(r)) => (
                 r.conversation,
@@ -144,6 +157,7 @@ impl LlmAgent {
                     archive: r.archive,
                     last_compaction: r.last_compaction,
                     ledger_epoch: 0,
+                    before_in_flight: None,
                 },
             ),
             (None, None) => (Conversation::new(), LlmAgentState::default()),
@@ -169,6 +183,7 @@ impl LlmAgent {
             spend,
         };
         agent.close_failed_in_flight();
+        agent.note_resume_after_failure();
         Ok(agent)
     }
 
@@ -331,7 +346,10 @@ impl AgentBehavior for LlmAgent {
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             conversation: self.context.conversation.clone(),
-            state: BehaviorState::new(self.context.state()),
+            state: BehaviorState::new(LlmAgentState {
+                before_in_flight: self.session.before_in_flight.clone(),
+                ..self.context.state()
+            }),
         }
     }
 
@@ -339,9 +357,12 @@ impl AgentBehavior for LlmAgent {
     fn update_checkpoint(&self, checkpoint: &mut Checkpoint) {
         checkpoint.conversation.catch_up(&self.context.conversation);
         let Some(state) = checkpoint.state.get_mut::<LlmAgentState>() else {
-            checkpoint.state = BehaviorState::new(self.context.state());
+            *checkpoint = self.checkpoint();
             return;
         };
         self.context.update_state(state);
+        state
+            .before_in_flight
+            .clone_from(&self.session.before_in_flight);
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use troupe_protocol::{ResponseFormat, TraceContext};
+use troupe_protocol::{Conversation, ResponseFormat, TraceContext};
 use troupe_runtime::AgentError;
 
 use super::context::Context;
@@ -31,8 +31,15 @@ pub(super) struct SessionLink {
     /// calls carry as its first ones did.
     pub(super) in_flight_format: Option<ResponseFormat>,
     /// Whether the log ends with a request in flight that failed (the agent was restarted from
-    /// its checkpoint): closed as rolled back once the agent is built.
+    /// its checkpoint) after it was already resumed once, or in an agent that commits per
+    /// request only: closed as rolled back once the agent is built.
     pub(super) failed_in_flight: bool,
+    /// Whether the request in flight failed (a supervisor restart) and is resumed once: the
+    /// attempt is committed as the agent is built (`steps.rs: note_resume_after_failure`).
+    pub(super) resume_after_failure: bool,
+    /// The conversation as that request found it (the checkpoint of its first failure), kept
+    /// in the agent's checkpoint until the resume ends: a second failure rolls back to it.
+    pub(super) before_in_flight: Option<Conversation>,
 }
 
 impl SessionLink {
@@ -51,6 +58,8 @@ impl SessionLink {
             in_flight: false,
             in_flight_format: None,
             failed_in_flight: false,
+            resume_after_failure: false,
+            before_in_flight: None,
         };
         let mut restored = None;
         // After a `/resume`, the claim holds the log the agent switched to: a rebuild keeps it.
@@ -65,16 +74,23 @@ impl SessionLink {
             }
             // A turn paused for approval was written to the log mid-request, after the last
             // checkpoint: the log is newer then, and the agent resumes from it. So does a new
-            // process from a request's steps (durable steps). After a supervisor restart
-            // (a checkpoint) the request in flight failed and its caller was told so: the
-            // checkpoint wins, and the log closes the request as rolled back
-            // (`LlmAgent::build`) instead of running into the same failure again.
+            // process from a request's steps (durable steps), and a supervisor restart (a
+            // checkpoint) from the steps of the request that failed — once: its caller was
+            // told it failed and is gone, but running it again from the start would repeat
+            // every finished tool. A request already resumed once after a failure (the log
+            // says so) or one without durable steps is closed as rolled back instead
+            // (`LlmAgent::build`): the checkpoint wins, no failure is run into again and again.
             let asked = logged.paused.iter().any(|p| p.ask);
-            if !has_checkpoint || asked {
+            let resume_once = has_checkpoint
+                && logged.in_flight
+                && !logged.in_flight_resumed
+                && spec.durable_steps;
+            if !has_checkpoint || asked || resume_once {
                 let r = restore(&logged);
                 link.paused.clone_from(&r.paused);
                 link.in_flight = logged.in_flight;
                 link.in_flight_format.clone_from(&logged.in_flight_format);
+                link.resume_after_failure = has_checkpoint && logged.in_flight;
                 restored = Some(r);
             } else if logged.in_flight {
                 link.failed_in_flight = true;
@@ -109,6 +125,7 @@ impl SessionLink {
         self.paused.clear();
         self.in_flight = false;
         self.in_flight_format = None;
+        self.before_in_flight = None;
         Ok(dropped)
     }
 
@@ -133,6 +150,7 @@ impl SessionLink {
         self.paused.clone_from(&restored.paused);
         self.in_flight = logged.in_flight;
         self.in_flight_format.clone_from(&logged.in_flight_format);
+        self.before_in_flight = None;
         self.sync = Some(sync);
         self.conversation_id = conversation_id(agent, Some(path));
         Ok(restored)

@@ -12,6 +12,11 @@
 //! again, and a call that had started without a result is answered as interrupted
 //! (`approval.rs: finish_paused`, the road a turn paused for approval already takes).
 //!
+//! A supervisor restart (the agent failed fatally mid-request and was rebuilt) resumes the
+//! request in flight the same way, once: the attempt is committed first
+//! (`request_resuming`), and a request that fails again is closed as rolled back at the next
+//! rebuild, as its checkpoint says, so a request that fails deterministically never loops.
+//!
 //! The request's caller is gone after a restart: the resumed request's answer is in the log and
 //! on the bus ([`Event::RequestResumed`]).
 
@@ -151,6 +156,16 @@ impl LlmAgent {
         }
     }
 
+    /// The request the log shows in flight failed (a supervisor restart) and is resumed once,
+    /// by the next request or [`LlmAgentHandle::resume_request`](crate::LlmAgentHandle::resume_request):
+    /// the attempt is committed now, before anything of it runs, so the agent failing again
+    /// anywhere in it closes the request as rolled back at the next rebuild.
+    pub(super) fn note_resume_after_failure(&mut self) {
+        if std::mem::take(&mut self.session.resume_after_failure) {
+            self.persist_with(vec![SessionRecord::RequestResuming]);
+        }
+    }
+
     /// After a rollback: the ids the rolled-back messages had are not handed out again when the
     /// log holds them (its steps were committed), since a log never takes an id twice.
     fn skip_logged_ids(&mut self) {
@@ -183,6 +198,8 @@ impl LlmAgent {
         self.session.in_flight = false;
         let format = self.session.in_flight_format.take();
         let outcome = self.finish_in_flight(ctx, trace, format.as_ref()).await;
+        // Ended: a later failure is of another request.
+        self.session.before_in_flight = None;
         ctx.events.publish(
             Some(trace.id()),
             Event::RequestResumed {

@@ -7,8 +7,9 @@ use troupe_protocol::{ApprovalId, CompactionReport};
 use troupe_protocol::{Conversation, MessageId, ResponseFormat, StoredMessage, Usage};
 
 /// The log format's version, written in the header record. Format 2 adds the step records
-/// (`request_opened`, `model_answer`, `call_result`, `request_closed`) that commit a request
-/// step by step; a format 1 log holds none of them and loads as it did.
+/// (`request_opened`, `model_answer`, `call_result`, `request_closed`, and `request_resuming`
+/// for a resume after a supervisor restart) that commit a request step by step; a format 1 log
+/// holds none of them and loads as it did.
 pub const SESSION_FORMAT_VERSION: u32 = 2;
 
 /// One line of a session log. The agent state it carries — the file ledger, archive entries, the
@@ -119,6 +120,11 @@ pub enum SessionRecord {
         /// How it ended.
         outcome: RequestOutcome,
     },
+    /// The request in flight is resumed after its agent failed fatally mid-request and was
+    /// rebuilt by its supervisor (format 2). Written before the resume runs anything: a second
+    /// fatal failure of the same request finds it and closes the request as rolled back
+    /// instead of resuming it again (a request that fails deterministically never loops).
+    RequestResuming,
     /// The records since the previous commit form a complete turn.
     Commit,
 }
@@ -153,6 +159,7 @@ impl SessionRecord {
             SessionRecord::CallResult { .. } => "call_result",
             SessionRecord::RolledBack { .. } => "rolled_back",
             SessionRecord::RequestClosed { .. } => "request_closed",
+            SessionRecord::RequestResuming => "request_resuming",
             SessionRecord::Commit => "commit",
         }
     }
@@ -290,6 +297,10 @@ pub struct Session {
     /// The answer format of the request in flight (a typed ask's schema), which its resumed
     /// model calls carry.
     pub in_flight_format: Option<ResponseFormat>,
+    /// Whether the request in flight was already resumed once after a fatal failure of its
+    /// agent ([`SessionRecord::RequestResuming`]): a supervisor restart closes it as rolled
+    /// back instead of resuming it again.
+    pub in_flight_resumed: bool,
     /// Compactions applied.
     pub compactions: usize,
     /// Committed records applied.

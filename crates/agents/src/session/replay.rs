@@ -181,6 +181,7 @@ impl Replayer {
                 self.session.last_report = None;
                 self.session.in_flight = false;
                 self.session.in_flight_format = None;
+                self.session.in_flight_resumed = false;
             }
             SessionRecord::Paused { calls } => {
                 if let Some(stray) = calls
@@ -208,10 +209,18 @@ impl Replayer {
             SessionRecord::RequestOpened { response_format } => {
                 self.session.in_flight = true;
                 self.session.in_flight_format = response_format.map(Into::into);
+                self.session.in_flight_resumed = false;
             }
             SessionRecord::RequestClosed { .. } => {
                 self.session.in_flight = false;
                 self.session.in_flight_format = None;
+                self.session.in_flight_resumed = false;
+            }
+            SessionRecord::RequestResuming => {
+                if !self.session.in_flight {
+                    return Err((line, "a resume of no request in flight".to_string()));
+                }
+                self.session.in_flight_resumed = true;
             }
             // The answer is the message before it; its usage is for `session show`.
             SessionRecord::ModelAnswer { .. } => {}

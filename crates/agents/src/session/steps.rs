@@ -42,6 +42,8 @@ pub enum StepKind {
     RequestEnd,
     /// A failed request's conversation went back to where the request found it.
     RolledBack,
+    /// The request in flight resumed after its agent failed and was rebuilt.
+    Resumed,
     /// `/clear`.
     Clear,
     /// Anything else: a model change, a file ledger, a changed system prompt.
@@ -62,6 +64,7 @@ impl StepKind {
             StepKind::Compaction => "compaction",
             StepKind::RequestEnd => "request end",
             StepKind::RolledBack => "rolled back",
+            StepKind::Resumed => "resumed",
             StepKind::Clear => "clear",
             StepKind::Other => "other",
         }
@@ -148,6 +151,9 @@ fn describe<'a>(records: impl Iterator<Item = &'a SessionRecord> + Clone) -> (St
         )
     }) {
         return (StepKind::RolledBack, String::new());
+    }
+    if has(|r| matches!(r, SessionRecord::RequestResuming)) {
+        return (StepKind::Resumed, "after the agent failed".to_string());
     }
     let user = last_of(Role::User).map(|m| excerpt(&m.text()));
     let compacted = has(|r| matches!(r, SessionRecord::Compaction(_)));

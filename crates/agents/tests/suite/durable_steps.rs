@@ -22,9 +22,9 @@ struct RunArgs {
 }
 
 /// What the `run` tool ran, one entry per run.
-type Runs = Arc<std::sync::Mutex<Vec<String>>>;
+pub(super) type Runs = Arc<std::sync::Mutex<Vec<String>>>;
 
-fn run_tool(runs: &Runs) -> ToolRegistry {
+pub(super) fn run_tool(runs: &Runs) -> ToolRegistry {
     let runs = runs.clone();
     let mut tools = ToolRegistry::new();
     tools
@@ -48,7 +48,7 @@ fn script() -> Vec<ScriptedReply> {
     ]
 }
 
-async fn team() -> Team {
+pub(super) async fn team() -> Team {
     let config = TeamConfig {
         shutdown_grace: Duration::from_millis(200),
         ..TeamConfig::default()
@@ -56,14 +56,14 @@ async fn team() -> Team {
     Team::start(config).await.unwrap()
 }
 
-fn spec(model: Arc<ScriptedModel>, runs: &Runs, log: &Path) -> AgentSpec {
+pub(super) fn spec(model: Arc<ScriptedModel>, runs: &Runs, log: &Path) -> AgentSpec {
     AgentSpec::new("coder", model)
         .tools(run_tool(runs))
         .session(log)
 }
 
 /// The records of the log at `path`, in order.
-fn records(path: &Path) -> Vec<SessionRecord> {
+pub(super) fn records(path: &Path) -> Vec<SessionRecord> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

@@ -12,6 +12,7 @@ mod compression_local;
 mod compressor_abandoned;
 mod compressor_schedule;
 mod durable_steps;
+mod durable_steps_restart;
 mod llm_agent;
 mod model_anthropic;
 mod model_anthropic_live;

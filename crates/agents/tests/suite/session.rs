@@ -399,6 +399,10 @@ async fn a_restarted_agent_keeps_its_session_and_a_second_owner_is_refused() {
     // A panic restarts the agent in this process: it must not lock itself out of its own log.
     let failed = team1.ask("coder", "boom").await.unwrap_err().to_string();
     assert!(failed.contains("restarted"), "{failed}");
+    // The rebuilt agent resumes the request in flight once (durable steps): the model blows up
+    // again, so the request is rolled back and never resumed a second time.
+    let resumed = team1.agent::<LlmAgent>("coder").resume_request().await;
+    assert!(!matches!(resumed, Ok(Some(Ok(_)))), "{resumed:?}");
     assert_eq!(team1.ask("coder", "second").await.unwrap(), "two");
     let after = team1.checkpoint("coder").unwrap();
     team1.shutdown().await;
