@@ -20,12 +20,12 @@ async fn the_controls_example_prints_every_step() {
     let approval = step("approval: ");
     assert!(
         // Shown as the tool will read them (#41: what is approved is what runs).
-        approval.contains(r#"shell {"command":"rm build.log"} (ops:call_1): approved"#),
+        approval.contains(r#"shell {"command":"rm build.log"} (ops:call_1#1): approved"#),
         "{approval}"
     );
     assert!(approval.contains("build.log gone: true"), "{approval}");
     assert!(
-        approval.contains(r#"shell {"command":"rm -r src"} (ops:call_2): denied"#),
+        approval.contains(r#"shell {"command":"rm -r src"} (ops:call_2#2): denied"#),
         "{approval}"
     );
     // The model was told why, and the denied command never ran.

@@ -31,7 +31,7 @@ const EXAMPLES: [(&str, &[&str]); 11] = [
     (
         "controls",
         &[
-            r#"shell {"command":"rm build.log"} (ops:call_1): approved"#,
+            r#"shell {"command":"rm build.log"} (ops:call_1#1): approved"#,
             "BudgetExceeded: spent ",
             ": pinned and byte-identical (",
             "rate limit: ops, auditor and coder called one endpoint under one limit",

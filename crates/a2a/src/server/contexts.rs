@@ -85,14 +85,23 @@ pub(crate) struct Lease {
     held: Option<(Arc<Mutex<State>>, Key)>,
 }
 
-impl Drop for Lease {
-    fn drop(&mut self) {
+impl Lease {
+    /// The task is over: its agent is idle again (once; dropping the lease does the same).
+    /// A worker releases before it tells the caller the task ended, so that the caller's next
+    /// message — another context, at the cap of live ones — finds the agent idle.
+    pub(crate) fn release(&mut self) {
         if let Some((state, key)) = self.held.take()
             && let Some(live) = lock(&state).live.get_mut(&key)
         {
             live.running = live.running.saturating_sub(1);
             live.last_used = Instant::now();
         }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -606,6 +606,9 @@ impl Worker {
             }
         };
         drop(stream);
+        // The context's agent is free before the caller hears the task ended (a next message
+        // in another context, at the cap of live ones, must not find it still working).
+        self.lease.release();
         match end {
             End::Answer(answer) => {
                 self.answer(answer);
