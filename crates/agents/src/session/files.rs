@@ -1,7 +1,7 @@
 //! The file-system side of a log: opening only regular files, and creating directories durably.
 
 use std::fs::{File, OpenOptions};
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::error::SessionError;
@@ -140,4 +140,17 @@ fn sync_dir(dir: &Path) -> Result<(), SessionError> {
     #[cfg(not(unix))]
     let _ = dir;
     Ok(())
+}
+
+/// The whole of the regular file at `path` (a FIFO, device or directory refused unread, as
+/// [`open_regular`] does): what loading and listing a log read.
+pub(super) fn read_regular(path: &Path) -> Result<Vec<u8>, SessionError> {
+    let mut bytes = Vec::new();
+    open_regular(path, OpenOptions::new().read(true))?
+        .read_to_end(&mut bytes)
+        .map_err(|source| SessionError::Io {
+            path: path.to_path_buf(),
+            cause: source,
+        })?;
+    Ok(bytes)
 }

@@ -1,11 +1,9 @@
 //! Reading a log: which records are committed, and what they restore.
 
-use std::fs::OpenOptions;
-use std::io::Read;
 use std::path::Path;
 
 use super::error::SessionError;
-use super::files::open_regular;
+use super::files::read_regular;
 use super::records::{SESSION_FORMAT_VERSION, Session, SessionRecord};
 use super::replay::Replayer;
 
@@ -124,12 +122,6 @@ pub(super) fn scan_commits(
 /// another shape; [`SessionError::Invalid`] naming the line when the committed records do not
 /// form a valid conversation.
 pub fn load(path: &Path) -> Result<Session, SessionError> {
-    let mut bytes = Vec::new();
-    open_regular(path, OpenOptions::new().read(true))?
-        .read_to_end(&mut bytes)
-        .map_err(|source| SessionError::Io {
-            path: path.to_path_buf(),
-            cause: source,
-        })?;
+    let bytes = read_regular(path)?;
     Ok(scan(path, &bytes)?.session)
 }

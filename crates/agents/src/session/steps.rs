@@ -7,14 +7,12 @@
 //! (format 1, or an agent with [`crate::AgentSpec::request_commits_only`]) shows each request
 //! whole.
 
-use std::fs::OpenOptions;
-use std::io::Read;
 use std::path::Path;
 
 use troupe_protocol::{ChatMessage, Role};
 
 use super::error::SessionError;
-use super::files::open_regular;
+use super::files::read_regular;
 use super::records::{RequestOutcome, SessionRecord};
 use super::scan::{Scan, scan_commits};
 
@@ -91,13 +89,7 @@ pub struct Step {
 /// # Errors
 /// As [`super::load`]: the log must load to be listed.
 pub fn steps(path: &Path) -> Result<Vec<Step>, SessionError> {
-    let mut bytes = Vec::new();
-    open_regular(path, OpenOptions::new().read(true))?
-        .read_to_end(&mut bytes)
-        .map_err(|source| SessionError::Io {
-            path: path.to_path_buf(),
-            cause: source,
-        })?;
+    let bytes = read_regular(path)?;
     Ok(steps_of(path, &bytes)?.0)
 }
 
