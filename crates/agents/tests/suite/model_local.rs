@@ -16,7 +16,9 @@ use super::support::local::{LIGHTHOUSE, engine, model, serial};
 
 #[tokio::test]
 async fn model_local_summarises_a_paragraph_in_one_sentence() {
-    let model = model().await;
+    // Its words are checked: on the serial engine the greedy answer does not depend on which
+    // other tests' sequences share a batch (on the shared one it once came out two sentences).
+    let model = serial().await;
     let words = LIGHTHOUSE.split_whitespace().count();
     assert!(
         (250..=350).contains(&words),
