@@ -8,19 +8,18 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt as _;
 use tokio::sync::{broadcast, oneshot};
 use troupe_protocol::sync::lock;
-use troupe_protocol::{ApprovalDecision, ApprovalId, Event, TraceContext};
+use troupe_protocol::{ApprovalDecision, ApprovalId, TraceContext};
 use troupe_runtime::approval::Approvals;
-use troupe_runtime::{AgentRequest, AskItem, AskStream};
+use troupe_runtime::{AgentRequest, AskStream};
 
 use crate::ids::new_id;
-use crate::server::contexts::{ContextRefusal, Conversations, Lease};
+use crate::server::contexts::{ContextRefusal, Conversations};
 use crate::server::journal::{JournalLine, TaskJournal};
+use crate::server::worker::Worker;
 use crate::wire::{
-    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
-    TaskStatus, TaskStatusUpdateEvent,
+    Message, Role, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
 };
 
 /// How the server asks the team's agents: `Team::stream_asker`, the team's one ask road.
@@ -30,8 +29,6 @@ pub(crate) type Asker = Arc<dyn Fn(&str, AgentRequest) -> AskStream + Send + Syn
 pub(crate) const MAX_TASKS: usize = 1000;
 /// How many events a streaming caller may fall behind.
 pub(crate) const EVENT_ROOM: usize = 1024;
-/// The artifact every answer is written to.
-const ANSWER_ARTIFACT: &str = "answer";
 
 struct Entry {
     agent: String,
@@ -263,7 +260,7 @@ impl TaskStore {
     }
 
     /// A tool call of the task's request waits for approval: the task asks its caller.
-    fn request_approval(&self, id: &str, approval: ApprovalId, question: String) {
+    pub(super) fn request_approval(&self, id: &str, approval: ApprovalId, question: String) {
         let mut inner = lock(&self.inner);
         let Some(entry) = inner.tasks.get_mut(id) else {
             return;
@@ -282,7 +279,7 @@ impl TaskStore {
 
     /// The task's agent is paused by a spent budget (`budget`, in words): the task asks its
     /// caller to wait for the operator — a caller cannot raise the operator's budget.
-    fn pause(&self, id: &str, agent: &str, budget: String) {
+    pub(super) fn pause(&self, id: &str, agent: &str, budget: String) {
         let mut inner = lock(&self.inner);
         let Some(entry) = inner.tasks.get_mut(id) else {
             return;
@@ -302,7 +299,7 @@ impl TaskStore {
     }
 
     /// The task's agent went on after a budget pause (the operator raised it): it works again.
-    fn resume(&self, id: &str) {
+    pub(super) fn resume(&self, id: &str) {
         let mut inner = lock(&self.inner);
         let Some(entry) = inner.tasks.get_mut(id) else {
             return;
@@ -402,7 +399,11 @@ impl TaskStore {
 
     /// Change a task and tell its streams, in one step (a subscriber sees the task before or
     /// after an event, never in between).
-    fn update(&self, id: &str, change: impl FnOnce(&mut Task) -> Option<StreamResponse>) {
+    pub(super) fn update(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut Task) -> Option<StreamResponse>,
+    ) {
         let mut inner = lock(&self.inner);
         let Some(entry) = inner.tasks.get_mut(id) else {
             return;
@@ -416,7 +417,7 @@ impl TaskStore {
     }
 
     /// The task is over: its events close.
-    fn finish(&self, id: &str) {
+    pub(super) fn finish(&self, id: &str) {
         let finished = {
             let mut inner = lock(&self.inner);
             let Some(entry) = inner.tasks.get_mut(id) else {
@@ -456,7 +457,11 @@ fn still_paused(
 }
 
 /// A status update of `task` to `state`, with the agent's `text`.
-fn status_update(task: &Task, state: TaskState, text: Option<&str>) -> TaskStatusUpdateEvent {
+pub(super) fn status_update(
+    task: &Task,
+    state: TaskState,
+    text: Option<&str>,
+) -> TaskStatusUpdateEvent {
     let message = text.map(|t| Message {
         context_id: Some(task.context_id.clone()),
         task_id: Some(task.id.clone()),
@@ -474,7 +479,7 @@ fn status_update(task: &Task, state: TaskState, text: Option<&str>) -> TaskStatu
 }
 
 /// `update` applied to its task: the status, and its message in the history.
-fn apply_status(task: &mut Task, update: &TaskStatusUpdateEvent) {
+pub(super) fn apply_status(task: &mut Task, update: &TaskStatusUpdateEvent) {
     task.status = update.status.clone();
     if let Some(message) = &update.status.message {
         task.history.push(message.clone());
@@ -536,175 +541,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
     (year, month, day)
-}
-
-/// Runs one task: the agent's request, its text as artifact chunks, its end as the status.
-struct Worker {
-    store: TaskStore,
-    task_id: String,
-    context_id: String,
-    /// The served agent (what the caller addressed, and what its questions name).
-    agent: String,
-    /// The agent asked: the context's own, held until the task ends.
-    lease: Lease,
-    /// The text streamed so far (the agent's deltas).
-    streamed: String,
-    /// Its agent is paused by a budget.
-    paused: bool,
-}
-
-impl Worker {
-    async fn run(mut self, mut stream: AskStream, cancelled: oneshot::Receiver<()>) {
-        self.status(TaskState::Working, None);
-        let mut cancelled = std::pin::pin!(cancelled);
-        let end = loop {
-            let item = tokio::select! {
-                item = stream.next() => item,
-                // Dropping the stream (below) abandons the request: the agent stops and rolls
-                // its conversation back.
-                Ok(()) = &mut cancelled => break End::Cancelled,
-            };
-            match item {
-                Some(Ok(AskItem::Event(Event::ModelDelta { agent, text })))
-                    if agent == self.lease.agent =>
-                {
-                    self.delta(text);
-                }
-                Some(Ok(AskItem::Event(Event::ApprovalRequested {
-                    id,
-                    agent,
-                    tool,
-                    arguments,
-                }))) => {
-                    let agent = self.shown(agent);
-                    let question = format!(
-                        "`{agent}` asks to run `{tool}` with {arguments}: answer `yes` to run it, or anything else to refuse it (your words are the reason its model sees)"
-                    );
-                    self.store.request_approval(&self.task_id, id, question);
-                }
-                // The caller is asked to wait: only the operator can raise the budget.
-                Some(Ok(AskItem::Event(Event::BudgetPaused { agent, exceeded }))) => {
-                    let agent = self.shown(agent);
-                    let budget = format!(
-                        "its {} budget (spent {}; limit {})",
-                        exceeded.scope, exceeded.spent, exceeded.limit
-                    );
-                    self.paused = true;
-                    self.store.pause(&self.task_id, &agent, budget);
-                }
-                // Anything else the paused agent does means it went on: the budget was raised.
-                Some(Ok(AskItem::Event(event))) => {
-                    if self.paused && event.agent() == self.lease.agent {
-                        self.paused = false;
-                        self.store.resume(&self.task_id);
-                    }
-                }
-                Some(Ok(AskItem::Answer(answer))) => break End::Answer(answer),
-                Some(Ok(_)) => {}
-                Some(Err(e)) => break End::Failed(e.to_string()),
-                None => break End::Failed("the agent's request ended without an answer".into()),
-            }
-        };
-        drop(stream);
-        // The context's agent is free before the caller hears the task ended (a next message
-        // in another context, at the cap of live ones, must not find it still working).
-        self.lease.release();
-        match end {
-            End::Answer(answer) => {
-                self.answer(answer);
-                self.status(TaskState::Completed, None);
-            }
-            End::Cancelled => self.status(TaskState::Canceled, Some("cancelled by the caller")),
-            End::Failed(reason) => self.status(TaskState::Failed, Some(&reason)),
-        }
-        self.store.finish(&self.task_id);
-    }
-
-    /// An agent's name as the caller knows it: the context's own agent is the served one.
-    fn shown(&self, agent: String) -> String {
-        if agent == self.lease.agent {
-            self.agent.clone()
-        } else {
-            agent
-        }
-    }
-
-    fn status(&self, state: TaskState, text: Option<&str>) {
-        let text = text.map(str::to_string);
-        self.store.update(&self.task_id, move |task| {
-            let update = status_update(task, state, text.as_deref());
-            apply_status(task, &update);
-            Some(StreamResponse::StatusUpdate(update))
-        });
-    }
-
-    /// A piece of the answer as it is generated: appended to the answer artifact.
-    fn delta(&mut self, text: String) {
-        let append = !self.streamed.is_empty();
-        self.streamed.push_str(&text);
-        let streamed = self.streamed.clone();
-        let event = self.artifact_event(text, append, false);
-        self.store.update(&self.task_id, move |task| {
-            task.artifacts = vec![answer_artifact(streamed)];
-            Some(event)
-        });
-    }
-
-    /// The answer: the artifact's final text. Streamed readers get only what the deltas did not
-    /// already give them — nothing when they match, the whole answer again (replacing the
-    /// artifact) when the deltas were not the answer (a turn that called tools first).
-    fn answer(&mut self, answer: String) {
-        let event = if self.streamed.is_empty() {
-            Some(self.artifact_event(answer.clone(), false, true))
-        } else if self.streamed == answer {
-            Some(self.artifact_event(String::new(), true, true))
-        } else {
-            Some(self.artifact_event(answer.clone(), false, true))
-        };
-        let (task_id, context_id) = (self.task_id.clone(), self.context_id.clone());
-        self.store.update(&self.task_id, move |task| {
-            task.artifacts = vec![answer_artifact(answer.clone())];
-            task.history.push(Message {
-                context_id: Some(context_id),
-                task_id: Some(task_id),
-                ..Message::text(Role::Agent, answer)
-            });
-            event
-        });
-    }
-
-    fn artifact_event(&self, text: String, append: bool, last_chunk: bool) -> StreamResponse {
-        let parts = if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![Part::text(text)]
-        };
-        StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-            task_id: self.task_id.clone(),
-            context_id: self.context_id.clone(),
-            artifact: Artifact {
-                artifact_id: ANSWER_ARTIFACT.into(),
-                name: Some(ANSWER_ARTIFACT.into()),
-                parts,
-            },
-            append,
-            last_chunk,
-        })
-    }
-}
-
-fn answer_artifact(text: String) -> Artifact {
-    Artifact {
-        artifact_id: ANSWER_ARTIFACT.into(),
-        name: Some(ANSWER_ARTIFACT.into()),
-        parts: vec![Part::text(text)],
-    }
-}
-
-enum End {
-    Answer(String),
-    Cancelled,
-    Failed(String),
 }
 
 #[cfg(test)]
