@@ -729,3 +729,64 @@ async fn an_old_pause_record_without_an_approval_id_is_asked_under_a_fresh_one()
     assert_eq!(*runs.lock().unwrap(), vec!["rm a".to_string()]);
     team2.shutdown().await;
 }
+
+/// A hostile or careless model gives two calls of one answer the same id (`call_0` twice): each
+/// asking has an id of its own, an answer decides only the call it names, and what runs is
+/// exactly what was approved.
+#[tokio::test]
+async fn two_calls_of_one_answer_under_one_model_id_are_asked_and_decided_apart() {
+    use troupe_protocol::{ChatMessage, ChatResponse, FinishReason, ToolCall, Usage};
+    let runs = Runs::default();
+    let both = ChatResponse {
+        message: ChatMessage::assistant_tool_calls(
+            None,
+            vec![
+                ToolCall::new("call_0", "run", r#"{"command": "rm a"}"#),
+                ToolCall::new("call_0", "run", r#"{"command": "rm b"}"#),
+            ],
+        ),
+        usage: Usage::default(),
+        finish_reason: FinishReason::ToolCalls,
+    };
+    let done = ChatResponse {
+        message: ChatMessage::assistant("done"),
+        usage: Usage::default(),
+        finish_reason: FinishReason::Stop,
+    };
+    let model = Arc::new(ReusesCallIds {
+        answers: std::sync::Mutex::new([both, done].into_iter().collect()),
+    });
+    let team = team().await;
+    let spec = AgentSpec::new("coder", model)
+        .tools(tools(&runs, false))
+        .approval(ask_rm());
+    spawn_agent(&team, spec).await.unwrap();
+    let mut events = team.subscribe();
+    let directory = team.directory().clone();
+    let asking = tokio::spawn(async move {
+        let request = troupe_runtime::AgentRequest::from_user("clean up");
+        directory
+            .ask("coder", request, Duration::from_secs(60))
+            .await
+    });
+    let answer = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut asked = Vec::new();
+        while asked.len() < 2 {
+            let (id, arguments) = requested(&mut events).await;
+            if arguments.contains("rm a") {
+                team.approve(&id).unwrap();
+            } else {
+                team.deny(&id, "not b").unwrap();
+            }
+            assert!(!asked.contains(&id), "one id per asking: {id} twice");
+            asked.push(id);
+        }
+        asking.await.unwrap()
+    })
+    .await;
+    assert_eq!(answer.expect("both asked and decided").unwrap(), "done");
+    let ran = runs.lock().unwrap().clone();
+    assert_eq!(ran.len(), 1, "only the approved call ran: {ran:?}");
+    assert!(ran[0].contains("rm a"), "{ran:?}");
+    team.shutdown().await;
+}
