@@ -14,12 +14,12 @@ use super::support::chat_server::ChatServer;
 #[test]
 fn a_background_compaction_shows_in_context_and_is_told_once_it_lands() {
     let filler = "the quick brown fox jumps over the lazy dog ".repeat(100);
-    // The compressor's tool loop is the only caller that offers its four tools: its first
-    // call is held, so the job stays in flight.
+    // The compressor's tool loop is the only caller that offers its four tools: its calls are
+    // held until the test releases them (at most 60 s), so the job stays in flight.
     let server = ChatServer::start_holding(
         Arc::new(move |n| format!("reply {n}: {filler}")),
         "get_compression_metadata",
-        Duration::from_secs(6),
+        Duration::from_secs(60),
     );
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &server.url);
@@ -52,15 +52,16 @@ fn a_background_compaction_shows_in_context_and_is_told_once_it_lands() {
         printed.contains("compacting in the background:"),
         "{printed}"
     );
-    // Once the held call is answered the job finishes; the next turn boundary takes it in.
-    std::thread::sleep(Duration::from_secs(7));
+    // Once the held call is answered the job finishes; a turn boundary after that takes it in.
+    server.release_held();
     let mut told = String::new();
-    for extra in 1..=3 {
+    for extra in 1..=40 {
         live.send(format!("after {extra}").as_bytes());
         told = live.wait_for("> ");
         if told.contains("[compacted in the background") {
             break;
         }
+        std::thread::sleep(Duration::from_millis(250));
     }
     assert!(told.contains("[compacted in the background"), "{told}");
     assert!(!told.contains("[compacting"), "{told}");

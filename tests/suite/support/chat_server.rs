@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use serde_json::{Value, json};
 
@@ -13,7 +13,11 @@ use serde_json::{Value, json};
 pub(crate) struct ChatServer {
     pub(crate) url: String,
     requests: Arc<Mutex<Vec<Value>>>,
+    held: Gate,
 }
+
+/// Held requests wait on this until it opens ([`ChatServer::release_held`]) or their delay ends.
+type Gate = Arc<(Mutex<bool>, Condvar)>;
 
 /// What a [`ChatServer`] answers to its `n`-th request (from 1).
 pub(crate) type Reply = Arc<dyn Fn(usize) -> String + Send + Sync>;
@@ -61,7 +65,7 @@ impl ChatServer {
     }
 
     /// A server that answers its `n`-th request with `reply(n)`, a request mentioning `hold`
-    /// only after `delay`.
+    /// only after `delay` or once [`ChatServer::release_held`] is called, whichever is first.
     pub(crate) fn start_holding(
         reply: Reply,
         hold: &'static str,
@@ -71,25 +75,40 @@ impl ChatServer {
         let url = format!("http://{}/v1", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = requests.clone();
+        let held: Gate = Arc::default();
+        let gate = held.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
                 let seen = seen.clone();
                 let reply = reply.clone();
+                let gate = gate.clone();
                 std::thread::spawn(move || {
-                    Self::answer(&mut stream, &seen, &reply, (hold, delay));
+                    Self::answer(&mut stream, &seen, &reply, (hold, delay, &gate));
                 });
             }
         });
-        ChatServer { url, requests }
+        ChatServer {
+            url,
+            requests,
+            held,
+        }
     }
 
-    /// Answer one request with `reply(N)`; a request mentioning `hold` is answered after `delay`.
+    /// Answers the held requests now, and every later one mentioning the held text at once.
+    pub(crate) fn release_held(&self) {
+        let (released, wake) = &*self.held;
+        *released.lock().unwrap() = true;
+        wake.notify_all();
+    }
+
+    /// Answer one request with `reply(N)`; a request mentioning `hold` is answered after `delay`
+    /// or when the gate opens.
     fn answer(
         stream: &mut TcpStream,
         seen: &Mutex<Vec<Value>>,
         reply: &Reply,
-        (hold, delay): (&str, std::time::Duration),
+        (hold, delay, gate): (&str, std::time::Duration, &Gate),
     ) {
         let Some(request) = read_request(stream) else {
             return;
@@ -101,7 +120,11 @@ impl ChatServer {
             seen.len()
         };
         if slow {
-            std::thread::sleep(delay);
+            let (released, wake) = &**gate;
+            let guard = released.lock().unwrap();
+            let _ = wake
+                .wait_timeout_while(guard, delay, |released| !*released)
+                .unwrap();
         }
         let body = json!({
             "id": format!("chatcmpl-{n}"),
