@@ -14,6 +14,7 @@ mod contexts;
 mod journal;
 mod rpc;
 mod tasks;
+mod timestamp;
 mod worker;
 
 use std::collections::HashMap;
