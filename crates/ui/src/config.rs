@@ -4,7 +4,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 
 use troupe_models::RateLimitedModel;
 
-use crate::view::Marks;
+use crate::agent_view::Marks;
 
 /// How the live view is served.
 #[derive(Clone)]

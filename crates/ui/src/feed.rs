@@ -177,7 +177,7 @@ mod tests {
     use troupe_protocol::{Event, EventRecord};
 
     use super::*;
-    use crate::view::Marks;
+    use crate::agent_view::Marks;
 
     fn record(seq: u64) -> EventRecord {
         EventRecord {

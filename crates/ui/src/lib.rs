@@ -13,6 +13,7 @@
 //! output is hostile input.
 
 mod actions;
+mod agent_view;
 mod budgets;
 mod config;
 mod conversation;
@@ -32,10 +33,10 @@ mod token;
 mod view;
 mod waterfall;
 
+pub use agent_view::{AgentState, Marks};
 pub use config::UiConfig;
 pub use error::UiError;
 pub use live::serve;
 pub use offline::serve_trace;
 pub use server::UiServer;
 pub use session::serve_session;
-pub use view::{AgentState, Marks};
