@@ -9,9 +9,9 @@
 //! ```
 //!
 //! 1. The example starts an A2A agent, `weather`: here a troupe agent served by a team of its own
-//!    (`troupe_a2a::serve`), but any A2A 1.0 agent — one written with the official a2a-sdk, ADK,
+//!    (`troupe::a2a::serve`), but any A2A 1.0 agent — one written with the official a2a-sdk, ADK,
 //!    LangGraph — is reached the same way, by its base URL.
-//! 2. Team one's `coordinator` has `weather` as a teammate (`troupe_a2a::join_team` reads its
+//! 2. Team one's `coordinator` has `weather` as a teammate (`troupe::a2a::join_team` reads its
 //!    card): it asks it through its `ask_agent` tool like any teammate, and the remote agent's
 //!    text streams into the request's events under its name.
 //! 3. Team one's coordinator is served over A2A in turn; team two joins it as `trip-planner` and
@@ -24,13 +24,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use futures::StreamExt as _;
+use troupe::a2a::{A2aRemote, A2aServeConfig, ServedAgent, ServerAuth, join_team, serve};
 use troupe::agents::compression::CompressionConfig;
 use troupe::agents::shared_counter;
 use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::runtime::AskItem;
 use troupe::{AgentSpec, ChatModel, Event, Team, TeamConfig};
-use troupe_a2a::{A2aRemote, A2aServeConfig, ServedAgent, join_team, serve};
 
 const QUESTION: &str = "I am going to Lisbon tomorrow. What should I pack?";
 
@@ -87,9 +87,17 @@ async fn main() -> anyhow::Result<()> {
     let weather_agent = ServedAgent::from_team(&weather_team, "weather")
         .await
         .ok_or_else(|| anyhow::anyhow!("the weather team has no `weather`"))?;
+    // Every A2A server takes a key: here one made for the run, handed to team one's client
+    // through the process's credentials (as a key from the environment would be).
+    let weather_key = ServerAuth::random_key()?;
+    troupe::host::credentials::keep("WEATHER_A2A_KEY", &weather_key);
     let weather_server = serve(
         &weather_team,
-        A2aServeConfig::new(loopback(), vec![weather_agent]),
+        A2aServeConfig::new(
+            loopback(),
+            vec![weather_agent],
+            ServerAuth::bearer("team-one", weather_key),
+        ),
     )
     .await?;
     println!(
@@ -115,7 +123,7 @@ async fn main() -> anyhow::Result<()> {
     let card = join_team(
         &team_one,
         "weather",
-        &A2aRemote::new(weather_server.agent_url("weather")),
+        &A2aRemote::new(weather_server.agent_url("weather")).key_env("WEATHER_A2A_KEY"),
     )
     .await?;
     println!(
@@ -148,16 +156,22 @@ async fn main() -> anyhow::Result<()> {
     let coordinator_agent = ServedAgent::from_team(&team_one, "coordinator")
         .await
         .ok_or_else(|| anyhow::anyhow!("team one has no `coordinator`"))?;
+    let team_one_key = ServerAuth::random_key()?;
+    troupe::host::credentials::keep("TEAM_ONE_A2A_KEY", &team_one_key);
     let team_one_server = serve(
         &team_one,
-        A2aServeConfig::new(loopback(), vec![coordinator_agent]),
+        A2aServeConfig::new(
+            loopback(),
+            vec![coordinator_agent],
+            ServerAuth::bearer("team-two", team_one_key),
+        ),
     )
     .await?;
     let team_two = Team::start(TeamConfig::default()).await?;
     join_team(
         &team_two,
         "trip-planner",
-        &A2aRemote::new(team_one_server.agent_url("coordinator")),
+        &A2aRemote::new(team_one_server.agent_url("coordinator")).key_env("TEAM_ONE_A2A_KEY"),
     )
     .await?;
     println!("\nteam two asks trip-planner (team one's coordinator, over A2A): {QUESTION}");

@@ -41,12 +41,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use tokio::sync::broadcast;
-use troupe::agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
 use troupe::agents::compression::hooks::{
     AfterCompaction, BeforeCompaction, CompactionHooks, HookVerdict,
 };
 use troupe::agents::compression::{CompressionConfig, CompressorModel};
-use troupe::agents::session::load;
 use troupe::agents::spend::AgentBudget;
 use troupe::agents::{CompactionSettings, LlmAgent, WorkAhead};
 use troupe::compaction::ContextPolicy;
@@ -57,6 +55,8 @@ use troupe::protocol::CompactTrigger;
 use troupe::protocol::Role;
 use troupe::protocol::SpendLimit;
 use troupe::runtime::AgentError;
+use troupe::session::load;
+use troupe::tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
 use troupe::tools::builtin::{ShellConfig, shell_tool};
 use troupe::{AgentSpec, AskError, ChatMessage, Event, EventRecord, Team, ToolRegistry};
 

@@ -49,6 +49,7 @@ impl AgentBehavior for Coordinator {
                 text: text.into(),
                 trace: request.trace.child(),
                 response_format: None,
+                request_id: None,
             };
             ctx.directory.ask(to, hop, Duration::from_secs(300))
         };

@@ -1,5 +1,5 @@
 //! An agent reads one source file after another from this repository (`crates/`) until its
-//! conversation nears the context budget, and compaction shrinks it. Prints the tokens before and
+//! conversation nears its usable window, and compaction shrinks it. Prints the tokens before and
 //! after every compaction, whether its result landed in the conversation, and the summary that
 //! replaced older messages when one did.
 //!

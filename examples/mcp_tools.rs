@@ -30,11 +30,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail, ensure};
 use tokio::process::Command;
+use troupe::mcp::{McpServerConfig, RegisterMcp};
 use troupe::models::{ScriptedModel, ScriptedReply};
 use troupe::prelude::*;
 use troupe::protocol::Role;
 use troupe::{AgentSpec, Team, ToolRegistry};
-use troupe_mcp::{McpServerConfig, RegisterMcp};
 
 /// The npm reference server and the version `.ci/run` pins (`MCP_EVERYTHING_VERSION`).
 const EVERYTHING_PACKAGE: &str = "@modelcontextprotocol/server-everything";

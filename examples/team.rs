@@ -47,6 +47,7 @@ impl AgentBehavior for Delegator {
                 text: text.into(),
                 trace: request.trace.child(),
                 response_format: None,
+                request_id: None,
             };
             ctx.directory.ask(to, hop, Duration::from_secs(300))
         };
@@ -68,6 +69,52 @@ impl AgentBehavior for Delegator {
 
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint::default()
+    }
+}
+
+/// Each agent's streamed text, printed a whole line at a time as `agent> line`: a line when the
+/// model ends one, the rest when its call finishes. Agents that generate together then read as
+/// one line each instead of their tokens interleaved.
+#[derive(Default)]
+struct AgentLines {
+    /// Per agent, the text of the line it is writing (in the order they began speaking).
+    open: Vec<(String, String)>,
+}
+
+impl AgentLines {
+    fn delta(&mut self, agent: &str, text: &str) {
+        let at = match self.open.iter().position(|(name, _)| name == agent) {
+            Some(at) => at,
+            None => {
+                self.open.push((agent.to_string(), String::new()));
+                self.open.len() - 1
+            }
+        };
+        let line = &mut self.open[at].1;
+        line.push_str(text);
+        while let Some(end) = line.find('\n') {
+            let done: String = line.drain(..=end).collect();
+            print_line(agent, done.trim_end());
+        }
+    }
+
+    fn finish(&mut self, agent: &str) {
+        if let Some(at) = self.open.iter().position(|(name, _)| name == agent) {
+            let (name, rest) = self.open.remove(at);
+            print_line(&name, &rest);
+        }
+    }
+
+    fn finish_all(&mut self) {
+        for (name, rest) in std::mem::take(&mut self.open) {
+            print_line(&name, &rest);
+        }
+    }
+}
+
+fn print_line(agent: &str, line: &str) {
+    if !line.trim().is_empty() {
+        println!("{agent}> {}", line.trim_start());
     }
 }
 
@@ -148,7 +195,7 @@ async fn main() -> anyhow::Result<()> {
     let mut events = team.subscribe();
     // `--ui`: the team's live view in the browser, open until Enter once the answer is in.
     let view = if std::env::args().any(|a| a == "--ui") {
-        Some(troupe_ui::serve(&team, troupe_ui::UiConfig::default()).await?)
+        Some(troupe::ui::serve(&team, troupe::ui::UiConfig::default()).await?)
     } else {
         None
     };
@@ -158,25 +205,18 @@ async fn main() -> anyhow::Result<()> {
     }
 
     println!("task: {TASK}\n");
-    // Streamed: every agent's text as its model generates it, under its name (the workers run
-    // concurrently, so their lines interleave), tool calls as they start, then the answer.
+    // Streamed: every agent's text as its model generates it, a whole line at a time under the
+    // agent's name (the workers generate together, so their words would interleave token by
+    // token on one line), tool calls as they start, then the answer.
     let mut stream = team.ask_stream("coordinator", TASK);
-    let mut speaking: Option<String> = None;
+    let mut lines = AgentLines::default();
     let mut answer = None;
     while let Some(item) = stream.next().await {
         match item {
-            Ok(AskItem::Event(Event::ModelDelta { agent, text })) => {
-                if speaking.as_deref() != Some(agent.as_str()) {
-                    print!("{}{agent}> ", if speaking.is_some() { "\n" } else { "" });
-                    speaking = Some(agent);
-                }
-                print!("{text}");
-                std::io::Write::flush(&mut std::io::stdout())?;
-            }
+            Ok(AskItem::Event(Event::ModelDelta { agent, text })) => lines.delta(&agent, &text),
+            Ok(AskItem::Event(Event::ModelCallFinished { agent, .. })) => lines.finish(&agent),
             Ok(AskItem::Event(Event::ToolCallStarted { agent, tool, .. })) => {
-                if speaking.take().is_some() {
-                    println!();
-                }
+                lines.finish(&agent);
                 println!("{agent}: [{tool}]");
             }
             Ok(AskItem::Answer(text)) => answer = Some(Ok(text)),
@@ -184,9 +224,8 @@ async fn main() -> anyhow::Result<()> {
             Err(e) => answer = Some(Err(e)),
         }
     }
-    if speaking.is_some() {
-        println!("\n");
-    }
+    lines.finish_all();
+    println!();
     if view.is_some() {
         println!("(the view stays open: press Enter to end)");
         std::io::stdin().read_line(&mut String::new())?;

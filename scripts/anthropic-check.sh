@@ -3,11 +3,12 @@
 # API: LiteLLM's proxy (PyPI, pinned), serving `/v1/messages` on 127.0.0.1 in front of a local
 # OpenAI-compatible llama.cpp server running the local model (SmolLM2-135M). Installs LiteLLM
 # into a cached venv, starts both servers on free loopback ports, runs the live provider tests
-# (crates/agents/tests/suite/model_anthropic_live.rs: a streamed answer with usage, a tool call
+# (crates/models/tests/suite/model_anthropic_live.rs: a streamed answer with usage, a tool call
 # round trip), and stops both servers on any exit.
 #
 #   LLAMA_SERVER=/path/to/llama-server scripts/anthropic-check.sh
 #   LLAMA_CPP_DIR=…/vendor/llama.cpp scripts/anthropic-check.sh   # builds llama-server once
+#   (scripts/llama-server-path.sh: the one build, portable, shared with the stall evaluation)
 #
 # llama-server: the llama-cpp-python sdist from PyPI vendors the whole llama.cpp tree, server
 # included (see scripts/stall-llama-server.sh for the build). TROUPE_MODEL picks another GGUF;
@@ -18,7 +19,10 @@ cd "$(dirname "$0")/.."
 LITELLM_VERSION=1.77.7
 CACHE="${TROUPE_CI_CACHE:-$HOME/.cache/troupe-ci}"
 VENV="$CACHE/litellm-venv"
-if [ ! -x "$VENV/bin/litellm" ] || ! "$VENV/bin/pip" show litellm 2>/dev/null | grep -qx "Version: $LITELLM_VERSION"; then
+# Read whole before matching: under pipefail, `pip show | grep -q` fails when grep stops reading
+# early (pip gets SIGPIPE), and the venv was reinstalled on every run.
+installed="$("$VENV/bin/pip" show litellm 2>/dev/null || true)"
+if [ ! -x "$VENV/bin/litellm" ] || ! grep -qx "Version: $LITELLM_VERSION" <<<"$installed"; then
   echo "installing litellm[proxy]==$LITELLM_VERSION into $VENV"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
@@ -28,20 +32,10 @@ fi
 MODEL="${TROUPE_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/troupe/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 [ -f "$MODEL" ] || { echo "no model at $MODEL (run any local-model example once, or set TROUPE_MODEL)" >&2; exit 1; }
 
-SERVER="${LLAMA_SERVER:-}"
-if [ -z "$SERVER" ]; then
-  SRC="${LLAMA_CPP_DIR:?set LLAMA_SERVER to a llama-server binary or LLAMA_CPP_DIR to a llama.cpp tree with tools/server}"
-  SERVER="$SRC/build/bin/llama-server"
-  if [ ! -x "$SERVER" ]; then
-    cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_OPENMP=OFF
-    cmake --build "$SRC/build" --target llama-server -j"${LLAMA_BUILD_JOBS:-$(nproc)}"
-  fi
-fi
+SERVER="$(scripts/llama-server-path.sh)"
 
 # Build first, so that the servers wait for the tests, not for the compiler.
-cargo test -q -p troupe-agents --all-features --test all --no-run
+cargo test -q -p troupe-models --all-features --test all --no-run
 
 WORK="$(mktemp -d)"
 PIDS=()
@@ -107,7 +101,7 @@ echo "litellm $LITELLM_VERSION up on 127.0.0.1:$PROXY_PORT"
 
 TROUPE_ANTHROPIC_CHECK_URL="http://127.0.0.1:$PROXY_PORT" \
   TROUPE_ANTHROPIC_CHECK_MODEL=claude-local ANTHROPIC_API_KEY="$PROXY_KEY" \
-  cargo test -q -p troupe-agents --all-features --test all model_anthropic_live -- \
+  cargo test -q -p troupe-models --all-features --test all model_anthropic_live -- \
   --nocapture --test-threads=1 ||
   { echo "--- litellm log"; tail -50 "$WORK/litellm.log"; exit 1; }
 echo "anthropic check passed"

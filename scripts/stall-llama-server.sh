@@ -23,17 +23,7 @@ cd "$(dirname "$0")/.."
 MODEL="${TROUPE_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/troupe/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 [ -f "$MODEL" ] || { echo "no model at $MODEL (run any local-model example once, or set TROUPE_MODEL)" >&2; exit 1; }
 
-SERVER="${LLAMA_SERVER:-}"
-if [ -z "$SERVER" ]; then
-  SRC="${LLAMA_CPP_DIR:?set LLAMA_CPP_DIR to a llama.cpp source tree with tools/server (see above) or LLAMA_SERVER to a binary}"
-  SERVER="$SRC/build/bin/llama-server"
-  if [ ! -x "$SERVER" ]; then
-    cmake -S "$SRC" -B "$SRC/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_SERVER=ON \
-      -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-      -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DGGML_OPENMP=OFF
-    cmake --build "$SRC/build" --target llama-server -j"${LLAMA_BUILD_JOBS:-$(nproc)}"
-  fi
-fi
+SERVER="$(scripts/llama-server-path.sh)"
 
 cargo build -q --release --all-features --example eval
 

@@ -7,10 +7,17 @@
 //! - [`host`]: credentials held out of the environment, the one TLS crypto provider;
 //! - [`runtime`]: the supervisor ([`Team`]), the event bus, the approval and spend desks;
 //! - [`tools`]: the [`Tool`] trait, the [`ToolRegistry`], built-in file tools, the file ledger;
-//! - [`compaction`]: token budgets, compaction tiers, summaries, invariants, the archive;
+//! - [`tokens`]: token counting (exact BPE, the per-message cache), prompt-cache blocks;
+//! - [`compaction`]: context policies, compaction tiers, summaries, invariants, the archive;
 //! - [`models`]: the model providers (OpenAI-compatible, Anthropic, embedded llama.cpp, replay);
-//! - [`agents`]: the LLM agent, the compression agent, the session log;
-//! - [`cluster`]: a team across processes and machines (ractor_cluster nodes).
+//! - [`session`]: the session log an agent commits its conversation and durable steps to;
+//! - [`agents`]: the LLM agent, the compression agent;
+//! - [`cluster`]: a team across processes and machines (ractor_cluster nodes);
+//! - `mcp` (feature `mcp`): any MCP server's tools as a tool source, a registry served over MCP;
+//! - `ui` (feature `ui`): the team's live view in the browser;
+//! - `a2a` (feature `a2a`): A2A 1.0 both ways — remote agents as teammates, agents served.
+//!
+//! The three features are on by default (the `troupe` binary, feature `cli`, needs them).
 //!
 //! and adds [`telemetry`] (console logs, the JSONL trace file, OTLP export with the `otlp`
 //! feature) and [`summary`] (a per-agent summary of a run from its events).
@@ -43,14 +50,22 @@
 pub mod summary;
 pub mod telemetry;
 
+#[cfg(feature = "a2a")]
+pub use troupe_a2a as a2a;
 pub use troupe_agents as agents;
 pub use troupe_cluster as cluster;
 pub use troupe_compaction as compaction;
 pub use troupe_host as host;
+#[cfg(feature = "mcp")]
+pub use troupe_mcp as mcp;
 pub use troupe_models as models;
 pub use troupe_protocol as protocol;
 pub use troupe_runtime as runtime;
+pub use troupe_session as session;
+pub use troupe_tokens as tokens;
 pub use troupe_tools as tools;
+#[cfg(feature = "ui")]
+pub use troupe_ui as ui;
 
 pub use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
 pub use troupe_protocol::{ChatMessage, ChatModel, Conversation, Event, EventRecord};

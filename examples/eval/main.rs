@@ -50,14 +50,16 @@
 //! `--mode stall` measures how long live agents' turns wait on compaction (issue #30): every
 //! transcript is lived twice by a real `LlmAgent` in a team with a compression agent — on the
 //! background road (the compression agent works ahead, the default) and on the blocking road
-//! (`WorkAhead::Off`) — with models that take realistic time (`stall.rs`: the agent's model
+//! (`WorkAhead::Off`) — with models that take realistic time (`stall/models.rs`: the agent's model
 //! replays the transcript's assistant messages, the summarizer answers a fixed summary; agent
 //! calls ~1 s, summarizer calls ~10 s, scaled by tokens, times `--time-scale`). The stall of a
 //! compaction is the `waited_ms` the agent reports with `CompactionApplied`; every compaction is
 //! validated from the agent's session log. `--json` prints one JSON line: all transcripts, the
 //! dev and check splits (dev = pi-large-session, openhands-multi-swe-1, swe-marshmallow,
-//! mini-swe-sqlfluff), and `by_window` (each window's splits apart). The windows default to
-//! 16k and 32k.
+//! mini-swe-sqlfluff), and `by_window` (each window's splits apart: stall p50 / p99 / max and
+//! the compaction events the eval could not attribute to a compaction, `stall/attribution.rs`);
+//! without `--json` a table per transcript and window and one per split and window come first.
+//! The windows default to 16k and 32k.
 //!
 //! ```text
 //! cargo run --release --example eval -- --mode stall --json
@@ -94,9 +96,9 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Parser;
 use troupe::agents::{AtLimit, WorkAhead};
-use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::models::{LocalModel, OpenAiConfig, OpenAiModel};
 use troupe::protocol::ChatModel;
+use troupe::tokens::{TiktokenCounter, TokenCounter};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::Compressor;
 
@@ -258,11 +260,16 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
             at.insert(
                 split.into(),
                 serde_json::json!({
+                    "transcripts": part.len(),
                     "stall_ms_p50": s["stall_ms_p50"],
                     "stall_ms_p99": s["stall_ms_p99"],
+                    "stall_ms_max": s["stall_ms_max"],
+                    "background_waits_over_10ms": s["background_waits_over_10ms"],
+                    "background_road_by_mode": s["background_road_by_mode"],
                     "blocking_stall_ms_p50": s["blocking_stall_ms_p50"],
                     "compactions": s["compactions"],
                     "invariants_ok": s["invariants_ok"],
+                    "unattributed": s["unattributed"].as_array().map_or(0, Vec::len),
                 }),
             );
         }
@@ -280,6 +287,7 @@ async fn stall_mode(args: &Args, inputs: &[(String, TranscriptFile)]) -> anyhow:
     };
     if !args.json {
         println!("{}", stall::stall_table(&rows));
+        println!("{}", stall::split_window_table(&rows, &args.stall_windows));
     }
     println!("{}", serde_json::to_string(&line)?);
     Ok(())

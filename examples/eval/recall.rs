@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use troupe::compaction::ContextPolicy;
 use troupe::compaction::invariants::ProtectedSet;
-use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
 use troupe::protocol::{ChatMessage, Conversation};
+use troupe::tokens::{TiktokenCounter, TokenCounter};
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     ArtifactCategory, Compressor, RecallReport, TranscriptOpError, artifact_recall,

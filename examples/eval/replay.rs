@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use troupe::compaction::tokens::TokenCounter;
 use troupe::compaction::transcript::ledger_from_transcript;
-use troupe::compaction::{CompactRequest, ContextPolicy, compact};
+use troupe::compaction::{CompactOptions, ContextPolicy, compact};
 use troupe::protocol::{
     ChatMessage, ChatModel, ChatRequest, ChatStream, Conversation, MessageId, ModelError,
     ModelInfo, stream_response,
 };
+use troupe::tokens::TokenCounter;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     Compressor, ReplayObserver, ReplayedCompaction, replay_transcript,
@@ -117,7 +117,7 @@ async fn tier3_removed(
         policy,
         counter,
         None,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .await?;
     let kept: HashSet<MessageId> = result.iter().map(|m| m.id).collect();

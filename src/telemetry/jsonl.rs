@@ -36,23 +36,21 @@ impl TraceFile {
     /// Open `path` for appending (created `0o600` if missing): several runs, even concurrent
     /// ones, can share one file since every line names its trace.
     ///
+    /// A file a killed run left ending in a torn line gets the line break it lacks first, so
+    /// this run's first line is a line of its own (a reader skips the torn one and reads on).
+    /// A symbolic link is followed (the path is the user's to name). A character device
+    /// (`/dev/null`, a terminal) or a FIFO with a reader is written as it is; a FIFO with no
+    /// reader is refused at once, never waited on; a directory, socket or block device is
+    /// refused.
+    ///
     /// # Errors
-    /// The I/O error of creating or opening the file.
+    /// The I/O error of creating or opening the file, or the refusal saying what it is.
     pub fn open(path: impl AsRef<Path>) -> std::io::Result<Self> {
         let path = path.as_ref().to_path_buf();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let mut options = OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            // A trace holds prompts, tool results and errors: private when created (an existing
-            // file keeps its mode).
-            options.mode(0o600);
-        }
-        let file = options.open(&path)?;
+        let file = open_for_appending(&path)?;
         Ok(TraceFile {
             path,
             file: Mutex::new(file),
@@ -82,6 +80,86 @@ impl TraceFile {
         let _ = file.flush();
         let _ = file.sync_data();
     }
+}
+
+/// A refusal of the trace file: it is `kind`.
+#[cfg_attr(not(unix), allow(dead_code))]
+fn refused(kind: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {kind}, which troupe does not append a trace to; name a regular file"),
+    )
+}
+
+/// The trace file at `path`, open for appending and checked (see [`TraceFile::open`]).
+fn open_for_appending(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+        // A trace holds prompts, tool results and errors: private when created (an existing
+        // file keeps its mode).
+        options.mode(0o600);
+        // Not waiting on a FIFO's reader; the flag's bits fit an `i32` (a small constant).
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        let kind = std::fs::metadata(path).ok().map(|m| m.file_type());
+        if kind.is_some_and(|k| k.is_socket()) {
+            return Err(refused("a socket"));
+        }
+        if kind.is_some_and(|k| k.is_block_device()) {
+            return Err(refused("a block device"));
+        }
+    }
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) {
+            return std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "it is a FIFO with no reader, and troupe does not wait for one: start the \
+                 reader first",
+            );
+        }
+        e
+    })?;
+    let metadata = file.metadata()?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt as _;
+        let kind = metadata.file_type();
+        if !(kind.is_file() || kind.is_fifo() || kind.is_char_device()) {
+            return Err(refused("not a regular file"));
+        }
+        // Opened; from here on writes wait for a slow reader as any write does.
+        let flags = rustix::fs::fcntl_getfl(&file)?;
+        rustix::fs::fcntl_setfl(&file, flags.difference(rustix::fs::OFlags::NONBLOCK))?;
+    }
+    if metadata.is_file() && metadata.len() > 0 && !ends_with_newline(path, &file)? {
+        (&file).write_all(b"\n")?;
+    }
+    Ok(file)
+}
+
+/// Whether the regular file `file`, opened at `path`, ends with a line break (read through a
+/// second handle, which must be the same file: the path may have been replaced since).
+fn ends_with_newline(path: &Path, file: &File) -> std::io::Result<bool> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut reader = File::open(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        let (a, b) = (file.metadata()?, reader.metadata()?);
+        if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+            // Not the file being appended to: leave its end alone.
+            return Ok(true);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    reader.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    reader.read_exact(&mut last)?;
+    Ok(last == *b"\n")
 }
 
 /// A `tracing` layer that writes every closed span to a [`TraceFile`].

@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use troupe_a2a::wire::{Message, Role, SendMessageRequest, SendMessageResponse, TaskState};
 use troupe_a2a::{A2aClient, A2aError, A2aRemote};
 
+use super::support::a2a_process::A2aProcess;
 use super::support::chat::{completions_server, write_config};
 
 /// Kills the server when the test ends, passing or not.
@@ -209,8 +210,8 @@ model = "silent"
 }
 
 /// `troupe a2a serve` with `args` on a config whose `assistant` answers `done N`: the server
-/// and its address.
-fn serve_with(dir: &std::path::Path, args: &[&str]) -> (Served, String) {
+/// (with the key it made, kept as the credential `TEST_A2A_MADE_KEY`).
+fn serve_with(dir: &std::path::Path, args: &[&str]) -> A2aProcess {
     let (url, _) = completions_server(|_, n| {
         (
             serde_json::json!({"role": "assistant", "content": format!("done {n}")}),
@@ -218,26 +219,10 @@ fn serve_with(dir: &std::path::Path, args: &[&str]) -> (Served, String) {
         )
     });
     let config = write_config(dir, &url);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
-        .args(["a2a", "serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .args(args)
-        .env("TEST_CHAT_KEY", "sk-test")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let served = Served(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("READY ")
-        .unwrap_or_else(|| panic!("{line:?}"))
-        .to_string();
-    (served, addr)
+    let served = A2aProcess::start(&config, args, &[]);
+    let key = served.key.clone().expect("a key made and printed");
+    troupe::host::credentials::keep("TEST_A2A_MADE_KEY", key);
+    served
 }
 
 #[test]
@@ -281,7 +266,7 @@ fn a2a_serve_refuses_zero_or_absurd_conversation_bounds_and_documents_them() {
 #[tokio::test]
 async fn a2a_serve_max_contexts_lets_an_idle_conversation_go_for_a_new_one() {
     let dir = tempfile::tempdir().unwrap();
-    let (_served, addr) = serve_with(
+    let served = serve_with(
         dir.path(),
         &[
             "--max-contexts",
@@ -294,9 +279,12 @@ async fn a2a_serve_max_contexts_lets_an_idle_conversation_go_for_a_new_one() {
             "1048576",
         ],
     );
-    let client = A2aClient::connect(&A2aRemote::new(format!("http://{addr}/agents/assistant")))
-        .await
-        .unwrap();
+    let client = A2aClient::connect(
+        &A2aRemote::new(format!("http://{}/agents/assistant", served.addr))
+            .key_env("TEST_A2A_MADE_KEY"),
+    )
+    .await
+    .unwrap();
     let in_context = |context: &str| SendMessageRequest {
         message: Message {
             context_id: Some(context.to_string()),

@@ -64,7 +64,7 @@ fn chat_keeps_a_session_that_the_next_run_resumes() {
     assert_eq!(server.dialogue(4), ["fourth", "reply 4", "fifth"]);
     assert_eq!(server.count(), 5);
 
-    let logged = troupe::agents::session::load(&session).unwrap();
+    let logged = troupe::session::load(&session).unwrap();
     assert!(logged.warnings.is_empty(), "{:?}", logged.warnings);
     assert_eq!(logged.agent.as_deref(), Some("assistant"));
 }
@@ -101,7 +101,7 @@ fn resume_moves_the_chat_to_another_session_and_a_bad_one_changes_nothing() {
         ["in b", "reply 1", "after", "reply 3", "still"]
     );
     let texts = |path: &Path| -> Vec<String> {
-        troupe::agents::session::load(path)
+        troupe::session::load(path)
             .unwrap()
             .conversation
             .messages()
@@ -217,7 +217,7 @@ fn ctrl_c_cancels_the_running_request_not_the_program() {
     assert!(stdout.contains("reply 3"), "{stdout}");
     // The cancelled request left no trace: the next one continues from the first.
     assert_eq!(server.dialogue(2), ["first", "reply 1", "after"]);
-    let logged = troupe::agents::session::load(&session).unwrap();
+    let logged = troupe::session::load(&session).unwrap();
     let texts: Vec<String> = logged
         .conversation
         .messages()
@@ -265,7 +265,7 @@ fn a_second_chat_on_the_same_session_is_refused_naming_the_first() {
     assert!(first.wait().unwrap().success(), "{rest}");
     assert!(rest.contains("reply 1"), "{rest}");
     assert_eq!(server.count(), 1);
-    let logged = troupe::agents::session::load(&session).unwrap();
+    let logged = troupe::session::load(&session).unwrap();
     let texts: Vec<String> = logged
         .conversation
         .messages()

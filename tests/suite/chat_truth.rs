@@ -16,7 +16,7 @@ use super::support::chat_server::{ChatServer, gated_stream_server};
 
 /// The texts of the conversation a session log holds.
 fn logged_texts(session: &Path) -> Vec<String> {
-    troupe::agents::session::load(session)
+    troupe::session::load(session)
         .unwrap()
         .conversation
         .messages()

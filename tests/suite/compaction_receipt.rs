@@ -9,11 +9,11 @@ use troupe::agents::compression::{
 use troupe::agents::spawn_compression_agent;
 use troupe::compaction::ContextPolicy;
 use troupe::compaction::economics::CostModel;
-use troupe::compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe::protocol::CompactTrigger;
 use troupe::protocol::FileLedger;
 use troupe::protocol::{ChatMessage, Conversation, Role, ToolCall, TraceContext};
 use troupe::runtime::{Team, TeamConfig};
+use troupe::tokens::{CharEstimateCounter, TokenCounter};
 
 use super::support::trace::{block_on, spans};
 use super::support::with_trace_file;

@@ -15,6 +15,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+use super::support::binary::{example, target_debug};
 use std::time::{Duration, Instant};
 
 /// Every example under `examples/` but `eval` (a directory: the lead's compaction eval, which
@@ -239,28 +241,6 @@ impl Fresh {
             .stderr(Stdio::piped());
         command
     }
-}
-
-/// `target/debug`, the folder this test binary's `deps/` is in.
-fn target_debug() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-/// The example's binary, built from its current source.
-fn example(name: &str) -> PathBuf {
-    let binary = target_debug().join("examples").join(name);
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.rs"));
-    let built = std::fs::metadata(&binary).and_then(|m| m.modified());
-    let edited = std::fs::metadata(&source).unwrap().modified().unwrap();
-    assert!(
-        built.as_ref().is_ok_and(|built| *built >= edited),
-        "{} is missing or older than {}: `cargo test` builds the examples \
-         (`cargo build --examples` alone)",
-        binary.display(),
-        source.display()
-    );
-    binary
 }
 
 /// The examples' names: `examples/*.rs`.

@@ -161,3 +161,21 @@ fn chat_ends_its_mcp_servers_when_terminated_or_hung_up() {
         assert_all_end(pids);
     }
 }
+
+/// A chat killed outright (SIGKILL: no handler, no `Drop`) still ends its MCP servers: they run
+/// in a group whose watchman ends it once chat's end closes the watchman's input.
+#[test]
+fn chat_ends_its_mcp_servers_when_killed() {
+    if !have_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, pids) = start_chat(dir.path());
+    let stdin = child.stdin.take().unwrap();
+    let pids = server_pids(&pids);
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert!(!status.success());
+    assert_all_end(pids);
+}

@@ -62,6 +62,32 @@ fn troupe_compaction_compiles_no_actor_runtime_and_no_tls() {
 }
 
 #[test]
+fn troupe_tokens_compiles_no_actor_runtime_and_no_tls() {
+    let mut forbidden = ACTORS.to_vec();
+    forbidden.extend([
+        "rustls",
+        "aws-lc-",
+        "ring",
+        "troupe-host",
+        "troupe-compaction",
+    ]);
+    assert_eq!(
+        forbidden_in("troupe-tokens", &forbidden),
+        Vec::<String>::new()
+    );
+}
+
+/// The providers count tokens and place Anthropic's breakpoints with troupe-tokens, so they
+/// compile no compaction (#54: they did, for those two things alone).
+#[test]
+fn troupe_models_compiles_no_compaction() {
+    assert_eq!(
+        forbidden_in("troupe-models", &["troupe-compaction"]),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
 fn the_check_sees_the_runtime_where_it_is() {
     // The probe reads what it must: the runtime compiles ractor, so a pure crate depending on it
     // (as troupe-tools did before #43) would list both.

@@ -3,8 +3,8 @@
 
 use troupe::agents::{CompactionSettings, shared_counter};
 use troupe::compaction::ContextPolicy;
-use troupe::compaction::tokens::TokenCounter;
 use troupe::protocol::{ChatMessage, Conversation, ToolCall};
+use troupe::tokens::TokenCounter;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     Compressor, ReplayObserver, ReplayReport, ReplayRow, ReplayedCompaction, SkippedTrigger,

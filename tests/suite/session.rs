@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
-use troupe::agents::session::{SessionLog, load};
 use troupe::agents::{AgentSpec, CompactionSettings, spawn_agent};
 use troupe::models::ScriptedModel;
+use troupe::session::{SessionLog, load};
 use troupe::{ChatMessage, Team, TeamConfig};
 
 const CHILD_ENV: &str = "TROUPE_TEST_SESSION_CHILD";

@@ -110,6 +110,13 @@ fn a_compaction_still_working_ahead_at_shutdown_ends_cancelled_in_the_trace() {
         compaction.attributes["troupe.compaction.reason"],
         "cancelled"
     );
+    assert_eq!(
+        compaction.attributes["troupe.compaction.outcome"],
+        "cancelled"
+    );
+    assert_eq!(compaction.status, "error");
+    assert_eq!(compaction.attributes["error.type"], "cancelled");
+    assert!(compaction.attributes["troupe.compaction.tokens_before"].is_u64());
     assert!(compaction.attributes["troupe.compaction.waited_ms"].is_u64());
     // The request whose turn started it is in the trace too.
     let parent = by_id[compaction.parent_span_id.as_deref().unwrap()];

@@ -8,7 +8,7 @@
 //! `pub mod` and `pub use` lines, which is how every root in this workspace is written.
 
 /// The roots whose `pub use` lists are checked, relative to the workspace.
-const ROOTS: [&str; 7] = [
+const ROOTS: [&str; 8] = [
     "crates/protocol/src/lib.rs",
     "crates/host/src/lib.rs",
     "crates/runtime/src/lib.rs",
@@ -16,16 +16,19 @@ const ROOTS: [&str; 7] = [
     "crates/models/src/lib.rs",
     "crates/agents/src/lib.rs",
     "crates/compaction/src/lib.rs",
+    "crates/session/src/lib.rs",
 ];
 
 /// The workspace's library crates (the facade aside), whose every source file is read for
 /// re-exports of another workspace crate: a `pub use` in any module can make a second path.
-const LIBRARY_CRATES: [&str; 12] = [
+const LIBRARY_CRATES: [&str; 14] = [
     "crates/protocol",
     "crates/host",
     "crates/runtime",
     "crates/tools",
+    "crates/tokens",
     "crates/compaction",
+    "crates/session",
     "crates/models",
     "crates/agents",
     "crates/mcp",
@@ -231,6 +234,64 @@ fn no_library_crate_re_exports_another_workspace_crates_item() {
         doubles.is_empty(),
         "items with a second public path in another crate:\n{}",
         doubles.join("\n")
+    );
+}
+
+/// The names of the modules `src` declares (`mod name;` or `mod name {`, any visibility).
+fn declared_modules(src: &str) -> Vec<String> {
+    src.split([';', '{', '\n'])
+        .filter_map(|item| {
+            let words: Vec<&str> = item.split_whitespace().collect();
+            let at = words.iter().position(|w| *w == "mod")?;
+            words.get(at + 1).map(|name| name.to_string())
+        })
+        .collect()
+}
+
+/// The `pub use` trees of `src` that name an item of a crate outside the workspace (`std`,
+/// `tokio_util`, …): a use that starts at `crate`, `self`, `super`, a module the file declares or
+/// a workspace crate is not one.
+fn foreign_re_exports(src: &str) -> Vec<String> {
+    let crates = workspace_crate_names();
+    let modules = declared_modules(src);
+    pub_uses(src)
+        .into_iter()
+        .filter(|tree| {
+            let first = tree.split("::").next().unwrap_or_default().trim();
+            let first = first.split(' ').next().unwrap_or_default();
+            !(["crate", "self", "super"].contains(&first)
+                || modules.iter().any(|m| m == first)
+                || crates.iter().any(|c| c == first))
+        })
+        .collect()
+}
+
+#[test]
+fn no_library_crate_re_exports_a_foreign_crates_item() {
+    // A foreign type at a troupe path is a second path to it, and ties troupe's surface to that
+    // crate's versions: a user names it from its own crate (`tokio_util::sync::CancellationToken`).
+    let mut foreign = Vec::new();
+    for dir in LIBRARY_CRATES {
+        for file in rust_files(&format!("{dir}/src")) {
+            for tree in foreign_re_exports(&source(&file)) {
+                foreign.push(format!("{file}: `pub use {tree}`"));
+            }
+        }
+    }
+    assert!(
+        foreign.is_empty(),
+        "items of crates outside the workspace re-exported:\n{}",
+        foreign.join("\n")
+    );
+}
+
+#[test]
+fn the_foreign_check_sees_a_re_export() {
+    let src = "mod records;\npub use records::Session;\npub use tokio_util::sync::CancellationToken;\n\
+               pub use troupe_protocol::A;\npub use crate::B;\npub use std::time::Duration;";
+    assert_eq!(
+        foreign_re_exports(src),
+        ["tokio_util::sync::CancellationToken", "std::time::Duration"]
     );
 }
 

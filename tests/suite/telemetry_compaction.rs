@@ -276,3 +276,68 @@ fn the_agents_compact_tool_is_an_execute_tool_span_with_its_events() {
     });
     assert!(started && finished, "{events:#?}");
 }
+
+/// `long_session --scripted`, the example that shows compaction, traced through its binary:
+/// every `compaction` span says how it ended (#52: a cancelled background compaction was an
+/// `ok` span with no outcome, tokens or error) — the applied ones and a dropped answer with
+/// their tokens, a cancelled or failed one as an error with its type and the tokens it started
+/// from. Which way its background jobs end (dropped as stale, cancelled, or failed at the
+/// shutdown) depends on how the run's tasks interleave; each says which.
+#[test]
+fn every_compaction_span_of_the_long_session_example_says_how_it_ended() {
+    use super::support::binary::example;
+    use serde_json::Value;
+
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.jsonl");
+    let out = std::process::Command::new(example("long_session"))
+        .arg("--scripted")
+        .env("TROUPE_TRACE", &trace)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let compactions: Vec<SpanLine> = spans(&trace)
+        .into_iter()
+        .filter(|s| s.name == "compaction")
+        .collect();
+    let mut outcomes = std::collections::BTreeSet::new();
+    for span in &compactions {
+        let attr = |key: &str| span.attributes.get(key).cloned().unwrap_or(Value::Null);
+        let outcome = attr("troupe.compaction.outcome");
+        let outcome = outcome
+            .as_str()
+            .unwrap_or_else(|| panic!("a compaction span without its outcome: {span:?}"));
+        outcomes.insert(outcome.to_string());
+        assert!(attr("troupe.compaction.tokens_before").is_u64(), "{span:?}");
+        match outcome {
+            "applied" | "dropped" => {
+                assert_eq!(span.status, "ok", "{span:?}");
+                assert!(attr("troupe.compaction.tokens_after").is_u64(), "{span:?}");
+            }
+            "cancelled" => {
+                assert_eq!(span.status, "error", "{span:?}");
+                assert_eq!(attr("error.type"), "cancelled", "{span:?}");
+            }
+            "failed" => {
+                assert_eq!(span.status, "error", "{span:?}");
+                assert!(attr("error.type").is_string(), "{span:?}");
+            }
+            other => panic!("outcome {other} in a scripted run: {span:?}"),
+        }
+        if outcome == "dropped" {
+            assert!(attr("troupe.compaction.dropped").is_string(), "{span:?}");
+        }
+    }
+    assert!(outcomes.contains("applied"), "{outcomes:?}");
+    assert!(
+        ["dropped", "cancelled", "failed"]
+            .iter()
+            .any(|o| outcomes.contains(*o)),
+        "no background job ended unapplied: {outcomes:?}"
+    );
+}

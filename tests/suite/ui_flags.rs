@@ -2,40 +2,18 @@
 //! and that URL serves the page (its token in it; without it, refused); a node's agent that its
 //! budget paused is raised from that page, though the node handed the view no budget.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use super::support::chat::{chat_command, write_config as chat_config};
 use super::support::chat_server::ChatServer;
+use super::support::live_view::{get, lines};
 use super::support::node_process::{
     COOKIE, NodeProcess, one_node_at_a_time, write_config as node_config,
 };
-
-/// The status line and body of a GET of `url` (`http://HOST:PORT/PATH`), over a plain socket.
-fn get(url: &str) -> (String, String) {
-    let rest = url.strip_prefix("http://").unwrap();
-    let (host, path) = rest.split_once('/').unwrap();
-    let mut stream = TcpStream::connect(host).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let status = answer.lines().next().unwrap_or_default().to_string();
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (status, body)
-}
 
 /// The status line of a POST of the JSON `body` to `url` (`http://HOST:PORT/PATH`) with the
 /// view's `token`, from the page's own origin, over a plain socket.
@@ -57,19 +35,6 @@ fn post(url: &str, token: &str, body: &str) -> String {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     answer.lines().next().unwrap_or_default().to_string()
-}
-
-/// Lines of `stdout`, read on a thread so the test can give up after a while.
-fn lines(stdout: ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 /// The URL of the `live view: URL` line, among the lines before `until` (if given).

@@ -5,6 +5,7 @@
 //! The turn: a user message → the model answers with one call of `weather` → the tool's result
 //! → the model's final answer. No I/O anywhere.
 
+pub mod load;
 pub mod ractor_turn;
 pub mod rig_turn;
 pub mod troupe_turn;

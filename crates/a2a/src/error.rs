@@ -109,13 +109,21 @@ pub enum ServeError {
     /// Nothing to serve.
     #[error("no agent to serve: name at least one")]
     NoAgents,
-    /// The task journal could not be read or written.
-    #[error("the A2A task journal {}: {source}", path.display())]
-    Journal {
+    /// The tasks file could not be read or written.
+    #[error("the A2A tasks file {}: {source}", path.display())]
+    TasksFile {
         /// Its path.
         path: std::path::PathBuf,
         /// Why.
         source: std::io::Error,
+    },
+    /// Another server (or another in this process) holds the tasks file.
+    #[error("the A2A tasks file {} is in use by {}: one server per file", path.display(), match pid { Some(pid) => format!("process {pid}"), None => "another process".to_string() })]
+    TasksFileInUse {
+        /// Its path.
+        path: std::path::PathBuf,
+        /// The holder's pid, when its lock note names one.
+        pid: Option<u32>,
     },
     /// A bound on conversations set to zero, which would serve nothing.
     #[error("`{0}` must be at least 1")]
@@ -123,4 +131,13 @@ pub enum ServeError {
     /// Auth was asked for without a key.
     #[error("A2A auth is on but ${0} is unset or empty: set the key there")]
     MissingKey(String),
+    /// No key could be made for the run.
+    #[error("no key could be made for the A2A server: {0}")]
+    Key(String),
+    /// Callers that cannot be served as given (a key two hold, an empty one…).
+    #[error("A2A auth: {0}")]
+    Auth(String),
+    /// An allowed origin or the public URL the gate cannot take.
+    #[error(transparent)]
+    Gate(#[from] troupe_host::serve::GateError),
 }

@@ -13,13 +13,20 @@
 //!   turns: 1 or a little under when each agent's conversation stays cached (its own answer was
 //!   decoded as it was generated), its whole prompt ÷ new when agents evict each other.
 //! - Together: each round the four agents are asked at once for a long answer (up to 64
-//!   tokens), streamed; `team_tokens_per_s` = text deltas (tokens) ÷ the time all four were
-//!   generating, from the last first delta to the first end (a request queued while a pass runs
-//!   joins the next one, so the four first tokens need not come together).
-//!   `single_tokens_per_s`: one agent asked alone, the same way.
+//!   tokens), streamed; `team_tokens_per_s` = the tokens generated (each answer's usage) after
+//!   the last of the four first deltas ÷ the time from that delta to the last answer's end —
+//!   the stretch `llama_batched_tokens_per_s` measures too, in the same unit. (Until #56 the
+//!   figure counted text deltas from the last first delta to the first end: a delta is not a
+//!   token — a whitespace token is held back until text follows it, so a newline and the word
+//!   after it are one delta — and the stretch was not llama.cpp's; it is still printed as
+//!   `team_deltas_per_s`.) `single_tokens_per_s`: one agent asked alone, the same way.
 //! - llama.cpp: `Baseline::run_batched` decodes the four agents' conversations into four
 //!   sequences and generates, one token per sequence per batch, as many tokens as each agent
-//!   did: `llama_batched_tokens_per_s` = tokens after each first one ÷ the batched time.
+//!   did: `llama_batched_tokens_per_s` = tokens after each first one ÷ the batched time, from
+//!   the first tokens sampled to the last sequence's end.
+//!
+//! Each round runs the team and llama.cpp back to back, so a round's ratio compares them under
+//! the same load; `team_vs_llama_batched` is the median of the rounds' ratios.
 //!
 //! Figures are medians over rounds; the last line of output is one JSON object.
 
@@ -119,11 +126,30 @@ async fn stream(model: &LocalModel, request: ChatRequest) -> Result<Streamed, Bo
     })
 }
 
-/// Text deltas (a token each, but for whitespace held back until text follows it) over the
-/// time every answer was generating: from the last first delta to the first end. The prompts'
-/// new tokens may decode in different batches (a job queued while a pass runs joins the next);
-/// this counts only the stretch where all answers are generated together.
+/// Tokens generated over the time the answers were generating together and after: from the
+/// last first delta (every answer has started; a job queued while a pass runs joins the next
+/// one, so the first tokens need not come together) to the last end. The tokens are the
+/// answers' usage less what each had produced by then (its deltas up to that instant), so a
+/// whitespace token merged into the next delta still counts — llama.cpp's unit and stretch.
 fn generation_rate(answers: &[Streamed]) -> f64 {
+    let (Some(start), Some(end)) = (
+        answers.iter().map(Streamed::first).max(),
+        answers.iter().map(|a| a.end).max(),
+    ) else {
+        return f64::NAN;
+    };
+    let tokens: usize = answers
+        .iter()
+        .map(|a| {
+            let before = a.deltas.iter().filter(|&&t| t <= start).count();
+            a.output_tokens.saturating_sub(before.max(1))
+        })
+        .sum();
+    tokens as f64 / end.duration_since(start).as_secs_f64().max(1e-9)
+}
+
+/// The figure before #56: text deltas from the last first delta to the first end.
+fn delta_rate(answers: &[Streamed]) -> f64 {
     let (Some(start), Some(end)) = (
         answers.iter().map(Streamed::first).max(),
         answers.iter().map(|a| a.end).min(),
@@ -195,6 +221,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // Together: the four at once, one alone, llama.cpp batched.
     let mut baseline = Baseline::new(&path, config.max_context, threads)?;
     let (mut team, mut single, mut llama) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut deltas, mut ratios) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let ask = format!(
             "Round {round}: describe, step by step and in detail, how you would build your part of \
@@ -215,6 +242,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             .collect::<Result<_, _>>()?;
         let rate = generation_rate(&answers);
         team.push(rate);
+        deltas.push(delta_rate(&answers));
         let outputs: Vec<usize> = answers.iter().map(|a| a.output_tokens).collect();
 
         let mut alone = conversations[0].clone();
@@ -235,6 +263,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let batched_tokens = run.output_tokens.saturating_sub(outputs.len());
         let llama_rate = batched_tokens as f64 / run.generation_time.as_secs_f64().max(1e-9);
         llama.push(llama_rate);
+        ratios.push(rate / llama_rate);
         println!(
             "together {round}: team {rate:6.1} tok/s ({outputs:?} tokens), alone {one_rate:6.1} \
              tok/s ({} tokens), llama.cpp batched {llama_rate:6.1} tok/s (prompts {} tokens, {:?})",
@@ -264,8 +293,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
             "team_tokens_per_s": (team_tokens_per_s * 10.0).round() / 10.0,
             "single_tokens_per_s": (median(single) * 10.0).round() / 10.0,
             "llama_batched_tokens_per_s": (llama_batched_tokens_per_s * 10.0).round() / 10.0,
-            "team_vs_llama_batched": (team_tokens_per_s / llama_batched_tokens_per_s * 1000.0)
-                .round() / 1000.0,
+            "team_vs_llama_batched": (median(ratios.clone()) * 1000.0).round() / 1000.0,
+            "round_ratios": ratios.iter().map(|r| (r * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+            "team_deltas_per_s": (median(deltas) * 10.0).round() / 10.0,
+            "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
+                .split_whitespace().take(3).collect::<Vec<_>>().join(" "),
             "kv_bytes_per_cell": kv_bytes_per_cell,
             "idle_agent_cells": held_tokens,
             "idle_agent_kv_bytes": held_tokens * kv_bytes_per_cell,

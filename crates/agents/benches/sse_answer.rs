@@ -254,10 +254,8 @@ fn main() {
         .unwrap_or(16);
     let text = "x".repeat(mib << 20);
     // The tokenizer's vocabulary is built once per process (tens of MiB): not the answer's.
-    let _ = troupe_compaction::tokens::TokenCounter::count(
-        &troupe_compaction::tokens::TiktokenCounter::default(),
-        "warm up",
-    );
+    let _ =
+        troupe_tokens::TokenCounter::count(&troupe_tokens::TiktokenCounter::default(), "warm up");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -18,11 +18,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use futures::StreamExt;
-use troupe_agents::session::{PausedCall, SessionLog, SessionRecord};
 use troupe_models::{LocalModel, LocalModelConfig};
 use troupe_protocol::{
     ChatMessage, ChatModel, ChatRequest, Conversation, StoredMessage, ToolCall, Usage,
 };
+use troupe_session::{PausedCall, SessionLog, SessionRecord};
 
 /// Tool steps timed per round.
 const CYCLES: usize = 25;

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use troupe_compaction::ContextPolicy;
 use troupe_compaction::context_check::ContextCheck;
-use troupe_compaction::tokens::{TiktokenCounter, TokenCounter};
+use troupe_tokens::{TiktokenCounter, TokenCounter};
 
 use crate::compression::hooks::CompactionHooks;
 
@@ -36,7 +36,7 @@ pub struct CompactionSettings {
     /// Tokens kept free in the window for the model's answer: the warning, trigger and target
     /// are fractions of the window less this reserve (the usable window), and a request whose
     /// prompt plus this reserve cannot fit the window is refused. `None`: the agent's `max_tokens` when set, else
-    /// [`ContextPolicy::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
+    /// [`troupe_tokens::DEFAULT_OUTPUT_RESERVE`]. Whatever is asked, at most a quarter of
     /// the window (see [`CompactionSettings::output_reserve_for`]).
     pub output_reserve: Option<usize>,
     /// When the agent asks for a compaction ahead of the trigger and goes on working while it
@@ -106,14 +106,14 @@ impl Default for CompactionSettings {
 impl CompactionSettings {
     /// The tokens a request to a model with `context_window` tokens keeps free for the answer:
     /// [`CompactionSettings::output_reserve`], else `max_tokens` (the agent's cap on an answer),
-    /// else [`ContextPolicy::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
+    /// else [`troupe_tokens::DEFAULT_OUTPUT_RESERVE`] — capped at a quarter of the window,
     /// so that with the default trigger (80 %) and target (40 %) a compaction still leaves room
     /// for work before the next one (a small model's window is not given up to its answer).
     pub fn output_reserve_for(&self, max_tokens: Option<u32>, context_window: usize) -> usize {
         let wanted = self
             .output_reserve
             .or(max_tokens.map(|n| n as usize))
-            .unwrap_or(ContextPolicy::DEFAULT_OUTPUT_RESERVE);
+            .unwrap_or(troupe_tokens::DEFAULT_OUTPUT_RESERVE);
         wanted.min(context_window / 4)
     }
 
@@ -153,7 +153,7 @@ impl CompactionSettings {
     }
 }
 
-/// The process-wide exact BPE counter (building its tables is expensive; do it once).
+/// The process-wide exact BPE counter (free to take: its vocabulary is built on its first count).
 pub fn shared_counter() -> Arc<dyn TokenCounter> {
     static COUNTER: OnceLock<Arc<dyn TokenCounter>> = OnceLock::new();
     COUNTER

@@ -1,20 +1,17 @@
-//! troupe-agents: the LLM agent, the compression agent and the session log (the model
-//! providers are `troupe_models`).
+//! troupe-agents: the LLM agent and the compression agent (the model providers are
+//! `troupe_models`, the session log `troupe_session`).
 //!
 //! - [`LlmAgent`]: the turn loop (model → tools → model …) as an
 //!   [`troupe_runtime::AgentBehavior`] the supervisor runs.
 //! - [`AgentSpec`] and [`spawn_agent`]: describe an agent and put it in a [`troupe_runtime::Team`].
-//! - [`session`]: the append-only log an agent keeps its conversation in, and reads it back from.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
-pub mod approval;
 mod compaction_settings;
 pub mod compression;
 mod llm_agent;
-pub mod session;
 mod spec;
 pub mod spend;
 mod team_builder;
@@ -22,18 +19,15 @@ mod team_tools;
 mod traced;
 
 pub use compaction_settings::{AtLimit, CompactionSettings, WorkAhead, shared_counter};
-pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
+pub use compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactionAskError};
 pub use llm_agent::{
     COMPACT_TOOL, ClearError, CloseScope, ContextShare, ContextStats, ConversationCopy,
     InFlightCompaction, LlmAgent, LlmAgentHandle, LlmAgentJob, LlmAgentState, PinError,
     RECALL_TOOL, ScopeError, SwitchError,
 };
-pub use session::health::SessionBehind;
 pub use spec::{AgentSpec, DEFAULT_MAX_TURNS};
 pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
-/// What cancels a manual compaction ([`LlmAgentHandle::compact_cancellable`]).
-pub use tokio_util::sync::CancellationToken;
 pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 
 use troupe_runtime::{Team, TeamError};

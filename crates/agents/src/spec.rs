@@ -2,13 +2,14 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use troupe_session::SessionStore;
 
 use troupe_protocol::{ChatMessage, ChatModel};
+use troupe_tools::approval::ApprovalPolicy;
+use troupe_tools::{RegistryError, Tool, ToolRegistry};
 
-use crate::approval::ApprovalPolicy;
 use crate::compaction_settings::CompactionSettings;
 use crate::spend::AgentBudget;
-use troupe_tools::{RegistryError, Tool, ToolRegistry};
 
 /// The default bound on model calls per request.
 pub const DEFAULT_MAX_TURNS: u32 = 16;
@@ -44,10 +45,12 @@ pub struct AgentSpec {
     pub max_tokens: Option<u32>,
     /// Whether the agent may message other agents through the `ask_agent` tool.
     pub team_messaging: bool,
-    /// Context budget and compaction behaviour.
+    /// The context window's thresholds and compaction behaviour.
     pub compaction: CompactionSettings,
     /// The session log the agent keeps its conversation in (see [`AgentSpec::session`]).
     pub session: Option<PathBuf>,
+    /// Where that log lives (default: [`SessionStore::files`], a JSONL file at that path).
+    pub session_store: SessionStore,
     /// Which tool calls run on their own, wait for a person, or never run (default: all run;
     /// see [`AgentSpec::approval`]).
     pub approval: ApprovalPolicy,
@@ -89,6 +92,7 @@ impl AgentSpec {
             team_messaging: false,
             compaction: CompactionSettings::default(),
             session: None,
+            session_store: SessionStore::default(),
             approval: ApprovalPolicy::default(),
             pinned: Vec::new(),
             budget: AgentBudget::default(),
@@ -157,6 +161,13 @@ impl AgentSpec {
     /// compaction from the log. One log belongs to one agent at a time.
     pub fn session(mut self, path: impl Into<PathBuf>) -> Self {
         self.session = Some(path.into());
+        self
+    }
+
+    /// Keep the session log in `store` (the log's path is its name there); the default is
+    /// [`SessionStore::files`].
+    pub fn session_store(mut self, store: SessionStore) -> Self {
+        self.session_store = store;
         self
     }
 

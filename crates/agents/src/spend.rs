@@ -2,7 +2,7 @@
 //!
 //! The meter is shared between the agent, which records every model call it makes and checks
 //! the budgets before the next one, and the compression agent, whose summarizer model records
-//! each call it makes for the agent the same way (`model/traced.rs`; a compressor on another
+//! each call it makes for the agent the same way (`traced.rs`; a compressor on another
 //! node is out of reach, so the compaction client records its report's counts instead):
 //! compaction calls count against the request, the agent and the team like any other call.
 //!

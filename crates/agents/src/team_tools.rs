@@ -77,6 +77,7 @@ impl Tool for AskAgentTool {
             trace: trace.child(),
             // Another agent asks in words; a typed ask is the program's (Team::ask_typed).
             response_format: None,
+            request_id: None,
         };
         directory
             .ask(&args.agent, request, ASK_AGENT_TIMEOUT)

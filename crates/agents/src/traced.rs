@@ -198,6 +198,8 @@ pub fn tool_span(call: &ToolCall, agent: &str) -> tracing::Span {
         { semconv::TOOL_CALL_RESULT } = tracing::field::Empty,
         // Recorded by a tool an MCP server serves (troupe-mcp), inside this span.
         { semconv::MCP_SERVER } = tracing::field::Empty,
+        // Recorded by a tool that runs a command (shell, a sandboxed MCP server's tools).
+        { semconv::SANDBOX_POLICY } = tracing::field::Empty,
     );
     if trace::record_content() {
         span.record(

@@ -7,17 +7,14 @@
 //! order they were read). Keys troupe does not interpret keep their values exactly, numbers
 //! included (see `troupe_protocol::WireValue`).
 
-mod envelope;
-
 use std::path::{Path, PathBuf};
 
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use troupe_compaction::transcript::{BYTE_ORDER_MARK, TranscriptError};
+use troupe_compaction::transcript::{
+    BYTE_ORDER_MARK, Envelope, EnvelopeWith, Transcript, parse_transcript,
+};
 use troupe_protocol::{ChatMessage, ContentSlot, ToolCallsSlot};
-
-pub use envelope::Envelope;
-use envelope::{EnvelopeWith, EnvelopedMessages};
 
 /// How a transcript file was laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,24 +101,17 @@ impl TranscriptFile {
     /// # Errors
     /// [`TranscriptFileError::Format`] naming `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Self, TranscriptFileError> {
-        let format = |e: serde_json::Error| TranscriptFileError::Format {
+        // Read by the one transcript reader; only the layout (indentation, newline, mark) is
+        // this file's own.
+        let Transcript {
+            envelope, messages, ..
+        } = parse_transcript(text).map_err(|cause| TranscriptFileError::Format {
             path: path.to_path_buf(),
-            cause: TranscriptError::Format(e),
-        };
-        let json = text.strip_prefix(BYTE_ORDER_MARK).unwrap_or(text);
-        // Read here rather than by `troupe_compaction::transcript::parse_transcript`, whose `Transcript`
-        // keeps only `source` and `license` of the envelope.
-        let parsed = if json.trim_start().starts_with('[') {
-            EnvelopedMessages {
-                envelope: Envelope::default(),
-                messages: serde_json::from_str(json).map_err(format)?,
-            }
-        } else {
-            serde_json::from_str::<EnvelopedMessages>(json).map_err(format)?
-        };
+            cause,
+        })?;
         Ok(TranscriptFile {
-            envelope: parsed.envelope,
-            messages: parsed.messages,
+            envelope,
+            messages,
             layout: sniff_layout(text),
         })
     }

@@ -165,6 +165,9 @@ async fn handle_delivery(
         text: delivery.text,
         trace,
         response_format,
+        // The asker's id for the request: the agent answers a request it already handled (a
+        // retry to this node after its first home died) from its log.
+        request_id: Some(delivery.request_id.clone()),
     };
     let timeout = Duration::from_millis(delivery.timeout_ms);
     async {

@@ -24,9 +24,10 @@
 //! - **Every remote ask is acknowledged** (or fails within 5 s), **has a deadline** (the ask's
 //!   timeout) and **an id**: a delivery seen twice is not handled twice.
 //! - **A node that goes away fails its in-flight asks at once** with
-//!   [`AskError::NodeDown`](troupe_runtime::AskError::NodeDown); nothing is retried, so a
-//!   request is handled at most once. Whether a request that was in flight when its node died
-//!   was handled there is unknown.
+//!   [`AskError::NodeDown`](troupe_runtime::AskError::NodeDown) — unless the asker's node waits
+//!   for the agent's new home ([`NodeConfig::failover`]): then the ask is retried there under the
+//!   same request id, within its timeout, and the agent answers a request its log already closed
+//!   from the log instead of running it again.
 //! - **Versioned payloads**: requests travel as JSON frames that name the troupe wire protocol
 //!   ([`WIRE_PROTOCOL`]); a node on another version is refused at connect with a clear error.
 //! - **One trace across processes**: the request's `traceparent` travels with it; each node

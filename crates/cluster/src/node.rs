@@ -39,6 +39,11 @@ pub struct NodeConfig {
     pub cookie: String,
     /// Encrypt connections with mutual TLS (both accepting and connecting).
     pub tls: Option<TlsConfig>,
+    /// How long an ask whose agent's node went away waits for the agent's new home (another
+    /// node that took its log over) before it fails with `NodeDown` — within the ask's own
+    /// timeout, and retried there under the same request id, so the agent answers it from its
+    /// log instead of running it twice. Zero (the default): `NodeDown` at once.
+    pub failover: Duration,
 }
 
 impl NodeConfig {
@@ -49,6 +54,7 @@ impl NodeConfig {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
             cookie: cookie.into(),
             tls: None,
+            failover: Duration::ZERO,
         }
     }
 
@@ -167,6 +173,7 @@ impl ClusterNode {
         let route = ClusterRoute {
             node: config.name.clone(),
             peers: peers.clone(),
+            failover: config.failover,
         };
         if !directory.set_remote(Arc::new(route)) {
             server.stop(None);

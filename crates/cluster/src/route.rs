@@ -38,7 +38,13 @@ const ANSWER_SLACK: Duration = Duration::from_secs(2);
 pub(crate) struct ClusterRoute {
     pub(crate) node: String,
     pub(crate) peers: Peers,
+    /// How long an ask whose node went away waits for the agent's new home
+    /// ([`NodeConfig::failover`](crate::NodeConfig::failover)).
+    pub(crate) failover: Duration,
 }
+
+/// How often an ask waiting for an agent's new home looks for it.
+const HOME_POLL: Duration = Duration::from_millis(50);
 
 /// How a wire call ended.
 enum Called {
@@ -85,7 +91,10 @@ impl ClusterRoute {
             return Err(self.no_such_agent(name));
         };
         let delivery = Delivery {
-            request_id: fresh_request_id(&self.node),
+            // The caller's id when it gave one (a retry is the same request), else a new one.
+            request_id: request
+                .request_id
+                .unwrap_or_else(|| fresh_request_id(&self.node)),
             agent: name.to_string(),
             from: request.from,
             text: request.text,
@@ -161,6 +170,7 @@ impl RemoteAgents for ClusterRoute {
             text: payload,
             trace,
             response_format: None,
+            request_id: None,
         };
         self.ask_spanned(name, request, timeout, Some(kind)).await
     }
@@ -214,10 +224,68 @@ impl ClusterRoute {
         .await
     }
 
+    /// Ask, and when the agent's node goes away ([`AskError::NodeDown`]) and a failover wait
+    /// is set, wait for its new home (a node that took its log over) and ask there under the
+    /// same request id — the agent answers a request it already handled from its log — all
+    /// within `timeout`. Jobs are not retried.
+    async fn ask_traced(
+        &self,
+        name: &str,
+        request: AgentRequest,
+        timeout: Duration,
+        job_kind: Option<&str>,
+    ) -> Result<String, AskError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        // One id for every delivery of this request.
+        let request_id = request
+            .request_id
+            .clone()
+            .unwrap_or_else(|| fresh_request_id(&self.node));
+        let request = AgentRequest {
+            request_id: Some(request_id),
+            ..request
+        };
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let asked = self.ask_once(name, request.clone(), left, job_kind).await;
+            let Err(AskError::NodeDown { node }) = &asked else {
+                return asked;
+            };
+            if self.failover.is_zero() || job_kind.is_some() {
+                return asked;
+            }
+            let until = deadline.min(tokio::time::Instant::now() + self.failover);
+            match self.new_home(name, node, until).await {
+                Some(home) => {
+                    tracing::info!(agent = %name, from = %node, to = %home, "the agent's node went away: asking its new home under the same request id");
+                }
+                None => return asked,
+            }
+        }
+    }
+
+    /// The node other than `gone` that hosts `name`, once one does, until `until`.
+    async fn new_home(
+        &self,
+        name: &str,
+        gone: &str,
+        until: tokio::time::Instant,
+    ) -> Option<String> {
+        loop {
+            if let Some((_, node)) = self.find(name).filter(|(_, node)| node != gone) {
+                return Some(node);
+            }
+            if tokio::time::Instant::now() + HOME_POLL > until {
+                return None;
+            }
+            tokio::time::sleep(HOME_POLL).await;
+        }
+    }
+
     /// Deliver and await in one round trip: both calls are sent at once, in that order, on the
     /// one ordered connection to the node; the acknowledgement is checked before the answer is
     /// believed.
-    async fn ask_traced(
+    async fn ask_once(
         &self,
         name: &str,
         request: AgentRequest,

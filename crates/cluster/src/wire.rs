@@ -14,8 +14,8 @@ use troupe_protocol::ResponseFormat;
 use troupe_protocol::ToolDefinition;
 use troupe_runtime::AskError;
 
-/// The troupe wire protocol this build speaks. Bump it with any change to [`WireRequest`] or
-/// [`WireReply`] that an older node would misread. 2: an agent's model error travels as the
+/// The troupe wire protocol this build speaks. Bump it with any change to `WireRequest` or
+/// `WireReply` that an older node would misread. 2: an agent's model error travels as the
 /// typed `ModelError` (`AgentError::Model`), and a compaction request names its focus `focus`.
 /// (A delivery's `response_format` is not a new version: a node without it ignores the field
 /// and runs the ask unconstrained, and the asker checks the answer either way.)

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use criterion::{BatchSize, Criterion};
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::tokens::{TiktokenCounter, TokenCache};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{CompactRequest, ContextPolicy, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 use troupe_protocol::Conversation;
+use troupe_tokens::{TiktokenCounter, TokenCache};
 
 fn main() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -51,9 +51,9 @@ fn main() {
     // What each case does, once, so a change that should only be faster can be checked to
     // give the same result: the tier counts and a digest of the compacted messages.
     for (name, window, summarizer) in cases {
-        let options = CompactRequest {
+        let options = CompactOptions {
             token_cache: Some(warm.detached_copy()),
-            ..CompactRequest::default()
+            ..CompactOptions::default()
         };
         let policy = ContextPolicy::for_window(window);
         match runtime.block_on(compact(
@@ -98,9 +98,9 @@ fn main() {
                 // A private copy per run: counts of stubs from earlier runs must not leak in.
                 || warm.detached_copy(),
                 |cache| {
-                    let options = CompactRequest {
+                    let options = CompactOptions {
                         token_cache: Some(cache),
-                        ..CompactRequest::default()
+                        ..CompactOptions::default()
                     };
                     runtime.block_on(compact(
                         &conversation,

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput};
-use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
 use troupe_compaction::transcript::parse_transcript;
 use troupe_protocol::{ChatMessage, Conversation};
+use troupe_tokens::{TiktokenCounter, TokenCache, TokenCounter};
 
 /// The corpus transcripts as conversations would hold them (ids assigned), owned.
 fn corpus() -> Option<Vec<Vec<ChatMessage>>> {

@@ -9,7 +9,6 @@ use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation};
 
 use crate::archive::Archive;
-use crate::counter::TokenCounter;
 use crate::economics::CostModel;
 use crate::economics::Lead;
 use crate::economics::min_gain::PlannedGain;
@@ -19,19 +18,20 @@ use crate::guard::ThrashGuard;
 use crate::policy::ContextPolicy;
 use crate::session::CompactionSession;
 use crate::summary::Summarizer;
-use crate::token_cache::{CachedCounter, TokenCache};
 use troupe_protocol::CompactionReport;
+use troupe_tokens::TokenCounter;
+use troupe_tokens::{CachedCounter, TokenCache};
 
 // Defined in the runtime, beside the report, so `Event::CompactionStarted` carries it typed.
 use troupe_protocol::CompactTrigger;
 
-/// What one compaction is asked, besides the conversation, its ledger and the
-/// [`ContextPolicy`] it works to: its focus, trigger, lead, the anti-thrash memory and the warm
-/// token cache. A request, not configuration: an agent's configuration is its
-/// `CompactionSettings`, and the compression agent builds one of these from each
-/// `CompactionRequest` it is sent (`troupe_agents::compression`).
+/// How one compaction runs, besides the conversation, its ledger and the [`ContextPolicy`] it
+/// works to: its focus, trigger, lead, the anti-thrash memory and the warm token cache. Per
+/// compaction, not configuration (an agent's configuration is its `CompactionSettings`), and not
+/// the request: the compression agent derives these options from each `CompactionRequest` it is
+/// sent (`troupe_agents::compression`), which also carries the conversation.
 #[derive(Debug, Clone)]
-pub struct CompactRequest {
+pub struct CompactOptions {
     /// What the summaries should keep in view (`/compact the parser bug`): a line added to each
     /// summary prompt. Not the agent's instructions (its system prompt), which are a message.
     pub focus: Option<String>,
@@ -52,9 +52,9 @@ pub struct CompactRequest {
     pub lead: Lead,
 }
 
-impl Default for CompactRequest {
+impl Default for CompactOptions {
     fn default() -> Self {
-        CompactRequest {
+        CompactOptions {
             focus: None,
             per_message: false,
             detect_previous_summary: true,
@@ -96,9 +96,9 @@ impl Compaction {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), troupe_compaction::CompactionError> {
-/// use troupe_compaction::{ContextPolicy, CompactRequest, compact};
+/// use troupe_compaction::{ContextPolicy, CompactOptions, compact};
 /// use troupe_compaction::summary::MechanicalSummarizer;
-/// use troupe_compaction::tokens::TiktokenCounter;
+/// use troupe_tokens::TiktokenCounter;
 /// use troupe_protocol::Conversation;
 /// use troupe_protocol::FileLedger;
 /// let conversation = Conversation::new();
@@ -109,7 +109,7 @@ impl Compaction {
 ///     &ContextPolicy::for_window(32_000),
 ///     &counter,
 ///     Some(&MechanicalSummarizer::new()),
-///     CompactRequest::default(),
+///     CompactOptions::default(),
 /// )
 /// .await?;
 /// println!("{} → {} tokens: {}", result.report.tokens_before, result.report.tokens_after, result.report.reason);
@@ -121,7 +121,7 @@ pub async fn compact(
     policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
-    request: CompactRequest,
+    request: CompactOptions,
 ) -> Result<Compaction, CompactionError> {
     compact_with(
         conversation,
@@ -170,7 +170,7 @@ pub async fn compact_with(
     policy: &ContextPolicy,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
-    request: CompactRequest,
+    request: CompactOptions,
     steering: &dyn Steering,
 ) -> Result<Compaction, CompactionError> {
     let trigger = request.trigger;

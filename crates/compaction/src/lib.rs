@@ -1,7 +1,7 @@
-//! troupe's context compaction: a pure library that shrinks a conversation to its token budget.
+//! troupe's context compaction: a pure library that shrinks a conversation to its target.
 //!
 //! Given a [`Conversation`](troupe_protocol::Conversation), the agent's [`FileLedger`], a
-//! [`ContextPolicy`], a [`TokenCounter`](tokens::TokenCounter) and optionally a
+//! [`ContextPolicy`], a [`TokenCounter`](troupe_tokens::TokenCounter) and optionally a
 //! [`Summarizer`](summary::Summarizer), [`compact`] returns a smaller conversation that is still valid for the chat API, still knows
 //! its task, and can be [`expand`]ed back to the exact original.
 //!
@@ -17,7 +17,7 @@
 //! the rest lives in topic modules:
 //!
 //! - **Compacting:** [`compact`] (or [`compact_with`], which lets a [`Steering`] work the
-//!   session first) with [`CompactRequest`] and a
+//!   session first) with [`CompactOptions`] and a
 //!   [`CompactTrigger`](troupe_protocol::CompactTrigger) returns a [`Compaction`]: the new
 //!   messages, the [`Archive`] of what they replaced and a
 //!   [`CompactionReport`](troupe_protocol::CompactionReport); or a
@@ -32,8 +32,8 @@
 //! - **Nothing lost:** every replaced message goes into the [`Archive`]; [`expand`] restores the
 //!   exact original. An answer too large for the window even alone is cut as it arrives
 //!   ([`Archive::push_cut_answer`]), the whole of it archived the same way.
-//! - [`tokens`]: [`TokenCounter`](tokens::TokenCounter) and its implementations, the
-//!   per-message [`TokenCache`](tokens::TokenCache).
+//! - Counting is troupe-tokens' ([`TokenCounter`](troupe_tokens::TokenCounter), the
+//!   per-message [`TokenCache`](troupe_tokens::TokenCache)), shared with the providers.
 //! - [`summary`]: the [`Summarizer`](summary::Summarizer) trait, the offline
 //!   [`MechanicalSummarizer`](summary::MechanicalSummarizer), and
 //!   [`vet_summary`](summary::vet_summary), which rejects summaries too thin or ungrounded to
@@ -58,11 +58,9 @@ mod archive;
 pub mod artifacts;
 mod compact;
 pub mod context_check;
-mod counter;
 pub mod economics;
 mod error;
 mod guard;
-mod id_hash;
 pub mod invariants;
 mod markers;
 mod mask;
@@ -74,14 +72,12 @@ pub mod session;
 mod splice;
 pub mod summary;
 mod tagged;
-mod token_cache;
-pub mod tokens;
 pub mod transcript;
 mod truncate;
 mod validate;
 
 pub use archive::{Archive, ArchiveEntry, ArchiveError, ExpandError, expand};
-pub use compact::{CompactRequest, Compaction, Steering, compact, compact_with};
+pub use compact::{CompactOptions, Compaction, Steering, compact, compact_with};
 pub use error::CompactionError;
 pub use guard::ThrashGuard;
 pub use policy::{ContextPolicy, PolicyError};

@@ -4,6 +4,10 @@
 //! content, which the agent can read again if it needs it. Facts come from the ledger, so a stub
 //! never depends on parsing a tool's output format.
 
+use std::sync::LazyLock;
+
+use aho_corasick::AhoCorasick;
+
 use crate::artifacts::{error_kind, error_lines, exit_code};
 use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
 
@@ -105,11 +109,48 @@ const OTHER_ERROR_KINDS: usize = 8;
 /// Characters of an error line a stub keeps.
 const ERROR_LINE_CHARS: usize = 120;
 
+/// [`ERROR_WORDS`] in any ASCII case, as one automaton.
+static ERROR_WORDS_ANY_CASE: LazyLock<Option<AhoCorasick>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(ERROR_WORDS)
+        .ok()
+});
+
+/// Whether `line`, lowercased, holds one of [`ERROR_WORDS`].
+fn marks_an_error(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    ERROR_WORDS.iter().any(|w| lower.contains(w))
+}
+
+/// The first line of `output` (trimmed) that [`marks_an_error`].
+///
+/// One pass finds the first ASCII spelling of a word in any case; its line is the answer
+/// unless an earlier line that is not ASCII lowercases to one (the Kelvin sign is a `k`): only
+/// those are lowercased and searched, not every line of a long output.
+fn first_error_marked_line(output: &str) -> Option<&str> {
+    let Some(words) = ERROR_WORDS_ANY_CASE.as_ref() else {
+        return output.lines().map(str::trim).find(|l| marks_an_error(l));
+    };
+    let hit = words.find(output).map_or(output.len(), |m| m.start());
+    let mut end = 0;
+    // `str::lines`, with where each line ends.
+    for raw in output.split_inclusive('\n') {
+        end += raw.len();
+        let line = match raw.strip_suffix('\n') {
+            Some(line) => line.strip_suffix('\r').unwrap_or(line),
+            None => raw,
+        };
+        let line = line.trim();
+        if hit < end || (!line.is_ascii() && marks_an_error(line)) {
+            return Some(line);
+        }
+    }
+    None
+}
+
 fn first_error_line(output: &str) -> Option<String> {
-    let line = output.lines().map(str::trim).find(|l| {
-        let lower = l.to_lowercase();
-        ERROR_WORDS.iter().any(|w| lower.contains(w))
-    })?;
+    let line = first_error_marked_line(output)?;
     let mut short: String = line.chars().take(ERROR_LINE_CHARS).collect();
     if short.len() < line.len() {
         short.push('…');
@@ -131,6 +172,27 @@ pub(crate) fn is_stub(text: &str) -> bool {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn the_first_error_marked_line_is_the_first_line_that_lowercases_to_an_error_word(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("error"), Just("ERROR"), Just("Failed"), Just("panic\u{212a}ed"),
+                    Just("FATAL"), Just("Traceback"), Just("exceptio"), Just("n"), Just("é"),
+                    Just("\u{130}"), Just("\n"), Just("\r\n"), Just(" "), Just("ok"),
+                ],
+                0..30,
+            )
+        ) {
+            let output = parts.concat();
+            prop_assert_eq!(
+                first_error_marked_line(&output),
+                output.lines().map(str::trim).find(|l| marks_an_error(l))
+            );
+        }
+    }
 
     #[test]
     fn a_generic_stub_keeps_the_exit_code_the_first_error_and_the_other_error_kinds() {

@@ -153,12 +153,6 @@ pub enum PolicyError {
 }
 
 impl ContextPolicy {
-    /// The output reserve when neither the settings nor the agent's `max_tokens` give one: a
-    /// long answer of a coding model (models rarely answer more in one call), and what the
-    /// replay of a transcript keeps, which knows no model. A rate limit reserves it for a
-    /// request without `max_tokens` too (one number for both).
-    pub const DEFAULT_OUTPUT_RESERVE: usize = 4_096;
-
     /// The default policy for a model with `context_window` tokens.
     ///
     /// The anti-thrash minimum is 10k tokens, scaled down to a tenth of small windows: between

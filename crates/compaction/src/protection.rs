@@ -12,8 +12,8 @@
 use serde::{Deserialize, Serialize};
 use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
-use crate::id_hash::IdMap;
 use crate::pairing::owners;
+use troupe_protocol::id_hash::IdMap;
 
 /// Why a message is protected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use troupe_protocol::{ChatMessage, MessageId};
 
 use crate::compact::Compaction;
-use crate::counter::TokenCounter;
 use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
-use crate::token_cache::TokenCache;
 use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
+use troupe_tokens::TokenCache;
+use troupe_tokens::TokenCounter;
 
 /// Why a compaction of a snapshot was not spliced into the conversation; the conversation is
 /// unchanged.
@@ -125,8 +125,8 @@ mod tests {
 
     use super::*;
     use crate::summary::MechanicalSummarizer;
-    use crate::tokens::TiktokenCounter;
-    use crate::{CompactRequest, compact};
+    use crate::{CompactOptions, compact};
+    use troupe_tokens::TiktokenCounter;
 
     fn policy() -> ContextPolicy {
         ContextPolicy {
@@ -162,7 +162,7 @@ mod tests {
             &policy(),
             counter,
             Some(&MechanicalSummarizer::new()),
-            CompactRequest::default(),
+            CompactOptions::default(),
         )
         .await
         .unwrap()

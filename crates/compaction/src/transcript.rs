@@ -5,22 +5,28 @@
 
 use std::borrow::Borrow;
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use troupe_protocol::{ChatMessage, Role};
 use troupe_protocol::{FileAccess, FileLedger, LedgerEntry};
 
-/// A transcript file: `{"messages": [...]}` plus optional provenance.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+mod envelope;
+
+use envelope::EnvelopedMessages;
+pub use envelope::{Envelope, EnvelopeWith};
+
+/// A transcript as read: `{"messages": [...]}` with every other top-level key kept exactly
+/// (its [`Envelope`]), or a bare array of messages. The one reader of transcript text: the
+/// CLI's `troupe compact`/`expand` (which also keep the file's layout), the evaluation and the
+/// benches read through it.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Transcript {
-    /// Where it came from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<Value>,
-    /// Its license.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub license: Option<Value>,
+    /// The top-level keys beside `messages` (`source`, `license`, `tools`, `model`, …), kept
+    /// as read; empty for a bare array.
+    pub envelope: Envelope,
     /// The messages in the OpenAI Chat Completions shape.
     pub messages: Vec<ChatMessage>,
+    /// Whether the text was a bare message array rather than an object.
+    pub bare_array: bool,
 }
 
 /// Why a transcript could not be read.
@@ -36,20 +42,28 @@ pub enum TranscriptError {
 /// The UTF-8 byte order mark some editors put at the start of a file.
 pub const BYTE_ORDER_MARK: char = '\u{feff}';
 
-/// Parse a transcript: an object with `messages`, or a bare array of messages.
+/// Parse a transcript: an object with `messages` (every other key kept in its [`Envelope`]; a
+/// second `messages` is refused: which conversation would it be?), or a bare array of messages.
 ///
 /// A leading byte order mark is skipped (JSON forbids it, but editors on Windows write it).
+///
+/// # Errors
+/// [`TranscriptError::Format`] for text that is neither.
 pub fn parse_transcript(json: &str) -> Result<Transcript, TranscriptError> {
     let json = json.strip_prefix(BYTE_ORDER_MARK).unwrap_or(json);
     if json.trim_start().starts_with('[') {
-        let messages = serde_json::from_str(json)?;
         return Ok(Transcript {
-            source: None,
-            license: None,
-            messages,
+            envelope: Envelope::default(),
+            messages: serde_json::from_str(json)?,
+            bare_array: true,
         });
     }
-    Ok(serde_json::from_str(json)?)
+    let read: EnvelopedMessages = serde_json::from_str(json)?;
+    Ok(Transcript {
+        envelope: read.envelope,
+        messages: read.messages,
+        bare_array: false,
+    })
 }
 
 /// A file a tool call touched: its path, what was done, and the line range when known.
@@ -212,6 +226,13 @@ mod tests {
                 .unwrap();
         let array = parse_transcript(r#"[{"role":"user","content":"hi"}]"#).unwrap();
         assert_eq!(object.messages, array.messages);
+        assert!(!object.bare_array && array.bare_array);
+        assert_eq!(
+            object.envelope.get("source").map(|v| v.to_string()),
+            Some("\"x\"".into())
+        );
         assert!(parse_transcript("{}").is_err());
+        // Two conversations in one file: neither is the transcript.
+        assert!(parse_transcript(r#"{"messages":[],"messages":[]}"#).is_err());
     }
 }

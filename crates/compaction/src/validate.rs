@@ -7,11 +7,11 @@ use serde::Serialize;
 use troupe_protocol::{ChatMessage, MessageId};
 
 use crate::archive::{Archive, expand};
-use crate::counter::TokenCounter;
-use crate::id_hash::{IdMap, IdSet};
 use crate::pairing::{answered_calls, check_pairing};
 use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
+use troupe_protocol::id_hash::{IdMap, IdSet};
+use troupe_tokens::TokenCounter;
 
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]

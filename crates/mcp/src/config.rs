@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use troupe_tools::sandbox::Sandbox;
+
 /// How long a server may take to answer `initialize` (and list its tools) by default.
 pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -36,6 +38,10 @@ pub struct McpServerConfig {
     pub call_timeout: Option<Duration>,
     /// How many times a server that exited is started again.
     pub max_restarts: u32,
+    /// The sandbox a stdio server runs in, with its `cwd` (else troupe's directory) as the
+    /// workspace; `None` (the default): unconfined, like any program the user starts. Where
+    /// the kernel cannot give what the sandbox needs, the server is not started.
+    pub sandbox: Option<Sandbox>,
 }
 
 impl McpServerConfig {
@@ -51,6 +57,7 @@ impl McpServerConfig {
             init_timeout: DEFAULT_INIT_TIMEOUT,
             call_timeout: None,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            sandbox: None,
         }
     }
 
@@ -105,6 +112,12 @@ impl McpServerConfig {
     /// With this limit on each tool call.
     pub fn call_timeout(mut self, timeout: Duration) -> Self {
         self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Run in `sandbox` (a stdio server), its `cwd` the workspace.
+    pub fn sandboxed(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = Some(sandbox);
         self
     }
 

@@ -132,6 +132,11 @@ impl Connection {
     }
 
     /// Its tools as listed last.
+    /// The sandbox policy its process runs under, when it runs in one.
+    pub(crate) fn sandbox_policy(&self) -> Option<troupe_tools::sandbox::SandboxPolicy> {
+        self.config.sandbox.as_ref().map(|s| s.policy)
+    }
+
     pub(crate) fn tools(&self) -> &ServerTools {
         &self.tools
     }

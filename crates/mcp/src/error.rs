@@ -19,6 +19,15 @@ pub enum McpError {
         /// The operating system's error.
         cause: std::io::Error,
     },
+    /// The server's sandbox cannot be given on this system, or could not be set up; nothing
+    /// was started.
+    #[error("MCP server `{server}`: {cause}")]
+    Sandbox {
+        /// The server's name.
+        server: String,
+        /// What the sandbox lacks or what failed (it names how to choose `full`).
+        cause: troupe_tools::sandbox::SandboxError,
+    },
     /// The configured working directory is missing or not a directory; nothing was started.
     #[error("MCP server `{server}`: its cwd `{}` {reason}", cwd.display())]
     Cwd {

@@ -1,14 +1,20 @@
-//! A stdio server's process: started in a process group of its own, with a clean environment,
-//! and killed — with everything it started — when troupe lets go of it.
+//! A stdio server's process: started in a process group that dies with troupe, with a clean
+//! environment, and killed — with everything it started — when troupe lets go of it.
 //!
 //! rmcp's own child-process transport kills the child from a task it spawns on drop: a task
 //! that never runs while the runtime shuts down (troupe exiting), and that reaches only the
 //! direct child, not the `node` an `npx` started or the worker a Python server forked. Here the
-//! kill is a synchronous `kill(-pgid, SIGKILL)` in `Drop`, which needs no runtime.
+//! server joins a [`CommandGroup`], the same one a tool's command runs in: dropping it is a
+//! synchronous `kill(-pgid, SIGKILL)`, which needs no runtime, and troupe's end by any road (a
+//! signal, an exit whose runtime never dropped the task that held the server, SIGKILL) ends the
+//! group through its watchman.
 
 use std::process::Stdio;
 
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+
+use troupe_tools::process_group::CommandGroup;
+use troupe_tools::sandbox::Confinement;
 
 use crate::config::McpServerConfig;
 use crate::error::McpError;
@@ -23,8 +29,12 @@ const INHERITED_ENV: &[&str] = &[
 #[derive(Debug)]
 pub(crate) struct ServerProcess {
     child: Child,
-    /// Its pid, which is also its process group's id.
+    /// Its pid.
     pid: Option<u32>,
+    /// The group it runs in, killed when this is dropped or troupe ends.
+    group: CommandGroup,
+    /// Its sandbox's side, kept while it runs (its private temporary directory with it).
+    _confinement: Option<Confinement>,
 }
 
 /// A started process's pipes.
@@ -68,16 +78,41 @@ impl ServerProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        // Its own group: everything it starts can be killed with it, and a Ctrl-C meant for
-        // troupe's terminal does not reach it.
-        #[cfg(unix)]
-        command.process_group(0);
-        let spawn_error = |cause| McpError::Spawn {
+        // A group that dies with troupe: everything it starts can be killed with it, and a
+        // Ctrl-C meant for troupe's terminal does not reach it.
+        let mut group = CommandGroup::start();
+        group.adopt(&mut command);
+        // Confined where asked, in the one place commands are (troupe_tools::sandbox), with
+        // its working directory as the workspace.
+        let sandbox_error = |cause| McpError::Sandbox {
             server: name.to_string(),
-            command: config.command_line(),
             cause,
         };
-        let mut child = command.spawn().map_err(spawn_error)?;
+        let confinement = match &config.sandbox {
+            Some(sandbox) => {
+                let root = match &config.cwd {
+                    Some(dir) => dir.clone(),
+                    None => std::env::current_dir().unwrap_or_else(|_| ".".into()),
+                };
+                Some(
+                    sandbox
+                        .confine(command.as_std_mut(), &root)
+                        .map_err(sandbox_error)?,
+                )
+            }
+            None => None,
+        };
+        let mut child = command.spawn().map_err(|cause| {
+            match confinement.as_ref().and_then(|c| c.spawn_failure(&cause)) {
+                Some(refused) => sandbox_error(refused),
+                None => McpError::Spawn {
+                    server: name.to_string(),
+                    command: config.command_line(),
+                    cause,
+                },
+            }
+        })?;
+        group.started(&child);
         let pid = child.id();
         let pipes = match (child.stdin.take(), child.stdout.take()) {
             (Some(stdin), Some(stdout)) => Pipes {
@@ -86,13 +121,28 @@ impl ServerProcess {
                 stderr: child.stderr.take(),
             },
             _ => {
-                drop(ServerProcess { child, pid });
-                return Err(spawn_error(std::io::Error::other(
-                    "its stdio was not piped",
-                )));
+                drop(ServerProcess {
+                    child,
+                    pid,
+                    group,
+                    _confinement: confinement,
+                });
+                return Err(McpError::Spawn {
+                    server: name.to_string(),
+                    command: config.command_line(),
+                    cause: std::io::Error::other("its stdio was not piped"),
+                });
             }
         };
-        Ok((ServerProcess { child, pid }, pipes))
+        Ok((
+            ServerProcess {
+                child,
+                pid,
+                group,
+                _confinement: confinement,
+            },
+            pipes,
+        ))
     }
 
     /// Its process id.
@@ -103,15 +153,9 @@ impl ServerProcess {
 
 impl Drop for ServerProcess {
     fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(group) = self
-            .pid
-            .and_then(|pid| i32::try_from(pid).ok())
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            // ESRCH (the group is gone already) is the normal case for a server that exited.
-            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-        }
+        // The whole group (ESRCH, the group gone already, is the normal case for a server that
+        // exited); dropping `group` after this kills it again, harmlessly.
+        self.group.kill();
         // The direct child, also where process groups are not available; tokio reaps it.
         let _ = self.child.start_kill();
     }

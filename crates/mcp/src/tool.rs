@@ -54,7 +54,14 @@ impl JsonTool for McpTool {
             )));
         };
         let server = connection.name();
-        tracing::Span::current().record(troupe_protocol::trace::semconv::MCP_SERVER, server);
+        let span = tracing::Span::current();
+        span.record(troupe_protocol::trace::semconv::MCP_SERVER, server);
+        if let Some(policy) = connection.sandbox_policy() {
+            span.record(
+                troupe_protocol::trace::semconv::SANDBOX_POLICY,
+                policy.name(),
+            );
+        }
         match connection.call(&self.remote, args).await {
             Ok(result) if result.is_error == Some(true) => Err(ToolError::respond(format!(
                 "{} failed (reported by MCP server `{server}`): {}",

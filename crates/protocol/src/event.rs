@@ -129,6 +129,10 @@ pub enum Event {
         agent: String,
         /// The compaction report (boxed: it is by far the largest event).
         report: Box<CompactionReport>,
+        /// The mode it started in: an agent has at most one compaction of each mode at a time
+        /// (a background job may finish while the agent makes room at its limit), so the mode
+        /// says which one finished.
+        mode: CompactionMode,
     },
     /// Compaction failed; the conversation is unchanged.
     CompactionFailed {
@@ -136,12 +140,14 @@ pub enum Event {
         agent: String,
         /// The compaction error's message (the conversation is unchanged).
         reason: String,
+        /// The mode it started in (see `CompactionFinished`).
+        mode: CompactionMode,
     },
     /// An agent applied a compaction's answer to its conversation (`applied: true`), or dropped
     /// it (`applied: false`, `reason` says why: stale, superseded, failed). Published by the
-    /// agent, after the compaction's `CompactionFinished` or `CompactionFailed` — except for a
-    /// background compaction dropped as stale while it still ran, whose `CompactionFailed`
-    /// (cancelled) follows.
+    /// agent, after the compaction's `CompactionFinished` or `CompactionFailed` of the same
+    /// mode — except for a background compaction dropped as stale while it still ran, whose
+    /// `CompactionFailed` (cancelled) follows.
     CompactionApplied {
         /// The agent whose conversation was compacted.
         agent: String,
@@ -198,6 +204,18 @@ pub enum Event {
         /// The last failure, and that the restart limit was reached (or the restart failed).
         reason: String,
     },
+    /// A node took an agent over from a node that was lost (its lease ran out): the agent
+    /// started here from its log in the shared store, and resumes the request it had in flight.
+    AgentMoved {
+        /// The agent.
+        agent: String,
+        /// The node it was on (as last seen), or `unknown`.
+        from: String,
+        /// The node it is on now.
+        to: String,
+        /// The last committed step of its log it goes on from.
+        step: usize,
+    },
 }
 
 impl Event {
@@ -221,7 +239,8 @@ impl Event {
             | Event::ApprovalRequested { agent, .. }
             | Event::BudgetPaused { agent, .. }
             | Event::AgentRestarted { agent, .. }
-            | Event::AgentStopped { agent, .. } => agent,
+            | Event::AgentStopped { agent, .. }
+            | Event::AgentMoved { agent, .. } => agent,
         }
     }
 }

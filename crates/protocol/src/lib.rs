@@ -14,7 +14,8 @@
 //! - [`FileLedger`]: every file a tool read or modified, which compaction's stubs cite;
 //!   [`truncation_marker`]: the one cut marker of a tool output, at dispatch or in compaction.
 //! - Topic modules, whose items have no other path: [`trace`] (span attribute names, content
-//!   recording, the trace file's lines), [`sync`] (the one way troupe takes a `std::sync` lock);
+//!   recording, the trace file's lines), [`sync`] (the one way troupe takes a `std::sync` lock),
+//!   [`id_hash`] (maps and sets keyed by message ids);
 //!   everything else is at the root, once.
 //!
 //! No actors, no runtime, no network: the pure crates (compaction, tools) depend on this one
@@ -29,6 +30,7 @@ mod compaction_report;
 mod conversation;
 mod event;
 mod event_sink;
+pub mod id_hash;
 mod ledger;
 mod message;
 mod model;

@@ -39,17 +39,22 @@ pub enum Role {
 
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Role {
+    /// The role's name on the chat wire (`"system"`, `"user"`, …), without allocating.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Role::System => "system",
             Role::Developer => "developer",
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::Tool => "tool",
-        })
+        }
     }
-}
 
-impl Role {
     /// Whether this role gives instructions that frame the conversation (`system` or
     /// `developer`): such a message leading a conversation is its system prompt.
     pub fn is_instructions(self) -> bool {

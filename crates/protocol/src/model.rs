@@ -179,7 +179,7 @@ pub struct ModelInfo {
 
 /// Everything that can go wrong when calling a model.
 ///
-/// Serializable because it travels inside [`AgentError::Model`](crate::AgentError::Model), to
+/// Serializable because it travels inside `AgentError::Model` (troupe-runtime), to
 /// callers on other nodes too.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]

@@ -1,14 +1,19 @@
 //! Tracing: the span attribute names ([`semconv`]), whether spans carry message content
-//! ([`record_content`]), the content they carry ([`content`]) and the lines of the JSONL trace
-//! file ([`TraceLine`]). The context that travels inside actor messages is
-//! [`TraceContext`](crate::TraceContext).
+//! ([`record_content`]), the content they carry ([`content`]), the lines of the JSONL trace
+//! file ([`TraceLine`]) and the one reader of that file ([`read_trace_file`], [`TraceReader`]).
+//! The context that travels inside actor messages is [`TraceContext`](crate::TraceContext).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 pub mod content;
 mod file_line;
+mod file_reader;
 
 pub use file_line::{EventLine, SpanLine, TraceLine};
+pub use file_reader::{
+    BadLine, LineProblem, NAMED_BAD_LINES, TraceRead, TraceReader, read_trace_bytes,
+    read_trace_file,
+};
 
 /// `1`/`true`/`yes`/`on` asks for message content (prompts, completions, tool arguments and
 /// results) in trace spans.
@@ -163,6 +168,9 @@ pub mod semconv {
     pub const FROM: &str = "troupe.from";
     /// `troupe.mcp.server`: the MCP server that served a tool call, on its `execute_tool` span.
     pub const MCP_SERVER: &str = "troupe.mcp.server";
+    /// `troupe.sandbox.policy`: the sandbox policy a tool's command ran under (`read-only`,
+    /// `workspace-write`, `full`), on its `execute_tool` span.
+    pub const SANDBOX_POLICY: &str = "troupe.sandbox.policy";
     /// `troupe.trigger`: what started a compaction (`manual`, `automatic`, `agent_tool`,
     /// `emergency`, `scope`).
     pub const TRIGGER: &str = "troupe.trigger";
@@ -184,6 +192,15 @@ pub mod semconv {
     pub const COMPACTION_TIERS: &str = "troupe.compaction.tiers";
     /// `troupe.compaction.reason`: the report's one-line account of what happened.
     pub const COMPACTION_REASON: &str = "troupe.compaction.reason";
+    /// `troupe.compaction.outcome`: how a compaction ended — `applied` (its agent took the
+    /// answer), `dropped` (it answered, and its agent dropped the answer as stale: see
+    /// [`COMPACTION_DROPPED`]), `answered` (its answer went to a caller that is not an agent:
+    /// a transcript file, an MCP client), `failed` (with [`ERROR_TYPE`]) or `cancelled` (with
+    /// [`ERROR_TYPE`] `cancelled`: stopped before it answered).
+    pub const COMPACTION_OUTCOME: &str = "troupe.compaction.outcome";
+    /// `troupe.compaction.dropped`: why its agent dropped a compaction's answer (outcome
+    /// `dropped`).
+    pub const COMPACTION_DROPPED: &str = "troupe.compaction.dropped";
     /// `troupe.compaction.summarizer_calls`: how many summaries a model was asked for.
     pub const COMPACTION_SUMMARIZER_CALLS: &str = "troupe.compaction.summarizer_calls";
     /// `troupe.compaction.mode`: `background` (the agent went on working while it ran) or

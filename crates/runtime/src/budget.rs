@@ -1,12 +1,12 @@
 //! Spend budgets: tokens (input, output) and cost, per request, per agent and per team.
 //!
-//! A budget is checked before every model call of an agent: once what a scope has spent
-//! reaches one of its limits, the request ends with [`BudgetExceeded`] instead of calling the
-//! model again — or, when the agent's policy says pause, waits there until a limit is raised
-//! ([`TeamSpend::set_limit`] for the team's; see `Event::BudgetPaused`). Nothing is lost: what
-//! the request added so far (answers, tool results) stays in the conversation and the session
-//! log. Compaction calls count too (a summary written by a
-//! model is spend like any other call), priced at the agent's model's prices.
+//! A budget is checked before every model call of an agent: once what a scope has spent reaches one
+//! of its limits, the request ends with [`BudgetExceeded`](troupe_protocol::BudgetExceeded) instead
+//! of calling the model again — or, when the agent's policy says pause, waits there until a limit
+//! is raised ([`TeamSpend::set_limit`] for the team's; see `Event::BudgetPaused`). Nothing is lost:
+//! what the request added so far (answers, tool results) stays in the conversation and the session
+//! log. Compaction calls count too (a summary written by a model is spend like any other call),
+//! priced at the agent's model's prices.
 
 use std::sync::{Arc, Mutex};
 

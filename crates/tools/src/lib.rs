@@ -9,14 +9,20 @@
 //!   become results that tell the model what to fix, never crashes.
 //! - [`builtin`] holds `read_file`, `write_file`, `edit_file`, `list_dir`, `grep` (all confined
 //!   to [`ToolContext::root`] by [`workspace`]) and the opt-in `shell` and `http_get`.
-//! - Topic modules, whose items have no other path: [`builtin`], [`workspace`] (confinement to
-//!   the root: [`workspace::WorkspacePath`], [`workspace::PathError`]), [`schema`]; everything
-//!   else is at the root, once.
+//! - [`approval`]: which calls run on their own, wait for a person, or never run
+//!   ([`approval::ApprovalPolicy`], which reads arguments with the registry's [`read_arguments`]).
+//! - [`sandbox`]: what a command troupe starts for a model may touch, enforced by the kernel
+//!   (Landlock, seccomp, namespaces); approvals decide whether a call runs, the sandbox what it
+//!   can touch when it does.
+//! - Topic modules, whose items have no other path: [`approval`], [`builtin`], [`sandbox`],
+//!   [`workspace`] (confinement to the root: [`workspace::WorkspacePath`],
+//!   [`workspace::PathError`]), [`schema`]; everything else is at the root, once.
 
 // Every `pub` item is reachable from the crate root: a public item with no public path is a
 // mistake (it should be `pub(crate)`), and one path per item keeps the surface readable.
 #![deny(unreachable_pub)]
 
+pub mod approval;
 mod args;
 pub mod builtin;
 mod call_events;
@@ -25,8 +31,10 @@ mod erased;
 mod error;
 mod fn_tool;
 mod json_tool;
+pub mod process_group;
 mod registry;
 mod result;
+pub mod sandbox;
 pub mod schema;
 mod source;
 mod suggest;

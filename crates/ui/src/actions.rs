@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use troupe_agents::{CompactError, LlmAgent};
+use troupe_agents::{CompactionAskError, LlmAgent};
 use troupe_protocol::{BudgetScope, SpendLimit};
 
 use crate::json::to_safe_json;
@@ -54,7 +54,7 @@ pub(crate) async fn compact(State(routes): State<Routes>, Json(ask): Json<Compac
             });
             json_ok(to_safe_json(&body))
         }
-        Err(CompactError::Ask(e)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
+        Err(CompactionAskError::Ask(e)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
         Err(e) => (StatusCode::CONFLICT, format!("{agent}: {e}")).into_response(),
     }
 }

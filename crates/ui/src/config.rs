@@ -2,6 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 
+use troupe_host::serve::ServeLimits;
 use troupe_models::RateLimitedModel;
 
 use crate::agent_view::Marks;
@@ -23,6 +24,8 @@ pub struct UiConfig {
     pub marks: Marks,
     /// The rate-limited models whose waits the page shows, by name.
     pub rate_limits: Vec<(String, RateLimitedModel)>,
+    /// What one client may hold of the server (timeouts, connections).
+    pub limits: ServeLimits,
 }
 
 impl std::fmt::Debug for UiConfig {
@@ -33,6 +36,7 @@ impl std::fmt::Debug for UiConfig {
             .field("viewer_queue", &self.viewer_queue)
             .field("history", &self.history)
             .field("marks", &self.marks)
+            .field("limits", &self.limits)
             .field(
                 "rate_limits",
                 &names(self.rate_limits.iter().map(|(n, _)| n).collect()),
@@ -49,6 +53,7 @@ impl Default for UiConfig {
             history: 10_000,
             marks: Marks::default(),
             rate_limits: Vec::new(),
+            limits: ServeLimits::default(),
         }
     }
 }

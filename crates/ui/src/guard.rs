@@ -1,9 +1,11 @@
-//! What every request must pass: the token, and no other origin.
+//! What every request must pass: the token. Before it, `troupe_host::serve::Gate` (the A2A
+//! server's too) has refused a foreign `Host` (DNS rebinding) and another origin's page
+//! (`Origin`, `Sec-Fetch-Site`); the view allows no other origin.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -16,35 +18,16 @@ pub(crate) const TOKEN_HEADER: &str = "x-troupe-token";
 #[derive(Debug)]
 pub(crate) struct Guard {
     pub(crate) token: Token,
-    /// The origins the page itself has (`http://127.0.0.1:PORT`, and `localhost` on loopback).
-    pub(crate) origins: Vec<String>,
 }
 
-/// Refuse a request from another origin (403) or without the token (401); mark every answer
-/// not to be sniffed, cached or referred.
+/// Refuse a request without the token (401); mark every answer not to be sniffed, cached or
+/// referred.
 pub(crate) async fn check(
     State(guard): State<Arc<Guard>>,
     request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let ours = origin
-            .to_str()
-            .is_ok_and(|o| guard.origins.iter().any(|ok| ok == o));
-        if !ours {
-            return refuse(
-                StatusCode::FORBIDDEN,
-                "requests from another origin are refused",
-            );
-        }
-    }
-    if cross_site(headers) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "requests from another origin are refused",
-        );
-    }
     let given = headers
         .get(TOKEN_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -69,15 +52,6 @@ pub(crate) async fn check(
         HeaderValue::from_static("no-referrer"),
     );
     response
-}
-
-/// A browser that says the request comes from anywhere but the page itself or the person
-/// (`same-origin`, `none`): a GET in `no-cors` mode carries no `Origin`, and another port of
-/// the same host is `same-site`, not `cross-site`.
-fn cross_site(headers: &HeaderMap) -> bool {
-    headers
-        .get("sec-fetch-site")
-        .is_some_and(|v| !matches!(v.as_bytes(), b"same-origin" | b"none"))
 }
 
 fn query_token(query: Option<&str>) -> Option<String> {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 use troupe_protocol::trace::semconv;
-use troupe_protocol::trace::{SpanLine, TraceLine};
+use troupe_protocol::trace::{SpanLine, TraceLine, read_trace_bytes};
 use troupe_protocol::{
     CompactionMode, CompactionReceipt, CompactionReport, Event, EventRecord, TraceId,
 };
@@ -18,19 +18,26 @@ use crate::source::Source;
 use crate::view::View;
 
 /// Serve a finished run's trace file (`TROUPE_TRACE=FILE`) read-only: its agents, their model
-/// and tool calls and compactions, as the live view would have shown them. Lines that are not
-/// spans, or not valid JSON, are skipped.
+/// and tool calls and compactions, as the live view would have shown them. The file is read by
+/// the one reader `troupe trace` uses ([`troupe_protocol::trace::read_trace_bytes`]): a line
+/// that is not a record is skipped and counted, never the end of the view. Returned beside the
+/// server: what to tell the person about such lines (`PATH:LINE: …`, empty when every line
+/// read as it stood). Lines that are records but not spans (events) have no place in the view.
 ///
 /// # Errors
 /// [`UiError::Trace`] when the file cannot be read; otherwise as [`crate::serve`].
-pub async fn serve_trace(path: &Path, config: UiConfig) -> Result<UiServer, UiError> {
-    let text = tokio::fs::read_to_string(path)
+pub async fn serve_trace(
+    path: &Path,
+    config: UiConfig,
+) -> Result<(UiServer, Vec<String>), UiError> {
+    let bytes = tokio::fs::read(path)
         .await
         .map_err(|source| UiError::Trace {
             path: path.to_path_buf(),
             source,
         })?;
-    let records = events_of(&text);
+    let read = read_trace_bytes(&bytes);
+    let records = events_of(&read.lines);
     let feed = Feed::new(
         View::new(config.marks, config.history.max(records.len()), true),
         config.viewer_queue,
@@ -38,14 +45,15 @@ pub async fn serve_trace(path: &Path, config: UiConfig) -> Result<UiServer, UiEr
     for record in records {
         feed.update(|view| view.apply(record));
     }
-    UiServer::start(&config, feed, None, Source::Finished(None)).await
+    let server = UiServer::start(&config, feed, None, Source::Finished(None)).await?;
+    Ok((server, read.warnings(path)))
 }
 
 /// The events a trace file's spans stand for, in time order.
-pub(crate) fn events_of(text: &str) -> Vec<EventRecord> {
+pub(crate) fn events_of(lines: &[TraceLine]) -> Vec<EventRecord> {
     let mut timed: Vec<(u64, Option<TraceId>, Event)> = Vec::new();
-    for line in text.lines() {
-        let Ok(TraceLine::Span(span)) = serde_json::from_str::<TraceLine>(line) else {
+    for line in lines {
+        let TraceLine::Span(span) = line else {
             continue;
         };
         let trace = span.trace_id.parse::<TraceId>().ok();
@@ -53,7 +61,7 @@ pub(crate) fn events_of(text: &str) -> Vec<EventRecord> {
             span.start_time_unix_nano / 1_000_000,
             span.end_time_unix_nano / 1_000_000,
         );
-        for (at, event) in [(start, started(&span)), (end, finished(&span))] {
+        for (at, event) in [(start, started(span)), (end, finished(span))] {
             if let Some(event) = event {
                 timed.push((at, trace, event));
             }
@@ -166,10 +174,15 @@ fn finished(span: &SpanLine) -> Option<Event> {
             ms: span.duration_ms as u64,
         },
         "compaction" => match error(span) {
-            Some(reason) => Event::CompactionFailed { agent, reason },
+            Some(reason) => Event::CompactionFailed {
+                agent,
+                reason,
+                mode: mode(a),
+            },
             None => Event::CompactionFinished {
                 agent,
                 report: Box::new(report(span)),
+                mode: mode(a),
             },
         },
         _ => return None,

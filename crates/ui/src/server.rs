@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use troupe_host::serve::Gate;
 use troupe_runtime::approval::Approvals;
 
 use crate::config::UiConfig;
@@ -47,10 +48,6 @@ impl UiServer {
         let addr = listener.local_addr().map_err(bind_error)?;
         let token = Token::random()?;
         let url = format!("http://{addr}/?token={}", token.as_str());
-        let mut origins = vec![format!("http://{addr}")];
-        if addr.ip().is_loopback() {
-            origins.push(format!("http://localhost:{}", addr.port()));
-        }
         let (closing, closed) = watch::channel(false);
         let routes = Routes {
             feed: feed.clone(),
@@ -59,19 +56,21 @@ impl UiServer {
             source: Arc::new(source),
             closing: closed.clone(),
         };
-        let guard = Arc::new(Guard { token, origins });
-        let app = router(routes).layer(axum::middleware::from_fn_with_state(guard, check));
+        let guard = Arc::new(Guard { token });
+        // The gate outermost: a foreign Host or origin is refused before the token is looked at.
+        let app = router(routes)
+            .layer(axum::middleware::from_fn_with_state(guard, check))
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::new(Gate::new(addr)),
+                troupe_host::serve::guard,
+            ));
         let mut until = closed;
+        let limits = config.limits;
         let task = tokio::spawn(async move {
             let shutdown = async move {
                 let _ = until.wait_for(|closed| *closed).await;
             };
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::warn!(error = %e, "the troupe view stopped serving");
-            }
+            troupe_host::serve::serve(listener, app, limits, shutdown).await;
         });
         Ok(UiServer {
             addr,

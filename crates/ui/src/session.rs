@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use troupe_agents::ConversationCopy;
-use troupe_agents::session::load;
 use troupe_compaction::Archive;
-use troupe_protocol::{Event, EventRecord};
+use troupe_protocol::{CompactionMode, Event, EventRecord};
+use troupe_session::SessionStore;
 
 use crate::config::UiConfig;
 use crate::conversation::ConversationView;
@@ -16,13 +16,19 @@ use crate::server::UiServer;
 use crate::source::Source;
 use crate::view::View;
 
-/// Serve a session log (`troupe chat`'s, or an agent's `AgentSpec::session`) read-only.
+/// Serve a session log (`troupe chat`'s, or an agent's `AgentSpec::session`) of `store`
+/// read-only.
 ///
 /// # Errors
 /// [`UiError::Session`] when the log cannot be read; otherwise as [`crate::serve`].
-pub async fn serve_session(path: &Path, config: UiConfig) -> Result<UiServer, UiError> {
+pub async fn serve_session(
+    store: &SessionStore,
+    path: &Path,
+    config: UiConfig,
+) -> Result<UiServer, UiError> {
     let owned = path.to_path_buf();
-    let session = tokio::task::spawn_blocking(move || load(&owned))
+    let store = store.clone();
+    let session = tokio::task::spawn_blocking(move || store.load(&owned))
         .await
         .map_err(|e| UiError::Session {
             path: path.to_path_buf(),
@@ -46,6 +52,8 @@ pub async fn serve_session(path: &Path, config: UiConfig) -> Result<UiServer, Ui
             event: Event::CompactionFinished {
                 agent: agent.clone(),
                 report: Box::new(report),
+                // A session log keeps the report, not how the agent took it.
+                mode: CompactionMode::Blocking,
             },
         };
         feed.update(|view| view.apply(record));

@@ -7,10 +7,10 @@
 //! ([`scaled`]): at 32k the trigger is 32k − 3.2k − 2.08k (83.5 % of the window, as at 200k),
 //! a re-attached file at most 800 tokens.
 
-use troupe::compaction::tokens::TokenCounter;
 use troupe::compaction::transcript::ledger_from_transcript;
 use troupe::protocol::FileAccess;
 use troupe::protocol::{ChatMessage, Role};
+use troupe::tokens::TokenCounter;
 
 use super::live::{Env, Peer};
 use super::summarizer::{

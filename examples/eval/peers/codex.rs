@@ -7,8 +7,8 @@
 //!
 //! The 20k budget assumes a 200k window and is scaled to the window ([`scaled`]): 3.2k at 32k.
 
-use troupe::compaction::tokens::TokenCounter;
 use troupe::protocol::{ChatMessage, MessageKind, Role};
+use troupe::tokens::TokenCounter;
 
 use super::live::{Env, Peer};
 use super::summarizer::{

@@ -4,8 +4,8 @@
 
 use std::borrow::Cow;
 
-use troupe::compaction::tokens::TokenCounter;
 use troupe::protocol::{ChatMessage, Role};
+use troupe::tokens::TokenCounter;
 
 use super::summarizer::SummarizerCall;
 use super::tally::{Outcome, Tally};

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
-use troupe::compaction::tokens::{MessageOverhead, TokenCounter};
+use troupe::tokens::{MessageOverhead, TokenCounter};
 
 /// `inner`'s counts, remembered by a hash of the text (and its length).
 pub(super) struct MemoCounter<C> {

@@ -38,7 +38,7 @@ mod totals;
 mod troupe_road;
 
 use troupe::compaction::ContextPolicy;
-use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
+use troupe::tokens::{TiktokenCounter, TokenCounter};
 use troupe_cli::transcript_file::TranscriptFile;
 
 use self::live::{Env, Peer, live};

@@ -6,8 +6,8 @@ use troupe::compaction::invariants::{tool_call_owners, tool_name};
 use troupe::compaction::summary::{
     MechanicalSummarizer, Summarizer, SummaryPrompt, render_message, segment_prompt,
 };
-use troupe::compaction::tokens::TokenCounter;
 use troupe::protocol::{ChatMessage, MessageKind};
+use troupe::tokens::TokenCounter;
 
 /// The window the field's documented defaults assume (Claude's 200k): absolute token figures
 /// from their documentation are scaled by `window / 200k` (at 32k a 20k figure is 3.2k).

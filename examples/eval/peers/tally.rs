@@ -3,11 +3,10 @@
 //! each compaction, its largest prompt, and whether every prompt kept tool calls and results
 //! paired.
 
-use troupe::compaction::economics::{
-    Bill, CallBill, CallKind, CostModel, Prompt, PromptCache, prompt_of,
-};
-use troupe::compaction::tokens::TokenCounter;
+use troupe::compaction::economics::{Bill, CallBill, CostModel, PromptCache};
 use troupe::protocol::{ChatMessage, Role};
+use troupe::tokens::TokenCounter;
+use troupe::tokens::prompt_cache::{CallKind, Prompt, prompt_of};
 use troupe_cli::transcript_ops::{CALL_SPACING_SECS, strict_artifact_recall};
 
 /// The cost models every prompt is billed under, in the order of [`Outcome`]'s arrays.

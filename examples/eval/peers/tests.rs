@@ -1,9 +1,10 @@
 //! The emulations checked without the corpus: what each strategy keeps, where it cuts, what it
 //! masks, and a whole synthetic session lived by every peer.
 
-use troupe::compaction::tokens::{TiktokenCounter, TokenCounter};
+use troupe::compaction::transcript::Envelope;
 use troupe::protocol::{ChatMessage, MessageKind, Role, ToolCall};
-use troupe_cli::transcript_file::{Envelope, Layout, TranscriptFile};
+use troupe::tokens::{TiktokenCounter, TokenCounter};
+use troupe_cli::transcript_file::{Layout, TranscriptFile};
 
 use super::bar;
 use super::claude_code::ClaudeCode;

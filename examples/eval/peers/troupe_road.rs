@@ -19,8 +19,8 @@ use troupe::compaction::economics::{
     CostModel, SummaryCall as TroupeSummaryCall, cheaper_summary_call,
 };
 use troupe::compaction::summary::segment_prompt;
-use troupe::compaction::tokens::TokenCounter;
 use troupe::protocol::{ChatMessage, Conversation, Role};
+use troupe::tokens::TokenCounter;
 use troupe_cli::transcript_file::TranscriptFile;
 use troupe_cli::transcript_ops::{
     Compressor, CostMeter, ReplayObserver, ReplayReport, ReplayedCompaction, replay_transcript,

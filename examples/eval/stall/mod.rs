@@ -20,9 +20,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use troupe::agents::CompactError;
+use troupe::agents::CompactionAskError;
 use troupe::agents::compression::{CompressionConfig, CompressorModel};
-use troupe::agents::session::SessionRecord;
 use troupe::agents::{
     AgentSpec, AtLimit, CompactionSettings, WorkAhead, shared_counter, spawn_agent,
 };
@@ -34,13 +33,16 @@ use troupe::protocol::{
     FinishReason, ModelError, ModelInfo, Role, Usage, stream_response,
 };
 use troupe::runtime::{Team, TeamConfig};
+use troupe::session::SessionRecord;
 use troupe::tools::{JsonTool, ToolContext, ToolError, ToolRegistry};
 use troupe_cli::transcript_file::TranscriptFile;
 
+mod attribution;
 mod models;
 mod report;
 mod script;
 
+use attribution::Attribution;
 pub(crate) use models::*;
 pub(crate) use report::*;
 use script::*;
@@ -103,6 +105,8 @@ pub(super) struct RoadRun {
     /// Compaction records in the session log, each validated.
     pub(super) logged: usize,
     pub(super) invalid: Vec<String>,
+    /// Compaction events the eval could not attribute to a compaction (`attribution.rs`).
+    pub(super) unattributed: Vec<String>,
     /// The summarizer's (scaled) model time per finished compaction, ms.
     pub(super) summarizer_ms: Vec<f64>,
     pub(super) agent_model_s: f64,
@@ -193,44 +197,33 @@ pub(super) async fn run_road(
     // Events are collected as they come: a lagging receiver would lose them.
     let collector = tokio::spawn(async move {
         let mut run = RoadRun::default();
-        // The outcome of the compaction whose `CompactionApplied` comes next: an agent has at
-        // most one compaction in flight, so its events come as started, finished, applied.
-        let mut outcome = None;
-        // The background job since the last compaction that changed the conversation, and its
-        // outcome once known; what it was when a blocking compaction started.
-        let mut ahead: Option<Option<Outcome>> = None;
-        let mut cause = None;
+        // Each event's compaction, by mode (attribution.rs).
+        let mut attribution = Attribution::default();
         loop {
             match events.recv().await {
                 Ok(record) => match record.event {
-                    Event::CompactionStarted { agent, mode, .. } if agent == AGENT => match mode {
-                        CompactionMode::Background => {
-                            run.started_background += 1;
-                            ahead = Some(None);
+                    Event::CompactionStarted { agent, mode, .. } if agent == AGENT => {
+                        match mode {
+                            CompactionMode::Background => run.started_background += 1,
+                            CompactionMode::Blocking => run.started_blocking += 1,
                         }
-                        CompactionMode::Blocking => {
-                            run.started_blocking += 1;
-                            cause = Some(match ahead {
-                                None => Ahead::NoJob,
-                                Some(None) => Ahead::Pending,
-                                Some(Some(Outcome::Unchanged)) => Ahead::Unchanged,
-                                Some(Some(Outcome::Failed | Outcome::Cancelled)) => {
-                                    Ahead::Failed
-                                }
-                                Some(Some(Outcome::Changed)) => Ahead::Dropped,
-                            });
+                        if let Err(e) = attribution.started(record.seq, mode) {
+                            run.unattributed.push(e);
                         }
-                    },
-                    Event::CompactionFinished { agent, report } if agent == AGENT => {
+                    }
+                    Event::CompactionFinished {
+                        agent,
+                        report,
+                        mode,
+                    } if agent == AGENT => {
                         let ns = summarizer_ns.swap(0, Ordering::Relaxed);
                         let changed = !report.skipped
                             && !report.no_compaction_needed
                             && (report.archived > 0 || report.tokens_after < report.tokens_before);
-                        if changed {
+                        let outcome = if changed {
                             run.summarizer_ms.push(ns as f64 / 1e6);
-                            outcome = Some(Outcome::Changed);
+                            Outcome::Changed
                         } else {
-                            outcome = Some(Outcome::Unchanged);
                             // Numbers vary; the words say why.
                             let why: String = report
                                 .reason
@@ -238,15 +231,26 @@ pub(super) async fn run_road(
                                 .map(|c| if c.is_ascii_digit() { '#' } else { c })
                                 .collect();
                             *run.unchanged_reasons.entry(why).or_default() += 1;
+                            Outcome::Unchanged
+                        };
+                        if let Err(e) = attribution.ended(record.seq, mode, outcome) {
+                            run.unattributed.push(e);
                         }
                     }
-                    Event::CompactionFailed { agent, reason } if agent == AGENT => {
+                    Event::CompactionFailed {
+                        agent,
+                        reason,
+                        mode,
+                    } if agent == AGENT => {
                         summarizer_ns.swap(0, Ordering::Relaxed);
-                        outcome = Some(if reason == CompactError::Cancelled.to_string() {
+                        let outcome = if reason == CompactionAskError::Cancelled.to_string() {
                             Outcome::Cancelled
                         } else {
                             Outcome::Failed
-                        });
+                        };
+                        if let Err(e) = attribution.ended(record.seq, mode, outcome) {
+                            run.unattributed.push(e);
+                        }
                     }
                     Event::CompactionApplied {
                         agent,
@@ -254,40 +258,28 @@ pub(super) async fn run_road(
                         waited_ms,
                         applied,
                         reason,
-                    } if agent == AGENT => match outcome.take() {
-                        Some(outcome) => {
-                            if mode == CompactionMode::Background
-                                && let Some(job) = ahead.as_mut()
-                            {
-                                *job = Some(outcome);
-                            }
-                            if outcome == Outcome::Changed && applied {
-                                ahead = None;
-                            }
-                            let cause = if mode == CompactionMode::Blocking {
-                                cause.take()
-                            } else {
-                                None
-                            };
-                            run.applied.push(Applied {
+                    } if agent == AGENT => {
+                        match attribution.applied(record.seq, mode, applied, waited_ms) {
+                            Ok(closed) => run.applied.push(Applied {
                                 waited_ms,
                                 applied,
                                 mode,
                                 reason,
-                                outcome,
-                                cause,
-                            });
+                                outcome: closed.outcome,
+                                cause: closed.cause,
+                            }),
+                            Err(e) => run.unattributed.push(e),
                         }
-                        None => run.invalid.push(format!(
-                            "CompactionApplied ({mode:?}, waited {waited_ms} ms) with no compaction finished before it"
-                        )),
-                    },
+                    }
                     _ => {}
                 },
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     run.invalid.push(format!("{n} events lost (lagged)"));
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return run,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                    run.unattributed.extend(attribution.finish());
+                    return run;
+                }
             }
         }
     });

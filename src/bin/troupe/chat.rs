@@ -33,7 +33,7 @@ mod unsaved;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use troupe::agents::session::{SessionError, SessionLock};
+use troupe::session::{SessionError, SessionLock};
 
 use troupe::{LlmAgent, Team};
 
@@ -189,16 +189,26 @@ impl Chat {
     }
 
     async fn status(&self) -> String {
-        match self
+        let context = match self
             .team
             .agent::<LlmAgent>(&self.name())
             .context_stats()
             .await
         {
-            Ok(stats) => format!("[ctx: {}%]", stats.percent),
-            Err(_) => "[ctx: ?]".to_string(),
+            Ok(stats) => format!("ctx: {}%", stats.percent),
+            Err(_) => "ctx: ?".to_string(),
+        };
+        match &self.blueprint.sandbox {
+            Some(sandbox) => format!("[{context} · sandbox: {}]", sandbox.describe()),
+            None => format!("[{context}]"),
         }
     }
+}
+
+/// Keep a session log and its lock note read-only for every sandboxed command.
+fn protect_session(path: &Path) {
+    troupe::tools::sandbox::protect(path);
+    troupe::tools::sandbox::protect(troupe::session::lock_path(path));
 }
 
 pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
@@ -207,8 +217,15 @@ pub async fn run(args: ChatArgs) -> anyhow::Result<()> {
         Some(p) => p.clone(),
         None => default_session_path()?,
     };
+    // The session log and the configuration are troupe's: a command the model runs may find
+    // them in its workspace, but never rewrites them (nor the sandbox the configuration chose).
+    protect_session(&path);
+    if let Some(config) = &args.config {
+        troupe::tools::sandbox::protect(config);
+    }
+    let serve = blueprint.serve.clone();
     let mut chat = Chat::open(blueprint, &path).await?;
-    let view = crate::ui_cmd::live(&chat.team, args.ui).await?;
+    let view = crate::ui_cmd::live(&chat.team, args.ui, &serve).await?;
     println!(
         "chatting with `{}` ({}); session {}\n/compact [focus] · /context · /clear · /resume [SESSION] · /exit",
         chat.name(),

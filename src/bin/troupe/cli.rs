@@ -72,10 +72,16 @@ pub enum SessionCommand {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  troupe session show chat.jsonl")]
+  troupe session show chat.jsonl
+  troupe session show helper --store postgres://troupe@127.0.0.1:5432/troupe")]
 pub struct SessionShowArgs {
     /// The session log.
     pub log: PathBuf,
+    /// Where the log lives: a directory of JSONL files (LOG is a path in it), a Postgres
+    /// database (`postgres://user@host:port/db`, or `env:VAR` naming a variable holding that URL;
+    /// LOG is the log's name there, e.g. an agent's name). Default: LOG is a file.
+    #[arg(long, value_parser = crate::store_arg::parse_store)]
+    pub store: Option<crate::store_arg::StoreArg>,
 }
 
 #[derive(Debug, Args)]
@@ -89,9 +95,14 @@ pub struct SessionForkArgs {
     /// The step the new log ends at (an id `troupe session show` lists).
     #[arg(long)]
     pub at: String,
-    /// The new log (must not exist).
+    /// The new log (must not exist), in the same store.
     #[arg(long)]
     pub out: PathBuf,
+    /// Where the log lives: a directory of JSONL files (LOG is a path in it), a Postgres
+    /// database (`postgres://user@host:port/db`, or `env:VAR` naming a variable holding that URL;
+    /// LOG is the log's name there, e.g. an agent's name). Default: LOG is a file.
+    #[arg(long, value_parser = crate::store_arg::parse_store)]
+    pub store: Option<crate::store_arg::StoreArg>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -284,6 +295,10 @@ pub struct UiArgs {
     /// A session log (troupe chat's, or an agent's session file).
     #[arg(long)]
     pub session: Option<PathBuf>,
+    /// Where --session's log lives: a directory, a Postgres database (`postgres://…` or
+    /// `env:VAR`; the log's name there, e.g. an agent's name). Default: --session is a file.
+    #[arg(long, value_parser = crate::store_arg::parse_store, requires = "session")]
+    pub store: Option<crate::store_arg::StoreArg>,
     /// Where to listen (port 0: any free port). Loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: std::net::SocketAddr,
@@ -294,6 +309,7 @@ pub struct UiArgs {
 Examples:
   TROUPE_COOKIE=s3cret troupe node --name gpu-box --config troupe.toml
   TROUPE_COOKIE=s3cret troupe node --name laptop --config mine.toml --connect 127.0.0.1:7400
+  TROUPE_COOKIE=s3cret PG=postgres://troupe@db:5432/troupe troupe node --config t.toml --store env:PG
 
 Every node of a cluster needs the same cookie; agents are then asked by name on any node.
 The node prints `READY ADDRESS` once it listens, and runs until Ctrl-C or SIGTERM.")]
@@ -310,6 +326,12 @@ pub struct NodeArgs {
     /// The config whose agents this node hosts (with a compression agent for them).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Keep each agent's session log (durable steps) in a store: a directory (`DIR/AGENT.jsonl`)
+    /// or a Postgres database every node reaches (`postgres://user@host:port/db`, or `env:VAR`
+    /// naming a variable holding that URL; the log is named AGENT there, and this node holds
+    /// its lease while it hosts the agent). Default: no log.
+    #[arg(long, value_parser = crate::store_arg::parse_store)]
+    pub store: Option<crate::store_arg::StoreArg>,
     /// Nodes to connect to once listening (repeatable).
     #[arg(long = "connect")]
     pub connect: Vec<std::net::SocketAddr>,
@@ -330,6 +352,20 @@ pub struct NodeArgs {
     /// approvals, conversations, requests.
     #[arg(long)]
     pub ui: bool,
+    /// A config agent this node does not start but takes over when the node hosting it is lost
+    /// (no connected node publishes it and its log's lease in --store ran out): started here
+    /// from its log, resuming its request in flight (repeatable; needs a Postgres --store).
+    #[arg(long = "standby")]
+    pub standby: Vec<String>,
+    /// How long a log's lease in a Postgres --store runs unrenewed (ms): how soon a lost node's
+    /// agents can be taken over. Renewed every third of it.
+    #[arg(long = "lease-ms")]
+    pub lease_ms: Option<u64>,
+    /// How long an ask whose agent's node went away waits for the agent's new home (ms),
+    /// within the ask's timeout, retried there under the same request id. Default 0: the ask
+    /// fails with NodeDown at once.
+    #[arg(long = "failover-ms", default_value_t = 0)]
+    pub failover_ms: u64,
 }
 
 /// `--cost`: a cost model's name.
@@ -356,11 +392,18 @@ pub enum A2aCommand {
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  troupe a2a serve --config troupe.toml                       # every agent, no auth, loopback
+  troupe a2a serve --config troupe.toml                       # every agent, loopback, a key made and printed
   TROUPE_A2A_KEY=s3cret troupe a2a serve --config troupe.toml --agent coder --key-env TROUPE_A2A_KEY
+  troupe a2a serve --config troupe.toml --key-env ALICE_KEY --key-env BOB_KEY   # two callers
+  troupe a2a serve --config troupe.toml --allow-origin https://app.example      # a web app calls it
 
 Each agent is at http://ADDRESS/agents/NAME (its card: .../.well-known/agent-card.json).
-Prints `READY ADDRESS` and each agent's URL once it listens; runs until Ctrl-C or SIGTERM.")]
+Every request needs a key; without --key-env one is made for the run and printed (`key: …`).
+A caller reaches only the tasks and conversations it started with its key. Refused before any
+JSON-RPC is read: a Host that is not the listen address's or --public-url's, a browser page of
+another origin (unless --allow-origin), a body that is not application/json or has no
+A2A-Version. Prints `READY ADDRESS` and each agent's URL once it listens; runs until Ctrl-C or
+SIGTERM.")]
 pub struct A2aServeArgs {
     /// The config whose agents are served (with a compression agent for them).
     #[arg(long)]
@@ -371,16 +414,22 @@ pub struct A2aServeArgs {
     /// Where to listen. Loopback unless told otherwise.
     #[arg(long, default_value = "127.0.0.1:8470")]
     pub listen: std::net::SocketAddr,
-    /// The environment variable holding the key callers must send (HTTP Bearer, or the header
-    /// --api-key-header names); without it anyone who can connect is served.
+    /// An environment variable holding a caller's key (HTTP Bearer, or in the header
+    /// --api-key-header names); repeat it for callers of their own, each reaching only its own
+    /// tasks. Without it a key is made for the run and printed once.
+    #[arg(long = "key-env", value_name = "VAR")]
+    pub key_env: Vec<String>,
+    /// Take the keys in this header (an A2A API-key scheme) instead of `Authorization: Bearer`.
     #[arg(long)]
-    pub key_env: Option<String>,
-    /// Take the key in this header (an A2A API-key scheme) instead of `Authorization: Bearer`.
-    #[arg(long, requires = "key_env")]
     pub api_key_header: Option<String>,
-    /// The base URL the cards give, when callers reach the server through another address.
+    /// The base URL the cards give, when callers reach the server through another address
+    /// (its host is then one the server answers to).
     #[arg(long)]
     pub public_url: Option<String>,
+    /// An origin whose web pages may call the agents (`https://app.example`, named whole: no
+    /// wildcard), answered with CORS; repeatable. Every other origin's request is refused.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
     /// A file keeping finished tasks across restarts (JSON lines); without it they live as long
     /// as the server. Conversations resume through the agents' session logs.
     #[arg(long, value_name = "FILE")]
@@ -388,21 +437,21 @@ pub struct A2aServeArgs {
     /// The most A2A conversations (contexts) held at once, each an agent of its own; past it
     /// the least recently used idle one is let go, and with every one working a new context is
     /// refused.
-    #[arg(long, value_name = "N", default_value_t = troupe_a2a::DEFAULT_MAX_CONTEXTS as u64,
+    #[arg(long, value_name = "N", default_value_t = troupe::a2a::DEFAULT_MAX_CONTEXTS as u64,
         value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub max_contexts: u64,
     /// Seconds a conversation's agent may sit idle before it is let go.
-    #[arg(long, value_name = "SECS", default_value_t = troupe_a2a::DEFAULT_CONTEXT_IDLE.as_secs(),
+    #[arg(long, value_name = "SECS", default_value_t = troupe::a2a::DEFAULT_CONTEXT_IDLE.as_secs(),
         value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
     pub context_idle: u64,
     /// The most conversations' session logs each served agent keeps on disk, for agents that
     /// keep a session log; past it the least recently used one not live is removed.
-    #[arg(long, value_name = "N", default_value_t = troupe_a2a::DEFAULT_MAX_CONTEXT_LOGS as u64,
+    #[arg(long, value_name = "N", default_value_t = troupe::a2a::DEFAULT_MAX_CONTEXT_LOGS as u64,
         value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_context_logs: u64,
     /// The size at which a conversation's session log takes no more tasks (the caller is told
     /// to start another context).
-    #[arg(long, value_name = "BYTES", default_value_t = troupe_a2a::DEFAULT_MAX_CONTEXT_LOG_BYTES,
+    #[arg(long, value_name = "BYTES", default_value_t = troupe::a2a::DEFAULT_MAX_CONTEXT_LOG_BYTES,
         value_parser = clap::value_parser!(u64).range(4096..=1 << 30))]
     pub max_context_log_bytes: u64,
 }

@@ -29,6 +29,8 @@ mod out;
 mod progress;
 mod secrets;
 mod session_cmd;
+mod standby;
+mod store_arg;
 mod summarizer;
 mod trace_cmd;
 mod transcript_cmds;
@@ -43,10 +45,11 @@ use cli::{Cli, Command, McpCommand, ModelCommand, SessionCommand};
 /// How long the runtime's blocking threads get to finish once the command is over.
 const RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// `work`, or an error naming the signal if SIGTERM or SIGHUP comes first: dropping `work` drops
-/// its team, and so ends the MCP servers it started (they run in process groups of their own, so
-/// a hangup of the terminal does not reach them), where the signal's default action would kill
-/// troupe alone and leave them running. The listeners are set up before `work` starts.
+/// `work`, or an error naming the signal if SIGTERM or SIGHUP comes first, so that troupe ends
+/// as at `/exit` (the runtime's shutdown drops its team) rather than by the signal's default
+/// action. The MCP servers it started run in process groups of their own (a hangup of the
+/// terminal does not reach them) whose watchman ends them when troupe ends, whichever way. The
+/// listeners are set up before `work` starts.
 async fn until_signalled(
     work: impl std::future::Future<Output = anyhow::Result<()>>,
 ) -> anyhow::Result<()> {

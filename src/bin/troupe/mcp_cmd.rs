@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe::agents::shared_counter;
+use troupe::mcp::RegistryServer;
 use troupe::protocol::ChatMessage;
 use troupe::protocol::sync::lock;
 use troupe::tools::{ToolContext, ToolError, ToolRegistry};
@@ -25,7 +26,6 @@ use troupe_cli::transcript_ops::{
     ArchiveHeader, Compressor, TranscriptOpError, compact_transcript, messages_sha256,
     restore_messages, transcript_policy,
 };
-use troupe_mcp::RegistryServer;
 
 use crate::cli::McpServeArgs;
 use crate::summarizer::compaction_model;

@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use troupe::agents::{spawn_agent, spawn_compression_agent};
 use troupe::cluster::{ClusterNode, NodeConfig, TlsConfig};
-use troupe::{ChatModel, Team, TeamConfig};
+use troupe::prelude::*;
+use troupe::session::SessionStore;
+use troupe::{ChatModel, Team};
 use troupe_cli::config::{Config, build_model};
 
 use crate::cli::NodeArgs;
+use crate::store_arg::StoreArg;
 
 pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
     // Moved out of the environment at start (secrets.rs), like every credential.
@@ -29,11 +31,31 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
     if config.agents.is_empty() {
         bail!("the node would host no agent: name a config with [agents.NAME] (--config)");
     }
-    let team = Team::start(TeamConfig::default()).await?;
-    if let Err(e) = host_agents(&team, &config).await {
-        team.shutdown().await;
-        return Err(e);
+    if let Some(unknown) = args
+        .standby
+        .iter()
+        .find(|name| !config.agents.contains_key(*name))
+    {
+        bail!("--standby {unknown}: the config names no agent `{unknown}` ([agents.{unknown}])");
     }
+    let lease = args.lease_ms.map(std::time::Duration::from_millis);
+    // Opened before the team: an unreachable store fails the node before it hosts anything.
+    let store = match &args.store {
+        Some(arg) => Some(LogStore {
+            store: arg.open(&args.name, lease)?,
+            arg: arg.clone(),
+        }),
+        None => None,
+    };
+    if !args.standby.is_empty()
+        && !matches!(
+            store.as_ref().map(|s| &s.arg),
+            Some(StoreArg::Postgres(_) | StoreArg::PostgresEnv(_))
+        )
+    {
+        bail!("--standby needs a store every node reaches: --store postgres://… (or env:VAR)");
+    }
+    let (team, standbys) = team_and_standbys(&config, store.as_ref(), &args.standby).await?;
     let tls = args.tls_cert.map(|cert| TlsConfig {
         cert,
         key: args.tls_key.unwrap_or_default(),
@@ -45,6 +67,7 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
         listen: args.listen,
         cookie,
         tls,
+        failover: std::time::Duration::from_millis(args.failover_ms),
     };
     // The log may go to a file nobody reads at start: say it where the operator looks.
     if let Some(warning) = node_config.exposure_warning() {
@@ -69,7 +92,7 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
         team.directory().names().join(", ")
     );
     // Before READY, so whoever waits for READY has the view's URL too.
-    let view = match crate::ui_cmd::live(&team, args.ui).await {
+    let view = match crate::ui_cmd::live(&team, args.ui, &config.serve).await {
         Ok(view) => view,
         Err(e) => {
             node.shutdown().await;
@@ -77,8 +100,42 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
             return Err(e);
         }
     };
+    let (took, mut taken) = tokio::sync::mpsc::channel(4);
+    let every = lease.unwrap_or(std::time::Duration::from_secs(10)) / 3;
+    let watchers: Vec<_> = standbys
+        .into_iter()
+        .map(|standby| {
+            tokio::spawn(crate::standby::watch(
+                crate::standby::TeamParts {
+                    spawner: team.spawner(),
+                    directory: team.directory().clone(),
+                    events: team.events().clone(),
+                },
+                node.name().to_string(),
+                standby,
+                every,
+                took.clone(),
+            ))
+        })
+        .collect();
+    drop(took);
     println!("READY {}", node.listen_addr());
-    stopped().await;
+    let stop = stopped();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            Some(done) = taken.recv() => {
+                if let Err(e) = node.publish(&done.agent) {
+                    eprintln!("warning: {e}");
+                }
+                let _ = done.published.send(());
+            }
+        }
+    }
+    for watcher in watchers {
+        watcher.abort();
+    }
     if let Some(view) = view {
         view.shutdown().await;
     }
@@ -87,8 +144,26 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The config's agents (each with the model it names) and a compression agent for them.
-pub(crate) async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<()> {
+/// Where a node's agents keep their session logs (`--store`).
+pub(crate) struct LogStore {
+    store: SessionStore,
+    arg: StoreArg,
+}
+
+/// A team of the config's agents (each with the model it names, and its log in `store` when
+/// given) and a compression agent for them, started through the builder as every team troupe
+/// starts, so its switches (`TROUPE_CASSETTES`) reach a node's and a served team's agents too.
+pub(crate) async fn team_of(config: &Config, store: Option<&LogStore>) -> anyhow::Result<Team> {
+    Ok(team_and_standbys(config, store, &[]).await?.0)
+}
+
+/// [`team_of`] without the agents named in `standby`: those come back as what a takeover
+/// starts (their spec, their log in `store`).
+pub(crate) async fn team_and_standbys(
+    config: &Config,
+    store: Option<&LogStore>,
+    standby: &[String],
+) -> anyhow::Result<(Team, Vec<crate::standby::Standby>)> {
     let mut models: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
     for (name, model_config) in &config.models {
         models.insert(name.clone(), build_model(name, model_config).await?);
@@ -103,19 +178,36 @@ pub(crate) async fn host_agents(team: &Team, config: &Config) -> anyhow::Result<
         None
     };
     // Every configured model is built: the rule's choice is among them.
-    spawn_compression_agent(team, config.compression_config(&models, default.as_ref())?).await?;
+    let mut builder =
+        Team::builder().compression(config.compression_config(&models, default.as_ref())?);
+    let mut standbys = Vec::new();
     for name in config.agents.keys() {
         let spec = config
             .agent_spec_connected(name, &models, default.clone())
             .await?;
         // The config's compaction settings, as `troupe chat` applies them.
         let window = spec.model.info().context_window;
-        let spec = spec.compaction(config.compaction.settings(window));
-        spawn_agent(team, spec)
-            .await
-            .with_context(|| format!("starting agent `{name}`"))?;
+        let mut spec = spec.compaction(config.compaction.settings(window));
+        if let Some(logs) = store {
+            let log = logs.arg.agent_log(name);
+            eprintln!(
+                "agent `{name}` keeps its session log `{}` in {}",
+                log.display(),
+                logs.store.describe()
+            );
+            spec = spec.session(&log).session_store(logs.store.clone());
+            if standby.contains(name) {
+                standbys.push(crate::standby::Standby {
+                    spec,
+                    log,
+                    store: logs.store.clone(),
+                });
+                continue;
+            }
+        }
+        builder = builder.agent(spec);
     }
-    Ok(())
+    Ok((builder.start().await?, standbys))
 }
 
 /// Resolves on Ctrl-C or (on Unix) SIGTERM.

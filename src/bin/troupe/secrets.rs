@@ -49,15 +49,31 @@ pub fn hide_credentials(cli: &Cli) {
 
 /// The variables the command's options and config say hold credentials, whatever their names.
 fn named_by_the_command(cli: &Cli) -> Vec<OsString> {
-    let (config, cookie_env) = match &cli.command {
-        Command::Chat(args) => (args.config.as_deref(), None),
-        Command::Node(args) => (args.config.as_deref(), Some(&args.cookie_env)),
+    let (config, key_envs): (_, &[String]) = match &cli.command {
+        Command::Chat(args) => (args.config.as_deref(), &[]),
+        Command::Node(args) => (
+            args.config.as_deref(),
+            std::slice::from_ref(&args.cookie_env),
+        ),
         Command::A2a {
             command: crate::cli::A2aCommand::Serve(args),
-        } => (args.config.as_deref(), args.key_env.as_ref()),
-        _ => (None, None),
+        } => (args.config.as_deref(), &args.key_env),
+        _ => (None, &[]),
     };
-    let mut names: Vec<OsString> = cookie_env.map(OsString::from).into_iter().collect();
+    let mut names: Vec<OsString> = key_envs.iter().map(OsString::from).collect();
+    // `--store env:VAR`: a database URL may carry its password.
+    let store = match &cli.command {
+        Command::Node(args) => args.store.as_ref(),
+        Command::Ui(args) => args.store.as_ref(),
+        Command::Session {
+            command: crate::cli::SessionCommand::Show(args),
+        } => args.store.as_ref(),
+        Command::Session {
+            command: crate::cli::SessionCommand::Fork(args),
+        } => args.store.as_ref(),
+        _ => None,
+    };
+    names.extend(store.and_then(|s| s.env_var()).map(OsString::from));
     // A config that does not load is reported by the command itself, later.
     if let Some(config) = config.and_then(|path| Config::load(path).ok()) {
         names.extend(

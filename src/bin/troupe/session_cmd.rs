@@ -1,13 +1,14 @@
 //! `troupe session show LOG` and `troupe session fork LOG --at STEP --out NEW`: a session log's
-//! steps, and a new log ending at one of them (time travel; `troupe::agents::session`).
+//! steps, and a new log ending at one of them (time travel; `troupe::session`), in the store
+//! `--store` names (files by default).
 
 use anyhow::Context as _;
-use troupe::agents::session::{Session, steps};
 
 use troupe::telemetry::redact::redact_value;
 use troupe_cli::trace_tree::escape_control;
 
 use crate::cli::{SessionForkArgs, SessionShowArgs};
+use crate::store_arg::open_or_files;
 
 /// Text from a log (a model's or a tool's words) redacted and escaped for the terminal.
 fn safe_text(text: &str) -> String {
@@ -16,8 +17,9 @@ fn safe_text(text: &str) -> String {
 
 /// One line per step: its id, kind, line in the log and what it recorded.
 pub fn show(args: &SessionShowArgs) -> anyhow::Result<()> {
-    let steps = steps(&args.log)?;
-    let session = troupe::agents::session::load(&args.log)?;
+    let (store, log) = open_or_files(args.store.as_ref(), &args.log)?;
+    let steps = store.steps(&log)?;
+    let session = store.load(&log)?;
     for warning in &session.warnings {
         println!("warning: {}", safe_text(warning));
     }
@@ -46,10 +48,16 @@ pub fn fork(args: &SessionForkArgs) -> anyhow::Result<()> {
             args.log.display()
         )
     })?;
-    let forked = Session::fork(&args.log, at, &args.out)?;
+    let (store, log) = open_or_files(args.store.as_ref(), &args.log)?;
+    let out = args
+        .store
+        .as_ref()
+        .map_or_else(|| args.out.clone(), |s| s.log(&args.out));
+    let forked = store.fork(&log, at, &out)?;
     // Step ids are places in a log: say which step this one is, so an id read off another
     // log's listing shows for what it is here.
-    let step = steps(&args.out)?
+    let step = store
+        .steps(&out)?
         .pop()
         .map(|s| format!("{}: {}", s.kind.as_str(), safe_text(&s.detail)))
         .unwrap_or_default();

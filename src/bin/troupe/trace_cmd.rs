@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use troupe_cli::trace_tree::{
-    TraceFollower, build_forest, escape_control, render_files, render_forest,
+    TraceFollower, build_forest, escape_control, render_files, render_forest, render_warnings,
 };
 
 use crate::cli::TraceArgs;
@@ -27,9 +27,14 @@ pub async fn run(args: TraceArgs) -> anyhow::Result<()> {
     let shown = file.display().to_string();
     let header = format!("following {} (Ctrl-C to stop)", escape_control(&shown));
     println!("{header}");
+    let mut bad_lines = 0;
     loop {
-        if follower.poll()? > 0 {
-            let text = render_forest(&build_forest(follower.lines()));
+        let added = follower.poll()?;
+        // A bad line is news too: said (with the count) as the tree is drawn again.
+        if added > 0 || follower.read().bad_lines > bad_lines {
+            bad_lines = follower.read().bad_lines;
+            let text = render_warnings(file, follower.read())
+                + &render_forest(&build_forest(follower.lines()));
             if redraw {
                 print!("\x1b[2J\x1b[H");
                 println!("{header}");

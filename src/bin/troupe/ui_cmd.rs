@@ -3,9 +3,12 @@
 
 use anyhow::Context as _;
 use troupe::Team;
-use troupe_ui::{UiConfig, UiServer};
+use troupe::ui::{UiConfig, UiServer};
+use troupe_cli::config::ServeSection;
+use troupe_cli::trace_tree::escape_control;
 
 use crate::cli::UiArgs;
+use crate::store_arg::open_or_files;
 
 /// Serve a finished run's trace file or session log until Ctrl-C.
 pub async fn run(args: UiArgs) -> anyhow::Result<()> {
@@ -14,8 +17,17 @@ pub async fn run(args: UiArgs) -> anyhow::Result<()> {
         ..UiConfig::default()
     };
     let view = match (&args.trace, &args.session) {
-        (Some(trace), _) => troupe_ui::serve_trace(trace, config).await?,
-        (None, Some(session)) => troupe_ui::serve_session(session, config).await?,
+        (Some(trace), _) => {
+            let (view, warnings) = troupe::ui::serve_trace(trace, config).await?;
+            for warning in warnings {
+                eprintln!("warning: {}", escape_control(&warning));
+            }
+            view
+        }
+        (None, Some(session)) => {
+            let (store, log) = open_or_files(args.store.as_ref(), session)?;
+            troupe::ui::serve_session(&store, &log, config).await?
+        }
         (None, None) => anyhow::bail!("give --trace FILE or --session LOG"),
     };
     println!("{} (read-only)", view.url());
@@ -27,12 +39,21 @@ pub async fn run(args: UiArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The live view of the chat's or the node's team, when asked for (`--ui`); its URL is printed.
-pub async fn live(team: &Team, wanted: bool) -> anyhow::Result<Option<UiServer>> {
+/// The live view of the chat's or the node's team, when asked for (`--ui`), bounded as the
+/// configuration's `[serve]` says; its URL is printed.
+pub async fn live(
+    team: &Team,
+    wanted: bool,
+    serve: &ServeSection,
+) -> anyhow::Result<Option<UiServer>> {
     if !wanted {
         return Ok(None);
     }
-    let view = troupe_ui::serve(team, UiConfig::default()).await?;
+    let config = UiConfig {
+        limits: serve.limits(),
+        ..UiConfig::default()
+    };
+    let view = troupe::ui::serve(team, config).await?;
     println!("live view: {}", view.url());
     Ok(Some(view))
 }

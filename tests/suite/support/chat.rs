@@ -17,7 +17,12 @@ pub(crate) fn spawn_chat(config: &Path, session: &Path) -> Child {
 
 /// The command [`spawn_chat`] runs.
 pub(crate) fn chat_command(config: &Path, session: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_troupe"));
+    chat_command_of(Path::new(env!("CARGO_BIN_EXE_troupe")), config, session)
+}
+
+/// [`chat_command`] with the `troupe` binary at `program` (a copy where another user can run it).
+pub(crate) fn chat_command_of(program: &Path, config: &Path, session: &Path) -> Command {
+    let mut command = Command::new(program);
     command
         .args(["chat", "--config"])
         .arg(config)
@@ -144,4 +149,34 @@ approve = {approve}
 
 pub(crate) fn runs(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("runs.txt")).unwrap_or_default()
+}
+
+/// An OpenAI-compatible server whose model runs `commands` with the `shell` tool, one per turn
+/// (`call_1`, `call_2`, …), then answers `done`. Keeps the request bodies.
+pub(crate) fn server_running_commands(commands: Vec<String>) -> (String, Arc<Mutex<Vec<Value>>>) {
+    completions_server(move |_, n| match commands.get(n - 1) {
+        Some(command) => {
+            let call = json!({
+                "id": format!("call_{n}"), "type": "function",
+                "function": {"name": "shell", "arguments": json!({"command": command}).to_string()}
+            });
+            (
+                json!({"role": "assistant", "content": null, "tool_calls": [call]}),
+                "tool_calls",
+            )
+        }
+        None => (json!({"role": "assistant", "content": "done"}), "stop"),
+    })
+}
+
+/// The tool results the model was sent, in order, as the last request shows them.
+pub(crate) fn shell_results(requests: &[Value]) -> Vec<String> {
+    requests
+        .last()
+        .and_then(|r| r["messages"].as_array())
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
 }

@@ -2,12 +2,19 @@
 //! `troupe` binary, fake chat servers, a live chat and node processes. A suite takes its helpers
 //! from here, never from another suite.
 
+pub(crate) mod a2a_process;
+/// The session suite's backends: a fresh Postgres database per test, the SQL helper.
+#[path = "../../../crates/session/tests/suite/backends.rs"]
+#[allow(dead_code, unused_imports, unused_macros)]
+pub(crate) mod backends;
 pub(crate) mod binary;
 pub(crate) mod chat;
 pub(crate) mod chat_live;
 pub(crate) mod chat_server;
 pub(crate) mod compact;
+pub(crate) mod live_view;
 pub(crate) mod node_process;
+pub(crate) mod ten_steps;
 pub(crate) mod trace;
 
 use std::path::{Path, PathBuf};

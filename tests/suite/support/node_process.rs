@@ -54,6 +54,27 @@ impl Drop for NodeProcess {
     }
 }
 
+impl NodeProcess {
+    /// Freeze it (SIGSTOP): alive, silent, its connections open.
+    pub(crate) fn signal_stop(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Wake it (SIGCONT).
+    pub(crate) fn signal_cont(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg(signal)
+            .arg(self.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {signal} failed");
+    }
+}
+
 impl std::ops::Deref for NodeProcess {
     type Target = Child;
     fn deref(&self) -> &Child {
@@ -69,7 +90,17 @@ impl std::ops::DerefMut for NodeProcess {
 
 /// `troupe node` on `config`; returns the process and the address from its `READY` line.
 pub(crate) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_troupe"))
+    start_node_with(config, trace, &[], &[])
+}
+
+/// [`start_node`] with more arguments and environment variables.
+pub(crate) fn start_node_with(
+    config: &Path,
+    trace: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (NodeProcess, SocketAddr) {
+    let child = Command::new(env!("CARGO_BIN_EXE_troupe"))
         .args([
             "node",
             "--name",
@@ -79,6 +110,8 @@ pub(crate) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAdd
             "--config",
         ])
         .arg(config)
+        .args(args)
+        .envs(env.iter().copied())
         .env("TROUPE_COOKIE", COOKIE)
         .env("TEST_NODE_KEY", "sk-test")
         .env("TROUPE_TRACE", trace)
@@ -87,6 +120,12 @@ pub(crate) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAdd
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    wait_ready(child)
+}
+
+/// A started `troupe node` (stdout piped) once it printed `READY ADDRESS`: the process and the
+/// address; the rest of its stdout is drained.
+pub(crate) fn wait_ready(mut child: Child) -> (NodeProcess, SocketAddr) {
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let addr = loop {
         let line = lines.next().expect("troupe node exited early").unwrap();
@@ -94,6 +133,7 @@ pub(crate) fn start_node(config: &Path, trace: &Path) -> (NodeProcess, SocketAdd
             break addr.trim().parse().unwrap();
         }
     };
+    std::thread::spawn(move || for _ in lines.by_ref() {});
     (NodeProcess(child), addr)
 }
 
@@ -109,4 +149,32 @@ pub(crate) fn spans(path: &Path) -> Vec<SpanLine> {
 
 pub(crate) fn attr<'a>(span: &'a SpanLine, key: &str) -> Option<&'a str> {
     span.attributes.get(key).and_then(|v| v.as_str())
+}
+
+/// Ask `agent` on the node at `addr` from a node of this process (a team of its own, gone after).
+pub(crate) fn ask_over_the_cluster(
+    addr: SocketAddr,
+    agent: &str,
+    text: &str,
+) -> Result<String, troupe::AskError> {
+    use troupe::cluster::{ClusterNode, NodeConfig};
+    use troupe::{AgentRequest, Team, TeamConfig};
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let team = Team::start(TeamConfig::default()).await.unwrap();
+            let node = ClusterNode::start(&team, NodeConfig::new("local", COOKIE))
+                .await
+                .unwrap();
+            node.connect(addr).await.unwrap();
+            let request = AgentRequest::from_user(text);
+            let answer = team
+                .ask_with(agent, request, std::time::Duration::from_secs(120))
+                .await;
+            node.shutdown().await;
+            team.shutdown().await;
+            answer
+        })
 }

@@ -85,9 +85,8 @@ impl ServedAgent {
     }
 
     /// Its card, served at `url` (its JSON-RPC endpoint, whose base it shares).
-    pub(crate) fn card(&self, url: &str, auth: Option<&ServerAuth>) -> AgentCard {
-        let (security_schemes, security_requirements) =
-            auth.map(ServerAuth::card_security).unwrap_or_default();
+    pub(crate) fn card(&self, url: &str, auth: &ServerAuth) -> AgentCard {
+        let (security_schemes, security_requirements) = auth.card_security();
         let skills = self
             .skills
             .iter()

@@ -1,4 +1,5 @@
-//! The session logs of one served agent's A2A contexts (`{stem}.a2a/{contextId as hex}.jsonl`),
+//! The session logs of one served agent's A2A contexts
+//! (`{stem}.a2a/{caller as hex}/{contextId as hex}.jsonl`),
 //! bounded on disk: a caller inventing a contextId per message would otherwise add a log each
 //! time, never removed. At most `max` logs are kept; a new context past that removes the least
 //! recently used log of a context that is not live (its agent retired), and a log at
@@ -24,8 +25,10 @@ pub(crate) struct ContextLogs {
 }
 
 impl ContextLogs {
-    /// The logs already beside `session` (a restarted server's), oldest first by modification
-    /// time; those past `max` are removed now.
+    /// The logs already beside `session` (a restarted server's: each caller's folder, and the
+    /// folder itself, where a troupe before callers had keys kept them, never resumed now but
+    /// counted and removed in turn), oldest first by modification time; those past `max` are
+    /// removed now.
     pub(crate) fn open(session: &Path, max: usize, max_bytes: u64) -> Self {
         let mut logs = ContextLogs {
             session: session.to_path_buf(),
@@ -35,11 +38,20 @@ impl ContextLogs {
             tick: 0,
         };
         let dir = logs.dir();
-        let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|entry| entry.path())
+        let entries = |dir: &Path| -> Vec<PathBuf> {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| entry.path())
+                .collect()
+        };
+        let top = entries(&dir);
+        let mut found: Vec<(std::time::SystemTime, PathBuf)> = top
+            .iter()
+            .filter(|path| path.is_dir() && !path.is_symlink())
+            .flat_map(|caller| entries(caller))
+            .chain(top.iter().cloned())
             .filter(|path| path.extension().is_some_and(|e| e == "jsonl"))
             .filter_map(|path| {
                 let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
@@ -67,10 +79,12 @@ impl ContextLogs {
         self.session.with_file_name(format!("{stem}.a2a"))
     }
 
-    /// The log of `context`: hex, so any id names a file with no path in it, no two ids alike.
-    pub(crate) fn path(&self, context: &str) -> PathBuf {
-        let name: String = context.bytes().map(|b| format!("{b:02x}")).collect();
-        self.dir().join(format!("{name}.jsonl"))
+    /// The log of `caller`'s `context`: hex, so any name or id names a file with no path in
+    /// it, no two alike.
+    pub(crate) fn path(&self, caller: &str, context: &str) -> PathBuf {
+        self.dir()
+            .join(hex(caller))
+            .join(format!("{}.jsonl", hex(context)))
     }
 
     /// Whether `log` is kept (on disk, within the cap).
@@ -123,9 +137,13 @@ impl ContextLogs {
     }
 }
 
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Remove a context's log and its lock note.
 fn remove(log: &Path) {
-    for path in [log.to_path_buf(), troupe_agents::session::lock_path(log)] {
+    for path in [log.to_path_buf(), troupe_session::lock_path(log)] {
         match std::fs::remove_file(&path) {
             Ok(()) => tracing::debug!(log = %path.display(), "removed an A2A context's log"),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -144,11 +162,13 @@ mod tests {
     fn a_contexts_log_is_beside_the_agents_and_named_without_a_path_in_it() {
         let logs = ContextLogs::open(Path::new("/nonexistent/s/helper.jsonl"), 10, 10);
         assert_eq!(
-            logs.path("../x"),
-            PathBuf::from("/nonexistent/s/helper.a2a/2e2e2f78.jsonl")
+            logs.path("../a", "../x"),
+            PathBuf::from("/nonexistent/s/helper.a2a/2e2e2f61/2e2e2f78.jsonl")
         );
         let longest = "x".repeat(super::super::contexts::MAX_CONTEXT_ID_BYTES);
-        let name = logs.path(&longest);
+        let caller = "c".repeat(super::super::auth::MAX_CALLER_BYTES);
+        let name = logs.path(&caller, &longest);
         assert!(name.file_name().unwrap().len() <= 255);
+        assert!(name.parent().unwrap().file_name().unwrap().len() <= 255);
     }
 }

@@ -3,7 +3,9 @@
 //! policy, budgets) and spawned into the same team under the same supervisor — so its requests
 //! go the team's one road (directory, events, approvals desk, traces) — with its own session log
 //! beside the served agent's when that one keeps a log. Caller B's task never sees what caller A
-//! told the agent, and a restarted server resumes a context's conversation from its log.
+//! told the agent, and a restarted server resumes a context's conversation from its log. A
+//! context is its caller's (the key it came with): another caller's context of the same id is
+//! another conversation, with another log.
 //!
 //! Bounded: at most `max_live` such agents run at once. One idle past `idle_after` is retired
 //! (stopped and forgotten) when the next context starts; at the cap the least recently used idle
@@ -105,8 +107,9 @@ impl Drop for Lease {
     }
 }
 
-/// (served agent, context id)
-type Key = (String, String);
+/// (served agent, caller, context id): a context is its caller's, so two callers' contexts of
+/// one id are two conversations.
+type Key = (String, String, String);
 
 struct Live {
     agent: String,
@@ -121,8 +124,8 @@ struct State {
     spawned: u64,
     /// The context logs of each served agent that keeps a session log.
     logs: HashMap<String, ContextLogs>,
-    /// The one context of each served behaviour that is not an LLM agent, once asked.
-    shared: HashMap<String, String>,
+    /// The one (caller, context) of each served behaviour that is not an LLM agent, once asked.
+    shared: HashMap<String, (String, String)>,
 }
 
 /// How many conversations, and how much of them, a server keeps.
@@ -173,16 +176,18 @@ impl Conversations {
         }
     }
 
-    /// The agent a task of `context` for `served` is asked through. `known`: the server has
-    /// had tasks of this context (so a missing agent was retired, not never started).
+    /// The agent a task of `caller`'s `context` for `served` is asked through. `known`: the
+    /// server has had tasks of this context (so a missing agent was retired, not never
+    /// started).
     pub(crate) async fn lease(
         &self,
         served: &str,
+        caller: &str,
         context: &str,
         known: bool,
     ) -> Result<Lease, ContextRefusal> {
         let Some(spec) = self.specs.get(served) else {
-            self.bind_shared(served, context)?;
+            self.bind_shared(served, caller, context)?;
             return Ok(Lease {
                 agent: served.to_string(),
                 held: None,
@@ -192,7 +197,7 @@ impl Conversations {
             return Err(ContextRefusal::TooLong);
         }
         let _starting = self.starting.lock().await;
-        let key = (served.to_string(), context.to_string());
+        let key = (served.to_string(), caller.to_string(), context.to_string());
         let mut retire = self.idle(&key);
         let taken = {
             let mut state = lock(&self.state);
@@ -205,7 +210,7 @@ impl Conversations {
             self.retire(retire).await;
             let lease = self.held(agent, key);
             // A full log refuses the task; the lease, dropped, frees the agent again.
-            self.log_has_room(served, context)?;
+            self.log_has_room(served, caller, context)?;
             return Ok(lease);
         }
         if known && spec.session.is_none() {
@@ -215,7 +220,7 @@ impl Conversations {
                 context: context.to_string(),
             });
         }
-        if let Err(refusal) = self.resumable(served, context, known) {
+        if let Err(refusal) = self.resumable(served, caller, context, known) {
             self.retire(retire).await;
             return Err(refusal);
         }
@@ -239,7 +244,7 @@ impl Conversations {
             }
         }
         self.retire(retire).await;
-        let log = self.keep_log(served, context)?;
+        let log = self.keep_log(served, caller, context)?;
         let agent = {
             let mut state = lock(&self.state);
             state.spawned += 1;
@@ -270,9 +275,15 @@ impl Conversations {
         Ok(self.held(agent, key))
     }
 
-    /// Bind the served behaviour `served` (not an LLM agent) to `context`, its one conversation:
-    /// `Err` when it is bound to another. Restored tasks bind it too, oldest first.
-    pub(crate) fn bind_shared(&self, served: &str, context: &str) -> Result<(), ContextRefusal> {
+    /// Bind the served behaviour `served` (not an LLM agent) to `caller`'s `context`, its one
+    /// conversation: `Err` when it is bound to another. Restored tasks bind it too, oldest
+    /// first.
+    pub(crate) fn bind_shared(
+        &self,
+        served: &str,
+        caller: &str,
+        context: &str,
+    ) -> Result<(), ContextRefusal> {
         if self.specs.contains_key(served) {
             return Ok(());
         }
@@ -280,8 +291,8 @@ impl Conversations {
         let bound = state
             .shared
             .entry(served.to_string())
-            .or_insert_with(|| context.to_string());
-        if bound == context {
+            .or_insert_with(|| (caller.to_string(), context.to_string()));
+        if bound.0 == caller && bound.1 == context {
             Ok(())
         } else {
             Err(ContextRefusal::Shared {
@@ -291,12 +302,17 @@ impl Conversations {
     }
 
     /// `Err` when the live context's log has reached its byte cap; else it was used now.
-    fn log_has_room(&self, served: &str, context: &str) -> Result<(), ContextRefusal> {
+    fn log_has_room(
+        &self,
+        served: &str,
+        caller: &str,
+        context: &str,
+    ) -> Result<(), ContextRefusal> {
         let mut state = lock(&self.state);
         let Some(logs) = state.logs.get_mut(served) else {
             return Ok(());
         };
-        let log = logs.path(context);
+        let log = logs.path(caller, context);
         if logs.full(&log) {
             return Err(ContextRefusal::Full {
                 context: context.to_string(),
@@ -309,12 +325,18 @@ impl Conversations {
 
     /// Whether a context with no live agent may be started (again) from its log: not when the
     /// server had tasks of it (`known`) and its log was removed, nor when the log is full.
-    fn resumable(&self, served: &str, context: &str, known: bool) -> Result<(), ContextRefusal> {
+    fn resumable(
+        &self,
+        served: &str,
+        caller: &str,
+        context: &str,
+        known: bool,
+    ) -> Result<(), ContextRefusal> {
         let state = lock(&self.state);
         let Some(logs) = state.logs.get(served) else {
             return Ok(());
         };
-        let log = logs.path(context);
+        let log = logs.path(caller, context);
         if known && !logs.kept(&log) {
             return Err(ContextRefusal::Removed {
                 agent: served.to_string(),
@@ -336,6 +358,7 @@ impl Conversations {
     fn keep_log(
         &self,
         served: &str,
+        caller: &str,
         context: &str,
     ) -> Result<Option<std::path::PathBuf>, ContextRefusal> {
         let mut state = lock(&self.state);
@@ -343,12 +366,12 @@ impl Conversations {
         let Some(logs) = logs.get_mut(served) else {
             return Ok(None);
         };
-        let log = logs.path(context);
+        let log = logs.path(caller, context);
         if !logs.kept(&log) {
             let live: Vec<_> = live
                 .keys()
-                .filter(|(agent, _)| agent == served)
-                .map(|(_, context)| logs.path(context))
+                .filter(|(agent, _, _)| agent == served)
+                .map(|(_, caller, context)| logs.path(caller, context))
                 .collect();
             if !logs.make_room(|path| live.iter().any(|l| l == path)) {
                 return Err(ContextRefusal::NoLogRoom {
@@ -394,7 +417,7 @@ impl Conversations {
             lock(&self.state).live.remove(&key);
             match self.spawner.retire(&agent).await {
                 Ok(_) => {
-                    tracing::debug!(agent = %agent, context = %key.1, "retired an idle A2A conversation")
+                    tracing::debug!(agent = %agent, context = %key.2, "retired an idle A2A conversation")
                 }
                 Err(e) => {
                     tracing::warn!(agent = %agent, "could not retire an A2A conversation: {e}")

@@ -11,9 +11,10 @@ mod auth;
 mod card;
 mod context_logs;
 mod contexts;
-mod journal;
 mod rpc;
+mod status;
 mod tasks;
+mod tasks_file;
 mod timestamp;
 mod worker;
 
@@ -26,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use troupe_agents::LlmAgent;
+use troupe_host::serve::{Gate, ServeLimits, guard};
 use troupe_runtime::Team;
 
 pub use auth::ServerAuth;
@@ -55,12 +57,17 @@ pub struct A2aServeConfig {
     pub listen: SocketAddr,
     /// The agents to serve.
     pub agents: Vec<ServedAgent>,
-    /// The key callers need; `None` serves anyone who can connect.
-    pub auth: Option<ServerAuth>,
+    /// The callers and their keys: every JSON-RPC request needs one (there is no keyless
+    /// server; `ServerAuth::random_key` makes one for the run).
+    pub auth: ServerAuth,
     /// The largest request body read; a larger one is refused unread.
     pub max_request_bytes: usize,
     /// The base URL the cards give (e.g. behind a proxy); default `http://{listen address}`.
+    /// Its host is one the server answers to (every other `Host` is refused).
     pub public_url: Option<String>,
+    /// Origins whose browser pages may call the agents (`https://app.example`, whole: CORS
+    /// with a preflight); every other origin's request is refused before it is read.
+    pub allowed_origins: Vec<String>,
     /// A file keeping finished tasks across restarts (JSON lines, the newest 1,000); `None`:
     /// tasks live as long as the server.
     pub tasks_file: Option<std::path::PathBuf>,
@@ -78,22 +85,26 @@ pub struct A2aServeConfig {
     /// The size at which a context's session log takes no more tasks (the caller is told to
     /// start another context).
     pub max_context_log_bytes: u64,
+    /// What one client may hold of the server (timeouts, connections).
+    pub limits: ServeLimits,
 }
 
 impl A2aServeConfig {
-    /// Serve `agents` on `listen`, without auth, with the default body limit.
-    pub fn new(listen: SocketAddr, agents: Vec<ServedAgent>) -> Self {
+    /// Serve `agents` on `listen` to the callers of `auth`, with the default bounds.
+    pub fn new(listen: SocketAddr, agents: Vec<ServedAgent>, auth: ServerAuth) -> Self {
         A2aServeConfig {
             listen,
             agents,
-            auth: None,
+            auth,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             public_url: None,
+            allowed_origins: Vec::new(),
             tasks_file: None,
             max_contexts: DEFAULT_MAX_CONTEXTS,
             context_idle: DEFAULT_CONTEXT_IDLE,
             max_context_logs: DEFAULT_MAX_CONTEXT_LOGS,
             max_context_log_bytes: DEFAULT_MAX_CONTEXT_LOG_BYTES,
+            limits: ServeLimits::default(),
         }
     }
 }
@@ -111,11 +122,13 @@ pub struct A2aServer {
 /// Serve `config.agents` of `team` over A2A until [`A2aServer::shutdown`] (or drop).
 ///
 /// # Errors
-/// No agents, an agent the team does not have, an address that cannot be bound.
+/// No agents, an agent the team does not have, callers without a key of their own, an origin
+/// or public URL the gate cannot take, an address that cannot be bound.
 pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, ServeError> {
     if config.agents.is_empty() {
         return Err(ServeError::NoAgents);
     }
+    config.auth.check()?;
     for (name, value) in [
         ("max_contexts", config.max_contexts as u64),
         ("max_context_logs", config.max_context_logs as u64),
@@ -130,8 +143,8 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
             return Err(ServeError::UnknownAgent(agent.name.clone()));
         }
     }
-    let journal = match &config.tasks_file {
-        Some(path) => Some(journal::TaskJournal::open(path)?),
+    let tasks_file = match &config.tasks_file {
+        Some(path) => Some(tasks_file::TasksFile::open(path)?),
         None => None,
     };
     let bind_error = |source| ServeError::Bind {
@@ -140,6 +153,13 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
     };
     let listener = TcpListener::bind(config.listen).await.map_err(bind_error)?;
     let addr = listener.local_addr().map_err(bind_error)?;
+    let mut gate = Gate::new(addr);
+    if let Some(url) = &config.public_url {
+        gate = gate.reached_as(url)?;
+    }
+    for origin in &config.allowed_origins {
+        gate = gate.allow_origin(origin)?;
+    }
     let base = config
         .public_url
         .clone()
@@ -151,7 +171,7 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
         .iter()
         .map(|agent| {
             let url = format!("{base}/agents/{}", agent.name);
-            (agent.name.clone(), agent.card(&url, config.auth.as_ref()))
+            (agent.name.clone(), agent.card(&url, &config.auth))
         })
         .collect::<HashMap<_, _>>();
     let names = config.agents.iter().map(|a| a.name.clone()).collect();
@@ -180,20 +200,18 @@ pub async fn serve(team: &Team, config: A2aServeConfig) -> Result<A2aServer, Ser
         cards,
         auth: config.auth,
         max_request_bytes: config.max_request_bytes,
-        tasks: tasks::TaskStore::new(team.approvals().clone(), journal, conversations),
+        tasks: tasks::TaskStore::new(team.approvals().clone(), tasks_file, conversations),
     });
-    let app = rpc::router(served);
+    // The gate first: a request from a foreign Host or origin is refused before anything else.
+    let app =
+        rpc::router(served).layer(axum::middleware::from_fn_with_state(Arc::new(gate), guard));
     let (closing, mut closed) = watch::channel(false);
+    let limits = config.limits;
     let task = tokio::spawn(async move {
         let shutdown = async move {
             let _ = closed.wait_for(|closed| *closed).await;
         };
-        if let Err(e) = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::warn!(error = %e, "the A2A server stopped serving");
-        }
+        troupe_host::serve::serve(listener, app, limits, shutdown).await;
     });
     Ok(A2aServer {
         addr,
@@ -225,7 +243,7 @@ impl A2aServer {
         format!("{}/{CARD_PATH}", self.agent_url(name))
     }
 
-    /// Stop listening; open streams get [`SHUTDOWN_GRACE`] to end, then are dropped.
+    /// Stop listening; open streams get two seconds (`SHUTDOWN_GRACE`) to end, then are dropped.
     pub async fn shutdown(mut self) {
         let _ = self.closing.send(true);
         if let Some(task) = self.task.take() {

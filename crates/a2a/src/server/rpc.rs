@@ -1,7 +1,7 @@
 //! The served agents' HTTP routes: each agent's card, and its JSON-RPC endpoint (send, stream,
 //! get, list, cancel, subscribe) behind the body limit, the version check and the auth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -24,8 +24,9 @@ use crate::server::contexts::ContextRefusal;
 use crate::server::tasks::{Asker, TaskRefusal, TaskStore};
 use crate::wire::{
     AgentCard, CARD_PATH, GetTaskRequest, ListTasksRequest, ListTasksResponse, RpcRequest,
-    RpcResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task, TaskIdRequest,
-    TaskState, VERSION_HEADER, code, method,
+    RpcResponse, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
+    TaskArtifactUpdateEvent, TaskIdRequest, TaskState, TaskStatusUpdateEvent, VERSION_HEADER, code,
+    method,
 };
 
 /// Tasks a `ListTasks` page holds by default, and at most.
@@ -36,7 +37,7 @@ const MAX_PAGE: usize = 100;
 pub(crate) struct Served {
     pub(crate) ask: Asker,
     pub(crate) cards: HashMap<String, AgentCard>,
-    pub(crate) auth: Option<ServerAuth>,
+    pub(crate) auth: ServerAuth,
     pub(crate) max_request_bytes: usize,
     pub(crate) tasks: TaskStore,
 }
@@ -85,10 +86,8 @@ async fn rpc(
             ),
         );
     }
-    if let Some(auth) = &served.auth
-        && !auth.admits(&headers)
-    {
-        // Before the body is read: a caller without the key costs nothing more.
+    let Some(caller) = served.auth.caller_of(&headers).map(str::to_string) else {
+        // Before the body is read: a caller without a key costs nothing more.
         return answer(
             StatusCode::UNAUTHORIZED,
             RpcResponse::error(
@@ -97,6 +96,9 @@ async fn rpc(
                 "missing or wrong credentials: this agent's card names the scheme",
             ),
         );
+    };
+    if let Some(refused) = unreadable(&headers) {
+        return refused;
     }
     let cap = served.max_request_bytes;
     let too_large = || {
@@ -116,9 +118,26 @@ async fn rpc(
     if declared.is_some_and(|length| length > cap as u64) {
         return too_large();
     }
-    let Ok(bytes) = axum::body::to_bytes(body, cap).await else {
-        return too_large();
-    };
+    // Read to the cap; a body that stalls or breaks off (troupe_host::serve's body limits) is
+    // said to be so, not taken for a large one.
+    let mut bytes = Vec::new();
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        match chunk {
+            Ok(chunk) if bytes.len() + chunk.len() > cap => return too_large(),
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(e) => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    RpcResponse::error(
+                        Value::Null,
+                        code::INVALID_REQUEST,
+                        format!("the request body did not arrive whole: {e}"),
+                    ),
+                );
+            }
+        }
+    }
     let request: RpcRequest = match serde_json::from_slice(&bytes) {
         Ok(request) => request,
         Err(e) => {
@@ -138,27 +157,19 @@ async fn rpc(
     if request.jsonrpc != "2.0" {
         return refuse(id, code::INVALID_REQUEST, "`jsonrpc` must be \"2.0\"");
     }
-    if let Some(version) = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok())
-        && version.split('.').next() != Some("1")
-    {
-        return refuse(
-            id,
-            code::VERSION_NOT_SUPPORTED,
-            format!("A2A version {version} is not spoken here: troupe speaks A2A 1.0"),
-        );
-    }
     let trace = headers
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .and_then(TraceContext::from_traceparent)
         .map(|parent| parent.child())
         .unwrap_or_else(TraceContext::new_root);
-    dispatch(&served, &name, request, trace).await
+    dispatch(&served, (&name, &caller), request, trace).await
 }
 
+/// Answer `request` to `caller` of `agent` (who asks: every task it reaches is its own).
 async fn dispatch(
     served: &Served,
-    agent: &str,
+    who: (&str, &str),
     request: RpcRequest,
     trace: TraceContext,
 ) -> Response {
@@ -171,7 +182,7 @@ async fn dispatch(
             };
             let (task, mut events) = match served
                 .tasks
-                .start(&served.ask, agent, params.message, trace)
+                .start(&served.ask, who, params.message, trace)
                 .await
             {
                 Ok(started) => started,
@@ -191,7 +202,7 @@ async fn dispatch(
                 }
             }
             let history = params.configuration.and_then(|c| c.history_length);
-            let task = served.tasks.get(agent, &task.id, history).unwrap_or(task);
+            let task = served.tasks.get(who, &task.id, history).unwrap_or(task);
             result(id, &SendMessageResponse::Task(task))
         }
         method::SEND_STREAMING_MESSAGE => {
@@ -201,10 +212,13 @@ async fn dispatch(
             };
             match served
                 .tasks
-                .start(&served.ask, agent, params.message, trace)
+                .start(&served.ask, who, params.message, trace)
                 .await
             {
-                Ok((task, events)) => stream(id, task, events),
+                Ok((task, events)) => {
+                    let catch_up = catch_up(&served.tasks, who, &task.id);
+                    stream(id, task, events, catch_up)
+                }
                 Err(refusal) => refused_task(id, &refusal),
             }
         }
@@ -213,8 +227,11 @@ async fn dispatch(
                 Ok(p) => p,
                 Err(message) => return refuse(id, code::INVALID_PARAMS, message),
             };
-            match served.tasks.subscribe(agent, &params.id) {
-                Ok((task, events)) => stream(id, task, events),
+            match served.tasks.subscribe(who, &params.id) {
+                Ok((task, events)) => {
+                    let catch_up = catch_up(&served.tasks, who, &task.id);
+                    stream(id, task, events, catch_up)
+                }
                 Err(TaskRefusal::Finished(state)) => refuse(
                     id,
                     code::UNSUPPORTED_OPERATION,
@@ -231,7 +248,7 @@ async fn dispatch(
                 Ok(p) => p,
                 Err(message) => return refuse(id, code::INVALID_PARAMS, message),
             };
-            match served.tasks.get(agent, &params.id, params.history_length) {
+            match served.tasks.get(who, &params.id, params.history_length) {
                 Some(task) => result(id, &task),
                 None => refused_task(id, &TaskRefusal::NotFound),
             }
@@ -241,7 +258,7 @@ async fn dispatch(
                 Ok(p) => p,
                 Err(message) => return refuse(id, code::INVALID_PARAMS, message),
             };
-            match served.tasks.cancel(agent, &params.id).await {
+            match served.tasks.cancel(who, &params.id).await {
                 Ok(task) => result(id, &task),
                 Err(refusal) => refused_task(id, &refusal),
             }
@@ -270,7 +287,7 @@ async fn dispatch(
                 },
             };
             let (tasks, total) = served.tasks.list(
-                agent,
+                who,
                 params.context_id.as_deref(),
                 params.status.filter(|s| *s != TaskState::Unspecified),
                 offset,
@@ -305,6 +322,42 @@ async fn dispatch(
     }
 }
 
+/// A request whose body is not read: not `application/json` (a browser's form or `text/plain`
+/// post, which it sends to any origin without asking), or without an `A2A-Version` of 1.x (one
+/// without the header is A2A 0.3, as the protocol has it, and a browser sends no such header
+/// to another origin unless a preflight allowed it).
+fn unreadable(headers: &HeaderMap) -> Option<Response> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Some(answer(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            RpcResponse::error(
+                Value::Null,
+                code::INVALID_REQUEST,
+                "a JSON-RPC request is sent as `Content-Type: application/json`: refused unread",
+            ),
+        ));
+    }
+    let version = headers.get(VERSION_HEADER).and_then(|v| v.to_str().ok());
+    match version {
+        Some(version) if version.trim().split('.').next() == Some("1") => None,
+        Some(version) => Some(refuse(
+            Value::Null,
+            code::VERSION_NOT_SUPPORTED,
+            format!("A2A version {version} is not spoken here: troupe speaks A2A 1.0"),
+        )),
+        None => Some(refuse(
+            Value::Null,
+            code::VERSION_NOT_SUPPORTED,
+            "no A2A-Version header, which is A2A 0.3: troupe speaks A2A 1.0 (send `A2A-Version: 1.0`)",
+        )),
+    }
+}
+
 /// The request's params as `T`, or why they are not.
 fn params<T: DeserializeOwned>(request: &RpcRequest) -> Result<T, String> {
     serde_json::from_value(request.params.clone())
@@ -330,6 +383,11 @@ fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
         }
         TaskRefusal::Context(why) => refuse(id, code::INVALID_PARAMS, why.to_string()),
         TaskRefusal::NotFound => refuse(id, code::TASK_NOT_FOUND, "no such task for this agent"),
+        TaskRefusal::ContextMismatch => refuse(
+            id,
+            code::INVALID_PARAMS,
+            "the message's contextId is not its task's: send it in the task's context (or without a contextId)",
+        ),
         TaskRefusal::Finished(state) if state.is_terminal() => refuse(
             id,
             code::TASK_NOT_CANCELABLE,
@@ -345,36 +403,103 @@ fn refused_task(id: Value, refusal: &TaskRefusal) -> Response {
     }
 }
 
-/// A task's events as SSE: the task first, then every event until it is over.
-fn stream(id: Value, task: Task, events: broadcast::Receiver<StreamResponse>) -> Response {
+/// What a stream that fell behind is caught up with: its task as it is now and, while the task
+/// runs, its events from then on (`TaskStore::catch_up` for the stream's caller).
+type CatchUp =
+    Box<dyn Fn() -> Option<(Task, Option<broadcast::Receiver<StreamResponse>>)> + Send + Sync>;
+
+/// The catch-up of `who`'s task `task_id`.
+fn catch_up(tasks: &TaskStore, (agent, caller): (&str, &str), task_id: &str) -> CatchUp {
+    let tasks = tasks.clone();
+    let (agent, caller, task_id) = (agent.to_string(), caller.to_string(), task_id.to_string());
+    Box::new(move || tasks.catch_up((&agent, &caller), &task_id))
+}
+
+/// A stream's state: what it still has to send, and where more comes from.
+struct Streaming {
+    id: Value,
+    events: Option<broadcast::Receiver<StreamResponse>>,
+    queued: VecDeque<StreamResponse>,
+    over: bool,
+    catch_up: CatchUp,
+}
+
+/// A task that finished or waits for its caller ends the stream, as A2A has it: the caller
+/// answers with a new message on the task.
+fn ends_stream(event: &StreamResponse) -> bool {
+    matches!(event, StreamResponse::StatusUpdate(update)
+        if update.status.state.is_terminal() || update.status.state.is_interrupted())
+}
+
+/// The events that bring a stream up to `task` as it is: each artifact whole (replacing what
+/// the stream had of it), then the status.
+fn caught_up(task: &Task) -> Vec<StreamResponse> {
+    let over = task.status.state.is_terminal();
+    task.artifacts
+        .iter()
+        .map(|artifact| {
+            StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                artifact: artifact.clone(),
+                append: false,
+                last_chunk: over,
+            })
+        })
+        .chain(std::iter::once(StreamResponse::StatusUpdate(
+            TaskStatusUpdateEvent {
+                task_id: task.id.clone(),
+                context_id: task.context_id.clone(),
+                status: task.status.clone(),
+            },
+        )))
+        .collect()
+}
+
+/// A task's events as SSE: the task first, then every event until it is over. A stream that
+/// falls behind the task's events (its reader slower than the agent) is caught up — the
+/// answer so far whole, then the status — and goes on from there, never ended for it.
+fn stream(
+    id: Value,
+    task: Task,
+    events: broadcast::Receiver<StreamResponse>,
+    catch_up: CatchUp,
+) -> Response {
     let first = RpcResponse::result(
         id.clone(),
         serde_json::to_value(StreamResponse::Task(task)).unwrap_or(Value::Null),
     );
-    let rest = futures::stream::unfold((events, id, false), |(mut events, id, over)| async move {
-        if over {
-            return None;
-        }
-        match events.recv().await {
-            Ok(event) => {
-                // A task that finished or waits for its caller ends the stream, as A2A has it:
-                // the caller answers with a new message on the task.
-                let last = matches!(&event, StreamResponse::StatusUpdate(update)
-                    if update.status.state.is_terminal() || update.status.state.is_interrupted());
+    let state = Streaming {
+        id,
+        events: Some(events),
+        queued: VecDeque::new(),
+        over: false,
+        catch_up,
+    };
+    let rest = futures::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(event) = state.queued.pop_front() {
+                if ends_stream(&event) {
+                    state.over = true;
+                    state.queued.clear();
+                }
                 let value = serde_json::to_value(&event).unwrap_or(Value::Null);
-                Some((RpcResponse::result(id.clone(), value), (events, id, last)))
+                return Some((RpcResponse::result(state.id.clone(), value), state));
             }
-            Err(broadcast::error::RecvError::Lagged(missed)) => Some((
-                RpcResponse::error(
-                    id.clone(),
-                    code::INTERNAL_ERROR,
-                    format!(
-                        "this stream fell {missed} events behind and was ended; the task goes on (GetTask)"
-                    ),
-                ),
-                (events, id, true),
-            )),
-            Err(broadcast::error::RecvError::Closed) => None,
+            if state.over {
+                return None;
+            }
+            let events = state.events.as_mut()?;
+            match events.recv().await {
+                Ok(event) => state.queued.push_back(event),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "an A2A stream fell behind: caught up");
+                    let (task, events) = (state.catch_up)()?;
+                    state.queued.extend(caught_up(&task));
+                    state.events = events;
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
         }
     });
     let all = futures::stream::once(async move { first })

@@ -16,23 +16,27 @@ use troupe_runtime::{AgentRequest, AskStream};
 
 use crate::ids::new_id;
 use crate::server::contexts::{ContextRefusal, Conversations};
-use crate::server::journal::{JournalLine, TaskJournal};
+use crate::server::status::{apply_status, status_update, trim_history};
+use crate::server::tasks_file::{TaskLine, TasksFile};
 use crate::server::timestamp::now;
 use crate::server::worker::Worker;
-use crate::wire::{
-    Message, Role, StreamResponse, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
-};
+use crate::wire::{Message, StreamResponse, Task, TaskState, TaskStatus};
 
 /// How the server asks the team's agents: `Team::stream_asker`, the team's one ask road.
 pub(crate) type Asker = Arc<dyn Fn(&str, AgentRequest) -> AskStream + Send + Sync>;
 
 /// How many tasks the server keeps.
 pub(crate) const MAX_TASKS: usize = 1000;
+/// How much of finished tasks the server keeps (as their lines in the tasks file measure them): a caller
+/// sending megabytes per task cannot make it hold gigabytes.
+pub(crate) const MAX_KEPT_BYTES: u64 = 64 << 20;
 /// How many events a streaming caller may fall behind.
 pub(crate) const EVENT_ROOM: usize = 1024;
 
 struct Entry {
     agent: String,
+    /// Who started it ([`ServerAuth`](super::ServerAuth)'s caller): no one else reaches it.
+    caller: String,
     task: Task,
     /// When it was created, for eviction and listing (newest first).
     seq: u64,
@@ -45,6 +49,9 @@ struct Entry {
     /// The budget its agent is paused by, in words (`its request budget (spent …; limit …)`),
     /// while it is: the task is `input-required`, and only the operator can end it.
     paused: Option<String>,
+    /// Once finished: the size of its line in the tasks file, what it counts against
+    /// [`MAX_KEPT_BYTES`].
+    bytes: u64,
 }
 
 struct Running {
@@ -56,13 +63,18 @@ struct Running {
 struct Inner {
     tasks: HashMap<String, Entry>,
     next_seq: u64,
+    /// The finished tasks kept: how many, and their bytes.
+    finished: usize,
+    finished_bytes: u64,
 }
 
 /// Why a task operation was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum TaskRefusal {
-    /// No such task for this agent.
+    /// No such task of this agent and caller (another caller's is not told apart from none).
     NotFound,
+    /// The message names another context than its task's.
+    ContextMismatch,
     /// It is finished.
     Finished(TaskState),
     /// Its context got no conversation.
@@ -75,8 +87,9 @@ pub(crate) struct TaskStore {
     inner: Arc<Mutex<Inner>>,
     /// The team's approval desk: a caller's answer to an `input-required` task goes there.
     approvals: Approvals,
-    /// Where finished tasks are kept across restarts, if anywhere.
-    journal: Option<Arc<TaskJournal>>,
+    /// Where finished tasks are kept across restarts (`--tasks FILE`), if anywhere. Taken
+    /// before `inner` when both are: a task is marked finished and written in one step.
+    tasks_file: Option<Arc<Mutex<TasksFile>>>,
     /// The agent each context is asked through.
     conversations: Arc<Conversations>,
 }
@@ -85,42 +98,57 @@ impl TaskStore {
     /// The tasks of a team with this approval desk.
     pub(crate) fn new(
         approvals: Approvals,
-        journal: Option<(TaskJournal, Vec<JournalLine>)>,
+        tasks_file: Option<(TasksFile, Vec<(TaskLine, u64)>)>,
         conversations: Conversations,
     ) -> Self {
         let mut inner = Inner::default();
-        let journal = journal.map(|(journal, restored)| {
-            for line in restored {
+        let tasks_file = tasks_file.map(|(mut file, restored)| {
+            for (line, bytes) in restored {
                 // A served behaviour's one conversation outlives the restart with its tasks.
-                let _ = conversations.bind_shared(&line.agent, &line.task.context_id);
+                // A line written before tasks had callers belongs to none: no caller reaches it.
+                let caller = line.caller.unwrap_or_default();
+                let _ = conversations.bind_shared(&line.agent, &caller, &line.task.context_id);
                 inner.next_seq += 1;
                 let entry = Entry {
                     agent: line.agent,
+                    caller,
                     task: line.task,
                     seq: inner.next_seq,
                     running: None,
                     waiting: VecDeque::new(),
                     paused: None,
+                    bytes,
                 };
-                inner.tasks.insert(entry.task.id.clone(), entry);
+                inner.finished += 1;
+                inner.finished_bytes += bytes;
+                // A tasks fileed twice (a rewrite cut short) counts once: the later line.
+                if let Some(old) = inner.tasks.insert(entry.task.id.clone(), entry) {
+                    inner.finished -= 1;
+                    inner.finished_bytes -= old.bytes;
+                }
             }
-            Arc::new(journal)
+            evict(&mut inner);
+            // Rewritten with what is kept: the file starts within the store's bounds.
+            file.rewrite(finished_lines(&inner).iter().map(String::as_str));
+            Arc::new(Mutex::new(file))
         });
         TaskStore {
             inner: Arc::new(Mutex::new(inner)),
             approvals,
-            journal,
+            tasks_file,
             conversations: Arc::new(conversations),
         }
     }
 
-    /// Start a task for `agent` on `message`: the task as created, and its events from the
-    /// start. `task_id` continues a task (it must be this agent's and not finished). A new task
-    /// is asked of its context's own conversation ([`Conversations`]).
+    /// Start a task for `caller` of `agent` on `message`: the task as created, and its events
+    /// from the start. `task_id` continues a task (it must be this agent's and this caller's,
+    /// not finished, and in the message's context when it names one). A new task is asked of
+    /// its context's own conversation ([`Conversations`]), the caller's own: another caller's
+    /// context of the same id is another conversation.
     pub(crate) async fn start(
         &self,
         ask: &Asker,
-        agent: &str,
+        (agent, caller): (&str, &str),
         message: Message,
         trace: TraceContext,
     ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
@@ -130,8 +158,15 @@ impl TaskStore {
             let entry = inner
                 .tasks
                 .get_mut(id)
-                .filter(|e| e.agent == agent)
+                .filter(|e| e.agent == agent && e.caller == caller)
                 .ok_or(TaskRefusal::NotFound)?;
+            if message
+                .context_id
+                .as_ref()
+                .is_some_and(|c| *c != entry.task.context_id)
+            {
+                return Err(TaskRefusal::ContextMismatch);
+            }
             return self.answer(entry, message);
         }
         let context_id = message.context_id.clone().unwrap_or_else(new_id);
@@ -139,10 +174,10 @@ impl TaskStore {
             && lock(&self.inner)
                 .tasks
                 .values()
-                .any(|e| e.agent == agent && e.task.context_id == context_id);
+                .any(|e| e.agent == agent && e.caller == caller && e.task.context_id == context_id);
         let lease = self
             .conversations
-            .lease(agent, &context_id, known)
+            .lease(agent, caller, &context_id, known)
             .await
             .map_err(TaskRefusal::Context)?;
         let (events, receiver) = broadcast::channel(EVENT_ROOM);
@@ -170,6 +205,7 @@ impl TaskStore {
                 id,
                 Entry {
                     agent: agent.to_string(),
+                    caller: caller.to_string(),
                     task: task.clone(),
                     seq,
                     running: Some(Running {
@@ -178,6 +214,7 @@ impl TaskStore {
                     }),
                     waiting: VecDeque::new(),
                     paused: None,
+                    bytes: 0,
                 },
             );
             evict(&mut inner);
@@ -188,6 +225,7 @@ impl TaskStore {
             text,
             trace,
             response_format: None,
+            request_id: None,
         };
         let stream = ask(&lease.agent, request);
         let worker = Worker {
@@ -217,7 +255,7 @@ impl TaskStore {
         };
         let Some((approval, _)) = entry.waiting.front() else {
             return match &entry.paused {
-                Some(budget) => Ok(still_paused(entry, budget.clone(), message)),
+                Some(budget) => Ok(still_paused(entry, budget.clone())),
                 None => Err(TaskRefusal::Finished(state)),
             };
         };
@@ -315,24 +353,32 @@ impl TaskStore {
         }
     }
 
-    /// The task `id` of `agent`, with at most `history` of its last messages.
-    pub(crate) fn get(&self, agent: &str, id: &str, history: Option<i32>) -> Option<Task> {
+    /// The task `id` of `agent` and `caller`, with at most `history` of its last messages.
+    pub(crate) fn get(
+        &self,
+        (agent, caller): (&str, &str),
+        id: &str,
+        history: Option<i32>,
+    ) -> Option<Task> {
         let inner = lock(&self.inner);
-        let entry = inner.tasks.get(id).filter(|e| e.agent == agent)?;
+        let entry = inner
+            .tasks
+            .get(id)
+            .filter(|e| e.agent == agent && e.caller == caller)?;
         Some(trim_history(entry.task.clone(), history))
     }
 
     /// Subscribe to a running task: its state now and its events from now.
     pub(crate) fn subscribe(
         &self,
-        agent: &str,
+        (agent, caller): (&str, &str),
         id: &str,
     ) -> Result<(Task, broadcast::Receiver<StreamResponse>), TaskRefusal> {
         let inner = lock(&self.inner);
         let entry = inner
             .tasks
             .get(id)
-            .filter(|e| e.agent == agent)
+            .filter(|e| e.agent == agent && e.caller == caller)
             .ok_or(TaskRefusal::NotFound)?;
         match &entry.running {
             Some(running) => Ok((entry.task.clone(), running.events.subscribe())),
@@ -340,14 +386,34 @@ impl TaskStore {
         }
     }
 
+    /// A stream's task as it is now, and (while it runs) its events from now on, in one step:
+    /// what a stream that fell behind is caught up with.
+    pub(crate) fn catch_up(
+        &self,
+        (agent, caller): (&str, &str),
+        id: &str,
+    ) -> Option<(Task, Option<broadcast::Receiver<StreamResponse>>)> {
+        let inner = lock(&self.inner);
+        let entry = inner
+            .tasks
+            .get(id)
+            .filter(|e| e.agent == agent && e.caller == caller)?;
+        let events = entry.running.as_ref().map(|r| r.events.subscribe());
+        Some((entry.task.clone(), events))
+    }
+
     /// Cancel a running task; its state once cancelled.
-    pub(crate) async fn cancel(&self, agent: &str, id: &str) -> Result<Task, TaskRefusal> {
+    pub(crate) async fn cancel(
+        &self,
+        (agent, caller): (&str, &str),
+        id: &str,
+    ) -> Result<Task, TaskRefusal> {
         let (cancel, mut events) = {
             let mut inner = lock(&self.inner);
             let entry = inner
                 .tasks
                 .get_mut(id)
-                .filter(|e| e.agent == agent)
+                .filter(|e| e.agent == agent && e.caller == caller)
                 .ok_or(TaskRefusal::NotFound)?;
             let state = entry.task.status.state;
             let Some(running) = entry.running.as_mut() else {
@@ -360,13 +426,14 @@ impl TaskStore {
         }
         // The worker ends the task (cancelled, or finished first) and closes its events.
         while let Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) = events.recv().await {}
-        self.get(agent, id, None).ok_or(TaskRefusal::NotFound)
+        self.get((agent, caller), id, None)
+            .ok_or(TaskRefusal::NotFound)
     }
 
-    /// `agent`'s tasks, newest first, filtered, one page.
+    /// `caller`'s tasks of `agent`, newest first, filtered, one page.
     pub(crate) fn list(
         &self,
-        agent: &str,
+        (agent, caller): (&str, &str),
         context_id: Option<&str>,
         state: Option<TaskState>,
         offset: usize,
@@ -377,7 +444,7 @@ impl TaskStore {
         let mut matching: Vec<&Entry> = inner
             .tasks
             .values()
-            .filter(|e| e.agent == agent)
+            .filter(|e| e.agent == agent && e.caller == caller)
             .filter(|e| context_id.is_none_or(|c| e.task.context_id == c))
             .filter(|e| state.is_none_or(|s| e.task.status.state == s))
             .collect();
@@ -417,79 +484,68 @@ impl TaskStore {
         }
     }
 
-    /// The task is over: its events close.
+    /// The task is over: its events close, it counts against the store's bounds, and it is
+    /// written to the tasks file (rewritten with what the store keeps when it has outgrown it).
     pub(super) fn finish(&self, id: &str) {
-        let finished = {
-            let mut inner = lock(&self.inner);
-            let Some(entry) = inner.tasks.get_mut(id) else {
-                return;
-            };
-            entry.running = None;
-            entry.waiting.clear();
-            entry.paused = None;
-            (entry.agent.clone(), entry.task.clone())
+        let mut file = self.tasks_file.as_ref().map(|f| lock(f));
+        let mut inner = lock(&self.inner);
+        let Some(entry) = inner.tasks.get_mut(id) else {
+            return;
         };
-        if let Some(journal) = &self.journal {
-            journal.record(&finished.0, &finished.1);
+        if entry.running.take().is_none() {
+            return;
+        }
+        entry.waiting.clear();
+        entry.paused = None;
+        let line = TaskLine {
+            agent: entry.agent.clone(),
+            caller: Some(entry.caller.clone()),
+            task: entry.task.clone(),
+        }
+        .text();
+        entry.bytes = line.len() as u64 + 1;
+        let bytes = entry.bytes;
+        inner.finished += 1;
+        inner.finished_bytes += bytes;
+        evict(&mut inner);
+        let Some(file) = file.as_mut() else {
+            return;
+        };
+        if inner.tasks.contains_key(id) {
+            file.record(&line);
+        }
+        if file.outgrown(inner.finished, inner.finished_bytes) {
+            let lines = finished_lines(&inner);
+            drop(inner);
+            file.rewrite(lines.iter().map(String::as_str));
         }
     }
 }
 
-/// A caller's reply to a task its agent's budget paused: kept in the history, answered that only
-/// the operator can raise the budget; the task stays `input-required`.
-fn still_paused(
-    entry: &mut Entry,
-    paused: String,
-    message: Message,
-) -> (Task, broadcast::Receiver<StreamResponse>) {
+/// A caller's reply to a task its agent's budget paused: answered that only the operator can
+/// raise the budget; the task stays `input-required`. Neither the reply (which reaches no one:
+/// the agent waits on the operator) nor the answer to it is added to the history, so replies
+/// cost the task nothing however many and however large they are, and the caller gets back
+/// the task as it was with the answer as its status.
+fn still_paused(entry: &mut Entry, paused: String) -> (Task, broadcast::Receiver<StreamResponse>) {
     let (events, receiver) = match &entry.running {
         Some(running) => (Some(running.events.clone()), running.events.subscribe()),
         // Not reached: a paused task runs. A closed channel ends the caller's wait at once.
         None => (None, broadcast::channel(1).1),
     };
-    entry.task.history.push(message);
     let told = format!("{paused}; the operator must raise it (a reply here cannot)");
     let update = status_update(&entry.task, TaskState::InputRequired, Some(&told));
-    apply_status(&mut entry.task, &update);
+    entry.task.status = update.status.clone();
     if let Some(events) = events {
         let _ = events.send(StreamResponse::StatusUpdate(update));
     }
     (entry.task.clone(), receiver)
 }
 
-/// A status update of `task` to `state`, with the agent's `text`.
-pub(super) fn status_update(
-    task: &Task,
-    state: TaskState,
-    text: Option<&str>,
-) -> TaskStatusUpdateEvent {
-    let message = text.map(|t| Message {
-        context_id: Some(task.context_id.clone()),
-        task_id: Some(task.id.clone()),
-        ..Message::text(Role::Agent, t)
-    });
-    TaskStatusUpdateEvent {
-        task_id: task.id.clone(),
-        context_id: task.context_id.clone(),
-        status: TaskStatus {
-            state,
-            message,
-            timestamp: Some(now()),
-        },
-    }
-}
-
-/// `update` applied to its task: the status, and its message in the history.
-pub(super) fn apply_status(task: &mut Task, update: &TaskStatusUpdateEvent) {
-    task.status = update.status.clone();
-    if let Some(message) = &update.status.message {
-        task.history.push(message.clone());
-    }
-}
-
-/// Drop the oldest finished tasks past [`MAX_TASKS`] (running ones are never dropped).
+/// Drop the oldest finished tasks past [`MAX_TASKS`] in all or [`MAX_KEPT_BYTES`] of finished
+/// ones (running ones are never dropped: their number is bounded by the live conversations).
 fn evict(inner: &mut Inner) {
-    if inner.tasks.len() <= MAX_TASKS {
+    if inner.tasks.len() <= MAX_TASKS && inner.finished_bytes <= MAX_KEPT_BYTES {
         return;
     }
     let mut finished: Vec<(u64, String)> = inner
@@ -499,16 +555,34 @@ fn evict(inner: &mut Inner) {
         .map(|(id, e)| (e.seq, id.clone()))
         .collect();
     finished.sort();
-    let excess = inner.tasks.len() - MAX_TASKS;
-    for (_, id) in finished.into_iter().take(excess) {
-        inner.tasks.remove(&id);
+    for (_, id) in finished {
+        if inner.tasks.len() <= MAX_TASKS && inner.finished_bytes <= MAX_KEPT_BYTES {
+            break;
+        }
+        if let Some(gone) = inner.tasks.remove(&id) {
+            inner.finished -= 1;
+            inner.finished_bytes -= gone.bytes;
+        }
     }
 }
 
-fn trim_history(mut task: Task, history: Option<i32>) -> Task {
-    if let Some(keep) = history.and_then(|h| usize::try_from(h).ok()) {
-        let drop = task.history.len().saturating_sub(keep);
-        task.history.drain(..drop);
-    }
-    task
+/// The finished tasks' lines in the tasks file, oldest first.
+fn finished_lines(inner: &Inner) -> Vec<String> {
+    let mut finished: Vec<&Entry> = inner
+        .tasks
+        .values()
+        .filter(|e| e.running.is_none())
+        .collect();
+    finished.sort_by_key(|e| e.seq);
+    finished
+        .into_iter()
+        .map(|e| {
+            TaskLine {
+                agent: e.agent.clone(),
+                caller: Some(e.caller.clone()),
+                task: e.task.clone(),
+            }
+            .text()
+        })
+        .collect()
 }

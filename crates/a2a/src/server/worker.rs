@@ -8,7 +8,8 @@ use troupe_protocol::Event;
 use troupe_runtime::{AskItem, AskStream};
 
 use crate::server::contexts::Lease;
-use crate::server::tasks::{TaskStore, apply_status, status_update};
+use crate::server::status::{apply_status, status_update};
+use crate::server::tasks::TaskStore;
 use crate::wire::{
     Artifact, Message, Part, Role, StreamResponse, TaskArtifactUpdateEvent, TaskState,
 };
@@ -116,14 +117,22 @@ impl Worker {
         });
     }
 
-    /// A piece of the answer as it is generated: appended to the answer artifact.
+    /// A piece of the answer as it is generated: appended to the answer artifact, in place
+    /// (the work is the piece's, not the answer's so far: streaming is linear in the deltas).
     fn delta(&mut self, text: String) {
         let append = !self.streamed.is_empty();
         self.streamed.push_str(&text);
-        let streamed = self.streamed.clone();
-        let event = self.artifact_event(text, append, false);
+        let event = self.artifact_event(text.clone(), append, false);
         self.store.update(&self.task_id, move |task| {
-            task.artifacts = vec![answer_artifact(streamed)];
+            match task.artifacts.as_mut_slice() {
+                [artifact] if append && artifact.artifact_id == ANSWER_ARTIFACT => {
+                    match artifact.parts.last_mut().and_then(|p| p.text.as_mut()) {
+                        Some(answer) => answer.push_str(&text),
+                        None => artifact.parts.push(Part::text(text)),
+                    }
+                }
+                _ => task.artifacts = vec![answer_artifact(text)],
+            }
             Some(event)
         });
     }

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::json;
 use troupe_a2a::{A2aServeConfig, ServedAgent, serve};
-use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::{AgentSpec, TeamBuilderExt as _, shared_counter};
 use troupe_protocol::{
@@ -15,6 +14,7 @@ use troupe_protocol::{
     ModelInfo, ToolCall, Usage, stream_response,
 };
 use troupe_runtime::Team;
+use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
 
 use super::support::{Runs, rpc, user_message};
 
@@ -119,6 +119,7 @@ async fn a_callers_yes_never_decides_a_later_call_under_the_same_model_call_id()
     let config = A2aServeConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         vec![ServedAgent::new("ops", "runs commands")],
+        super::support::auth(),
     );
     let server = serve(&team, config).await.unwrap();
     let url = server.agent_url("ops");

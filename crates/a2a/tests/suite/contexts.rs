@@ -12,7 +12,7 @@ use troupe_agents::{AgentSpec, TeamBuilderExt as _, shared_counter};
 use troupe_models::ScriptedModel;
 use troupe_runtime::{Team, TeamConfig};
 
-use super::support::{Stuck, http, rpc};
+use super::support::{KEY, Stuck, auth, http, rpc};
 
 async fn team_of(spec: AgentSpec) -> Team {
     Team::builder()
@@ -31,6 +31,7 @@ fn config(name: &str) -> A2aServeConfig {
     A2aServeConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         vec![ServedAgent::new(name, "helps")],
+        auth(),
     )
 }
 
@@ -187,6 +188,7 @@ async fn past_the_cap_an_idle_conversation_is_let_go_and_a_working_one_refuses_a
     let response = http()
         .post(&url)
         .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
             "params": {"message": in_context("a", "sleep")}}),
@@ -227,6 +229,7 @@ async fn past_the_cap_an_idle_conversation_is_let_go_and_a_working_one_refuses_a
     let response = http()
         .post(&url)
         .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
             "params": {"message": in_context("b", "sleep")}}),
@@ -290,9 +293,14 @@ async fn a_conversation_idle_past_its_limit_is_let_go_when_the_next_context_star
     team.shutdown().await;
 }
 
+/// Where the context logs of `log`'s agent are kept for the tests' caller (`tester`, in hex).
+fn logs_dir(log: &std::path::Path) -> std::path::PathBuf {
+    log.with_file_name("helper.a2a").join("746573746572")
+}
+
 /// The context logs on disk beside `log` (file names, sorted).
 fn context_logs(log: &std::path::Path) -> Vec<String> {
-    let dir = log.with_file_name("helper.a2a");
+    let dir = logs_dir(log);
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
@@ -322,7 +330,7 @@ async fn a_caller_inventing_contexts_keeps_at_most_the_cap_of_logs_the_oldest_id
     }
     // "c" and "d" (hex 63, 64) are kept; "a" and "b" were removed, lock notes and all.
     assert_eq!(context_logs(&log), ["63.jsonl", "64.jsonl"]);
-    let left: Vec<_> = std::fs::read_dir(log.with_file_name("helper.a2a"))
+    let left: Vec<_> = std::fs::read_dir(logs_dir(&log))
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())

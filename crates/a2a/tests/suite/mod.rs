@@ -4,5 +4,6 @@ mod hostile;
 mod sdk;
 mod sdk_python;
 mod server;
+mod streams;
 mod support;
 mod teammate;

@@ -67,13 +67,11 @@ async fn the_sdks_client_drives_troupes_server_card_send_stream_get_list_cancel(
     let Some(python) = sdk_python() else { return };
     let team = team_answering("hello from troupe").await;
     let coder = ServedAgent::from_team(&team, "coder").await.unwrap();
-    let mut config = A2aServeConfig::new(
+    let config = A2aServeConfig::new(
         "127.0.0.1:0".parse().unwrap(),
         vec![coder, ServedAgent::new("sleeper", "never answers")],
+        ServerAuth::bearer("sdk", "sdk-test-key"),
     );
-    config.auth = Some(ServerAuth::Bearer {
-        key: "sdk-test-key".into(),
-    });
     let server = serve(&team, config).await.unwrap();
     let output = tokio::process::Command::new(&python)
         .arg(script("sdk_client.py"))

@@ -5,12 +5,12 @@ use serde_json::json;
 use troupe_a2a::{A2aServeConfig, ServedAgent, ServerAuth, serve};
 
 use super::support::{
-    Runs, http, rpc, team_answering, team_asking_approval, team_asking_approval_for,
+    KEY, Runs, auth, http, rpc, team_answering, team_asking_approval, team_asking_approval_for,
     team_over_budget, team_stuck, user_message,
 };
 
 fn config(agents: Vec<ServedAgent>) -> A2aServeConfig {
-    A2aServeConfig::new("127.0.0.1:0".parse().unwrap(), agents)
+    A2aServeConfig::new("127.0.0.1:0".parse().unwrap(), agents, auth())
 }
 
 #[tokio::test]
@@ -100,6 +100,7 @@ async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
     let response = http()
         .post(&url)
         .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
             "params": {"message": user_message("sleep")}}),
@@ -124,6 +125,7 @@ async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
     let subscribed = http()
         .post(&url)
         .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .json(
             &json!({"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask",
             "params": {"id": id}}),
@@ -170,12 +172,10 @@ async fn a_running_task_is_cancelled_and_the_agent_is_free_again() {
 #[tokio::test]
 async fn without_the_key_a_request_is_refused_and_with_it_served() {
     let team = team_answering("ok").await;
-    let auth = ServerAuth::Bearer {
-        key: "s3cret-key-for-tests".into(),
-    };
+    let auth = ServerAuth::bearer("tester", "s3cret-key-for-tests");
     assert!(!format!("{auth:?}").contains("s3cret"));
     let mut config = config(vec![ServedAgent::new("coder", "codes")]);
-    config.auth = Some(auth);
+    config.auth = auth;
     let server = serve(&team, config).await.unwrap();
     let card: serde_json::Value = http()
         .get(server.card_url("coder"))
@@ -234,6 +234,8 @@ async fn a_100_mb_message_is_refused_unread_with_a_clear_error() {
     let response = http()
         .post(&url)
         .header("content-type", "application/json")
+        .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .header("content-length", hundred_mb)
         .body(reqwest::Body::wrap_stream(body))
         .send()
@@ -256,6 +258,8 @@ async fn a_100_mb_message_is_refused_unread_with_a_clear_error() {
     let response = http()
         .post(&url)
         .header("content-type", "application/json")
+        .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .body(reqwest::Body::wrap_stream(body))
         .send()
         .await;
@@ -394,6 +398,7 @@ async fn a_budget_pause_that_runs_out_fails_the_input_required_task() {
     let response = http()
         .post(server.agent_url("spender"))
         .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
             "params": {"message": user_message("list")}}),
@@ -502,6 +507,7 @@ async fn a_budget_pause_is_input_required_a_reply_cannot_raise_it_and_the_operat
     let watched = http()
         .post(&url)
         .header("A2A-Version", "1.0")
+        .bearer_auth(KEY)
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask",
             "params": {"id": task["id"]}}),

@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
+use troupe_a2a::{A2aRemote, ServerAuth};
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::{AgentSpec, TeamBuilderExt as _, shared_counter};
 use troupe_models::ScriptedModel;
@@ -45,11 +46,32 @@ pub fn http() -> reqwest::Client {
     reqwest::Client::new()
 }
 
-/// A JSON-RPC call of A2A 1.0 to `url`: the HTTP status and the answer.
+/// The key of the tests' servers ([`auth`]).
+pub const KEY: &str = "test-key-of-the-tester";
+
+/// The callers of the tests' servers: one, `tester`, holding [`KEY`].
+pub fn auth() -> ServerAuth {
+    ServerAuth::bearer("tester", KEY)
+}
+
+/// A remote agent at `url` asked with [`KEY`] (kept in the process's credentials).
+pub fn remote(url: impl Into<String>) -> A2aRemote {
+    troupe_host::credentials::keep("TROUPE_TEST_A2A_KEY", KEY);
+    A2aRemote::new(url).key_env("TROUPE_TEST_A2A_KEY")
+}
+
+/// A JSON-RPC call of A2A 1.0 to `url`: the HTTP status and the answer. It carries
+/// `A2A-Version: 1.0` and [`KEY`] unless `headers` set their own.
 pub async fn rpc(url: &str, method: &str, params: Value, headers: &[(&str, &str)]) -> (u16, Value) {
     let mut request = http()
         .post(url)
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}));
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        request = request.bearer_auth(KEY);
+    }
     if !headers
         .iter()
         .any(|(name, _)| name.eq_ignore_ascii_case("A2A-Version"))
@@ -333,8 +355,8 @@ pub async fn team_asking_approval(runs: &Runs) -> Team {
 
 /// As [`team_asking_approval`], with one `run` call per command, one after the other.
 pub async fn team_asking_approval_for(runs: &Runs, commands: &[&str]) -> Team {
-    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
     use troupe_models::ScriptedReply;
+    use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
     let runs = runs.clone();
     let mut tools = troupe_tools::ToolRegistry::new();
     tools

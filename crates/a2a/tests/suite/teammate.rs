@@ -7,7 +7,7 @@ use troupe_a2a::{A2aRemote, A2aServeConfig, INPUT_REQUIRED_PREFIX, ServedAgent, 
 use troupe_protocol::Event;
 use troupe_runtime::AskItem;
 
-use super::support::{PeerScript, empty_team, fake_peer, rpc, team_answering};
+use super::support::{PeerScript, auth, empty_team, fake_peer, remote, rpc, team_answering};
 
 #[tokio::test]
 async fn a_served_troupe_agent_is_asked_by_another_team_by_name_with_its_context_kept() {
@@ -20,18 +20,14 @@ async fn a_served_troupe_agent_is_asked_by_another_team_by_name_with_its_context
     );
     let server = serve(
         &served_team,
-        A2aServeConfig::new("127.0.0.1:0".parse().unwrap(), vec![coder]),
+        A2aServeConfig::new("127.0.0.1:0".parse().unwrap(), vec![coder], auth()),
     )
     .await
     .unwrap();
     let team = empty_team().await;
-    let card = join_team(
-        &team,
-        "reviewer",
-        &A2aRemote::new(server.agent_url("coder")),
-    )
-    .await
-    .unwrap();
+    let card = join_team(&team, "reviewer", &remote(server.agent_url("coder")))
+        .await
+        .unwrap();
     assert_eq!(card.name, "coder");
     assert_eq!(card.capabilities.streaming, Some(true));
 
@@ -129,12 +125,13 @@ async fn a_served_agents_approval_reaches_a_troupe_asker_as_a_question_and_a_no_
         A2aServeConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             vec![ServedAgent::new("ops", "runs commands")],
+            auth(),
         ),
     )
     .await
     .unwrap();
     let team = empty_team().await;
-    join_team(&team, "ops", &A2aRemote::new(server.agent_url("ops")))
+    join_team(&team, "ops", &remote(server.agent_url("ops")))
         .await
         .unwrap();
     let question = team.ask("ops", "clean up").await.unwrap();

@@ -26,20 +26,20 @@ use futures::future::BoxFuture;
 
 use serde::{Deserialize, Serialize};
 use tracing::Instrument;
-use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::{Compaction, CompactionError};
 use troupe_protocol::CompactionReport;
 use troupe_protocol::trace::semconv;
 use troupe_protocol::{CompactionMode, TraceContext};
 use troupe_runtime::{AskError, Directory, EventBus};
+use troupe_tokens::TokenCounter;
 
 use crate::compression::COMPRESSION_AGENT;
 use crate::compression::hooks;
 use crate::compression::job::{
     CompactionRequest, CompressorJob, Hurry, ScopeSummaryError, ScopeSummaryRequest,
 };
-use announce::{Announcement, compaction_span};
-pub(crate) use announce::{Settled, applied as compaction_applied};
+use announce::{Announcement, AnswerTo, compaction_span};
+pub(crate) use announce::{NotApplied, Settled, applied as compaction_applied};
 use own_node::{compact_here, make_room};
 pub(crate) use tracker::CompactionTracker;
 
@@ -55,7 +55,7 @@ const SCOPE_SUMMARY_TIMEOUT: Duration = Duration::from_secs(600);
 /// Why a compaction did not produce a report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum CompactError {
+pub enum CompactionAskError {
     /// The agent is in the middle of a request and no compaction is running to join.
     #[error("cannot compact while responding")]
     Responding,
@@ -170,25 +170,29 @@ pub(crate) async fn compact_and_apply(
     caller: &CompactionCaller<'_>,
     request: CompactionRequest,
     apply: impl FnOnce(Compaction) -> AppliedCompaction,
-) -> Result<AppliedCompaction, CompactError> {
+) -> Result<AppliedCompaction, CompactionAskError> {
     let agent = request.agent.clone();
     let running = CompactionTracker::of(caller.directory).begin(&agent);
     let asked = Instant::now();
-    let outcome = match Started::announce(caller, request, CompactionMode::Blocking) {
-        Err(e) => Err(e),
-        Ok(started) => {
-            let span = started.span.clone();
-            let outcome = started.run(caller).await.map(apply);
-            let settled = Settled {
-                agent: &agent,
-                mode: CompactionMode::Blocking,
-                waited: asked.elapsed(),
-                outcome: outcome.as_ref().map(|_| ()).map_err(ToString::to_string),
-            };
-            compaction_applied(caller.events, caller.trace.id(), &span, settled);
-            outcome
-        }
-    };
+    let outcome =
+        match Started::announce(caller, request, CompactionMode::Blocking, AnswerTo::Agent) {
+            Err(e) => Err(e),
+            Ok(started) => {
+                let span = started.span.clone();
+                let outcome = started.run(caller).await.map(apply);
+                let settled = Settled {
+                    agent: &agent,
+                    mode: CompactionMode::Blocking,
+                    waited: asked.elapsed(),
+                    outcome: outcome
+                        .as_ref()
+                        .map(|_| ())
+                        .map_err(|e| NotApplied::NoAnswer(e.to_string())),
+                };
+                compaction_applied(caller.events, caller.trace.id(), &span, settled);
+                outcome
+            }
+        };
     running.settle(&outcome);
     outcome
 }
@@ -197,7 +201,7 @@ pub(crate) async fn compact_and_apply(
 pub(crate) async fn join_running(
     directory: &Directory,
     agent: &str,
-) -> Option<Result<AppliedCompaction, CompactError>> {
+) -> Option<Result<AppliedCompaction, CompactionAskError>> {
     CompactionTracker::of(directory).join(agent).await
 }
 
@@ -206,15 +210,15 @@ pub(crate) async fn join_running(
 /// `CompactionFailed` (also when this future is dropped before the end).
 ///
 /// # Errors
-/// [`CompactError::NoCompressionAgent`] when the team has no compression agent and is in no
-/// cluster; [`CompactError::Failed`] when the compaction failed; [`CompactError::Ask`] when the
+/// [`CompactionAskError::NoCompressionAgent`] when the team has no compression agent and is in no
+/// cluster; [`CompactionAskError::Failed`] when the compaction failed; [`CompactionAskError::Ask`] when the
 /// compression agent could not be asked (a remote one that failed is reported as
 /// [`AskError::Remote`]).
 pub async fn compact(
     caller: &CompactionCaller<'_>,
     request: CompactionRequest,
-) -> Result<Compaction, CompactError> {
-    Started::announce(caller, request, CompactionMode::Blocking)?
+) -> Result<Compaction, CompactionAskError> {
+    Started::announce(caller, request, CompactionMode::Blocking, AnswerTo::Caller)?
         .run(caller)
         .await
 }
@@ -251,7 +255,7 @@ pub(crate) struct Detached {
     /// ([`compaction_applied`]).
     pub(crate) span: tracing::Span,
     /// The compressor's answer.
-    pub(crate) answer: BoxFuture<'static, Result<Compaction, CompactError>>,
+    pub(crate) answer: BoxFuture<'static, Result<Compaction, CompactionAskError>>,
 }
 
 /// [`compact`] for an agent that works ahead: the same road — route, span, announcements — but
@@ -260,13 +264,18 @@ pub(crate) struct Detached {
 /// applies the answer itself and publishes how it took it ([`compaction_applied`]).
 ///
 /// # Errors
-/// [`CompactError::NoCompressionAgent`] when the team has nowhere to compact (nothing was
+/// [`CompactionAskError::NoCompressionAgent`] when the team has nowhere to compact (nothing was
 /// announced).
 pub(crate) fn compact_detached(
     caller: OwnedCaller,
     request: CompactionRequest,
-) -> Result<Detached, CompactError> {
-    let started = Started::announce(&caller.borrowed(), request, CompactionMode::Background)?;
+) -> Result<Detached, CompactionAskError> {
+    let started = Started::announce(
+        &caller.borrowed(),
+        request,
+        CompactionMode::Background,
+        AnswerTo::Agent,
+    )?;
     let span = started.span.clone();
     let answer = Box::pin(async move { started.run(&caller.borrowed()).await });
     Ok(Detached { span, answer })
@@ -281,16 +290,18 @@ struct Started {
 }
 
 impl Started {
-    /// Route `request`, open its span (a child of the current one) and announce it in `mode`.
+    /// Route `request`, open its span (a child of the current one) and announce it in `mode`,
+    /// its answer going to `answer_to`.
     fn announce(
         caller: &CompactionCaller<'_>,
         request: CompactionRequest,
         mode: CompactionMode,
-    ) -> Result<Started, CompactError> {
+        answer_to: AnswerTo,
+    ) -> Result<Started, CompactionAskError> {
         // A team that has nowhere to compact has opted out of compaction: making room is
         // refused there too.
         let Some(route) = CompressorRoute::of(caller.directory) else {
-            return Err(CompactError::NoCompressionAgent);
+            return Err(CompactionAskError::NoCompressionAgent);
         };
         let route = if request.in_process.make_room {
             CompressorRoute::MakeRoom
@@ -321,6 +332,7 @@ impl Started {
             tokens,
             request.trigger,
             mode,
+            answer_to,
             span.clone(),
         );
         Ok(Started {
@@ -334,7 +346,7 @@ impl Started {
     /// Ask the compressor inside the span — the agent's before hook first, which may pin,
     /// add preserve hints or veto (`hooks.rs`) — announce how it ended, and show the agent's
     /// after hook.
-    async fn run(self, caller: &CompactionCaller<'_>) -> Result<Compaction, CompactError> {
+    async fn run(self, caller: &CompactionCaller<'_>) -> Result<Compaction, CompactionAskError> {
         let Started {
             route,
             mut request,
@@ -384,7 +396,7 @@ async fn ask_route(
     caller: &CompactionCaller<'_>,
     route: CompressorRoute,
     request: CompactionRequest,
-) -> Result<Compaction, CompactError> {
+) -> Result<Compaction, CompactionAskError> {
     let trace = caller.trace.child();
     match route {
         CompressorRoute::Local => caller
@@ -396,7 +408,7 @@ async fn ask_route(
                 COMPACTION_TIMEOUT,
             )
             .await?
-            .map_err(CompactError::Failed),
+            .map_err(CompactionAskError::Failed),
         CompressorRoute::Remote(node) => {
             let answer = caller
                 .directory
@@ -413,7 +425,7 @@ async fn ask_route(
                     record_remote_summarizer(&request, &compaction.report);
                     Ok(compaction)
                 }
-                Ok(Err(reason)) => Err(CompactError::Ask(AskError::Remote {
+                Ok(Err(reason)) => Err(CompactionAskError::Ask(AskError::Remote {
                     node,
                     reason: format!("its compression agent failed: {reason}"),
                 })),
@@ -488,13 +500,16 @@ pub(crate) async fn summarize_scope(
 ) -> Result<Result<String, ScopeSummaryError>, AskError> {
     let span = compaction_span(&request.agent, COMPRESSION_AGENT, "scope");
     span.record(semconv::SCOPE, request.label.as_str());
-    directory
+    let answer = directory
         .ask_job(
             COMPRESSION_AGENT,
             |reply| CompressorJob::SummarizeScope(Box::new(request), reply),
             trace,
             SCOPE_SUMMARY_TIMEOUT,
         )
-        .instrument(span)
-        .await
+        .instrument(span.clone())
+        .await;
+    // The agent puts a summary in place of its scope as soon as it has one.
+    announce::scope_summarized(&span, answer.as_ref().map(|a| a.as_ref().map(|_| ())));
+    answer
 }

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use troupe_compaction::tokens::TokenCounter;
 use troupe_protocol::ChatModel;
+use troupe_tokens::TokenCounter;
 
 use crate::compaction_settings::shared_counter;
 

@@ -11,10 +11,10 @@
 //! anyway, and the report says the veto was ignored. The **after** hook gets the report (with
 //! the hooks' notes), the receipt and the summary.
 //!
-//! Both run on the asker's side of the one compaction road
-//! ([`client`](crate::compression::client)), whatever compresses — this team's compression
-//! agent, one on another node, or the planner here — so they can be closures over the
-//! asker's state, and every route runs them once.
+//! Both run on the asker's side of the one compaction road (the compaction client,
+//! `compression/client.rs`), whatever compresses — this team's compression agent, one on another
+//! node, or the planner here — so they can be closures over the asker's state, and every route runs
+//! them once.
 //!
 //! [`CompactionSettings`]: crate::CompactionSettings
 
@@ -24,11 +24,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use troupe_compaction::Compaction;
 use troupe_compaction::session::{CompactionPreview, CompactionSession, preview};
-use troupe_compaction::tokens::TokenCounter;
 use troupe_protocol::{CompactTrigger, CompactionReport};
 use troupe_protocol::{CompactionReceipt, HookNote, MessageId, MessageKind};
+use troupe_tokens::TokenCounter;
 
-use super::client::CompactError;
+use super::client::CompactionAskError;
 use super::job::CompactionRequest;
 
 /// What a before hook is shown.
@@ -186,26 +186,26 @@ pub(crate) enum Before {
 /// the conversation, hints in the focus; a veto of a compaction that may wait ends it here.
 ///
 /// # Errors
-/// [`CompactError::Failed`] when the compaction could not even be previewed (an invalid
+/// [`CompactionAskError::Failed`] when the compaction could not even be previewed (an invalid
 /// policy or conversation: the compaction itself would fail the same way).
 pub(crate) async fn before(
     hooks: &CompactionHooks,
     request: &mut CompactionRequest,
     counter: &dyn TokenCounter,
-) -> Result<Before, CompactError> {
+) -> Result<Before, CompactionAskError> {
     let Some(hook) = &hooks.before else {
         return Ok(Before::Proceed(Asked::default()));
     };
-    let compact_request = request.compact_request();
+    let compact_options = request.compact_options();
     let preview = preview(
         &request.conversation,
         &request.ledger,
         &request.policy,
         counter,
-        compact_request.clone(),
+        compact_options.clone(),
     )
     .await
-    .map_err(CompactError::Failed)?;
+    .map_err(CompactionAskError::Failed)?;
     let verdict = hook(BeforeCompaction {
         agent: request.agent.clone(),
         preview,
@@ -220,10 +220,10 @@ pub(crate) async fn before(
                 &request.ledger,
                 &request.policy,
                 counter,
-                compact_request,
+                compact_options,
             )
             .and_then(|session| session.finish_skipped(note.to_string()))
-            .map_err(CompactError::Failed)?;
+            .map_err(CompactionAskError::Failed)?;
             compaction.report.hook_notes.push(note);
             return Ok(Before::Vetoed(Box::new(compaction)));
         }

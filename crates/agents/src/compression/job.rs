@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use troupe_compaction::economics::Lead;
-use troupe_compaction::tokens::TokenCache;
-use troupe_compaction::{CompactRequest, Compaction, CompactionError, ContextPolicy};
+use troupe_compaction::{CompactOptions, Compaction, CompactionError, ContextPolicy};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, ChatModel, Conversation, ToolDefinition};
 use troupe_runtime::Reply;
+use troupe_tokens::TokenCache;
 
 use super::hooks::CompactionHooks;
 use crate::spend::SpendMeter;
@@ -109,13 +109,13 @@ impl CompactionRequest {
 impl CompactionRequest {
     /// What this request asks of the compaction crate — its focus, trigger, the asker's token
     /// cache and lead — on every road; the compression agent adds its anti-thrash memory.
-    pub(crate) fn compact_request(&self) -> CompactRequest {
-        CompactRequest {
+    pub(crate) fn compact_options(&self) -> CompactOptions {
+        CompactOptions {
             focus: self.focus.clone(),
             trigger: self.trigger,
             token_cache: self.in_process.token_cache.clone(),
             lead: self.lead,
-            ..CompactRequest::default()
+            ..CompactOptions::default()
         }
     }
 }

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use tracing::Instrument;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::{CompactRequest, Compaction, CompactionError, ThrashGuard, compact_with};
+use troupe_compaction::{CompactOptions, Compaction, CompactionError, ThrashGuard, compact_with};
 use troupe_protocol::sync::lock;
 use troupe_protocol::{ChatModel, TraceContext};
 use troupe_runtime::{EventBus, Reply};
@@ -244,9 +244,9 @@ async fn compact(
         Some(s) => s,
         None => &mechanical,
     };
-    let asked = CompactRequest {
+    let asked = CompactOptions {
         guard: lock(&compressor.guards).get(&request.agent).copied(),
-        ..request.compact_request()
+        ..request.compact_options()
     };
     let steering = ModelSteering {
         model,

@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 use troupe_compaction::session::{
-    CompactionSession, CompressionMetadata, CompressionStrategy, Refusal, StepOutcome,
+    CompactionSession, CompressionMetadata, Refusal, StepOutcome, ToolResultStrategy,
 };
 use troupe_compaction::summary::Summarizer;
 use troupe_protocol::{MessageId, ToolCall, ToolDefinition};
@@ -212,8 +212,8 @@ pub async fn execute(
                 Err(r) => return r,
             };
             let strategy = match parsed.strategy.as_str() {
-                "truncate" => CompressionStrategy::Truncate,
-                "mask" => CompressionStrategy::Mask,
+                "truncate" => ToolResultStrategy::Truncate,
+                "mask" => ToolResultStrategy::Mask,
                 other => {
                     return refused(format!(
                         "strategy must be `truncate` or `mask`, not `{other}`"

@@ -1,4 +1,4 @@
-//! Tool approval in the turn: the spec's [`ApprovalPolicy`](crate::approval::ApprovalPolicy)
+//! Tool approval in the turn: the spec's [`ApprovalPolicy`](troupe_tools::approval::ApprovalPolicy)
 //! decides per call; a call that must be asked about pauses the turn.
 //!
 //! A pause is a commit point: the assistant message and a `paused` record go to the session log
@@ -15,13 +15,14 @@ use futures::future::join_all;
 use troupe_protocol::{ApprovalDecision, ApprovalId};
 use troupe_protocol::{ChatMessage, Event, ToolCall, TraceId};
 use troupe_runtime::{AgentContext, AgentError, RequestWatch};
+use troupe_tools::approval::Permission;
 use troupe_tools::{ToolFailure, ToolResult};
 
 use super::LlmAgent;
 use super::compact_tool::COMPACT_TOOL;
+use super::journal::Step;
 use super::turn::until_abandoned;
-use crate::approval::Permission;
-use crate::session::{PausedCall, SessionRecord};
+use troupe_session::PausedCall;
 
 /// What the policy makes of one call; one asked about carries the id it is asked under.
 enum Verdict {
@@ -92,7 +93,7 @@ impl LlmAgent {
                     }
                 })
                 .collect();
-            self.persist_with(vec![SessionRecord::Paused { calls: record }]);
+            self.commit(Step::Paused(record));
         }
         let work: Vec<(ToolCall, Verdict)> = calls.iter().cloned().zip(verdicts).collect();
         self.settle(work, paused, ctx, trace_id, watch).await
@@ -106,11 +107,11 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace_id: TraceId,
     ) -> Result<(), AgentError> {
-        if self.session.paused.is_empty() {
+        if self.journal.paused.is_empty() {
             return Ok(());
         }
         let watch = ctx.events.watch_of(trace_id);
-        let paused = self.session.paused.clone();
+        let paused = self.journal.paused.clone();
         let mut interrupted = Vec::new();
         let mut work = Vec::new();
         let mut logged = Vec::new();
@@ -172,8 +173,8 @@ impl LlmAgent {
                 .conversation
                 .push(ChatMessage::tool_result(p.call_id.clone(), content));
         }
-        self.session.paused.clear();
-        self.persist();
+        self.journal.paused.clear();
+        self.commit(Step::Changes);
         Ok(())
     }
 
@@ -265,37 +266,21 @@ impl LlmAgent {
         // and every call refused (denied, by a person or a rule, or unanswered in time) is
         // recorded answered in the same commit, so a restart never asks about it again — a
         // denial stands across a crash.
-        if logged || self.spec.durable_steps {
-            let mut records: Vec<SessionRecord> = work_ids
-                .iter()
-                .zip(&outcome)
-                .filter_map(|(call_id, o)| match o {
-                    Err(refused) => Some(SessionRecord::CallResult {
-                        call_id: call_id.clone(),
-                        content: refused.content.clone(),
-                    }),
-                    Ok(_) => None,
-                })
-                .collect();
-            let call_ids: Vec<String> = to_run.iter().map(|c| c.id.clone()).collect();
-            // A resumed turn abandoned while these run is not asked about again either.
-            for p in self.session.paused.iter_mut() {
-                if call_ids.contains(&p.call_id) {
-                    p.started = true;
-                }
-                if let Some(SessionRecord::CallResult { content, .. }) = records
-                    .iter()
-                    .find(|r| matches!(r, SessionRecord::CallResult { call_id, .. } if *call_id == p.call_id))
-                {
-                    p.result = Some(content.clone());
-                }
-            }
-            if !call_ids.is_empty() {
-                records.insert(0, SessionRecord::CallsStarted { call_ids });
-            }
-            if !records.is_empty() {
-                self.persist_with(records);
-            }
+        let answered: Vec<(String, String)> = work_ids
+            .iter()
+            .zip(&outcome)
+            .filter_map(|(call_id, o)| match o {
+                Err(refusal) => Some((call_id.clone(), refusal.content.clone())),
+                Ok(_) => None,
+            })
+            .collect();
+        let started: Vec<String> = to_run.iter().map(|c| c.id.clone()).collect();
+        if !started.is_empty() || !answered.is_empty() {
+            self.commit_before_acting(Step::Settled {
+                started,
+                refused: answered,
+                pause_logged: logged,
+            })?;
         }
         // The assistant message keeps the model's arguments: an edited call's result says what
         // really ran (in the log's `call_result` too, so a resumed turn tells the model the same).

@@ -6,7 +6,7 @@
 use troupe_protocol::CompactTrigger;
 use troupe_runtime::AgentContext;
 
-use crate::compression::client::{AppliedCompaction, CompactError, can_compact};
+use crate::compression::client::{AppliedCompaction, CompactionAskError, can_compact};
 use crate::compression::{CompactionCaller, CompactionRequest, InProcess, compact_and_apply};
 
 use super::LlmAgent;
@@ -46,7 +46,7 @@ impl LlmAgent {
         focus: Option<String>,
         ctx: &AgentContext,
         req: &mut RequestContext,
-    ) -> Result<AppliedCompaction, CompactError> {
+    ) -> Result<AppliedCompaction, CompactionAskError> {
         let make_room = self.context.check.makes_room()
             && matches!(
                 trigger,
@@ -64,7 +64,7 @@ impl LlmAgent {
         make_room: bool,
         ctx: &AgentContext,
         req: &mut RequestContext,
-    ) -> Result<AppliedCompaction, CompactError> {
+    ) -> Result<AppliedCompaction, CompactionAskError> {
         let mut request = self.compaction_request(trigger, focus, &ctx.name);
         request.in_process.make_room = make_room;
         let counter = self.context.counter.clone();
@@ -125,10 +125,10 @@ impl LlmAgent {
         cancel: &tokio_util::sync::CancellationToken,
         ctx: &AgentContext,
         job: &mut RequestContext,
-    ) -> Result<AppliedCompaction, CompactError> {
+    ) -> Result<AppliedCompaction, CompactionAskError> {
         tokio::select! {
             outcome = self.compact(CompactTrigger::Manual, focus, ctx, job) => outcome,
-            () = cancel.cancelled() => Err(CompactError::Cancelled),
+            () = cancel.cancelled() => Err(CompactionAskError::Cancelled),
         }
     }
 }

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use troupe_compaction::context_check::ContextCheck;
-use troupe_compaction::tokens::{TokenCache, TokenCounter};
 use troupe_compaction::{Archive, Compaction, ContextPolicy, Splice, SpliceError};
 use troupe_protocol::CompactionReport;
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind};
 use troupe_protocol::{FileLedger, SharedLedger};
+use troupe_tokens::{TokenCache, TokenCounter};
 
 mod fit;
 mod stats;
@@ -26,7 +26,7 @@ use super::LlmAgentState;
 use super::request::RequestContext;
 use super::tool_tokens::ToolTokens;
 use crate::compression::client::AppliedCompaction;
-use crate::session::Restored;
+use troupe_session::Restored;
 
 /// The agent's conversation, what stands behind it, and how it is measured.
 pub(super) struct Context {

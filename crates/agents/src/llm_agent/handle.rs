@@ -14,11 +14,11 @@ use super::jobs::{
     PinError, RESUME_TIMEOUT, SESSION_TIMEOUT, ScopeError, SwitchError,
 };
 use crate::compression::client::{
-    AppliedCompaction, COMPACTION_TIMEOUT, CompactError, can_compact, join_running,
+    AppliedCompaction, COMPACTION_TIMEOUT, CompactionAskError, can_compact, join_running,
 };
 use crate::llm_agent::{ContextStats, ConversationCopy, LlmAgent};
-use crate::session::health::SessionBehind;
 use crate::spend::{AgentBudget, TeamBudgets};
+use troupe_session::SessionBehind;
 
 impl AgentKind for LlmAgent {
     type Job = LlmAgentJob;
@@ -56,34 +56,37 @@ impl LlmAgentHandle<'_> {
     /// "nothing to compact" below two messages.
     ///
     /// # Errors
-    /// [`CompactError`]: no compression agent, the agent is responding or unreachable, or the
+    /// [`CompactionAskError`]: no compression agent, the agent is responding or unreachable, or the
     /// compaction failed (the conversation is then unchanged).
-    pub async fn compact(&self, focus: Option<String>) -> Result<AppliedCompaction, CompactError> {
+    pub async fn compact(
+        &self,
+        focus: Option<String>,
+    ) -> Result<AppliedCompaction, CompactionAskError> {
         let cancel = tokio_util::sync::CancellationToken::new();
         self.compact_cancellable(focus, cancel).await
     }
 
     /// [`LlmAgentHandle::compact`] that `cancel` can stop (`/compact` interrupted by Ctrl-C):
-    /// a compaction this request started answers [`CompactError::Cancelled`] and leaves the
+    /// a compaction this request started answers [`CompactionAskError::Cancelled`] and leaves the
     /// conversation as it was. Joining one that is already running is not cancellable (it is
     /// not this request's).
     ///
     /// # Errors
-    /// As [`LlmAgentHandle::compact`], and [`CompactError::Cancelled`].
+    /// As [`LlmAgentHandle::compact`], and [`CompactionAskError::Cancelled`].
     pub async fn compact_cancellable(
         &self,
         focus: Option<String>,
         cancel: tokio_util::sync::CancellationToken,
-    ) -> Result<AppliedCompaction, CompactError> {
+    ) -> Result<AppliedCompaction, CompactionAskError> {
         let directory = self.agent.directory();
         if !can_compact(directory) {
-            return Err(CompactError::NoCompressionAgent);
+            return Err(CompactionAskError::NoCompressionAgent);
         }
         if directory.is_responding(self.name()) {
             // Join the compaction already under way instead of starting a second one.
             return join_running(directory, self.name())
                 .await
-                .unwrap_or(Err(CompactError::Responding));
+                .unwrap_or(Err(CompactionAskError::Responding));
         }
         let job = |reply| LlmAgentJob::Compact(focus, cancel, reply);
         self.ask(job, COMPACTION_TIMEOUT).await?

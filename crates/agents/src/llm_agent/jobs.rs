@@ -11,10 +11,10 @@ use troupe_protocol::{ChatModel, MessageId};
 use troupe_runtime::{AskError, Reply};
 
 use crate::compression::ScopeSummaryError;
-use crate::compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactError};
+use crate::compression::client::{AppliedCompaction, COMPACTION_TIMEOUT, CompactionAskError};
 use crate::llm_agent::ContextStats;
-use crate::session::SessionError;
-use crate::session::health::SessionBehind;
+use troupe_session::SessionBehind;
+use troupe_session::SessionError;
 
 /// How long opening a scope may take: nothing but a push, once the agent is between requests —
 /// the margin is for the request the job waits behind in the agent's mailbox.
@@ -43,12 +43,12 @@ pub enum LlmAgentJob {
     /// `/compact [focus]`
     /// ([`LlmAgentHandle::compact_cancellable`](crate::LlmAgentHandle::compact_cancellable)).
     /// Cancelling the token abandons the compaction while it runs (the compressor's answer is then
-    /// dropped, the conversation unchanged) and answers [`CompactError::Cancelled`]; once the
+    /// dropped, the conversation unchanged) and answers [`CompactionAskError::Cancelled`]; once the
     /// result is applied it is too late.
     Compact(
         Option<String>,
         tokio_util::sync::CancellationToken,
-        Reply<Result<AppliedCompaction, CompactError>>,
+        Reply<Result<AppliedCompaction, CompactionAskError>>,
     ),
     /// Open a scope labelled so: everything from here on belongs to it until it is closed
     /// ([`LlmAgentHandle::open_scope`](crate::LlmAgentHandle::open_scope)).

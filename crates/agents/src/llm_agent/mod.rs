@@ -7,8 +7,9 @@
 //! The agent's state is grouped by kind, each type with its impl in its own file: its
 //! `Context` (`context.rs`: the conversation, the archive, the file ledger, the token cache,
 //! the policy and the context check; what fits the window in `context/fit.rs`), the work it has
-//! compacted ahead (`work_ahead.rs`: `WorkAheadState`), its session log (`session_link.rs`:
-//! `SessionLink`) and its spend (`crate::spend::SpendMeter`, checked before every model call in
+//! compacted ahead (`work_ahead.rs`: `WorkAheadState`), its journal (`journal.rs`: `Journal`,
+//! the session log with the request's place in it and the paused calls, and the one `commit` of
+//! a typed `Step`) and its spend (`crate::spend::SpendMeter`, checked before every model call in
 //! `spend_pause.rs`). The request being handled is a `RequestContext` (`request.rs`), built
 //! when it opens and passed down: its trace and what a rollback needs.
 //!
@@ -18,11 +19,11 @@
 //! and applies it (`compacting.rs`, through the compaction client in `compression/client.rs`),
 //! tool approval (`approval.rs`), the agent-callable `compact` tool (`compact_tool.rs`), the
 //! agent-callable `recall` of archived originals (`recall_tool.rs`), scoped compression
-//! (`scopes.rs`), pins (`pins.rs`), `/context` (`context/stats.rs`), the session log's
-//! operations — `/clear`, `/resume`, a changed system prompt, the write at a commit point
-//! (`session_ops.rs`); its jobs (`jobs.rs`) and its typed handle (`handle.rs`). This file holds
-//! the agent's fields, its construction and the [`AgentBehavior`] that dispatches requests and
-//! jobs.
+//! (`scopes.rs`), pins (`pins.rs`), `/context` (`context/stats.rs`), durable steps — the
+//! request's close and resuming the one a restart left in flight (`steps.rs`); the session
+//! log's operations — `/clear`, `/resume`, a changed system prompt (`session_ops.rs`); its jobs
+//! (`jobs.rs`) and its typed handle (`handle.rs`). This file holds the agent's fields, its
+//! construction and the [`AgentBehavior`] that dispatches requests and jobs.
 
 mod approval;
 mod compact_tool;
@@ -31,11 +32,11 @@ mod context;
 mod context_check;
 mod handle;
 mod jobs;
+mod journal;
 mod pins;
 mod recall_tool;
 mod request;
 mod scopes;
-mod session_link;
 mod session_ops;
 mod spend_pause;
 mod steps;
@@ -63,14 +64,14 @@ use troupe_runtime::{
 };
 use troupe_tools::ToolRegistry;
 
-use crate::compression::client::CompactError;
-use crate::session::SessionClaim;
+use crate::compression::client::CompactionAskError;
 use crate::spec::AgentSpec;
 use crate::team_tools::{AskAgentTool, TeamLink};
 use context::Context;
+use journal::{AtOpen, Journal, Step};
 use request::RequestContext;
 use scopes::Scopes;
-use session_link::SessionLink;
+use troupe_session::SessionClaim;
 
 pub use compact_tool::COMPACT_TOOL;
 pub use recall_tool::RECALL_TOOL;
@@ -84,8 +85,9 @@ pub struct LlmAgent {
     context: Context,
     /// Its open scopes and the model that summarized the last one (`scopes.rs`).
     scopes: Scopes,
-    /// The session log, when it keeps one, and what belongs to it (`session_link.rs`).
-    session: SessionLink,
+    /// Its journal: the session log, when it keeps one, the request's place in it and the
+    /// paused calls (`journal.rs`).
+    journal: Journal,
     /// The trace of the last request or job: what the agent does between requests (landing or
     /// cancelling its job at shutdown) is published there. The request being handled is a
     /// [`RequestContext`], passed down.
@@ -135,17 +137,17 @@ impl LlmAgent {
                 .register(AskAgentTool { link: link.clone() })
                 .map_err(|e| AgentError::Failed(e.to_string()))?;
         }
-        let (mut session, restored) = SessionLink::open(&spec, checkpoint.is_some(), claim)?;
+        let (mut journal, restored, at_open) = Journal::open(&spec, checkpoint.is_some(), claim)?;
         // A request resumed after a failure rolls back, if it fails again, to where the
         // checkpoint of the first failure says the request found the conversation.
-        if session.resume_after_failure {
-            session.before_in_flight = checkpoint.as_ref().map(|c| c.conversation.clone());
+        if at_open == AtOpen::ResumeAfterFailure {
+            journal.keep_before_in_flight(checkpoint.as_ref().map(|c| c.conversation.clone()));
         }
         let (conversation, state) = match (checkpoint, restored) {
             (Some(c), None) => {
                 let mut state = c.state.get::<LlmAgentState>().cloned().unwrap_or_default();
                 let conversation = match state.before_in_flight.take() {
-                    Some(before) if session.failed_in_flight => before,
+                    Some(before) if at_open == AtOpen::CloseAsRolledBack => before,
                     _ => c.conversation,
                 };
                 (conversation, state)
@@ -177,20 +179,26 @@ impl LlmAgent {
             link,
             context: Context::new(conversation, state, policy, check, counter),
             scopes: Scopes::default(),
-            session,
+            journal,
             last_trace: TraceContext::new_root(),
             ahead: work_ahead::WorkAheadState::default(),
             spend,
         };
-        agent.close_failed_in_flight();
-        agent.note_resume_after_failure();
+        match at_open {
+            AtOpen::CloseAsRolledBack => agent.close_failed_in_flight(),
+            // Resumed once, by the next request or `LlmAgentHandle::resume_request`: the
+            // attempt is committed now, before anything of it runs, so the agent failing again
+            // anywhere in it closes the request as rolled back at the next rebuild.
+            AtOpen::ResumeAfterFailure => agent.commit(Step::Resuming),
+            AtOpen::Resume | AtOpen::Nothing => {}
+        }
         Ok(agent)
     }
 
     /// A factory the supervisor uses to build (and rebuild) this agent. The factory holds the
     /// session log's lock, so a rebuilt agent never finds its log locked by its predecessor.
     pub fn factory(spec: AgentSpec) -> BehaviorFactory {
-        let claim = SessionClaim::default();
+        let claim = SessionClaim::new(spec.session_store.clone());
         Arc::new(move |checkpoint| {
             let agent = LlmAgent::build(spec.clone(), checkpoint, Some(&claim))?;
             Ok(Box::new(agent) as Box<dyn AgentBehavior>)
@@ -215,8 +223,8 @@ impl LlmAgent {
 
     /// The open calls of a turn the session log showed paused for approval: the next request
     /// answers them first (asking again where the policy asks).
-    pub fn paused_calls(&self) -> &[crate::session::PausedCall] {
-        &self.session.paused
+    pub fn paused_calls(&self) -> &[troupe_session::PausedCall] {
+        &self.journal.paused
     }
 
     /// The file ledger of this agent's tool calls.
@@ -261,9 +269,9 @@ impl AgentBehavior for LlmAgent {
         let span = tracing::Span::current();
         span.record(
             semconv::CONVERSATION_ID,
-            self.session.conversation_id.as_str(),
+            self.journal.conversation_id.as_str(),
         );
-        span.record(semconv::SESSION_ID, self.session.conversation_id.as_str());
+        span.record(semconv::SESSION_ID, self.journal.conversation_id.as_str());
         self.last_trace = request.trace;
         let mut req = RequestContext::new(request.trace);
         self.link.set(ctx.directory.clone(), request.trace);
@@ -276,11 +284,22 @@ impl AgentBehavior for LlmAgent {
         // So is a request a restart left in flight (durable steps): its caller is gone, so its
         // answer goes to the log and the bus (`steps.rs`).
         self.resume_in_flight(ctx, request.trace).await;
+        // A request handled before (asked again under its id: a retry to this agent's new home
+        // after its first one died) is answered from the log — also when it was the one just
+        // resumed — and never run twice.
+        if let Some(answer) = request
+            .request_id
+            .as_deref()
+            .and_then(|id| self.journal.answer_of(id))
+        {
+            return answer;
+        }
         req.mark(&self.context.conversation);
         let before = self.before_request();
         self.start_request(&request);
-        req.set_log(request::RequestInLog::Opening);
         let format = request.response_format.as_ref();
+        self.journal
+            .begin_request(format, request.request_id.clone());
         let outcome = self.run_turns(ctx, &mut req, format).await;
         self.close_request(outcome, &mut req, before)
     }
@@ -292,13 +311,13 @@ impl AgentBehavior for LlmAgent {
         match job.open::<LlmAgentJob>(&ctx.name)? {
             LlmAgentJob::Compact(focus, cancel, reply) => {
                 let outcome = if self.context.conversation.len() < 2 {
-                    Err(CompactError::NothingToCompact)
+                    Err(CompactionAskError::NothingToCompact)
                 } else {
                     self.compact_unless_cancelled(focus, &cancel, ctx, &mut req)
                         .await
                 };
                 if outcome.is_ok() {
-                    self.persist();
+                    self.commit(Step::Changes);
                 }
                 reply.send(outcome);
             }
@@ -309,7 +328,7 @@ impl AgentBehavior for LlmAgent {
             LlmAgentJob::CloseScope(CloseScope { prompt, model }, reply) => {
                 let closed = self.close_scope(prompt, model, ctx, &req).await;
                 if closed.is_ok() {
-                    self.persist();
+                    self.commit(Step::Changes);
                 }
                 reply.send(closed);
             }
@@ -326,7 +345,7 @@ impl AgentBehavior for LlmAgent {
             }),
             LlmAgentJob::Pin(id, pinned, reply) => reply.send(self.set_pinned(id, pinned)),
             LlmAgentJob::SessionHealth(reply) => {
-                reply.send(self.session.behind());
+                reply.send(self.journal.behind());
             }
             LlmAgentJob::ResumeRequest(reply) => {
                 reply.send(self.resume_in_flight(ctx, req.trace).await);
@@ -340,14 +359,14 @@ impl AgentBehavior for LlmAgent {
     async fn stop(&mut self, ctx: &AgentContext) {
         let mut between = RequestContext::new(self.last_trace);
         self.ahead.stop(&mut self.context, ctx, &mut between).await;
-        self.persist();
+        self.commit(Step::Changes);
     }
 
     fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             conversation: self.context.conversation.clone(),
             state: BehaviorState::new(LlmAgentState {
-                before_in_flight: self.session.before_in_flight.clone(),
+                before_in_flight: self.journal.before_in_flight().cloned(),
                 ..self.context.state()
             }),
         }
@@ -361,8 +380,6 @@ impl AgentBehavior for LlmAgent {
             return;
         };
         self.context.update_state(state);
-        state
-            .before_in_flight
-            .clone_from(&self.session.before_in_flight);
+        state.before_in_flight = self.journal.before_in_flight().cloned();
     }
 }

@@ -29,7 +29,7 @@ impl LlmAgent {
         } else {
             "a message was unpinned"
         });
-        self.persist();
+        self.commit(super::journal::Step::Changes);
         Ok(())
     }
 }

@@ -25,8 +25,8 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use troupe_compaction::Archive;
-use troupe_compaction::tokens::TokenCounter;
 use troupe_protocol::{MessageId, MessageKind, Role, StoredMessage, ToolCall, ToolDefinition};
+use troupe_tokens::TokenCounter;
 use troupe_tools::schema::parameters_schema;
 use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};
 

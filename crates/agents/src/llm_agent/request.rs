@@ -13,21 +13,6 @@ pub(super) struct RequestContext {
     /// The conversation as the request found it, kept only once the request rewrites it (a
     /// compaction, the `compact` tool's answer): then rewinding to the mark is not enough.
     before_rewrite: Option<Conversation>,
-    /// Whether the request is open in the session log (durable steps): its first commit, just
-    /// before its first model call, opens it; a request refused before that leaves the log as
-    /// it was.
-    log: RequestInLog,
-}
-
-/// Where a request stands in the session log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum RequestInLog {
-    /// Not a request the log knows (a job), or nothing committed of it.
-    Absent,
-    /// To be opened by its next commit.
-    Opening,
-    /// Opened (or resumed from a log that had opened it): its end closes it.
-    Open,
 }
 
 impl RequestContext {
@@ -37,19 +22,7 @@ impl RequestContext {
             trace,
             mark: None,
             before_rewrite: None,
-            log: RequestInLog::Absent,
         }
-    }
-
-    /// Where the request stands in the session log.
-    pub(super) fn log(&self) -> RequestInLog {
-        self.log
-    }
-
-    /// The request is opened in the log by its next commit ([`RequestInLog::Opening`]), or,
-    /// resumed, is open already ([`RequestInLog::Open`]).
-    pub(super) fn set_log(&mut self, log: RequestInLog) {
-        self.log = log;
     }
 
     /// From here on a rollback of the request puts `conversation` back as it is now. O(1): a

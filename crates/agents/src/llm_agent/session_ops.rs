@@ -1,12 +1,13 @@
-//! The agent's session log operations: `/clear`, `/resume`, adopting a changed system prompt,
-//! and the write at every commit point.
+//! The agent's session log operations: `/clear`, `/resume`, adopting a changed system prompt
+//! (each commit goes through the journal, `journal.rs`).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use super::LlmAgent;
 use super::jobs::SwitchError;
-use crate::session::SessionError;
+use super::journal::Step;
+use troupe_session::SessionError;
 
 impl LlmAgent {
     /// `/clear`: record the fresh start in the session log first (so a failed write changes
@@ -15,7 +16,7 @@ impl LlmAgent {
     /// conversation (asked about later, they would run against nothing, and their results
     /// answer no call). Answers how many such calls were dropped.
     pub(super) fn clear(&mut self) -> Result<usize, SessionError> {
-        let dropped = self.session.clear()?;
+        let dropped = self.journal.clear()?;
         self.context.clear();
         self.scopes.forget_open();
         self.ahead.rewritten("the conversation was cleared");
@@ -25,9 +26,9 @@ impl LlmAgent {
     /// `/resume`: write what changed as a last commit to the current log, then continue from
     /// the log at `path` (see [`crate::LlmAgentJob::SwitchSession`]). On an error nothing changed.
     pub(super) fn switch_session(&mut self, path: &Path) -> Result<usize, SwitchError> {
-        self.persist();
+        self.commit(Step::Changes);
         let model = self.spec.model.info().name;
-        let restored = self.session.switch(path, &self.spec.name, &model)?;
+        let restored = self.journal.switch(path, &self.spec.name, &model)?;
         let count = restored.conversation.len();
         self.context.resume(restored);
         self.scopes.forget_open();
@@ -59,20 +60,7 @@ impl LlmAgent {
         messages.extend(rest);
         self.context.conversation.replace_shared(messages);
         self.ahead.rewritten("the system prompt changed");
-        self.persist();
+        self.commit(Step::Changes);
         true
-    }
-
-    /// A commit point: write what changed to the session log, if there is one. A failed write
-    /// is logged, answered to [`session_health`](crate::session_health) (the
-    /// caller's way to tell its user at once) and retried at the next boundary (the difference
-    /// is recomputed then), so the answer is not lost to a full disk that frees up.
-    pub(super) fn persist(&mut self) {
-        self.persist_with(Vec::new());
-    }
-
-    /// [`LlmAgent::persist`] with `extra` records in the same commit (a paused turn's).
-    pub(super) fn persist_with(&mut self, extra: Vec<crate::session::SessionRecord>) {
-        self.session.persist(&self.context, extra, &self.spec.name);
     }
 }

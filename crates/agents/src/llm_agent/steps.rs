@@ -1,5 +1,6 @@
-//! Durable steps: a request committed to the session log step by step, and resumed from its
-//! last committed step after a restart.
+//! Durable steps: a request committed to the session log step by step (each commit a typed
+//! `Step` through the journal, `journal.rs`), and resumed from its last committed step after a
+//! restart.
 //!
 //! With [`AgentSpec::durable_steps`](crate::AgentSpec::durable_steps) (the default) a request's
 //! commits are: its user message with a `request_opened` record, just before its first model
@@ -20,12 +21,13 @@
 //! The request's caller is gone after a restart: the resumed request's answer is in the log and
 //! on the bus ([`Event::RequestResumed`]).
 
-use troupe_protocol::{Event, ResponseFormat, Role, ToolCall, TraceContext, Usage};
+use troupe_protocol::{Event, ResponseFormat, Role, TraceContext};
 use troupe_runtime::{AgentContext, AgentError};
 
 use super::LlmAgent;
-use super::request::{RequestContext, RequestInLog};
-use crate::session::{LoggedFormat, PausedCall, RequestOutcome, SessionRecord};
+use super::journal::Step;
+use super::request::RequestContext;
+use troupe_session::RequestOutcome;
 
 /// What a request's rollback puts back besides the conversation.
 pub(super) struct BeforeRequest {
@@ -34,57 +36,22 @@ pub(super) struct BeforeRequest {
 }
 
 impl LlmAgent {
-    /// A step completed: commit it (what changed, and `records`) when the agent commits per
-    /// step; nothing otherwise (the request's end commits it all).
-    pub(super) fn commit_step(&mut self, records: Vec<SessionRecord>) {
-        if self.spec.durable_steps {
-            self.persist_with(records);
-        }
+    /// Commit `step` to the journal (`journal.rs`, which decides whether it is written).
+    pub(super) fn commit(&mut self, step: Step<'_>) {
+        self.journal.commit(&self.context, step);
     }
 
-    /// Before a model call: what changed (a compaction on the way), and the request's opening
-    /// when this is its first commit (its user message with a `request_opened` holding
-    /// `format`, the answer format its calls carry, so a resumed request asks as it did). Opened
-    /// only once its first call is about to go out, so a request refused before (a message
-    /// larger than the window) leaves the log as it was.
-    pub(super) fn commit_before_call(
-        &mut self,
-        req: &mut RequestContext,
-        format: Option<&ResponseFormat>,
-    ) {
-        if !self.spec.durable_steps {
-            return;
+    /// Commit `step`, which the agent is about to act on (a model call, tools to run): once
+    /// another owner holds the log (fencing), the request stops here instead, so nothing runs
+    /// that is not in the log its successor resumes from — and the agent goes: the error is
+    /// fatal, and its rebuild is refused the log (`SessionError::Fenced`), which stops it for
+    /// good (`AskError::AgentStopped`, `Event::AgentStopped`).
+    pub(super) fn commit_before_acting(&mut self, step: Step<'_>) -> Result<(), AgentError> {
+        self.commit(step);
+        match self.journal.fenced() {
+            Some(why) => Err(AgentError::Fatal(format!("the request stops: {why}"))),
+            None => Ok(()),
         }
-        let mut records = Vec::new();
-        if req.log() == RequestInLog::Opening {
-            records.push(SessionRecord::RequestOpened {
-                response_format: format.map(LoggedFormat::from),
-            });
-            req.set_log(RequestInLog::Open);
-        }
-        self.persist_with(records);
-    }
-
-    /// A model's answer (just pushed), with its usage and its tool calls left open until their
-    /// results.
-    pub(super) fn commit_answer(&mut self, usage: Usage, calls: &[ToolCall]) {
-        let mut records = vec![SessionRecord::ModelAnswer { usage }];
-        if !calls.is_empty() {
-            let open = calls
-                .iter()
-                .map(|c| PausedCall {
-                    call_id: c.id.clone(),
-                    tool: c.function.name.clone(),
-                    arguments: c.function.arguments.clone(),
-                    ask: false,
-                    approval: None,
-                    started: false,
-                    result: None,
-                })
-                .collect();
-            records.push(SessionRecord::Paused { calls: open });
-        }
-        self.commit_step(records);
     }
 
     /// What a rollback of the request starting now puts back (O(1) copies).
@@ -125,51 +92,30 @@ impl LlmAgent {
         if rolled_back {
             self.skip_logged_ids();
         }
-        let closed = if !self.spec.durable_steps || req.log() != RequestInLog::Open {
-            Vec::new()
-        } else if rolled_back {
-            vec![SessionRecord::RequestClosed {
-                outcome: RequestOutcome::RolledBack,
-            }]
+        let closed = if rolled_back {
+            RequestOutcome::RolledBack
         } else if outcome.is_ok() {
-            vec![SessionRecord::RequestClosed {
-                outcome: RequestOutcome::Answered,
-            }]
+            RequestOutcome::Answered
         } else {
-            vec![SessionRecord::RequestClosed {
-                outcome: RequestOutcome::Failed,
-            }]
+            RequestOutcome::Failed
         };
         // The actor publishes the request's finish once this returns: after the session log.
-        self.persist_with(closed);
+        self.commit(Step::Closed(closed));
+        self.journal.settle(closed, &outcome);
         outcome
     }
 
     /// The request the log shows in flight failed (the agent was restarted from its
     /// checkpoint, its caller told): the log follows the checkpoint, closing it as rolled back.
     pub(super) fn close_failed_in_flight(&mut self) {
-        if std::mem::take(&mut self.session.failed_in_flight) {
-            self.skip_logged_ids();
-            self.persist_with(vec![SessionRecord::RequestClosed {
-                outcome: RequestOutcome::RolledBack,
-            }]);
-        }
-    }
-
-    /// The request the log shows in flight failed (a supervisor restart) and is resumed once,
-    /// by the next request or [`LlmAgentHandle::resume_request`](crate::LlmAgentHandle::resume_request):
-    /// the attempt is committed now, before anything of it runs, so the agent failing again
-    /// anywhere in it closes the request as rolled back at the next rebuild.
-    pub(super) fn note_resume_after_failure(&mut self) {
-        if std::mem::take(&mut self.session.resume_after_failure) {
-            self.persist_with(vec![SessionRecord::RequestResuming]);
-        }
+        self.skip_logged_ids();
+        self.commit(Step::FailedInFlight);
     }
 
     /// After a rollback: the ids the rolled-back messages had are not handed out again when the
     /// log holds them (its steps were committed), since a log never takes an id twice.
     fn skip_logged_ids(&mut self) {
-        let Some(next) = self.session.next_logged_id() else {
+        let Some(next) = self.journal.next_logged_id() else {
             return;
         };
         while self.context.conversation.next_id().0 < next {
@@ -179,7 +125,7 @@ impl LlmAgent {
 
     /// Whether the session log showed a request in flight that is not resumed yet.
     pub fn request_in_flight(&self) -> bool {
-        self.session.in_flight
+        self.journal.unresumed()
     }
 
     /// A request the session log shows in flight (the process or the agent stopped in the
@@ -192,14 +138,10 @@ impl LlmAgent {
         ctx: &AgentContext,
         trace: TraceContext,
     ) -> Option<Result<String, AgentError>> {
-        if !self.session.in_flight {
-            return None;
-        }
-        self.session.in_flight = false;
-        let format = self.session.in_flight_format.take();
+        let format = self.journal.take_up_in_flight()?;
         let outcome = self.finish_in_flight(ctx, trace, format.as_ref()).await;
         // Ended: a later failure is of another request.
-        self.session.before_in_flight = None;
+        self.journal.end_request();
         ctx.events.publish(
             Some(trace.id()),
             Event::RequestResumed {
@@ -222,7 +164,6 @@ impl LlmAgent {
         self.spend.start_request();
         self.finish_paused(ctx, trace.id()).await?;
         let mut req = RequestContext::new(trace);
-        req.set_log(RequestInLog::Open);
         // What happened before the restart is kept whatever happens now: a failure rolls back
         // only what the resumed part added.
         req.mark(&self.context.conversation);

@@ -12,10 +12,10 @@
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
 
-use troupe_compaction::tokens::TokenCounter;
 use troupe_protocol::sync::lock;
 use troupe_protocol::{Event, ToolDefinition, TraceId};
 use troupe_runtime::AgentContext;
+use troupe_tokens::TokenCounter;
 
 use super::LlmAgent;
 

@@ -17,11 +17,11 @@ use troupe_protocol::CompactTrigger;
 
 use super::LlmAgent;
 use super::compact_tool::COMPACT_TOOL;
+use super::journal::Step;
 use super::recall_tool::RECALL_TOOL;
 use super::request::RequestContext;
 use super::spend_pause::within_budget;
 use super::tool_span::in_tool_span;
-use crate::session::SessionRecord;
 
 impl LlmAgent {
     pub(super) fn start_request(&mut self, request: &AgentRequest) {
@@ -170,15 +170,12 @@ impl LlmAgent {
             if let Some(Some(note)) = notes.get(i) {
                 result.content.insert_str(0, note);
             }
-            if self.spec.durable_steps
-                && let Some(call) = calls.get(i)
-            {
-                let record = SessionRecord::CallResult {
+            if let Some(call) = calls.get(i) {
+                let step = Step::CallResult {
                     call_id: call.id.clone(),
                     content: result.content.clone(),
                 };
-                self.session
-                    .persist(&self.context, vec![record], &self.spec.name);
+                self.journal.commit(&self.context, step);
             }
             if let Some(slot) = results.get_mut(i) {
                 *slot = Some(result);
@@ -233,7 +230,7 @@ impl LlmAgent {
                 .await
                 .map_err(AgentError::ContextOverflow)?;
             // A compaction on the way, and the request's opening, committed before the call.
-            self.commit_before_call(req, format);
+            self.commit_before_acting(Step::BeforeCall)?;
             // A compaction on the way may have spent the rest.
             within_budget(&self.spend, ctx, trace_id, watch).await?;
             let (reply, usage) = match self.call_model(ctx, trace_id, watch, format).await {
@@ -269,7 +266,10 @@ impl LlmAgent {
             self.context
                 .push_answer(reply, tool_tokens, &self.spec.name);
             // Committed before the agent acts on it: a restart never makes this call again.
-            self.commit_answer(usage, &calls);
+            self.commit_before_acting(Step::Answer {
+                usage,
+                calls: &calls,
+            })?;
             if calls.is_empty() {
                 self.check_context(ctx, req).await;
                 return Ok(text);
@@ -315,7 +315,7 @@ impl LlmAgent {
                 self.answer_compact_tool(result_id, call, ctx, req).await;
             }
             // The batch's results as messages: its calls are answered in the log.
-            self.commit_step(Vec::new());
+            self.commit(Step::Results);
             if let Some(reason) = fatal {
                 return Err(AgentError::Failed(reason));
             }

@@ -51,7 +51,8 @@ use super::context::InFlightCompaction;
 use super::request::RequestContext;
 use crate::compression::CompactionRequest;
 use crate::compression::client::{
-    CompactError, OwnedCaller, Settled, compact_detached, compaction_applied, hurry,
+    CompactionAskError, NotApplied, OwnedCaller, Settled, compact_detached, compaction_applied,
+    hurry,
 };
 
 /// A compaction running ahead of the trigger.
@@ -65,7 +66,7 @@ pub(super) struct Pending {
     /// The epoch it was started in ([`WorkAheadState::epoch`]).
     epoch: u64,
     /// The job's task: its output is the compressor's answer.
-    answer: JoinHandle<Result<Compaction, CompactError>>,
+    answer: JoinHandle<Result<Compaction, CompactionAskError>>,
     started: Instant,
     /// The job's `compaction` span: the wait is recorded there when the answer is taken.
     span: tracing::Span,
@@ -351,7 +352,7 @@ impl WorkAheadState {
         // compaction's future; one that finished just before the abort gives its answer.
         let answer = (&mut pending.answer)
             .await
-            .unwrap_or(Err(CompactError::Cancelled));
+            .unwrap_or(Err(CompactionAskError::Cancelled));
         self.settle(pending, Some(answer), Duration::ZERO, context, ctx, req);
     }
 
@@ -360,7 +361,7 @@ impl WorkAheadState {
     fn settle(
         &mut self,
         pending: Pending,
-        answer: Option<Result<Compaction, CompactError>>,
+        answer: Option<Result<Compaction, CompactionAskError>>,
         waited: Duration,
         context: &mut Context,
         ctx: &AgentContext,
@@ -391,26 +392,28 @@ impl WorkAheadState {
     }
 
     /// Whether the answer was spliced into the conversation (`false`: it changed nothing), or
-    /// why it was dropped (the conversation is then unchanged).
+    /// why not (the conversation is then unchanged): dropped as stale, or no answer came.
     fn splice_in(
         &mut self,
         pending: &Pending,
-        answer: Option<Result<Compaction, CompactError>>,
+        answer: Option<Result<Compaction, CompactionAskError>>,
         context: &mut Context,
         req: &mut RequestContext,
-    ) -> Result<bool, String> {
-        if let Some(stale) = self.stale(pending) {
-            return Err(stale);
-        }
-        let compaction = match answer {
-            Some(Ok(compaction)) => compaction,
-            Some(Err(e)) => {
+    ) -> Result<bool, NotApplied> {
+        let compaction = match (answer, self.stale(pending)) {
+            (Some(Ok(_)), Some(stale)) => return Err(NotApplied::Dropped(stale)),
+            // Stale and unanswered: its task is cancelled, which its span says.
+            (_, Some(stale)) => return Err(NotApplied::NoAnswer(stale)),
+            (Some(Ok(compaction)), None) => compaction,
+            (Some(Err(e)), None) => {
                 self.retry_from = Some(context.check.retry_from(pending.request_tokens));
-                return Err(e.to_string());
+                return Err(NotApplied::NoAnswer(e.to_string()));
             }
-            None => {
+            (None, None) => {
                 self.retry_from = Some(context.check.retry_from(pending.request_tokens));
-                return Err("the background compaction ended without an answer".into());
+                return Err(NotApplied::NoAnswer(
+                    "the background compaction ended without an answer".into(),
+                ));
             }
         };
         if !compaction.changed() {
@@ -422,7 +425,7 @@ impl WorkAheadState {
         }
         context
             .splice(&pending.snapshot, compaction, req)
-            .map_err(|e| format!("stale: {e}"))?;
+            .map_err(|e| NotApplied::Dropped(format!("stale: {e}")))?;
         self.compacted();
         Ok(true)
     }

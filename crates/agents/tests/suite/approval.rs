@@ -8,15 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
-use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, spawn_agent};
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::ApprovalId;
 use troupe_protocol::{ChatRequest, Event, EventRecord, Role};
 use troupe_runtime::approval::ApprovalError;
 use troupe_runtime::{Team, TeamConfig};
+use troupe_session::load;
 use troupe_tools::ToolRegistry;
+use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct RunArgs {
@@ -375,7 +375,7 @@ async fn a_log_whose_pause_names_no_open_call_is_refused_at_its_line() {
     ] {
         std::fs::write(&log, format!("{good}{bad}\n{{\"type\":\"commit\"}}\n")).unwrap();
         match load(&log) {
-            Err(troupe_agents::session::SessionError::Invalid { line, reason, .. }) => {
+            Err(troupe_session::SessionError::Invalid { line, reason, .. }) => {
                 assert_eq!(line, lines + 1);
                 assert!(reason.contains(why), "{reason}");
             }

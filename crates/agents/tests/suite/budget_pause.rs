@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use troupe_agents::session::load;
 use troupe_agents::spend::{AgentBudget, OnExceeded};
 use troupe_agents::{AgentSpec, spawn_agent};
 use troupe_models::{ScriptedModel, ScriptedReply};
@@ -14,6 +13,7 @@ use troupe_protocol::{BudgetExceeded, BudgetScope, SpendLimit};
 use troupe_protocol::{Event, Role};
 use troupe_runtime::budget::TeamSpend;
 use troupe_runtime::{AgentError, AgentRequest, AskError, AskItem, Team};
+use troupe_session::load;
 use troupe_tools::ToolRegistry;
 
 use super::support::compression::team;

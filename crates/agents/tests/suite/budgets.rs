@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
-use troupe_agents::session::load;
 use troupe_agents::spend::AgentBudget;
 use troupe_agents::{
     AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
@@ -16,6 +15,7 @@ use troupe_protocol::Role;
 use troupe_protocol::{BudgetScope, ModelPrice, SpendLimit};
 use troupe_runtime::budget::TeamSpend;
 use troupe_runtime::{AgentError, AskError, Team, TeamConfig};
+use troupe_session::load;
 use troupe_tools::ToolRegistry;
 
 use super::support::compression::team;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::{
-    AgentSpec, CompactError, CompactionSettings, LlmAgent, ScopeError, WorkAhead, shared_counter,
-    spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionAskError, CompactionSettings, LlmAgent, ScopeError, WorkAhead,
+    shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
@@ -81,7 +81,7 @@ async fn the_automatic_trigger_warns_then_compacts() {
     assert!(saw.contains(&"finished"), "{saw:?}");
     // The conversation stayed within budget and valid.
     let conversation = team.checkpoint("coder").unwrap().conversation;
-    let tokens = troupe_compaction::tokens::TokenCache::new()
+    let tokens = troupe_tokens::TokenCache::new()
         .count_messages(shared_counter().as_ref(), conversation.messages())
         .total;
     assert!(
@@ -104,10 +104,10 @@ async fn manual_compact_refusals_and_summary() {
     // Fewer than two messages.
     assert_eq!(
         team.agent::<LlmAgent>("a").compact(None).await.unwrap_err(),
-        CompactError::NothingToCompact
+        CompactionAskError::NothingToCompact
     );
     assert_eq!(
-        CompactError::NothingToCompact.to_string(),
+        CompactionAskError::NothingToCompact.to_string(),
         "nothing to compact"
     );
     team.ask("a", "hello").await.unwrap();

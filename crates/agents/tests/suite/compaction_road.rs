@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::broadcast;
-use troupe_agents::CancellationToken;
+use tokio_util::sync::CancellationToken;
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::CompressorModel;
 use troupe_agents::{
-    AgentSpec, CompactError, CompactionSettings, LlmAgent, shared_counter, spawn_agent,
+    AgentSpec, CompactionAskError, CompactionSettings, LlmAgent, shared_counter, spawn_agent,
     spawn_compression_agent,
 };
 use troupe_compaction::ContextPolicy;
@@ -155,7 +155,7 @@ async fn a_remote_compressor_that_fails_is_announced_as_one_failure() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, CompactError::Ask(AskError::Remote { node, reason })
+        matches!(&err, CompactionAskError::Ask(AskError::Remote { node, reason })
             if node == "far" && reason.contains("the model went away")),
         "{err}"
     );
@@ -202,7 +202,7 @@ async fn a_cancelled_compaction_is_announced_as_one_failure_and_lets_the_next_on
         cancel.cancel();
     };
     let (outcome, ()) = tokio::join!(compaction, canceller);
-    assert_eq!(outcome.unwrap_err(), CompactError::Cancelled);
+    assert_eq!(outcome.unwrap_err(), CompactionAskError::Cancelled);
     assert_eq!(heard(&mut events), ["started", "failed"]);
     assert_eq!(team.checkpoint("coder").unwrap().conversation, before);
 

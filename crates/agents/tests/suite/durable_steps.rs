@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use troupe_agents::session::{Session, SessionError, SessionRecord, StepKind, load, steps};
 use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, WorkAhead, spawn_agent};
 use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{Event, MessageKind, Role};
 use troupe_runtime::{Team, TeamConfig};
+use troupe_session::{Session, SessionError, SessionRecord, StepKind, load, steps};
 use troupe_tools::ToolRegistry;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -400,7 +400,7 @@ async fn requested(
 
 #[tokio::test]
 async fn a_request_paused_for_approval_survives_the_process_and_finishes_before_the_next() {
-    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+    use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("coder.jsonl");
     let runs = Runs::default();
@@ -674,7 +674,7 @@ async fn a_log_cut_at_any_byte_loads_with_every_step_committed_before_the_cut() 
     // Opened for writing, a torn log is cut back to its last commit and goes on from there.
     for len in [ends[3] + 1, ends[6] + 17, bytes.len() - 3] {
         std::fs::write(&cut, &bytes[..len]).unwrap();
-        let (mut open, session) = troupe_agents::session::SessionLog::open(&cut).unwrap();
+        let (mut open, session) = troupe_session::SessionLog::open(&cut).unwrap();
         assert!(!session.warnings.is_empty());
         open.append(SessionRecord::ModelChange {
             model: "other".to_string(),
@@ -718,8 +718,8 @@ fn approver(
     (task, asked)
 }
 
-fn ask_about_rm() -> troupe_agents::approval::ApprovalPolicy {
-    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+fn ask_about_rm() -> troupe_tools::approval::ApprovalPolicy {
+    use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
     ApprovalPolicy::new([ApprovalRule::argument_prefix(
         "run",
         "command",
@@ -895,7 +895,7 @@ async fn a_call_approved_before_a_crash_runs_as_approved_or_is_asked_again() {
 /// pause record's copy of the arguments says something else (a log edited or damaged there).
 #[tokio::test]
 async fn a_resumed_pause_is_judged_by_the_deny_rules_on_the_call_that_runs() {
-    use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+    use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("coder.jsonl");
     let runs = Runs::default();

@@ -6,10 +6,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use troupe_agents::session::{SessionRecord, StepKind, load, steps};
 use troupe_agents::{LlmAgent, spawn_agent};
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatModel, ChatRequest, ChatStream, Event, ModelError, ModelInfo, Role};
+use troupe_session::{SessionRecord, StepKind, load, steps};
 
 use super::durable_steps::{Runs, records, spec, team};
 

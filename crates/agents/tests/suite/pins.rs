@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, PinError, spawn_agent};
 use troupe_compaction::ContextPolicy;
 use troupe_models::ScriptedModel;
 use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
+use troupe_session::load;
 
 use super::support::compression::team;
 

@@ -10,10 +10,10 @@ use troupe_agents::compression::CompressorModel;
 use troupe_agents::{
     AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
-use troupe_compaction::tokens::TokenCounter;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatMessage, ChatRequest, Event, MessageKind, Role};
 use troupe_runtime::{AgentError, AskError, ContextOverflow, Team, TeamConfig};
+use troupe_tokens::TokenCounter;
 
 /// A team whose compression agent uses the mechanical summary (no model of its own).
 async fn team() -> Team {
@@ -383,7 +383,7 @@ async fn an_answer_larger_than_the_window_is_cut_as_it_arrives_and_stays_recalla
     assert!(recalled.contains("line "), "{recalled}");
     assert!(!recalled.contains("bytes dropped"), "{recalled}");
     // The session log resumes with the cut and its archive.
-    let logged = troupe_agents::session::load(&log).unwrap();
+    let logged = troupe_session::load(&log).unwrap();
     assert_eq!(logged.archive_entries.len(), 1);
     team.shutdown().await;
 }

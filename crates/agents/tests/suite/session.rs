@@ -4,13 +4,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_agents::session::{SessionRecord, load};
 use troupe_agents::{AgentSpec, CompactionSettings, LlmAgent, WorkAhead, spawn_agent};
 use troupe_compaction::{Archive, ContextPolicy, expand};
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::FileLedger;
 use troupe_protocol::MessageKind;
 use troupe_runtime::{Checkpoint, Team};
+use troupe_session::{SessionRecord, load};
 use troupe_tools::ToolRegistry;
 
 use super::support::compression::team;

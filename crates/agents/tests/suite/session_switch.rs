@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, LlmAgent, SwitchError, spawn_agent};
 use troupe_models::ScriptedModel;
 use troupe_protocol::Conversation;
 use troupe_runtime::TeamError;
+use troupe_session::load;
 
 use super::support::compression::team;
 

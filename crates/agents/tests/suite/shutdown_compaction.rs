@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{Semaphore, broadcast};
-use troupe_agents::session::load;
 use troupe_agents::{AgentSpec, CompactionSettings, WorkAhead, spawn_agent};
 use troupe_compaction::ContextPolicy;
 use troupe_models::ScriptedModel;
 use troupe_protocol::{ChatMessage, CompactionMode, Event, EventRecord, MessageKind};
 use troupe_runtime::Team;
+use troupe_session::load;
 
 use super::support;
 use super::support::events::drain;

@@ -132,6 +132,102 @@ async fn the_bare_skeleton_is_rejected() {
     .await;
 }
 
+/// A skeleton whose last two sections have content: read whole, it fills two sections; read as
+/// it streams, it is given up at the fifth heading, where no continuation could fill three.
+#[tokio::test]
+async fn a_skeleton_is_given_up_while_it_streams() {
+    let late = "## Goal\n- (not provided)\n## Constraints & Preferences\n- (none)\n## Progress\n### Done\n- (none)\n### In Progress\n- (none)\n### Blocked\n- (none)\n## Key Decisions\n- (none)\n## Next Steps\n1. Add the regression test for src/lexer.rs.\n## Critical Context\n- quoted() indexes past the end in Lexer::next_token.";
+    let whole = vet_summary(late, &prompt(400), shared_counter().as_ref());
+    assert!(
+        matches!(whole, Err(SummaryRejection::ThinSections { filled: 2, .. })),
+        "{whole:?}"
+    );
+    assert_rejected(late, prompt(400), "no content beyond the section headings").await;
+}
+
+/// Once the model could not fill a summary, the compaction's later summaries are mechanical
+/// without another call: on the embedded model each would be a long prefill for the same
+/// skeleton.
+#[tokio::test]
+async fn a_model_that_could_not_fill_a_summary_is_not_asked_again_in_the_compaction() {
+    let skeleton = "## Goal\n- (none)\n## Constraints & Preferences\n- (none)\n## Progress\n### Done\n- (none)\n## Key Decisions\n- (none)\n## Next Steps\n- (none)\n## Critical Context\n- (none)\n";
+    let model = Arc::new(ScriptedModel::new("weak", []).with_fallback(skeleton));
+    let summarizer = ModelSummarizer::new(model.clone());
+    let mechanical = MechanicalSummarizer::new()
+        .summarize(prompt(400))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(summarizer.summarize(prompt(400)).await.unwrap(), mechanical);
+    }
+    assert_eq!(model.requests().len(), 1, "asked once");
+    let fallbacks = summarizer.take_fallbacks();
+    assert_eq!(fallbacks.len(), 3, "{fallbacks:?}");
+    assert!(fallbacks[0].contains("no content beyond the section headings"));
+    assert!(
+        fallbacks[1..]
+            .iter()
+            .all(|f| f.contains("not asked: earlier in this compaction")),
+        "{fallbacks:?}"
+    );
+    // A model whose answer merely ran over its budget is asked again.
+    let long = Arc::new(ScriptedModel::new("verbose", []).with_fallback(GOOD));
+    let summarizer = ModelSummarizer::new(long.clone());
+    summarizer.summarize(prompt(80)).await.unwrap();
+    summarizer.summarize(prompt(80)).await.unwrap();
+    assert_eq!(long.requests().len(), 2);
+}
+
+/// A small model (a window of at most 16k tokens) is sent the segment cut down to a quarter of
+/// its window, the long tool output to its head and tail; the mechanical summary, when it stands
+/// in, reads all of it. A model with a large window gets the whole segment.
+#[tokio::test]
+async fn a_small_models_request_carries_the_segment_cut_to_a_quarter_of_its_window() {
+    let log: String = (0..600)
+        .map(|i| format!("test lexer::case_{i} ... ok\n"))
+        .collect();
+    let material = format!(
+        "{}[m7 tool bash]\n{log}test lexer::unterminated ... FAILED\n",
+        render(&conversation())
+    );
+    let prompt = segment_prompt(material.trim_end(), None, None, 400);
+    let counter = shared_counter();
+    assert!(counter.count(&prompt.user) > 4_000);
+    let small = Arc::new(
+        ScriptedModel::new("small", [])
+            .with_context_window(8_192)
+            .with_fallback(GOOD),
+    );
+    assert_eq!(
+        ModelSummarizer::new(small.clone())
+            .summarize(prompt.clone())
+            .await
+            .unwrap(),
+        GOOD
+    );
+    let sent = small.requests()[0].messages[1].text();
+    assert!(
+        counter.count(&sent) <= 8_192 / 4 + 200,
+        "{}",
+        counter.count(&sent)
+    );
+    for kept in [
+        "The tokenizer in src/lexer.rs panics",
+        "test lexer::case_0 ... ok",
+        "test lexer::unterminated ... FAILED",
+        "Write the note now.",
+    ] {
+        assert!(sent.contains(kept), "{kept:?} missing");
+    }
+    assert!(!sent.contains("test lexer::case_300 ... ok"));
+    let large = Arc::new(ScriptedModel::new("large", []).with_fallback(GOOD));
+    ModelSummarizer::new(large.clone())
+        .summarize(prompt.clone())
+        .await
+        .unwrap();
+    assert_eq!(large.requests()[0].messages[1].text(), prompt.user);
+}
+
 #[tokio::test]
 async fn an_echo_of_the_prompt_is_rejected() {
     let transcript = format!("{GOOD}\n\n<conversation>\n{}", render(&conversation()));

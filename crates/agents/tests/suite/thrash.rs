@@ -10,10 +10,10 @@ use troupe_agents::{
     AgentSpec, CompactionSettings, WorkAhead, shared_counter, spawn_agent, spawn_compression_agent,
 };
 use troupe_compaction::ContextPolicy;
-use troupe_compaction::tokens::TokenCounter;
 use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatMessage, ChatModel, Event};
 use troupe_runtime::{Team, TeamConfig};
+use troupe_tokens::TokenCounter;
 
 /// Instructions that alone are over the trigger: the system prompt is protected, so no
 /// compaction can reach the target.
@@ -123,7 +123,7 @@ async fn spiral(work_ahead: WorkAhead) -> Spiral {
 
     let (mut compactions, mut skipped) = (0, 0);
     while let Ok(record) = events.try_recv() {
-        if let Event::CompactionFinished { agent, report } = record.event {
+        if let Event::CompactionFinished { agent, report, .. } = record.event {
             assert_eq!(agent, "coder");
             if report.skipped {
                 skipped += 1;

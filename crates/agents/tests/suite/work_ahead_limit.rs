@@ -111,6 +111,26 @@ fn blocking_started(event: &Event) -> bool {
     )
 }
 
+/// The events of the agent's compactions in `mode`, by kind, in order.
+fn course(events: &[Event], mode: CompactionMode) -> Vec<&'static str> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            Event::CompactionStarted { mode: m, .. } if *m == mode => Some("started"),
+            Event::CompactionFinished { mode: m, .. } if *m == mode => Some("finished"),
+            Event::CompactionFailed {
+                mode: m, reason, ..
+            } if *m == mode => Some(if reason.contains("cancelled") {
+                "cancelled"
+            } else {
+                "failed"
+            }),
+            Event::CompactionApplied { mode: m, .. } if *m == mode => Some("applied"),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The request the agent would send now, reserve included, fits the window.
 async fn fits(team: &Team) {
     let stats = team
@@ -159,6 +179,16 @@ async fn reaching_the_limit_makes_room_at_once_and_drops_the_job_in_flight() {
     assert!(
         reason.as_deref().is_some_and(|r| r.contains("stale")),
         "{taken:?}"
+    );
+    // Two compactions of one agent in flight at once, told apart by the mode each event names:
+    // the room made ran its course, the job was cancelled before it was dropped.
+    assert_eq!(
+        course(&heard, CompactionMode::Blocking),
+        ["started", "finished", "applied"]
+    );
+    assert_eq!(
+        course(&heard, CompactionMode::Background),
+        ["started", "cancelled", "applied"]
     );
     fits(&team).await;
     let messages = messages_of(&team);

@@ -19,12 +19,12 @@
 //! read is never allowed by a prefix rule. It is not a sandbox: a command can run what its text
 //! does not show (a script it writes, an interpreter). So for a shell, `ask` for the whole tool
 //! and `allow` what you name, as above, rather than trusting a `deny` to hold
-//! (`troupe_agents::approval` says exactly what a rule guarantees).
+//! (`troupe_tools::approval` says exactly what a rule guarantees).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
+use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
 
 use super::{AgentConfig, BUILTIN_TOOLS, MCP_TOOL_PREFIX};
 
@@ -137,7 +137,7 @@ approve_timeout_secs = 30"#,
         )
         .unwrap();
         let policy = super::policy(&config.agents["coder"]);
-        use troupe_agents::approval::Permission;
+        use troupe_tools::approval::Permission;
         assert_eq!(
             policy.permission("shell", r#"{"command":"rm -r x"}"#),
             Permission::Ask

@@ -215,6 +215,7 @@ impl Config {
                 "shell" => {
                     let mut shell = ShellConfig {
                         env_allowlist: self.tools.shell_env.clone(),
+                        sandbox: self.sandbox_for(agent_name),
                         ..ShellConfig::default()
                     };
                     if let Some(t) = timeout {

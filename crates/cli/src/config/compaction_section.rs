@@ -73,7 +73,7 @@ pub struct CompactionSection {
 
 impl CompactionSection {
     /// The cost model `pricing` and `rates` name (`None`: unset). Checked by
-    /// [`Config::validate`]; an unreadable one here is `None`.
+    /// the config's validation; an unreadable one here is `None`.
     pub fn pricing(&self) -> Option<CostModel> {
         let model: CostModel = self.pricing.as_deref()?.parse().ok()?;
         match &self.rates {

@@ -10,6 +10,7 @@
 //! timeout_secs = 20                 # per call; default: [tools] timeout_secs, else 60
 //! init_timeout_secs = 30            # initialize + tools/list
 //! max_restarts = 3                  # a server that exits is started again at most this often
+//! sandbox = true                    # run it under the agent's [sandbox] (cwd: the workspace)
 //!
 //! [mcp.servers.search]
 //! url = "http://127.0.0.1:8000/mcp"  # streamable HTTP instead of a command
@@ -71,6 +72,11 @@ pub struct McpServerEntry {
     pub init_timeout_secs: Option<u64>,
     /// How often a server that exited is started again; default 3.
     pub max_restarts: Option<u32>,
+    /// Whether it runs under the agent's sandbox (`[sandbox]`, `[agents.NAME] sandbox`), its
+    /// `cwd` (default: the workspace) as the workspace; default `false`: unconfined, like a
+    /// program the user starts.
+    #[serde(default)]
+    pub sandbox: bool,
 }
 
 /// An agent's `mcp:NAME` or `mcp:NAME/TOOL` entry, split.
@@ -135,6 +141,7 @@ impl McpConfig {
                         ("args", !server.args.is_empty()),
                         ("env", !server.env.is_empty()),
                         ("cwd", server.cwd.is_some()),
+                        ("sandbox", server.sandbox),
                     ] {
                         if set {
                             return Err((
@@ -245,8 +252,15 @@ impl Config {
             };
             if !started.contains_key(reference.server) {
                 let mut all = ToolRegistry::new();
+                let mut config = server.server_config(default_timeout);
+                if server.sandbox {
+                    config = config.sandboxed(self.sandbox_for(agent_name));
+                    if config.cwd.is_none() {
+                        config.cwd = self.tools.workspace.clone();
+                    }
+                }
                 let handle = all
-                    .register_mcp(reference.server, server.server_config(default_timeout))
+                    .register_mcp(reference.server, config)
                     .await
                     .map_err(|e| fail(entry, e.to_string()))?;
                 started.insert(reference.server, (all, handle));

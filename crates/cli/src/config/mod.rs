@@ -37,6 +37,10 @@
 //! [tools]
 //! workspace = "."
 //!
+//! [sandbox]                          # what the commands a model runs may touch
+//! policy = "workspace-write"         # read-only | workspace-write | full (see SandboxSection)
+//! network = false
+//!
 //! [mcp.servers.time]                # an MCP server; agents name its tools "mcp:time"
 //! command = "uvx"
 //! args = ["mcp-server-time"]
@@ -62,6 +66,8 @@ mod compression;
 mod mcp;
 mod pinned;
 mod rate_limit;
+mod sandbox_section;
+mod serve_section;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -77,6 +83,8 @@ pub(crate) use compaction_section::MAX_CONCURRENT_COMPACTIONS;
 pub use mcp::{MCP_TOOL_PREFIX, McpConfig, McpServerEntry, McpToolRef};
 pub use pinned::{PinnedConfig, PinnedRole};
 pub use rate_limit::RateLimitConfig;
+pub use sandbox_section::{ReadsConfig, SandboxSection};
+pub use serve_section::ServeSection;
 
 /// A whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +108,12 @@ pub struct Config {
     /// What the agents built from this configuration share (`[team] budget = { … }`).
     #[serde(default)]
     pub team: TeamSection,
+    /// What the commands a model runs may touch (see [`SandboxSection`]).
+    #[serde(default)]
+    pub sandbox: SandboxSection,
+    /// What one client may hold of troupe's HTTP servers (see [`ServeSection`]).
+    #[serde(default)]
+    pub serve: ServeSection,
 }
 
 /// Which kind of model server.
@@ -186,6 +200,8 @@ pub struct AgentConfig {
     /// How long an asked call waits for an answer before it counts as denied (default 240;
     /// keep it under the team's ask timeout, 300).
     pub approve_timeout_secs: Option<u64>,
+    /// This agent's sandbox keys over `[sandbox]`'s (`sandbox = { policy = "read-only" }`).
+    pub sandbox: Option<SandboxSection>,
 }
 
 /// Tools an agent can name in `tools`.

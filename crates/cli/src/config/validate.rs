@@ -202,6 +202,9 @@ impl Config {
                 }
             }
             super::approve::check(name, agent)?;
+            if let Some(sandbox) = &agent.sandbox {
+                sandbox.validate(&format!("agents.{name}.sandbox"), &self.sandbox)?;
+            }
             if agent.max_turns == Some(0) {
                 return Err(problem(key("max_turns"), "must be at least 1"));
             }
@@ -231,7 +234,10 @@ impl Config {
             return Err(problem("tools.timeout_secs", "must be at least 1"));
         }
         check_tool_allow_lists(&self.tools)?;
+        self.sandbox
+            .validate("sandbox", &super::SandboxSection::default())?;
         self.mcp.validate()?;
+        self.serve.validate()?;
         let c = &self.compaction;
         if let Some(model) = &c.model
             && !self.models.contains_key(model)

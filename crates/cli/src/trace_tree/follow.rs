@@ -4,23 +4,20 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use super::parse::TraceFileError;
-use troupe_protocol::trace::TraceLine;
+use troupe_protocol::trace::{TraceLine, TraceRead, TraceReader};
 
-/// Reads the lines appended to a trace file since the last poll; a line still being written
-/// waits for its newline.
+/// Reads the lines appended to a trace file since the last poll, by the one reader's rule (a
+/// bad line is said and counted once, and reading goes on); a line still being written waits
+/// for its newline.
 ///
-/// Linear in what arrives: each poll scans only bytes it has not scanned before and drops the
-/// lines it parsed from its buffer in one move, however many lines (or polls) there are.
+/// Linear in what arrives: each poll reads only bytes it has not read before, and the reader
+/// scans each once ([`TraceReader`]).
 #[derive(Debug)]
 pub struct TraceFollower {
     path: PathBuf,
     offset: u64,
-    /// Bytes read but not yet parsed: the start of a line still being written.
-    pending: Vec<u8>,
-    /// How much of `pending` is known to hold no newline.
-    scanned: usize,
-    line_number: usize,
-    lines: Vec<TraceLine>,
+    reader: TraceReader,
+    read: TraceRead,
 }
 
 impl TraceFollower {
@@ -29,22 +26,25 @@ impl TraceFollower {
         TraceFollower {
             path: path.as_ref().to_path_buf(),
             offset: 0,
-            pending: Vec::new(),
-            scanned: 0,
-            line_number: 0,
-            lines: Vec::new(),
+            reader: TraceReader::new(),
+            read: TraceRead::default(),
         }
     }
 
     /// Every record read so far.
     pub fn lines(&self) -> &[TraceLine] {
-        &self.lines
+        &self.read.lines
+    }
+
+    /// What was read so far, bad lines included.
+    pub fn read(&self) -> &TraceRead {
+        &self.read
     }
 
     /// Read what was appended; returns how many new records arrived.
     ///
     /// # Errors
-    /// [`TraceFileError`] when the file cannot be read or a complete line is not a record.
+    /// [`TraceFileError`] when the file cannot be read.
     pub fn poll(&mut self) -> Result<usize, TraceFileError> {
         let io = |source| TraceFileError::Io {
             path: self.path.clone(),
@@ -59,53 +59,15 @@ impl TraceFollower {
         if len < self.offset {
             // Truncated and rewritten: start over.
             self.offset = 0;
-            self.pending.clear();
-            self.scanned = 0;
-            self.line_number = 0;
-            self.lines.clear();
+            self.reader.restart();
+            self.read = TraceRead::default();
         }
         file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
-        let before = self.pending.len();
-        file.read_to_end(&mut self.pending).map_err(io)?;
-        self.offset += (self.pending.len() - before) as u64;
-        let mut added = 0;
-        let mut consumed = 0;
-        let mut result = Ok(());
-        while let Some(end) = self.pending[self.scanned..]
-            .iter()
-            .position(|b| *b == b'\n')
-            .map(|at| self.scanned + at)
-        {
-            self.scanned = end + 1;
-            let line = self.line_number + 1;
-            let text = String::from_utf8_lossy(&self.pending[consumed..end]);
-            if !text.trim().is_empty() {
-                match serde_json::from_str(&text) {
-                    Ok(record) => {
-                        self.lines.push(record);
-                        added += 1;
-                    }
-                    Err(e) => {
-                        // The bad line stays unread: polling again reports it again.
-                        result = Err(TraceFileError::BadLine {
-                            path: self.path.clone(),
-                            line,
-                            reason: e.to_string(),
-                        });
-                        break;
-                    }
-                }
-            }
-            self.line_number = line;
-            consumed = end + 1;
-        }
-        self.pending.drain(..consumed);
-        self.scanned = if result.is_err() {
-            0
-        } else {
-            self.pending.len()
-        };
-        result?;
-        Ok(added)
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        self.offset += bytes.len() as u64;
+        let before = self.read.lines.len();
+        self.reader.feed(&bytes, &mut self.read);
+        Ok(self.read.lines.len() - before)
     }
 }

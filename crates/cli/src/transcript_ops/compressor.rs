@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use troupe_agents::compression::CompressionConfig;
 use troupe_agents::compression::{CompactionCaller, CompactionRequest, CompressorModel, InProcess};
-use troupe_agents::{CompactError, spawn_compression_agent};
+use troupe_agents::{CompactionAskError, TeamBuilderExt};
 use troupe_compaction::Compaction;
-use troupe_compaction::tokens::{TokenCache, TokenCounter};
 use troupe_protocol::{ChatModel, TraceContext};
-use troupe_runtime::{Team, TeamConfig};
+use troupe_runtime::Team;
+use troupe_tokens::{TokenCache, TokenCounter};
 
 use super::TranscriptOpError;
 
@@ -36,12 +36,13 @@ impl Compressor {
         model: Option<Arc<dyn ChatModel>>,
         counter: Arc<dyn TokenCounter>,
     ) -> Result<Self, TranscriptOpError> {
-        let team = Team::start(TeamConfig::default())
-            .await
-            .map_err(|e| TranscriptOpError::Team(e.to_string()))?;
         let mut config = CompressionConfig::new(counter.clone());
         config.model = model.map_or(CompressorModel::None, CompressorModel::Fixed);
-        spawn_compression_agent(&team, config)
+        // Through the builder, as every team troupe starts: its switches (`TROUPE_CASSETTES`)
+        // reach the compressor's model too.
+        let team = Team::builder()
+            .compression(config)
+            .start()
             .await
             .map_err(|e| TranscriptOpError::Team(e.to_string()))?;
         Ok(Compressor {
@@ -78,7 +79,7 @@ impl Compressor {
         };
         match troupe_agents::compression::compact(&caller, request).await {
             Ok(compaction) => Ok(compaction),
-            Err(CompactError::Failed(e)) => Err(TranscriptOpError::Compaction(e)),
+            Err(CompactionAskError::Failed(e)) => Err(TranscriptOpError::Compaction(e)),
             Err(e) => Err(TranscriptOpError::Team(e.to_string())),
         }
     }

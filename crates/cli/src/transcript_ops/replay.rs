@@ -20,12 +20,12 @@ use serde::{Deserialize, Serialize};
 use troupe_agents::CompactionSettings;
 use troupe_agents::compression::CompactionRequest;
 use troupe_compaction::invariants::validate;
-use troupe_compaction::tokens::TokenCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
 use troupe_compaction::{Compaction, ContextPolicy};
 use troupe_protocol::{CompactTrigger, CompactionReport};
 use troupe_protocol::{CompactionReceipt, TierCounts};
 use troupe_protocol::{Conversation, Role};
+use troupe_tokens::TokenCounter;
 
 use super::TranscriptOpError;
 use super::compact::TRANSCRIPT_AGENT;

@@ -20,12 +20,11 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use troupe_compaction::ContextPolicy;
-use troupe_compaction::economics::{
-    self, Bill, Block, CallKind, CostModel, Prompt, PromptCache, anthropic_breakpoints, block_key,
-};
+use troupe_compaction::economics::{self, Bill, CostModel, PromptCache};
 use troupe_compaction::summary::segment_prompt;
-use troupe_compaction::tokens::TokenCounter;
 use troupe_protocol::{ChatMessage, CompactionReceipt, Conversation, Role};
+use troupe_tokens::TokenCounter;
+use troupe_tokens::prompt_cache::{Block, CallKind, Prompt, anthropic_breakpoints, block_key};
 
 use super::replay::{ReplayObserver, ReplayReport, ReplayedCompaction, SkippedTrigger, job_policy};
 
@@ -309,10 +308,10 @@ fn split(total: usize, calls: usize, call: usize) -> usize {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use troupe_compaction::tokens::CharEstimateCounter;
     use troupe_compaction::{Archive, Compaction};
     use troupe_protocol::{CompactTrigger, CompactionReport};
     use troupe_protocol::{SummarizerUsage, TierCounts};
+    use troupe_tokens::CharEstimateCounter;
 
     use super::*;
     use crate::transcript_ops::ReplayRow;

@@ -11,9 +11,9 @@ use super::ledger::{ArtifactLedger, Recent};
 use super::names::names_in_prose;
 use super::paths::{Where, heredoc_bodies, path_in, paths_in_command, paths_in_prose, record_path};
 use super::scan::{
-    declared_in_prose, error_lines, exit_code, one_line, seen_names, symbol_definitions,
-    test_outcome,
+    declared_in_prose, error_lines, exit_code, one_line, symbol_definitions, test_outcomes,
 };
+use super::seen_names::seen_names;
 use crate::mask::is_stub;
 use crate::summary::parse_summary_message;
 use crate::transcript::file_access_for_call;
@@ -154,6 +154,79 @@ fn record_seen<'a, V: Clone>(
     }
 }
 
+/// [`ArtifactLedger::from_messages`] part way: the ledger so far and what the next messages
+/// are read with. Cloned, it reads two continuations of one start without reading that start
+/// twice (a tool result and the stub replacing it, each after the call they answer).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Reading<'a> {
+    /// The ledger of the messages read so far.
+    pub(crate) ledger: ArtifactLedger,
+    /// Call id → (tool name, parsed arguments), filled as calls appear.
+    calls: HashMap<&'a str, (&'a str, Value)>,
+    /// A plain-text agent's last command, whose output is the next user message.
+    plain_command: Option<String>,
+}
+
+impl<'a> Reading<'a> {
+    /// Read `messages`, in order, after those read so far.
+    pub(crate) fn read_all(&mut self, messages: impl IntoIterator<Item = &'a ChatMessage>) {
+        for message in messages {
+            self.read(message);
+        }
+    }
+
+    /// Read `message` after those read so far.
+    fn read(&mut self, message: &'a ChatMessage) {
+        let ledger = &mut self.ledger;
+        for call in message.calls() {
+            let arguments = serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
+            ledger.record_call(&call.function.name, &arguments);
+            self.calls
+                .insert(call.id.as_str(), (call.function.name.as_str(), arguments));
+        }
+        let text = message.text();
+        // An earlier compaction's stub or summary: its originals are in that compaction's
+        // archive, and the blocks troupe wrote into it are what still names them.
+        if let Some(written) = written_by_troupe(message, &text) {
+            ledger.merge(&written);
+        }
+        if message.role == Role::Assistant {
+            ledger.record_prose(&text);
+            self.plain_command = None;
+            if message.calls().is_empty()
+                && let Some((command, body)) = plain_text_command(&text)
+            {
+                ledger.record_command_text(command);
+                for line in body {
+                    for symbol in symbol_definitions(line) {
+                        ledger.symbols.record(symbol, None);
+                    }
+                }
+                self.plain_command = Some(one_line(command));
+            }
+        }
+        if message.role == Role::User {
+            // Names only, no claim: a user message may be a plain-text agent's tool output.
+            if let Some(command) = self.plain_command.take() {
+                ledger.record_output(&command, &text);
+            }
+            ledger.record_seen(&text);
+            return;
+        }
+        if message.role != Role::Tool {
+            return;
+        }
+        let Some((tool, arguments)) = message
+            .tool_call_id
+            .as_deref()
+            .and_then(|id| self.calls.get(id))
+        else {
+            return;
+        };
+        ledger.record_result(tool, arguments, &text);
+    }
+}
+
 impl ArtifactLedger {
     /// The artifacts of `messages`' tool calls and results, in the order they happened.
     ///
@@ -165,58 +238,9 @@ impl ArtifactLedger {
     /// looked at. An earlier compaction's stub or summary gives the ledger troupe wrote into it
     /// (what it hid), at its place in the order.
     pub fn from_messages<'a>(messages: impl IntoIterator<Item = &'a ChatMessage>) -> Self {
-        let mut ledger = ArtifactLedger::default();
-        // call id → (tool name, parsed arguments), filled as calls appear.
-        let mut calls: HashMap<&str, (&str, Value)> = HashMap::new();
-        // A plain-text agent's last command, whose output is the next user message.
-        let mut plain_command: Option<String> = None;
-        for message in messages {
-            for call in message.calls() {
-                let arguments =
-                    serde_json::from_str(&call.function.arguments).unwrap_or(Value::Null);
-                ledger.record_call(&call.function.name, &arguments);
-                calls.insert(call.id.as_str(), (call.function.name.as_str(), arguments));
-            }
-            let text = message.text();
-            // An earlier compaction's stub or summary: its originals are in that compaction's
-            // archive, and the blocks troupe wrote into it are what still names them.
-            if let Some(written) = written_by_troupe(message, &text) {
-                ledger.merge(&written);
-            }
-            if message.role == Role::Assistant {
-                ledger.record_prose(&text);
-                plain_command = None;
-                if message.calls().is_empty()
-                    && let Some((command, body)) = plain_text_command(&text)
-                {
-                    ledger.record_command_text(command);
-                    for line in body {
-                        for symbol in symbol_definitions(line) {
-                            ledger.symbols.record(symbol, None);
-                        }
-                    }
-                    plain_command = Some(one_line(command));
-                }
-            }
-            if message.role == Role::User {
-                // Names only, no claim: a user message may be a plain-text agent's tool output.
-                if let Some(command) = plain_command.take() {
-                    ledger.record_output(&command, &text);
-                }
-                ledger.record_seen(&text);
-                continue;
-            }
-            if message.role != Role::Tool {
-                continue;
-            }
-            let Some((tool, arguments)) =
-                message.tool_call_id.as_deref().and_then(|id| calls.get(id))
-            else {
-                continue;
-            };
-            ledger.record_result(tool, arguments, &message.text());
-        }
-        ledger
+        let mut reading = Reading::default();
+        reading.read_all(messages);
+        reading.ledger
     }
 
     /// What the agent's own text names: backticked identifiers, paths (backticked or not, file
@@ -325,7 +349,7 @@ impl ArtifactLedger {
         for error in error_lines(output) {
             self.errors.record(error, ());
         }
-        for (name, status) in output.lines().filter_map(test_outcome) {
+        for (name, status) in test_outcomes(output) {
             self.tests.record(name, status);
         }
     }
@@ -345,7 +369,7 @@ impl ArtifactLedger {
         for error in error_lines(result) {
             self.errors.record(error, ());
         }
-        for (name, status) in result.lines().filter_map(test_outcome) {
+        for (name, status) in test_outcomes(result) {
             self.tests.record(name, status);
         }
         self.record_seen(result);

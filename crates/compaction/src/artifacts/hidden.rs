@@ -33,27 +33,31 @@ use std::collections::HashSet;
 
 use troupe_protocol::{ChatMessage, DroppedArtifact};
 
+use super::extract::Reading;
 use super::ledger::ArtifactLedger;
-use crate::counter::TokenCounter;
+use troupe_tokens::TokenCounter;
 
-/// The artifacts `before` names that `after` no longer does. `before` is the messages a
-/// replacement takes out, with the messages they are read with (a tool result with the
-/// assistant message whose call it answers); `after` is the replacement with the same
-/// context as it now stands. An artifact counts as still named when `after`'s own ledger has
-/// it or its text (contents and tool-call arguments, whitespace collapsed) contains it.
+/// The artifacts `before` names that `after` no longer does, both read after `context` (a
+/// tool result and its replacement after the call they answer, read once for both). `before`
+/// is the messages a replacement takes out; `after` is the replacement. An artifact counts as
+/// still named when the ledger of `context` and `after` has it or their text (contents and
+/// tool-call arguments, whitespace collapsed) contains it.
 pub(crate) fn hidden_artifacts<'a>(
+    context: &[&'a ChatMessage],
     before: impl IntoIterator<Item = &'a ChatMessage>,
-    after: &[&ChatMessage],
+    after: &[&'a ChatMessage],
 ) -> ArtifactLedger {
-    let mut hidden = ArtifactLedger::from_messages(before);
+    let mut read = Reading::default();
+    read.read_all(context.iter().copied());
+    let mut hidden = read.clone();
+    hidden.read_all(before);
+    let mut hidden = hidden.ledger;
     if hidden.is_empty() {
         return hidden;
     }
-    let kept: HashSet<String> = ArtifactLedger::from_messages(after.iter().copied())
-        .names()
-        .into_iter()
-        .collect();
-    let text = named_text(after.iter().copied());
+    read.read_all(after.iter().copied());
+    let kept: HashSet<String> = read.ledger.names().into_iter().collect();
+    let text = named_text(context.iter().chain(after).copied());
     hidden.retain_names(|name| !kept.contains(name) && !text.contains(&collapsed(name)));
     hidden
 }
@@ -150,8 +154,8 @@ fn collapsed(text: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::counter::CharEstimateCounter;
     use troupe_protocol::ToolCall;
+    use troupe_tokens::CharEstimateCounter;
 
     fn call() -> ChatMessage {
         ChatMessage::assistant_tool_calls(
@@ -172,7 +176,7 @@ mod tests {
             "tests/test_io.py::test_roundtrip FAILED\nKeyError: 'id'\nsee test_helpers\nExit code: 1",
         );
         let stub = ChatMessage::tool_result("a", "[compressed] bash returned 4 lines, exit code 1");
-        let hidden = hidden_artifacts([&call, &output], &[&call, &stub]);
+        let hidden = hidden_artifacts(&[&call], [&output], &[&stub]);
         let mut names = hidden.names();
         names.sort();
         assert_eq!(
@@ -187,7 +191,7 @@ mod tests {
         // A replacement that keeps the error line in its text hides it no more.
         let said = ChatMessage::tool_result("a", "[compressed] first error: KeyError: 'id'");
         assert!(
-            !hidden_artifacts([&call, &output], &[&call, &said])
+            !hidden_artifacts(&[&call], [&output], &[&said])
                 .names()
                 .contains(&"KeyError: 'id'".to_string())
         );

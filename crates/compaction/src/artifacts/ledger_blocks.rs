@@ -47,8 +47,8 @@
 
 use super::block_lines::BlockLines;
 use super::ledger::{ArtifactLedger, Recent, TestStatus};
-use crate::counter::TokenCounter;
 use crate::tagged;
+use troupe_tokens::TokenCounter;
 
 /// Most commands listed by [`ArtifactLedger::render`].
 pub(super) const MAX_COMMANDS: usize = 50;
@@ -209,8 +209,23 @@ impl ArtifactLedger {
         if counter.count(&everything) <= max_tokens {
             return everything;
         }
+        // A trial that is under the budget in bytes (no more tokens than bytes, for the
+        // tokenizers that promise a bound) needs no count; the last trial that fitted is the
+        // common cap the fill starts from, not counted again.
+        let fitted = std::cell::Cell::new(None);
         let fits = |caps: [usize; BLOCKS]| {
-            counter.count(&lines.render(Caps::from_array(caps))) <= max_tokens
+            if fitted.get() == Some(caps) {
+                return true;
+            }
+            let text = lines.render(Caps::from_array(caps));
+            let fit = counter
+                .count_upper_bound(&text)
+                .is_some_and(|bound| bound <= max_tokens)
+                || counter.count(&text) <= max_tokens;
+            if fit {
+                fitted.set(Some(caps));
+            }
+            fit
         };
         // The largest common cap in [MIN_CAP, longest) that fits; `lo` always fits or is the
         // floor.
@@ -267,6 +282,10 @@ impl ArtifactLedger {
     /// summary message that troupe renders (after `</summary>`), never a model's text.
     pub fn parse(text: &str) -> Self {
         let mut ledger = ArtifactLedger::default();
+        // Every block opens with a tag: a text without one (most stubs) has nothing to parse.
+        if !text.contains('<') {
+            return ledger;
+        }
         // Blocks list newest first; record oldest first so recency survives the round trip.
         // The short forms stand for commands older than those listed in full.
         for line in block_items(text, "more-commands").iter().rev() {
@@ -412,7 +431,7 @@ mod tests {
 
     #[test]
     fn render_within_lists_everything_that_fits_and_halves_the_cap_until_it_fits() {
-        let counter = crate::counter::TiktokenCounter::default();
+        let counter = troupe_tokens::TiktokenCounter::default();
         let mut ledger = ArtifactLedger::default();
         for i in 0..120 {
             ledger
@@ -440,7 +459,7 @@ mod tests {
 
     #[test]
     fn every_block_keeps_a_share_and_the_room_left_goes_to_short_names() {
-        let counter = crate::counter::TiktokenCounter::default();
+        let counter = troupe_tokens::TiktokenCounter::default();
         let mut ledger = ArtifactLedger::default();
         for i in 0..200 {
             ledger.commands.record(

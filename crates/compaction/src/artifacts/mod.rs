@@ -18,8 +18,10 @@ pub(crate) mod hidden;
 mod ledger;
 mod ledger_blocks;
 mod names;
+mod needles;
 mod paths;
 mod scan;
+mod seen_names;
 
 pub use ledger::{ArtifactLedger, TestStatus};
 pub(crate) use scan::{error_kind, error_lines, exit_code};

@@ -3,8 +3,29 @@
 //! every time for the same text.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use super::ledger::TestStatus;
+use super::needles::Needles;
+use super::seen_names::identifiers;
+
+/// An ANSI escape: stripping it (`strip_ansi`) may join what a scanner looks for.
+const ESCAPE: &str = "\u{1b}";
+
+/// What an error line ([`error_line`]) has on it: an error type ends with `Error` or
+/// `Exception`, the compilers' and runtimes' markers hold `rror` or `panicked at`.
+static ERROR_NEEDLES: LazyLock<Needles> =
+    LazyLock::new(|| Needles::new(&["rror", "Exception", "panicked at", ESCAPE]));
+
+/// What a test outcome line ([`test_outcome`]) has on it: a runner's marker.
+static TEST_NEEDLES: LazyLock<Needles> = LazyLock::new(|| {
+    Needles::new(&[
+        "test ", "::", "--- ", "ok ", "\u{2713}", "\u{2714}", "\u{2715}", "\u{2716}", "\u{d7}",
+        ESCAPE,
+    ])
+});
 
 /// The longest item kept, in characters; longer ones are cut with `…`.
 pub(super) const MAX_ITEM_CHARS: usize = 160;
@@ -20,7 +41,13 @@ pub(super) const ERROR_CHARS: usize = 120;
 
 /// One line, whitespace collapsed, cut to [`MAX_ITEM_CHARS`].
 pub(super) fn one_line(text: &str) -> String {
-    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut collapsed = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !collapsed.is_empty() {
+            collapsed.push(' ');
+        }
+        collapsed.push_str(word);
+    }
     if collapsed.chars().count() <= MAX_ITEM_CHARS {
         return collapsed;
     }
@@ -56,16 +83,39 @@ fn strip_ansi(line: &str) -> Cow<'_, str> {
 /// such report wins. `None` when the result says nothing about it.
 pub(crate) fn exit_code(result: &str) -> Option<i32> {
     let lower = result.to_ascii_lowercase();
-    let found = ["exited with code", "exit code", "exit status", "exit_code"]
+    let found = EXIT_NEEDLES
         .iter()
-        .filter_map(|needle| lower.rfind(needle).map(|at| at + needle.len()))
+        .filter_map(|finder| last_end(finder, lower.as_bytes()))
         .max()?;
-    let rest = lower[found..].trim_start_matches([' ', ':', '=']);
+    code_after(&lower[found..])
+}
+
+/// The exit code that starts `rest` (after a report's words), past spaces, `:` and `=`.
+fn code_after(rest: &str) -> Option<i32> {
+    let rest = rest.trim_start_matches([' ', ':', '=']);
     let end = rest
         .char_indices()
         .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
         .map_or(rest.len(), |(i, _)| i);
     rest[..end].parse().ok()
+}
+
+/// Where a shell tool's result reports its exit code, lowercased.
+static EXIT_NEEDLES: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+    ["exited with code", "exit code", "exit status", "exit_code"]
+        .map(|needle| Finder::new(needle.as_bytes()))
+});
+
+/// The end of the last occurrence of `finder`'s needle in `haystack` (as `rfind` finds it: an
+/// occurrence that overlaps an earlier one counts), by a vectorized forward search.
+fn last_end(finder: &Finder<'_>, haystack: &[u8]) -> Option<usize> {
+    let mut last = None;
+    let mut from = 0;
+    while let Some(at) = finder.find(&haystack[from..]) {
+        last = Some(from + at + finder.needle().len());
+        from += at + 1;
+    }
+    last
 }
 
 /// Whether `word` names an error or exception type (`TypeError`, `std::io::Error`,
@@ -106,9 +156,15 @@ pub(super) fn error_line(line: &str) -> Option<String> {
 /// one more line for each kind of error not seen yet (a compiler's 40th line may be the only
 /// `error TS2551`).
 pub(crate) fn error_lines(result: &str) -> Vec<String> {
+    // A line without a needle is no error line: only the others are looked at.
+    error_lines_among(ERROR_NEEDLES.lines(result))
+}
+
+/// [`error_lines`] of the text whose lines that may be error lines are `lines`.
+fn error_lines_among<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     let mut kinds: Vec<String> = Vec::new();
-    for line in result.lines() {
+    for line in lines {
         let Some(error) = error_line(line) else {
             continue;
         };
@@ -220,6 +276,12 @@ pub(super) fn test_outcome(line: &str) -> Option<(String, TestStatus)> {
     None
 }
 
+/// The test outcomes named on the lines of `text`, first ones first ([`test_outcome`] of
+/// each line that has a runner's marker on it).
+pub(super) fn test_outcomes(text: &str) -> impl Iterator<Item = (String, TestStatus)> + '_ {
+    TEST_NEEDLES.lines(text).filter_map(test_outcome)
+}
+
 /// `name (12 ms)` → `name`.
 fn without_duration(name: &str) -> &str {
     match name.rsplit_once(" (") {
@@ -319,29 +381,6 @@ pub(super) fn symbol_definitions(text: &str) -> Vec<String> {
     found
 }
 
-/// The identifiers of `text`: maximal runs of ASCII letters, digits and `_`.
-fn identifiers(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-}
-
-/// Error types (`ValueError`, `DOMException`) and test names (`test_empty_header`) in `text`,
-/// first ones first: names an engineer searches for, wherever they were seen.
-pub(super) fn seen_names(text: &str) -> Vec<&str> {
-    let mut found: Vec<&str> = Vec::new();
-    for word in identifiers(text) {
-        let error = word.starts_with(|c: char| c.is_ascii_uppercase())
-            && ["Error", "Exception"]
-                .iter()
-                .any(|s| word.len() > s.len() && word.ends_with(s));
-        let test = word.len() > "test_".len() && word.starts_with("test_");
-        if (error || test) && !found.contains(&word) {
-            found.push(word);
-        }
-    }
-    found
-}
-
 /// Names declared anywhere on a line of prose (`I added class SessionStore`), as
 /// `keyword name`; only names that look like code (an `_`, a capital or a digit), since
 /// "a function that" declares nothing.
@@ -354,12 +393,14 @@ pub(super) fn declared_in_prose(text: &str) -> Vec<String> {
             || name
                 .chars()
                 .any(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
-        let symbol = format!("{keyword} {name}");
-        if KEYWORDS.contains(keyword)
-            && code_like
-            && !name.starts_with(|c: char| c.is_ascii_digit())
-            && !found.contains(&symbol)
+        if !KEYWORDS.contains(keyword)
+            || !code_like
+            || name.starts_with(|c: char| c.is_ascii_digit())
         {
+            continue;
+        }
+        let symbol = format!("{keyword} {name}");
+        if !found.contains(&symbol) {
             found.push(symbol);
         }
     }
@@ -370,19 +411,88 @@ pub(super) fn declared_in_prose(text: &str) -> Vec<String> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
-    fn seen_names_are_error_types_and_test_names() {
-        assert_eq!(
-            seen_names(
-                "raise ValueError(x) # test_a; DOMException; Error; mytest_b; isError; test_a"
-            ),
-            ["ValueError", "test_a", "DOMException"]
-        );
+    fn names_declared_in_prose() {
         assert_eq!(
             declared_in_prose("I added class SessionStore and a function that fn parse_v2 runs"),
             ["class SessionStore", "fn parse_v2"]
         );
+    }
+
+    /// [`exit_code`] as it was written first: `rfind` of each report on the lowercased text.
+    fn exit_code_by_rfind(result: &str) -> Option<i32> {
+        let lower = result.to_ascii_lowercase();
+        let found = ["exited with code", "exit code", "exit status", "exit_code"]
+            .iter()
+            .filter_map(|needle| lower.rfind(needle).map(|at| at + needle.len()))
+            .max()?;
+        code_after(&lower[found..])
+    }
+
+    /// Text made of what the scanners look for, and what they must not be fooled by.
+    fn scanned_text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                Just("Error"),
+                Just("ValueError"),
+                Just("Exception"),
+                Just("test_"),
+                Just("test "),
+                Just("rror"),
+                Just("error[E0308]: x"),
+                Just("error: "),
+                Just(": "),
+                Just("::"),
+                Just(" ... ok"),
+                Just(" ... FAILED"),
+                Just("PASSED"),
+                Just("--- FAIL: "),
+                Just("ok 1 - "),
+                Just("not ok "),
+                Just("\u{2713} "),
+                Just("\u{d7} "),
+                Just("panicked at"),
+                Just("Uncaught "),
+                Just("\u{1b}[31m"),
+                Just("E\u{1b}[0mrror"),
+                Just("\n"),
+                Just("\r\n"),
+                Just("\r"),
+                Just(" "),
+                Just("  "),
+                Just("_"),
+                Just("a"),
+                Just("Z"),
+                Just("9"),
+                Just("é"),
+                Just("."),
+                Just("("),
+                Just("exit code"),
+                Just("EXIT_CODE="),
+                Just("Exited with code "),
+                Just("exit status"),
+                Just("xit code"),
+                Just("e"),
+                Just("-"),
+            ],
+            0..40,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn scanning_only_the_lines_with_a_needle_finds_what_every_line_gives(
+            text in scanned_text()
+        ) {
+            prop_assert_eq!(error_lines(&text), error_lines_among(text.lines()));
+            let outcomes: Vec<_> = test_outcomes(&text).collect();
+            let every_line: Vec<_> = text.lines().filter_map(test_outcome).collect();
+            prop_assert_eq!(outcomes, every_line);
+            prop_assert_eq!(exit_code(&text), exit_code_by_rfind(&text));
+        }
     }
 
     #[test]

@@ -15,8 +15,8 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::cached_prompt::{CallKind, Prompt, chain};
 use super::model::CostModel;
+use troupe_tokens::prompt_cache::{CallKind, Prompt, chain};
 
 /// The fewest tokens a cached prefix has (both providers).
 pub const MIN_CACHED_TOKENS: usize = 1024;
@@ -200,7 +200,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::economics::{Block, Rates};
+    use crate::economics::Rates;
+    use troupe_tokens::prompt_cache::Block;
 
     /// A prompt of blocks with these tokens, keyed by `salt` and position, marks on the last
     /// block only.

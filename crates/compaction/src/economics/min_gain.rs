@@ -26,7 +26,7 @@ use troupe_protocol::{MessageKind, Role};
 use super::Lead;
 use super::model::CostModel;
 use crate::session::{CompactionSession, is_masked};
-use crate::tokens::TokenCounter;
+use troupe_tokens::TokenCounter;
 
 /// The smallest conversation the rule weighs: below it the cache's economics are noise (nothing
 /// under 1,024 tokens is cached, and hits come in 128-token steps), the stakes are a few

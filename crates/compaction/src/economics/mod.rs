@@ -6,9 +6,9 @@
 //! re-read and what its summarizer costs. This module emulates the two caching schemes from
 //! their documentation and puts a price on both sides:
 //!
-//! - [`Prompt`]: one model call as blocks (one per message, keyed by [`block_key`]), with
-//!   troupe's Anthropic breakpoint placement ([`anthropic_breakpoints`]); [`prompt_of`] builds
-//!   it from messages.
+//! - A call's [`Prompt`](troupe_tokens::prompt_cache::Prompt): one block per message, keyed
+//!   by a hash of its wire content, with troupe's Anthropic breakpoints (troupe-tokens'
+//!   `prompt_cache`, which the Anthropic provider places them with too).
 //! - [`PromptCache`]: the provider's cache under a [`CostModel`] (OpenAI's automatic prefix
 //!   caching or Anthropic's explicit breakpoints, at configurable [`Rates`]); each
 //!   [`PromptCache::send`] returns a [`CallBill`], a session sums them in a [`Bill`].
@@ -28,7 +28,6 @@
 //! Prices are in units of one uncached input token ("billed-equivalent input tokens").
 
 mod cache;
-mod cached_prompt;
 mod lead;
 pub(crate) mod min_gain;
 mod model;
@@ -40,7 +39,6 @@ pub use cache::{
     ANTHROPIC_LOOKBACK_BLOCKS, ANTHROPIC_TTL_SECS, Bill, CallBill, MIN_CACHED_TOKENS,
     OPENAI_CACHE_STEP, PromptCache,
 };
-pub use cached_prompt::{Block, CallKind, Prompt, anthropic_breakpoints, block_key, prompt_of};
 pub use lead::Lead;
 pub use model::{CostModel, Rates, RatesError, UnknownCostModel};
 pub use receipt::{expected_turns, receipt, summarizer_billed};

@@ -20,9 +20,9 @@ use std::borrow::Borrow;
 
 use troupe_protocol::{ChatMessage, CompactionReceipt, Role, SummarizerUsage};
 
-use super::cached_prompt::block_key;
 use super::model::CostModel;
-use crate::tokens::TokenCounter;
+use troupe_tokens::TokenCounter;
+use troupe_tokens::prompt_cache::block_key;
 
 // The receipt's data is troupe_protocol's `CompactionReceipt`, so a `CompactionReport` (which
 // lives below this crate) can carry it.
@@ -116,7 +116,7 @@ pub fn expected_turns<M: Borrow<ChatMessage>>(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::tokens::CharEstimateCounter;
+    use troupe_tokens::CharEstimateCounter;
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-6

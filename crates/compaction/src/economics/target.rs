@@ -38,8 +38,8 @@ use super::summary_call::{inline_call_billed, own_prompt_call_billed};
 use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
 use crate::summary::Summarizer;
-use crate::tokens::TokenCounter;
 use troupe_protocol::CompactTrigger;
+use troupe_tokens::TokenCounter;
 
 /// The instruction of a summary on the agent's cached prompt, in tokens (the template, the
 /// summary format and the budget line; `summary/inline.rs`).

@@ -34,23 +34,23 @@ pub use crate::error::Refusal;
 pub(crate) use planner::{SUMMARY_BUDGET_FLOOR, SUMMARY_FRAME_ESTIMATE};
 
 use crate::archive::Archive;
-use crate::compact::{CompactRequest, Compaction};
-use crate::counter::TokenCounter;
+use crate::compact::{CompactOptions, Compaction};
 use crate::error::CompactionError;
-use crate::id_hash::{IdMap, IdSet};
 use crate::markers::parse_replaces;
 use crate::mask::{STUB_PREFIX, is_stub};
 use crate::pairing::{check_pairing, owners};
 use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
-use crate::token_cache::TokenCache;
 use crate::validate::{InvariantViolation, ValidationContext, check_invariants};
+use troupe_protocol::id_hash::{IdMap, IdSet};
 use troupe_protocol::{CompactionReport, DroppedArtifact, SummarizerUsage, TierCounts};
+use troupe_tokens::TokenCache;
+use troupe_tokens::TokenCounter;
 
 /// How `compress_tool_result` shrinks a tool result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum CompressionStrategy {
+pub enum ToolResultStrategy {
     /// Tier 1: keep head and tail, state what was cut.
     Truncate,
     /// Tier 2: replace by a metadata stub from the file ledger.
@@ -107,7 +107,7 @@ pub struct CompactionSession<'a> {
     /// What the session works toward: [`ContextPolicy::aim_tokens`] of `fixed_tokens`.
     aim: usize,
     next_id: u64,
-    request: CompactRequest,
+    request: CompactOptions,
     /// For messages created in this session: the ids of the input messages they stand for.
     roots: IdMap<MessageId, Vec<MessageId>>,
     /// For messages created in this session: the messages of `before` they replace, however
@@ -122,11 +122,14 @@ pub struct CompactionSession<'a> {
     fallbacks: Vec<String>,
     started: Instant,
     /// Planner memory: (message, strategy) pairs that were refused, not to be retried.
-    no_gain: IdSet<(MessageId, CompressionStrategy)>,
+    no_gain: IdSet<(MessageId, ToolResultStrategy)>,
     /// Planner memory: segments that were refused.
     failed_segments: IdSet<(MessageId, MessageId)>,
     summaries_failed: bool,
     per_message_done: bool,
+    /// The last segment frame the planner built (`segment::FrameMemo`): the summary it plans
+    /// is then wrapped in it, not built a second time.
+    frame_memo: segment::FrameMemo,
 }
 
 impl<'a> CompactionSession<'a> {
@@ -137,7 +140,7 @@ impl<'a> CompactionSession<'a> {
         ledger: &'a FileLedger,
         policy: &ContextPolicy,
         counter: &'a dyn TokenCounter,
-        request: CompactRequest,
+        request: CompactOptions,
     ) -> Result<Self, CompactionError> {
         policy.validate()?;
         let messages = conversation.to_messages();
@@ -184,6 +187,7 @@ impl<'a> CompactionSession<'a> {
             failed_segments: IdSet::default(),
             summaries_failed: false,
             per_message_done: false,
+            frame_memo: segment::FrameMemo::default(),
         };
         session.fixed_tokens = session.irreducible_tokens();
         session.aim = policy.aim_tokens(session.fixed_tokens);

@@ -58,11 +58,9 @@ impl CompactionSession<'_> {
         let call = self
             .call_answered_by(index)
             .map(|call| ChatMessage::assistant_tool_calls(None, vec![call.clone()]));
-        let before = call
-            .iter()
-            .chain(self.originals(&[self.messages[index].id]));
-        let after: Vec<&ChatMessage> = call.iter().chain([replacement]).collect();
-        let hidden = hidden_artifacts(before, &after);
+        let context: Vec<&ChatMessage> = call.iter().collect();
+        let before = self.originals(&[self.messages[index].id]);
+        let hidden = hidden_artifacts(&context, before, &[replacement]);
         name_within(&hidden, room.max(NAMES_ROOM_FLOOR), self.counter)
     }
 

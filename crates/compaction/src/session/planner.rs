@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
 use super::{
-    CompactionSession, CompressionStrategy, StepOutcome, is_masked, summarizable, text_starts_with,
+    CompactionSession, StepOutcome, ToolResultStrategy, is_masked, summarizable, text_starts_with,
 };
 use crate::error::Refusal;
 use crate::pairing::owners;
@@ -106,23 +106,24 @@ impl CompactionSession<'_> {
                 }
                 continue;
             }
-            // A pinned tool result is protected: no tier touches it.
-            if m.role != Role::Tool || self.protected.contains(m.id) {
+            if m.role != Role::Tool {
                 continue;
             }
-            if tokens > limit
+            // What this result could still be a candidate for, by what it says of itself: the
+            // lookups below are for those alone (past the oldest unmasked result, only outputs
+            // over the limit are).
+            let may_truncate = tokens > limit
                 && m.kind != MessageKind::CompressedStub
-                && biggest.is_none_or(|(_, t)| tokens > t)
-                && !self
-                    .no_gain
-                    .contains(&(m.id, CompressionStrategy::Truncate))
-            {
+                && biggest.is_none_or(|(_, t)| tokens > t);
+            let may_mask = oldest_unmasked.is_none() && !is_masked(m);
+            // A pinned tool result is protected: no tier touches it.
+            if !(may_truncate || may_mask) || self.protected.contains(m.id) {
+                continue;
+            }
+            if may_truncate && !self.no_gain.contains(&(m.id, ToolResultStrategy::Truncate)) {
                 biggest = Some((m.id, tokens));
             }
-            if oldest_unmasked.is_none()
-                && !is_masked(m)
-                && !self.no_gain.contains(&(m.id, CompressionStrategy::Mask))
-            {
+            if may_mask && !self.no_gain.contains(&(m.id, ToolResultStrategy::Mask)) {
                 oldest_unmasked = Some((m.id, tokens));
             }
         }
@@ -200,7 +201,7 @@ impl CompactionSession<'_> {
             // Room for the summary and its wrapping (file lists and artifact blocks can take
             // thousands of tokens): the wrapping of the whole run bounds any prefix's, so a
             // prefix chosen with it leaves the summary its full budget.
-            let frame = self.count(&self.segment_frame(s, e).message(""));
+            let frame = self.planned_frame_tokens(s, e);
             let reserve = self.policy.summary_max_tokens + frame.max(SUMMARY_FRAME_ESTIMATE);
             let mut end = e;
             let mut sum = 0;
@@ -314,10 +315,10 @@ impl CompactionSession<'_> {
     ) -> Result<Option<StepOutcome>, Refusal> {
         let applied = match *step {
             PlannedStep::Truncate { id, .. } => {
-                self.compress_tool_result(id, CompressionStrategy::Truncate)?
+                self.compress_tool_result(id, ToolResultStrategy::Truncate)?
             }
             PlannedStep::Mask { id, .. } => {
-                self.compress_tool_result(id, CompressionStrategy::Mask)?
+                self.compress_tool_result(id, ToolResultStrategy::Mask)?
             }
             PlannedStep::RemoveDisplayOnly { id } => self.remove_display_only(id)?,
             PlannedStep::SummarizeMessages { start, end } => {
@@ -348,10 +349,10 @@ impl CompactionSession<'_> {
     fn remember_refusal(&mut self, step: &PlannedStep, refusal: &Refusal) {
         match *step {
             PlannedStep::Truncate { id, .. } => {
-                self.no_gain.insert((id, CompressionStrategy::Truncate));
+                self.no_gain.insert((id, ToolResultStrategy::Truncate));
             }
             PlannedStep::Mask { id, .. } => {
-                self.no_gain.insert((id, CompressionStrategy::Mask));
+                self.no_gain.insert((id, ToolResultStrategy::Mask));
             }
             PlannedStep::RemoveDisplayOnly { .. } => {
                 // Cannot be refused for a display-only message the planner chose; stop tier 2

@@ -14,15 +14,15 @@ use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role};
 use super::is_masked;
 use crate::archive::Archive;
 use crate::artifacts::ArtifactLedger;
-use crate::compact::{CompactRequest, Compaction, compact};
-use crate::counter::TokenCounter;
+use crate::compact::{CompactOptions, Compaction, compact};
 use crate::error::CompactionError;
-use crate::id_hash::{IdMap, IdSet};
 use crate::pairing::owners;
 use crate::policy::ContextPolicy;
 use crate::protection::{ProtectedSet, ProtectionReason};
 use crate::summary::MechanicalSummarizer;
 use troupe_protocol::CompactTrigger;
+use troupe_protocol::id_hash::{IdMap, IdSet};
+use troupe_tokens::TokenCounter;
 
 /// What the compaction would make of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,7 +106,7 @@ pub async fn preview(
     ledger: &FileLedger,
     policy: &ContextPolicy,
     counter: &dyn TokenCounter,
-    request: CompactRequest,
+    request: CompactOptions,
 ) -> Result<CompactionPreview, CompactionError> {
     let trigger = request.trigger;
     let cache = request.token_cache.clone().unwrap_or_default();

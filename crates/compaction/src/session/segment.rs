@@ -45,6 +45,46 @@ impl SegmentFrame {
     }
 }
 
+/// What a segment frame was built from: its range and the session's state then. Every change to
+/// the working conversation allocates an id, removes a message or changes the total, so a frame
+/// whose key still matches is the frame [`CompactionSession::segment_frame`] would build now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FrameKey {
+    range: (usize, usize),
+    ends: (MessageId, MessageId),
+    len: usize,
+    total: usize,
+    next_id: u64,
+}
+
+/// The frame the planner built to choose a segment, kept for the summary it then applies.
+/// Building a frame reads every original the segment stands for and fits the artifact blocks
+/// by counting trial renders, about half of a mechanical room made at an agent's limit; built
+/// twice, it was the planner's and the summary's.
+#[derive(Default)]
+pub(crate) struct FrameMemo(std::sync::Mutex<Option<(FrameKey, SegmentFrame)>>);
+
+impl FrameMemo {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(FrameKey, SegmentFrame)>> {
+        // A poisoned memo holds a whole frame or none: either is safe to read.
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The kept frame if it was built for `key`; the memo is empty afterwards.
+    fn take(&self, key: FrameKey) -> Option<SegmentFrame> {
+        self.slot()
+            .take()
+            .filter(|(kept, _)| *kept == key)
+            .map(|(_, frame)| frame)
+    }
+
+    fn keep(&self, key: FrameKey, frame: SegmentFrame) {
+        *self.slot() = Some((key, frame));
+    }
+}
+
 /// Marks a message shortened in per-message mode.
 const SHORTENED_PREFIX: &str = "[summarized]";
 
@@ -112,7 +152,8 @@ impl CompactionSession<'_> {
         let (s, e) = self.check_segment(start, end)?;
         self.refuse_if_under_target()?;
 
-        let frame = self.segment_frame(s, e);
+        let frame = self.frame_memo.take(self.frame_key(s, e));
+        let frame = frame.unwrap_or_else(|| self.segment_frame(s, e));
         let previous = &frame.previous;
         let owners = owners(&self.messages);
         let blocks: Vec<String> = (s..=e)
@@ -178,6 +219,25 @@ impl CompactionSession<'_> {
         self.counts.summarized_messages += e - s + 1;
         let roots = frame.roots;
         Ok(self.commit_replacement(s..=e, summary, new_tokens, roots))
+    }
+
+    fn frame_key(&self, s: usize, e: usize) -> FrameKey {
+        FrameKey {
+            range: (s, e),
+            ends: (self.messages[s].id, self.messages[e].id),
+            len: self.messages.len(),
+            total: self.total,
+            next_id: self.next_id,
+        }
+    }
+
+    /// The tokens of the bare wrapping (an empty body) of a summary of `s..=e`, its frame kept
+    /// for the summary the planner plans with it.
+    pub(crate) fn planned_frame_tokens(&self, s: usize, e: usize) -> usize {
+        let frame = self.segment_frame(s, e);
+        let tokens = self.count(&frame.message(""));
+        self.frame_memo.keep(self.frame_key(s, e), frame);
+        tokens
     }
 
     /// What a summary of `s..=e` is wrapped in: the previous summary it merges (if any), the
@@ -349,5 +409,47 @@ impl CompactionSession<'_> {
             new_tokens,
             roots,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(next_id: u64) -> FrameKey {
+        FrameKey {
+            range: (1, 4),
+            ends: (MessageId(2), MessageId(5)),
+            len: 9,
+            total: 1_000,
+            next_id,
+        }
+    }
+
+    fn frame(artifacts: &str) -> SegmentFrame {
+        SegmentFrame {
+            previous: None,
+            files: FileLists::default(),
+            artifacts: artifacts.to_string(),
+            ledger: ArtifactLedger::default(),
+            roots: vec![MessageId(2)],
+        }
+    }
+
+    /// A kept frame comes back only for the state it was built in, and only once: after any
+    /// change (here an id allocated) the summary builds its own.
+    #[test]
+    fn a_kept_frame_is_given_only_for_the_state_it_was_built_in() {
+        let memo = FrameMemo::default();
+        memo.keep(key(10), frame("<paths>\na.rs\n</paths>"));
+        assert!(
+            memo.take(key(11)).is_none(),
+            "a changed session builds anew"
+        );
+        assert!(memo.take(key(10)).is_none(), "a mismatch empties the memo");
+        memo.keep(key(10), frame("<paths>\na.rs\n</paths>"));
+        let kept = memo.take(key(10)).map(|f| f.artifacts);
+        assert_eq!(kept.as_deref(), Some("<paths>\na.rs\n</paths>"));
+        assert!(memo.take(key(10)).is_none(), "taken once");
     }
 }

@@ -5,7 +5,7 @@
 
 use troupe_protocol::{ChatMessage, MessageId, MessageKind, Role};
 
-use super::{CompactionSession, CompressionStrategy, StepOutcome, is_masked};
+use super::{CompactionSession, StepOutcome, ToolResultStrategy, is_masked};
 use crate::artifacts::hidden::{Named, with_names};
 use crate::error::Refusal;
 use crate::markers::replaces_line;
@@ -119,7 +119,7 @@ impl CompactionSession<'_> {
     pub fn compress_tool_result(
         &mut self,
         id: MessageId,
-        strategy: CompressionStrategy,
+        strategy: ToolResultStrategy,
     ) -> Result<StepOutcome, Refusal> {
         let index = self.index_of(id)?;
         self.refuse_protected(id)?;
@@ -133,11 +133,11 @@ impl CompactionSession<'_> {
         self.refuse_if_under_target()?;
         let tokens = self.tokens[index];
         let already_cut = message.kind == MessageKind::CompressedStub;
-        if is_masked(message) || (already_cut && strategy == CompressionStrategy::Truncate) {
+        if is_masked(message) || (already_cut && strategy == ToolResultStrategy::Truncate) {
             return Err(Refusal::AlreadyCompressed { id });
         }
         let body = match strategy {
-            CompressionStrategy::Truncate => {
+            ToolResultStrategy::Truncate => {
                 let limit = self.policy.tool_output_limit_tokens;
                 if tokens <= limit {
                     return Err(Refusal::BelowTruncationLimit { id, tokens, limit });
@@ -149,7 +149,7 @@ impl CompactionSession<'_> {
                     after: tokens,
                 })?
             }
-            CompressionStrategy::Mask => self.stub_body(index)?,
+            ToolResultStrategy::Mask => self.stub_body(index)?,
         };
         let roots = self.roots_of(index..=index);
         let new_id = self.allocate_id();
@@ -163,8 +163,8 @@ impl CompactionSession<'_> {
             });
         }
         match strategy {
-            CompressionStrategy::Truncate => self.counts.truncated += 1,
-            CompressionStrategy::Mask => self.counts.masked += 1,
+            ToolResultStrategy::Truncate => self.counts.truncated += 1,
+            ToolResultStrategy::Mask => self.counts.masked += 1,
         }
         Ok(self.commit_replacement(index..=index, replacement, new_tokens, roots))
     }

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use super::format::normalize_summary;
 use super::prompt::{SummaryPrompt, segment_prompt};
 use super::summarizer::{Summarizer, SummarizerError};
-use crate::counter::TokenCounter;
 use crate::truncate::floor_boundary;
+use troupe_tokens::TokenCounter;
 
 /// Tokens kept free in every request: BPE counts of concatenated parts can differ slightly from
 /// the sum of their counts, and a summarizer's tokenizer may differ from ours.

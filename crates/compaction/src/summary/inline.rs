@@ -21,9 +21,9 @@
 use troupe_protocol::{ChatMessage, MessageKind, Role};
 
 use super::prompt::{FOCUS_PREFIX, SUMMARY_FORMAT, SummaryKind, SummaryPrompt, budget_line};
-use crate::counter::TokenCounter;
 use crate::pairing::{owner_of, tool_name};
 use crate::truncate::floor_boundary;
+use troupe_tokens::TokenCounter;
 
 const INLINE_SEGMENT: &str = include_str!("../../prompts/inline_segment.md");
 const INLINE_UPDATE: &str = include_str!("../../prompts/inline_update.md");
@@ -232,9 +232,9 @@ fn quote(text: &str, ending: bool) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use crate::counter::CharEstimateCounter;
     use crate::summary::segment_prompt;
     use troupe_protocol::ToolCall;
+    use troupe_tokens::CharEstimateCounter;
 
     /// system, task, a read and its result, a question, then the answer still being worked on:
     /// a read whose result the agent has not sent yet.

@@ -13,6 +13,7 @@
 pub(crate) mod fold;
 mod format;
 mod inline;
+mod material;
 mod mechanical;
 mod prompt;
 mod render;

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use troupe_protocol::Role;
 
-use crate::counter::{TokenCounter, role_name};
+use troupe_tokens::TokenCounter;
 
 const SEGMENT_SYSTEM: &str = include_str!("../../prompts/segment_system.md");
 const UPDATE_SYSTEM: &str = include_str!("../../prompts/update_system.md");
@@ -58,8 +58,8 @@ impl SummaryPrompt {
     pub fn request_tokens(&self, counter: &dyn TokenCounter) -> usize {
         let overhead = counter.overhead();
         2 * overhead.per_message
-            + counter.count(role_name(Role::System))
-            + counter.count(role_name(Role::User))
+            + counter.count(Role::System.as_str())
+            + counter.count(Role::User.as_str())
             + counter.count(&self.system)
             + counter.count(&self.user)
             + overhead.reply_priming
@@ -78,12 +78,11 @@ pub fn segment_prompt(
         Some(_) => (UPDATE_SYSTEM, SummaryKind::Update),
         None => (SEGMENT_SYSTEM, SummaryKind::Segment),
     };
-    let system = format!(
-        "{}\n\n{}\n{}",
-        intro.trim_end(),
-        SUMMARY_FORMAT.trim_end(),
-        budget_line(max_output_tokens)
-    );
+    // The budget is said after the material, not in the instructions: two summaries of
+    // overlapping material (a second attempt, a segment summarized again) then share their
+    // prefix through the material, which a caching provider and the local engine's kept
+    // sequences read again instead of decoding it.
+    let system = format!("{}\n\n{}", intro.trim_end(), SUMMARY_FORMAT.trim_end());
     let mut user = format!("{CONVERSATION_OPEN}\n{conversation}\n{CONVERSATION_CLOSE}");
     if let Some(previous) = previous {
         user.push_str(&format!(
@@ -94,6 +93,8 @@ pub fn segment_prompt(
     if let Some(focus) = focus.map(str::trim).filter(|f| !f.is_empty()) {
         user.push_str(&format!("\n\n{FOCUS_PREFIX}{focus}"));
     }
+    user.push_str("\n\n");
+    user.push_str(&budget_line(max_output_tokens));
     user.push_str(match previous {
         Some(_) => "\n\nWrite the updated note now.",
         None => "\n\nWrite the note now.",
@@ -154,14 +155,20 @@ mod tests {
         assert!(prompt.user.contains("Additional focus: the parser"));
         assert!(prompt.system.contains("## Critical Context"));
         assert!(
-            prompt.system.contains("at most 500 tokens"),
+            prompt.user.contains("at most 500 tokens"),
             "{}",
-            prompt.system
+            prompt.user
         );
         let first = segment_prompt("[m3 user]\nhi", None, None, 500);
         assert_eq!(first.kind, SummaryKind::Segment);
         assert!(!first.user.contains(PREVIOUS_OPEN));
-        assert!(first.system.contains("at most 500 tokens"));
+        assert!(first.user.contains("at most 500 tokens"));
+        // The budget comes after the material: prompts of one segment with two budgets share
+        // their system prompt and material as one prefix.
+        let other = segment_prompt("[m3 user]\nhi", None, None, 200);
+        assert_eq!(other.system, first.system);
+        let material = "<conversation>\n[m3 user]\nhi\n</conversation>";
+        assert!(first.user.starts_with(material) && other.user.starts_with(material));
         let short = per_message_prompt(Role::User, "text", 40);
         assert!(
             short.system.contains("at most 40 tokens"),

@@ -6,7 +6,6 @@
 
 use troupe_protocol::{ChatMessage, MessageId, Role};
 
-use crate::counter::role_name;
 use crate::truncate::floor_boundary;
 
 /// Tool-call arguments longer than this are cut in the rendering (the call's effect is in its
@@ -20,7 +19,7 @@ pub(crate) const CUT_MARK: &str = "…";
 pub fn render_message(message: &ChatMessage, tool_name: Option<&str>) -> String {
     let mut out = match (message.role, tool_name) {
         (Role::Tool, Some(name)) => format!("[{} tool {name}]\n", message.id),
-        (role, _) => format!("[{} {}]\n", message.id, role_name(role)),
+        (role, _) => format!("[{} {}]\n", message.id, role.as_str()),
     };
     let text = message.text();
     if !text.trim().is_empty() {

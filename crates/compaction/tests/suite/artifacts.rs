@@ -2,10 +2,10 @@
 
 use troupe_compaction::summary::parse_summary_message;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 
 use super::support::{FixedSummarizer, block_on, coding_session, corpus_dir, visible_text};
 
@@ -58,7 +58,7 @@ fn run(conversation: &Conversation, summarizer: &dyn Summarizer) -> Compaction {
         &tight_policy(),
         &CharEstimateCounter,
         Some(summarizer),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap()
 }
@@ -202,7 +202,7 @@ fn pi_large_session_artifact_recall_after_one_mechanical_compaction() {
             &ContextPolicy::for_window(window),
             &counter,
             Some(&MechanicalSummarizer::default()),
-            CompactRequest::default(),
+            CompactOptions::default(),
         ))
         .unwrap();
         let text = visible_text(&compaction.messages);

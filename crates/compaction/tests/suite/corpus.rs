@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 use troupe_compaction::artifacts::ArtifactLedger;
 use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, parse_summary_message};
-use troupe_compaction::tokens::{TiktokenCounter, TokenCache, TokenCounter};
 use troupe_compaction::transcript::{ledger_from_transcript, parse_transcript};
-use troupe_compaction::{CompactRequest, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{Conversation, MessageKind};
+use troupe_tokens::{TiktokenCounter, TokenCache, TokenCounter};
 
 use super::support::{FixedSummarizer, artifacts, block_on, corpus_files, kept, visible_text};
 
@@ -29,9 +29,9 @@ fn corpus_transcripts_compact_validly_and_keep_every_file_named() {
             // A summarizer with a small window of its own, so long segments must be folded.
             let summarizer =
                 FixedSummarizer::with_counter(8_000, Box::new(TiktokenCounter::default()));
-            let options = CompactRequest {
+            let options = CompactOptions {
                 token_cache: Some(cache.clone()),
-                ..CompactRequest::default()
+                ..CompactOptions::default()
             };
             let compaction = block_on(compact(
                 &conversation,
@@ -140,7 +140,7 @@ fn a_huge_last_user_message_on(path: &std::path::Path) {
         &policy,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let report = &compaction.report;
@@ -240,9 +240,9 @@ fn corpus_more_room_never_keeps_less_and_hidden_names_stay() {
         for window in [16_000, 32_000, 64_000, 128_000] {
             let policy = ContextPolicy::for_window(window);
             let summarizer = MechanicalSummarizer::new();
-            let options = CompactRequest {
+            let options = CompactOptions {
                 token_cache: Some(cache.clone()),
-                ..CompactRequest::default()
+                ..CompactOptions::default()
             };
             let compaction = block_on(compact(
                 &conversation,

@@ -2,8 +2,8 @@
 //! tokenizing would otherwise miss a warning or a trigger.
 
 use proptest::prelude::*;
-use troupe_compaction::tokens::{BpeEncoding, CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_protocol::{ChatMessage, ToolCall};
+use troupe_tokens::{BpeEncoding, CharEstimateCounter, TiktokenCounter, TokenCounter};
 
 use super::support::corpus_files;
 

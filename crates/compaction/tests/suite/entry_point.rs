@@ -1,12 +1,12 @@
 //! `compact` as the agent, the CLI and the supervisor call it.
 
 use troupe_compaction::summary::MechanicalSummarizer;
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCache};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, ContextPolicy, ThrashGuard, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, ThrashGuard, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation};
 use troupe_protocol::{CompactTrigger, CompactionReport};
+use troupe_tokens::{CharEstimateCounter, TokenCache};
 
 use super::support::{block_on, coding_session};
 
@@ -20,7 +20,7 @@ fn under_target_nothing_changes_and_the_report_says_so() {
         &policy,
         &CharEstimateCounter,
         None,
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     assert!(compaction.report.no_compaction_needed);
@@ -46,7 +46,7 @@ fn protected_messages_above_target_keep_the_summary_its_room_and_say_why() {
         &policy,
         &CharEstimateCounter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let report = &compaction.report;
@@ -85,7 +85,7 @@ fn a_conversation_already_within_the_raised_aim_is_left_as_it_is() {
         &policy,
         &CharEstimateCounter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let report = &compaction.report;
@@ -111,9 +111,9 @@ fn automatic_trigger_waits_for_enough_freeable_tokens() {
         min_freeable_tokens: 1_000_000,
         ..ContextPolicy::for_window(2_500)
     };
-    let options = CompactRequest {
+    let options = CompactOptions {
         trigger: CompactTrigger::Automatic,
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     let skipped = block_on(compact(
         &conversation,
@@ -147,7 +147,7 @@ fn automatic_trigger_waits_for_enough_freeable_tokens() {
         &policy,
         &CharEstimateCounter,
         None,
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     assert!(!manual.report.reached);
@@ -156,10 +156,10 @@ fn automatic_trigger_waits_for_enough_freeable_tokens() {
     let mut later = conversation.clone();
     manual.apply_to(&mut later);
     later.push(ChatMessage::user("one more small thing"));
-    let options = CompactRequest {
+    let options = CompactOptions {
         trigger: CompactTrigger::Automatic,
         guard: Some(guard),
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     let retry = block_on(compact(
         &later,
@@ -185,9 +185,9 @@ fn warm_cache_counts_only_new_messages_and_result_applies_cleanly() {
     let cache = TokenCache::new();
     cache.count_messages(&CharEstimateCounter, conversation.messages());
     let warm = cache.stats();
-    let options = CompactRequest {
+    let options = CompactOptions {
         token_cache: Some(cache.clone()),
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     let policy = ContextPolicy::for_window(2_500);
     let compaction = block_on(compact(
@@ -239,7 +239,7 @@ fn compact_future_is_send() {
         &policy,
         &CharEstimateCounter,
         None,
-        CompactRequest::default(),
+        CompactOptions::default(),
     );
     assert_send(&future);
     drop(future);

@@ -4,9 +4,9 @@ use std::sync::atomic::Ordering;
 
 use troupe_compaction::summary::{SummarizerError, SummaryKind};
 use troupe_compaction::summary::{missing_sections, summarize_folded};
-use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, ContextPolicy, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
+use troupe_tokens::{CharEstimateCounter, TiktokenCounter};
 
 use super::support::{FixedSummarizer, block_on, coding_session, lines};
 
@@ -27,7 +27,7 @@ fn large_segment_is_folded_and_no_request_exceeds_the_window() {
         &policy,
         &CharEstimateCounter,
         Some(&summarizer),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let calls = summarizer.calls.load(Ordering::SeqCst);

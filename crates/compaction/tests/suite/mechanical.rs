@@ -2,11 +2,11 @@
 
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
 use troupe_compaction::summary::{missing_sections, render_message, segment_prompt};
-use troupe_compaction::tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 use troupe_compaction::transcript::parse_transcript;
-use troupe_compaction::{CompactRequest, ContextPolicy, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TiktokenCounter, TokenCounter};
 
 use super::support::{FixedSummarizer, block_on, corpus_files};
 
@@ -278,7 +278,7 @@ fn a_summary_sized_to_the_room_left_reaches_the_target() {
         &policy,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let report = &compaction.report;
@@ -307,7 +307,7 @@ fn the_summarizer_is_told_the_room_left_and_its_answer_is_fitted_to_it() {
         &policy,
         &counter,
         Some(&summarizer),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let prompts = summarizer.prompts();
@@ -320,7 +320,7 @@ fn the_summarizer_is_told_the_room_left_and_its_answer_is_fitted_to_it() {
             policy.target_tokens() - staying
         );
         let said = format!("at most {} tokens", prompt.max_output_tokens);
-        assert!(prompt.system.contains(&said), "{}", prompt.system);
+        assert!(prompt.user.contains(&said), "{}", prompt.user);
     }
     assert!(compaction.report.reached, "{}", compaction.report.reason);
 }
@@ -394,7 +394,7 @@ fn a_big_artifact_block_does_not_make_the_planner_summarize_everything() {
         &policy,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     let report = &result.report;

@@ -3,11 +3,11 @@
 //! one, and never when the window needs it.
 
 use troupe_compaction::economics::CostModel;
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
-use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact};
 use troupe_protocol::CompactTrigger;
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 use super::support::block_on;
 
@@ -57,9 +57,9 @@ fn run_priced(
     trigger: CompactTrigger,
     pricing: Option<CostModel>,
 ) -> Compaction {
-    let options = CompactRequest {
+    let options = CompactOptions {
         trigger,
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     block_on(compact(
         conversation,

@@ -4,6 +4,7 @@ mod artifacts;
 mod corpus;
 mod count_bounds;
 mod entry_point;
+mod exact_counts;
 mod folding;
 mod mechanical;
 mod min_gain;

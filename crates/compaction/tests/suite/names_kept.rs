@@ -11,10 +11,10 @@ use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
 use troupe_compaction::artifacts::ArtifactLedger;
 use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 use super::support::{FixedSummarizer, artifacts, block_on, kept};
 
@@ -211,9 +211,9 @@ fn run(case: &Case, conversation: &Conversation, policy: &ContextPolicy) -> Comp
         1 => Some(&fixed),
         _ => Some(&mechanical),
     };
-    let options = CompactRequest {
+    let options = CompactOptions {
         per_message: case.per_message,
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     block_on(compact(
         conversation,

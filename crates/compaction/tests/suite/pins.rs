@@ -9,10 +9,10 @@ use troupe_compaction::invariants::{
     validate,
 };
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{Archive, CompactRequest, ContextPolicy, compact, expand};
+use troupe_compaction::{Archive, CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 use super::support::{FixedSummarizer, block_on, lines};
 
@@ -153,7 +153,7 @@ fn pinned_messages_survive_every_compaction_byte_identical_and_in_order() {
             &policy,
             &counter,
             Some(summarizer),
-            CompactRequest::default(),
+            CompactOptions::default(),
         ))
         .map_err(|e| TestCaseError::fail(format!("compaction failed: {e}")))?;
         if compaction.changed() {
@@ -300,9 +300,9 @@ fn a_target_the_pins_put_out_of_reach_is_reported_as_theirs() {
         &policy,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest {
+        CompactOptions {
             trigger: troupe_protocol::CompactTrigger::Manual,
-            ..CompactRequest::default()
+            ..CompactOptions::default()
         },
     ))
     .unwrap();

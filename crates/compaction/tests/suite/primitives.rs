@@ -1,11 +1,11 @@
 //! The compression agent's primitives: metadata, each refusal, the planner's order.
 
-use troupe_compaction::session::{CompactionSession, CompressionStrategy, PlannedStep, Refusal};
-use troupe_compaction::tokens::CharEstimateCounter;
+use troupe_compaction::session::{CompactionSession, PlannedStep, Refusal, ToolResultStrategy};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, ContextPolicy, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, expand};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, Role, ToolCall};
+use troupe_tokens::CharEstimateCounter;
 
 use super::support::{FailingSummarizer, FixedSummarizer, block_on, lines};
 
@@ -68,26 +68,26 @@ fn every_bad_call_is_refused_with_nothing_changed() {
         &ledger,
         &policy,
         &counter,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .unwrap();
     let before = session.messages().to_vec();
 
     let refusals = vec![
         session
-            .compress_tool_result(m(99), CompressionStrategy::Mask)
+            .compress_tool_result(m(99), ToolResultStrategy::Mask)
             .unwrap_err(),
         session
-            .compress_tool_result(m(1), CompressionStrategy::Mask)
+            .compress_tool_result(m(1), ToolResultStrategy::Mask)
             .unwrap_err(),
         session
-            .compress_tool_result(m(3), CompressionStrategy::Mask)
+            .compress_tool_result(m(3), ToolResultStrategy::Mask)
             .unwrap_err(),
         session
-            .compress_tool_result(m(5), CompressionStrategy::Truncate)
+            .compress_tool_result(m(5), ToolResultStrategy::Truncate)
             .unwrap_err(),
         session
-            .compress_tool_result(m(5), CompressionStrategy::Mask)
+            .compress_tool_result(m(5), ToolResultStrategy::Mask)
             .unwrap_err(),
         session.remove_display_only(m(7)).unwrap_err(),
         block_on(session.compress_segment(m(7), m(3), None, &summarizer)).unwrap_err(),
@@ -125,11 +125,11 @@ fn every_bad_call_is_refused_with_nothing_changed() {
 
     // Masking works, and masking again is refused.
     session
-        .compress_tool_result(m(4), CompressionStrategy::Mask)
+        .compress_tool_result(m(4), ToolResultStrategy::Mask)
         .unwrap();
     let new_id = session.messages()[3].id;
     let again = session
-        .compress_tool_result(new_id, CompressionStrategy::Truncate)
+        .compress_tool_result(new_id, ToolResultStrategy::Truncate)
         .unwrap_err();
     assert!(
         matches!(again, Refusal::AlreadyCompressed { .. }),
@@ -154,11 +154,11 @@ fn under_target_every_mutation_is_refused() {
         &ledger,
         &policy,
         &counter,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .unwrap();
     let refusal = session
-        .compress_tool_result(m(4), CompressionStrategy::Mask)
+        .compress_tool_result(m(4), ToolResultStrategy::Mask)
         .unwrap_err();
     assert!(
         refusal.to_string().starts_with("no compaction needed"),
@@ -180,7 +180,7 @@ fn metadata_describes_the_working_conversation() {
         &ledger,
         &policy,
         &counter,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .unwrap();
     let meta = session.metadata();
@@ -221,7 +221,7 @@ fn planner_goes_cheapest_first_and_reaches_the_target() {
         &ledger,
         &policy,
         &counter,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .unwrap();
     let mut steps = Vec::new();

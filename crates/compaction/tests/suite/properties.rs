@@ -7,12 +7,12 @@ use std::cell::Cell;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
 use troupe_compaction::invariants::validate;
-use troupe_compaction::session::{CompactionSession, CompressionStrategy};
+use troupe_compaction::session::{CompactionSession, ToolResultStrategy};
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 use super::support::{FixedSummarizer, block_on, lines};
 
@@ -188,9 +188,9 @@ fn compact_keeps_every_invariant_and_expands_back() {
             1 => Some(&fixed),
             _ => Some(&mechanical),
         };
-        let options = CompactRequest {
+        let options = CompactOptions {
             per_message: case.per_message,
-            ..CompactRequest::default()
+            ..CompactOptions::default()
         };
         let compaction = block_on(compact(
             &conversation,
@@ -304,7 +304,7 @@ fn random_primitive_calls_apply_or_refuse_cleanly() {
             &ledger,
             &policy,
             &counter,
-            CompactRequest::default(),
+            CompactOptions::default(),
         )
         .unwrap();
         for op in ops {
@@ -314,9 +314,9 @@ fn random_primitive_calls_apply_or_refuse_cleanly() {
             let total = session.verify_target().current;
             let result = match op {
                 Op::Truncate(i) => {
-                    session.compress_tool_result(pick(i), CompressionStrategy::Truncate)
+                    session.compress_tool_result(pick(i), ToolResultStrategy::Truncate)
                 }
-                Op::Mask(i) => session.compress_tool_result(pick(i), CompressionStrategy::Mask),
+                Op::Mask(i) => session.compress_tool_result(pick(i), ToolResultStrategy::Mask),
                 Op::Segment(a, b) => {
                     block_on(session.compress_segment(pick(a), pick(b), None, &summarizer))
                 }

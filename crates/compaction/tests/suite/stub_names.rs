@@ -1,12 +1,12 @@
 //! What a stub, a cut output and a later summary name of what they hide (the rule of
 //! `artifacts/hidden.rs`), on a small pytest session.
 
-use troupe_compaction::session::{CompactionSession, CompressionStrategy, Refusal};
+use troupe_compaction::session::{CompactionSession, Refusal, ToolResultStrategy};
 use troupe_compaction::summary::MechanicalSummarizer;
-use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageId, MessageKind, ToolCall};
+use troupe_tokens::CharEstimateCounter;
 
 use super::support::{block_on, lines};
 
@@ -65,13 +65,13 @@ fn a_stub_and_a_cut_list_what_they_hide() {
     let conversation = pytest_session();
     let ledger = ledger_from_transcript(conversation.messages());
     let counter = CharEstimateCounter;
-    for strategy in [CompressionStrategy::Mask, CompressionStrategy::Truncate] {
+    for strategy in [ToolResultStrategy::Mask, ToolResultStrategy::Truncate] {
         let mut session = CompactionSession::new(
             &conversation,
             &ledger,
             &tight(),
             &counter,
-            CompactRequest::default(),
+            CompactOptions::default(),
         )
         .unwrap();
         session
@@ -109,11 +109,11 @@ fn an_output_of_names_keeps_them_where_they_are() {
         &ledger,
         &tight(),
         &counter,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .unwrap();
     let refusal = session
-        .compress_tool_result(MessageId(6), CompressionStrategy::Mask)
+        .compress_tool_result(MessageId(6), ToolResultStrategy::Mask)
         .unwrap_err();
     assert!(
         matches!(refusal, Refusal::NamesDoNotFit { names, .. } if names > 0),
@@ -135,7 +135,7 @@ fn a_summary_over_an_earlier_stub_keeps_the_names_it_listed() {
         &tight(),
         &counter,
         None,
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     assert!(first.report.tiers.masked + first.report.tiers.truncated > 0);
@@ -151,7 +151,7 @@ fn a_summary_over_an_earlier_stub_keeps_the_names_it_listed() {
         &narrower,
         &counter,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     ))
     .unwrap();
     assert!(

@@ -2,11 +2,11 @@
 
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer, SummaryKind};
 use troupe_compaction::summary::{missing_sections, parse_summary_message};
-use troupe_compaction::tokens::CharEstimateCounter;
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, Role, ToolCall};
+use troupe_tokens::CharEstimateCounter;
 
 use super::support::{
     EmptySummarizer, FailingSummarizer, FixedSummarizer, block_on, coding_session, lines,
@@ -25,7 +25,7 @@ fn run(
     ledger: &FileLedger,
     policy: &ContextPolicy,
     summarizer: Option<&dyn Summarizer>,
-    options: CompactRequest,
+    options: CompactOptions,
 ) -> Compaction {
     block_on(compact(
         conversation,
@@ -55,7 +55,7 @@ fn summary_has_six_sections_and_ledger_file_lists() {
         &ledger,
         &tight_policy(),
         Some(&summarizer),
-        CompactRequest::default(),
+        CompactOptions::default(),
     );
     assert!(compaction.report.reached, "{}", compaction.report.reason);
     assert_eq!(compaction.report.tiers.segment_summaries, 1);
@@ -98,7 +98,7 @@ fn second_compaction_merges_the_first_summary_and_unites_file_lists() {
         &ledger,
         &policy,
         Some(&MechanicalSummarizer::new()),
-        CompactRequest::default(),
+        CompactOptions::default(),
     );
     let first_files = parse_summary_message(&summaries(&first.messages)[0].text())
         .unwrap()
@@ -131,7 +131,7 @@ fn second_compaction_merges_the_first_summary_and_unites_file_lists() {
         &ledger2,
         &policy,
         Some(&summarizer),
-        CompactRequest::default(),
+        CompactOptions::default(),
     );
     assert!(
         second.report.tiers.segment_summaries >= 1,
@@ -176,9 +176,9 @@ fn focus_instructions_reach_the_summarizer() {
     let conversation = coding_session(12, 40);
     let ledger = ledger_from_transcript(conversation.messages());
     let summarizer = FixedSummarizer::new(50_000);
-    let options = CompactRequest {
+    let options = CompactOptions {
         focus: Some("the parser bug".into()),
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     run(
         &conversation,
@@ -205,7 +205,7 @@ fn summarizer_failure_keeps_tier_one_two_result_and_says_why() {
             &ledger,
             &tight_policy(),
             Some(summarizer),
-            CompactRequest::default(),
+            CompactOptions::default(),
         );
         let report = &compaction.report;
         assert!(!report.reached);
@@ -229,7 +229,7 @@ fn without_summarizer_only_tiers_one_two_run_and_the_reason_says_so() {
         &ledger,
         &tight_policy(),
         None,
-        CompactRequest::default(),
+        CompactOptions::default(),
     );
     assert!(!compaction.report.reached);
     assert!(
@@ -261,9 +261,9 @@ fn per_message_mode_bounds_user_and_assistant_messages() {
         summary_max_tokens: 400,
         ..ContextPolicy::for_window(10_000)
     };
-    let options = CompactRequest {
+    let options = CompactOptions {
         per_message: true,
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     let compaction = run(
         &c,
@@ -275,7 +275,7 @@ fn per_message_mode_bounds_user_and_assistant_messages() {
     assert!(compaction.report.reached, "{}", compaction.report.reason);
     assert!(compaction.report.tiers.per_message_summarized > 0);
     let counter = CharEstimateCounter;
-    use troupe_compaction::tokens::TokenCounter;
+    use troupe_tokens::TokenCounter;
     for m in compaction
         .messages
         .iter()

@@ -8,10 +8,10 @@ use async_trait::async_trait;
 use troupe_compaction::economics::{CostModel, Rates};
 use troupe_compaction::session::CompactionSession;
 use troupe_compaction::summary::{InlineSummary, Summarizer, SummarizerError, SummaryPrompt};
-use troupe_compaction::tokens::CharEstimateCounter;
-use troupe_compaction::{CompactRequest, ContextPolicy};
+use troupe_compaction::{CompactOptions, ContextPolicy};
 use troupe_protocol::Conversation;
 use troupe_protocol::FileLedger;
+use troupe_tokens::CharEstimateCounter;
 
 use super::support::{FixedSummarizer, block_on, coding_session};
 
@@ -74,7 +74,7 @@ fn summarize_span(
         &ledger,
         policy,
         &counter,
-        CompactRequest::default(),
+        CompactOptions::default(),
     )
     .unwrap();
     let ids: Vec<_> = session.messages().iter().map(|m| m.id).collect();

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 use troupe_compaction::artifacts::ArtifactLedger;
 use troupe_compaction::summary::{Summarizer, SummarizerError, SummaryPrompt};
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 /// A structured summary with all six sections, as a well-behaved model would write it.
 pub const FIXED_SUMMARY: &str = "## Goal\n- Fix the bug the user reported\n\n## Constraints & Preferences\n- (none)\n\n## Progress\n### Done\n- [x] Investigated the code\n### In Progress\n- [ ] Writing the fix\n### Blocked\n- (none)\n\n## Key Decisions\n- **Keep the API**: callers depend on it\n\n## Next Steps\n1. Run the tests\n\n## Critical Context\n- (none)";

@@ -6,10 +6,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRng, TestRunner};
 use troupe_compaction::invariants::validate;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer, parse_summary_message};
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_compaction::transcript::ledger_from_transcript;
-use troupe_compaction::{CompactRequest, Compaction, ContextPolicy, compact, expand};
+use troupe_compaction::{CompactOptions, Compaction, ContextPolicy, compact, expand};
 use troupe_protocol::{ChatMessage, Conversation, MessageKind, ToolCall};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 use super::support::{FixedSummarizer, block_on};
 
@@ -152,7 +152,7 @@ fn an_unreachable_target_keeps_the_summary_its_room_and_stays_under_the_trigger(
             &policy,
             &counter,
             Some(summarizer),
-            CompactRequest::default(),
+            CompactOptions::default(),
         ))
         .map_err(|e| TestCaseError::fail(format!("compaction failed: {e}")))?;
         let before = conversation.to_messages();

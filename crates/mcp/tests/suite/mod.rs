@@ -5,6 +5,7 @@ mod hostile;
 mod http;
 mod list_changed;
 mod restart;
+mod sandboxed;
 mod stderr_redaction;
 mod support;
 mod time_server;

@@ -113,3 +113,12 @@ pub fn still_running_after(pids: &[u32], limit: std::time::Duration) -> Vec<u32>
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// `tests/file_writer_server.py` (a server that writes files and connects where asked) run by
+/// the Python of the venv `mcp-server-time` is installed in; if installed.
+pub fn file_writer() -> Option<McpServerConfig> {
+    let time = std::path::PathBuf::from(server("TROUPE_MCP_TIME")?);
+    let python = time.with_file_name("python");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/file_writer_server.py");
+    Some(McpServerConfig::stdio(python.to_string_lossy().into_owned()).arg(script))
+}

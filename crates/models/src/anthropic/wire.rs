@@ -16,8 +16,8 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use troupe_compaction::economics::anthropic_breakpoints;
 use troupe_protocol::{ChatMessage, ChatRequest, Content, FinishReason, Role, ToolChoice, Usage};
+use troupe_tokens::prompt_cache::anthropic_breakpoints;
 
 use super::config::AnthropicConfig;
 

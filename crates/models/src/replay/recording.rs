@@ -46,15 +46,22 @@ impl<M: ChatModel> RecordingModel<M> {
     /// Record `inner`'s calls to `path`, truncating it and writing the header (the format's
     /// version and `inner`'s [`ModelInfo`]).
     ///
+    /// The cassette is troupe's own file and holds every prompt and answer: it is written
+    /// `0o600`, never through a symbolic link or a hard link planted at its path (either would
+    /// have troupe truncate the file it names), never waiting on a FIFO, and by one recorder at
+    /// a time — an exclusive lock on it, held while it records, refuses a second (another run
+    /// recording into the same directory) instead of interleaving the two.
+    ///
     /// # Errors
-    /// [`ReplayError::Io`] when the file cannot be created or written.
+    /// [`ReplayError::Io`] when the file cannot be created or written, is a link or not a
+    /// regular file, or another recorder holds it.
     pub fn create(inner: M, path: impl AsRef<Path>) -> Result<Self, ReplayError> {
         let path = path.as_ref().to_path_buf();
         let io = |cause| ReplayError::Io {
             path: path.clone(),
             cause,
         };
-        let mut file = File::create(&path).map_err(io)?;
+        let mut file = open_own(&path).map_err(io)?;
         let header = Header {
             cassette: CASSETTE_VERSION,
             model: inner.info(),
@@ -88,6 +95,71 @@ impl<M: ChatModel> RecordingModel<M> {
     pub fn path(&self) -> &Path {
         &self.cassette.path
     }
+}
+
+/// A refusal to record into what is at a cassette's path.
+fn refused(what: &str) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("it is {what}, which troupe does not record into; remove it"),
+    )
+}
+
+/// The cassette at `path`, open to be written afresh (see [`RecordingModel::create`]): locked,
+/// emptied and private.
+fn open_own(path: &Path) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true);
+    #[cfg(unix)]
+    {
+        use rustix::fs::OFlags;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+        // The flags' bits fit an `i32` (small positive constants).
+        options.custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32);
+    }
+    #[cfg(not(unix))]
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(refused("a symbolic link"));
+    }
+    let file = options.open(path).map_err(|e| {
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+            return refused("a symbolic link");
+        }
+        #[cfg(unix)]
+        if e.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) {
+            return refused("a FIFO or socket");
+        }
+        e
+    })?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(refused("not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use rustix::fs::{FlockOperation, flock};
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        if metadata.nlink() > 1 {
+            return Err(refused("a hard link of another file"));
+        }
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "another recorder (another run recording into the same directory) holds \
+                     it: one recorder per cassette",
+                ));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // A cassette recorded again is troupe's to make private, as a new one is.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.set_len(0)?;
+    Ok(file)
 }
 
 impl Cassette {

@@ -29,6 +29,11 @@ pub struct AgentRequest {
     /// ([`Team::ask_typed`](crate::Team::ask_typed)); every model call of this request carries
     /// it. `None`: free text.
     pub response_format: Option<troupe_protocol::ResponseFormat>,
+    /// The request's id, when its caller may deliver it more than once (an ask across nodes
+    /// is retried to the agent's new home under the same id): an agent with a session log
+    /// records it, and answers a request whose id it already handled from the log instead of
+    /// running it again. `None`: a request that is delivered once.
+    pub request_id: Option<String>,
 }
 
 impl AgentRequest {
@@ -39,6 +44,7 @@ impl AgentRequest {
             text: text.into(),
             trace: TraceContext::new_root(),
             response_format: None,
+            request_id: None,
         }
     }
 }

@@ -209,6 +209,7 @@ impl Team {
                 text: typed::correction(&format, field, message),
                 trace: trace.child(),
                 response_format: Some(format.clone()),
+                request_id: None,
             };
         }
     }

@@ -73,6 +73,7 @@ impl AgentBehavior for Echo {
                 text: what.to_string(),
                 trace: request.trace.child(),
                 response_format: None,
+                request_id: None,
             };
             let answer = ctx
                 .directory

@@ -18,7 +18,6 @@ mod http_allowlist;
 mod http_get;
 mod http_resolver;
 mod list_dir;
-mod process_group;
 mod read_file;
 mod shell;
 mod text;

@@ -7,6 +7,7 @@ mod json_tool;
 mod ledger;
 mod open_beneath;
 mod registry;
+mod sandbox;
 mod schema;
 mod shell;
 mod support;

@@ -226,7 +226,7 @@ async fn a_finished_run_refuses_every_action() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.jsonl");
     std::fs::write(&path, "").unwrap();
-    let ui = serve_trace(&path, UiConfig::default()).await.unwrap();
+    let (ui, _) = serve_trace(&path, UiConfig::default()).await.unwrap();
     let raise = json!({ "agent": "a", "scope": "request", "limit": {} });
     for (path, body) in [
         ("api/agents/compact", json!({ "agent": "a" })),

@@ -8,7 +8,7 @@
 //! Then it times the page taking in 10,000 events, and opening a finished run of 1,000 messages.
 //!
 //! The python is `TROUPE_SELENIUM_PYTHON` (`.ci/run` sets it to its venv's), else that venv's
-//! when it exists, else `python3`.
+//! when it exists, else `python3` (`selenium_python.rs`).
 //! Without chromium, chromedriver or selenium the test fails under CI (`CI` set) and is
 //! skipped, loudly, elsewhere.
 
@@ -22,50 +22,13 @@ use troupe_protocol::Event;
 use troupe_runtime::AgentRequest;
 use troupe_ui::{UiConfig, serve, serve_session};
 
+use super::selenium_python::{missing, python};
 use super::support::{Runs, WRITER_ANSWERS, session_log, team_buffering};
 
 /// Events the page takes in for the measurement.
 const LOAD_EVENTS: u64 = 10_000;
 /// Requests of the session log the page opens for the measurement: four messages each.
 const SESSION_ASKS: usize = 250;
-
-/// `TROUPE_SELENIUM_PYTHON`, else the venv `.ci/run` installs selenium into (when there is
-/// one), else `python3`.
-fn python() -> String {
-    if let Ok(python) = std::env::var("TROUPE_SELENIUM_PYTHON") {
-        return python;
-    }
-    let cache = std::env::var_os("TROUPE_CI_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/troupe-ci"))
-        });
-    match cache.map(|c| c.join("venv/bin/python")) {
-        Some(venv) if venv.exists() => venv.display().to_string(),
-        _ => "python3".to_string(),
-    }
-}
-
-/// Why the browser test cannot run here, if it cannot.
-fn missing() -> Option<String> {
-    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
-        if !Path::new(tool).exists() {
-            return Some(format!(
-                "{tool} is missing (apt-get install chromium chromium-driver)"
-            ));
-        }
-    }
-    let selenium = std::process::Command::new(python())
-        .args(["-c", "import selenium"])
-        .status();
-    match selenium {
-        Ok(status) if status.success() => None,
-        _ => Some(format!(
-            "`{} -c 'import selenium'` failed (pip install selenium==4.50.0)",
-            python()
-        )),
-    }
-}
 
 fn screenshots() -> PathBuf {
     // Under target/: kept as CI artifacts, never committed.
@@ -86,7 +49,13 @@ async fn the_page_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("writer.jsonl");
     session_log(&log, SESSION_ASKS).await;
-    let finished = serve_session(&log, UiConfig::default()).await.unwrap();
+    let finished = serve_session(
+        &troupe_session::SessionStore::files(),
+        &log,
+        UiConfig::default(),
+    )
+    .await
+    .unwrap();
     let runs = Runs::default();
     // The bus holds the whole load: it is published at once.
     let (team, _) = team_buffering(&runs, LOAD_EVENTS as usize + 1024).await;

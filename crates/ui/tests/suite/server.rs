@@ -115,26 +115,25 @@ async fn every_request_needs_the_token() {
     team.shutdown().await;
 }
 
-#[tokio::test]
-async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
-    let runs = Runs::default();
-    let (team, _) = team(&runs).await;
-    let ui = serve(&team, UiConfig::default()).await.unwrap();
-    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
-    let http = client();
+/// `coder` asked to clean up, until its two tool calls wait for an answer: the ask (to abort)
+/// and the calls' ids.
+async fn two_calls_waiting(
+    team: &troupe_runtime::Team,
+) -> (
+    tokio::task::JoinHandle<Result<String, troupe_runtime::AskError>>,
+    Vec<troupe_protocol::ApprovalId>,
+) {
     let mut events = team.subscribe();
-    let asking = {
-        let directory = team.directory().clone();
-        tokio::spawn(async move {
-            directory
-                .ask(
-                    "coder",
-                    troupe_runtime::AgentRequest::from_user("clean up"),
-                    Duration::from_secs(60),
-                )
-                .await
-        })
-    };
+    let directory = team.directory().clone();
+    let asking = tokio::spawn(async move {
+        directory
+            .ask(
+                "coder",
+                troupe_runtime::AgentRequest::from_user("clean up"),
+                Duration::from_secs(60),
+            )
+            .await
+    });
     let mut waiting = Vec::new();
     while waiting.len() < 2 {
         let record = tokio::time::timeout(Duration::from_secs(30), events.recv())
@@ -145,6 +144,17 @@ async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
             waiting.push(id);
         }
     }
+    (asking, waiting)
+}
+
+#[tokio::test]
+async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    let (asking, mut waiting) = two_calls_waiting(&team).await;
     // Even with the token, another origin neither reads nor acts.
     let read = http
         .get(format!("{base}api/snapshot?token={token}"))
@@ -205,6 +215,72 @@ async fn a_request_from_another_origin_is_refused_and_answers_nothing() {
     }
     assert_eq!(asking.await.unwrap().unwrap(), "done");
     assert!(runs.lock().unwrap().is_empty());
+    ui.shutdown().await;
+    team.shutdown().await;
+}
+
+/// What a page elsewhere can send without a preflight (a text/plain POST, a form with
+/// `Origin: null`) and a name rebound to loopback (a foreign `Host`), each with the token a page
+/// could have stolen: nothing is read and no waiting call is answered.
+#[tokio::test]
+async fn a_cross_site_post_a_null_origin_form_and_a_rebound_host_read_and_run_nothing() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let port = ui.addr().port();
+    let http = client();
+    let (asking, mut waiting) = two_calls_waiting(&team).await;
+    let answer = serde_json::json!({ "id": waiting[0] }).to_string();
+    let text_plain = http
+        .post(format!("{base}api/approvals/approve?token={token}"))
+        .header("origin", "http://evil.example")
+        .header("content-type", "text/plain")
+        .body(answer.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(text_plain.status(), StatusCode::FORBIDDEN);
+    let form = http
+        .post(format!("{base}api/approvals/approve?token={token}"))
+        .header("origin", "null")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("id={}", waiting[0]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), StatusCode::FORBIDDEN);
+    for host in [
+        format!("attacker.example:{port}"),
+        "attacker.example".to_string(),
+    ] {
+        let read = http
+            .get(format!("{base}api/snapshot?token={token}"))
+            .header("host", &host)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(read.status(), StatusCode::FORBIDDEN, "{host}");
+        let body = read.text().await.unwrap();
+        assert!(
+            !body.contains("coder"),
+            "nothing of the team is read: {body}"
+        );
+        let act = http
+            .post(format!("{base}api/approvals/approve"))
+            .header("host", &host)
+            .header("x-troupe-token", &token)
+            .json(&serde_json::json!({ "id": waiting[0] }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(act.status(), StatusCode::FORBIDDEN, "{host}");
+    }
+    let mut still = team.approvals().waiting();
+    still.sort();
+    waiting.sort();
+    assert_eq!(still, waiting, "nothing was answered");
+    asking.abort();
     ui.shutdown().await;
     team.shutdown().await;
 }
@@ -536,7 +612,13 @@ async fn a_finished_run_opens_read_only_from_its_trace_file() {
         "not json".to_string(),
     ];
     std::fs::write(&path, lines.join("\n")).unwrap();
-    let ui = serve_trace(&path, UiConfig::default()).await.unwrap();
+    let (ui, warnings) = serve_trace(&path, UiConfig::default()).await.unwrap();
+    // The bad last line is said, by the reader `troupe trace` uses, and the rest is served.
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("skipped an incomplete last line"),
+        "{warnings:?}"
+    );
     let (base, token) = (base_of(ui.url()), token_of(ui.url()));
     let http = client();
     let snapshot: Value = http
@@ -592,7 +674,13 @@ async fn a_session_log_opens_read_only_with_its_conversation_as_text() {
         .unwrap();
     team.ask("writer", "list, then answer").await.unwrap();
     team.shutdown().await;
-    let ui = serve_session(&log, UiConfig::default()).await.unwrap();
+    let ui = serve_session(
+        &troupe_session::SessionStore::files(),
+        &log,
+        UiConfig::default(),
+    )
+    .await
+    .unwrap();
     let (base, token) = (base_of(ui.url()), token_of(ui.url()));
     let body = client()
         .get(format!("{base}api/snapshot?token={token}"))

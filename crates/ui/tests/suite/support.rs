@@ -4,7 +4,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use troupe_agents::approval::{ApprovalPolicy, ApprovalRule, Permission};
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::{AgentSpec, CompactionSettings, TeamBuilderExt as _, shared_counter};
 use troupe_compaction::ContextPolicy;
@@ -12,6 +11,7 @@ use troupe_models::{ScriptedModel, ScriptedReply};
 use troupe_protocol::{ChatModel, ChatRequest, ChatStream, ModelError, ModelInfo};
 use troupe_runtime::{Team, TeamConfig};
 use troupe_tools::ToolRegistry;
+use troupe_tools::approval::{ApprovalPolicy, ApprovalRule, Permission};
 
 /// The commands the `run` tool ran.
 pub type Runs = Arc<Mutex<Vec<String>>>;

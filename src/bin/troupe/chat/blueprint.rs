@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use troupe::agents::AgentSpec;
 use troupe::agents::compression::CompressionConfig;
-use troupe::agents::{AgentSpec, spawn_agent, spawn_compression_agent};
+use troupe::prelude::*;
+use troupe::tools::sandbox::Sandbox;
 use troupe::{ChatModel, Team, TeamConfig};
-use troupe_cli::config::{Config, build_model};
+use troupe_cli::config::{Config, ServeSection, build_model};
 
 use crate::cli::ChatArgs;
 
@@ -19,6 +21,11 @@ use crate::cli::ChatArgs;
 pub(super) struct Blueprint {
     pub(super) spec: AgentSpec,
     pub(super) compression: CompressionConfig,
+    /// The sandbox the agent's commands run under, when it runs any (shown by the status line
+    /// and `/context`).
+    pub(super) sandbox: Option<Sandbox>,
+    /// The live view's bounds (`[serve]`).
+    pub(super) serve: ServeSection,
 }
 
 pub(super) async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
@@ -78,12 +85,15 @@ pub(super) async fn blueprint(args: &ChatArgs) -> anyhow::Result<Blueprint> {
             .context("no model")?;
         AgentSpec::new(agent_name, model).instructions("You are a helpful, concise assistant.")
     };
+    let sandbox = config.command_sandbox(&spec.name);
     let window = spec.model.info().context_window;
     let settings = config.compaction.settings(window);
     let compression = config.compression_config(&models, default.as_ref())?;
     Ok(Blueprint {
         spec: spec.compaction(settings),
         compression,
+        sandbox,
+        serve: config.serve.clone(),
     })
 }
 
@@ -93,14 +103,15 @@ pub(super) async fn start_team(blueprint: &Blueprint, path: &Path) -> anyhow::Re
         shutdown_grace: Duration::from_secs(1),
         ..TeamConfig::default()
     };
-    let team = Team::start(config).await?;
-    spawn_compression_agent(&team, blueprint.compression.clone()).await?;
-    let spec = blueprint.spec.clone().session(path);
-    if let Err(e) = spawn_agent(&team, spec).await {
-        team.shutdown().await;
-        return Err(e).with_context(|| format!("resuming the session {}", path.display()));
-    }
-    Ok(team)
+    // Through the builder, as every team troupe starts: its switches (`TROUPE_CASSETTES`)
+    // reach the chat's team too.
+    Team::builder()
+        .config(config)
+        .compression(blueprint.compression.clone())
+        .agent(blueprint.spec.clone().session(path))
+        .start()
+        .await
+        .with_context(|| format!("resuming the session {}", path.display()))
 }
 
 pub(super) fn default_session_path() -> anyhow::Result<PathBuf> {

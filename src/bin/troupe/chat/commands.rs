@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use troupe::agents::{CancellationToken, CompactError, LlmAgent};
+use tokio_util::sync::CancellationToken;
+use troupe::agents::{CompactionAskError, LlmAgent};
 
 use super::interrupts::Interrupts;
 use super::terminal::safe;
@@ -56,6 +57,12 @@ impl Chat {
                 if let Some(team) = &spend.team {
                     println!("  team {team}");
                 }
+                if let Some(sandbox) = &self.blueprint.sandbox {
+                    println!(
+                        "sandbox: {} (the commands the agent runs)",
+                        sandbox.describe()
+                    );
+                }
             }
             Err(e) => println!("cannot read the context: {}", safe(&e.to_string())),
         }
@@ -97,7 +104,7 @@ impl Chat {
                 let what = format!("the compaction after request {}", self.requests);
                 self.check_saved(changed.then_some(what)).await;
             }
-            Err(CompactError::Cancelled) => {
+            Err(CompactionAskError::Cancelled) => {
                 println!("(compaction cancelled; the conversation is unchanged)");
             }
             Err(e) => println!("{}", safe(&e.to_string())),
@@ -123,6 +130,7 @@ impl Chat {
             println!("cannot resume: {}", safe(&e.to_string()));
             return;
         }
+        super::protect_session(&target);
         // The agent switches logs itself: on any error it keeps its conversation and log.
         match self
             .team

@@ -4,7 +4,7 @@
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::Path;
 
-use troupe::agents::session::SessionRecord;
+use troupe::session::SessionRecord;
 
 /// How much of a log is read to find its first record.
 const HEADER_LIMIT: u64 = 64 * 1024;

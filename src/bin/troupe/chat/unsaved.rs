@@ -2,7 +2,7 @@
 //! reach ([`SessionBehind`]); the chat names the requests and compactions concerned right after the
 //! one whose write failed, says when a later write caught the log up, and sums up at exit.
 
-use troupe::agents::SessionBehind;
+use troupe::session::SessionBehind;
 
 use super::terminal::safe;
 

@@ -6,7 +6,9 @@ use troupe_protocol::{CompactTrigger, CompactionReport};
 use troupe_protocol::{CompactionMode, Event, TraceId};
 use troupe_runtime::EventBus;
 
-use super::CompactError;
+use super::CompactionAskError;
+use crate::compression::ScopeSummaryError;
+use troupe_runtime::AskError;
 
 /// The `compaction` span of `agent`'s conversation, compacted by `compressor`. Opened by the
 /// asker around the whole ask, it is the parent of the compression agent's work (the actor runs
@@ -28,6 +30,9 @@ pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> t
         { semconv::COMPACTION_SKIPPED } = tracing::field::Empty,
         { semconv::COMPACTION_TIERS } = tracing::field::Empty,
         { semconv::COMPACTION_REASON } = tracing::field::Empty,
+        { semconv::COMPACTION_OUTCOME } = tracing::field::Empty,
+        { semconv::COMPACTION_DROPPED } = tracing::field::Empty,
+        { semconv::ERROR_TYPE } = tracing::field::Empty,
         { semconv::COMPACTION_SUMMARIZER_CALLS } = tracing::field::Empty,
         { semconv::COMPACTION_MODE } = tracing::field::Empty,
         { semconv::COMPACTION_WAITED_MS } = tracing::field::Empty,
@@ -40,6 +45,57 @@ pub(crate) fn compaction_span(agent: &str, compressor: &str, trigger: &str) -> t
     )
 }
 
+/// How a compaction ended, as its span's `troupe.compaction.outcome` says: recorded once, by
+/// whoever decides it — the agent taking the answer ([`applied`]), or the announcement when
+/// nobody takes one ([`Announcement::end`], and its drop when cancelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Applied,
+    Dropped,
+    Answered,
+    Failed,
+    Cancelled,
+}
+
+impl Outcome {
+    fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Dropped => "dropped",
+            Outcome::Answered => "answered",
+            Outcome::Failed => "failed",
+            Outcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Who takes a compaction's answer: the agent whose conversation it is, which then says how it
+/// took it ([`applied`]), or the caller alone (a transcript file, an MCP client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerTo {
+    /// The agent applies the answer, or drops it.
+    Agent,
+    /// The caller gets the answer; no conversation takes it here.
+    Caller,
+}
+
+/// Why an agent did not apply a compaction's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotApplied {
+    /// The compaction answered, and the agent dropped the answer (stale: why).
+    Dropped(String),
+    /// The compaction gave no answer (it failed or was cancelled: its span says which).
+    NoAnswer(String),
+}
+
+impl NotApplied {
+    fn reason(self) -> String {
+        match self {
+            NotApplied::Dropped(why) | NotApplied::NoAnswer(why) => why,
+        }
+    }
+}
+
 /// How the agent took a compaction's answer: [`applied`] publishes it.
 pub(crate) struct Settled<'a> {
     /// The agent whose conversation it is.
@@ -48,12 +104,13 @@ pub(crate) struct Settled<'a> {
     pub(crate) mode: CompactionMode,
     /// How long the agent's request was held up by it.
     pub(crate) waited: std::time::Duration,
-    /// `Err(why)` when the answer was dropped.
-    pub(crate) outcome: Result<(), String>,
+    /// Applied, or why not.
+    pub(crate) outcome: Result<(), NotApplied>,
 }
 
-/// The agent applied (or dropped) a compaction's answer: record the wait on its `compaction`
-/// span and publish `CompactionApplied` on the agent's bus, under the request it happened in.
+/// The agent applied (or dropped) a compaction's answer: record the wait and the outcome on its
+/// `compaction` span (a compaction that gave no answer has its outcome recorded already) and
+/// publish `CompactionApplied` on the agent's bus, under the request it happened in.
 pub(crate) fn applied(
     events: &EventBus,
     trace: TraceId,
@@ -62,8 +119,17 @@ pub(crate) fn applied(
 ) {
     let waited_ms = u64::try_from(settled.waited.as_millis()).unwrap_or(u64::MAX);
     span.record(semconv::COMPACTION_WAITED_MS, waited_ms);
-    if let Err(reason) = &settled.outcome {
-        tracing::info!(parent: span, agent = %settled.agent, %reason, "compaction answer dropped");
+    match &settled.outcome {
+        Ok(()) => {
+            span.record(semconv::COMPACTION_OUTCOME, Outcome::Applied.as_str());
+        }
+        Err(NotApplied::Dropped(reason)) => {
+            span.record(semconv::COMPACTION_OUTCOME, Outcome::Dropped.as_str());
+            span.record(semconv::COMPACTION_DROPPED, reason.as_str());
+            tracing::info!(parent: span, agent = %settled.agent, %reason, "compaction answer dropped");
+        }
+        // Failed or cancelled: the announcement recorded which.
+        Err(NotApplied::NoAnswer(_)) => {}
     }
     events.publish(
         Some(trace),
@@ -72,9 +138,41 @@ pub(crate) fn applied(
             mode: settled.mode,
             waited_ms,
             applied: settled.outcome.is_ok(),
-            reason: settled.outcome.err(),
+            reason: settled.outcome.err().map(NotApplied::reason),
         },
     );
+}
+
+/// Record how a scope's summary ended on its `compaction` span: `applied` (its agent puts it in
+/// place of the scope at once), or `failed` with why.
+pub(crate) fn scope_summarized(
+    span: &tracing::Span,
+    answer: Result<Result<(), &ScopeSummaryError>, &AskError>,
+) {
+    let (error_type, reason) = match answer {
+        Ok(Ok(())) => {
+            span.record(semconv::COMPACTION_OUTCOME, Outcome::Applied.as_str());
+            return;
+        }
+        Ok(Err(e)) => ("scope_summary_failed", e.to_string()),
+        Err(e) => ("ask_failed", e.to_string()),
+    };
+    span.record(semconv::COMPACTION_OUTCOME, Outcome::Failed.as_str());
+    span.record(semconv::ERROR_TYPE, error_type);
+    span.record(semconv::COMPACTION_REASON, reason.as_str());
+}
+
+/// The `error.type` of a compaction that ended in `error`.
+fn error_type(error: &CompactionAskError) -> &'static str {
+    match error {
+        CompactionAskError::Responding => "responding",
+        CompactionAskError::NothingToCompact => "nothing_to_compact",
+        CompactionAskError::NoCompressionAgent => "no_compression_agent",
+        CompactionAskError::Failed(_) => "compaction_failed",
+        CompactionAskError::Abandoned => "abandoned",
+        CompactionAskError::Cancelled => "cancelled",
+        CompactionAskError::Ask(_) => "ask_failed",
+    }
 }
 
 /// The mode's name on the span, as `CompactionStarted` serializes it.
@@ -145,18 +243,23 @@ fn tiers_used(report: &CompactionReport) -> String {
 /// One compaction's announcements on the asker's bus: [`Announcement::start`] publishes
 /// `CompactionStarted`, [`Announcement::end`] `CompactionFinished` or `CompactionFailed`, and a
 /// compaction dropped before it ended (cancelled, or its request abandoned) publishes
-/// `CompactionFailed` as it goes, so every `Started` has exactly one ending.
+/// `CompactionFailed` as it goes, so every `Started` has exactly one ending — and its span says
+/// which, with the tokens it started from.
 pub(crate) struct Announcement {
     events: EventBus,
     trace: TraceId,
     agent: String,
+    tokens: usize,
+    answer_to: AnswerTo,
+    mode: CompactionMode,
     span: tracing::Span,
     ended: bool,
 }
 
 impl Announcement {
     /// Announce that `agent`'s conversation, `tokens` long, is being compacted for `trigger`,
-    /// in `mode`.
+    /// in `mode`, its answer going to `answer_to`.
+    #[allow(clippy::too_many_arguments)] // One announcement's facts, each its own.
     pub(crate) fn start(
         events: &EventBus,
         trace: TraceId,
@@ -164,6 +267,7 @@ impl Announcement {
         tokens: usize,
         trigger: CompactTrigger,
         mode: CompactionMode,
+        answer_to: AnswerTo,
         span: tracing::Span,
     ) -> Self {
         span.record(semconv::COMPACTION_MODE, mode_name(mode));
@@ -180,34 +284,63 @@ impl Announcement {
             events: events.clone(),
             trace,
             agent: agent.to_string(),
+            tokens,
+            answer_to,
+            mode,
             span,
             ended: false,
         }
     }
 
-    /// Announce how it ended (and record the report on its span).
-    pub(crate) fn end(mut self, outcome: Result<&CompactionReport, &CompactError>) {
+    /// Announce how it ended (and record the report on its span, or why there is none).
+    pub(crate) fn end(mut self, outcome: Result<&CompactionReport, &CompactionAskError>) {
         self.ended = true;
         let event = match outcome {
             Ok(report) => {
                 record_report(&self.span, report);
+                if self.answer_to == AnswerTo::Caller {
+                    self.span
+                        .record(semconv::COMPACTION_OUTCOME, Outcome::Answered.as_str());
+                }
                 Event::CompactionFinished {
                     agent: self.agent.clone(),
                     report: Box::new(report.clone()),
+                    mode: self.mode,
                 }
             }
             Err(error) => {
                 tracing::warn!(parent: &self.span, agent = %self.agent, %error, "compaction failed");
-                self.failed(error)
+                self.no_answer(error)
             }
         };
         self.events.publish(Some(self.trace), event);
     }
 
-    fn failed(&self, error: &CompactError) -> Event {
+    /// Record on the span that the compaction ended without an answer (`error`), and the
+    /// event that says so.
+    fn no_answer(&self, error: &CompactionAskError) -> Event {
+        let outcome = match error {
+            CompactionAskError::Cancelled | CompactionAskError::Abandoned => Outcome::Cancelled,
+            _ => Outcome::Failed,
+        };
+        let reason = error.to_string();
+        self.span
+            .record(semconv::COMPACTION_OUTCOME, outcome.as_str());
+        self.span.record(semconv::ERROR_TYPE, error_type(error));
+        self.span
+            .record(semconv::COMPACTION_TOKENS_BEFORE, self.tokens);
+        self.span.record(
+            semconv::COMPACTION_REASON,
+            if outcome == Outcome::Cancelled {
+                "cancelled"
+            } else {
+                reason.as_str()
+            },
+        );
         Event::CompactionFailed {
             agent: self.agent.clone(),
-            reason: error.to_string(),
+            reason,
+            mode: self.mode,
         }
     }
 }
@@ -216,8 +349,7 @@ impl Drop for Announcement {
     fn drop(&mut self) {
         if !self.ended {
             // The span says so too: a trace shows how a cancelled compaction ended.
-            self.span.record(semconv::COMPACTION_REASON, "cancelled");
-            let event = self.failed(&CompactError::Cancelled);
+            let event = self.no_answer(&CompactionAskError::Cancelled);
             self.events.publish(Some(self.trace), event);
         }
     }

@@ -4,9 +4,9 @@
 
 use troupe_compaction::Compaction;
 use troupe_compaction::summary::{MechanicalSummarizer, Summarizer};
-use troupe_compaction::tokens::TokenCounter;
+use troupe_tokens::TokenCounter;
 
-use super::CompactError;
+use super::CompactionAskError;
 use crate::compression::job::CompactionRequest;
 
 /// Make room in `request`'s conversation on this node, without a model. Masking and truncating
@@ -18,7 +18,7 @@ use crate::compression::job::CompactionRequest;
 pub(super) async fn make_room(
     request: &CompactionRequest,
     counter: &dyn TokenCounter,
-) -> Result<Compaction, CompactError> {
+) -> Result<Compaction, CompactionAskError> {
     let masked = plan(request, counter, None).await?;
     if masked.report.tokens_after < request.policy.trigger_tokens() {
         return Ok(masked);
@@ -32,7 +32,7 @@ pub(super) async fn compact_here(
     request: &CompactionRequest,
     counter: &dyn TokenCounter,
     why: &str,
-) -> Result<Compaction, CompactError> {
+) -> Result<Compaction, CompactionAskError> {
     tracing::warn!(agent = %request.agent, %why, "compacting on this node");
     let mut compaction = plan(request, counter, Some(&MechanicalSummarizer::new())).await?;
     compaction
@@ -49,15 +49,15 @@ async fn plan(
     request: &CompactionRequest,
     counter: &dyn TokenCounter,
     summarizer: Option<&dyn Summarizer>,
-) -> Result<Compaction, CompactError> {
+) -> Result<Compaction, CompactionAskError> {
     troupe_compaction::compact(
         &request.conversation,
         &request.ledger,
         &request.policy,
         counter,
         summarizer,
-        request.compact_request(),
+        request.compact_options(),
     )
     .await
-    .map_err(CompactError::Failed)
+    .map_err(CompactionAskError::Failed)
 }

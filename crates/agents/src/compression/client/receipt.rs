@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use troupe_compaction::economics::{self, CostModel};
-use troupe_compaction::tokens::{CachedCounter, TokenCache, TokenCounter};
 use troupe_compaction::{Compaction, ContextPolicy};
 use troupe_protocol::ChatMessage;
+use troupe_tokens::{CachedCounter, TokenCache, TokenCounter};
 
 /// The cost model receipts are priced under: the policy's pricing (the agent's provider's
 /// cache), else OpenAI's automatic prefix caching at its default rates (cached input at a

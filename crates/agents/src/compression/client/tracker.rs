@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use troupe_runtime::Directory;
 
-use super::{AppliedCompaction, CompactError};
+use super::{AppliedCompaction, CompactionAskError};
 
-type Outcome = Option<Result<AppliedCompaction, CompactError>>;
+type Outcome = Option<Result<AppliedCompaction, CompactionAskError>>;
 
 /// Running compactions by agent name (a directory extension: one per team).
 #[derive(Default)]
@@ -40,13 +40,13 @@ impl CompactionTracker {
     pub(crate) async fn join(
         &self,
         agent: &str,
-    ) -> Option<Result<AppliedCompaction, CompactError>> {
+    ) -> Option<Result<AppliedCompaction, CompactionAskError>> {
         let mut running = self.lock().get(agent).cloned()?;
         let outcome = match running.wait_for(Option::is_some).await {
             Ok(outcome) => outcome.clone(),
             Err(_) => None,
         };
-        Some(outcome.unwrap_or(Err(CompactError::Abandoned)))
+        Some(outcome.unwrap_or(Err(CompactionAskError::Abandoned)))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Receiver<Outcome>>> {
@@ -64,7 +64,7 @@ pub(crate) struct Running {
 
 impl Running {
     /// Give everyone who joined the outcome.
-    pub(crate) fn settle(&self, outcome: &Result<AppliedCompaction, CompactError>) {
+    pub(crate) fn settle(&self, outcome: &Result<AppliedCompaction, CompactionAskError>) {
         let _ = self.publish.send(Some(outcome.clone()));
     }
 }

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
-use troupe_compaction::tokens::TokenCounter;
 use troupe_protocol::{MessageId, StoredMessage};
+use troupe_tokens::TokenCounter;
 
 use super::{FIRST_LINE_CHARS, RECALL_TOOL, Recall, clip, rendered};
 

@@ -4,7 +4,7 @@ use super::read::pages;
 use super::*;
 use crate::compaction_settings::shared_counter;
 use troupe_compaction::summary::MechanicalSummarizer;
-use troupe_compaction::{CompactRequest, ContextPolicy, compact};
+use troupe_compaction::{CompactOptions, ContextPolicy, compact};
 use troupe_protocol::FileLedger;
 use troupe_protocol::{ChatMessage, Conversation};
 use troupe_tools::{ToolFailure, ToolOutcome, ToolResult};
@@ -461,7 +461,7 @@ async fn every_id_a_stub_or_summary_names_is_recallable_across_compactions() {
                     &policy,
                     counter.as_ref(),
                     Some(&summarizer),
-                    CompactRequest::default(),
+                    CompactOptions::default(),
                 )
                 .await
                 .unwrap();

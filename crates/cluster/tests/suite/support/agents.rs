@@ -52,6 +52,7 @@ impl AgentBehavior for TestAgent {
                 text: question.to_string(),
                 trace: request.trace.child(),
                 response_format: None,
+                request_id: None,
             };
             return ctx
                 .directory

@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::economics::Rates;
 use crate::summary::MechanicalSummarizer;
-use crate::tokens::TiktokenCounter;
-use crate::{CompactRequest, Compaction, compact};
+use crate::{CompactOptions, Compaction, compact};
+use troupe_tokens::TiktokenCounter;
 
 fn inputs(window: usize, growth: f64, road: SummaryRoad) -> TargetInputs {
     TargetInputs {
@@ -174,9 +174,9 @@ fn chosen_for_session(policy: &ContextPolicy) -> Option<ContextPolicy> {
 
 /// `session()` compacted under `policy` as `trigger` asks, with the mechanical summarizer.
 async fn compact_session(policy: &ContextPolicy, trigger: CompactTrigger) -> Compaction {
-    let options = CompactRequest {
+    let options = CompactOptions {
         trigger,
-        ..CompactRequest::default()
+        ..CompactOptions::default()
     };
     let summarizer = MechanicalSummarizer::new();
     let ledger = troupe_protocol::FileLedger::new();

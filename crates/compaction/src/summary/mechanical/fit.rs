@@ -7,7 +7,7 @@
 //! oldest item goes first. The same fitting serves the mechanical summarizer (which measures
 //! characters) and compaction (which measures a model's answer with its token counter).
 
-use crate::counter::TokenCounter;
+use troupe_tokens::TokenCounter;
 
 /// Sections (lowercase keys, `progress/…` for subsections) in the order their items are
 /// dropped. Sections not listed (a model's extras) and text before the first heading go
@@ -206,8 +206,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::counter::CharEstimateCounter;
     use crate::summary::format::missing_sections;
+    use troupe_tokens::CharEstimateCounter;
 
     const BODY: &str = "## Goal\n- Fix the parser\n- User correction: keep the API\n\n## Constraints & Preferences\n- Keep the API\n\n## Progress\n### Done\n- [x] Read the lexer\n- [x] Wrote a test\n### In Progress\n- [ ] Fixing the bound\n### Blocked\n- (none)\n\n## Key Decisions\n- Use an inclusive bound\n\n## Next Steps\n1. Run the tests\n\n## Critical Context\n- The bound is in src/lexer.rs line 40\n- The CI runs on stable";
 

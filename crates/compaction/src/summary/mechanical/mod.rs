@@ -23,7 +23,7 @@ use super::prompt::{MESSAGE_CLOSE, MESSAGE_OPEN, SummaryKind, SummaryPrompt};
 use super::summarizer::{Summarizer, SummarizerError};
 
 /// Characters per token assumed when fitting the answer into `max_output_tokens` (what
-/// [`CharEstimateCounter`](crate::tokens::CharEstimateCounter) assumes; compaction re-fits with
+/// [`CharEstimateCounter`](troupe_tokens::CharEstimateCounter) assumes; compaction re-fits with
 /// its own counter).
 const CHARS_PER_TOKEN: usize = 4;
 

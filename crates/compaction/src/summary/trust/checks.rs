@@ -4,13 +4,13 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::SummaryRejection;
-use crate::counter::TokenCounter;
 use crate::summary::format::{PROGRESS_SUBSECTIONS, SECTIONS, missing_sections};
 use crate::summary::prompt::{
     CONVERSATION_CLOSE, CONVERSATION_OPEN, MESSAGE_CLOSE, MESSAGE_OPEN, PREVIOUS_CLOSE,
     PREVIOUS_OPEN,
 };
 use crate::summary::render::parse_header;
+use troupe_tokens::TokenCounter;
 
 /// Of the six sections, how many must say something beyond a placeholder.
 pub(super) const MIN_FILLED_SECTIONS: usize = 3;

@@ -17,11 +17,11 @@ use thiserror::Error;
 
 use super::format::{SECTIONS, normalize_summary};
 use super::prompt::{SummaryKind, SummaryPrompt};
-use crate::counter::TokenCounter;
 use checks::{
     check_budget, check_grounding, check_prompt_echo, check_prose, check_repetition,
     check_structure,
 };
+use troupe_tokens::TokenCounter;
 
 /// Why a model's summary was not trusted. Its text reads as the end of "the answer was
 /// rejected because …", and is what the report's `fallbacks` entry shows.
@@ -123,7 +123,7 @@ pub enum SummaryRejection {
 ///
 /// ```
 /// use troupe_compaction::summary::{SummaryRejection, segment_prompt, vet_summary};
-/// use troupe_compaction::tokens::CharEstimateCounter;
+/// use troupe_tokens::CharEstimateCounter;
 /// let prompt = segment_prompt("[m1 user]\nFix the parser in src/lib.rs", None, None, 500);
 /// let skeleton = "## Goal\n- (not provided)\n## Progress\n### Done\n- (none)";
 /// assert_eq!(

@@ -2,9 +2,9 @@
 
 use super::checks::MIN_FILLED_SECTIONS;
 use super::*;
-use crate::counter::CharEstimateCounter;
 use crate::summary::prompt::{per_message_prompt, segment_prompt};
 use troupe_protocol::Role;
+use troupe_tokens::CharEstimateCounter;
 
 const CONVERSATION: &str = "[m1 user]\nThe tokenizer in src/lexer.rs panics on unterminated strings. Fix it without allocating; keep the public API of Lexer::next_token.\n[m2 assistant]\nI will read the lexer first.\n→ read_file {\"path\": \"src/lexer.rs\"}\n[m3 tool read_file]\nfn next_token(&mut self) -> Token { match self.peek() { '\"' => self.quoted(), _ => self.word() } }\n[m4 assistant]\nThe root cause is quoted() indexing past the end. I decided to return Token::Error instead of panicking.\n→ edit_file {\"path\": \"src/lexer.rs\"}\n[m5 tool edit_file]\nok\n[m6 user]\nGood. Now run cargo test and add a regression test for the unterminated string.";
 

@@ -11,6 +11,8 @@ use llama_cpp_2::model::{LlamaChatMessage, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 
+pub use super::CallRecord;
+use super::exit::inside_llama;
 use super::{BATCH, CONTEXT_CREATION, backend, context_params, lock, weights};
 use crate::local::LocalModelError;
 
@@ -59,8 +61,8 @@ impl Baseline {
         let threads = i32::try_from(threads.max(1)).unwrap_or(1);
         let ctx = {
             let _creating = lock(&CONTEXT_CREATION);
-            model
-                .new_context(backend()?, context_params(n_ctx, threads))
+            let backend = backend()?;
+            inside_llama(|| model.new_context(backend, context_params(n_ctx, threads)))
                 .map_err(|e| fail("context", e))?
         };
         Ok(Baseline { model, ctx })
@@ -89,19 +91,7 @@ impl Baseline {
     /// Decode `tokens` from position 0 in batches of `BATCH`, logits for the last one only: the
     /// plain prefill both runs measure. Returns the last batch (its last token's logits are next).
     fn prefill(&mut self, tokens: &[LlamaToken]) -> Result<LlamaBatch<'static>, LocalModelError> {
-        let mut batch = LlamaBatch::new(BATCH as usize, 1);
-        let last = tokens.len().saturating_sub(1);
-        for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
-            batch.clear();
-            for (i, t) in chunk.iter().enumerate() {
-                let pos = c * BATCH as usize + i;
-                batch
-                    .add(*t, pos as i32, &[0], pos == last)
-                    .map_err(|e| fail("batch", e))?;
-            }
-            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
-        }
-        Ok(batch)
+        self.prefill_from(tokens, 0)
     }
 
     /// Decode `prompt`, then generate greedily (with the provider's repetition penalty) until the
@@ -135,7 +125,7 @@ impl Baseline {
                 .add(token, (tokens.len() + n) as i32, &[0], true)
                 .map_err(|e| fail("batch", e))?;
             n += 1;
-            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+            inside_llama(|| self.ctx.decode(&mut batch)).map_err(|e| fail("decode", e))?;
             at = 0;
         }
         Ok(BaselineRun {
@@ -190,7 +180,7 @@ impl Baseline {
                         .add(*t, pos as i32, &[seq as i32], pos == last)
                         .map_err(|e| fail("batch", e))?;
                 }
-                self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+                inside_llama(|| self.ctx.decode(&mut batch)).map_err(|e| fail("decode", e))?;
             }
             let mut sampler = LlamaSampler::chain_simple([
                 LlamaSampler::penalties(self.model.n_vocab(), 64, 1.1, 0.0, 0.0),
@@ -220,7 +210,7 @@ impl Baseline {
             if at.is_empty() {
                 break;
             }
-            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
+            inside_llama(|| self.ctx.decode(&mut batch)).map_err(|e| fail("decode", e))?;
             for (seq, index) in at {
                 next[seq] = samplers[seq].sample(&self.ctx, index);
                 produced[seq] += 1;
@@ -232,6 +222,93 @@ impl Baseline {
             prompt_time,
             generation_time: generation_started.elapsed(),
         })
+    }
+
+    /// llama.cpp doing the decoding of the engine's `call` on `text`: its reused tokens
+    /// decoded into an empty cache first, untimed (they were in the engine's cache), then the
+    /// rest of its prompt timed, then its output tokens generated greedily. The same positions
+    /// as the engine decoded, so the prefill rates compare at the same depth.
+    ///
+    /// # Errors
+    /// As [`Baseline::run_counts`].
+    pub fn run_call(
+        &mut self,
+        text: &str,
+        call: &CallRecord,
+    ) -> Result<BaselineRun, LocalModelError> {
+        let vocab = self.model.vocab();
+        let mut tokens = vocab.tokenize(text.as_bytes(), true, false);
+        if tokens.len() < call.prompt_tokens || call.prompt_tokens == 0 {
+            return Err(fail(
+                "prompt",
+                format!(
+                    "the text has {} tokens, {} asked for",
+                    tokens.len(),
+                    call.prompt_tokens
+                ),
+            ));
+        }
+        tokens.truncate(call.prompt_tokens);
+        let reused = call.reused_tokens.min(tokens.len() - 1);
+        self.ctx.clear_kv_cache();
+        if reused > 0 {
+            self.prefill_from(&tokens[..reused], 0)?;
+        }
+        let started = Instant::now();
+        let mut batch = self.prefill_from(&tokens[reused..], reused)?;
+        let prompt_time = started.elapsed();
+        let generation_time = self.generate(&mut batch, tokens.len(), call.output_tokens)?;
+        Ok(BaselineRun {
+            prompt_tokens: tokens.len() - reused,
+            output_tokens: call.output_tokens,
+            prompt_time,
+            generation_time,
+        })
+    }
+
+    /// Decode `tokens` at positions `start..` of sequence 0 in batches of `BATCH`, logits for
+    /// the last one only. Returns the last batch.
+    fn prefill_from(
+        &mut self,
+        tokens: &[LlamaToken],
+        start: usize,
+    ) -> Result<LlamaBatch<'static>, LocalModelError> {
+        let mut batch = LlamaBatch::new(BATCH as usize, 1);
+        let last = tokens.len().saturating_sub(1);
+        for (c, chunk) in tokens.chunks(BATCH as usize).enumerate() {
+            batch.clear();
+            for (i, t) in chunk.iter().enumerate() {
+                let pos = c * BATCH as usize + i;
+                batch
+                    .add(*t, (start + pos) as i32, &[0], pos == last)
+                    .map_err(|e| fail("batch", e))?;
+            }
+            inside_llama(|| self.ctx.decode(&mut batch)).map_err(|e| fail("decode", e))?;
+        }
+        Ok(batch)
+    }
+
+    /// Generate `output_tokens` greedily after a prompt of `prompt_len` tokens whose last
+    /// logits are in `batch`; the time it took.
+    fn generate(
+        &mut self,
+        batch: &mut LlamaBatch<'static>,
+        prompt_len: usize,
+        output_tokens: usize,
+    ) -> Result<Duration, LocalModelError> {
+        let mut sampler = LlamaSampler::greedy();
+        let started = Instant::now();
+        let mut at = batch.n_tokens() - 1;
+        for n in 0..output_tokens {
+            let token = sampler.sample(&self.ctx, at);
+            batch.clear();
+            batch
+                .add(token, (prompt_len + n) as i32, &[0], true)
+                .map_err(|e| fail("batch", e))?;
+            inside_llama(|| self.ctx.decode(batch)).map_err(|e| fail("decode", e))?;
+            at = 0;
+        }
+        Ok(started.elapsed())
     }
 
     /// Decode the first `prompt_tokens` tokens of `text` (with a BOS token) into an empty cache,
@@ -262,23 +339,12 @@ impl Baseline {
         let started = Instant::now();
         let mut batch = self.prefill(&tokens)?;
         let prompt_time = started.elapsed();
-        let mut sampler = LlamaSampler::greedy();
-        let generation_started = Instant::now();
-        let mut at = batch.n_tokens() - 1;
-        for n in 0..output_tokens {
-            let token = sampler.sample(&self.ctx, at);
-            batch.clear();
-            batch
-                .add(token, (tokens.len() + n) as i32, &[0], true)
-                .map_err(|e| fail("batch", e))?;
-            self.ctx.decode(&mut batch).map_err(|e| fail("decode", e))?;
-            at = 0;
-        }
+        let generation_time = self.generate(&mut batch, tokens.len(), output_tokens)?;
         Ok(BaselineRun {
             prompt_tokens: tokens.len(),
             output_tokens,
             prompt_time,
-            generation_time: generation_started.elapsed(),
+            generation_time,
         })
     }
 }

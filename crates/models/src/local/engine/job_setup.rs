@@ -45,7 +45,7 @@ pub(super) fn prepare(
         });
     }
     let sampler = sampler(model, job)?;
-    let key = (job.agent.clone(), job.priority);
+    let key = (job.agent.clone(), job.priority, job.conversation);
     let Some(claim) = sequences.claim(&key, &tokens, &mut Cells(ctx)) else {
         return Ok(None);
     };

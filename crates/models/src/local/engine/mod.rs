@@ -8,7 +8,8 @@
 //! oneshot reply. A job carries a cancel flag checked before it starts and between batches.
 //!
 //! The context holds one KV sequence per conversation (`sequences.rs`): each agent's calls, and
-//! its background (compression) calls, keep their tokens in a sequence of their own, so agents
+//! its background (compression) calls, keep their tokens in a sequence of their own — as do an
+//! asker's conversations that start differently (the compressor's tool loop, its summaries) — so agents
 //! taking turns decode only what is new to each — the longest prefix a prompt shares with any
 //! sequence is reused. The least recently used idle sequence is emptied when the cells run out.
 //! A cancelled or failed job's sequence is emptied after it.
@@ -24,6 +25,7 @@
 
 pub mod baseline;
 mod batch;
+mod exit;
 mod job_setup;
 mod pieces;
 mod queue;
@@ -89,8 +91,13 @@ pub(crate) struct Job {
     pub pieces: Option<tokio::sync::mpsc::Sender<String>>,
     /// Its lane in the queue: interactive jobs queued later still go before background ones.
     pub priority: RequestPriority,
-    /// The agent that asks: with the lane, which conversation (KV sequence) the job continues.
+    /// The agent that asks: with the lane and the conversation, which KV sequence the job
+    /// continues.
     pub agent: Option<String>,
+    /// Which of the asker's conversations the job continues: a hash of how it starts (its
+    /// system prompt), so one asker's separate conversations — the compression agent's tool
+    /// loop and its summaries — keep a sequence each instead of cutting one another's.
+    pub conversation: u64,
 }
 
 /// Why generation stopped.
@@ -117,11 +124,43 @@ pub(crate) struct Generation {
     pub reused_tokens: usize,
 }
 
+/// What the engine did for one finished call: the benchmarks' record, replayed by
+/// [`baseline::Baseline::run_call`] to time llama.cpp doing the same decoding.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallRecord {
+    /// Tokens of the prompt.
+    pub prompt_tokens: usize,
+    /// Leading prompt tokens its sequence already held (not decoded).
+    pub reused_tokens: usize,
+    /// Tokens generated.
+    pub output_tokens: usize,
+    /// From joining to the prompt's last token decoded (tokenizing and claiming included).
+    pub prompt_time: Duration,
+    /// From the first token sampled to the last.
+    pub generation_time: Duration,
+}
+
+/// Calls kept for [`Engine::take_calls`] (the oldest go first).
+const CALLS_KEPT: usize = 256;
+
 /// What the worker has done, for benchmarks.
 #[derive(Debug, Default)]
 pub(crate) struct EngineStats {
     /// Prompt tokens decoded (those reused from the cache not counted).
     prompt_tokens_decoded: AtomicU64,
+    /// The calls finished since the last [`Engine::take_calls`], at most [`CALLS_KEPT`].
+    calls: Mutex<std::collections::VecDeque<CallRecord>>,
+}
+
+impl EngineStats {
+    /// Note a finished call.
+    fn record(&self, call: CallRecord) {
+        let mut calls = lock(&self.calls);
+        if calls.len() == CALLS_KEPT {
+            calls.pop_front();
+        }
+        calls.push_back(call);
+    }
 }
 
 type Reply = tokio::sync::oneshot::Sender<Result<Generation, LocalModelError>>;
@@ -269,6 +308,11 @@ impl Engine {
     /// Prompt tokens decoded since the engine started (reused ones not counted).
     pub(crate) fn prompt_tokens_decoded(&self) -> u64 {
         self.stats.prompt_tokens_decoded.load(Ordering::Relaxed)
+    }
+
+    /// The calls finished since the last time they were taken, oldest first.
+    pub(crate) fn take_calls(&self) -> Vec<CallRecord> {
+        lock(&self.stats.calls).drain(..).collect()
     }
 
     /// Queue a job; the receiver yields its result.

@@ -15,9 +15,11 @@
 use llama_cpp_2::token::LlamaToken;
 use troupe_protocol::RequestPriority;
 
-/// Whose conversation a job continues: the agent that asks (none for calls that name no agent)
-/// and the lane (its background calls — summaries — are a conversation of their own).
-pub(super) type Key = (Option<String>, RequestPriority);
+/// Whose conversation a job continues: the agent that asks (none for calls that name no agent),
+/// the lane (its background calls are conversations of their own) and how the conversation
+/// starts (a hash of its system prompt: the compression agent's tool loop and its summaries
+/// are two conversations of one asker, each kept in a sequence of its own).
+pub(super) type Key = (Option<String>, RequestPriority, u64);
 
 /// The operations on the KV cache the bookkeeping needs.
 pub(super) trait KvCells {
@@ -253,7 +255,7 @@ mod tests {
     }
 
     fn key(agent: &str) -> Key {
-        (Some(agent.to_string()), RequestPriority::Interactive)
+        (Some(agent.to_string()), RequestPriority::Interactive, 0)
     }
 
     /// Run a job: claim, decode the rest of the prompt and `answer`, release.
@@ -299,13 +301,60 @@ mod tests {
         let a = turn(&mut sequences, &mut kv, &key("a"), &agent, &[]);
         // The compression agent's summary of the same conversation starts with its prefix.
         let summary = tokens(&[1, 2, 3, 4, 5, 9, 9]);
-        let background = (Some("compressor".to_string()), RequestPriority::Background);
+        let background = (
+            Some("compressor".to_string()),
+            RequestPriority::Background,
+            1,
+        );
         let claim = sequences.claim(&background, &summary, &mut kv).unwrap();
         assert_ne!(claim.seq, a.seq);
         assert_eq!(claim.reused, 5);
         assert_eq!(kv.held(claim.seq), &summary[..5]);
         // The agent's own sequence is untouched.
         assert_eq!(kv.held(a.seq), &agent[..]);
+    }
+
+    #[test]
+    fn an_askers_two_conversations_keep_a_sequence_each() {
+        let mut sequences = Sequences::new(4);
+        let mut kv = FakeCells::default();
+        let (tool_loop, summary) = (
+            (
+                Some("compressor".to_string()),
+                RequestPriority::Background,
+                7,
+            ),
+            (
+                Some("compressor".to_string()),
+                RequestPriority::Background,
+                8,
+            ),
+        );
+        let loop_prompt = tokens(&[1, 2, 3, 4, 5, 6]);
+        let first = turn(
+            &mut sequences,
+            &mut kv,
+            &tool_loop,
+            &loop_prompt,
+            &tokens(&[7]),
+        );
+        // A summary between two steps of the loop takes a sequence of its own …
+        let summary_prompt = tokens(&[9, 9, 9, 9]);
+        let s = turn(&mut sequences, &mut kv, &summary, &summary_prompt, &[]);
+        assert_ne!(s.seq, first.seq);
+        // … so the loop's next step decodes only what is new, and a second summary of the same
+        // material reads the first one's.
+        let next = tokens(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        let second = turn(&mut sequences, &mut kv, &tool_loop, &next, &[]);
+        assert_eq!((second.seq, second.reused), (first.seq, 7));
+        let again = turn(
+            &mut sequences,
+            &mut kv,
+            &summary,
+            &tokens(&[9, 9, 9, 9, 5]),
+            &[],
+        );
+        assert_eq!((again.seq, again.reused), (s.seq, 4));
     }
 
     #[test]

@@ -28,13 +28,14 @@ use troupe_protocol::RequestPriority;
 use troupe_protocol::sync::lock;
 
 use super::batch::{Part, build};
+use super::exit::inside_llama;
 use super::job_setup::prepare;
 use super::pieces::Utf8Pieces;
 use super::queue::JobQueue;
 use super::sequences::{KvCells, Sequences};
 use super::{
-    BATCH, CONTEXT_CREATION, EngineStats, Generation, Job, Reply, SEQUENCES, Stop, backend,
-    context_params,
+    BATCH, CONTEXT_CREATION, CallRecord, EngineStats, Generation, Job, Reply, SEQUENCES, Stop,
+    backend, context_params,
 };
 use crate::local::LocalModelError;
 
@@ -193,9 +194,12 @@ impl Worker {
     fn new_context(&self) -> Result<LlamaContext<'static>, LocalModelError> {
         // llama.cpp's context constructor mutates the model; never run two at once.
         let _creating = lock(&CONTEXT_CREATION);
-        self.model
-            .new_context(backend()?, context_params(self.n_ctx, self.threads))
-            .map_err(|e| LocalModelError::Load(format!("cannot create a llama.cpp context: {e}")))
+        let backend = backend()?;
+        inside_llama(|| {
+            self.model
+                .new_context(backend, context_params(self.n_ctx, self.threads))
+        })
+        .map_err(|e| LocalModelError::Load(format!("cannot create a llama.cpp context: {e}")))
     }
 
     /// Start `job`: tokenize it, claim its sequence (cut to the prefix it reuses), build its
@@ -288,7 +292,7 @@ impl Worker {
         let result = match outcome {
             Ok(stop) => {
                 self.sequences.release(r.seq);
-                Ok(Generation {
+                let generation = Generation {
                     text: r.text,
                     prompt_tokens: r.prompt.len(),
                     output_tokens: r.produced,
@@ -296,7 +300,15 @@ impl Worker {
                     prompt_time: r.prompt_time,
                     generation_time: r.generation_started.map_or(Duration::ZERO, |s| s.elapsed()),
                     reused_tokens: r.reused,
-                })
+                };
+                self.stats.record(CallRecord {
+                    prompt_tokens: generation.prompt_tokens,
+                    reused_tokens: generation.reused_tokens,
+                    output_tokens: generation.output_tokens,
+                    prompt_time: generation.prompt_time,
+                    generation_time: generation.generation_time,
+                });
+                Ok(generation)
             }
             Err(e) => {
                 match self.context.as_mut() {
@@ -335,7 +347,7 @@ impl Worker {
         if plan.is_empty() {
             return false;
         }
-        match ctx.decode(batch) {
+        match inside_llama(|| ctx.decode(batch)) {
             Ok(()) => {}
             Err(DecodeError::NoKvCacheSlot) => {
                 self.make_room(&plan);

@@ -1,0 +1,4 @@
+mod backends;
+mod postgres_store;
+mod session_log;
+mod store;
