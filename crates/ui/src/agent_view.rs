@@ -75,6 +75,17 @@ pub(crate) struct Compacting {
     pub(crate) mode: CompactionMode,
 }
 
+/// Where a node took the agent over from, as its last `AgentMoved` said.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Moved {
+    /// The node it was on (as last seen), or `unknown`.
+    pub(crate) from: String,
+    /// The node it is on now.
+    pub(crate) to: String,
+    /// The last committed step of its log it went on from.
+    pub(crate) step: usize,
+}
+
 /// One agent as the page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct AgentView {
@@ -99,6 +110,8 @@ pub(crate) struct AgentView {
     pub(crate) model_calls: u64,
     /// The last error its requests or model calls reported.
     pub(crate) error: Option<String>,
+    /// Its last move to another node (a takeover after its node was lost).
+    pub(crate) moved: Option<Moved>,
     /// What it spent, as its last `/context` said.
     pub(crate) spend: Option<SpendReport>,
     /// Counts its `/context` answers: each one is a moment between requests when its
@@ -128,6 +141,7 @@ impl AgentView {
             said: String::new(),
             model_calls: 0,
             error: None,
+            moved: None,
             spend: None,
             revision: 0,
             in_request: false,

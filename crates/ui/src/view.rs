@@ -8,7 +8,7 @@ use troupe_agents::ContextStats;
 use troupe_protocol::ApprovalId;
 use troupe_protocol::{CompactTrigger, CompactionMode, CompactionReport, Event, EventRecord};
 
-use crate::agent_view::{AgentState, AgentView, Compacting, Marks, SAID_CAP};
+use crate::agent_view::{AgentState, AgentView, Compacting, Marks, Moved, SAID_CAP};
 use crate::conversation::ConversationView;
 use crate::waterfall::Traces;
 
@@ -423,6 +423,13 @@ impl View {
                 view.error = Some(reason.clone());
                 view.in_request = false;
                 view.state = AgentState::Stopped;
+            }
+            Event::AgentMoved { from, to, step, .. } => {
+                view.moved = Some(Moved {
+                    from: from.clone(),
+                    to: to.clone(),
+                    step: *step,
+                });
             }
             // A new kind of event: shown in the log, nothing else known about it.
             _ => touched.agent = false,

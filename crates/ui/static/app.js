@@ -146,6 +146,10 @@ function agentCard(a) {
     if (!state.readOnly) card.append(raiseForm(a));
   }
   if (a.error) card.append(el('div', 'detail error', `error: ${a.error}`));
+  if (a.moved) {
+    const m = a.moved;
+    card.append(el('div', 'detail moved', `moved from node ${m.from} to ${m.to} at step ${m.step}`));
+  }
   card.append(el('div', 'detail', `model calls: ${a.model_calls}`));
   if (a.said) {
     const said = el('pre', 'said', a.said);

@@ -883,3 +883,48 @@ async fn an_id_that_names_another_call_by_now_is_not_answered() {
     ui.shutdown().await;
     team.shutdown().await;
 }
+
+/// An agent a node took over shows where it came from, where it is and the step it went on from.
+#[tokio::test]
+async fn an_agent_taken_over_by_another_node_shows_its_move() {
+    let runs = Runs::default();
+    let (team, _) = team(&runs).await;
+    let ui = serve(&team, UiConfig::default()).await.unwrap();
+    let (base, token) = (base_of(ui.url()), token_of(ui.url()));
+    let http = client();
+    team.events().publish(
+        None,
+        Event::AgentMoved {
+            agent: "writer".to_string(),
+            from: "node-b".to_string(),
+            to: "node-c".to_string(),
+            step: 7,
+        },
+    );
+    let moved = loop {
+        let snapshot: Value = http
+            .get(format!("{base}api/snapshot?token={token}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let writer = snapshot["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "writer")
+            .cloned();
+        if let Some(moved) = writer.map(|w| w["moved"].clone()).filter(|m| !m.is_null()) {
+            break moved;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        moved,
+        serde_json::json!({"from": "node-b", "to": "node-c", "step": 7})
+    );
+    ui.shutdown().await;
+    team.shutdown().await;
+}
