@@ -67,7 +67,7 @@ pub use troupe_tools as tools;
 #[cfg(feature = "ui")]
 pub use troupe_ui as ui;
 
-pub use troupe_agents::{AgentSpec, LlmAgent, spawn_agent};
+pub use troupe_agents::{AgentSpec, LlmAgent, spawn_agent, spawn_agent_with};
 pub use troupe_protocol::{ChatMessage, ChatModel, Conversation, Event, EventRecord};
 pub use troupe_runtime::{AgentRequest, AskError, Team, TeamConfig};
 pub use troupe_tools::{Tool, ToolContext, ToolError, ToolRegistry};

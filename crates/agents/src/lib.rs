@@ -30,7 +30,7 @@ pub use team_builder::{TeamBuildError, TeamBuilder, TeamBuilderExt};
 pub use team_tools::{ASK_AGENT_TIMEOUT, AskAgentArgs};
 pub use traced::{TracedModel, tool_span, traced_chat, traced_chat_stream};
 
-use troupe_runtime::{Team, TeamError};
+use troupe_runtime::{Team, TeamError, TeamSpawner};
 
 use compression::{COMPRESSION_AGENT, CompressionAgent, CompressionConfig};
 
@@ -45,10 +45,17 @@ pub async fn spawn_compression_agent(
     Ok(())
 }
 
-/// Spawn an LLM agent described by `spec` into `team` under the team's supervisor.
+/// Spawn an LLM agent described by `spec` into `team` under the team's supervisor, its budget
+/// registered with the team's.
 pub async fn spawn_agent(team: &Team, spec: AgentSpec) -> Result<(), TeamError> {
+    spawn_agent_with(&team.spawner(), spec).await
+}
+
+/// [`spawn_agent`] through the team's [`TeamSpawner`], for a task that holds no `Team` (a
+/// standby node's takeover): the same road, the budget registered too.
+pub async fn spawn_agent_with(spawner: &TeamSpawner, spec: AgentSpec) -> Result<(), TeamError> {
     let (name, budget) = (spec.name.clone(), spec.budget.clone());
-    team.spawn(name.clone(), LlmAgent::factory(spec)).await?;
-    spend::TeamBudgets::of(team.directory()).put(&name, &budget);
+    spawner.spawn(name.clone(), LlmAgent::factory(spec)).await?;
+    spend::TeamBudgets::of(spawner.directory()).put(&name, &budget);
     Ok(())
 }

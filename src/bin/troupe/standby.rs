@@ -57,8 +57,8 @@ pub(crate) async fn watch(
         let span = tracing::info_span!("takeover", agent = %name, from = %from, to = %node);
         let taken = async {
             // Refused while another node holds the lease (alive, or not yet expired).
-            let factory = LlmAgent::factory(standby.spec.clone());
-            if let Err(e) = team.spawner.spawn(name.clone(), factory).await {
+            // The road every agent is spawned by: its budget joins the team's too.
+            if let Err(e) = troupe::spawn_agent_with(&team.spawner, standby.spec.clone()).await {
                 tracing::debug!(error = %e, "not taken over yet");
                 return false;
             }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use troupe_agents::compression::{CompressionConfig, CompressorModel};
 use troupe_agents::spend::AgentBudget;
 use troupe_agents::{
-    AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_compression_agent,
+    AgentSpec, CompactionSettings, LlmAgent, shared_counter, spawn_agent, spawn_agent_with,
+    spawn_compression_agent,
 };
 use troupe_compaction::ContextPolicy;
 use troupe_models::{ScriptedModel, ScriptedReply};
@@ -234,5 +235,21 @@ async fn a_scope_summary_counts_against_the_agents_budget() {
         after.output_tokens - before.output_tokens,
         tokens("fixed the parser")
     );
+    team.shutdown().await;
+}
+
+/// An agent spawned through a team's spawner (as a standby node's takeover spawns it, holding no
+/// `Team`) has its budget registered with the team as one spawned through the team.
+#[tokio::test]
+async fn an_agent_spawned_through_the_teams_spawner_has_its_budget_in_the_team() {
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let model = Arc::new(ScriptedModel::new("m", [ScriptedReply::text("ok")]));
+    let spec = AgentSpec::new("coder", model).budget(AgentBudget {
+        request: limit_input(7),
+        ..AgentBudget::default()
+    });
+    spawn_agent_with(&team.spawner(), spec).await.unwrap();
+    let budget = team.agent::<LlmAgent>("coder").budget();
+    assert_eq!(budget.map(|b| b.request), Some(limit_input(7)));
     team.shutdown().await;
 }

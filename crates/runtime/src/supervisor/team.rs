@@ -385,6 +385,11 @@ impl std::fmt::Debug for TeamSpawner {
 }
 
 impl TeamSpawner {
+    /// The team's directory.
+    pub fn directory(&self) -> &Directory {
+        &self.directory
+    }
+
     /// [`Team::spawn`].
     ///
     /// # Errors
