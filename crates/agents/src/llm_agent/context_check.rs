@@ -41,29 +41,30 @@ impl LlmAgent {
         ctx: &AgentContext,
         req: &mut RequestContext,
     ) -> Result<(), ContextOverflow> {
-        let room = self.context.room(self.tool_tokens());
         // Before a model call no tool call is open: a background compaction that landed goes
         // in now.
         self.ahead.land(&mut self.context, ctx, req);
         // Thresholds are of the usable window (the window less the output reserve), against
         // which the conversation and the tool definitions count.
-        let fixed = room.tool_tokens;
         let quiet = self.context.check.quiet_below(
             CheckPoint::BeforeCall,
             self.ahead.running(),
             self.ahead.retry_from(),
         );
         // Far below the trigger (and the work-ahead threshold), bounds settle it without
-        // tokenizing the new messages.
-        if fixed < quiet
+        // tokenizing the new messages or the tool definitions.
+        let fixed_bound = self.tool_tokens_bound();
+        if fixed_bound < quiet
             && self.context.token_cache.certainly_below(
                 self.context.counter.as_ref(),
                 self.context.conversation.messages(),
-                quiet - fixed,
+                quiet - fixed_bound,
             )
         {
             return Ok(());
         }
+        let room = self.context.room(self.tool_tokens());
+        let fixed = room.tool_tokens;
         let open = has_open_tool_calls(self.context.conversation.messages());
         let mut measure = self.measure(CheckPoint::BeforeCall, fixed, open);
         if self.context.check.at_trigger(measure.tokens) {
@@ -136,25 +137,26 @@ impl LlmAgent {
         if !open {
             self.ahead.land(&mut self.context, ctx, req);
         }
-        // The request carries the tool definitions too: they count against the window.
-        let tools = self.request_tool_tokens();
-        // Far below every threshold, bounds settle it: the turn's new messages are tokenized
-        // only once the conversation could be near one (and then once each, cached).
+        // Far below every threshold, bounds settle it: the turn's new messages (and the tool
+        // definitions, which the request carries and which count against the window) are
+        // tokenized only once the conversation could be near one (and then once each, cached).
         let quiet = self.context.check.quiet_below(
             CheckPoint::AfterTurn,
             self.ahead.running(),
             self.ahead.retry_from(),
         );
-        if quiet > tools
+        let tools_bound = self.request_tool_tokens_bound();
+        if quiet > tools_bound
             && self.context.token_cache.certainly_below(
                 self.context.counter.as_ref(),
                 self.context.conversation.messages(),
-                quiet - tools,
+                quiet - tools_bound,
             )
         {
             self.context.warned = false;
             return;
         }
+        let tools = self.request_tool_tokens();
         let mut measure = self.measure(CheckPoint::AfterTurn, tools, open);
         let mut action = self.context.check.decide(&measure);
         if action.step == ContextStep::Join {

@@ -5,12 +5,14 @@
 //! thousands of tools, or one tool with a huge schema, can fill it on its own. They are counted
 //! with the agent's counter (as JSON, which is how providers receive them), once per distinct
 //! set — an MCP server can change its list between turns — and added to the conversation's
-//! tokens wherever the context is checked or shown. When they alone reach compaction's target,
+//! tokens wherever the context is checked or shown. A new set is first only bounded (its JSON's
+//! bytes, for the BPE counters): a check far below its threshold decides on the bound, and the
+//! set is tokenized only once something needs its exact count. When they alone reach compaction's target,
 //! no compaction can make room for them: that is said once per set of tools, in the log and as
 //! a [`Event::ContextWarning`].
 
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use troupe_protocol::sync::lock;
 use troupe_protocol::{Event, ToolDefinition, TraceId};
@@ -25,50 +27,108 @@ pub(super) struct ToolTokens {
     last: Mutex<Option<Counted>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Counted {
     /// A hash of the definitions' JSON.
     fingerprint: u64,
-    tokens: usize,
+    /// Their exact count, once something needed it.
+    exact: Option<usize>,
+    /// A number no smaller than the exact count, found without tokenizing (the exact count
+    /// where the counter promises no bound).
+    bound: usize,
+    /// The definitions' JSON, kept until they are counted exactly (then dropped).
+    json: Option<Arc<str>>,
     /// Whether the warning for this set went out.
     warned: bool,
 }
 
+impl Counted {
+    /// A set not seen before: bounded, not tokenized (counted at once only where `counter`
+    /// promises no bound).
+    fn new(fingerprint: u64, json: String, empty: bool, counter: &dyn TokenCounter) -> Self {
+        let (exact, bound, json) = if empty {
+            (Some(0), 0, None)
+        } else {
+            match counter.count_upper_bound(&json) {
+                Some(bound) => (None, bound, Some(Arc::from(json))),
+                None => {
+                    let exact = counter.count(&json);
+                    (Some(exact), exact, None)
+                }
+            }
+        };
+        Counted {
+            fingerprint,
+            exact,
+            bound,
+            json,
+            warned: false,
+        }
+    }
+
+    /// The exact count, tokenizing the kept JSON the first time it is asked for.
+    fn exact(&mut self, counter: &dyn TokenCounter) -> usize {
+        if let Some(exact) = self.exact {
+            return exact;
+        }
+        let exact = self.json.take().map_or(0, |json| counter.count(&json));
+        self.exact = Some(exact);
+        self.bound = exact;
+        exact
+    }
+}
+
 impl ToolTokens {
+    /// Note `definitions` as the set in use (a new set is fingerprinted and bounded, not yet
+    /// tokenized) and hand its entry to `read`.
+    fn with_set<T>(
+        &self,
+        definitions: &[ToolDefinition],
+        counter: &dyn TokenCounter,
+        read: impl FnOnce(&mut Counted) -> T,
+    ) -> T {
+        let json = serde_json::to_string(definitions).unwrap_or_default();
+        let mut hasher = DefaultHasher::new();
+        json.hash(&mut hasher);
+        let fingerprint = hasher.finish();
+        let mut last = lock(&self.last);
+        let counted = match last.take() {
+            Some(counted) if counted.fingerprint == fingerprint => counted,
+            _ => Counted::new(fingerprint, json, definitions.is_empty(), counter),
+        };
+        read(last.insert(counted))
+    }
+
     /// Tokens `definitions` cost, counted with `counter` once per distinct set.
     pub(super) fn count(
         &self,
         definitions: &[ToolDefinition],
         counter: &dyn TokenCounter,
     ) -> usize {
-        let json = serde_json::to_string(definitions).unwrap_or_default();
-        let mut hasher = DefaultHasher::new();
-        json.hash(&mut hasher);
-        let fingerprint = hasher.finish();
-        let mut last = lock(&self.last);
-        if let Some(counted) = *last
-            && counted.fingerprint == fingerprint
-        {
-            return counted.tokens;
-        }
-        let tokens = if definitions.is_empty() {
-            0
-        } else {
-            counter.count(&json)
-        };
-        *last = Some(Counted {
-            fingerprint,
-            tokens,
-            warned: false,
-        });
-        tokens
+        self.with_set(definitions, counter, |counted| counted.exact(counter))
     }
 
-    /// The tokens of the last set counted, if one was.
-    pub(super) fn last(&self) -> Option<usize> {
-        // Copied out, so the lock is released before anyone counts afresh.
-        let last = *lock(&self.last);
-        last.map(|counted| counted.tokens)
+    /// A number no smaller than [`ToolTokens::count`] of `definitions`, found without
+    /// tokenizing when the set was not counted yet: checks far below their thresholds decide
+    /// on it, and a team whose checks all do never builds a vocabulary.
+    pub(super) fn bound(
+        &self,
+        definitions: &[ToolDefinition],
+        counter: &dyn TokenCounter,
+    ) -> usize {
+        self.with_set(definitions, counter, |counted| counted.bound)
+    }
+
+    /// The tokens of the last set seen, counted now if they were only bounded so far.
+    pub(super) fn last(&self, counter: &dyn TokenCounter) -> Option<usize> {
+        lock(&self.last)
+            .as_mut()
+            .map(|counted| counted.exact(counter))
+    }
+
+    /// The bound of the last set seen ([`ToolTokens::bound`]).
+    pub(super) fn last_bound(&self) -> Option<usize> {
+        lock(&self.last).as_ref().map(|counted| counted.bound)
     }
 
     /// Whether the warning about the last set counted is still to be said; from now on it is
@@ -94,14 +154,35 @@ impl LlmAgent {
             .count(&self.tool_definitions(), counter)
     }
 
+    /// A bound of [`LlmAgent::tool_tokens`] found without tokenizing a set not yet counted
+    /// ([`ToolTokens::bound`]).
+    pub(super) fn tool_tokens_bound(&self) -> usize {
+        let counter = self.context.counter.as_ref();
+        self.context
+            .tool_tokens
+            .bound(&self.tool_definitions(), counter)
+    }
+
     /// Tokens the tool definitions of the last model request cost (counted when it was sent),
     /// else of the next one: the context check after every turn and tool batch then costs no
     /// copy of the definitions.
     pub(super) fn request_tool_tokens(&self) -> usize {
         self.context
             .tool_tokens
-            .last()
+            .last(self.context.counter.as_ref())
             .unwrap_or_else(|| self.tool_tokens())
+    }
+
+    /// A bound of [`LlmAgent::request_tool_tokens`] found without tokenizing a set not yet
+    /// counted ([`ToolTokens::bound`]).
+    pub(super) fn request_tool_tokens_bound(&self) -> usize {
+        match self.context.tool_tokens.last_bound() {
+            Some(bound) => bound,
+            None => self
+                .context
+                .tool_tokens
+                .bound(&self.tool_definitions(), self.context.counter.as_ref()),
+        }
     }
 
     /// Before a model call with `definitions`: when they alone take compaction's target or
@@ -113,8 +194,12 @@ impl LlmAgent {
         trace_id: TraceId,
     ) {
         let counter = self.context.counter.as_ref();
-        let tokens = self.context.tool_tokens.count(definitions, counter);
         let target = self.context.policy.target_tokens();
+        // Far below the target the bound settles it, and nothing is tokenized.
+        if self.context.tool_tokens.bound(definitions, counter) < target {
+            return;
+        }
+        let tokens = self.context.tool_tokens.count(definitions, counter);
         if tokens < target || !self.context.tool_tokens.warn_once() {
             return;
         }

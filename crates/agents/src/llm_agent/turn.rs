@@ -260,11 +260,11 @@ impl LlmAgent {
             let calls = reply.calls().to_vec();
             let text = reply.text();
             // The caller gets `text` whole; an answer too large for the window is kept cut.
-            // The definitions of the request this answer came from, counted when it was sent:
+            // The definitions of the request this answer came from, bounded when it was sent:
             // no copy of them for every answer.
-            let tool_tokens = self.request_tool_tokens();
+            let tools_bound = self.request_tool_tokens_bound();
             self.context
-                .push_answer(reply, tool_tokens, &self.spec.name);
+                .push_answer(reply, tools_bound, &self.spec.name);
             // Committed before the agent acts on it: a restart never makes this call again.
             self.commit_before_acting(Step::Answer {
                 usage,

@@ -105,3 +105,73 @@ async fn a_big_tool_schema_uses_budget_before_any_message_and_is_warned_about() 
     );
     team.shutdown().await;
 }
+
+/// A counter that records each exact count it is asked for; its bound is the text's bytes (as
+/// the BPE counters' is).
+#[derive(Default)]
+struct Watched {
+    exact: std::sync::atomic::AtomicUsize,
+}
+
+impl troupe_tokens::TokenCounter for Watched {
+    fn name(&self) -> &str {
+        "watched"
+    }
+
+    fn count(&self, text: &str) -> usize {
+        self.exact
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        text.len().div_ceil(4)
+    }
+
+    fn count_upper_bound(&self, text: &str) -> Option<usize> {
+        Some(text.len())
+    }
+}
+
+/// Far below every threshold, a request with a system prompt, tools, a tool call and its result
+/// tokenizes nothing — neither the messages nor the tool definitions: bounds decide every check
+/// (so a team that stays there never builds a BPE vocabulary). Near the window the same
+/// definitions are counted exactly.
+#[tokio::test]
+async fn far_below_every_threshold_a_request_with_tools_tokenizes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let team = Team::start(TeamConfig::default()).await.unwrap();
+    let watched = Arc::new(Watched::default());
+    let model = Arc::new(ScriptedModel::new(
+        "m",
+        [
+            ScriptedReply::call("read_file", r#"{"path": "a.txt"}"#),
+            ScriptedReply::text("it says alpha"),
+        ],
+    ));
+    let spec = AgentSpec::new("reader", model)
+        .instructions("You read files and say what they hold.")
+        .tools(ToolRegistry::with_file_tools())
+        .workspace_root(dir.path())
+        .compaction(CompactionSettings {
+            policy: Some(ContextPolicy::for_window(128_000)),
+            counter: Some(watched.clone()),
+            ..CompactionSettings::default()
+        });
+    spawn_agent(&team, spec).await.unwrap();
+    assert_eq!(
+        team.ask("reader", "what does a.txt say?").await.unwrap(),
+        "it says alpha"
+    );
+    assert_eq!(
+        watched.exact.load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "a check far below its threshold tokenized"
+    );
+    // Asked for (`/context`), the count is exact: the definitions are tokenized then.
+    let stats = team
+        .agent::<LlmAgent>("reader")
+        .context_stats()
+        .await
+        .unwrap();
+    assert!(stats.tool_tokens > 0);
+    assert!(watched.exact.load(std::sync::atomic::Ordering::Relaxed) > 0);
+    team.shutdown().await;
+}

@@ -40,23 +40,32 @@ impl Context {
     /// Push the model's `answer`: whole when it fits the window alone (with the system prompt,
     /// the tool definitions' `tool_tokens` and the output reserve), else cut to the tool-output limit (at most
     /// half that room, so the rest of the conversation keeps the other half).
+    ///
+    /// `tools_bound` bounds the definitions' tokens (`ToolTokens::bound`):
+    /// they are counted exactly only when the bounds do not settle it.
     pub(in crate::llm_agent) fn push_answer(
         &mut self,
         answer: ChatMessage,
-        tool_tokens: usize,
+        tools_bound: usize,
         agent: &str,
     ) -> MessageId {
-        let room = self.room_for_one_message(tool_tokens);
-        // Most answers are shorter in bytes than the room in tokens: no tokenizing then (the
-        // next context check counts it once, by id).
-        let within = |tokens: usize| tokens <= room;
-        if self
-            .counter
-            .count_message_upper_bound(&answer)
-            .is_some_and(within)
+        // Most answers are shorter in bytes than the room in tokens, and the system prompt and
+        // the tool definitions too: no tokenizing then (the next context check counts the
+        // answer once, by id).
+        if let Some(room) = self.room_bound_for_one_message(tools_bound)
+            && self
+                .counter
+                .count_message_upper_bound(&answer)
+                .is_some_and(|tokens| tokens <= room)
         {
             return self.conversation.push(answer);
         }
+        let tool_tokens = self
+            .tool_tokens
+            .last(self.counter.as_ref())
+            .unwrap_or(tools_bound);
+        let room = self.room_for_one_message(tool_tokens);
+        let within = |tokens: usize| tokens <= room;
         let tokens = self.counter.count_message(&answer);
         if within(tokens) {
             return self.conversation.push(answer);
@@ -109,6 +118,19 @@ impl Context {
         };
         let fixed = self.alone_overhead(tool_tokens);
         self.policy.context_window.saturating_sub(system + fixed)
+    }
+
+    /// No more than [`Context::room_for_one_message`] with `tools_bound` of tool definitions,
+    /// found without tokenizing: the system prompt by its bound (`None` when the counter
+    /// promises none).
+    fn room_bound_for_one_message(&self, tools_bound: usize) -> Option<usize> {
+        let messages = self.conversation.messages();
+        let system = match (self.conversation.system_prompt(), messages.first()) {
+            (Some(_), Some(first)) => self.counter.count_message_upper_bound(first)?,
+            _ => 0,
+        };
+        let fixed = self.alone_overhead(tools_bound);
+        Some(self.policy.context_window.saturating_sub(system + fixed))
     }
 
     /// What one message shares the window with besides the system prompt: the tool
