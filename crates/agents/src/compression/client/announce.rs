@@ -175,6 +175,18 @@ fn error_type(error: &CompactionAskError) -> &'static str {
     }
 }
 
+/// How a compaction that gave no answer ended: cancelled when nobody wanted it any more (its
+/// request cancelled or abandoned, or the team shutting down under it — the compression agent
+/// stopped before the asker), else failed.
+fn outcome_of(error: &CompactionAskError) -> Outcome {
+    match error {
+        CompactionAskError::Cancelled
+        | CompactionAskError::Abandoned
+        | CompactionAskError::Ask(AskError::ShutDown) => Outcome::Cancelled,
+        _ => Outcome::Failed,
+    }
+}
+
 /// The mode's name on the span, as `CompactionStarted` serializes it.
 fn mode_name(mode: CompactionMode) -> &'static str {
     match mode {
@@ -319,14 +331,15 @@ impl Announcement {
     /// Record on the span that the compaction ended without an answer (`error`), and the
     /// event that says so.
     fn no_answer(&self, error: &CompactionAskError) -> Event {
-        let outcome = match error {
-            CompactionAskError::Cancelled | CompactionAskError::Abandoned => Outcome::Cancelled,
-            _ => Outcome::Failed,
-        };
+        let outcome = outcome_of(error);
         let reason = error.to_string();
         self.span
             .record(semconv::COMPACTION_OUTCOME, outcome.as_str());
-        self.span.record(semconv::ERROR_TYPE, error_type(error));
+        let kind = match outcome {
+            Outcome::Cancelled => "cancelled",
+            _ => error_type(error),
+        };
+        self.span.record(semconv::ERROR_TYPE, kind);
         self.span
             .record(semconv::COMPACTION_TOKENS_BEFORE, self.tokens);
         self.span.record(
@@ -352,5 +365,31 @@ impl Drop for Announcement {
             let event = self.no_answer(&CompactionAskError::Cancelled);
             self.events.publish(Some(self.trace), event);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compaction_the_shutdown_ended_is_cancelled_and_a_refused_one_failed() {
+        assert_eq!(
+            outcome_of(&CompactionAskError::Ask(AskError::ShutDown)),
+            Outcome::Cancelled
+        );
+        assert_eq!(
+            outcome_of(&CompactionAskError::Cancelled),
+            Outcome::Cancelled
+        );
+        assert_eq!(
+            outcome_of(&CompactionAskError::Abandoned),
+            Outcome::Cancelled
+        );
+        assert_eq!(
+            outcome_of(&CompactionAskError::NoCompressionAgent),
+            Outcome::Failed
+        );
+        assert_eq!(outcome_of(&CompactionAskError::Responding), Outcome::Failed);
     }
 }
