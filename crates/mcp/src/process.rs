@@ -25,14 +25,16 @@ const INHERITED_ENV: &[&str] = &[
     "PATH", "HOME", "LANG", "LC_ALL", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR",
 ];
 
-/// A running server process; dropping it kills its process group.
+/// A running server process; dropping it kills its process group. No `Drop` of its own: its
+/// fields do it, in order — `_child` (spawned `kill_on_drop`: the direct child, synchronously;
+/// tokio reaps it), then `_group` (the whole group, ESRCH when it is gone already).
 #[derive(Debug)]
 pub(crate) struct ServerProcess {
-    child: Child,
+    _child: Child,
     /// Its pid.
     pid: Option<u32>,
     /// The group it runs in, killed when this is dropped or troupe ends.
-    group: CommandGroup,
+    _group: CommandGroup,
     /// Its sandbox's side, kept while it runs (its private temporary directory with it).
     _confinement: Option<Confinement>,
 }
@@ -122,9 +124,9 @@ impl ServerProcess {
             },
             _ => {
                 drop(ServerProcess {
-                    child,
+                    _child: child,
                     pid,
-                    group,
+                    _group: group,
                     _confinement: confinement,
                 });
                 return Err(McpError::Spawn {
@@ -136,9 +138,9 @@ impl ServerProcess {
         };
         Ok((
             ServerProcess {
-                child,
+                _child: child,
                 pid,
-                group,
+                _group: group,
                 _confinement: confinement,
             },
             pipes,
@@ -148,15 +150,5 @@ impl ServerProcess {
     /// Its process id.
     pub(crate) fn pid(&self) -> Option<u32> {
         self.pid
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        // The whole group (ESRCH, the group gone already, is the normal case for a server that
-        // exited); dropping `group` after this kills it again, harmlessly.
-        self.group.kill();
-        // The direct child, also where process groups are not available; tokio reaps it.
-        let _ = self.child.start_kill();
     }
 }

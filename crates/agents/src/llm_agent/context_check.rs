@@ -63,7 +63,9 @@ impl LlmAgent {
         {
             return Ok(());
         }
-        let room = self.context.room(self.tool_tokens());
+        // The set just bounded is the last one seen: its exact count needs no new copy of the
+        // definitions.
+        let room = self.context.room(self.request_tool_tokens());
         let fixed = room.tool_tokens;
         let open = has_open_tool_calls(self.context.conversation.messages());
         let mut measure = self.measure(CheckPoint::BeforeCall, fixed, open);

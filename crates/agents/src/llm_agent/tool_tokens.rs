@@ -199,7 +199,12 @@ impl LlmAgent {
         if self.context.tool_tokens.bound(definitions, counter) < target {
             return;
         }
-        let tokens = self.context.tool_tokens.count(definitions, counter);
+        // The set just bounded: counted exactly without serializing it again.
+        let tokens = self
+            .context
+            .tool_tokens
+            .last(counter)
+            .unwrap_or_else(|| self.context.tool_tokens.count(definitions, counter));
         if tokens < target || !self.context.tool_tokens.warn_once() {
             return;
         }

@@ -116,8 +116,7 @@ impl Context {
             (Some(_), Some(first)) => self.token_cache.count_message(self.counter.as_ref(), first),
             _ => 0,
         };
-        let fixed = self.alone_overhead(tool_tokens);
-        self.policy.context_window.saturating_sub(system + fixed)
+        self.room_beside(system, tool_tokens)
     }
 
     /// No more than [`Context::room_for_one_message`] with `tools_bound` of tool definitions,
@@ -129,8 +128,14 @@ impl Context {
             (Some(_), Some(first)) => self.counter.count_message_upper_bound(first)?,
             _ => 0,
         };
-        let fixed = self.alone_overhead(tools_bound);
-        Some(self.policy.context_window.saturating_sub(system + fixed))
+        Some(self.room_beside(system, tools_bound))
+    }
+
+    /// The window less `system` tokens of system prompt and what one message shares it with
+    /// besides ([`Context::alone_overhead`] of `tool_tokens`).
+    fn room_beside(&self, system: usize, tool_tokens: usize) -> usize {
+        let fixed = self.alone_overhead(tool_tokens);
+        self.policy.context_window.saturating_sub(system + fixed)
     }
 
     /// What one message shares the window with besides the system prompt: the tool
