@@ -13,6 +13,7 @@ use troupe_protocol::{ChatMessage, ChatRequest};
 use troupe_runtime::{Team, TeamConfig};
 
 use super::support::anthropic_server::{AnthropicServer, Reply, model};
+use super::support::scoped_tracing::scoped_tracing;
 use super::support::tools::shout_tools;
 
 #[tokio::test]
@@ -93,12 +94,7 @@ impl tracing::Subscriber for ChatSpans {
 #[tokio::test]
 async fn model_anthropic_second_turn_reads_the_cache_and_its_chat_span_says_so() {
     let spans = ChatSpans::default();
-    let _default = tracing::subscriber::set_default(spans.clone());
-    // tracing caches per call site whether any subscriber wants it. A test on another thread
-    // that met the `chat` call site while this subscriber was being added can leave it cached
-    // as "nobody" (seen with 8 test threads: no chat span recorded); ask again now that this
-    // one is in place.
-    tracing::callsite::rebuild_interest_cache();
+    let _tracing = scoped_tracing(spans.clone());
     // A long system prompt, as a real agent has: the part worth caching.
     let system = "You answer questions about European capitals. ".repeat(40);
     let server = AnthropicServer::start([Reply::text("Oslo."), Reply::text("Stockholm.")]).await;

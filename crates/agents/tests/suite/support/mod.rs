@@ -19,5 +19,6 @@ pub(crate) mod local;
 pub(crate) mod model_fault_server;
 pub(crate) mod rate_limit_server;
 pub(crate) mod schedule;
+pub(crate) mod scoped_tracing;
 pub(crate) mod tools;
 pub(crate) mod work_ahead;
