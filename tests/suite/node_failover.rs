@@ -1,11 +1,12 @@
 //! When a machine dies (#55): three `troupe node`s on one Postgres (`TROUPE_TEST_POSTGRES`; under
 //! `CI=true` its absence fails the test), a scripted model on the OpenAI wire counting its
 //! calls. Node B hosts `worker`, A and C stand by for it (`--standby worker`). A ten-step
-//! request — its opening, five model calls, four tool runs — is asked of `worker` from a caller
-//! node, and B is SIGKILLed at each step in turn: each time A or C takes the log over once its
-//! lease ran out, resumes the request from its last committed step, and the caller, retrying
-//! under the same request id, gets the answer; each model call is made once, each tool runs
-//! once, and the log loads from the store.
+//! request — its opening, five model calls, four tool runs — is asked of `worker` by `boss`, an
+//! agent on A (its `ask_agent` tool), and B is SIGKILLed at each step in turn: each time A or C
+//! takes the log over once its lease ran out, resumes the request from its last committed step,
+//! and `boss`, its ask retried under the same request id to the new home (C, or its own node A),
+//! gets the answer; each model call is made once, each tool runs once, and the log loads from
+//! the store.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::support::chat::{runs, write_config_with};
 use super::support::node_process::{COOKIE, NodeProcess, one_node_at_a_time, wait_ready};
-use super::support::ten_steps::{ANSWER, CALLS, Calls, server, wait_until};
+use super::support::ten_steps::{ANSWER, CALLS, Calls, DELEGATING_MODEL, server, wait_until};
 
 use super::support::backends;
 
@@ -56,9 +57,13 @@ fn node_logging(
     wait_ready(child)
 }
 
-/// Ask `worker` from a node of this process connected to `nodes`, waiting up to 60 s for a new
-/// home when its node goes away.
-fn ask_worker(nodes: Vec<SocketAddr>) -> std::thread::JoinHandle<Result<String, troupe::AskError>> {
+/// Ask `agent` from a node of this process connected to `nodes`, waiting up to `failover` for
+/// its new home when its node goes away.
+fn ask_from_here(
+    agent: &'static str,
+    nodes: Vec<SocketAddr>,
+    failover: Duration,
+) -> std::thread::JoinHandle<Result<String, troupe::AskError>> {
     std::thread::spawn(move || {
         use troupe::cluster::{ClusterNode, NodeConfig};
         use troupe::{AgentRequest, Team, TeamConfig};
@@ -70,7 +75,7 @@ fn ask_worker(nodes: Vec<SocketAddr>) -> std::thread::JoinHandle<Result<String, 
             .block_on(async {
                 let team = Team::start(TeamConfig::default()).await.unwrap();
                 let config = NodeConfig {
-                    failover: Duration::from_secs(60),
+                    failover,
                     ..NodeConfig::new("caller", COOKIE)
                 };
                 let node = ClusterNode::start(&team, config).await.unwrap();
@@ -79,7 +84,7 @@ fn ask_worker(nodes: Vec<SocketAddr>) -> std::thread::JoinHandle<Result<String, 
                 }
                 let answer = team
                     .ask_with(
-                        "worker",
+                        agent,
                         AgentRequest::from_user("go"),
                         Duration::from_secs(120),
                     )
@@ -103,7 +108,35 @@ fn worker_config(dir: &Path, url: &str) -> std::path::PathBuf {
     config
 }
 
-/// The arguments of a node standing by for `worker`, connected to `to`.
+/// Node A's config: `worker` (which A stands by for) and `boss`, who asks `worker` with its
+/// `ask_agent` tool.
+fn boss_config(dir: &Path, worker_config: &Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(worker_config).unwrap();
+    let url = text
+        .lines()
+        .find_map(|l| l.strip_prefix("base_url = "))
+        .unwrap()
+        .to_string();
+    let config = dir.join("troupe-a.toml");
+    let boss = format!(
+        r#"
+[models.delegating]
+provider = "openai"
+base_url = {url}
+api_key_env = "TEST_CHAT_KEY"
+model = "{DELEGATING_MODEL}"
+context_window = 8000
+
+[agents.boss]
+model = "delegating"
+instructions = "Ask worker."
+team_messaging = true
+"#
+    );
+    std::fs::write(&config, text + &boss).unwrap();
+    config
+}
+
 /// One run's world: a database of its own, a directory, the scripted model counting its calls
 /// and the workers' configuration naming it.
 struct World {
@@ -128,6 +161,7 @@ fn world() -> Option<World> {
     })
 }
 
+/// The arguments of a node standing by for `worker`, connected to `to`.
 fn standby(to: &[SocketAddr]) -> Vec<String> {
     let mut args = vec!["--standby".to_string(), "worker".to_string()];
     for addr in to {
@@ -198,7 +232,7 @@ fn a_node_frozen_past_its_lease_is_fenced_when_it_wakes_and_the_log_keeps_one_hi
     let (_c, c_addr) = node("c", &config, &db.url, &standby(&[b_addr]));
     // B's second model call is in flight when B freezes.
     calls.hold.store(2, Ordering::SeqCst);
-    let asked = ask_worker(vec![b_addr, c_addr]);
+    let asked = ask_from_here("worker", vec![b_addr, c_addr], Duration::from_secs(60));
     wait_until("the model call is held", || {
         calls.holding.load(Ordering::SeqCst)
     });
@@ -247,8 +281,11 @@ fn a_request_whose_node_is_killed_at_each_step_finishes_on_another_with_no_step_
             return;
         };
         let (mut b, b_addr) = node("b", &config, &db.url, &[]);
-        let (_a, a_addr) = node("a", &config, &db.url, &standby(&[b_addr]));
-        let (_c, c_addr) = node("c", &config, &db.url, &standby(&[b_addr, a_addr]));
+        // A hosts `boss`, whose asks wait up to a minute for a lost agent's new home.
+        let mut on_a = standby(&[b_addr]);
+        on_a.extend(["--failover-ms".to_string(), "60000".to_string()]);
+        let (_a, a_addr) = node("a", &boss_config(dir.path(), &config), &db.url, &on_a);
+        let (_c, _) = node("c", &config, &db.url, &standby(&[b_addr, a_addr]));
 
         let tool = (step % 2 == 0 && step < 10).then_some(step / 2);
         if step % 2 == 1 {
@@ -257,7 +294,8 @@ fn a_request_whose_node_is_killed_at_each_step_finishes_on_another_with_no_step_
         if let Some(j) = tool {
             std::fs::write(dir.path().join(format!("hold-{j}")), "").unwrap();
         }
-        let mut asked = Some(ask_worker(vec![a_addr, b_addr, c_addr]));
+        // The caller is `boss` on A: the test only asks it and reads what it was told.
+        let mut asked = Some(ask_from_here("boss", vec![a_addr], Duration::ZERO));
         let mut answer = None;
         match tool {
             Some(j) => wait_until(&format!("tool {j} runs"), || {

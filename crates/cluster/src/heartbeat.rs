@@ -4,8 +4,9 @@
 //! swapped out, partitioned) keeps the connection open and its askers waited out their whole
 //! ask timeout. ractor_cluster pings its sessions but only logs slow answers. So every
 //! [`HEARTBEAT_INTERVAL`] this node asks each ready peer's gateway for its `Hello` (a frame every
-//! troupe node answers, so no protocol change), and a peer that has not answered within
-//! [`HEARTBEAT_DEADLINE`] is disconnected: the usual node-down path then fails the asks waiting
+//! troupe node answers, so no protocol change), and a peer that has not answered within the
+//! node's heartbeat deadline ([`HEARTBEAT_DEADLINE`] unless its config says otherwise,
+//! `NodeConfig::heartbeat_deadline`) is disconnected: the usual node-down path then fails the asks waiting
 //! on it with `AskError::NodeDown`.
 
 use std::collections::HashSet;
@@ -20,16 +21,26 @@ use crate::peers::Peers;
 use crate::route::{GATEWAYS, SCOPE, gateway_of};
 use crate::wire::{self, GatewayMsg, WireRequest};
 
-/// How often each peer is pinged.
+/// How often each peer is pinged (more often when the deadline is under two of these: see
+/// [`interval_for`]).
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
-/// How long a peer has to answer a ping before it is taken for down.
+/// How long a peer has to answer a ping before it is taken for down, unless the node's config
+/// says otherwise.
 pub const HEARTBEAT_DEADLINE: Duration = Duration::from_secs(5);
 
+/// How often to ping under `deadline`: every [`HEARTBEAT_INTERVAL`], or twice per deadline when
+/// that is shorter, so a peer gets at least two chances before it is taken for down.
+fn interval_for(deadline: Duration) -> Duration {
+    HEARTBEAT_INTERVAL
+        .min(deadline / 2)
+        .max(Duration::from_millis(1))
+}
+
 /// Ping every ready peer until the task is aborted (the node shuts down).
-pub(crate) async fn run(node: String, peers: Peers) {
+pub(crate) async fn run(node: String, peers: Peers, deadline: Duration) {
     let in_flight: Arc<Mutex<HashSet<u64>>> = Arc::default();
-    let mut tick = tokio::time::interval(HEARTBEAT_INTERVAL);
+    let mut tick = tokio::time::interval(interval_for(deadline));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
@@ -40,8 +51,8 @@ pub(crate) async fn run(node: String, peers: Peers) {
             }
             let (node, peers, in_flight) = (node.clone(), peers.clone(), in_flight.clone());
             tokio::spawn(async move {
-                if ping(&node, node_id, &peer, &peers).await == Pong::Late {
-                    let reason = format!("no heartbeat answer within {HEARTBEAT_DEADLINE:?}");
+                if ping(&node, node_id, &peer, &peers, deadline).await == Pong::Late {
+                    let reason = format!("no heartbeat answer within {deadline:?}");
                     tracing::warn!(%peer, "{reason}: disconnecting");
                     peers.disconnect(node_id, &reason);
                 }
@@ -71,7 +82,7 @@ pub(crate) fn find_gateway(node_id: u64, peer: &str) -> Option<ActorCell> {
     of_node(gateway_of(peer)).or_else(|| of_node(GATEWAYS.into()))
 }
 
-async fn ping(node: &str, node_id: u64, peer: &str, peers: &Peers) -> Pong {
+async fn ping(node: &str, node_id: u64, peer: &str, peers: &Peers, deadline: Duration) -> Pong {
     // The gateway found when the session began: process groups are keyed by actor id, and
     // ids repeat across the sessions of a process that hosts several nodes (tests), so a
     // later lookup can come back empty.
@@ -88,13 +99,28 @@ async fn ping(node: &str, node_id: u64, peer: &str, peers: &Peers) -> Pong {
         node: node.to_string(),
     });
     match gateway
-        .call(
-            |reply| GatewayMsg::Call { frame, reply },
-            Some(HEARTBEAT_DEADLINE),
-        )
+        .call(|reply| GatewayMsg::Call { frame, reply }, Some(deadline))
         .await
     {
         Ok(CallResult::Timeout) => Pong::Late,
         _ => Pong::Fine,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_gets_two_pings_per_deadline_and_at_most_one_a_second() {
+        assert_eq!(interval_for(HEARTBEAT_DEADLINE), HEARTBEAT_INTERVAL);
+        assert_eq!(
+            interval_for(Duration::from_millis(600)),
+            Duration::from_millis(300)
+        );
+        assert_eq!(
+            interval_for(Duration::from_nanos(1)),
+            Duration::from_millis(1)
+        );
     }
 }

@@ -17,16 +17,17 @@
 //!   authenticate, at most [`MAX_PENDING`] (and [`MAX_PENDING_PER_IP`] per address) may be
 //!   trying at once, and a failed accept (out of descriptors) backs off instead of spinning.
 //! - **Silent peers are down peers**: each peer is pinged every [`HEARTBEAT_INTERVAL`]; one that
-//!   has not answered within [`HEARTBEAT_DEADLINE`] (frozen, partitioned) is disconnected as if
-//!   it had died.
+//!   has not answered within the node's heartbeat deadline ([`HEARTBEAT_DEADLINE`] by default,
+//!   [`NodeConfig::heartbeat_deadline`]; frozen, partitioned) is disconnected as if it had died.
 //! - **Names are unique across the cluster**: spawning an agent whose name a connected node
 //!   already publishes fails with the node that holds it.
 //! - **Every remote ask is acknowledged** (or fails within 5 s), **has a deadline** (the ask's
 //!   timeout) and **an id**: a delivery seen twice is not handled twice.
 //! - **A node that goes away fails its in-flight asks at once** with
 //!   [`AskError::NodeDown`](troupe_runtime::AskError::NodeDown) — unless the asker's node waits
-//!   for the agent's new home ([`NodeConfig::failover`]): then the ask is retried there under the
-//!   same request id, within its timeout, and the agent answers a request its log already closed
+//!   for the agent's new home ([`NodeConfig::failover`]): then the ask is retried there — on
+//!   another node or on the asker's own, whichever took the agent's log over — under the same
+//!   request id, within its timeout, and the agent answers a request its log already closed
 //!   from the log instead of running it again.
 //! - **Versioned payloads**: requests travel as JSON frames that name the troupe wire protocol
 //!   ([`WIRE_PROTOCOL`]); a node on another version is refused at connect with a clear error.

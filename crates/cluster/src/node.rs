@@ -15,7 +15,7 @@ use crate::cookie::check_cookie;
 use crate::door::{self, Door};
 use crate::error::ClusterError;
 use crate::gateway::{Gateway, GatewayArgs};
-use crate::heartbeat;
+use crate::heartbeat::{self, HEARTBEAT_DEADLINE};
 use crate::peers::{Closure, PeerEvents, Peers};
 use crate::route::{ACK_TIMEOUT, ClusterRoute, GATEWAYS, SCOPE, gateway_of};
 use crate::tls::TlsConfig;
@@ -39,11 +39,15 @@ pub struct NodeConfig {
     pub cookie: String,
     /// Encrypt connections with mutual TLS (both accepting and connecting).
     pub tls: Option<TlsConfig>,
-    /// How long an ask whose agent's node went away waits for the agent's new home (another
-    /// node that took its log over) before it fails with `NodeDown` — within the ask's own
+    /// How long an ask whose agent's node went away waits for the agent's new home (a node
+    /// that took its log over: another one, or this one) before it fails with `NodeDown` — within the ask's own
     /// timeout, and retried there under the same request id, so the agent answers it from its
     /// log instead of running it twice. Zero (the default): `NodeDown` at once.
     pub failover: Duration,
+    /// How long a peer has to answer a heartbeat before it is taken for down and disconnected
+    /// (its asks then fail over, or fail with `NodeDown`). Default [`HEARTBEAT_DEADLINE`]; a
+    /// shorter one notices a frozen peer sooner, and takes a slow one for dead sooner too.
+    pub heartbeat_deadline: Duration,
 }
 
 impl NodeConfig {
@@ -55,6 +59,7 @@ impl NodeConfig {
             cookie: cookie.into(),
             tls: None,
             failover: Duration::ZERO,
+            heartbeat_deadline: HEARTBEAT_DEADLINE,
         }
     }
 
@@ -121,6 +126,11 @@ impl ClusterNode {
     pub async fn start(team: &Team, config: NodeConfig) -> Result<ClusterNode, ClusterError> {
         check_name(&config.name)?;
         check_cookie(&config.cookie)?;
+        if config.heartbeat_deadline.is_zero() {
+            return Err(ClusterError::Config(
+                "a heartbeat deadline of zero takes every peer for down: give it a duration".into(),
+            ));
+        }
         let acceptor = config.tls.as_ref().map(TlsConfig::acceptor).transpose()?;
         let listener = door::bind(config.listen).await?;
         let listen = listener.local_addr().map_err(|e| ClusterError::Listen {
@@ -198,6 +208,7 @@ impl ClusterNode {
         let heartbeat = AbortOnDrop(tokio::spawn(heartbeat::run(
             config.name.clone(),
             peers.clone(),
+            config.heartbeat_deadline,
         )));
         if let Some(warning) = config.exposure_warning() {
             tracing::warn!("{warning}");

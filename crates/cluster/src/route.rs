@@ -39,12 +39,10 @@ pub(crate) struct ClusterRoute {
     pub(crate) node: String,
     pub(crate) peers: Peers,
     /// How long an ask whose node went away waits for the agent's new home
-    /// ([`NodeConfig::failover`](crate::NodeConfig::failover)).
+    /// ([`NodeConfig::failover`](crate::NodeConfig::failover)); the team's directory does the
+    /// waiting, since the new home may be this node.
     pub(crate) failover: Duration,
 }
-
-/// How often an ask waiting for an agent's new home looks for it.
-const HOME_POLL: Duration = Duration::from_millis(50);
 
 /// How a wire call ended.
 enum Called {
@@ -134,6 +132,10 @@ fn millis(d: Duration) -> u64 {
 
 #[async_trait]
 impl RemoteAgents for ClusterRoute {
+    fn failover(&self) -> Duration {
+        self.failover
+    }
+
     fn locate(&self, name: &str) -> Option<String> {
         self.find(name).map(|(_, node)| node)
     }
@@ -214,7 +216,7 @@ impl ClusterRoute {
             ..request
         };
         async {
-            let result = self.ask_traced(name, request, timeout, job_kind).await;
+            let result = self.ask_once(name, request, timeout, job_kind).await;
             if let Err(error) = &result {
                 tracing::Span::current().record("error.type", error_kind(error));
             }
@@ -222,64 +224,6 @@ impl ClusterRoute {
         }
         .instrument(span)
         .await
-    }
-
-    /// Ask, and when the agent's node goes away ([`AskError::NodeDown`]) and a failover wait
-    /// is set, wait for its new home (a node that took its log over) and ask there under the
-    /// same request id — the agent answers a request it already handled from its log — all
-    /// within `timeout`. Jobs are not retried.
-    async fn ask_traced(
-        &self,
-        name: &str,
-        request: AgentRequest,
-        timeout: Duration,
-        job_kind: Option<&str>,
-    ) -> Result<String, AskError> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        // One id for every delivery of this request.
-        let request_id = request
-            .request_id
-            .clone()
-            .unwrap_or_else(|| fresh_request_id(&self.node));
-        let request = AgentRequest {
-            request_id: Some(request_id),
-            ..request
-        };
-        loop {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let asked = self.ask_once(name, request.clone(), left, job_kind).await;
-            let Err(AskError::NodeDown { node }) = &asked else {
-                return asked;
-            };
-            if self.failover.is_zero() || job_kind.is_some() {
-                return asked;
-            }
-            let until = deadline.min(tokio::time::Instant::now() + self.failover);
-            match self.new_home(name, node, until).await {
-                Some(home) => {
-                    tracing::info!(agent = %name, from = %node, to = %home, "the agent's node went away: asking its new home under the same request id");
-                }
-                None => return asked,
-            }
-        }
-    }
-
-    /// The node other than `gone` that hosts `name`, once one does, until `until`.
-    async fn new_home(
-        &self,
-        name: &str,
-        gone: &str,
-        until: tokio::time::Instant,
-    ) -> Option<String> {
-        loop {
-            if let Some((_, node)) = self.find(name).filter(|(_, node)| node != gone) {
-                return Some(node);
-            }
-            if tokio::time::Instant::now() + HOME_POLL > until {
-                return None;
-            }
-            tokio::time::sleep(HOME_POLL).await;
-        }
     }
 
     /// Deliver and await in one round trip: both calls are sent at once, in that order, on the

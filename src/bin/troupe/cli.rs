@@ -366,6 +366,10 @@ pub struct NodeArgs {
     /// fails with NodeDown at once.
     #[arg(long = "failover-ms", default_value_t = 0)]
     pub failover_ms: u64,
+    /// How long a peer has to answer a heartbeat before it is taken for down (ms): how soon a
+    /// frozen or partitioned node's asks fail over. Default 5000 (`HEARTBEAT_DEADLINE`).
+    #[arg(long = "heartbeat-ms", value_parser = clap::value_parser!(u64).range(1..))]
+    pub heartbeat_ms: Option<u64>,
 }
 
 /// `--cost`: a cost model's name.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
-use troupe::cluster::{ClusterNode, NodeConfig, TlsConfig};
+use troupe::cluster::{ClusterNode, HEARTBEAT_DEADLINE, NodeConfig, TlsConfig};
 use troupe::prelude::*;
 use troupe::session::SessionStore;
 use troupe::{ChatModel, Team};
@@ -68,6 +68,9 @@ pub async fn run(args: NodeArgs) -> anyhow::Result<()> {
         cookie,
         tls,
         failover: std::time::Duration::from_millis(args.failover_ms),
+        heartbeat_deadline: args
+            .heartbeat_ms
+            .map_or(HEARTBEAT_DEADLINE, std::time::Duration::from_millis),
     };
     // The log may go to a file nobody reads at start: say it where the operator looks.
     if let Some(warning) = node_config.exposure_warning() {

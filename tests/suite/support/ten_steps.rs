@@ -15,6 +15,10 @@ use super::chat::completions_server;
 pub(crate) const CALLS: usize = 5;
 pub(crate) const ANSWER: &str = "all done";
 
+/// The model name of an agent that delegates the request: its first call asks `worker` (the
+/// `ask_agent` tool), its second answers with what `worker` said. Not counted in [`Calls`].
+pub(crate) const DELEGATING_MODEL: &str = "delegating-model";
+
 /// Tool `j`'s command: it notes its run, and holds (as a long tool would) while `hold-j` exists.
 pub(crate) fn command(j: usize) -> String {
     format!("echo t{j} >> runs.txt; if [ -f hold-{j} ]; then sleep 300; fi")
@@ -42,9 +46,34 @@ pub(crate) struct Calls {
     pub(crate) release: AtomicBool,
 }
 
-/// The scripted model over the OpenAI wire: call `j` < 5 asks for tool `j`, call 5 answers.
+/// What the delegating agent's model says: ask `worker` to `go`, then pass its answer on.
+fn delegate(request: &Value) -> (Value, &'static str) {
+    let said = request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "tool"))
+        .map(|m| m["content"].clone());
+    match said {
+        Some(answer) => (json!({"role": "assistant", "content": answer}), "stop"),
+        None => {
+            let call = json!([{
+                "id": "delegate", "type": "function",
+                "function": {"name": "ask_agent", "arguments": json!({"agent": "worker", "message": "go"}).to_string()}
+            }]);
+            (
+                json!({"role": "assistant", "content": null, "tool_calls": call}),
+                "tool_calls",
+            )
+        }
+    }
+}
+
+/// The scripted model over the OpenAI wire: call `j` < 5 asks for tool `j`, call 5 answers
+/// (and a request for [`DELEGATING_MODEL`] is answered by [`delegate`]).
 pub(crate) fn server(calls: Arc<Calls>) -> (String, Arc<Mutex<Vec<Value>>>) {
     completions_server(move |request, _| {
+        if request["model"] == DELEGATING_MODEL {
+            return delegate(request);
+        }
         let j = call_number(request);
         let held = calls.hold.load(Ordering::SeqCst) == j && !calls.holding.load(Ordering::SeqCst);
         if held {

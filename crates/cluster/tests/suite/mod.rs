@@ -1,4 +1,5 @@
 mod across_nodes;
 mod door;
+mod failover;
 mod handshake;
 pub(crate) mod support;

@@ -274,7 +274,8 @@ impl Directory {
     ///
     /// If the agent crashes on this request the error names the failure; if it is being
     /// restarted the next `ask` reaches the restarted agent. A name no local agent has goes to
-    /// the cluster, if the team joined one.
+    /// the cluster, if the team joined one, and follows the agent to its new home when its node
+    /// goes away and the cluster sets a failover wait (`failover.rs`).
     pub async fn ask(
         &self,
         name: &str,
@@ -282,8 +283,18 @@ impl Directory {
         timeout: Duration,
     ) -> Result<String, AskError> {
         if let Some(remote) = self.remote_for(name) {
-            return remote.ask(name, request, timeout).await;
+            return self.ask_remote(remote, name, request, timeout).await;
         }
+        self.ask_here(name, request, timeout).await
+    }
+
+    /// Ask the local agent `name`.
+    pub(super) async fn ask_here(
+        &self,
+        name: &str,
+        request: AgentRequest,
+        timeout: Duration,
+    ) -> Result<String, AskError> {
         self.call(name, timeout, |reply| AgentMsg::Request {
             request,
             reply: Some(reply),

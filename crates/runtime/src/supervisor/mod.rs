@@ -3,6 +3,7 @@
 pub(crate) mod actor;
 pub(crate) mod behavior;
 pub(crate) mod directory;
+pub(crate) mod failover;
 pub(crate) mod handle;
 pub(crate) mod job;
 pub(crate) mod overflow;

@@ -23,7 +23,15 @@ pub trait RemoteAgents: Send + Sync + 'static {
     /// The names of the agents on other nodes, with their node, sorted by name.
     fn names(&self) -> Vec<(String, String)>;
 
-    /// Ask the remote agent `name` and wait up to `timeout` for its answer.
+    /// How long an ask whose agent's node went away ([`AskError::NodeDown`]) waits for the
+    /// agent's new home, within the ask's timeout (the directory then asks it there under the
+    /// same request id). Zero, the default: the ask fails with `NodeDown` at once.
+    fn failover(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// Ask the remote agent `name` and wait up to `timeout` for its answer: one delivery, to
+    /// the node that hosts it now.
     async fn ask(
         &self,
         name: &str,
