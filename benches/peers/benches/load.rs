@@ -4,7 +4,8 @@
 //!
 //! Run: `cd benches/peers && cargo bench --bench load -- --json` (the whole grid, 3 rounds);
 //! `TROUPE_LOAD_QUICK=1` runs delays 0 and 50 ms, one round. `TROUPE_LOAD_ROUNDS`,
-//! `TROUPE_LOAD_CONCURRENCY` (`10,100`) and `TROUPE_LOAD_DELAYS` (`0,50`) override the grid.
+//! `TROUPE_LOAD_CONCURRENCY` (`10,100`) and `TROUPE_LOAD_DELAYS` (`0,50`) override the grid;
+//! `TROUPE_LOAD_FRAMEWORKS` (`troupe-lean,ractor`) runs only those (to profile one, say).
 //!
 //! This process serves the model; each framework at each point runs in a child process of its
 //! own (this binary with `--child`), so its CPU time and peak RSS are its alone. A child builds
@@ -59,6 +60,17 @@ fn main() {
         if quick { &[0, 50] } else { &[0, 50, 1000] },
     );
     let rounds = list("TROUPE_LOAD_ROUNDS", if quick { &[1] } else { &[3] })[0].max(1) as usize;
+    let frameworks: Vec<Framework> = match std::env::var("TROUPE_LOAD_FRAMEWORKS") {
+        Ok(names) => names
+            .split(',')
+            .map(|name| {
+                Framework::parse(name.trim()).unwrap_or_else(|| {
+                    panic!("TROUPE_LOAD_FRAMEWORKS: no framework `{name}` (troupe-lean, troupe-full, rig, autoagents, ractor)")
+                })
+            })
+            .collect(),
+        Err(_) => Framework::ALL.to_vec(),
+    };
     let points: Vec<(usize, u64)> = delays
         .iter()
         .flat_map(|&d| concurrency.iter().map(move |&n| (n as usize, d)))
@@ -72,21 +84,20 @@ fn main() {
     eprintln!(
         "load: {} points x {} frameworks x {rounds} rounds, server {} (load average {})",
         points.len(),
-        Framework::ALL.len(),
+        frameworks.len(),
         server.base_url,
         loadavg()
     );
     let started = Instant::now();
-    let mut samples: Vec<Vec<Vec<Sample>>> =
-        vec![vec![Vec::new(); Framework::ALL.len()]; points.len()];
+    let mut samples: Vec<Vec<Vec<Sample>>> = vec![vec![Vec::new(); frameworks.len()]; points.len()];
     for round in 0..rounds {
         for (p, &(n, delay_ms)) in points.iter().enumerate() {
-            for k in 0..Framework::ALL.len() {
-                let f = (k + p + round) % Framework::ALL.len();
-                let sample = run_child(&server, Framework::ALL[f], n, delay_ms);
+            for k in 0..frameworks.len() {
+                let f = (k + p + round) % frameworks.len();
+                let sample = run_child(&server, frameworks[f], n, delay_ms);
                 eprintln!(
                     "  round {round} n={n} delay={delay_ms}ms {:<12} {}",
-                    Framework::ALL[f].name(),
+                    frameworks[f].name(),
                     sample.summary()
                 );
                 samples[p][f].push(sample);
@@ -108,7 +119,7 @@ fn main() {
             "| framework | req/s | p50 added ms | p99 added ms | peak RSS MB | CPU ms/req | cold start ms | failed |"
         );
         println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-        for (f, framework) in Framework::ALL.iter().enumerate() {
+        for (f, framework) in frameworks.iter().enumerate() {
             let row = aggregate(*framework, n, delay_ms, &samples[p][f]);
             println!(
                 "| {} | {:.1} | {:.2} | {:.2} | {:.1} | {:.3} | {:.1} | {} |",
@@ -258,7 +269,8 @@ fn loadavg() -> String {
 /// The framework under measurement, in the child.
 enum Load {
     Troupe(TroupeLoad),
-    Rig(RigLoad),
+    // Boxed: rig's agent is by far the largest of the four.
+    Rig(Box<RigLoad>),
     AutoAgents(AutoAgentsLoad),
     Ractor(RactorLoad),
 }
@@ -268,7 +280,7 @@ impl Load {
         match framework {
             Framework::TroupeLean => Load::Troupe(TroupeLoad::start(base_url, false, dir).await),
             Framework::TroupeFull => Load::Troupe(TroupeLoad::start(base_url, true, dir).await),
-            Framework::Rig => Load::Rig(RigLoad::start(base_url)),
+            Framework::Rig => Load::Rig(Box::new(RigLoad::start(base_url))),
             Framework::AutoAgents => Load::AutoAgents(AutoAgentsLoad::start(base_url).await),
             Framework::Ractor => Load::Ractor(RactorLoad::start(base_url).await),
         }

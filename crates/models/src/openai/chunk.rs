@@ -1,20 +1,72 @@
 //! One streamed `chat.completion.chunk` → troupe's [`ModelDelta`]s.
 //!
-//! Chunks are parsed into async-openai's `CreateChatCompletionStreamResponse` after the same
-//! leniency the whole-answer parser applies (missing envelope fields filled in, unknown finish
-//! reasons kept raw), plus one of its own: a tool-call fragment without an `index` gets its
-//! position in the chunk. A tool call's start is passed on once its name is known; argument
-//! fragments that come before that are held back until then.
+//! A chunk is read straight into the few fields troupe uses (no `serde_json::Value` tree: this
+//! runs for every streamed piece of every answer), as leniently as the whole-answer parser
+//! reads an answer: the envelope (`id`, `model`, `object`, `created`) may be missing, a finish
+//! reason may be one no spec names (kept raw), a tool-call fragment without an `index` gets its
+//! position in the chunk, and fields troupe does not read are not looked at. A tool call's start
+//! is passed on once its name is known; argument fragments that come before that are held back
+//! until then.
 
 use std::collections::BTreeMap;
 
-use async_openai::types::chat::CreateChatCompletionStreamResponse;
+use async_openai::types::chat::CompletionUsage;
+use serde::Deserialize;
 use serde_json::Value;
 use troupe_protocol::{ModelDelta, ModelError};
 
 use super::super::shorten;
 use super::super::sse_answer::{EventDecoder, StreamFault};
-use super::wire::{fill_envelope, finish_reason, take_finish_reasons, usage_of};
+use super::wire::{finish_reason, usage_of};
+
+/// The parts of a chunk troupe reads.
+#[derive(Deserialize)]
+struct Chunk {
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<CompletionUsage>,
+    /// An error object a server sends instead of a chunk.
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    index: u32,
+    delta: Delta,
+    /// Raw: servers invent reasons (`eos_token`), which [`finish_reason`] keeps.
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<CallFragment>>,
+}
+
+#[derive(Deserialize)]
+struct CallFragment {
+    /// Missing on servers that send every call whole: then its position in the chunk.
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<FunctionFragment>,
+}
+
+#[derive(Deserialize)]
+struct FunctionFragment {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
 
 /// A tool call of the answer, as far as its fragments have come.
 #[derive(Debug, Default)]
@@ -34,6 +86,50 @@ pub(super) struct ChunkDecoder {
     finished: bool,
 }
 
+fn invalid(what: String) -> StreamFault {
+    StreamFault::Malformed(ModelError::InvalidResponse(what))
+}
+
+/// Why `data` is not a chunk, read again as plain JSON to say it precisely: not JSON, not an
+/// object, an error object the server sent instead (an interruption: another attempt may fare
+/// better), or a shape troupe cannot read (`shape`, the typed reader's complaint).
+fn not_a_chunk(data: &str, shape: &serde_json::Error) -> StreamFault {
+    let value: Value = match serde_json::from_str(data) {
+        Ok(value) => value,
+        Err(e) => {
+            return invalid(format!(
+                "a streamed chunk is not JSON ({e}): {}",
+                shorten(data, 200)
+            ));
+        }
+    };
+    let Some(object) = value.as_object() else {
+        return invalid(format!(
+            "a streamed chunk is not a JSON object: {}",
+            shorten(data, 200)
+        ));
+    };
+    if let Some(error) = object.get("error") {
+        return server_error(error);
+    }
+    invalid(format!(
+        "unexpected chunk shape ({shape}): {}",
+        shorten(data, 200)
+    ))
+}
+
+/// The server failed, not the stream: another attempt may fare better.
+fn server_error(error: &Value) -> StreamFault {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .map_or_else(|| error.to_string(), str::to_string);
+    StreamFault::Interrupted(ModelError::InvalidResponse(format!(
+        "the server reported an error mid-stream: {}",
+        shorten(&message, 500)
+    )))
+}
+
 impl ChunkDecoder {
     /// Whether a chunk said why the model stopped.
     pub(super) fn finished(&self) -> bool {
@@ -43,49 +139,17 @@ impl ChunkDecoder {
     /// The deltas in one chunk's JSON.
     ///
     /// # Errors
-    /// [`StreamFault::Malformed`] when the chunk is not a chunk (not JSON, a shape
-    /// async-openai rejects even after the leniency, a tool call that finished without a
-    /// name); [`StreamFault::Interrupted`] for an error object the server sent instead (both
-    /// as [`ModelError::InvalidResponse`]).
+    /// [`StreamFault::Malformed`] when the chunk is not a chunk (not JSON, not an object, a
+    /// shape troupe cannot read, a tool call that finished without a name);
+    /// [`StreamFault::Interrupted`] for an error object the server sent instead (both as
+    /// [`ModelError::InvalidResponse`]).
     pub(super) fn decode(&mut self, data: &str) -> Result<Vec<ModelDelta>, StreamFault> {
-        let invalid = |what: String| StreamFault::Malformed(ModelError::InvalidResponse(what));
-        let mut value: Value = serde_json::from_str(data).map_err(|e| {
-            invalid(format!(
-                "a streamed chunk is not JSON ({e}): {}",
-                shorten(data, 200)
-            ))
-        })?;
-        let Some(object) = value.as_object_mut() else {
-            return Err(invalid(format!(
-                "a streamed chunk is not a JSON object: {}",
-                shorten(data, 200)
-            )));
-        };
-        if let Some(error) = object.get("error") {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_string);
-            // The server failed, not the stream: another attempt may fare better.
-            return Err(StreamFault::Interrupted(ModelError::InvalidResponse(
-                format!(
-                    "the server reported an error mid-stream: {}",
-                    shorten(&message, 500)
-                ),
-            )));
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| not_a_chunk(data, &e))?;
+        if let Some(error) = &chunk.error {
+            return Err(server_error(error));
         }
-        fill_envelope(object, "chat.completion.chunk");
-        let raw_finishes = take_finish_reasons(object);
-        number_tool_call_fragments(object);
-        let chunk: CreateChatCompletionStreamResponse =
-            serde_json::from_value(value).map_err(|e| {
-                invalid(format!(
-                    "unexpected chunk shape ({e}): {}",
-                    shorten(data, 200)
-                ))
-            })?;
         let mut deltas = Vec::new();
-        for (choice, raw_finish) in chunk.choices.into_iter().zip(raw_finishes) {
+        for choice in chunk.choices {
             // troupe asks for one answer (no `n`); other choices are not its.
             if choice.index != 0 {
                 continue;
@@ -94,56 +158,18 @@ impl ChunkDecoder {
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 deltas.push(ModelDelta::Text(text));
             }
-            for fragment in delta.tool_calls.unwrap_or_default() {
-                let index = fragment.index as usize;
-                let call = self.calls.entry(index).or_default();
-                if !call.started
-                    && let Some(id) = fragment.id.filter(|id| !id.is_empty())
-                {
-                    call.id = Some(id);
-                }
-                let (name, arguments) = fragment
-                    .function
-                    .map_or((None, None), |f| (f.name, f.arguments));
-                if !call.started
-                    && let Some(name) = name.filter(|n| !n.is_empty())
-                {
-                    call.name = name;
-                }
-                let arguments = arguments.unwrap_or_default();
-                if call.started {
-                    if !arguments.is_empty() {
-                        deltas.push(ModelDelta::ToolCallArguments {
-                            index,
-                            fragment: arguments,
-                        });
-                    }
-                    continue;
-                }
-                call.held_back.push_str(&arguments);
-                if !call.name.is_empty() {
-                    call.started = true;
-                    deltas.push(ModelDelta::ToolCallStarted {
-                        index,
-                        id: call.id.clone().unwrap_or_else(|| format!("call_{index}")),
-                        name: call.name.clone(),
-                    });
-                    let held_back = std::mem::take(&mut call.held_back);
-                    if !held_back.is_empty() {
-                        deltas.push(ModelDelta::ToolCallArguments {
-                            index,
-                            fragment: held_back,
-                        });
-                    }
-                }
+            for (position, fragment) in delta.tool_calls.unwrap_or_default().into_iter().enumerate()
+            {
+                let index = fragment.index.map_or(position, |i| i as usize);
+                self.take_fragment(index, fragment, &mut deltas);
             }
-            if let Some(refusal) = delta.refusal.as_deref().filter(|r| !r.is_empty()) {
+            if let Some(refusal) = delta.refusal.filter(|r| !r.is_empty()) {
                 deltas.push(ModelDelta::MessageField {
                     key: "refusal".to_string(),
                     value: refusal.into(),
                 });
             }
-            if let Some(raw) = raw_finish {
+            if let Some(raw) = choice.finish_reason {
                 if let Some((index, _)) = self.calls.iter().find(|(_, c)| !c.started) {
                     return Err(invalid(format!(
                         "tool call {index} finished without a function name"
@@ -161,6 +187,56 @@ impl ChunkDecoder {
         }
         Ok(deltas)
     }
+
+    /// One fragment of tool call `index`: its start once its name is known, then its
+    /// arguments.
+    fn take_fragment(
+        &mut self,
+        index: usize,
+        fragment: CallFragment,
+        deltas: &mut Vec<ModelDelta>,
+    ) {
+        let call = self.calls.entry(index).or_default();
+        if !call.started
+            && let Some(id) = fragment.id.filter(|id| !id.is_empty())
+        {
+            call.id = Some(id);
+        }
+        let (name, arguments) = fragment
+            .function
+            .map_or((None, None), |f| (f.name, f.arguments));
+        if !call.started
+            && let Some(name) = name.filter(|n| !n.is_empty())
+        {
+            call.name = name;
+        }
+        let arguments = arguments.unwrap_or_default();
+        if call.started {
+            if !arguments.is_empty() {
+                deltas.push(ModelDelta::ToolCallArguments {
+                    index,
+                    fragment: arguments,
+                });
+            }
+            return;
+        }
+        call.held_back.push_str(&arguments);
+        if !call.name.is_empty() {
+            call.started = true;
+            deltas.push(ModelDelta::ToolCallStarted {
+                index,
+                id: call.id.clone().unwrap_or_else(|| format!("call_{index}")),
+                name: call.name.clone(),
+            });
+            let held_back = std::mem::take(&mut call.held_back);
+            if !held_back.is_empty() {
+                deltas.push(ModelDelta::ToolCallArguments {
+                    index,
+                    fragment: held_back,
+                });
+            }
+        }
+    }
 }
 
 impl EventDecoder for ChunkDecoder {
@@ -175,28 +251,6 @@ impl EventDecoder for ChunkDecoder {
     /// The arguments of calls whose name has not come yet.
     fn held_back(&self) -> usize {
         self.calls.values().map(|call| call.held_back.len()).sum()
-    }
-}
-
-/// Give tool-call fragments without an `index` their position in the chunk (some servers send
-/// every call whole, unnumbered).
-fn number_tool_call_fragments(object: &mut serde_json::Map<String, Value>) {
-    let Some(choices) = object.get_mut("choices").and_then(Value::as_array_mut) else {
-        return;
-    };
-    for choice in choices {
-        let Some(calls) = choice
-            .get_mut("delta")
-            .and_then(|d| d.get_mut("tool_calls"))
-            .and_then(Value::as_array_mut)
-        else {
-            continue;
-        };
-        for (position, call) in calls.iter_mut().enumerate() {
-            if let Some(call) = call.as_object_mut() {
-                call.entry("index").or_insert_with(|| Value::from(position));
-            }
-        }
     }
 }
 
@@ -288,5 +342,32 @@ mod tests {
             matches!(&not_json, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains("not JSON")),
             "{not_json:?}"
         );
+    }
+
+    #[test]
+    fn a_chunk_of_another_shape_is_malformed_and_says_which_way() {
+        for (data, says) in [
+            ("[1, 2]", "not a JSON object"),
+            (r#"{"choices": "many"}"#, "unexpected chunk shape"),
+            (r#"{"choices": [{"delta": {}}]}"#, "unexpected chunk shape"),
+            (
+                r#"{"choices": [{"index": 0, "delta": {"content": 7}}]}"#,
+                "unexpected chunk shape",
+            ),
+        ] {
+            let error = ChunkDecoder::default().decode(data).err();
+            assert!(
+                matches!(&error, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains(says)),
+                "{data}: {error:?}"
+            );
+        }
+        // What troupe does not read may be anything: the envelope, a role, a call's type.
+        let mut decoder = ChunkDecoder::default();
+        let deltas = decode(
+            &mut decoder,
+            json!({"id": 5, "object": null, "choices": [{"index": 0, "logprobs": {"x": 1},
+                "delta": {"role": "narrator", "content": "hi"}}]}),
+        );
+        assert_eq!(deltas, vec![ModelDelta::Text("hi".into())]);
     }
 }
