@@ -484,17 +484,21 @@ impl TaskStore {
         }
     }
 
-    /// The task is over: its events close, it counts against the store's bounds, and it is
-    /// written to the tasks file (rewritten with what the store keeps when it has outgrown it).
-    pub(super) fn finish(&self, id: &str) {
+    /// The task is over: `end` gives it its final state, it is written to the tasks file
+    /// (rewritten with what the store keeps when it has outgrown it), it counts against the
+    /// store's bounds, and only then does its last event (`end`'s) go out and its events close:
+    /// a caller told the task ended finds it so after a restart too, and a reader of the store
+    /// never sees the final state before it is on disk.
+    pub(super) fn finish(&self, id: &str, end: impl FnOnce(&mut Task) -> StreamResponse) {
         let mut file = self.tasks_file.as_ref().map(|f| lock(f));
         let mut inner = lock(&self.inner);
         let Some(entry) = inner.tasks.get_mut(id) else {
             return;
         };
-        if entry.running.take().is_none() {
+        let Some(running) = entry.running.take() else {
             return;
-        }
+        };
+        let last = end(&mut entry.task);
         entry.waiting.clear();
         entry.paused = None;
         let line = TaskLine {
@@ -508,17 +512,18 @@ impl TaskStore {
         inner.finished += 1;
         inner.finished_bytes += bytes;
         evict(&mut inner);
-        let Some(file) = file.as_mut() else {
-            return;
-        };
-        if inner.tasks.contains_key(id) {
-            file.record(&line);
+        if let Some(file) = file.as_mut() {
+            if inner.tasks.contains_key(id) {
+                file.record(&line);
+            }
+            if file.outgrown(inner.finished, inner.finished_bytes) {
+                let lines = finished_lines(&inner);
+                file.rewrite(lines.iter().map(String::as_str));
+            }
         }
-        if file.outgrown(inner.finished, inner.finished_bytes) {
-            let lines = finished_lines(&inner);
-            drop(inner);
-            file.rewrite(lines.iter().map(String::as_str));
-        }
+        drop(inner);
+        // No subscriber is fine: the task is kept for GetTask.
+        let _ = running.events.send(last);
     }
 }
 

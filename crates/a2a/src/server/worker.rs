@@ -88,15 +88,23 @@ impl Worker {
         // The context's agent is free before the caller hears the task ended (a next message
         // in another context, at the cap of live ones, must not find it still working).
         self.lease.release();
-        match end {
+        let (state, text) = match end {
             End::Answer(answer) => {
                 self.answer(answer);
-                self.status(TaskState::Completed, None);
+                (TaskState::Completed, None)
             }
-            End::Cancelled => self.status(TaskState::Canceled, Some("cancelled by the caller")),
-            End::Failed(reason) => self.status(TaskState::Failed, Some(&reason)),
-        }
-        self.store.finish(&self.task_id);
+            End::Cancelled => (
+                TaskState::Canceled,
+                Some("cancelled by the caller".to_string()),
+            ),
+            End::Failed(reason) => (TaskState::Failed, Some(reason)),
+        };
+        // The final state is written to the tasks file before anyone hears of it.
+        self.store.finish(&self.task_id, move |task| {
+            let update = status_update(task, state, text.as_deref());
+            apply_status(task, &update);
+            StreamResponse::StatusUpdate(update)
+        });
     }
 
     /// An agent's name as the caller knows it: the context's own agent is the served one.
