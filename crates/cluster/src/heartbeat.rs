@@ -21,8 +21,8 @@ use crate::peers::Peers;
 use crate::route::{GATEWAYS, SCOPE, gateway_of};
 use crate::wire::{self, GatewayMsg, WireRequest};
 
-/// How often each peer is pinged (more often when the deadline is under two of these: see
-/// [`interval_for`]).
+/// How often each peer is pinged (more often when the node's heartbeat deadline is under two of
+/// these, so a peer always gets two pings per deadline).
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a peer has to answer a ping before it is taken for down, unless the node's config
