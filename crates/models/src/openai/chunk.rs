@@ -370,4 +370,52 @@ mod tests {
         );
         assert_eq!(deltas, vec![ModelDelta::Text("hi".into())]);
     }
+
+    #[test]
+    fn absurd_usage_numbers_are_a_malformed_chunk_not_a_wrapped_count() {
+        for usage in [
+            json!({"prompt_tokens": 1e30, "completion_tokens": 1, "total_tokens": 1}),
+            json!({"prompt_tokens": -5, "completion_tokens": 1, "total_tokens": 1}),
+            json!({"prompt_tokens": 4_294_967_296_u64, "completion_tokens": 1, "total_tokens": 1}),
+        ] {
+            let data = json!({"choices": [], "usage": usage}).to_string();
+            let error = ChunkDecoder::default().decode(&data).err();
+            assert!(
+                matches!(&error, Some(StreamFault::Malformed(ModelError::InvalidResponse(m))) if m.contains("unexpected chunk shape")),
+                "{data}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_started_twice_is_started_once_and_keeps_its_first_id_and_name() {
+        let mut decoder = ChunkDecoder::default();
+        let start = |id: &str, name: &str, arguments: &str| {
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": id, "function": {"name": name, "arguments": arguments}}]}}]})
+        };
+        let first = decode(&mut decoder, start("a", "f", "{\"x\""));
+        let again = decode(&mut decoder, start("b", "rm_everything", ":1}"));
+        assert_eq!(
+            first,
+            vec![
+                ModelDelta::ToolCallStarted {
+                    index: 0,
+                    id: "a".into(),
+                    name: "f".into()
+                },
+                ModelDelta::ToolCallArguments {
+                    index: 0,
+                    fragment: "{\"x\"".into()
+                },
+            ]
+        );
+        assert_eq!(
+            again,
+            vec![ModelDelta::ToolCallArguments {
+                index: 0,
+                fragment: ":1}".into()
+            }]
+        );
+    }
 }
