@@ -110,19 +110,14 @@ fn worker_config(dir: &Path, url: &str) -> std::path::PathBuf {
 
 /// Node A's config: `worker` (which A stands by for) and `boss`, who asks `worker` with its
 /// `ask_agent` tool.
-fn boss_config(dir: &Path, worker_config: &Path) -> std::path::PathBuf {
+fn boss_config(dir: &Path, worker_config: &Path, url: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(worker_config).unwrap();
-    let url = text
-        .lines()
-        .find_map(|l| l.strip_prefix("base_url = "))
-        .unwrap()
-        .to_string();
     let config = dir.join("troupe-a.toml");
     let boss = format!(
         r#"
 [models.delegating]
 provider = "openai"
-base_url = {url}
+base_url = "{url}"
 api_key_env = "TEST_CHAT_KEY"
 model = "{DELEGATING_MODEL}"
 context_window = 8000
@@ -144,6 +139,8 @@ struct World {
     dir: tempfile::TempDir,
     calls: Arc<Calls>,
     config: std::path::PathBuf,
+    /// The scripted model's base URL.
+    url: String,
 }
 
 /// A fresh [`World`]; `None` when no Postgres is configured (the tests then skip).
@@ -158,6 +155,7 @@ fn world() -> Option<World> {
         dir,
         calls,
         config,
+        url,
     })
 }
 
@@ -222,6 +220,7 @@ fn a_node_frozen_past_its_lease_is_fenced_when_it_wakes_and_the_log_keeps_one_hi
         dir,
         calls,
         config,
+        ..
     }) = world()
     else {
         return;
@@ -276,6 +275,7 @@ fn a_request_whose_node_is_killed_at_each_step_finishes_on_another_with_no_step_
             dir,
             calls,
             config,
+            url,
         }) = world()
         else {
             return;
@@ -284,7 +284,7 @@ fn a_request_whose_node_is_killed_at_each_step_finishes_on_another_with_no_step_
         // A hosts `boss`, whose asks wait up to a minute for a lost agent's new home.
         let mut on_a = standby(&[b_addr]);
         on_a.extend(["--failover-ms".to_string(), "60000".to_string()]);
-        let (_a, a_addr) = node("a", &boss_config(dir.path(), &config), &db.url, &on_a);
+        let (_a, a_addr) = node("a", &boss_config(dir.path(), &config, &url), &db.url, &on_a);
         let (_c, _) = node("c", &config, &db.url, &standby(&[b_addr, a_addr]));
 
         let tool = (step % 2 == 0 && step < 10).then_some(step / 2);

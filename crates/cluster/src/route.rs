@@ -2,7 +2,6 @@
 //! another node. Names are found in ractor's process groups (each node's gateway joins one group
 //! per agent it hosts, in the [`SCOPE`] scope); requests go to that node's gateway.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -92,7 +91,7 @@ impl ClusterRoute {
             // The caller's id when it gave one (a retry is the same request), else a new one.
             request_id: request
                 .request_id
-                .unwrap_or_else(|| fresh_request_id(&self.node)),
+                .unwrap_or_else(|| AgentRequest::fresh_id(&self.node)),
             agent: name.to_string(),
             from: request.from,
             text: request.text,
@@ -285,18 +284,6 @@ async fn call(gateway: &ActorCell, request: &WireRequest, timeout: Duration) -> 
         Ok(CallResult::Timeout) => Called::TimedOut,
         Ok(CallResult::SenderError) | Err(_) => Called::Down,
     }
-}
-
-/// A delivery id unique across nodes and restarts of this one: the node's name, a random salt
-/// drawn once per process, and a count.
-fn fresh_request_id(node: &str) -> String {
-    static SALT: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
-    static COUNT: AtomicU64 = AtomicU64::new(0);
-    let salt = SALT.get_or_init(|| TraceContext::new_root().trace_id);
-    format!(
-        "{node}-{salt:032x}-{}",
-        COUNT.fetch_add(1, Ordering::Relaxed)
-    )
 }
 
 fn error_kind(error: &AskError) -> &'static str {

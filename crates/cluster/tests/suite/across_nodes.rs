@@ -7,7 +7,7 @@ use troupe_protocol::ResponseFormat;
 use troupe_runtime::AskError;
 
 use super::support::child::{ChildNode, ChildSpec};
-use super::support::plain_node;
+use super::support::{ask_in_background, plain_node};
 
 #[tokio::test]
 async fn an_agent_on_another_process_is_asked_by_name_and_can_ask_back() {
@@ -97,16 +97,7 @@ async fn a_node_killed_mid_request_fails_the_ask_with_node_down_not_a_timeout() 
     let mut child = ChildNode::start(&ChildSpec::new("b3", &["worker3"]));
     let (team, node) = plain_node("a3", &[]).await;
     node.connect(child.addr).await.unwrap();
-    let directory = team.directory().clone();
-    let asking = tokio::spawn(async move {
-        directory
-            .ask(
-                "worker3",
-                troupe_runtime::AgentRequest::from_user("sleep 60000"),
-                Duration::from_secs(120),
-            )
-            .await
-    });
+    let asking = ask_in_background(&team, "worker3", "sleep 60000");
     // The request is in the worker's hands once the node has acknowledged it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     child.kill();
@@ -140,16 +131,7 @@ async fn a_frozen_node_fails_the_ask_with_node_down_within_seconds() {
     let child = ChildNode::start(&ChildSpec::new("b18", &["worker18"]));
     let (team, node) = plain_node("a18", &[]).await;
     node.connect(child.addr).await.unwrap();
-    let directory = team.directory().clone();
-    let asking = tokio::spawn(async move {
-        directory
-            .ask(
-                "worker18",
-                troupe_runtime::AgentRequest::from_user("sleep 60000"),
-                Duration::from_secs(120),
-            )
-            .await
-    });
+    let asking = ask_in_background(&team, "worker18", "sleep 60000");
     // The request is in the worker's hands once the node has acknowledged it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     // SIGSTOP: the connection stays open, nothing answers on it.

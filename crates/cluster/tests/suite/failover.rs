@@ -12,7 +12,7 @@ use troupe_runtime::{
 };
 
 use super::support::child::{ChildNode, ChildSpec};
-use super::support::{COOKIE, node};
+use super::support::{COOKIE, ask_in_background, node};
 
 /// The requests an agent was given, as (text, request id).
 type Given = Arc<Mutex<Vec<(String, Option<String>)>>>;
@@ -48,16 +48,7 @@ async fn an_ask_whose_node_died_is_answered_by_the_agent_started_on_the_askers_o
     };
     let (team, node) = node("a40", &[], config).await;
     node.connect(child.addr).await.unwrap();
-    let directory = team.directory().clone();
-    let asking = tokio::spawn(async move {
-        directory
-            .ask(
-                "worker40",
-                AgentRequest::from_user("sleep 60000"),
-                Duration::from_secs(120),
-            )
-            .await
-    });
+    let asking = ask_in_background(&team, "worker40", "sleep 60000");
     // The request is in the worker's hands once its node has acknowledged it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     child.kill();

@@ -37,6 +37,17 @@ pub struct AgentRequest {
 }
 
 impl AgentRequest {
+    /// A request id unique across nodes and restarts (for [`AgentRequest::request_id`]):
+    /// `origin` (who delivers it: a node's name), a random salt drawn once per process, and a
+    /// count.
+    pub fn fresh_id(origin: &str) -> String {
+        static SALT: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let salt = SALT.get_or_init(|| TraceContext::new_root().trace_id);
+        let count = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{origin}-{salt:032x}-{count}")
+    }
+
     /// A request from the program (not from another agent) starting a new trace.
     pub fn from_user(text: impl Into<String>) -> Self {
         AgentRequest {

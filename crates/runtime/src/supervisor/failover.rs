@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use troupe_protocol::TraceContext;
 
 use crate::supervisor::behavior::AgentRequest;
 use crate::supervisor::directory::{AskError, Directory};
@@ -46,7 +45,10 @@ impl Directory {
         let deadline = Instant::now() + timeout;
         // One id for every delivery of this request: that is what lets its new home answer it
         // from the log when the lost node had handled it.
-        let request_id = request.request_id.clone().unwrap_or_else(fresh_request_id);
+        let request_id = request
+            .request_id
+            .clone()
+            .unwrap_or_else(|| AgentRequest::fresh_id(request.from.as_deref().unwrap_or("ask")));
         let request = AgentRequest {
             request_id: Some(request_id),
             ..request
@@ -93,9 +95,4 @@ impl Directory {
             tokio::time::sleep(HOME_POLL).await;
         }
     }
-}
-
-/// A request id unique across nodes and processes (128 random bits).
-fn fresh_request_id() -> String {
-    format!("ask-{:032x}", TraceContext::new_root().trace_id)
 }

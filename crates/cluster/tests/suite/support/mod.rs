@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use troupe_cluster::{ClusterNode, NodeConfig};
-use troupe_runtime::{Team, TeamConfig};
+use troupe_runtime::{AgentRequest, AskError, Team, TeamConfig};
 
 /// A cookie as `openssl rand -hex 32` makes them (a weak one is refused).
 pub(crate) const COOKIE: &str = "5d41402abc4b2a76b9719d911017c59228b46ed2c5fd8f4b7a6c1e0d3f9e8a71";
@@ -45,4 +45,23 @@ pub(crate) async fn plain_node(name: &str, agents: &[&str]) -> (Team, ClusterNod
 /// The address of a child node, parsed from its `READY` line.
 pub(crate) fn parse_ready(line: &str) -> Option<SocketAddr> {
     line.strip_prefix("READY ")?.trim().parse().ok()
+}
+
+/// Ask `agent` `text` through `team`'s directory in a task of its own, with a 120 s timeout (far
+/// past what the tests wait): the test goes on while the request is in flight.
+pub(crate) fn ask_in_background(
+    team: &Team,
+    agent: &'static str,
+    text: &'static str,
+) -> tokio::task::JoinHandle<Result<String, AskError>> {
+    let directory = team.directory().clone();
+    tokio::spawn(async move {
+        directory
+            .ask(
+                agent,
+                AgentRequest::from_user(text),
+                Duration::from_secs(120),
+            )
+            .await
+    })
 }
