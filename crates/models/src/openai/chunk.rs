@@ -261,6 +261,21 @@ mod tests {
 
     use super::*;
 
+    fn started(index: usize, id: &str, name: &str) -> ModelDelta {
+        ModelDelta::ToolCallStarted {
+            index,
+            id: id.into(),
+            name: name.into(),
+        }
+    }
+
+    fn arguments(index: usize, fragment: &str) -> ModelDelta {
+        ModelDelta::ToolCallArguments {
+            index,
+            fragment: fragment.into(),
+        }
+    }
+
     fn decode(decoder: &mut ChunkDecoder, chunk: Value) -> Vec<ModelDelta> {
         decoder.decode(&chunk.to_string()).unwrap()
     }
@@ -277,15 +292,8 @@ mod tests {
         assert_eq!(
             deltas,
             vec![
-                ModelDelta::ToolCallStarted {
-                    index: 0,
-                    id: "a".into(),
-                    name: "f".into()
-                },
-                ModelDelta::ToolCallArguments {
-                    index: 0,
-                    fragment: "{}".into()
-                },
+                started(0, "a", "f"),
+                arguments(0, "{}"),
                 ModelDelta::Finished(FinishReason::Other("eos_token".into())),
             ]
         );
@@ -302,17 +310,7 @@ mod tests {
             {"index": 0, "function": {"name": "f", "arguments": ":1}"}}]}}]});
         assert_eq!(
             decode(&mut decoder, named),
-            vec![
-                ModelDelta::ToolCallStarted {
-                    index: 0,
-                    id: "a".into(),
-                    name: "f".into()
-                },
-                ModelDelta::ToolCallArguments {
-                    index: 0,
-                    fragment: "{\"x\":1}".into()
-                },
-            ]
+            vec![started(0, "a", "f"), arguments(0, "{\"x\":1}"),]
         );
         // What waits for the name counts against the answer's cap meanwhile.
         let mut waiting = ChunkDecoder::default();
@@ -396,26 +394,7 @@ mod tests {
         };
         let first = decode(&mut decoder, start("a", "f", "{\"x\""));
         let again = decode(&mut decoder, start("b", "rm_everything", ":1}"));
-        assert_eq!(
-            first,
-            vec![
-                ModelDelta::ToolCallStarted {
-                    index: 0,
-                    id: "a".into(),
-                    name: "f".into()
-                },
-                ModelDelta::ToolCallArguments {
-                    index: 0,
-                    fragment: "{\"x\"".into()
-                },
-            ]
-        );
-        assert_eq!(
-            again,
-            vec![ModelDelta::ToolCallArguments {
-                index: 0,
-                fragment: ":1}".into()
-            }]
-        );
+        assert_eq!(first, vec![started(0, "a", "f"), arguments(0, "{\"x\""),]);
+        assert_eq!(again, vec![arguments(0, ":1}")]);
     }
 }
