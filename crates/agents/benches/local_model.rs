@@ -179,14 +179,17 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     // Warm-up: page in the weights, allocate both KV caches.
-    direct.run(&direct.chat_prompt(SYSTEM, USER)?, 8)?;
+    direct.run(
+        &direct.chat_prompt(&[("system", SYSTEM), ("user", USER)])?,
+        8,
+    )?;
     runtime.block_on(model.chat(request(SYSTEM, 8)))?;
 
     let (mut troupe, mut raw) = (Samples::default(), Samples::default());
     let mut token_counts = Vec::new();
     for round in 0..rounds {
         let system = system(round);
-        let prompt = direct.chat_prompt(&system, USER)?;
+        let prompt = direct.chat_prompt(&[("system", &system), ("user", USER)])?;
         // Alternate the order so neither side always runs on a warmer (or busier) machine.
         if round % 2 == 0 {
             direct_round(&mut direct, &prompt, &mut raw, &mut token_counts)?;

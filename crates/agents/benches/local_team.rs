@@ -21,9 +21,12 @@
 //!   after it are one delta — and the stretch was not llama.cpp's; it is still printed as
 //!   `team_deltas_per_s`.) `single_tokens_per_s`: one agent asked alone, the same way.
 //! - llama.cpp: `Baseline::run_batched` decodes the four agents' conversations into four
-//!   sequences and generates, one token per sequence per batch, as many tokens as each agent
-//!   did: `llama_batched_tokens_per_s` = tokens after each first one ÷ the batched time, from
-//!   the first tokens sampled to the last sequence's end.
+//!   sequences — each rendered through the chat template message by message, as the provider
+//!   renders it, so both sides attend over the same tokens (until #56 the baseline flattened
+//!   each conversation into one user message: 6 % fewer tokens; `round_prompt_tokens` prints
+//!   both counts) — and generates, one token per sequence per batch, as many tokens as each
+//!   agent did: `llama_batched_tokens_per_s` = tokens after each first one ÷ the batched time,
+//!   from the first tokens sampled to the last sequence's end.
 //!
 //! Each round runs the team and llama.cpp back to back, so a round's ratio compares them under
 //! the same load; `team_vs_llama_batched` is the median of the rounds' ratios.
@@ -91,6 +94,7 @@ fn request(agent: &str, messages: &[ChatMessage], max_tokens: u32) -> ChatReques
 /// One streamed answer: its text, output tokens, when each text delta came and when it ended.
 struct Streamed {
     text: String,
+    prompt_tokens: usize,
     output_tokens: usize,
     deltas: Vec<Instant>,
     end: Instant,
@@ -106,20 +110,24 @@ async fn stream(model: &LocalModel, request: ChatRequest) -> Result<Streamed, Bo
     let mut stream = model.chat_stream(request).await?;
     let mut deltas = Vec::new();
     let mut text = String::new();
-    let mut output_tokens = 0;
+    let (mut prompt_tokens, mut output_tokens) = (0, 0);
     while let Some(delta) = stream.next().await {
         match delta? {
             ModelDelta::Text(t) => {
                 deltas.push(Instant::now());
                 text.push_str(&t);
             }
-            ModelDelta::Usage(usage) => output_tokens = usage.output_tokens as usize,
+            ModelDelta::Usage(usage) => {
+                prompt_tokens = usage.input_tokens as usize;
+                output_tokens = usage.output_tokens as usize;
+            }
             _ => {}
         }
     }
     let end = Instant::now();
     Ok(Streamed {
         text,
+        prompt_tokens,
         output_tokens,
         deltas,
         end,
@@ -164,11 +172,15 @@ fn delta_rate(answers: &[Streamed]) -> f64 {
     tokens as f64 / end.duration_since(start).as_secs_f64().max(1e-9)
 }
 
-/// A conversation flattened into one prompt for the baseline (about as long as the agent's).
-fn flat(baseline: &Baseline, conversation: &[ChatMessage]) -> Result<String, Box<dyn Error>> {
-    let system = conversation.first().map(|m| m.text()).unwrap_or_default();
-    let rest: Vec<String> = conversation.iter().skip(1).map(|m| m.text()).collect();
-    Ok(baseline.chat_prompt(&system, &rest.join("\n\n"))?)
+/// A conversation through the model's chat template, message by message, as the provider
+/// renders it: the baseline decodes as many tokens at the same depth as the team does.
+fn templated(baseline: &Baseline, conversation: &[ChatMessage]) -> Result<String, Box<dyn Error>> {
+    let texts: Vec<(&str, String)> = conversation
+        .iter()
+        .map(|m| (m.role.as_str(), m.text()))
+        .collect();
+    let messages: Vec<(&str, &str)> = texts.iter().map(|(r, t)| (*r, t.as_str())).collect();
+    Ok(baseline.chat_prompt(&messages)?)
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -222,6 +234,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let mut baseline = Baseline::new(&path, config.max_context, threads)?;
     let (mut team, mut single, mut llama) = (Vec::new(), Vec::new(), Vec::new());
     let (mut deltas, mut ratios) = (Vec::new(), Vec::new());
+    // Per round: the prompt tokens of the team's four requests and of llama.cpp's four.
+    let mut prompt_tokens: Vec<[usize; 2]> = Vec::new();
     for round in 0..rounds {
         let ask = format!(
             "Round {round}: describe, step by step and in detail, how you would build your part of \
@@ -244,6 +258,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         team.push(rate);
         deltas.push(delta_rate(&answers));
         let outputs: Vec<usize> = answers.iter().map(|a| a.output_tokens).collect();
+        let team_prompt_tokens: usize = answers.iter().map(|a| a.prompt_tokens).sum();
 
         let mut alone = conversations[0].clone();
         alone.push(ChatMessage::user(format!("{ask} Once more, briefly.")));
@@ -256,7 +271,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             .map(|c| {
                 let mut c = c.clone();
                 c.push(ChatMessage::user(ask.clone()));
-                flat(&baseline, &c)
+                templated(&baseline, &c)
             })
             .collect::<Result<_, _>>()?;
         let run = baseline.run_batched(&prompts, &outputs)?;
@@ -264,9 +279,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
         let llama_rate = batched_tokens as f64 / run.generation_time.as_secs_f64().max(1e-9);
         llama.push(llama_rate);
         ratios.push(rate / llama_rate);
+        prompt_tokens.push([team_prompt_tokens, run.prompt_tokens]);
         println!(
             "together {round}: team {rate:6.1} tok/s ({outputs:?} tokens), alone {one_rate:6.1} \
-             tok/s ({} tokens), llama.cpp batched {llama_rate:6.1} tok/s (prompts {} tokens, {:?})",
+             tok/s ({} tokens), llama.cpp batched {llama_rate:6.1} tok/s (prompts {} tokens, the team's {team_prompt_tokens}, {:?})",
             one.output_tokens,
             run.prompt_tokens,
             Duration::from_secs_f64(run.generation_time.as_secs_f64()),
@@ -295,6 +311,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
             "llama_batched_tokens_per_s": (llama_batched_tokens_per_s * 10.0).round() / 10.0,
             "team_vs_llama_batched": (median(ratios.clone()) * 1000.0).round() / 1000.0,
             "round_ratios": ratios.iter().map(|r| (r * 1000.0).round() / 1000.0).collect::<Vec<_>>(),
+            "round_prompt_tokens": prompt_tokens,
             "team_deltas_per_s": (median(deltas) * 10.0).round() / 10.0,
             "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
                 .split_whitespace().take(3).collect::<Vec<_>>().join(" "),

@@ -68,21 +68,25 @@ impl Baseline {
         Ok(Baseline { model, ctx })
     }
 
-    /// `system` + `user` through the GGUF's chat template (ChatML if it has none).
+    /// A conversation of `(role, text)` messages through the GGUF's chat template (ChatML if it
+    /// has none), ready for the assistant's answer: the text the provider renders for the same
+    /// messages.
     ///
     /// # Errors
     /// When the template cannot be applied.
-    pub fn chat_prompt(&self, system: &str, user: &str) -> Result<String, LocalModelError> {
+    pub fn chat_prompt(&self, messages: &[(&str, &str)]) -> Result<String, LocalModelError> {
         let template = self
             .model
             .chat_template(None)
             .or_else(|_| llama_cpp_2::model::LlamaChatTemplate::new("chatml"))
             .map_err(|e| fail("template", e))?;
-        let chat = [
-            LlamaChatMessage::new("system".into(), system.into())
-                .map_err(|e| fail("message", e))?,
-            LlamaChatMessage::new("user".into(), user.into()).map_err(|e| fail("message", e))?,
-        ];
+        let chat = messages
+            .iter()
+            .map(|(role, text)| {
+                LlamaChatMessage::new((*role).into(), (*text).into())
+                    .map_err(|e| fail("message", e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         self.model
             .apply_chat_template(&template, &chat, true)
             .map_err(|e| fail("template", e))
