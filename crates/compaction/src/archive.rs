@@ -122,20 +122,24 @@ impl Archive {
     }
 
     /// Record that `originals` (in conversation order) were replaced by `replacement`.
-    pub fn record_replacement(&mut self, replacement: MessageId, originals: &[ChatMessage]) {
-        Arc::make_mut(&mut self.entries).extend(originals.iter().map(|m| ArchiveEntry {
+    pub fn record_replacement<M: Into<StoredMessage>>(
+        &mut self,
+        replacement: MessageId,
+        originals: impl IntoIterator<Item = M>,
+    ) {
+        Arc::make_mut(&mut self.entries).extend(originals.into_iter().map(|m| ArchiveEntry {
             replaced_by: Some(replacement),
             after: None,
-            original: StoredMessage::from(m),
+            original: m.into(),
         }));
     }
 
     /// Record that `original` was removed; it followed `after`.
-    pub fn record_removal(&mut self, original: &ChatMessage, after: Option<MessageId>) {
+    pub fn record_removal(&mut self, original: impl Into<StoredMessage>, after: Option<MessageId>) {
         Arc::make_mut(&mut self.entries).push(ArchiveEntry {
             replaced_by: None,
             after,
-            original: StoredMessage::from(original),
+            original: original.into(),
         });
     }
 
@@ -203,7 +207,74 @@ pub fn expand(
     compacted: &[ChatMessage],
     archive: &Archive,
 ) -> Result<Vec<ChatMessage>, ExpandError> {
-    let mut messages = compacted.to_vec();
+    Ok(restore(compacted, archive)?
+        .into_iter()
+        .map(Restored::to_message)
+        .collect())
+}
+
+/// One message of a restored conversation, borrowed from where it lives: a message the
+/// compaction kept, or an archived original. The invariant check compares a restored
+/// conversation with the input through these, so checking a compaction copies no output.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Restored<'a> {
+    /// A message of the compacted conversation.
+    Kept(&'a ChatMessage),
+    /// An original the archive holds.
+    Archived(&'a StoredMessage),
+}
+
+impl Restored<'_> {
+    pub(crate) fn id(self) -> MessageId {
+        match self {
+            Restored::Kept(m) => m.id,
+            Restored::Archived(s) => s.id,
+        }
+    }
+
+    fn to_message(self) -> ChatMessage {
+        match self {
+            Restored::Kept(m) => m.clone(),
+            Restored::Archived(s) => ChatMessage::from(s.clone()),
+        }
+    }
+
+    /// Whether this is `m`: what `to_message() == *m` says, without the copy.
+    pub(crate) fn is(self, m: &ChatMessage) -> bool {
+        match self {
+            Restored::Kept(kept) => kept == m,
+            Restored::Archived(stored) => {
+                // Every field named, none with `..`: a field added to `ChatMessage` must be
+                // compared here too, or this does not compile.
+                let ChatMessage {
+                    role,
+                    content,
+                    tool_calls,
+                    tool_call_id,
+                    extra,
+                    id: _,
+                    kind: _,
+                    pinned: _,
+                } = &stored.message;
+                stored.id == m.id
+                    && stored.kind == m.kind
+                    && stored.pinned == m.pinned
+                    && *role == m.role
+                    && *content == m.content
+                    && *tool_calls == m.tool_calls
+                    && *tool_call_id == m.tool_call_id
+                    && *extra == m.extra
+            }
+        }
+    }
+}
+
+/// [`expand`], borrowing every message instead of copying it.
+pub(crate) fn restore<'a>(
+    compacted: &'a [ChatMessage],
+    archive: &'a Archive,
+) -> Result<Vec<Restored<'a>>, ExpandError> {
+    let mut messages: Vec<Restored<'a>> = compacted.iter().map(Restored::Kept).collect();
     let entries = archive.entries();
     let mut end = entries.len();
     while end > 0 {
@@ -214,7 +285,7 @@ pub fn expand(
                 while start > 0 && entries[start - 1].replaced_by == Some(replacement) {
                     start -= 1;
                 }
-                let position = messages.iter().position(|m| m.id == replacement).ok_or(
+                let position = messages.iter().position(|m| m.id() == replacement).ok_or(
                     ExpandError::MissingReplacement {
                         replacement,
                         original: last.original.id,
@@ -222,7 +293,7 @@ pub fn expand(
                 )?;
                 let originals = entries[start..end]
                     .iter()
-                    .map(|e| ChatMessage::from(e.original.clone()));
+                    .map(|e| Restored::Archived(&e.original));
                 messages.splice(position..=position, originals);
                 end = start;
             }
@@ -230,7 +301,7 @@ pub fn expand(
                 let position = match last.after {
                     None => 0,
                     Some(anchor) => {
-                        messages.iter().position(|m| m.id == anchor).ok_or(
+                        messages.iter().position(|m| m.id() == anchor).ok_or(
                             ExpandError::MissingAnchor {
                                 original: last.original.id,
                                 anchor,
@@ -238,7 +309,7 @@ pub fn expand(
                         )? + 1
                     }
                 };
-                messages.insert(position, ChatMessage::from(last.original.clone()));
+                messages.insert(position, Restored::Archived(&last.original));
                 end -= 1;
             }
         }
@@ -287,7 +358,7 @@ mod tests {
     fn missing_replacement_is_an_error() {
         let c = Conversation::from_messages([ChatMessage::user("a")]);
         let mut archive = Archive::new();
-        archive.record_replacement(MessageId(99), &c.to_messages());
+        archive.record_replacement(MessageId(99), c.to_messages());
         let err = expand(&[], &archive).unwrap_err();
         assert!(err.to_string().contains("m99"));
     }

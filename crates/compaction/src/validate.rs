@@ -6,7 +6,7 @@
 use serde::Serialize;
 use troupe_protocol::{ChatMessage, MessageId};
 
-use crate::archive::{Archive, expand};
+use crate::archive::{Archive, restore};
 use crate::pairing::{answered_calls, check_pairing};
 use crate::policy::ContextPolicy;
 use crate::protection::ProtectedSet;
@@ -176,14 +176,16 @@ pub fn check_invariants(
     check_pairing(after)?;
     check_parallel_calls(before, after, context.archive)?;
     let restored =
-        expand(after, context.archive).map_err(|e| InvariantViolation::NotRecoverable {
+        restore(after, context.archive).map_err(|e| InvariantViolation::NotRecoverable {
             detail: e.to_string(),
         })?;
-    if restored != before {
-        let detail = match restored.iter().zip(before).position(|(r, b)| r != b) {
+    let differs = restored.iter().zip(before).position(|(r, b)| !r.is(b));
+    if differs.is_some() || restored.len() != before.len() {
+        let detail = match differs {
             Some(i) => format!(
                 "message {} differs from the original {}",
-                restored[i].id, before[i].id
+                restored[i].id(),
+                before[i].id
             ),
             None => format!(
                 "{} messages restored, {} expected",

@@ -379,6 +379,32 @@ impl ChatMessage {
             .unwrap_or_default()
     }
 
+    /// The text of the content, borrowed when it is plain text (the common case), joined as
+    /// [`ChatMessage::text`] joins parts otherwise: for readers of long tool outputs that need
+    /// no copy.
+    pub fn text_cow(&self) -> std::borrow::Cow<'_, str> {
+        match &self.content {
+            ContentSlot::Value(Content::Text(text)) => std::borrow::Cow::Borrowed(text),
+            ContentSlot::Value(parts) => std::borrow::Cow::Owned(parts.text()),
+            ContentSlot::Absent | ContentSlot::Null => std::borrow::Cow::Borrowed(""),
+        }
+    }
+
+    /// A copy of this message whose content is `text`, made without copying the content it
+    /// replaces (a stub of a long output is built from the output's message).
+    pub fn with_text(&self, text: impl Into<String>) -> Self {
+        ChatMessage {
+            role: self.role,
+            content: ContentSlot::Value(Content::Text(text.into())),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            extra: self.extra.clone(),
+            id: self.id,
+            kind: self.kind,
+            pinned: self.pinned,
+        }
+    }
+
     /// Replace the content with plain text.
     pub fn set_text(&mut self, text: impl Into<String>) {
         self.content = ContentSlot::Value(Content::Text(text.into()));
@@ -418,16 +444,23 @@ fn is_false(b: &bool) -> bool {
 
 impl From<&ChatMessage> for StoredMessage {
     fn from(m: &ChatMessage) -> Self {
+        StoredMessage::from(m.clone())
+    }
+}
+
+/// By value: a message leaving the conversation for an archive is stored without a copy.
+impl From<ChatMessage> for StoredMessage {
+    fn from(mut message: ChatMessage) -> Self {
         // The inner message carries only the wire shape, so a stored message compares equal to
         // itself after a JSON round trip (id and kind live in the outer fields).
-        let mut message = m.clone();
+        let (id, kind, pinned) = (message.id, message.kind, message.pinned);
         message.id = MessageId::UNASSIGNED;
         message.kind = MessageKind::Normal;
         message.pinned = false;
         StoredMessage {
-            id: m.id,
-            kind: m.kind,
-            pinned: m.pinned,
+            id,
+            kind,
+            pinned,
             message,
         }
     }

@@ -184,7 +184,7 @@ impl<'a> Reading<'a> {
             self.calls
                 .insert(call.id.as_str(), (call.function.name.as_str(), arguments));
         }
-        let text = message.text();
+        let text = message.text_cow();
         // An earlier compaction's stub or summary: its originals are in that compaction's
         // archive, and the blocks troupe wrote into it are what still names them.
         if let Some(written) = written_by_troupe(message, &text) {

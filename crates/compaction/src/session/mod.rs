@@ -346,13 +346,14 @@ impl<'a> CompactionSession<'a> {
     ) -> StepOutcome {
         let replaced_tokens: usize = self.tokens[range.clone()].iter().sum();
         let new_id = replacement.id;
-        self.archive
-            .record_replacement(new_id, &self.messages[range.clone()]);
         let replaced: Vec<MessageId> = self.messages[range.clone()].iter().map(|m| m.id).collect();
         let sources = self.sources_of(&replaced);
         self.sources.insert(new_id, sources);
         self.roots.insert(new_id, roots);
-        self.messages.splice(range.clone(), [replacement]);
+        // The originals move into the archive: a long output is not copied.
+        let originals: Vec<ChatMessage> =
+            self.messages.splice(range.clone(), [replacement]).collect();
+        self.archive.record_replacement(new_id, originals);
         self.tokens.splice(range, [tokens]);
         self.total = self.total - replaced_tokens + tokens;
         self.outcome(replaced, Some(new_id), replaced_tokens, tokens)
@@ -363,9 +364,10 @@ impl<'a> CompactionSession<'a> {
         let after = index.checked_sub(1).map(|i| self.messages[i].id);
         let removed = self.messages.remove(index);
         let tokens = self.tokens.remove(index);
-        self.archive.record_removal(&removed, after);
+        let removed_id = removed.id;
+        self.archive.record_removal(removed, after);
         self.total -= tokens;
-        self.outcome(vec![removed.id], None, tokens, 0)
+        self.outcome(vec![removed_id], None, tokens, 0)
     }
 
     fn outcome(

@@ -49,7 +49,7 @@ impl CompactionSession<'_> {
         let owner = crate::pairing::owner_of(&self.messages, index);
         let tool = crate::pairing::tool_name(&self.messages, owner, index);
         let call_id = message.tool_call_id.as_deref().unwrap_or_default();
-        let text = message.text();
+        let text = message.text_cow();
         let stub = stub_text(tool, call_id, &text, self.ledger);
         // A stub no shorter than the output cannot save tokens; skip counting it.
         if stub.len() + MARKER_BYTES >= text.len() {
@@ -98,9 +98,8 @@ impl CompactionSession<'_> {
         room: usize,
     ) -> (ChatMessage, Named) {
         let mut replacement = self.messages[index]
-            .clone()
+            .with_text(body)
             .with_kind(MessageKind::CompressedStub);
-        replacement.set_text(body.to_string());
         replacement.id = id;
         let named = self.names_hidden_by(index, &replacement, room);
         replacement.set_text(format!(
@@ -143,7 +142,7 @@ impl CompactionSession<'_> {
                     return Err(Refusal::BelowTruncationLimit { id, tokens, limit });
                 }
                 let keep = text_tokens_within(limit);
-                truncate_to_tokens(&message.text(), tokens, keep).ok_or(Refusal::NoGain {
+                truncate_to_tokens(&message.text_cow(), tokens, keep).ok_or(Refusal::NoGain {
                     id,
                     before: tokens,
                     after: tokens,

@@ -12,6 +12,7 @@ mod names_kept;
 mod pins;
 mod primitives;
 mod properties;
+mod restore_check;
 mod stub_names;
 mod summaries;
 mod summary_call;
