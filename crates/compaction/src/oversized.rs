@@ -27,21 +27,23 @@ impl Archive {
         tokens: usize,
         limit: usize,
     ) -> MessageId {
-        let text = answer.text();
-        let Some(body) = truncate_to_tokens(&text, tokens, text_tokens_within(limit)) else {
+        let Some(body) = truncate_to_tokens(&answer.text_cow(), tokens, text_tokens_within(limit))
+        else {
             return conversation.push(answer);
         };
         answer.id = conversation.allocate_id();
-        let mut cut = answer.clone().with_kind(MessageKind::CompressedStub);
-        cut.set_text(format!(
-            "{}\n[this answer was too large for the context window: cut here, kept whole in the \
-             archive as {}]\n{}",
-            body.trim_end(),
-            answer.id,
-            replaces_line(&[answer.id])
-        ));
+        let cut = answer
+            .with_text(format!(
+                "{}\n[this answer was too large for the context window: cut here, kept whole in \
+                 the archive as {}]\n{}",
+                body.trim_end(),
+                answer.id,
+                replaces_line(&[answer.id])
+            ))
+            .with_kind(MessageKind::CompressedStub);
         let id = conversation.push(cut);
-        self.record_replacement(id, std::slice::from_ref(&answer));
+        // The answer itself moves into the archive.
+        self.record_replacement(id, [answer]);
         id
     }
 }

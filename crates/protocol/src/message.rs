@@ -373,10 +373,7 @@ impl ChatMessage {
 
     /// The text of the content (empty when there is none).
     pub fn text(&self) -> String {
-        self.content
-            .as_content()
-            .map(Content::text)
-            .unwrap_or_default()
+        self.text_cow().into_owned()
     }
 
     /// The text of the content, borrowed when it is plain text (the common case), joined as

@@ -386,9 +386,10 @@ impl CompactionSession<'_> {
             answer.to_string()
         };
         let roots = self.roots_of(index..=index);
-        let mut replacement = self.messages[index].clone().with_kind(MessageKind::Summary);
         let body = format!("{SHORTENED_PREFIX} {}", short.trim());
-        replacement.set_text(body.clone());
+        let mut replacement = self.messages[index]
+            .with_text(body.clone())
+            .with_kind(MessageKind::Summary);
         // At most half of what it shortens, as a stub's list.
         let named = self.names_hidden_by(index, &replacement, self.tokens[index] / 2);
         replacement.set_text(format!(
